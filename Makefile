@@ -1,0 +1,130 @@
+# shardlab — every entry point. `make help` lists them.
+#
+#   make                  build everything into build/
+#   make lab-single       run the single-rank lab (STEPS=, ARGS=)
+#   make test             every test; the last line says "N passed, N failed"
+#   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
+#   make deps             install the Debian packages shardlab needs
+#
+# Options: CUDA=0 (never build the CUDA backend), NATIVE=0 (no -march=native), CC=clang.
+
+CC      ?= cc
+BUILD   := build
+NATIVE  ?= 1
+CUDA    ?= auto
+STEPS   ?=
+ARGS    ?=
+
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+BASE    := -std=c11 -D_GNU_SOURCE -g $(WARN) -Ilabs/core
+ifeq ($(NATIVE),1)
+ARCH    := -march=native
+else
+ARCH    := -mtune=generic
+endif
+# -ffp-contract=fast lets the compiler fuse a*b+c into one FMA instruction: faster, and still
+# the same bits on every run of the same binary.
+CFLAGS  ?= -O3 $(ARCH) -ffp-contract=fast
+SANFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDLIBS  := -lm
+
+# Debian packages (see DESIGN.md); `make deps` installs the missing ones.
+DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config
+
+# ---- CUDA: built when nvcc is found (CUDA_HOME, then /usr/local/cuda), unless CUDA=0 -----
+CUDA_HOME ?= /usr/local/cuda
+NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CU_SRCS := $(wildcard labs/core/*.cu)
+ifeq ($(CUDA),0)
+CUDA_STATUS := CUDA: off (CUDA=0); building the CPU backend
+else ifeq ($(NVCC),)
+CUDA_STATUS := CUDA: no nvcc in $(CUDA_HOME)/bin or PATH (set CUDA_HOME); building the CPU backend
+else ifeq ($(CU_SRCS),)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), but this version of shardlab has no CUDA sources yet; building the CPU backend
+else
+CUDA_STATUS := CUDA: nvcc found at $(NVCC); building the CUDA backend
+endif
+
+# ---- sources --------------------------------------------------------------------------
+CORE_SRCS := $(wildcard labs/core/*.c)
+CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o)
+CORE_SAN  := $(CORE_SRCS:labs/core/%.c=$(BUILD)/san/core/%.o)
+LABS      := single
+LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
+LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
+# Every tests/test_*.c is a program; tests/run.sh runs them all.
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
+
+.PHONY: all help deps test lab-single bench-single clean cuda-status
+.DEFAULT_GOAL := all
+# Keep the object files make would otherwise delete as intermediates.
+.SECONDARY:
+
+all: cuda-status $(LAB_BINS)
+
+cuda-status:
+	@echo "$(CUDA_STATUS)"
+
+help:
+	@echo "shardlab make targets:"
+	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code)"
+	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
+	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
+	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
+	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
+	@echo "  make clean            remove build/ (runs/ is kept)"
+
+# ---- deps -----------------------------------------------------------------------------
+# Installs only what is missing: apt-get as root, sudo otherwise, else prints the command.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all installed ($(DEB_PACKAGES))"; exit 0; fi; \
+	echo "deps: missing:$$missing"; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "deps: no apt-get here; install the equivalents of:$$missing"; exit 1; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=""; \
+	elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; \
+	else echo "deps: not root and no sudo; run as root:"; \
+	     echo "  apt-get update && apt-get install -y$$missing"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing
+
+# ---- build ----------------------------------------------------------------------------
+$(BUILD)/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/core
+	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/san/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/san/core
+	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+
+$(BUILD)/labs/%: labs/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+
+$(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
+
+$(BUILD)/san/tests/%: tests/%.c tests/test.h $(CORE_SAN) labs/core/*.h | $(BUILD)/san/tests
+	$(CC) $(BASE) $(SANFLAGS) -Itests $< $(CORE_SAN) -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+
+$(BUILD)/core $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+	@mkdir -p $@
+
+# ---- run ------------------------------------------------------------------------------
+lab-single: $(BUILD)/labs/single
+	$(BUILD)/labs/single $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+bench-single: $(BUILD)/bench/bench_single
+	$(BUILD)/bench/bench_single $(ARGS)
+
+# ---- test -----------------------------------------------------------------------------
+# Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
+# sanitized ones on short runs.
+test: all $(TEST_BINS) $(LAB_SAN)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,29 @@
+// adamw.c — see adamw.h.
+#include "adamw.h"
+
+#include <math.h>
+
+void adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
+                  size_t n) {
+    float b1 = opt->beta1, b2 = opt->beta2;
+    // Bias corrections: m and v start at zero, so early averages are scaled up.
+    float c1 = 1.0f - (float)pow(b1, (double)t);
+    float c2 = 1.0f - (float)pow(b2, (double)t);
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        float mhat = m[i] / c1, vhat = v[i] / c2;
+        params[i] -= opt->lr * (mhat / (sqrtf(vhat) + opt->eps) + opt->weight_decay * params[i]);
+    }
+}
+
+double sum_of_squares(const float *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+void scale_floats(float *x, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

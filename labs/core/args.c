@@ -1,0 +1,162 @@
+// args.c — see args.h.
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+void train_args_defaults(TrainArgs *a) {
+    // Chosen so that `make lab-single` on a 2-core laptop shows the loss falling from
+    // ln(256) = 5.55 to near the synthetic corpus' floor within about half a minute.
+    *a = (TrainArgs){
+        .steps = 1000,
+        .batch = 8,
+        .seq = 64,
+        .layers = 2,
+        .dim = 64,
+        .heads = 4,
+        .accum = 1,
+        .lr = 3e-3,
+        .weight_decay = 0.01,
+        .clip = 1.0,
+        .seed = 1337,
+        .data = "synthetic",
+        .device = "auto",
+    };
+}
+
+// The options every lab shares, pointing into a.
+static int common_options(TrainArgs *a, LabOption out[]) {
+    int n = 0;
+    out[n++] = (LabOption){"steps", OPT_INT, &a->steps, 1, 1e7, "N", "optimizer steps"};
+    out[n++] = (LabOption){"batch", OPT_INT, &a->batch, 1, 1 << 16, "B", "sequences in the global batch of a step"};
+    out[n++] = (LabOption){"seq", OPT_INT, &a->seq, 1, 4096, "T", "tokens per sequence (context length)"};
+    out[n++] = (LabOption){"layers", OPT_INT, &a->layers, 1, 256, "L", "transformer blocks"};
+    out[n++] = (LabOption){"dim", OPT_INT, &a->dim, 1, 16384, "C", "model width"};
+    out[n++] = (LabOption){"heads", OPT_INT, &a->heads, 1, 256, "NH", "attention heads (must divide --dim)"};
+    out[n++] = (LabOption){"accum", OPT_INT, &a->accum, 1, 1 << 16, "K", "micro-batches per step (gradient accumulation; must divide the batch)"};
+    out[n++] = (LabOption){"lr", OPT_DOUBLE, &a->lr, 0, 10, "LR", "AdamW learning rate"};
+    out[n++] = (LabOption){"weight-decay", OPT_DOUBLE, &a->weight_decay, 0, 10, "WD", "AdamW decoupled weight decay"};
+    out[n++] = (LabOption){"clip", OPT_DOUBLE, &a->clip, 0, 1e9, "NORM", "clip the global gradient norm to NORM (0: off)"};
+    out[n++] = (LabOption){"seed", OPT_U64, &a->seed, 0, 0, "S", "seed for weights, corpus and batches"};
+    out[n++] = (LabOption){"data", OPT_STRING, &a->data, 0, 0, "PATH", "'synthetic' (Markov corpus with a known loss floor) or any file's bytes"};
+    out[n++] = (LabOption){"init", OPT_STRING, &a->init, 0, 0, "FILE", "start from these weights (safetensors)"};
+    out[n++] = (LabOption){"save", OPT_STRING, &a->save, 0, 0, "FILE", "write the final weights here (safetensors)"};
+    out[n++] = (LabOption){"run-dir", OPT_STRING, &a->run_dir, 0, 0, "DIR", "write the run here (default runs/<lab>-<time>-<hex>)"};
+    out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto, cpu or cuda"};
+    out[n++] = (LabOption){"log-every", OPT_INT, &a->log_every, 0, 1e7, "N", "progress line every N steps when not on a terminal (0: auto)"};
+    return n;
+}
+enum { MAX_OPTIONS = 64 };
+
+static void print_default(const LabOption *o) {
+    switch (o->kind) {
+    case OPT_INT: printf("%d", *(int *)o->value); break;
+    case OPT_DOUBLE: printf("%g", *(double *)o->value); break;
+    case OPT_U64: printf("%llu", (unsigned long long)*(uint64_t *)o->value); break;
+    case OPT_STRING: printf("%s", *(const char **)o->value ? *(const char **)o->value : "none"); break;
+    }
+}
+
+static void print_help(const char *prog, const char *about, const LabOption *opts, int n, int ncommon) {
+    printf("usage: %s [options]\n\n%s\n", prog, about);
+    for (int i = 0; i < n; i++) {
+        if (i == 0) printf("\ntraining options (shared by every lab):\n");
+        if (i == ncommon) printf("\n%s options:\n", prog);
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", opts[i].name, opts[i].metavar);
+        printf("  %-22s %s (default: ", left, opts[i].help);
+        print_default(&opts[i]);
+        printf(")\n");
+    }
+    printf("  %-22s %s\n", "--help", "show this help and exit");
+    printf("\nEnvironment: RANK, WORLD_SIZE, LOCAL_RANK as torchrun sets them; SHARDLAB_RUN_DIR.\n");
+}
+
+static void parse_value(const char *prog, const LabOption *o, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    switch (o->kind) {
+    case OPT_INT: {
+        long long v = strtoll(text, &end, 10);
+        if (end == text || *end || errno)
+            usage_error(prog, "--%s: '%s' is not a whole number", o->name, text);
+        if (v < o->min || v > o->max)
+            usage_error(prog, "--%s must be between %.0f and %.0f (got %s)", o->name, o->min, o->max, text);
+        *(int *)o->value = (int)v;
+        break;
+    }
+    case OPT_DOUBLE: {
+        double v = strtod(text, &end);
+        if (end == text || *end || errno || !isfinite(v))
+            usage_error(prog, "--%s: '%s' is not a number", o->name, text);
+        if (v < o->min || v > o->max)
+            usage_error(prog, "--%s must be between %g and %g (got %s)", o->name, o->min, o->max, text);
+        *(double *)o->value = v;
+        break;
+    }
+    case OPT_U64: {
+        if (text[0] == '-') usage_error(prog, "--%s: '%s' is not a non-negative whole number", o->name, text);
+        unsigned long long v = strtoull(text, &end, 10);
+        if (end == text || *end || errno)
+            usage_error(prog, "--%s: '%s' is not a non-negative whole number", o->name, text);
+        *(uint64_t *)o->value = v;
+        break;
+    }
+    case OPT_STRING:
+        if (!text[0]) usage_error(prog, "--%s: empty value", o->name);
+        *(const char **)o->value = text;
+        break;
+    }
+}
+
+static void check_readable(const char *prog, const char *option, const char *path) {
+    if (access(path, R_OK) != 0)
+        usage_error(prog, "--%s: cannot read '%s': %s", option, path, strerror(errno));
+}
+
+void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
+                      const LabOption *extra, int nextra) {
+    LabOption opts[MAX_OPTIONS];
+    int ncommon = common_options(a, opts);
+    if (ncommon + nextra > MAX_OPTIONS) die("this is a bug in shardlab", "too many options");
+    for (int i = 0; i < nextra; i++) opts[ncommon + i] = extra[i];
+    int n = ncommon + nextra;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_help(prog, about, opts, n, ncommon);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0) usage_error(prog, "unexpected argument '%s'", arg);
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const LabOption *o = NULL;
+        for (int k = 0; k < n && !o; k++)
+            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0) o = &opts[k];
+        if (!o) usage_error(prog, "unknown option '--%.*s'", (int)len, name);
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value) {
+            if (i + 1 >= argc) usage_error(prog, "--%s needs a value (%s)", o->name, o->metavar);
+            value = argv[++i];
+        }
+        parse_value(prog, o, value);
+    }
+
+    // What can be checked before anything runs.
+    if (a->dim % a->heads != 0)
+        usage_error(prog, "--heads %d does not divide --dim %d", a->heads, a->dim);
+    if (a->batch % a->accum != 0)
+        usage_error(prog, "--accum %d does not divide --batch %d (each micro-batch must have the same size)",
+                    a->accum, a->batch);
+    if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
+        usage_error(prog, "--device must be auto, cpu or cuda (got '%s')", a->device);
+    if (strcmp(a->data, "synthetic") != 0) check_readable(prog, "data", a->data);
+    if (a->init) check_readable(prog, "init", a->init);
+}

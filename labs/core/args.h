@@ -1,0 +1,51 @@
+// args.h — the command-line options every training lab shares, parsed from one table.
+//
+// Defines: TrainArgs, LabOption, OptKind, train_args_defaults(), train_args_parse().
+//
+// Every lab takes the same model/data/optimizer options with the same defaults, so a run at
+// N ranks is comparable with the single-rank run. A lab adds its own options (e.g.
+// --bucket-mb) as a table of LabOption. Bad input never crashes: one line on stderr naming
+// the option and what was wrong, and exit status 2. --help prints every option with its
+// default and exits 0.
+#ifndef SHARDLAB_ARGS_H
+#define SHARDLAB_ARGS_H
+
+#include <stdint.h>
+
+typedef enum { OPT_INT, OPT_DOUBLE, OPT_U64, OPT_STRING } OptKind;
+
+typedef struct {
+    const char *name;     // without the leading "--"
+    OptKind kind;
+    void *value;          // int*, double*, uint64_t*, const char**
+    double min, max;      // allowed range for numbers (inclusive)
+    const char *metavar;  // e.g. "N", "PATH"
+    const char *help;
+} LabOption;
+
+typedef struct {
+    int steps;            // optimizer steps
+    int batch;            // B: sequences in the global batch of one step
+    int seq;              // T: tokens per sequence
+    int layers, dim, heads;
+    int accum;            // micro-batches per step (gradient accumulation)
+    double lr, weight_decay, clip;  // clip: max global gradient norm, 0 = off
+    uint64_t seed;
+    const char *data;     // "synthetic" or a file path
+    const char *init;     // safetensors file to start from, or NULL
+    const char *save;     // safetensors file to write at the end, or NULL
+    const char *run_dir;  // where the run directory goes, or NULL for runs/<lab>-<time>-<hex>
+    const char *device;   // auto | cpu | cuda
+    int log_every;        // a progress line every N steps when output is not a terminal (0: auto)
+} TrainArgs;
+
+void train_args_defaults(TrainArgs *a);
+
+// Parses argv[1..argc) into a (after train_args_defaults) and the lab's own options.
+// prog is the lab's name, about one line saying what it shows. Exits 0 after --help and 2
+// on any bad argument; checks what can be checked before the run starts (heads divides dim,
+// accum divides batch, --data/--init files readable, ...).
+void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
+                      const LabOption *extra, int nextra);
+
+#endif

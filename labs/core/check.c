@@ -1,0 +1,91 @@
+// check.c — see check.h.
+#include "check.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char context[64] = "shardlab";
+static DieHook die_hook;
+static void *die_hook_arg;
+
+void check_set_context(const char *who) { snprintf(context, sizeof context, "%s", who); }
+const char *check_context(void) { return context; }
+
+void check_on_die(DieHook hook, void *arg) {
+    die_hook = hook;
+    die_hook_arg = arg;
+}
+
+void die_at(const char *file, int line, const char *hint, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: error: %s (%s:%d)\n", context, msg, file, line);
+    if (hint) fprintf(stderr, "HINT: %s\n", hint);
+    if (die_hook) {
+        DieHook hook = die_hook;
+        die_hook = NULL;  // a failure inside the hook must not recurse
+        hook(msg, die_hook_arg);
+    }
+    exit(1);
+}
+
+void usage_error(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (try '%s --help')\n", prog);
+    exit(2);
+}
+
+void *malloc_check_at(size_t size, const char *file, int line) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die_at(file, line, "lower --batch, --seq or --dim", "out of memory allocating %zu bytes", size);
+    return p;
+}
+
+void *calloc_check_at(size_t count, size_t size, const char *file, int line) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        die_at(file, line, "lower --batch, --seq or --dim", "out of memory allocating %zu x %zu bytes",
+               count, size);
+    return p;
+}
+
+FILE *fopen_check_at(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f)
+        die_at(file, line, "check that the path exists and that you may read or write it",
+               "cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
+    return f;
+}
+
+void fread_check_at(void *dst, size_t size, size_t count, FILE *f, const char *what,
+                    const char *file, int line) {
+    size_t got = fread(dst, size, count, f);
+    if (got != count) {
+        if (feof(f))
+            die_at(file, line, "the file is truncated or not what was expected",
+                   "unexpected end of file reading %s (%zu of %zu items)", what, got, count);
+        die_at(file, line, NULL, "read error on %s: %s", what, strerror(errno));
+    }
+}
+
+void fwrite_check_at(const void *src, size_t size, size_t count, FILE *f, const char *what,
+                     const char *file, int line) {
+    if (fwrite(src, size, count, f) != count)
+        die_at(file, line, "is the disk full?", "write error on %s: %s", what, strerror(errno));
+}
+
+void fclose_check_at(FILE *f, const char *what, const char *file, int line) {
+    if (fclose(f) != 0)
+        die_at(file, line, "is the disk full?", "error closing %s: %s", what, strerror(errno));
+}

@@ -1,0 +1,386 @@
+// gpt.c — see gpt.h.
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "check.h"
+#include "ops.h"
+#include "rng.h"
+
+// ---------------------------------------------------------------------------------------
+// Parameter layout
+// ---------------------------------------------------------------------------------------
+
+enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL };
+
+typedef struct {
+    const char *name;
+    int rows, cols;  // cols 0 for a vector
+    int init;
+} TensorSpec;
+
+// The tensors of each kind of layer, in buffer order.
+static int layer_specs(const GptConfig *c, int layer, TensorSpec out[GPT_MAX_TENSORS]) {
+    int C = c->dim, V = c->vocab, T = c->seq;
+    int n = 0;
+    if (layer == 0) {
+        out[n++] = (TensorSpec){"wte", V, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"wpe", T, C, INIT_NORMAL};
+    } else if (layer <= c->layers) {
+        out[n++] = (TensorSpec){"ln_1.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_1.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"attn.c_attn.weight", 3 * C, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"attn.c_attn.bias", 3 * C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"attn.c_proj.weight", C, C, INIT_RESIDUAL};
+        out[n++] = (TensorSpec){"attn.c_proj.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"ln_2.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_2.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"mlp.c_fc.weight", 4 * C, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"mlp.c_fc.bias", 4 * C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"mlp.c_proj.weight", C, 4 * C, INIT_RESIDUAL};
+        out[n++] = (TensorSpec){"mlp.c_proj.bias", C, 0, INIT_ZERO};
+    } else {
+        out[n++] = (TensorSpec){"ln_f.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_f.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"lm_head.weight", V, C, INIT_NORMAL};
+    }
+    return n;
+}
+
+int gpt_layer_count(const GptConfig *c) { return c->layers + 2; }
+
+int gpt_layer_tensors(const GptConfig *c, int layer, GptTensor out[GPT_MAX_TENSORS]) {
+    TensorSpec spec[GPT_MAX_TENSORS];
+    int n = layer_specs(c, layer, spec);
+    size_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)spec[i].rows * (spec[i].cols ? (size_t)spec[i].cols : 1);
+        out[i] = (GptTensor){spec[i].name, offset, count, spec[i].cols ? 2 : 1,
+                             {spec[i].rows, spec[i].cols}};
+        offset += count;
+    }
+    return n;
+}
+
+size_t gpt_layer_size(const GptConfig *c, int layer) {
+    GptTensor t[GPT_MAX_TENSORS];
+    int n = gpt_layer_tensors(c, layer, t);
+    return t[n - 1].offset + t[n - 1].count;
+}
+
+size_t gpt_num_params(const GptConfig *c) {
+    size_t total = 0;
+    for (int l = 0; l < gpt_layer_count(c); l++) total += gpt_layer_size(c, l);
+    return total;
+}
+
+void gpt_tensor_name(char *buf, size_t n, const GptConfig *c, int layer, const GptTensor *t) {
+    if (layer >= 1 && layer <= c->layers) snprintf(buf, n, "h.%d.%s", layer - 1, t->name);
+    else snprintf(buf, n, "%s", t->name);
+}
+
+// The views follow the order of layer_specs; the offsets come from the same table.
+static float *tensor_at(const GptConfig *c, int layer, float *flat, int index) {
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, layer, t);
+    return flat + t[index].offset;
+}
+
+EmbedView gpt_embed_view(const GptConfig *c, float *flat) {
+    return (EmbedView){tensor_at(c, 0, flat, 0), tensor_at(c, 0, flat, 1)};
+}
+
+BlockView gpt_block_view(const GptConfig *c, float *flat) {
+    BlockView v;
+    float **field[GPT_MAX_TENSORS] = {&v.ln1_w, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.aproj_w, &v.aproj_b,
+                                      &v.ln2_w, &v.ln2_b, &v.fc_w,  &v.fc_b,  &v.mproj_w, &v.mproj_b};
+    for (int i = 0; i < GPT_MAX_TENSORS; i++) *field[i] = tensor_at(c, 1, flat, i);
+    return v;
+}
+
+HeadView gpt_head_view(const GptConfig *c, float *flat) {
+    int head = c->layers + 1;
+    return (HeadView){tensor_at(c, head, flat, 0), tensor_at(c, head, flat, 1),
+                      tensor_at(c, head, flat, 2)};
+}
+
+void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed) {
+    TensorSpec spec[GPT_MAX_TENSORS];
+    GptTensor t[GPT_MAX_TENSORS];
+    int n = layer_specs(c, layer, spec);
+    gpt_layer_tensors(c, layer, t);
+    double residual_std = 0.02 / sqrt(2.0 * c->layers);
+    for (int i = 0; i < n; i++) {
+        float *p = flat + t[i].offset;
+        Rng rng;
+        rng_seed(&rng, rng_hash(seed, (uint64_t)layer, (uint64_t)i));
+        for (size_t j = 0; j < t[i].count; j++) {
+            switch (spec[i].init) {
+            case INIT_ZERO: p[j] = 0.0f; break;
+            case INIT_ONE: p[j] = 1.0f; break;
+            case INIT_NORMAL: p[j] = (float)(0.02 * rng_normal(&rng)); break;
+            default: p[j] = (float)(residual_std * rng_normal(&rng)); break;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Activations
+// ---------------------------------------------------------------------------------------
+
+static size_t block_acts_per_token(const GptConfig *c) {
+    return 16 * (size_t)c->dim + 4 + (size_t)c->heads * c->seq;
+}
+
+size_t gpt_acts_floats(const GptConfig *c, int B) {
+    size_t per_token = (size_t)c->dim                                  // x0
+                       + (size_t)c->layers * block_acts_per_token(c)  // blocks
+                       + (size_t)c->dim + 2 + (size_t)c->vocab;       // head
+    return (size_t)B * c->seq * per_token;
+}
+
+// Hand out the next n floats of one big buffer.
+static float *take(float **cursor, size_t n) {
+    float *p = *cursor;
+    *cursor += n;
+    return p;
+}
+
+void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem) {
+    size_t BT = (size_t)B * c->seq, C = c->dim;
+    a->B = B;
+    a->buffer = mem_alloc_floats(mem, MEM_ACTS, gpt_acts_floats(c, B), "activations");
+    a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
+    float *p = a->buffer;
+    a->x0 = take(&p, BT * C);
+    for (int l = 0; l < c->layers; l++) {
+        BlockActs *b = &a->blocks[l];
+        b->ln1 = take(&p, BT * C);
+        b->ln1_mean = take(&p, BT);
+        b->ln1_rstd = take(&p, BT);
+        b->qkv = take(&p, BT * 3 * C);
+        b->att = take(&p, (size_t)B * c->heads * c->seq * c->seq);
+        b->atty = take(&p, BT * C);
+        b->res1 = take(&p, BT * C);
+        b->ln2 = take(&p, BT * C);
+        b->ln2_mean = take(&p, BT);
+        b->ln2_rstd = take(&p, BT);
+        b->fch = take(&p, BT * 4 * C);
+        b->fch_gelu = take(&p, BT * 4 * C);
+        b->out = take(&p, BT * C);
+    }
+    a->head.lnf = take(&p, BT * C);
+    a->head.lnf_mean = take(&p, BT);
+    a->head.lnf_rstd = take(&p, BT);
+    a->head.probs = take(&p, BT * c->vocab);
+    if ((size_t)(p - a->buffer) != gpt_acts_floats(c, B))
+        die("this is a bug in shardlab", "activation layout (%zu floats) disagrees with gpt_acts_floats (%zu)",
+            (size_t)(p - a->buffer), gpt_acts_floats(c, B));
+}
+
+void gpt_acts_free(GptActs *a, Mem *mem) {
+    mem_free(mem, a->buffer);
+    free(a->blocks);
+    memset(a, 0, sizeof *a);
+}
+
+size_t gpt_scratch_floats(const GptConfig *c, int B) {
+    size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab;
+    size_t fwd = 4 * C * C > V * C ? 4 * C * C : V * C;  // a transposed weight
+    size_t block_bwd = 10 * BT * C + 2 * (size_t)c->seq;    // see gpt_block_backward
+    size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
+    size_t m = fwd > block_bwd ? fwd : block_bwd;
+    return m > head_bwd ? m : head_bwd;
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward and backward, one layer at a time
+// ---------------------------------------------------------------------------------------
+
+void gpt_embed_forward(const GptConfig *c, const float *params, const uint8_t *tokens, int B,
+                       float *x0) {
+    EmbedView w = gpt_embed_view(c, (float *)params);
+    embedding_forward(x0, tokens, w.wte, w.wpe, B, c->seq, c->dim);
+}
+
+void gpt_block_forward(const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
+                       int B, float *scratch) {
+    BlockView w = gpt_block_view(c, (float *)params);
+    int N = B * c->seq, C = c->dim;
+    // x + attention(ln_1(x))
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
+    linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
+    attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
+    linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, scratch);
+    residual_add(a->res1, a->res1, x_in, N * C);
+    // + mlp(ln_2(.))
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+    linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
+    gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, scratch);
+    residual_add(a->out, a->out, a->res1, N * C);
+}
+
+double gpt_head_forward(const GptConfig *c, const float *params, const float *x, HeadActs *a,
+                        const uint8_t *targets, int B, float *scratch) {
+    HeadView w = gpt_head_view(c, (float *)params);
+    int N = B * c->seq, C = c->dim;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
+    linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, scratch);
+    return crossentropy_forward(a->probs, targets, N, c->vocab);
+}
+
+void gpt_head_backward(const GptConfig *c, const float *params, float *grads, const float *x,
+                       const HeadActs *a, const uint8_t *targets, int B, float loss_scale,
+                       float *dx, float *scratch) {
+    HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
+    int N = B * c->seq, C = c->dim, V = c->vocab;
+    float *dlogits = scratch, *dlnf = scratch + (size_t)N * V;
+    crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
+    linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V);
+    memset(dx, 0, (size_t)N * C * sizeof(float));
+    layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
+}
+
+void gpt_block_backward(const GptConfig *c, const float *params, float *grads, const float *x_in,
+                        const BlockActs *a, int B, float *dx, float *scratch) {
+    BlockView w = gpt_block_view(c, (float *)params), g = gpt_block_view(c, grads);
+    size_t N = (size_t)B * c->seq, C = c->dim;
+    float *dfch = scratch;        // [N,4C]
+    float *dln = dfch + N * 4 * C;  // [N,C]  gradient at a LayerNorm output
+    float *dres1 = dln + N * C;   // [N,C]  gradient at res1
+    float *datty = dres1 + N * C;  // [N,C]
+    float *dqkv = datty + N * C;  // [N,3C]
+    float *att_scratch = dqkv + N * 3 * C;  // [2T]
+
+    // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
+    // through the MLP.
+    linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C);
+    gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
+    linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C);
+    memcpy(dres1, dx, N * C * sizeof(float));
+    layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
+                       (int)N, (int)C);
+    // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
+    linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C);
+    attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
+    linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C);
+    memcpy(dx, dres1, N * C * sizeof(float));
+    layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
+                       (int)C);
+}
+
+void gpt_embed_backward(const GptConfig *c, float *grads, const uint8_t *tokens, int B,
+                        const float *dx0) {
+    EmbedView g = gpt_embed_view(c, grads);
+    embedding_backward(g.wte, g.wpe, dx0, tokens, B, c->seq, c->dim);
+}
+
+// ---------------------------------------------------------------------------------------
+// The whole model on one rank
+// ---------------------------------------------------------------------------------------
+
+void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed) {
+    g->cfg = *c;
+    g->nlayers = gpt_layer_count(c);
+    g->mem = mem;
+    g->params = calloc_check((size_t)g->nlayers, sizeof *g->params);
+    g->grads = calloc_check((size_t)g->nlayers, sizeof *g->grads);
+    for (int l = 0; l < g->nlayers; l++) {
+        g->params[l] = mem_alloc_floats(mem, MEM_PARAMS, gpt_layer_size(c, l), "parameters");
+        g->grads[l] = mem_alloc_floats(mem, MEM_GRADS, gpt_layer_size(c, l), "gradients");
+        gpt_init_layer(c, l, g->params[l], seed);
+    }
+}
+
+void gpt_destroy(Gpt *g) {
+    for (int l = 0; l < g->nlayers; l++) {
+        mem_free(g->mem, g->params[l]);
+        mem_free(g->mem, g->grads[l]);
+    }
+    free(g->params);
+    free(g->grads);
+    memset(g, 0, sizeof *g);
+}
+
+void gpt_zero_grads(Gpt *g) {
+    for (int l = 0; l < g->nlayers; l++)
+        memset(g->grads[l], 0, gpt_layer_size(&g->cfg, l) * sizeof(float));
+}
+
+static int64_t now_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static void layer_done(const GptHooks *h, GptPhase phase, int layer, int64_t t0) {
+    if (h && h->layer_done) h->layer_done(h->ctx, phase, layer, t0, now_us());
+}
+
+double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
+                   const GptHooks *hooks) {
+    const GptConfig *c = &g->cfg;
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    int64_t t0 = now_us();
+    gpt_embed_forward(c, g->params[0], tokens, a->B, a->x0);
+    layer_done(hooks, GPT_FWD, 0, t0);
+    const float *x = a->x0;
+    for (int l = 0; l < c->layers; l++) {
+        t0 = now_us();
+        gpt_block_forward(c, g->params[l + 1], x, &a->blocks[l], a->B, scratch);
+        x = a->blocks[l].out;
+        layer_done(hooks, GPT_FWD, l + 1, t0);
+    }
+    t0 = now_us();
+    double loss_sum = gpt_head_forward(c, g->params[c->layers + 1], x, &a->head, targets, a->B, scratch);
+    layer_done(hooks, GPT_FWD, c->layers + 1, t0);
+    mem_free(g->mem, scratch);
+    return loss_sum;
+}
+
+void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
+                  float loss_scale, const GptHooks *hooks) {
+    const GptConfig *c = &g->cfg;
+    size_t BTC = (size_t)a->B * c->seq * c->dim;
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *dx = mem_alloc_floats(g->mem, MEM_ACTS, BTC, "residual gradient");
+    int L = c->layers;
+    int64_t t0 = now_us();
+    const float *x_last = L > 0 ? a->blocks[L - 1].out : a->x0;
+    gpt_head_backward(c, g->params[L + 1], g->grads[L + 1], x_last, &a->head, targets, a->B,
+                      loss_scale, dx, scratch);
+    layer_done(hooks, GPT_BWD, L + 1, t0);
+    for (int l = L - 1; l >= 0; l--) {
+        t0 = now_us();
+        const float *x_in = l > 0 ? a->blocks[l - 1].out : a->x0;
+        gpt_block_backward(c, g->params[l + 1], g->grads[l + 1], x_in, &a->blocks[l], a->B, dx, scratch);
+        layer_done(hooks, GPT_BWD, l + 1, t0);
+    }
+    t0 = now_us();
+    gpt_embed_backward(c, g->grads[0], tokens, a->B, dx);
+    layer_done(hooks, GPT_BWD, 0, t0);
+    mem_free(g->mem, dx);
+    mem_free(g->mem, scratch);
+}
+
+uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t gpt_param_hash(const Gpt *g) {
+    uint64_t h = FNV1A64_INIT;
+    for (int l = 0; l < g->nlayers; l++)
+        h = fnv1a64(g->params[l], gpt_layer_size(&g->cfg, l) * sizeof(float), h);
+    return h;
+}

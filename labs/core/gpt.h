@@ -1,0 +1,173 @@
+// gpt.h — the GPT-2-style model every lab trains, layer by layer.
+//
+// Defines: GptConfig, GPT_VOCAB, GptTensor, GPT_MAX_TENSORS, gpt_layer_count(),
+//          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
+//          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
+//          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
+//          gpt_acts_floats(), gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
+//          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
+//          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
+//          gpt_backward(), gpt_param_hash().
+//
+// The model (DESIGN.md): byte vocabulary V = 256; token + learned position embeddings;
+// L pre-LN blocks
+//     x = x + proj(attention(ln_1(x)))        causal, multi-head, with bias
+//     x = x + c_proj(gelu(c_fc(ln_2(x))))     C -> 4C -> C
+// then ln_f and an untied Linear C -> V head without bias; mean cross-entropy over B*T.
+//
+// Parameters live in one flat buffer per "layer" so that sharding a layer is slicing it:
+//     layer 0        embedding: wte [V,C], wpe [T,C]
+//     layer 1..L     block i-1: 12 tensors, 12C^2 + 13C floats
+//     layer L+1      head: ln_f.weight [C], ln_f.bias [C], lm_head.weight [V,C]
+// Named views (EmbedView, BlockView, HeadView) are computed from any flat pointer, so the
+// same code reads a full layer, its gradient, or a layer gathered from shards.
+// Tensor names are GPT-2 style ("wte", "h.0.attn.c_attn.weight", ...); Linear weights are
+// [out, in] as in torch.nn.Linear.
+#ifndef SHARDLAB_GPT_H
+#define SHARDLAB_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mem.h"
+
+#define GPT_VOCAB 256
+#define GPT_MAX_TENSORS 12
+
+typedef struct {
+    int vocab;   // V: 256, one token per byte
+    int seq;     // T: context length
+    int layers;  // L
+    int dim;     // C
+    int heads;   // NH; C % NH == 0
+} GptConfig;
+
+// ---- parameter layout -------------------------------------------------------------------
+
+typedef struct {
+    const char *name;  // within the layer: "wte", "ln_1.weight", "lm_head.weight", ...
+    size_t offset;     // in floats from the start of the layer's flat buffer
+    size_t count;      // floats
+    int ndim;
+    int64_t shape[2];
+} GptTensor;
+
+int gpt_layer_count(const GptConfig *c);               // L + 2
+size_t gpt_layer_size(const GptConfig *c, int layer);  // floats
+size_t gpt_num_params(const GptConfig *c);             // Psi: all layers
+// Fills out[0..n) with the layer's tensors in buffer order; returns n.
+int gpt_layer_tensors(const GptConfig *c, int layer, GptTensor out[GPT_MAX_TENSORS]);
+// The full GPT-2-style name, e.g. "h.3.mlp.c_fc.bias", "wpe", "ln_f.weight".
+void gpt_tensor_name(char *buf, size_t n, const GptConfig *c, int layer, const GptTensor *t);
+
+typedef struct { float *wte, *wpe; } EmbedView;
+typedef struct {
+    float *ln1_w, *ln1_b;      // ln_1
+    float *qkv_w, *qkv_b;      // attn.c_attn   [3C, C], [3C]
+    float *aproj_w, *aproj_b;  // attn.c_proj   [C, C], [C]
+    float *ln2_w, *ln2_b;      // ln_2
+    float *fc_w, *fc_b;        // mlp.c_fc      [4C, C], [4C]
+    float *mproj_w, *mproj_b;  // mlp.c_proj    [C, 4C], [C]
+} BlockView;
+typedef struct { float *lnf_w, *lnf_b, *head_w; } HeadView;
+
+EmbedView gpt_embed_view(const GptConfig *c, float *flat);
+BlockView gpt_block_view(const GptConfig *c, float *flat);
+HeadView gpt_head_view(const GptConfig *c, float *flat);
+
+// DESIGN.md's init for one layer's flat buffer: matrices and embeddings N(0, 0.02), residual
+// output projections (attn.c_proj, mlp.c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm
+// weights 1. Each tensor draws from its own stream seeded by (seed, layer, tensor), so a
+// layer's values do not depend on who initializes it or in what order.
+void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
+
+// ---- activations ------------------------------------------------------------------------
+// What the forward pass saves for the backward pass, for a micro-batch of B sequences.
+// Per token: 16C + 4 + NH*T floats per block, C for the embedding output, C + 2 + V for the
+// head. All in the "acts" category.
+
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [BT], [BT]
+    float *qkv;                        // [BT,3C]
+    float *att;                        // [B,NH,T,T] softmax probabilities
+    float *atty;                       // [BT,C] attention output, before c_proj
+    float *res1;                       // [BT,C] x + attention branch
+    float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [BT], [BT]
+    float *fch, *fch_gelu;             // [BT,4C] before and after GELU
+    float *out;                        // [BT,C] the block's output: the next block's input
+} BlockActs;
+
+typedef struct {
+    float *lnf, *lnf_mean, *lnf_rstd;  // [BT,C], [BT], [BT]
+    float *probs;                      // [BT,V] logits, turned into probabilities in place
+} HeadActs;
+
+typedef struct {
+    int B;
+    float *x0;          // [BT,C] embedding output
+    BlockActs *blocks;  // [L]
+    HeadActs head;
+    float *buffer;      // one allocation holding all of the above
+} GptActs;
+
+size_t gpt_acts_floats(const GptConfig *c, int B);
+void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem);
+void gpt_acts_free(GptActs *a, Mem *mem);
+// Transient workspace a forward or backward pass needs (floats), allocated per pass.
+size_t gpt_scratch_floats(const GptConfig *c, int B);
+
+// ---- layer-by-layer forward and backward ------------------------------------------------
+// tokens/targets are [B,T]. Backward functions ACCUMULATE into grads.
+
+void gpt_embed_forward(const GptConfig *c, const float *params, const uint8_t *tokens, int B,
+                       float *x0);
+void gpt_block_forward(const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
+                       int B, float *scratch);
+// Returns the SUM of the B*T token losses.
+double gpt_head_forward(const GptConfig *c, const float *params, const float *x, HeadActs *a,
+                        const uint8_t *targets, int B, float *scratch);
+// loss_scale: d(training loss)/d(one token's loss), e.g. 1/(tokens in the global batch).
+// dx [BT,C] is overwritten with the gradient at the head's input.
+void gpt_head_backward(const GptConfig *c, const float *params, float *grads, const float *x,
+                       const HeadActs *a, const uint8_t *targets, int B, float loss_scale,
+                       float *dx, float *scratch);
+// dx: on entry the gradient at the block's output, on return the gradient at its input.
+void gpt_block_backward(const GptConfig *c, const float *params, float *grads, const float *x_in,
+                        const BlockActs *a, int B, float *dx, float *scratch);
+void gpt_embed_backward(const GptConfig *c, float *grads, const uint8_t *tokens, int B,
+                        const float *dx0);
+
+// ---- the whole model on one rank --------------------------------------------------------
+
+typedef struct {
+    GptConfig cfg;
+    int nlayers;     // L + 2
+    float **params;  // [nlayers] one flat buffer per layer ("params")
+    float **grads;   // [nlayers] ("grads")
+    Mem *mem;
+} Gpt;
+
+void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed);
+void gpt_destroy(Gpt *g);
+void gpt_zero_grads(Gpt *g);
+
+// Called after each layer's forward or backward, with its time span (wall clock, us since
+// the epoch): labs log spans here, and data-parallel labs start communication here.
+typedef enum { GPT_FWD, GPT_BWD } GptPhase;
+typedef struct {
+    void (*layer_done)(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us);
+    void *ctx;
+} GptHooks;
+
+// Mean loss over the micro-batch's B*T tokens is sum / (B*T); this returns the sum.
+double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
+                   const GptHooks *hooks);
+void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
+                  float loss_scale, const GptHooks *hooks);
+
+// FNV-1a 64 over the bytes of every layer's parameters, in layer order.
+uint64_t gpt_param_hash(const Gpt *g);
+uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h);
+#define FNV1A64_INIT 0xcbf29ce484222325ull
+
+#endif

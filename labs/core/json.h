@@ -1,0 +1,61 @@
+// json.h — a small JSON reader and the string builder the run log writes with.
+//
+// Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
+//          json_type_name(); StrBuf, sb_init(), sb_free(), sb_reset(), sb_printf(),
+//          sb_append(), sb_json_string().
+//
+// The reader is for run logs (one object per line), meta.json and safetensors headers:
+// strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
+// decoded to UTF-8 (surrogate pairs joined), nesting limited to 64 levels. It never crashes
+// on bad input: it returns NULL and says where and why in err (lines and columns are
+// 1-based, columns count bytes). Also refused: invalid UTF-8, \u0000 (strings are
+// NUL-terminated), numbers too large for a double. Numbers are doubles, so integers above
+// 2^53 are rounded. Duplicate object keys are kept; json_get returns the first.
+// Running out of memory is not a parse error: it exits through die() (check.h).
+#ifndef SHARDLAB_JSON_H
+#define SHARDLAB_JSON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
+
+typedef struct JsonValue JsonValue;
+struct JsonValue {
+    JsonType type;
+    int boolean;        // JSON_BOOL
+    double number;      // JSON_NUMBER
+    char *string;       // JSON_STRING (NUL-terminated; may contain no NUL)
+    size_t string_len;  // JSON_STRING
+    size_t count;       // JSON_ARRAY / JSON_OBJECT: number of items
+    JsonValue *items;   // JSON_ARRAY / JSON_OBJECT: the values, in document order
+    char **keys;        // JSON_OBJECT: keys[i] names items[i], in document order
+};
+
+// Parse exactly one JSON value from text[0..len) (surrounding white space allowed).
+// Returns NULL on error with a message like "line 1, column 17: expected ':'" in err.
+JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen);
+void json_free(JsonValue *v);
+
+// Object member by key (first match), or NULL if v is not an object or has no such key.
+const JsonValue *json_get(const JsonValue *v, const char *key);
+// Array element i, or NULL if out of range or v is not an array.
+const JsonValue *json_at(const JsonValue *v, size_t i);
+const char *json_type_name(JsonType t);
+
+// A growable NUL-terminated string. data is NULL after sb_init() until the first append
+// (sb_append(sb, "", 0) makes it ""); out of memory exits through die().
+typedef struct {
+    char *data;
+    size_t len, cap;
+} StrBuf;
+
+void sb_init(StrBuf *sb);
+void sb_free(StrBuf *sb);
+void sb_reset(StrBuf *sb);  // length 0, keeps the memory
+void sb_append(StrBuf *sb, const char *s, size_t n);
+void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Append s as a quoted JSON string, escaping ", \, and control characters.
+void sb_json_string(StrBuf *sb, const char *s);
+
+#endif

@@ -1,0 +1,73 @@
+// mem.c — see mem.h.
+#include "mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static const char *const category_names[MEM_CATEGORIES] = {"params", "grads", "optim", "acts",
+                                                           "comm"};
+
+const char *mem_category_name(MemCategory c) {
+    return (unsigned)c < MEM_CATEGORIES ? category_names[c] : "?";
+}
+
+void mem_init(Mem *m) { memset(m, 0, sizeof *m); }
+
+void mem_destroy(Mem *m) {
+    for (size_t i = 0; i < m->nblocks; i++) free(m->blocks[i].ptr);
+    free(m->blocks);
+    memset(m, 0, sizeof *m);
+}
+
+void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what) {
+    if ((unsigned)c >= MEM_CATEGORIES) die(NULL, "mem_alloc(%s): bad category %d", what, (int)c);
+    // Round up so aligned_alloc's size is a multiple of the alignment; count what we asked for.
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        die("lower --batch, --seq, --dim or --layers", "out of memory allocating %zu bytes for %s (%s)",
+            bytes, what, category_names[c]);
+    memset(p, 0, rounded ? rounded : 64);
+    if (m->nblocks == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 64;
+        MemBlock *grown = realloc(m->blocks, m->cap * sizeof *grown);
+        if (!grown) die(NULL, "out of memory growing the allocation table");
+        m->blocks = grown;
+    }
+    m->blocks[m->nblocks++] = (MemBlock){p, bytes, c, what};
+    m->in_use[c] += bytes;
+    size_t total = mem_total(m);
+    if (total > m->peak) m->peak = total;
+    return p;
+}
+
+float *mem_alloc_floats(Mem *m, MemCategory c, size_t count, const char *what) {
+    return mem_alloc(m, c, count * sizeof(float), what);
+}
+
+void mem_free(Mem *m, void *ptr) {
+    if (!ptr) return;
+    for (size_t i = m->nblocks; i-- > 0;) {  // newest first: transients are freed soonest
+        if (m->blocks[i].ptr == ptr) {
+            m->in_use[m->blocks[i].category] -= m->blocks[i].bytes;
+            free(ptr);
+            m->blocks[i] = m->blocks[--m->nblocks];
+            return;
+        }
+    }
+    die("this is a bug in shardlab", "mem_free of a pointer mem_alloc did not return");
+}
+
+size_t mem_in_use(const Mem *m, MemCategory c) { return (unsigned)c < MEM_CATEGORIES ? m->in_use[c] : 0; }
+
+size_t mem_total(const Mem *m) {
+    size_t t = 0;
+    for (int c = 0; c < MEM_CATEGORIES; c++) t += m->in_use[c];
+    return t;
+}
+
+size_t mem_peak(const Mem *m) { return m->peak; }
+
+void mem_reset_peak(Mem *m) { m->peak = mem_total(m); }

@@ -1,0 +1,58 @@
+// mem.h — the device-memory allocator that counts every byte by category.
+//
+// Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
+//          mem_alloc(), mem_alloc_floats(), mem_free(), mem_in_use(), mem_total(),
+//          mem_peak(), mem_reset_peak().
+//
+// Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
+// activations, communication buffers — comes from mem_alloc() with a category, so the
+// "mem" numbers in the run log are measured, not estimated. On the CPU backend a rank's
+// "device memory" is ordinary heap memory; the accounting is the same either way.
+//
+// Categories (the "mem" object of a step event):
+//   params  the model weights this rank holds
+//   grads   their gradients
+//   optim   optimizer state (AdamW: first and second moments, 8 bytes per parameter)
+//   acts    activations saved for the backward pass, plus transient workspace while it is
+//           allocated (so it shows in peak, not in the steady figure after a step)
+//   comm    buffers used only by collectives
+// peak is the high-water mark of the total, transient buffers included.
+#ifndef SHARDLAB_MEM_H
+#define SHARDLAB_MEM_H
+
+#include <stddef.h>
+
+typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_COMM, MEM_CATEGORIES } MemCategory;
+
+const char *mem_category_name(MemCategory c);
+
+typedef struct {
+    void *ptr;
+    size_t bytes;
+    MemCategory category;
+    const char *what;  // a static string naming the buffer, for error messages
+} MemBlock;
+
+typedef struct {
+    size_t in_use[MEM_CATEGORIES];
+    size_t peak;
+    MemBlock *blocks;  // live allocations (few: tens per rank), so a linear table is enough
+    size_t nblocks, cap;
+} Mem;
+
+void mem_init(Mem *m);
+// Frees every buffer still allocated.
+void mem_destroy(Mem *m);
+// 64-byte aligned, zero-filled. Dies with a message naming `what` if memory runs out.
+void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what);
+float *mem_alloc_floats(Mem *m, MemCategory c, size_t count, const char *what);
+// ptr must come from mem_alloc on the same Mem (dies otherwise); NULL is ignored.
+void mem_free(Mem *m, void *ptr);
+
+size_t mem_in_use(const Mem *m, MemCategory c);
+size_t mem_total(const Mem *m);
+size_t mem_peak(const Mem *m);
+// Start a new high-water mark from what is allocated now.
+void mem_reset_peak(Mem *m);
+
+#endif

@@ -1,0 +1,357 @@
+// ops.c — see ops.h. The math of each backward is written next to its code.
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------
+// Matrix multiply
+//
+// C[M,N] += op(A)[M,K] * B[K,N]. The loop order is i-k-j: for one row i of C and one k,
+// add A(i,k) times row k of B to row i of C. The j loop runs along contiguous memory of both
+// B and C with no dependence between iterations, which is exactly what a vectorizing
+// compiler wants. Blocking keeps the pieces in cache:
+//
+//   - MM_ROWS x MM_COLS: a tile of C held in a local accumulator (registers/L1) while k runs,
+//     so each loaded row piece of B is used MM_ROWS times;
+//   - MM_KBLOCK rows x MM_NBLOCK columns of B: the panel of B the tiles stream through,
+//     small enough to stay in L2 while every row block of A passes over it.
+//
+// Each C element still receives its k terms in increasing k, so the result does not depend
+// on the block sizes.
+// ---------------------------------------------------------------------------------------
+
+enum { MM_ROWS = 4, MM_COLS = 64, MM_KBLOCK = 256, MM_NBLOCK = 512 };
+
+static inline float a_elem(const float *A, int i, int k, int M, int K, int a_trans) {
+    return a_trans ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
+}
+
+// One full MM_ROWS x MM_COLS tile of C at (i, j), over k in [k0, k1).
+static void matmul_tile(float *C, const float *A, const float *B, int M, int N, int K, int a_trans,
+                        int i, int j, int k0, int k1) {
+    float acc[MM_ROWS][MM_COLS];
+    for (int r = 0; r < MM_ROWS; r++)
+        for (int c = 0; c < MM_COLS; c++) acc[r][c] = C[(size_t)(i + r) * N + j + c];
+    for (int k = k0; k < k1; k++) {
+        const float *b = B + (size_t)k * N + j;
+        float a[MM_ROWS];
+        for (int r = 0; r < MM_ROWS; r++) a[r] = a_elem(A, i + r, k, M, K, a_trans);
+        for (int r = 0; r < MM_ROWS; r++)
+            for (int c = 0; c < MM_COLS; c++) acc[r][c] += a[r] * b[c];
+    }
+    for (int r = 0; r < MM_ROWS; r++)
+        for (int c = 0; c < MM_COLS; c++) C[(size_t)(i + r) * N + j + c] = acc[r][c];
+}
+
+// A partial tile at the bottom or right edge: the same order of operations, plain loops.
+static void matmul_edge(float *C, const float *A, const float *B, int M, int N, int K, int a_trans,
+                        int i, int rows, int j, int cols, int k0, int k1) {
+    for (int r = 0; r < rows; r++) {
+        float *c = C + (size_t)(i + r) * N + j;
+        for (int k = k0; k < k1; k++) {
+            float a = a_elem(A, i + r, k, M, K, a_trans);
+            const float *b = B + (size_t)k * N + j;
+            for (int x = 0; x < cols; x++) c[x] += a * b[x];
+        }
+    }
+}
+
+void matmul_acc(float *C, const float *A, const float *B, int M, int N, int K, int a_trans) {
+    for (int j0 = 0; j0 < N; j0 += MM_NBLOCK) {
+        int j1 = j0 + MM_NBLOCK < N ? j0 + MM_NBLOCK : N;
+        for (int k0 = 0; k0 < K; k0 += MM_KBLOCK) {
+            int k1 = k0 + MM_KBLOCK < K ? k0 + MM_KBLOCK : K;
+            for (int i = 0; i < M; i += MM_ROWS) {
+                int rows = M - i < MM_ROWS ? M - i : MM_ROWS;
+                for (int j = j0; j < j1; j += MM_COLS) {
+                    int cols = j1 - j < MM_COLS ? j1 - j : MM_COLS;
+                    if (rows == MM_ROWS && cols == MM_COLS)
+                        matmul_tile(C, A, B, M, N, K, a_trans, i, j, k0, k1);
+                    else
+                        matmul_edge(C, A, B, M, N, K, a_trans, i, rows, j, cols, k0, k1);
+                }
+            }
+        }
+    }
+}
+
+void matmul_acc_naive(float *C, const float *A, const float *B, int M, int N, int K, int a_trans) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float sum = C[(size_t)i * N + j];
+            for (int k = 0; k < K; k++) sum += a_elem(A, i, k, M, K, a_trans) * B[(size_t)k * N + j];
+            C[(size_t)i * N + j] = sum;
+        }
+}
+
+void transpose(float *dst, const float *src, int rows, int cols) {
+    enum { TB = 32 };  // blocks, so both the reads and the writes stay in cache lines
+    for (int r0 = 0; r0 < rows; r0 += TB)
+        for (int c0 = 0; c0 < cols; c0 += TB)
+            for (int r = r0; r < r0 + TB && r < rows; r++)
+                for (int c = c0; c < c0 + TB && c < cols; c++)
+                    dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+// ---------------------------------------------------------------------------------------
+// Linear: y = x W^T + b
+//   forward   y[N,OC] = x[N,IC] . W^T[IC,OC]
+//   backward  dx[N,IC] = dy[N,OC] . W[OC,IC]
+//             dW[OC,IC] += dy^T[OC,N] . x[N,IC]
+//             db[OC] += sum over rows of dy
+// ---------------------------------------------------------------------------------------
+
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                    int IC, int OC, float *wt_scratch) {
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OC;
+        if (bias) memcpy(o, bias, (size_t)OC * sizeof(float));
+        else memset(o, 0, (size_t)OC * sizeof(float));
+    }
+    transpose(wt_scratch, weight, OC, IC);
+    matmul_acc(out, inp, wt_scratch, N, OC, IC, 0);
+}
+
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int IC, int OC) {
+    if (dinp) {
+        memset(dinp, 0, (size_t)N * IC * sizeof(float));
+        matmul_acc(dinp, dout, weight, N, IC, OC, 0);
+    }
+    matmul_acc(dweight, dout, inp, OC, IC, N, 1);
+    if (dbias)
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * OC;
+            for (int o = 0; o < OC; o++) dbias[o] += d[o];
+        }
+}
+
+// ---------------------------------------------------------------------------------------
+// LayerNorm over the last dimension, eps 1e-5.
+//   xhat = (x - mean) * rstd,  y = xhat * w + b
+//   backward, with g = dy * w:
+//     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//     dw += dy * xhat,  db += dy
+// ---------------------------------------------------------------------------------------
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int N, int C) {
+    const float eps = 1e-5f;
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= (float)C;
+        float var = 0.0f;
+        for (int i = 0; i < C; i++) var += (x[i] - m) * (x[i] - m);
+        var /= (float)C;
+        float s = 1.0f / sqrtf(var + eps);
+        for (int i = 0; i < C; i++) y[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        const float *dy = dout + (size_t)n * C;
+        const float *x = inp + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            float g = dy[i] * w[i];
+            g_mean += g;
+            gx_mean += g * xhat;
+        }
+        g_mean /= (float)C;
+        gx_mean /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            float g = dy[i] * w[i];
+            dw[i] += dy[i] * xhat;
+            db[i] += dy[i];
+            dx[i] += s * (g - g_mean - xhat * gx_mean);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Causal self-attention, per batch b and head h (hs = C / NH, scale = 1/sqrt(hs)):
+//   s[t,u] = q_t . k_u * scale          for u <= t (a token sees only the past)
+//   a[t,:] = softmax(s[t, 0..t])
+//   o_t    = sum_u a[t,u] v_u
+// backward, given do_t:
+//   da[t,u] = do_t . v_u                dv_u += a[t,u] do_t
+//   ds[t,u] = a[t,u] (da[t,u] - sum_w a[t,w] da[t,w])        (softmax backward)
+//   dq_t += scale sum_u ds[t,u] k_u     dk_u += scale ds[t,u] q_t
+// ---------------------------------------------------------------------------------------
+
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float maxs = -INFINITY;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    s *= scale;
+                    a[u] = s;
+                    if (s > maxs) maxs = s;
+                }
+                float sum = 0.0f;
+                for (int u = 0; u <= t; u++) {
+                    a[u] = expf(a[u] - maxs);
+                    sum += a[u];
+                }
+                float inv = 1.0f / sum;
+                for (int u = 0; u <= t; u++) a[u] *= inv;
+                for (int u = t + 1; u < T; u++) a[u] = 0.0f;
+
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int u = 0; u <= t; u++) {
+                    const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] += a[u] * v[i];
+                }
+            }
+}
+
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B,
+                        int T, int C, int NH, float *scratch) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    float *da = scratch, *ds = scratch + T;
+    memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
+                float dot_sum = 0.0f;  // sum_w a[t,w] da[t,w]
+                for (int u = 0; u <= t; u++) {
+                    const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    float *dv = dqkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    float d = 0.0f;
+                    for (int i = 0; i < hs; i++) {
+                        d += dot[i] * v[i];
+                        dv[i] += a[u] * dot[i];
+                    }
+                    da[u] = d;
+                    dot_sum += a[u] * d;
+                }
+                for (int u = 0; u <= t; u++) ds[u] = a[u] * (da[u] - dot_sum) * scale;
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    float *dk = dqkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += ds[u] * k[i];
+                        dk[i] += ds[u] * q[i];
+                    }
+                }
+            }
+}
+
+// ---------------------------------------------------------------------------------------
+// GELU (tanh form), with u = sqrt(2/pi) (x + 0.044715 x^3):
+//   y  = 0.5 x (1 + tanh u)
+//   y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// ---------------------------------------------------------------------------------------
+
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+
+void gelu_forward(float *out, const float *inp, int n) {
+    for (int i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, int n) {
+    for (int i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+void residual_add(float *out, const float *a, const float *b, int n) {
+    for (int i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// ---------------------------------------------------------------------------------------
+// Embeddings: token embedding plus learned position embedding.
+// ---------------------------------------------------------------------------------------
+
+void embedding_forward(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B,
+                       int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *te = wte + (size_t)tokens[b * T + t] * C;
+            const float *pe = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+        }
+}
+
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B,
+                        int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            float *dte = dwte + (size_t)tokens[b * T + t] * C;
+            float *dpe = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) {
+                dte[i] += d[i];
+                dpe[i] += d[i];
+            }
+        }
+}
+
+// ---------------------------------------------------------------------------------------
+// Softmax cross-entropy. Row loss = logsumexp(z) - z[target]; its gradient with respect to
+// the logits is softmax(z) - onehot(target).
+// ---------------------------------------------------------------------------------------
+
+double crossentropy_forward(float *logits, const uint8_t *targets, int N, int V) {
+    double total = 0.0;
+    for (int n = 0; n < N; n++) {
+        float *z = logits + (size_t)n * V;
+        float maxz = z[0];
+        for (int v = 1; v < V; v++)
+            if (z[v] > maxz) maxz = z[v];
+        float sum = 0.0f;
+        float target_z = z[targets[n]];
+        for (int v = 0; v < V; v++) {
+            z[v] = expf(z[v] - maxz);
+            sum += z[v];
+        }
+        float inv = 1.0f / sum;
+        for (int v = 0; v < V; v++) z[v] *= inv;
+        total += log((double)sum) + (double)maxz - (double)target_z;
+    }
+    return total;
+}
+
+void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N,
+                           int V, float scale) {
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * V;
+        float *d = dlogits + (size_t)n * V;
+        for (int v = 0; v < V; v++) d[v] = p[v] * scale;
+        d[targets[n]] -= scale;
+    }
+}

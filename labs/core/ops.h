@@ -1,0 +1,78 @@
+// ops.h — the CPU kernels of the GPT: forward and backward of each operation.
+//
+// Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
+//          layernorm_forward(), layernorm_backward(), attention_forward(),
+//          attention_backward(), gelu_forward(), gelu_backward(), residual_add(),
+//          embedding_forward(), embedding_backward(), crossentropy_forward(),
+//          crossentropy_backward().
+//
+// Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
+// weight is [out, in] (as torch.nn.Linear), so y = x W^T + b. Backward functions
+// ACCUMULATE (+=) into parameter gradients, so micro-batches add up, and OVERWRITE the
+// activation gradient they return unless their comment says otherwise.
+//
+// Every kernel is single-threaded and sums in a fixed order, so the same inputs give the
+// same bits every time: that is what lets the graders compare replicas with a hash.
+#ifndef SHARDLAB_OPS_H
+#define SHARDLAB_OPS_H
+
+#include <stdint.h>
+
+// C[M,N] += op(A)[M,K] * B[K,N], all row-major; op(A) = A (a_trans = 0, A is [M,K]) or
+// A^T (a_trans = 1, A is [K,M]). Cache-blocked; the inner loop runs along a row of B and C,
+// which the compiler turns into vector instructions. Each C element still sums k in order.
+void matmul_acc(float *C, const float *A, const float *B, int M, int N, int K, int a_trans);
+// The textbook triple loop, for tests and the benchmark's reference.
+void matmul_acc_naive(float *C, const float *A, const float *B, int M, int N, int K, int a_trans);
+
+// dst[cols, rows] = src[rows, cols]^T
+void transpose(float *dst, const float *src, int rows, int cols);
+
+// out[N,OC] = inp[N,IC] W[OC,IC]^T + bias (bias may be NULL). wt_scratch holds IC*OC floats:
+// the kernel wants W^T laid out row by row (cuBLAS would take a transpose flag instead).
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                    int IC, int OC, float *wt_scratch);
+// dinp[N,IC] = dout W (overwritten; skipped if dinp is NULL); dweight += dout^T inp;
+// dbias += column sums of dout (skipped if NULL).
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int IC, int OC);
+
+// out = (x - mean) * rstd * w + b over each row of C; saves mean and rstd [N] for backward.
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int N, int C);
+// dinp += ... (ACCUMULATES: LayerNorm sits on a residual branch); dw, db += ...
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, int N, int C);
+
+// Causal multi-head self-attention on qkv [B,T,3C] (q | k | v, head h in columns
+// h*hs..(h+1)*hs of each). out [B,T,C]; att [B,NH,T,T] saves the softmax probabilities
+// (zero above the diagonal).
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+// dqkv overwritten; scratch holds 2*T floats.
+void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B,
+                        int T, int C, int NH, float *scratch);
+
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_forward(float *out, const float *inp, int n);
+// dinp = gelu'(inp) * dout (dinp may alias dout)
+void gelu_backward(float *dinp, const float *inp, const float *dout, int n);
+
+// out = a + b (out may alias a or b)
+void residual_add(float *out, const float *a, const float *b, int n);
+
+// out[b,t,:] = wte[tokens[b,t]] + wpe[t]
+void embedding_forward(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B,
+                       int T, int C);
+// dwte[token] += dout; dwpe[t] += dout
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B,
+                        int T, int C);
+
+// Softmax of logits [N,V] in place into probabilities; returns the SUM over the N rows of
+// -log p[target] (summed in double, so the loss of a batch does not depend on its split).
+double crossentropy_forward(float *probs_from_logits, const uint8_t *targets, int N, int V);
+// dlogits[N,V] = (probs - onehot(target)) * scale, where scale = d(loss)/d(each row's loss),
+// e.g. 1 / (number of tokens in the global batch) for a mean.
+void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N,
+                           int V, float scale);
+
+#endif

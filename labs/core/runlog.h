@@ -1,0 +1,108 @@
+// runlog.h — the run directory: the one interface between labs, dashboards and graders.
+//
+// Defines: RunLog, StepRecord, runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+//          runlog_start(), runlog_step(), runlog_span(), runlog_check(), runlog_end(),
+//          runlog_error(), runlog_summary(), runlog_now_us().
+//
+// ===================================== THE SCHEMA =======================================
+// runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>/
+//   meta.json       written once by rank 0 at start:
+//                   {"lab","argv":[...],"world_size","device","backend","config":{...},
+//                    "start_time":"2026-11-21T10:00:00Z","start_unix_us","host","pid"}
+//   rank-<r>.jsonl  each rank's events, one JSON object per line, "ev" first, flushed per line
+//   rank-<r>.log    the rank's stdout and stderr
+//   summary.json    written by rank 0 at the end:
+//                   {"lab","status","world_size","steps","first_loss","final_loss",
+//                    "loss_floor","tokens","wall_s","tokens_per_s","param_hash",
+//                    "mem_peak","end_time"}
+//
+// Events (every field shown is always present; labs may add fields, never rename these):
+//   {"ev":"start","rank":0,"world":2,"lab":"ddp","device":"cpu","backend":"shm",
+//    "params":N,"config":{...},"loss_floor":F}                  loss_floor: null for file data
+//   {"ev":"step","rank":0,"step":3,"loss":2.31,"lr":0.001,"tokens":2048,
+//    "ms":{"step":..,"compute":..,"comm":..},"bytes":{"sent":..,"recv":..},
+//    "mem":{"params":B,"grads":B,"optim":B,"acts":B,"comm":B,"peak":B},
+//    "param_hash":"16 hex"}
+//   {"ev":"span","rank":0,"step":3,"name":"fwd","mb":k,"layer":l,"t0_us":..,"t1_us":..,
+//    "bytes":..}
+//   {"ev":"check","rank":0,"name":"...","ok":true,"value":..,"expect":..}
+//   {"ev":"end","rank":0,"status":"ok","steps":S}
+//   {"ev":"error","rank":1,"msg":"..."}
+//
+// Units and meanings:
+//   step      1-based optimizer step; "loss" is the mean cross-entropy (nats/token) over
+//             the step's whole global batch, as the model was BEFORE the update
+//   tokens    tokens this rank processed in the step
+//   ms        wall time of the step; compute and comm are the parts spent computing and
+//             in collectives (single rank: comm 0)
+//   bytes     bytes this rank sent and received in collectives during the step
+//   mem       bytes of device memory this rank holds by category after the step (mem.h);
+//             peak: high-water mark of the total since start, transient buffers included
+//   param_hash FNV-1a 64 of the bytes of the parameters this rank holds in full, in layer
+//             order, as 16 lower-case hex digits
+//   span      a timed piece of work: name is fwd, bwd, recompute, optim, or a collective
+//             (all_reduce, reduce_scatter, all_gather, broadcast, send, recv, ...); mb the
+//             micro-batch (-1 if none), layer the model layer (0 embedding, 1..L blocks,
+//             L+1 head; -1 if none); t0_us/t1_us wall clock in microseconds since the Unix
+//             epoch (so ranks on one machine share a timeline); bytes moved (0 for compute)
+//   check     an invariant the lab verified on itself (value measured, expect formula)
+//   status    "ok" or "error"
+// ========================================================================================
+#ifndef SHARDLAB_RUNLOG_H
+#define SHARDLAB_RUNLOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "json.h"
+#include "mem.h"
+
+typedef struct {
+    char dir[3072];
+    char lab[32];
+    int rank, world;
+    FILE *events;  // rank-<r>.jsonl
+    FILE *log;     // rank-<r>.log, or NULL when a launcher already captures our output
+    StrBuf line;
+    int ended;     // an end event was written
+    int64_t steps_logged;  // the last step event's step, for the end event after a failure
+} RunLog;
+
+typedef struct {
+    int64_t step;
+    double loss, lr;
+    int64_t tokens;
+    double ms_step, ms_compute, ms_comm;
+    uint64_t bytes_sent, bytes_recv;
+    const Mem *mem;       // the mem object is filled from this
+    uint64_t param_hash;
+    const char *extra;    // NULL, or more fields to append: "\"grad_norm\":1.2" (no braces)
+} StepRecord;
+
+// Opens (creating as needed) the run directory: dir if given, else $SHARDLAB_RUN_DIR, else
+// a new runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set). Opens
+// rank-<r>.jsonl and, unless $SHARDLAB_LOG_CAPTURED is set, rank-<r>.log. Registers a hook
+// so that die() writes an error event and an end event with status "error".
+void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *dir);
+void runlog_close(RunLog *r);
+
+// printf to stdout and to rank-<r>.log.
+void runlog_printf(RunLog *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// config_json: a JSON object (the lab's configuration), used in meta.json and the start event.
+void runlog_meta(RunLog *r, int argc, char **argv, const char *device, const char *backend,
+                 const char *config_json);
+void runlog_start(RunLog *r, const char *device, const char *backend, uint64_t params,
+                  const char *config_json, double loss_floor /* < 0: null */);
+void runlog_step(RunLog *r, const StepRecord *s);
+void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
+                 int64_t t1_us, uint64_t bytes);
+void runlog_check(RunLog *r, const char *name, int ok, double value, double expect);
+void runlog_end(RunLog *r, const char *status, int64_t steps);
+void runlog_error(RunLog *r, const char *msg);
+// summary_json: a JSON object; written to summary.json atomically (temp file + rename).
+void runlog_summary(RunLog *r, const char *summary_json);
+
+int64_t runlog_now_us(void);  // wall clock, microseconds since the Unix epoch
+
+#endif

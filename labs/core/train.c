@@ -1,0 +1,147 @@
+// train.c — see train.h.
+#include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "safetensors.h"
+
+GptConfig train_model_config(const TrainArgs *a) {
+    return (GptConfig){.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads};
+}
+
+void train_corpus(Corpus *c, const TrainArgs *a) {
+    if (strcmp(a->data, "synthetic") == 0) {
+        corpus_synthetic(c, a->seed, SYNTH_BYTES, SYNTH_ORDER, SYNTH_ALPHABET, a->seq);
+        return;
+    }
+    char err[512];
+    if (corpus_from_file(c, a->data, (size_t)a->seq + 1, err, sizeof err) != 0)
+        die("--data takes 'synthetic' or a readable file with more than --seq bytes", "%s", err);
+}
+
+void train_micro_batch(const Corpus *c, const TrainArgs *a, int64_t step, int first, int count,
+                       uint8_t *tokens, uint8_t *targets) {
+    int T = a->seq;
+    uint8_t window[T + 1];
+    for (int s = 0; s < count; s++) {
+        batch_sequence(c, a->seed, step, first + s, T, window);
+        memcpy(tokens + (size_t)s * T, window, (size_t)T);       // x_0 .. x_{T-1}
+        memcpy(targets + (size_t)s * T, window + 1, (size_t)T);  // x_1 .. x_T
+    }
+}
+
+void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
+    sb_printf(sb, "{\"steps\":%d,\"batch\":%d,\"seq\":%d,\"layers\":%d,\"dim\":%d,\"heads\":%d,\"vocab\":%d,"
+                  "\"accum\":%d,\"lr\":%.9g,\"weight_decay\":%.9g,\"clip\":%.9g,\"seed\":%llu,\"data\":",
+              a->steps, a->batch, a->seq, a->layers, a->dim, a->heads, GPT_VOCAB, a->accum, a->lr,
+              a->weight_decay, a->clip, (unsigned long long)a->seed);
+    sb_json_string(sb, a->data);
+    sb_printf(sb, ",\"init\":");
+    if (a->init) sb_json_string(sb, a->init);
+    else sb_printf(sb, "null");
+    sb_printf(sb, ",\"save\":");
+    if (a->save) sb_json_string(sb, a->save);
+    else sb_printf(sb, "null");
+    if (lab_fields && *lab_fields) sb_printf(sb, ",%s", lab_fields);
+    sb_append(sb, "}", 1);
+}
+
+const char *train_device(const TrainArgs *a, const char *prog) {
+    if (strcmp(a->device, "cuda") == 0)
+        usage_error(prog, "--device cuda: this build of shardlab has no CUDA backend; use --device cpu");
+    return "cpu";
+}
+
+// Every tensor of the model as safetensors entries pointing into g's buffers.
+static int weight_table(const Gpt *g, StTensor *out, char (*names)[64]) {
+    int n = 0;
+    for (int l = 0; l < g->nlayers; l++) {
+        GptTensor t[GPT_MAX_TENSORS];
+        int k = gpt_layer_tensors(&g->cfg, l, t);
+        for (int i = 0; i < k; i++, n++) {
+            gpt_tensor_name(names[n], 64, &g->cfg, l, &t[i]);
+            out[n] = (StTensor){.name = names[n], .ndim = t[i].ndim, .data = g->params[l] + t[i].offset};
+            out[n].shape[0] = t[i].shape[0];
+            out[n].shape[1] = t[i].shape[1];
+        }
+    }
+    return n;
+}
+
+void train_load_weights(Gpt *g, const char *path) {
+    int max = g->nlayers * GPT_MAX_TENSORS;
+    StTensor *table = calloc_check((size_t)max, sizeof *table);
+    char(*names)[64] = calloc_check((size_t)max, 64);
+    int n = weight_table(g, table, names);
+    char err[1024];
+    if (safetensors_load(path, table, n, err, sizeof err) != 0)
+        die("--init needs a file saved by --save with the same --layers, --dim and --seq", "%s", err);
+    free(table);
+    free(names);
+}
+
+void train_save_weights(const Gpt *g, const char *path) {
+    int max = g->nlayers * GPT_MAX_TENSORS;
+    StTensor *table = calloc_check((size_t)max, sizeof *table);
+    char(*names)[64] = calloc_check((size_t)max, 64);
+    int n = weight_table(g, table, names);
+    char meta[256], err[1024];
+    snprintf(meta, sizeof meta, "{\"format\":\"shardlab-gpt\",\"layers\":\"%d\",\"dim\":\"%d\",\"heads\":\"%d\",\"seq\":\"%d\"}",
+             g->cfg.layers, g->cfg.dim, g->cfg.heads, g->cfg.seq);
+    if (safetensors_save(path, table, n, meta, err, sizeof err) != 0)
+        die("check that the directory exists and is writable", "%s", err);
+    free(table);
+    free(names);
+}
+
+const char *format_bytes(char *buf, size_t n, double bytes) {
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+    else if (bytes >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, n, "%.0f B", bytes);
+    return buf;
+}
+
+void progress_init(Progress *p, const TrainArgs *a) {
+    p->tty = isatty(STDOUT_FILENO);
+    p->steps = a->steps;
+    p->every = a->log_every > 0 ? a->log_every : (a->steps >= 20 ? a->steps / 20 : 1);
+    p->t_start_us = runlog_now_us();
+}
+
+void progress_update(Progress *p, RunLog *log, int64_t step, double loss, double loss_floor,
+                     double ms_step) {
+    double elapsed = (double)(runlog_now_us() - p->t_start_us) / 1e6;
+    double eta = step > 0 ? elapsed / (double)step * (double)(p->steps - step) : 0.0;
+    char floor_text[48] = "";
+    if (loss_floor >= 0) snprintf(floor_text, sizeof floor_text, " (floor %.4f)", loss_floor);
+    int last = step == p->steps;
+    if (p->tty) {
+        // Only the terminal sees the line being rewritten; the rank log gets the periodic lines.
+        printf("\rstep %5lld/%d  loss %.4f%s  %6.1f ms/step  elapsed %5.1fs  eta %5.1fs ", (long long)step,
+               p->steps, loss, floor_text, ms_step, elapsed, eta);
+        if (last) printf("\n");
+        fflush(stdout);
+    }
+    if (step == 1 || last || step % p->every == 0) {
+        char line[256];
+        snprintf(line, sizeof line, "step %5lld/%d  loss %.4f%s  %6.1f ms/step  elapsed %5.1fs\n",
+                 (long long)step, p->steps, loss, floor_text, ms_step, elapsed);
+        if (p->tty) {
+            if (log->log) fputs(line, log->log), fflush(log->log);
+        } else {
+            runlog_printf(log, "%s", line);
+        }
+    }
+}
+
+static void log_layer_span(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
+    SpanLogger *s = ctx;
+    runlog_span(s->log, s->step, phase == GPT_FWD ? "fwd" : "bwd", s->mb, layer, t0_us, t1_us, 0);
+}
+
+GptHooks span_logger_hooks(SpanLogger *s) { return (GptHooks){log_layer_span, s}; }

@@ -1,0 +1,70 @@
+// train.h — what every training lab does the same way around its own algorithm.
+//
+// Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
+//          train_micro_batch(), train_config_json(), train_device(), train_load_weights(),
+//          train_save_weights(), Progress, progress_init(), progress_update(),
+//          format_bytes(), SpanLogger, span_logger_hooks().
+//
+// A lab file should read as its algorithm. Everything here is the same in every lab: the
+// corpus, which sequences make up a micro-batch, the configuration written to the run log,
+// loading and saving weights, and the progress line.
+#ifndef SHARDLAB_TRAIN_H
+#define SHARDLAB_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "args.h"
+#include "data.h"
+#include "gpt.h"
+#include "json.h"
+#include "runlog.h"
+
+// The synthetic corpus: an order-2 Markov source over 16 symbols, 1 MiB of it.
+#define SYNTH_ORDER 2
+#define SYNTH_ALPHABET 16
+#define SYNTH_BYTES (1u << 20)
+
+GptConfig train_model_config(const TrainArgs *a);
+// --data synthetic or PATH; dies with a clear message if the file is unusable.
+void train_corpus(Corpus *c, const TrainArgs *a);
+
+// Sequences first .. first+count-1 of the global batch of `step` (1-based), as inputs
+// tokens[count*T] and next-token targets[count*T].
+void train_micro_batch(const Corpus *c, const TrainArgs *a, int64_t step, int first, int count,
+                       uint8_t *tokens, uint8_t *targets);
+
+// The "config" object of meta.json and the start event: every TrainArgs field, then the
+// lab's own fields (lab_fields: NULL or "\"bucket_mb\":1,..." without braces).
+void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields);
+
+// Resolve --device: "cpu" when no GPU backend is usable. Exits 2 if cuda was asked for and
+// cannot be had.
+const char *train_device(const TrainArgs *a, const char *prog);
+
+// Weights <-> safetensors, GPT-2 names. Loading checks every name and shape and dies with a
+// message naming the first mismatch.
+void train_load_weights(Gpt *g, const char *path);
+void train_save_weights(const Gpt *g, const char *path);
+
+// "1.23 MiB"-style text for a byte count.
+const char *format_bytes(char *buf, size_t n, double bytes);
+
+// The progress line: rewritten in place on a terminal, else one line every `every` steps.
+typedef struct {
+    int tty, every, steps;
+    int64_t t_start_us;
+} Progress;
+void progress_init(Progress *p, const TrainArgs *a);
+void progress_update(Progress *p, RunLog *log, int64_t step, double loss, double loss_floor,
+                     double ms_step);
+
+// GptHooks that write a "fwd"/"bwd" span per layer to the run log.
+typedef struct {
+    RunLog *log;
+    int64_t step;
+    int mb;
+} SpanLogger;
+GptHooks span_logger_hooks(SpanLogger *s);
+
+#endif

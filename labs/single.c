@@ -1,0 +1,230 @@
+// single.c — one rank, no parallelism: where training memory goes.
+//
+// The baseline every other lab is graded against, and the lab of lesson 2. One process
+// trains the GPT of core/gpt.h on the synthetic corpus and shows where its memory goes.
+//
+// Run it:   make lab-single [STEPS=200] [ARGS="--dim 128"]
+//           build/labs/single --help
+//
+// Lexicon: parameter, gradient, optimizer state, AdamW, activation memory, gradient
+//          accumulation, micro-batch, cross-entropy, loss floor.
+//
+// What it is graded against (fp32 weights, fp32 AdamW, Psi = number of parameters):
+//     params  4 Psi bytes
+//     grads   4 Psi bytes
+//     optim   8 Psi bytes           AdamW keeps two fp32 moments per parameter
+//     acts    4 B T (2C + 2 + V + L (16C + 4 + NH T)) bytes for a micro-batch of B
+//             sequences: what each layer saves for the backward pass (core/gpt.h)
+// The first three add up to 16 Psi: before a single activation, training needs four times
+// the memory of the weights. Activations grow with batch and sequence length, and the
+// attention probabilities grow with T^2 — the reasons for ZeRO, FSDP and checkpointing.
+//
+// And: the loss falls from ln(256) = 5.55 towards the corpus' loss floor; a run with
+// --accum K gives the same training as --accum 1 (up to fp32 rounding), because the
+// gradient of a mean over the global batch is the sum of its micro-batches' parts.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "args.h"
+#include "check.h"
+#include "data.h"
+#include "gpt.h"
+#include "mem.h"
+#include "runlog.h"
+#include "train.h"
+
+// ---------------------------------------------------------------------------------------
+// Memory: the formula next to what the allocator measured
+// ---------------------------------------------------------------------------------------
+
+static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch) {
+    double psi = (double)gpt_num_params(c);
+    double B = micro_batch, T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
+    struct {
+        MemCategory cat;
+        const char *formula;
+        double expect;
+    } rows[] = {
+        {MEM_PARAMS, "4 Psi", 4 * psi},
+        {MEM_GRADS, "4 Psi", 4 * psi},
+        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
+        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", 4 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T))},
+    };
+    runlog_printf(log, "\nwhere the memory goes: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, L=%d, NH=%d, V=%d\n",
+                  psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab);
+    runlog_printf(log, "  %-7s %-30s %14s %14s\n", "", "formula", "expected", "measured");
+    double total = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double measured = (double)mem_in_use(mem, rows[i].cat);
+        char e[32], m[32], name[64];
+        int ok = measured == rows[i].expect;
+        runlog_printf(log, "  %-7s %-30s %14s %14s  %s\n", mem_category_name(rows[i].cat), rows[i].formula,
+                      format_bytes(e, sizeof e, rows[i].expect), format_bytes(m, sizeof m, measured),
+                      ok ? "ok" : "MISMATCH");
+        snprintf(name, sizeof name, "mem.%s", mem_category_name(rows[i].cat));
+        runlog_check(log, name, ok, measured, rows[i].expect);
+        if (!ok)
+            die("this is a bug in shardlab: the allocator and the formula disagree",
+                "%s memory is %.0f bytes, the formula %s gives %.0f", mem_category_name(rows[i].cat), measured,
+                rows[i].formula, rows[i].expect);
+        total += measured;
+    }
+    char t[32], w[32];
+    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n\n", "total", "16 Psi + acts",
+                  format_bytes(t, sizeof t, total), total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_defaults(&a);
+    train_args_parse(&a, argc, argv, "single",
+                     "One rank, no parallelism: trains the GPT and shows where training memory goes.\n"
+                     "The baseline every distributed lab is compared with.",
+                     NULL, 0);
+    check_set_context("single rank 0");
+    const char *device = train_device(&a, "single");
+
+    RunLog log;
+    runlog_open(&log, "single", 0, 1, a.run_dir);
+    runlog_printf(&log, "single: 1 rank on %s (a process standing in for one GPU); run directory %s\n", device,
+                  log.dir);
+
+    Corpus corpus;
+    train_corpus(&corpus, &a);
+    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
+    if (corpus.synthetic)
+        runlog_printf(&log, "data: synthetic order-%d Markov corpus, %zu bytes, entropy rate %.4f nats/token, "
+                            "loss floor at T=%d: %.4f\n",
+                      SYNTH_ORDER, corpus.n, corpus.entropy_rate, a.seq, floor);
+    else
+        runlog_printf(&log, "data: %s, %zu bytes\n", corpus.source, corpus.n);
+
+    // The model, its gradients, the optimizer state and the activations: every buffer
+    // through the counting allocator.
+    Mem mem;
+    mem_init(&mem);
+    GptConfig cfg = train_model_config(&a);
+    Gpt model;
+    gpt_create(&model, &cfg, &mem, a.seed);
+    if (a.init) {
+        train_load_weights(&model, a.init);
+        runlog_printf(&log, "weights: loaded from %s\n", a.init);
+    }
+    float **m = calloc_check((size_t)model.nlayers, sizeof *m), **v = calloc_check((size_t)model.nlayers, sizeof *v);
+    for (int l = 0; l < model.nlayers; l++) {
+        m[l] = mem_alloc_floats(&mem, MEM_OPTIM, gpt_layer_size(&cfg, l), "AdamW first moment");
+        v[l] = mem_alloc_floats(&mem, MEM_OPTIM, gpt_layer_size(&cfg, l), "AdamW second moment");
+    }
+    int micro = a.batch / a.accum;  // sequences per micro-batch
+    GptActs acts;
+    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    uint8_t *tokens = malloc_check((size_t)micro * a.seq), *targets = malloc_check((size_t)micro * a.seq);
+    AdamW opt = {.lr = (float)a.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = (float)a.weight_decay};
+
+    StrBuf config;
+    sb_init(&config);
+    train_config_json(&config, &a, NULL);
+    runlog_meta(&log, argc, argv, device, "none", config.data);
+    runlog_start(&log, device, "none", gpt_num_params(&cfg), config.data, floor);
+    report_memory(&log, &mem, &cfg, micro);
+
+    Progress progress;
+    progress_init(&progress, &a);
+    SpanLogger spans = {.log = &log};
+    GptHooks hooks = span_logger_hooks(&spans);
+    const double tokens_per_step = (double)a.batch * a.seq;
+    double first_loss = 0, loss = 0, compute_ms_total = 0;
+    int64_t t_train0 = runlog_now_us();
+
+    for (int64_t step = 1; step <= a.steps; step++) {
+        int64_t t0 = runlog_now_us();
+        spans.step = step;
+
+        // Forward and backward over the micro-batches. Each token's loss enters the mean
+        // over the whole global batch with weight 1/(B T), so summing the micro-batches'
+        // gradients gives exactly the gradient of that mean.
+        gpt_zero_grads(&model);
+        double loss_sum = 0;
+        for (int mb = 0; mb < a.accum; mb++) {
+            spans.mb = mb;
+            train_micro_batch(&corpus, &a, step, mb * micro, micro, tokens, targets);
+            loss_sum += gpt_forward(&model, &acts, tokens, targets, &hooks);
+            gpt_backward(&model, &acts, tokens, targets, (float)(1.0 / tokens_per_step), &hooks);
+        }
+        loss = loss_sum / tokens_per_step;
+        if (!isfinite(loss))
+            die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
+
+        // Clip the global gradient norm, then one AdamW step per layer buffer.
+        int64_t t_opt = runlog_now_us();
+        double norm_sq = 0;
+        for (int l = 0; l < model.nlayers; l++) norm_sq += sum_of_squares(model.grads[l], gpt_layer_size(&cfg, l));
+        double grad_norm = sqrt(norm_sq);
+        if (a.clip > 0 && grad_norm > a.clip)
+            for (int l = 0; l < model.nlayers; l++)
+                scale_floats(model.grads[l], gpt_layer_size(&cfg, l), (float)(a.clip / grad_norm));
+        for (int l = 0; l < model.nlayers; l++)
+            adamw_update(&opt, step, model.params[l], model.grads[l], m[l], v[l], gpt_layer_size(&cfg, l));
+        int64_t t1 = runlog_now_us();
+        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+
+        double ms = (double)(t1 - t0) / 1000.0;
+        compute_ms_total += ms;
+        if (step == 1) first_loss = loss;
+        char extra[64];
+        snprintf(extra, sizeof extra, "\"grad_norm\":%.6g", grad_norm);
+        StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)tokens_per_step,
+                          .ms_step = ms, .ms_compute = ms, .ms_comm = 0, .mem = &mem,
+                          .param_hash = gpt_param_hash(&model), .extra = extra};
+        runlog_step(&log, &rec);
+        progress_update(&progress, &log, step, loss, floor, ms);
+    }
+
+    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
+    double tok_s = tokens_per_step * a.steps / (compute_ms_total / 1000.0);
+    char peak[32];
+    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
+    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
+    runlog_printf(&log, "; %.0f tokens/s; peak memory %s\n", tok_s, format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
+
+    if (a.save) {
+        train_save_weights(&model, a.save);
+        runlog_printf(&log, "weights: saved to %s\n", a.save);
+    }
+    runlog_end(&log, "ok", a.steps);
+
+    StrBuf summary;
+    sb_init(&summary);
+    sb_printf(&summary, "{\"lab\":\"single\",\"status\":\"ok\",\"world_size\":1,\"steps\":%d,\"first_loss\":%.9g,"
+                        "\"final_loss\":%.9g,\"loss_floor\":",
+              a.steps, first_loss, loss);
+    if (floor >= 0) sb_printf(&summary, "%.9g", floor);
+    else sb_printf(&summary, "null");
+    sb_printf(&summary, ",\"tokens\":%.0f,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,\"param_hash\":\"%016llx\","
+                        "\"mem_peak\":%zu,\"run_dir\":",
+              tokens_per_step * a.steps, wall_s, tok_s, (unsigned long long)gpt_param_hash(&model), mem_peak(&mem));
+    sb_json_string(&summary, log.dir);
+    sb_append(&summary, "}", 1);
+    runlog_summary(&log, summary.data);
+    runlog_printf(&log, "run written to %s\n", log.dir);
+
+    sb_free(&summary);
+    sb_free(&config);
+    runlog_close(&log);
+    free(tokens);
+    free(targets);
+    free(m);
+    free(v);
+    gpt_acts_free(&acts, &mem);
+    gpt_destroy(&model);
+    mem_destroy(&mem);
+    corpus_free(&corpus);
+    return 0;
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# run.sh — runs every test program and prints "N passed, N failed" as its last line.
+#
+# A test program prints "ok - ..." or "not ok - ..." per check (tests/test.h). We count those
+# lines. A program that exits non-zero without printing a "not ok" line (a crash, a sanitizer
+# report, a hang killed by the timeout) counts as one failure, so nothing fails silently.
+BUILD=${BUILD:-build}
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run() {
+    name=$1
+    shift
+    start=$(date +%s)
+    timeout 600 "$@" >"$log" 2>&1
+    status=$?
+    p=$(grep -c '^ok ' "$log")
+    f=$(grep -c '^not ok ' "$log")
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "not ok - $name exited with status $status without reporting a failed check" >>"$log"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    echo "== $name: $p passed, $f failed ($(( $(date +%s) - start ))s)"
+    # Show the failures (and what the program said around them) right here.
+    if [ "$f" -ne 0 ]; then grep -v '^ok ' "$log" | tail -n 40; fi
+}
+
+for t in "$BUILD"/san/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    case "$name" in
+        test_single) run "$name" "$t" "$BUILD/labs/single" "$BUILD/san/labs/single" ;;
+        *) run "$name" "$t" ;;
+    esac
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

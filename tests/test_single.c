@@ -1,0 +1,407 @@
+// test_single.c — the single-rank lab, end to end, read back from its run directory.
+//
+// usage: test_single OPTIMIZED_SINGLE SANITIZED_SINGLE
+//
+// Trains with the real lab binary and checks what it wrote, as a grader would:
+//   - every line of the run log, meta.json and summary.json follows the schema (runlog.h);
+//   - the loss starts at ln(256) and approaches the corpus' loss floor;
+//   - gradient accumulation (4 micro-batches) trains exactly like one batch;
+//   - the memory of each category equals its closed form;
+//   - --save / --init round-trip the weights; a file for another model is refused cleanly;
+//   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan.
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "runschema.h"
+#include "test.h"
+
+static const char *lab, *lab_san;
+static char tmp[256];
+
+// ---- helpers ----------------------------------------------------------------------------
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+// Run argv with stdout and stderr captured to files in tmp; returns the exit status.
+static int run(char *const argv[], const char *tag) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        char out[512], err[512];
+        snprintf(out, sizeof out, "%s/%s.out", tmp, tag);
+        snprintf(err, sizeof err, "%s/%s.err", tmp, tag);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *captured(const char *tag, const char *stream) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%s", tmp, tag, stream);
+    char *s = read_file(path, NULL);
+    return s ? s : calloc(1, 1);
+}
+
+// The text with its newlines shown as " | ", so a test message stays on one line.
+static const char *one_line(const char *text) {
+    static char buf[1024];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 4 < sizeof buf; p++) {
+        if (*p == '\n') {
+            if (p[1]) memcpy(buf + n, " | ", 3), n += 3;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+typedef struct {
+    JsonValue *lines[20000];
+    int n;
+    int bad_lines;
+    char first_problem[600];
+} Events;
+
+// Parse and schema-check every line of rank-0.jsonl.
+static void load_events(const char *dir, Events *ev) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    size_t len;
+    char *text = read_file(path, &len);
+    ev->n = ev->bad_lines = 0;
+    ev->first_problem[0] = 0;
+    if (!text) {
+        snprintf(ev->first_problem, sizeof ev->first_problem, "cannot read %s", path);
+        ev->bad_lines = 1;
+        return;
+    }
+    for (char *line = text; *line && ev->n < 20000;) {
+        char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        char err[256];
+        JsonValue *v = json_parse(line, n, err, sizeof err);
+        if (!v || !runschema_check_event(v, err, sizeof err)) {
+            if (!ev->bad_lines++) snprintf(ev->first_problem, sizeof ev->first_problem, "line %d: %s", ev->n + 1, err);
+            json_free(v);
+        } else {
+            ev->lines[ev->n++] = v;
+        }
+        if (!nl) {
+            if (!ev->bad_lines++) snprintf(ev->first_problem, sizeof ev->first_problem, "last line has no newline");
+            break;
+        }
+        line = nl + 1;
+    }
+    free(text);
+}
+
+static void free_events(Events *ev) {
+    for (int i = 0; i < ev->n; i++) json_free(ev->lines[i]);
+    ev->n = 0;
+}
+
+static const char *kind(const JsonValue *v) { return json_get(v, "ev")->string; }
+static double num(const JsonValue *v, const char *key) {
+    const JsonValue *x = json_get(v, key);
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+
+// The step events' losses and hashes, in order.
+static int step_events(const Events *ev, const JsonValue **out, int max) {
+    int n = 0;
+    for (int i = 0; i < ev->n && n < max; i++)
+        if (strcmp(kind(ev->lines[i]), "step") == 0) out[n++] = ev->lines[i];
+    return n;
+}
+
+static JsonValue *load_json_file(const char *dir, const char *name) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) return NULL;
+    JsonValue *v = json_parse(text, len, err, sizeof err);
+    free(text);
+    return v;
+}
+
+// ---- the checks -------------------------------------------------------------------------
+
+// A full default run: the loss falls from ln(256) to near the floor.
+static void check_default_run(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/default", tmp);
+    char *argv[] = {(char *)lab, "--run-dir", dir, NULL};
+    int status = run(argv, "default");
+    EXPECT(status == 0, "the default run exits 0 (status %d)", status);
+
+    Events ev;
+    load_events(dir, &ev);
+    EXPECT(ev.bad_lines == 0 && ev.n > 0, "all %d lines of rank-0.jsonl parse and follow the schema%s%s", ev.n,
+           ev.bad_lines ? ": " : "", ev.first_problem);
+    EXPECT(ev.n > 0 && strcmp(kind(ev.lines[0]), "start") == 0, "the first event is start");
+    EXPECT(ev.n > 0 && strcmp(kind(ev.lines[ev.n - 1]), "end") == 0 &&
+               strcmp(json_get(ev.lines[ev.n - 1], "status")->string, "ok") == 0,
+           "the last event is end with status ok");
+
+    char err[256] = "";
+    JsonValue *meta = load_json_file(dir, "meta.json"), *summary = load_json_file(dir, "summary.json");
+    EXPECT(meta && runschema_check_meta(meta, err, sizeof err), "meta.json follows the schema %s", err);
+    EXPECT(summary && runschema_check_summary(summary, err, sizeof err), "summary.json follows the schema %s", err);
+
+    static const JsonValue *steps[20000];
+    int n = step_events(&ev, steps, 20000);
+    EXPECT(n == 1000, "1000 step events for the default 1000 steps (got %d)", n);
+    if (n < 100 || !summary || ev.n == 0) {
+        json_free(meta);
+        json_free(summary);
+        free_events(&ev);
+        return;
+    }
+    double floor = num(ev.lines[0], "loss_floor");
+    // A freshly initialized model predicts nearly uniformly over 256 bytes: loss ln(256).
+    EXPECT_NEAR(num(steps[0], "loss"), log(256.0), 0.02, "the first loss is ln(256) = 5.545 within 0.02");
+    // Margin: the default run ends about 0.2 nats above the floor (the model is small and
+    // trained briefly); 0.4 leaves room for machine-to-machine rounding, and still fails for
+    // a model that learned only symbol frequencies (~2.6) or nothing.
+    double tail = 0;
+    for (int i = n - 50; i < n; i++) tail += num(steps[i], "loss");
+    tail /= 50;
+    EXPECT(tail < floor + 0.4, "mean loss of the last 50 steps %.4f is within 0.4 of the floor %.4f", tail, floor);
+    EXPECT(tail > floor - 0.05, "no loss below the floor (%.4f vs %.4f): the floor is a true lower bound", tail, floor);
+    EXPECT_NEAR(num(summary, "final_loss"), num(steps[n - 1], "loss"), 1e-9, "summary.json final_loss is the last step's loss");
+    EXPECT_NEAR(num(summary, "loss_floor"), floor, 1e-9, "summary.json loss_floor equals the start event's");
+
+    // Memory: the closed forms of labs/single.c, computed here from the config.
+    const JsonValue *cfg = json_get(ev.lines[0], "config");
+    double V = 256, T = num(cfg, "seq"), C = num(cfg, "dim"), L = num(cfg, "layers"), NH = num(cfg, "heads");
+    double B = num(cfg, "batch") / num(cfg, "accum");
+    double psi = 2 * V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    EXPECT(num(ev.lines[0], "params") == psi, "start event params %.0f = 2VC + TC + L(12C^2+13C) + 2C = %.0f",
+           num(ev.lines[0], "params"), psi);
+    const JsonValue *mem = json_get(steps[n - 1], "mem");
+    EXPECT(num(mem, "params") == 4 * psi, "params memory is 4 Psi bytes");
+    EXPECT(num(mem, "grads") == 4 * psi, "grads memory is 4 Psi bytes");
+    EXPECT(num(mem, "optim") == 8 * psi, "optim memory is 8 Psi bytes (AdamW m and v)");
+    double acts = 4 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
+    EXPECT(num(mem, "acts") == acts, "acts memory %.0f is 4BT(2C+2+V+L(16C+4+NH T)) = %.0f", num(mem, "acts"), acts);
+    EXPECT(num(mem, "comm") == 0, "a single rank holds no communication buffers");
+    EXPECT(num(mem, "peak") > 16 * psi + acts, "peak memory exceeds the steady total (the backward pass's workspace)");
+
+    // Spans: every layer's forward and backward, and the optimizer, in every step.
+    int fwd = 0, bwd = 0, optim = 0;
+    for (int i = 0; i < ev.n; i++) {
+        if (strcmp(kind(ev.lines[i]), "span") != 0) continue;
+        const char *name = json_get(ev.lines[i], "name")->string;
+        fwd += strcmp(name, "fwd") == 0;
+        bwd += strcmp(name, "bwd") == 0;
+        optim += strcmp(name, "optim") == 0;
+    }
+    EXPECT(fwd == n * (L + 2) && bwd == n * (L + 2) && optim == n,
+           "one fwd and one bwd span per layer (L+2 = %.0f) and one optim span per step", L + 2);
+    json_free(meta);
+    json_free(summary);
+    free_events(&ev);
+}
+
+// Gradient accumulation: 4 micro-batches of B/4 give the same training as one batch of B.
+// Each gradient element is summed over the tokens in the same order either way (the
+// kernels add row after row into the accumulator), so we expect identical bits, and check
+// the loss to 1e-6 and the parameter hash exactly.
+static void check_accumulation(void) {
+    char d1[512], d4[512];
+    snprintf(d1, sizeof d1, "%s/accum1", tmp);
+    snprintf(d4, sizeof d4, "%s/accum4", tmp);
+    char *a1[] = {(char *)lab, "--steps", "30", "--accum", "1", "--run-dir", d1, NULL};
+    char *a4[] = {(char *)lab, "--steps", "30", "--accum", "4", "--run-dir", d4, NULL};
+    EXPECT(run(a1, "accum1") == 0 && run(a4, "accum4") == 0, "the two accumulation runs exit 0");
+    Events e1, e4;
+    load_events(d1, &e1);
+    load_events(d4, &e4);
+    static const JsonValue *s1[64], *s4[64];
+    int n1 = step_events(&e1, s1, 64), n4 = step_events(&e4, s4, 64);
+    double worst = 0;
+    int same_hash = n1 == 30 && n4 == 30;
+    for (int i = 0; i < n1 && i < n4; i++) {
+        double d = fabs(num(s1[i], "loss") - num(s4[i], "loss"));
+        if (d > worst) worst = d;
+        same_hash &= strcmp(json_get(s1[i], "param_hash")->string, json_get(s4[i], "param_hash")->string) == 0;
+    }
+    EXPECT(n1 == 30 && n4 == 30 && worst <= 1e-6, "accum=4 losses equal accum=1 losses over 30 steps (worst diff %.3g)", worst);
+    EXPECT(same_hash, "accum=4 and accum=1 parameters are bitwise equal after every step");
+    free_events(&e1);
+    free_events(&e4);
+}
+
+// --save writes what --init reads. With lr 0 the weights never change, so the run that
+// loads them must hold exactly the same bits: same param_hash, same first loss.
+static void check_save_init(void) {
+    char d1[512], d2[512], d3[512], w[512], bad_dir[512];
+    snprintf(d1, sizeof d1, "%s/save", tmp);
+    snprintf(d2, sizeof d2, "%s/init", tmp);
+    snprintf(d3, sizeof d3, "%s/init-other-seed", tmp);
+    snprintf(w, sizeof w, "%s/w.safetensors", tmp);
+    char *save[] = {(char *)lab_san, "--steps", "2", "--lr", "0", "--accum", "2", "--save", w, "--run-dir", d1, NULL};
+    char *init[] = {(char *)lab_san, "--steps", "1", "--lr", "0", "--init", w, "--run-dir", d2, NULL};
+    char *other[] = {(char *)lab, "--steps", "1", "--lr", "0", "--init", w, "--seed", "99", "--run-dir", d3, NULL};
+    int s1 = run(save, "save");
+    char *err1 = captured("save", "err");
+    EXPECT(s1 == 0 && err1[0] == 0, "the sanitized lab trains 2 steps with --accum 2 and --save, clean under ASan/UBSan%s%.300s",
+           err1[0] ? ": " : "", one_line(err1));
+    int s2 = run(init, "init");
+    char *err2 = captured("init", "err");
+    EXPECT(s2 == 0 && err2[0] == 0, "the sanitized lab loads --init cleanly%s%.300s", err2[0] ? ": " : "", one_line(err2));
+    EXPECT(run(other, "other") == 0, "--init with another --seed runs");
+    Events e1, e2, e3;
+    load_events(d1, &e1);
+    load_events(d2, &e2);
+    load_events(d3, &e3);
+    static const JsonValue *a[8], *b[8], *c[8];
+    int na = step_events(&e1, a, 8), nb = step_events(&e2, b, 8), nc = step_events(&e3, c, 8);
+    EXPECT(na == 2 && nb == 1 && strcmp(json_get(a[1], "param_hash")->string, json_get(b[0], "param_hash")->string) == 0,
+           "weights loaded with --init are bit-identical to those saved");
+    EXPECT(na == 2 && nb == 1 && num(a[0], "loss") == num(b[0], "loss"), "and give the same loss on the same batch");
+    EXPECT(nc == 1 && na == 2 && strcmp(json_get(a[1], "param_hash")->string, json_get(c[0], "param_hash")->string) == 0,
+           "--init overrides the seed's initialization");
+    free_events(&e1);
+    free_events(&e2);
+    free_events(&e3);
+    free(err1);
+    free(err2);
+
+    // A file for another model (--dim 32) is refused with the tensor and shapes named, and the
+    // failure is in the run log as an error event and an end event with status error.
+    snprintf(bad_dir, sizeof bad_dir, "%s/init-mismatch", tmp);
+    char *mismatch[] = {(char *)lab, "--steps", "1", "--dim", "32", "--init", w, "--run-dir", bad_dir, NULL};
+    int s = run(mismatch, "mismatch");
+    char *err = captured("mismatch", "err");
+    EXPECT(s == 1, "--init with weights of another shape exits 1 (status %d)", s);
+    EXPECT(strstr(err, "wte") && strstr(err, "[256, 32]") && strstr(err, "[256, 64]"),
+           "the message names the tensor and both shapes: %.300s", one_line(err));
+    Events em;
+    load_events(bad_dir, &em);
+    int has_error = 0, end_error = 0;
+    for (int i = 0; i < em.n; i++) {
+        has_error |= strcmp(kind(em.lines[i]), "error") == 0;
+        end_error |= strcmp(kind(em.lines[i]), "end") == 0 && strcmp(json_get(em.lines[i], "status")->string, "error") == 0;
+    }
+    EXPECT(em.bad_lines == 0 && has_error && end_error, "the run log records an error event and end status error");
+    free_events(&em);
+    free(err);
+}
+
+// File data: any file's bytes; no loss floor is known.
+static void check_file_data(void) {
+    char data[512], dir[512];
+    snprintf(data, sizeof data, "%s/text.txt", tmp);
+    snprintf(dir, sizeof dir, "%s/filedata", tmp);
+    FILE *f = fopen(data, "w");
+    for (int i = 0; i < 400; i++) fprintf(f, "the quick brown fox %d jumps over the lazy dog.\n", i % 7);
+    fclose(f);
+    char *argv[] = {(char *)lab, "--steps", "20", "--data", data, "--run-dir", dir, NULL};
+    EXPECT(run(argv, "filedata") == 0, "training on a text file with --data runs");
+    Events ev;
+    load_events(dir, &ev);
+    static const JsonValue *s[32];
+    int n = step_events(&ev, s, 32);
+    const JsonValue *floor = ev.n > 0 ? json_get(ev.lines[0], "loss_floor") : NULL;
+    EXPECT(floor && floor->type == JSON_NULL, "file data has loss_floor null in the start event");
+    EXPECT(n == 20 && num(s[19], "loss") < num(s[0], "loss") - 1.0, "the loss on the text falls by more than 1 nat in 20 steps");
+    free_events(&ev);
+}
+
+// Bad arguments: exit 2, exactly one line on stderr, and no run directory.
+static void check_bad_arguments(void) {
+    char missing[512];
+    snprintf(missing, sizeof missing, "%s/no-such-file", tmp);
+    struct {
+        const char *why;
+        char *args[6];
+        const char *mentions;
+    } cases[] = {
+        {"negative steps", {"--steps", "-5"}, "--steps"},
+        {"steps not a number", {"--steps", "abc"}, "--steps"},
+        {"accum does not divide batch", {"--batch", "6", "--accum", "4"}, "--accum"},
+        {"heads do not divide dim", {"--heads", "3"}, "--heads"},
+        {"unknown option", {"--bogus"}, "--bogus"},
+        {"missing value", {"--steps"}, "--steps"},
+        {"missing data file", {"--data", missing}, "no-such-file"},
+        {"missing init file", {"--init", missing}, "no-such-file"},
+        {"stray argument", {"ddp"}, "ddp"},
+        {"unknown device", {"--device", "gpu"}, "--device"},
+        {"lr out of range", {"--lr", "-1"}, "--lr"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[8] = {(char *)lab};
+        int k = 1;
+        for (int j = 0; cases[i].args[j]; j++) argv[k++] = cases[i].args[j];
+        argv[k] = NULL;
+        int status = run(argv, "bad");
+        char *err = captured("bad", "err");
+        int lines = 0;
+        for (char *p = err; *p; p++) lines += *p == '\n';
+        EXPECT(status == 2 && lines == 1 && strstr(err, cases[i].mentions),
+               "%s: exit 2 and one line naming %s (status %d, %d lines: %.160s)", cases[i].why, cases[i].mentions,
+               status, lines, one_line(err));
+        free(err);
+    }
+    char *help[] = {(char *)lab, "--help", NULL};
+    int status = run(help, "help");
+    char *out = captured("help", "out");
+    EXPECT(status == 0 && strstr(out, "--accum") && strstr(out, "default: 1000"), "--help lists the options with defaults and exits 0");
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_single OPTIMIZED_SINGLE SANITIZED_SINGLE\n");
+        return 2;
+    }
+    lab = argv[1];
+    lab_san = argv[2];
+    snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-single-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    check_bad_arguments();
+    check_accumulation();
+    check_save_init();
+    check_file_data();
+    check_default_run();
+    int rc = test_done();
+    if (rc == 0) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    } else {
+        printf("# run directories kept in %s\n", tmp);
+    }
+    return rc;
+}
