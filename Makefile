@@ -123,7 +123,7 @@ bench-single: $(BUILD)/bench/bench_single
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
-test: all $(TEST_BINS) $(LAB_SAN)
+test: deps all $(TEST_BINS) $(LAB_SAN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:
