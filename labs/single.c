@@ -143,7 +143,17 @@ int main(int argc, char **argv) {
     double first_loss = 0, loss = 0, compute_ms_total = 0;
     int64_t t_train0 = runlog_now_us();
 
+    train_catch_signals();
     for (int64_t step = 1; step <= a.steps; step++) {
+        if (train_stop_signal()) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "interrupted by signal %d after %lld steps", train_stop_signal(), (long long)step - 1);
+            runlog_printf(&log, "\n%s\n", msg);
+            runlog_error(&log, msg);
+            runlog_end(&log, "error", step - 1);
+            runlog_close(&log);
+            return 128 + train_stop_signal();
+        }
         int64_t t0 = runlog_now_us();
         spans.step = step;
 

@@ -10,6 +10,8 @@
 //   - --save / --init round-trip the weights; a file for another model is refused cleanly;
 //   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan.
 #include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +380,47 @@ static void check_bad_arguments(void) {
     free(out);
 }
 
+// Ctrl-C in the middle of a run: the lab stops at a step boundary, exits 128+SIGINT, and its
+// run log ends with an error event and an end event with status error, so no reader takes it
+// for a run still going.
+static void check_interrupt(void) {
+    char dir[512], out[512];
+    snprintf(dir, sizeof dir, "%s/interrupted", tmp);
+    snprintf(out, sizeof out, "%s/interrupted.out", tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(lab, lab, "--steps", "100000", "--run-dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    // Wait until it has logged a few steps, then interrupt it.
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    for (int i = 0; i < 200; i++) {
+        char *text = read_file(path, NULL);
+        int steps = 0;
+        for (char *p = text; p && (p = strstr(p, "\"ev\":\"step\"")); p++) steps++;
+        free(text);
+        if (steps >= 3) break;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    kill(pid, SIGINT);
+    int status;
+    waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    EXPECT(code == 128 + SIGINT, "SIGINT ends the lab with exit status 130 (got %d)", code);
+    Events ev;
+    load_events(dir, &ev);
+    int n = ev.n;
+    EXPECT(ev.bad_lines == 0 && n >= 2 && strcmp(kind(ev.lines[n - 2]), "error") == 0 &&
+               strstr(json_get(ev.lines[n - 2], "msg")->string, "interrupted") &&
+               strcmp(kind(ev.lines[n - 1]), "end") == 0 && strcmp(json_get(ev.lines[n - 1], "status")->string, "error") == 0,
+           "the interrupted run's log ends with an 'interrupted' error event and end status error");
+    free_events(&ev);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_single OPTIMIZED_SINGLE SANITIZED_SINGLE\n");
@@ -394,6 +437,7 @@ int main(int argc, char **argv) {
     check_accumulation();
     check_save_init();
     check_file_data();
+    check_interrupt();
     check_default_run();
     int rc = test_done();
     if (rc == 0) {

@@ -1,6 +1,7 @@
 // train.c — see train.h.
 #include "train.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,3 +146,19 @@ static void log_layer_span(void *ctx, GptPhase phase, int layer, int64_t t0_us, 
 }
 
 GptHooks span_logger_hooks(SpanLogger *s) { return (GptHooks){log_layer_span, s}; }
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+void train_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;  // the second signal gets the default action: exit now
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int train_stop_signal(void) { return stop_signal; }

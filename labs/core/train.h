@@ -3,7 +3,8 @@
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
 //          train_micro_batch(), train_config_json(), train_device(), train_load_weights(),
 //          train_save_weights(), Progress, progress_init(), progress_update(),
-//          format_bytes(), SpanLogger, span_logger_hooks().
+//          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
+//          train_stop_signal().
 //
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
@@ -66,5 +67,12 @@ typedef struct {
     int mb;
 } SpanLogger;
 GptHooks span_logger_hooks(SpanLogger *s);
+
+// Ctrl-C (SIGINT) or SIGTERM asks the lab to stop at the next step boundary, so that the run
+// log still ends with an error event and an end event (a dashboard must not take an
+// interrupted run for a live one). A second signal ends the process at once.
+void train_catch_signals(void);
+// 0, or the signal that asked us to stop.
+int train_stop_signal(void);
 
 #endif
