@@ -197,7 +197,7 @@ static void bench_step(const TrainArgs *a, int warmup) {
     double B = a->batch, T = a->seq, C = a->dim, L = a->layers, V = cfg.vocab;
     double psi_mm = 12 * L * C * C + V * C;
     double flop_step = 6 * psi_mm * tokens_per_step + 12 * L * B * T * T * C;
-    double med = median(ms, a->steps);
+    double med = median(ms, a->steps);  // sorts ms: ms[0] is the fastest step, ms[steps-1] the slowest
     printf("#\n# training step: zero grads, forward + backward of %d micro-batch(es) of %d, clip, AdamW\n",
            a->accum, micro);
     printf("# FLOP/step = 6 Psi_mm tokens + 12 L B T^2 C, Psi_mm = 12 L C^2 + V C = %.0f of Psi = %zu parameters\n",
