@@ -117,16 +117,11 @@ int main(int argc, char **argv) {
         train_load_weights(&model, a.init);
         runlog_printf(&log, "weights: loaded from %s\n", a.init);
     }
-    float **m = calloc_check((size_t)model.nlayers, sizeof *m), **v = calloc_check((size_t)model.nlayers, sizeof *v);
-    for (int l = 0; l < model.nlayers; l++) {
-        m[l] = mem_alloc_floats(&mem, MEM_OPTIM, gpt_layer_size(&cfg, l), "AdamW first moment");
-        v[l] = mem_alloc_floats(&mem, MEM_OPTIM, gpt_layer_size(&cfg, l), "AdamW second moment");
-    }
+    GptAdamW adam;
+    gpt_adamw_create(&adam, &model, &a);
     int micro = a.batch / a.accum;  // sequences per micro-batch
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &mem);
-    uint8_t *tokens = malloc_check((size_t)micro * a.seq), *targets = malloc_check((size_t)micro * a.seq);
-    AdamW opt = {.lr = (float)a.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = (float)a.weight_decay};
 
     StrBuf config;
     sb_init(&config);
@@ -138,7 +133,6 @@ int main(int argc, char **argv) {
     Progress progress;
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
-    GptHooks hooks = span_logger_hooks(&spans);
     const double tokens_per_step = (double)a.batch * a.seq;
     double first_loss = 0, loss = 0, compute_ms_total = 0;
     int64_t t_train0 = runlog_now_us();
@@ -157,31 +151,19 @@ int main(int argc, char **argv) {
         int64_t t0 = runlog_now_us();
         spans.step = step;
 
-        // Forward and backward over the micro-batches. Each token's loss enters the mean
-        // over the whole global batch with weight 1/(B T), so summing the micro-batches'
-        // gradients gives exactly the gradient of that mean.
+        // Forward and backward over the micro-batches (core/train.c): each token's loss
+        // enters the mean over the global batch with weight 1/(B T), so the micro-batches'
+        // gradients add up to exactly the gradient of that mean.
         gpt_zero_grads(&model);
-        double loss_sum = 0;
-        for (int mb = 0; mb < a.accum; mb++) {
-            spans.mb = mb;
-            train_micro_batch(&corpus, &a, step, mb * micro, micro, tokens, targets);
-            loss_sum += gpt_forward(&model, &acts, tokens, targets, &hooks);
-            gpt_backward(&model, &acts, tokens, targets, (float)(1.0 / tokens_per_step), &hooks);
-        }
+        double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, 0, a.batch,
+                                           (float)(1.0 / tokens_per_step), &spans);
         loss = loss_sum / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
         // Clip the global gradient norm, then one AdamW step per layer buffer.
         int64_t t_opt = runlog_now_us();
-        double norm_sq = 0;
-        for (int l = 0; l < model.nlayers; l++) norm_sq += sum_of_squares(model.grads[l], gpt_layer_size(&cfg, l));
-        double grad_norm = sqrt(norm_sq);
-        if (a.clip > 0 && grad_norm > a.clip)
-            for (int l = 0; l < model.nlayers; l++)
-                scale_floats(model.grads[l], gpt_layer_size(&cfg, l), (float)(a.clip / grad_norm));
-        for (int l = 0; l < model.nlayers; l++)
-            adamw_update(&opt, step, model.params[l], model.grads[l], m[l], v[l], gpt_layer_size(&cfg, l));
+        double grad_norm = train_clip_and_update(&model, &adam, a.clip, step);
         int64_t t1 = runlog_now_us();
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
@@ -228,10 +210,7 @@ int main(int argc, char **argv) {
     sb_free(&summary);
     sb_free(&config);
     runlog_close(&log);
-    free(tokens);
-    free(targets);
-    free(m);
-    free(v);
+    gpt_adamw_destroy(&adam);
     gpt_acts_free(&acts, &mem);
     gpt_destroy(&model);
     mem_destroy(&mem);

@@ -12,7 +12,7 @@
 #include "json.h"
 
 // One parsed line of rank-<r>.jsonl. Returns 1 if it follows the schema, else 0 with the
-// first problem in err (e.g. "step event: field \"mem\" lacks \"peak\"").
+// first problem in err (e.g. "step event \"mem\": missing field \"peak\"").
 int runschema_check_event(const JsonValue *ev, char *err, size_t errlen);
 int runschema_check_meta(const JsonValue *meta, char *err, size_t errlen);
 int runschema_check_summary(const JsonValue *summary, char *err, size_t errlen);

@@ -1,6 +1,7 @@
 // train.c — see train.h.
 #include "train.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,3 +163,63 @@ void train_catch_signals(void) {
 }
 
 int train_stop_signal(void) { return stop_signal; }
+
+// ---------------------------------------------------------------------------------------
+// The training step's pieces
+// ---------------------------------------------------------------------------------------
+
+void gpt_adamw_create(GptAdamW *o, const Gpt *g, const TrainArgs *a) {
+    o->hyper = (AdamW){.lr = (float)a->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                       .weight_decay = (float)a->weight_decay};
+    o->nlayers = g->nlayers;
+    o->mem = g->mem;
+    o->m = calloc_check((size_t)g->nlayers, sizeof *o->m);
+    o->v = calloc_check((size_t)g->nlayers, sizeof *o->v);
+    for (int l = 0; l < g->nlayers; l++) {
+        o->m[l] = mem_alloc_floats(g->mem, MEM_OPTIM, gpt_layer_size(&g->cfg, l), "AdamW first moment");
+        o->v[l] = mem_alloc_floats(g->mem, MEM_OPTIM, gpt_layer_size(&g->cfg, l), "AdamW second moment");
+    }
+}
+
+void gpt_adamw_destroy(GptAdamW *o) {
+    for (int l = 0; l < o->nlayers; l++) {
+        mem_free(o->mem, o->m[l]);
+        mem_free(o->mem, o->v[l]);
+    }
+    free(o->m);
+    free(o->v);
+    memset(o, 0, sizeof *o);
+}
+
+double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
+                        int first, int count, float loss_scale, SpanLogger *spans) {
+    // Each token's loss enters the mean over the whole global batch with weight
+    // loss_scale = 1/(B T), so adding up the micro-batches' gradients gives exactly the
+    // gradient of that mean: accumulation changes memory, never the result.
+    int micro = acts->B;
+    size_t n = (size_t)micro * a->seq;
+    uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
+    GptHooks hooks = {0};
+    if (spans) hooks = span_logger_hooks(spans);
+    double loss_sum = 0;
+    for (int mb = 0; mb * micro < count; mb++) {
+        if (spans) spans->mb = mb;
+        train_micro_batch(c, a, step, first + mb * micro, micro, tokens, targets);
+        loss_sum += gpt_forward(g, acts, tokens, targets, spans ? &hooks : NULL);
+        gpt_backward(g, acts, tokens, targets, loss_scale, spans ? &hooks : NULL);
+    }
+    free(tokens);
+    free(targets);
+    return loss_sum;
+}
+
+double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step) {
+    double norm_sq = 0;
+    for (int l = 0; l < g->nlayers; l++) norm_sq += sum_of_squares(g->grads[l], gpt_layer_size(&g->cfg, l));
+    double norm = sqrt(norm_sq);
+    if (clip > 0 && norm > clip)
+        for (int l = 0; l < g->nlayers; l++) scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));
+    for (int l = 0; l < g->nlayers; l++)
+        adamw_update(&o->hyper, step, g->params[l], g->grads[l], o->m[l], o->v[l], gpt_layer_size(&g->cfg, l));
+    return norm;
+}

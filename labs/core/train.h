@@ -4,7 +4,8 @@
 //          train_micro_batch(), train_config_json(), train_device(), train_load_weights(),
 //          train_save_weights(), Progress, progress_init(), progress_update(),
 //          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
-//          train_stop_signal().
+//          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
+//          train_accumulate(), train_clip_and_update().
 //
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
@@ -15,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adamw.h"
 #include "args.h"
 #include "data.h"
 #include "gpt.h"
@@ -67,6 +69,26 @@ typedef struct {
     int mb;
 } SpanLogger;
 GptHooks span_logger_hooks(SpanLogger *s);
+
+// AdamW state for every layer buffer of a model held whole on this rank ("optim" memory).
+typedef struct {
+    AdamW hyper;
+    float **m, **v;  // [nlayers]
+    int nlayers;
+    Mem *mem;
+} GptAdamW;
+void gpt_adamw_create(GptAdamW *o, const Gpt *g, const TrainArgs *a);
+void gpt_adamw_destroy(GptAdamW *o);
+
+// Forward and backward over sequences first .. first+count-1 of the global batch of `step`,
+// in micro-batches of acts->B sequences. Gradients ACCUMULATE into g->grads (zero them
+// first). loss_scale is 1 / (tokens in the whole global batch). Returns the sum of the token
+// losses. spans (may be NULL) gets a fwd and a bwd span per layer and micro-batch.
+double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
+                        int first, int count, float loss_scale, SpanLogger *spans);
+// Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer.
+// Returns the norm before clipping.
+double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step);
 
 // Ctrl-C (SIGINT) or SIGTERM asks the lab to stop at the next step boundary, so that the run
 // log still ends with an error event and an end event (a dashboard must not take an
