@@ -58,46 +58,50 @@ const char *train_device(const TrainArgs *a, const char *prog) {
     return "cpu";
 }
 
-// Every tensor of the model as safetensors entries pointing into g's buffers.
-static int weight_table(const Gpt *g, StTensor *out, char (*names)[64]) {
-    int n = 0;
+// Every tensor of the model as safetensors entries pointing into g's buffers, GPT-2 names.
+typedef struct {
+    StTensor *tensors;
+    char (*names)[64];
+    int n;
+} WeightTable;
+
+static WeightTable weight_table(const Gpt *g) {
+    int max = g->nlayers * GPT_MAX_TENSORS;
+    WeightTable w = {calloc_check((size_t)max, sizeof *w.tensors), calloc_check((size_t)max, 64), 0};
     for (int l = 0; l < g->nlayers; l++) {
         GptTensor t[GPT_MAX_TENSORS];
         int k = gpt_layer_tensors(&g->cfg, l, t);
-        for (int i = 0; i < k; i++, n++) {
-            gpt_tensor_name(names[n], 64, &g->cfg, l, &t[i]);
-            out[n] = (StTensor){.name = names[n], .ndim = t[i].ndim, .data = g->params[l] + t[i].offset};
-            out[n].shape[0] = t[i].shape[0];
-            out[n].shape[1] = t[i].shape[1];
+        for (int i = 0; i < k; i++, w.n++) {
+            gpt_tensor_name(w.names[w.n], 64, &g->cfg, l, &t[i]);
+            w.tensors[w.n] = (StTensor){.name = w.names[w.n], .ndim = t[i].ndim, .data = g->params[l] + t[i].offset};
+            w.tensors[w.n].shape[0] = t[i].shape[0];
+            w.tensors[w.n].shape[1] = t[i].shape[1];
         }
     }
-    return n;
+    return w;
+}
+
+static void weight_table_free(WeightTable *w) {
+    free(w->tensors);
+    free(w->names);
 }
 
 void train_load_weights(Gpt *g, const char *path) {
-    int max = g->nlayers * GPT_MAX_TENSORS;
-    StTensor *table = calloc_check((size_t)max, sizeof *table);
-    char(*names)[64] = calloc_check((size_t)max, 64);
-    int n = weight_table(g, table, names);
+    WeightTable w = weight_table(g);
     char err[1024];
-    if (safetensors_load(path, table, n, err, sizeof err) != 0)
+    if (safetensors_load(path, w.tensors, w.n, err, sizeof err) != 0)
         die("--init needs a file saved by --save with the same --layers, --dim and --seq", "%s", err);
-    free(table);
-    free(names);
+    weight_table_free(&w);
 }
 
 void train_save_weights(const Gpt *g, const char *path) {
-    int max = g->nlayers * GPT_MAX_TENSORS;
-    StTensor *table = calloc_check((size_t)max, sizeof *table);
-    char(*names)[64] = calloc_check((size_t)max, 64);
-    int n = weight_table(g, table, names);
+    WeightTable w = weight_table(g);
     char meta[256], err[1024];
     snprintf(meta, sizeof meta, "{\"format\":\"shardlab-gpt\",\"layers\":\"%d\",\"dim\":\"%d\",\"heads\":\"%d\",\"seq\":\"%d\"}",
              g->cfg.layers, g->cfg.dim, g->cfg.heads, g->cfg.seq);
-    if (safetensors_save(path, table, n, meta, err, sizeof err) != 0)
+    if (safetensors_save(path, w.tensors, w.n, meta, err, sizeof err) != 0)
         die("check that the directory exists and is writable", "%s", err);
-    free(table);
-    free(names);
+    weight_table_free(&w);
 }
 
 const char *format_bytes(char *buf, size_t n, double bytes) {
