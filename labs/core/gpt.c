@@ -83,29 +83,28 @@ void gpt_tensor_name(char *buf, size_t n, const GptConfig *c, int layer, const G
     else snprintf(buf, n, "%s", t->name);
 }
 
-// The views follow the order of layer_specs; the offsets come from the same table.
-static float *tensor_at(const GptConfig *c, int layer, float *flat, int index) {
-    GptTensor t[GPT_MAX_TENSORS];
-    gpt_layer_tensors(c, layer, t);
-    return flat + t[index].offset;
-}
-
+// The views follow the order of layer_specs; the offsets come from the same table, built
+// once per view.
 EmbedView gpt_embed_view(const GptConfig *c, float *flat) {
-    return (EmbedView){tensor_at(c, 0, flat, 0), tensor_at(c, 0, flat, 1)};
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, 0, t);
+    return (EmbedView){flat + t[0].offset, flat + t[1].offset};
 }
 
 BlockView gpt_block_view(const GptConfig *c, float *flat) {
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, 1, t);
     BlockView v;
     float **field[GPT_MAX_TENSORS] = {&v.ln1_w, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.aproj_w, &v.aproj_b,
                                       &v.ln2_w, &v.ln2_b, &v.fc_w,  &v.fc_b,  &v.mproj_w, &v.mproj_b};
-    for (int i = 0; i < GPT_MAX_TENSORS; i++) *field[i] = tensor_at(c, 1, flat, i);
+    for (int i = 0; i < GPT_MAX_TENSORS; i++) *field[i] = flat + t[i].offset;
     return v;
 }
 
 HeadView gpt_head_view(const GptConfig *c, float *flat) {
-    int head = c->layers + 1;
-    return (HeadView){tensor_at(c, head, flat, 0), tensor_at(c, head, flat, 1),
-                      tensor_at(c, head, flat, 2)};
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, c->layers + 1, t);
+    return (HeadView){flat + t[0].offset, flat + t[1].offset, flat + t[2].offset};
 }
 
 void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed) {
