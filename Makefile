@@ -16,7 +16,7 @@ STEPS   ?=
 ARGS    ?=
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -g $(WARN) -Ilabs/core
+BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -Ilabs/core
 ifeq ($(NATIVE),1)
 ARCH    := -march=native
 else
@@ -26,7 +26,7 @@ endif
 # the same bits on every run of the same binary.
 CFLAGS  ?= -O3 $(ARCH) -ffp-contract=fast
 SANFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDLIBS  := -lm
+LDLIBS  := -lm -pthread
 
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones.
 DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config

@@ -2,23 +2,49 @@
 #include "check.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char context[64] = "shardlab";
-static DieHook die_hook;
-static void *die_hook_arg;
+#define MAX_DIE_HOOKS 8
+static struct {
+    DieHook fn;
+    void *arg;
+} die_hooks[MAX_DIE_HOOKS];
+static int ndie_hooks;
 
 void check_set_context(const char *who) { snprintf(context, sizeof context, "%s", who); }
 const char *check_context(void) { return context; }
 
 void check_on_die(DieHook hook, void *arg) {
-    die_hook = hook;
-    die_hook_arg = arg;
+    if (ndie_hooks == MAX_DIE_HOOKS) {
+        fprintf(stderr, "%s: error: more than %d die hooks (a bug in shardlab)\n", context, MAX_DIE_HOOKS);
+        exit(1);
+    }
+    die_hooks[ndie_hooks].fn = hook;
+    die_hooks[ndie_hooks].arg = arg;
+    ndie_hooks++;
 }
 
+void check_forget_die(DieHook hook, void *arg) {
+    for (int i = 0; i < ndie_hooks; i++)
+        if (die_hooks[i].fn == hook && die_hooks[i].arg == arg) {
+            memmove(&die_hooks[i], &die_hooks[i + 1], (size_t)(ndie_hooks - i - 1) * sizeof die_hooks[0]);
+            ndie_hooks--;
+            return;
+        }
+}
+
+static atomic_flag dying = ATOMIC_FLAG_INIT;
+
 void die_at(const char *file, int line, const char *hint, const char *fmt, ...) {
+    // Two threads failing at once (a rank's communication thread and its main thread): the
+    // first one reports and exits; the second waits for the exit.
+    if (atomic_flag_test_and_set(&dying))
+        for (;;) pause();
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -27,10 +53,10 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...) 
     fflush(stdout);
     fprintf(stderr, "%s: error: %s (%s:%d)\n", context, msg, file, line);
     if (hint) fprintf(stderr, "HINT: %s\n", hint);
-    if (die_hook) {
-        DieHook hook = die_hook;
-        die_hook = NULL;  // a failure inside the hook must not recurse
-        hook(msg, die_hook_arg);
+    // Each hook runs once: a failure inside a hook must not run it again.
+    while (ndie_hooks > 0) {
+        ndie_hooks--;
+        die_hooks[ndie_hooks].fn(msg, die_hooks[ndie_hooks].arg);
     }
     exit(1);
 }

@@ -1,6 +1,6 @@
 // check.h — checked wrappers for every call that can fail.
 //
-// Defines: die(), usage_error(), check_set_context(), check_on_die(),
+// Defines: die(), usage_error(), check_set_context(), check_on_die(), check_forget_die(),
 //          malloc_check(), calloc_check(), fopen_check(), fread_check(),
 //          fwrite_check(), fclose_check().
 //
@@ -18,10 +18,11 @@
 void check_set_context(const char *who);
 const char *check_context(void);
 
-// Called once with the message before die() exits (the run log uses it to write an
-// "error" event). One hook per process.
+// Hooks called once with the message before die() exits, newest first: the run log writes
+// an "error" event, the communicator tells the other ranks. Up to 8 per process.
 typedef void (*DieHook)(const char *msg, void *arg);
 void check_on_die(DieHook hook, void *arg);
+void check_forget_die(DieHook hook, void *arg);
 
 // Print "<who>: error: <message> (file:line)" and "HINT: <hint>", then exit(1).
 // hint may be NULL.

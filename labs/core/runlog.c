@@ -109,7 +109,7 @@ void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *di
 }
 
 void runlog_close(RunLog *r) {
-    check_on_die(NULL, NULL);
+    check_forget_die(on_die, r);
     if (r->events) fclose_check(r->events, "the event log");
     if (r->log) fclose_check(r->log, "the rank log");
     sb_free(&r->line);

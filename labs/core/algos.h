@@ -1,0 +1,31 @@
+// algos.h — the shm backend's collective algorithms, over the channels of shm.h.
+//
+// Defines: ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(), chain_broadcast(),
+//          chain_reduce() (ring.c); direct_all_reduce(), direct_reduce_scatter(),
+//          direct_all_gather(), direct_broadcast(), direct_reduce(), p2p_send(), p2p_recv(),
+//          direct_barrier() (direct.c).
+//
+// dist.c picks one per call. g->rank and g->size are positions in the group; g->ranks maps
+// them to the world ranks that name channels.
+#ifndef SHARDLAB_ALGOS_H
+#define SHARDLAB_ALGOS_H
+
+#include "dist.h"
+#include "shm.h"
+
+void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void ring_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n);
+void chain_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
+void chain_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root);
+
+void direct_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n);
+void direct_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void direct_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void direct_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
+void direct_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root);
+void p2p_send(Shm *s, const DistGroup *g, const float *buf, size_t n, int peer);
+void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer);
+void direct_barrier(Shm *s, const DistGroup *g);
+
+#endif

@@ -1,0 +1,159 @@
+// dist.h — collectives between ranks: the one API every distributed lab calls.
+//
+// Defines: DIST_MAX_RANKS, Dist, DistGroup, DistAlgo, DistColl, DistRecord, DistStats,
+//          DistWork, dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
+//          dist_coll_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
+//          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
+//          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
+//          dist_wait(), dist_drain_records(), dist_abort().
+//
+// A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can mpirun or a shell).
+// Without RANK the process is a world of one.
+//
+// Collectives act on float buffers of any length, within a GROUP of ranks (the world, or a
+// subset, so that a tensor-parallel group and a data-parallel group can coexist). Every rank
+// of the group must call the same collectives in the same order with the same sizes. Sums
+// are bitwise identical on every rank of the group.
+//
+//   all_reduce      buf[n] <- sum over ranks of buf[n]                     (in place)
+//   reduce_scatter  out[chunk r] <- sum over ranks of in[n], chunk r only
+//   all_gather      out[n] <- every rank's chunk, in[chunk r] from rank r
+//   broadcast       buf[n] <- root's buf[n]
+//   reduce          out[n] on root <- sum over ranks of in[n]
+//   send, recv      n floats to / from one peer
+//   barrier         nobody leaves before everybody arrived
+//
+// Chunks: n floats split over p ranks, the first n % p chunks one float longer (dist_chunk),
+// so any n works, even n < p (some chunks are then empty).
+//
+// Backend: "shm" (shm.h: processes on one machine share memory; ring.c and direct.c are the
+// algorithms). The NCCL backend (CUDA issue) fills the same calls; that is why buffers are
+// "device" memory to the caller and why the _start/dist_wait pair exists: NCCL runs a
+// collective on a stream and completes it later. Here an asynchronous collective runs on the
+// rank's communication thread, in the order the calls were made, while the caller computes.
+//
+// Accounting: every call, synchronous or not, adds the bytes this rank sent and received to
+// d->stats and leaves a DistRecord (name, algorithm, times, bytes) that the lab drains into
+// span events of its run log.
+#ifndef SHARDLAB_DIST_H
+#define SHARDLAB_DIST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm.h"
+
+#define DIST_MAX_RANKS SHM_MAX_RANKS
+
+typedef enum { DIST_ALGO_AUTO, DIST_ALGO_RING, DIST_ALGO_DIRECT } DistAlgo;
+
+typedef enum {
+    DIST_ALL_REDUCE,
+    DIST_REDUCE_SCATTER,
+    DIST_ALL_GATHER,
+    DIST_BROADCAST,
+    DIST_REDUCE,
+    DIST_SEND,
+    DIST_RECV,
+    DIST_BARRIER,
+} DistColl;
+
+typedef struct Dist Dist;
+
+typedef struct {
+    Dist *dist;
+    int rank, size;               // this rank's place in the group, and the group's size
+    int ranks[DIST_MAX_RANKS];    // group rank -> world rank
+} DistGroup;
+
+// One finished call, for a span event.
+typedef struct {
+    DistColl coll;
+    const char *algo;          // "ring", "direct", "chain", "p2p"
+    int tag;                   // the caller's label (e.g. a bucket index), -1 if none
+    size_t count;              // floats in the call's buffer (n)
+    int64_t t0_us, t1_us;      // wall clock, us since the epoch
+    uint64_t bytes_sent, bytes_recv;
+} DistRecord;
+
+typedef struct {
+    uint64_t calls, bytes_sent, bytes_recv;
+} DistStats;
+
+// An asynchronous collective: the caller owns it and must not touch its buffers until
+// dist_wait() returns.
+typedef struct DistWork {
+    DistColl coll;
+    DistGroup *group;
+    const float *in;
+    float *out;
+    size_t n;
+    int peer;                  // root or peer
+    int tag;
+    DistRecord rec;            // filled when done
+    _Atomic int done;
+    struct DistWork *next;
+} DistWork;
+
+struct Dist {
+    int rank, world, local_rank;
+    const char *backend;       // "shm"
+    DistAlgo algo;             // DIST_ALGO_AUTO: direct up to direct_max_bytes, ring above
+    size_t direct_max_bytes;
+    double timeout_s;          // every wait's deadline ($SHARDLAB_TIMEOUT_S, default 120)
+    DistGroup world_group;
+    DistStats stats;           // totals since dist_init, finished calls only
+
+    // ---- private ----
+    Shm shm;
+    int64_t calls_started;     // for the hang test hook
+    int hang_at;               // $SHARDLAB_TEST_HANG "rank:call": this rank stops at that call
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    int thread_running, stopping;
+    DistWork *queue_head, *queue_tail;
+    DistRecord *records;
+    size_t nrecords, cap_records;
+};
+
+// Reads the environment, joins the other ranks (shared memory when WORLD_SIZE > 1) and
+// waits until all are there. lab names the run in messages. Dies with a clear message on a
+// bad environment ("WORLD_SIZE=9: ...").
+void dist_init(Dist *d, const char *lab);
+void dist_destroy(Dist *d);
+// Tell the other ranks this one failed (dist_init arranges for die() to do it).
+void dist_abort(Dist *d, const char *msg);
+
+// A group of `size` world ranks, listed in group order; this rank must be one of them.
+void dist_group(Dist *d, DistGroup *g, const int *world_ranks, int size);
+
+// Chunk c of n floats split over p ranks: offset and length in floats.
+void dist_chunk(size_t n, int p, int c, size_t *off, size_t *len);
+
+// "auto", "ring", "direct" -> DistAlgo; -1 if none of them.
+int dist_algo_parse(const char *s);
+const char *dist_coll_name(DistColl c);
+
+void dist_all_reduce(DistGroup *g, float *buf, size_t n);
+void dist_reduce_scatter(DistGroup *g, const float *in, float *out, size_t n);
+void dist_all_gather(DistGroup *g, const float *in, float *out, size_t n);
+void dist_broadcast(DistGroup *g, float *buf, size_t n, int root);
+void dist_reduce(DistGroup *g, const float *in, float *out, size_t n, int root);
+void dist_send(DistGroup *g, const float *buf, size_t n, int peer);
+void dist_recv(DistGroup *g, float *buf, size_t n, int peer);
+void dist_barrier(DistGroup *g);
+
+// Asynchronous: start now, complete later with dist_wait(w). tag labels the record.
+void dist_all_reduce_start(DistGroup *g, float *buf, size_t n, int tag, DistWork *w);
+void dist_reduce_scatter_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
+void dist_all_gather_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
+void dist_wait(DistWork *w);
+
+// Moves up to max finished-call records (oldest first) into out; returns how many.
+size_t dist_drain_records(Dist *d, DistRecord *out, size_t max);
+
+#endif

@@ -1,0 +1,292 @@
+// shm.c — see shm.h: the segment, its channels, and waits that sleep and have deadlines.
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define SHM_MAGIC 0x62616c6472616873ull  // "shardlab"
+
+struct ShmHeader {
+    _Atomic uint64_t magic;          // written last by the creator: the segment is ready
+    int32_t world;
+    int32_t creator_pid;
+    _Atomic int32_t pid[SHM_MAX_RANKS];  // each rank's process, 0 until it attached
+    _Atomic int32_t aborted;         // 0, or 1 + the rank that failed
+    char abort_msg[512];
+};
+
+// One direction between two ranks. head and tail live on their own cache lines: the sender
+// writes one, the receiver the other.
+struct ShmChan {
+    _Alignas(64) _Atomic uint32_t head;  // pieces committed by the sender
+    _Atomic uint32_t head_sleepers;      // receivers asleep on head (0 or 1)
+    _Alignas(64) _Atomic uint32_t tail;  // pieces released by the receiver
+    _Atomic uint32_t tail_sleepers;
+    _Alignas(64) uint32_t len[SHM_SLOTS];  // floats in each slot's piece
+    _Alignas(64) float data[SHM_SLOTS][SHM_PIECE_FLOATS];
+};
+
+static size_t header_bytes(void) { return (sizeof(ShmHeader) + 4095) & ~(size_t)4095; }
+
+size_t shm_segment_bytes(int world) { return header_bytes() + (size_t)world * world * sizeof(ShmChan); }
+
+static ShmChan *chan(const Shm *s, int from, int to) {
+    return (ShmChan *)((char *)s->hdr + header_bytes()) + (size_t)from * s->world + to;
+}
+
+// ---------------------------------------------------------------------------------------
+// Creating and attaching
+// ---------------------------------------------------------------------------------------
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
+
+int shm_create(const char *name, int world, char *err, size_t nerr) {
+    if (world < 1 || world > SHM_MAX_RANKS) {
+        snprintf(err, nerr, "world size %d is outside 1..%d", world, SHM_MAX_RANKS);
+        return -1;
+    }
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        snprintf(err, nerr, "cannot create shared memory /dev/shm%s: %s", name, strerror(errno));
+        return -1;
+    }
+    size_t bytes = shm_segment_bytes(world);
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        snprintf(err, nerr, "cannot size shared memory /dev/shm%s to %zu bytes: %s", name, bytes, strerror(errno));
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    // Only the header is touched here; channel pages stay unallocated until a pair of ranks
+    // first talks (ftruncate gives zero-filled memory: every counter starts at 0).
+    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (h == MAP_FAILED) {
+        snprintf(err, nerr, "cannot map shared memory /dev/shm%s: %s", name, strerror(errno));
+        shm_unlink(name);
+        return -1;
+    }
+    h->world = world;
+    h->creator_pid = (int32_t)getpid();
+    atomic_store(&h->magic, SHM_MAGIC);
+    munmap(h, header_bytes());
+    return 0;
+}
+
+void shm_remove(const char *name) {
+    if (shm_unlink(name) != 0 && errno != ENOENT)
+        fprintf(stderr, "%s: warning: cannot remove /dev/shm%s: %s\n", check_context(), name, strerror(errno));
+}
+
+void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->rank = rank;
+    s->world = world;
+    s->timeout_s = timeout_s;
+    // Spin a little before sleeping, but not when ranks outnumber cores: then the peer we
+    // wait for may need this very core.
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->spin = world <= cores ? 4000 : 50;
+
+    char err[256];
+    if (create) {
+        shm_remove(name);  // a segment left by a crashed run with the same name
+        if (shm_create(name, world, err, sizeof err) != 0) die("is /dev/shm mounted and writable?", "%s", err);
+    }
+    size_t bytes = shm_segment_bytes(world);
+    double deadline = now_s() + timeout_s;
+    for (;;) {
+        int fd = shm_open(name, O_RDWR, 0);
+        if (fd >= 0) {
+            struct stat st;
+            if (fstat(fd, &st) == 0 && (size_t)st.st_size == bytes) {
+                s->hdr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (s->hdr == MAP_FAILED)
+                    die("is /dev/shm full?", "rank %d cannot map shared memory /dev/shm%s (%zu bytes): %s", rank,
+                        name, bytes, strerror(errno));
+                // Ready, for our world size, and made by a live process (not a stale segment).
+                if (atomic_load(&s->hdr->magic) == SHM_MAGIC && s->hdr->world == world &&
+                    process_alive(s->hdr->creator_pid))
+                    break;
+                munmap(s->hdr, bytes);
+                s->hdr = NULL;
+            } else {
+                close(fd);
+            }
+        }
+        if (now_s() > deadline)
+            die("start every rank with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or use 'shardlab run'",
+                "rank %d: shared memory /dev/shm%s for %d ranks did not appear within %.0f s", rank, name, world,
+                timeout_s);
+        usleep(10000);
+    }
+    s->bytes = bytes;
+    int32_t expected = 0;
+    if (!atomic_compare_exchange_strong(&s->hdr->pid[rank], &expected, (int32_t)getpid()))
+        die("give each process its own RANK", "rank %d is already taken by process %d", rank, expected);
+    s->scratch = malloc_check(SHM_PIECE_FLOATS * sizeof(float));
+}
+
+void shm_detach(Shm *s) {
+    if (s->hdr) munmap(s->hdr, s->bytes);
+    free(s->scratch);
+    memset(s, 0, sizeof *s);
+}
+
+void shm_abort(Shm *s, const char *msg) {
+    if (!s->hdr) return;
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong(&s->hdr->aborted, &none, s->rank + 1)) {
+        snprintf(s->hdr->abort_msg, sizeof s->hdr->abort_msg, "%s", msg);
+        // Wake every sleeper: each checks the abort flag when it wakes.
+        for (int a = 0; a < s->world; a++)
+            for (int b = 0; b < s->world; b++) {
+                ShmChan *c = chan(s, a, b);
+                syscall(SYS_futex, &c->head, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+                syscall(SYS_futex, &c->tail, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Waiting: spin briefly, then sleep on the futex; wake up every 50 ms to check the deadline,
+// the peer's process and the abort flag.
+// ---------------------------------------------------------------------------------------
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+static void describe(const Shm *s, char *buf, size_t n) {
+    if (s->what.nsteps > 0)
+        snprintf(buf, n, "%s (%s, step %d of %d)", s->what.coll, s->what.phase, s->what.step, s->what.nsteps);
+    else
+        snprintf(buf, n, "%s (%s)", s->what.coll ? s->what.coll : "setup", s->what.phase ? s->what.phase : "attach");
+}
+
+static void check_peers(Shm *s, int peer, const char *waiting_for, double waited_s) {
+    char what[160];
+    int32_t failed = atomic_load(&s->hdr->aborted);
+    if (failed && failed - 1 != s->rank) {
+        describe(s, what, sizeof what);
+        die("the first rank to fail has the cause in its log (rank-N.log)", "rank %d failed, so rank %d stops in %s: %s",
+            failed - 1, s->rank, what, s->hdr->abort_msg);
+    }
+    int32_t pid = atomic_load(&s->hdr->pid[peer]);
+    if (pid && !process_alive(pid)) {
+        describe(s, what, sizeof what);
+        die("the rank that died has the cause in its log (rank-N.log)",
+            "rank %d: rank %d (pid %d) is gone; it exited while rank %d waited for it %s in %s", s->rank, peer,
+            (int)pid, s->rank, waiting_for, what);
+    }
+    if (waited_s > s->timeout_s) {
+        describe(s, what, sizeof what);
+        die("a rank is stuck, or far slower than the others; raise SHARDLAB_TIMEOUT_S if that is expected",
+            "rank %d: %s timed out after %.0f s waiting for rank %d %s", s->rank, what, s->timeout_s, peer,
+            waiting_for);
+    }
+}
+
+// Wait until *word no longer holds `old`.
+static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t old, int peer,
+                        const char *waiting_for) {
+    for (int i = 0; i < s->spin; i++) {
+        if (atomic_load_explicit(word, memory_order_acquire) != old) return;
+        cpu_relax();
+    }
+    double t0 = now_s();
+    for (;;) {
+        // Announce the sleep before the last look, so a waker that changes *word after our
+        // look must see sleepers > 0 and wake us (both sides use sequentially consistent
+        // atomics, so one of them sees the other).
+        atomic_fetch_add(sleepers, 1);
+        if (atomic_load(word) == old) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            syscall(SYS_futex, word, FUTEX_WAIT, old, &ts, NULL, 0);
+        }
+        atomic_fetch_sub(sleepers, 1);
+        if (atomic_load_explicit(word, memory_order_acquire) != old) return;
+        check_peers(s, peer, waiting_for, now_s() - t0);
+    }
+}
+
+static void wake(_Atomic uint32_t *word, _Atomic uint32_t *sleepers) {
+    if (atomic_load(sleepers) > 0) syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The four channel calls
+// ---------------------------------------------------------------------------------------
+
+float *shm_reserve(Shm *s, int to) {
+    ShmChan *c = chan(s, s->rank, to);
+    uint32_t head = atomic_load_explicit(&c->head, memory_order_relaxed);  // only we write it
+    for (;;) {
+        uint32_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+        if (head - tail < SHM_SLOTS) break;
+        wait_change(s, &c->tail, &c->tail_sleepers, tail, to, "to make room (read what we sent)");
+    }
+    return c->data[head % SHM_SLOTS];
+}
+
+void shm_commit(Shm *s, int to, size_t nfloats) {
+    ShmChan *c = chan(s, s->rank, to);
+    uint32_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+    c->len[head % SHM_SLOTS] = (uint32_t)nfloats;
+    atomic_store(&c->head, head + 1);  // publishes the piece and its length
+    wake(&c->head, &c->head_sleepers);
+    s->bytes_sent += nfloats * sizeof(float);
+}
+
+const float *shm_peek(Shm *s, int from, size_t nfloats) {
+    ShmChan *c = chan(s, from, s->rank);
+    uint32_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);  // only we write it
+    for (;;) {
+        uint32_t head = atomic_load_explicit(&c->head, memory_order_acquire);
+        if (head != tail) break;
+        wait_change(s, &c->head, &c->head_sleepers, head, from, "to send");
+    }
+    uint32_t got = c->len[tail % SHM_SLOTS];
+    if (got != nfloats) {
+        char what[160];
+        describe(s, what, sizeof what);
+        die("every rank must call the same collectives, in the same order, with the same sizes",
+            "rank %d in %s expected a piece of %zu floats from rank %d and got %u", s->rank, what, nfloats, from,
+            got);
+    }
+    return c->data[tail % SHM_SLOTS];
+}
+
+void shm_release(Shm *s, int from) {
+    ShmChan *c = chan(s, from, s->rank);
+    uint32_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+    s->bytes_recv += (size_t)c->len[tail % SHM_SLOTS] * sizeof(float);
+    atomic_store(&c->tail, tail + 1);
+    wake(&c->tail, &c->tail_sleepers);
+}

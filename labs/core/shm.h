@@ -1,0 +1,88 @@
+// shm.h — the shared-memory transport under the shm backend: channels between rank processes.
+//
+// Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
+//          shm_create(), shm_remove(), shm_attach(), shm_detach(), shm_abort(),
+//          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what().
+//
+// The ranks of a run are processes on one machine. They share one POSIX shared-memory
+// segment (/dev/shm/<name>) holding a header and a CHANNEL for every ordered pair of ranks
+// (from, to). A channel is a little queue of SHM_SLOTS slots, each holding one PIECE of up to
+// SHM_PIECE_FLOATS floats:
+//
+//        rank 'from'                         channel from -> to                  rank 'to'
+//     shm_reserve() a free slot   ->   [ slot 0 | slot 1 | slot 2 | slot 3 ]   ->  shm_peek() the oldest piece
+//     write the piece into it           head: pieces written (by 'from')           read it (or add it) in place
+//     shm_commit()                      tail: pieces read    (by 'to')             shm_release()
+//
+// Every collective (ring.c, direct.c) is written with these four calls. A big message goes
+// through in pieces, so sender and receiver work at the same time (pipelining), and the
+// channel needs only a few slots whatever the message size.
+//
+// Waiting: a rank that finds the slot it needs full (or the piece it needs not yet there)
+// first spins briefly, then sleeps in the kernel (futex) until the peer wakes it. Sleeping
+// matters when ranks outnumber cores: a spinning waiter would steal the core from the very
+// rank it waits for. Every wait has a deadline ($SHARDLAB_TIMEOUT_S, default 120 s); the
+// message then names this rank, the collective, its step and the peer it waited for. A wait
+// also ends early, with a clear message, if the peer process is gone or another rank aborted.
+#ifndef SHARDLAB_SHM_H
+#define SHARDLAB_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHM_MAX_RANKS 8
+#define SHM_SLOTS 4
+#define SHM_PIECE_FLOATS (16 * 1024)  // 64 KiB: a piece and its neighbours stay in cache
+
+typedef struct ShmHeader ShmHeader;
+typedef struct ShmChan ShmChan;
+
+// What this rank is doing, for the message of a wait that times out.
+typedef struct {
+    const char *coll;   // "all_reduce"
+    const char *phase;  // "ring reduce-scatter", "direct", ...
+    int step, nsteps;   // step of phase (1-based; 0: no steps)
+} ShmWhat;
+
+typedef struct {
+    ShmHeader *hdr;
+    size_t bytes;          // mapping size
+    int rank, world;
+    double timeout_s;
+    int spin;              // polls before sleeping
+    ShmWhat what;
+    uint64_t bytes_sent, bytes_recv;  // totals over the life of the mapping
+    float *scratch;        // one piece of private scratch for the algorithms
+    char name[64];
+} Shm;
+
+size_t shm_segment_bytes(int world);
+
+// Create /dev/shm/<name> for `world` ranks (the launcher does this before it forks).
+// Returns 0, or -1 with a message in err.
+int shm_create(const char *name, int world, char *err, size_t nerr);
+// Remove the name (the memory lives on while mapped). Missing names are not an error.
+void shm_remove(const char *name);
+
+// Map the segment as `rank`, waiting up to timeout_s for it to appear (rank 0 creates it if
+// `create` is set). Dies with a clear message if it cannot.
+void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create);
+void shm_detach(Shm *s);
+// Tell every other rank that this one failed (they stop waiting and report msg).
+void shm_abort(Shm *s, const char *msg);
+
+static inline size_t shm_pieces(size_t n) { return (n + SHM_PIECE_FLOATS - 1) / SHM_PIECE_FLOATS; }
+
+// Sending to rank `to`: wait for a free slot, fill it (up to SHM_PIECE_FLOATS floats), commit.
+float *shm_reserve(Shm *s, int to);
+void shm_commit(Shm *s, int to, size_t nfloats);
+// Receiving from rank `from`: wait for the next piece, which must hold exactly nfloats
+// floats (else the ranks disagree about the collective: die), use it, release it.
+const float *shm_peek(Shm *s, int from, size_t nfloats);
+void shm_release(Shm *s, int from);
+
+static inline void shm_set_what(Shm *s, const char *coll, const char *phase, int step, int nsteps) {
+    s->what = (ShmWhat){coll, phase, step, nsteps};
+}
+
+#endif
