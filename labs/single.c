@@ -37,47 +37,6 @@
 #include "train.h"
 
 // ---------------------------------------------------------------------------------------
-// Memory: the formula next to what the allocator measured
-// ---------------------------------------------------------------------------------------
-
-static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch) {
-    double psi = (double)gpt_num_params(c);
-    double B = micro_batch, T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
-    struct {
-        MemCategory cat;
-        const char *formula;
-        double expect;
-    } rows[] = {
-        {MEM_PARAMS, "4 Psi", 4 * psi},
-        {MEM_GRADS, "4 Psi", 4 * psi},
-        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
-        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", 4 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T))},
-    };
-    runlog_printf(log, "\nwhere the memory goes: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, L=%d, NH=%d, V=%d\n",
-                  psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab);
-    runlog_printf(log, "  %-7s %-30s %14s %14s\n", "", "formula", "expected", "measured");
-    double total = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        double measured = (double)mem_in_use(mem, rows[i].cat);
-        char e[32], m[32], name[64];
-        int ok = measured == rows[i].expect;
-        runlog_printf(log, "  %-7s %-30s %14s %14s  %s\n", mem_category_name(rows[i].cat), rows[i].formula,
-                      format_bytes(e, sizeof e, rows[i].expect), format_bytes(m, sizeof m, measured),
-                      ok ? "ok" : "MISMATCH");
-        snprintf(name, sizeof name, "mem.%s", mem_category_name(rows[i].cat));
-        runlog_check(log, name, ok, measured, rows[i].expect);
-        if (!ok)
-            die("this is a bug in shardlab: the allocator and the formula disagree",
-                "%s memory is %.0f bytes, the formula %s gives %.0f", mem_category_name(rows[i].cat), measured,
-                rows[i].formula, rows[i].expect);
-        total += measured;
-    }
-    char t[32], w[32];
-    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n\n", "total", "16 Psi + acts",
-                  format_bytes(t, sizeof t, total), total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
-}
-
-// ---------------------------------------------------------------------------------------
 // Training
 // ---------------------------------------------------------------------------------------
 
@@ -128,7 +87,15 @@ int main(int argc, char **argv) {
     train_config_json(&config, &a, NULL);
     runlog_meta(&log, argc, argv, device, "none", config.data);
     runlog_start(&log, device, "none", gpt_num_params(&cfg), config.data, floor);
-    report_memory(&log, &mem, &cfg, micro);
+    // What it is graded against: see the top of this file.
+    double psi = (double)gpt_num_params(&cfg);
+    MemRow rows[] = {
+        {MEM_PARAMS, "4 Psi", 4 * psi},
+        {MEM_GRADS, "4 Psi", 4 * psi},
+        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
+        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(&cfg, micro)},
+    };
+    train_report_memory(&log, &mem, &cfg, micro, rows, 4);
 
     Progress progress;
     progress_init(&progress, &a);
@@ -139,15 +106,8 @@ int main(int argc, char **argv) {
 
     train_catch_signals();
     for (int64_t step = 1; step <= a.steps; step++) {
-        if (train_stop_signal()) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "interrupted by signal %d after %lld steps", train_stop_signal(), (long long)step - 1);
-            runlog_printf(&log, "\n%s\n", msg);
-            runlog_error(&log, msg);
-            runlog_end(&log, "error", step - 1);
-            runlog_close(&log);
-            return 128 + train_stop_signal();
-        }
+        int interrupted = train_interrupted(&log, step - 1);
+        if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
         spans.step = step;
 
@@ -156,7 +116,7 @@ int main(int argc, char **argv) {
         // gradients add up to exactly the gradient of that mean.
         gpt_zero_grads(&model);
         double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, 0, a.batch,
-                                           (float)(1.0 / tokens_per_step), &spans);
+                                           (float)(1.0 / tokens_per_step), &spans, NULL);
         loss = loss_sum / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
@@ -192,22 +152,10 @@ int main(int argc, char **argv) {
     }
     runlog_end(&log, "ok", a.steps);
 
-    StrBuf summary;
-    sb_init(&summary);
-    sb_printf(&summary, "{\"lab\":\"single\",\"status\":\"ok\",\"world_size\":1,\"steps\":%d,\"first_loss\":%.9g,"
-                        "\"final_loss\":%.9g,\"loss_floor\":",
-              a.steps, first_loss, loss);
-    if (floor >= 0) sb_printf(&summary, "%.9g", floor);
-    else sb_printf(&summary, "null");
-    sb_printf(&summary, ",\"tokens\":%.0f,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,\"param_hash\":\"%016llx\","
-                        "\"mem_peak\":%zu,\"run_dir\":",
-              tokens_per_step * a.steps, wall_s, tok_s, (unsigned long long)gpt_param_hash(&model), mem_peak(&mem));
-    sb_json_string(&summary, log.dir);
-    sb_append(&summary, "}", 1);
-    runlog_summary(&log, summary.data);
+    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem),
+                        NULL);
     runlog_printf(&log, "run written to %s\n", log.dir);
 
-    sb_free(&summary);
     sb_free(&config);
     runlog_close(&log);
     gpt_adamw_destroy(&adam);

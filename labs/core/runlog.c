@@ -35,7 +35,7 @@ static void make_dirs(const char *path) {
 }
 
 // runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>, a name no other run has.
-static void new_run_dir(RunLog *r, const char *lab) {
+void runlog_new_dir(char *out, size_t n, const char *lab) {
     const char *root = getenv("SHARDLAB_RUNS");
     if (!root || !*root) root = "runs";
     make_dirs(root);
@@ -46,10 +46,11 @@ static void new_run_dir(RunLog *r, const char *lab) {
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned tag = (unsigned)(rng_hash((uint64_t)runlog_now_us(), (uint64_t)getpid(), (uint64_t)attempt) & 0xffff);
-        snprintf(r->dir, sizeof r->dir, "%s/%s-%s-%04x", root, lab, stamp, tag);
-        if (mkdir(r->dir, 0755) == 0) return;
+        if ((size_t)snprintf(out, n, "%s/%s-%s-%04x", root, lab, stamp, tag) >= n)
+            die("use a shorter SHARDLAB_RUNS path", "run directory path too long under '%s'", root);
+        if (mkdir(out, 0755) == 0) return;
         if (errno != EEXIST)
-            die("check that the runs directory is writable", "cannot create run directory '%s': %s", r->dir,
+            die("check that the runs directory is writable", "cannot create run directory '%s': %s", out,
                 strerror(errno));
     }
     die(NULL, "could not find a free run directory name under '%s'", root);
@@ -95,7 +96,7 @@ void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *di
         snprintf(r->dir, sizeof r->dir, "%s", dir);
         make_dirs(r->dir);
     } else {
-        new_run_dir(r, lab);
+        runlog_new_dir(r->dir, sizeof r->dir, lab);
     }
     char path[sizeof r->dir + 32];
     snprintf(path, sizeof path, "%s/rank-%d.jsonl", r->dir, rank);
@@ -209,9 +210,16 @@ void runlog_step(RunLog *r, const StepRecord *s) {
 
 void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
                  int64_t t1_us, uint64_t bytes) {
+    runlog_span_extra(r, step, name, mb, layer, t0_us, t1_us, bytes, NULL);
+}
+
+void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
+                       int64_t t1_us, uint64_t bytes, const char *extra) {
     begin_event(r, "span");
-    sb_printf(&r->line, ",\"step\":%lld,\"name\":\"%s\",\"mb\":%d,\"layer\":%d,\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%llu}",
+    sb_printf(&r->line, ",\"step\":%lld,\"name\":\"%s\",\"mb\":%d,\"layer\":%d,\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%llu",
               (long long)step, name, mb, layer, (long long)t0_us, (long long)t1_us, (unsigned long long)bytes);
+    if (extra && *extra) sb_printf(&r->line, ",%s", extra);
+    sb_append(&r->line, "}", 1);
     write_line(r);
 }
 

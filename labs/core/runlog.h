@@ -1,7 +1,7 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
-//          runlog_start(), runlog_step(), runlog_span(), runlog_check(), runlog_end(),
+// Defines: RunLog, StepRecord, runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+//          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
 // ===================================== THE SCHEMA =======================================
@@ -84,6 +84,9 @@ typedef struct {
 // rank-<r>.jsonl and, unless $SHARDLAB_LOG_CAPTURED is set, rank-<r>.log. Registers a hook
 // so that die() writes an error event and an end event with status "error".
 void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *dir);
+// Creates a new, unique runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set)
+// and writes its path to out (the launcher names the run before it starts the ranks).
+void runlog_new_dir(char *out, size_t n, const char *lab);
 void runlog_close(RunLog *r);
 
 // printf to stdout and to rank-<r>.log.
@@ -97,6 +100,9 @@ void runlog_start(RunLog *r, const char *device, const char *backend, uint64_t p
 void runlog_step(RunLog *r, const StepRecord *s);
 void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
                  int64_t t1_us, uint64_t bytes);
+// extra: NULL, or more fields without braces, e.g. "\"bucket\":3,\"algo\":\"ring\"".
+void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
+                       int64_t t1_us, uint64_t bytes, const char *extra);
 void runlog_check(RunLog *r, const char *name, int ok, double value, double expect);
 void runlog_end(RunLog *r, const char *status, int64_t steps);
 void runlog_error(RunLog *r, const char *msg);

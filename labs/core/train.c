@@ -195,8 +195,21 @@ void gpt_adamw_destroy(GptAdamW *o) {
     memset(o, 0, sizeof *o);
 }
 
+// The span logger's hook, then the caller's: both see every layer of the last backward.
+typedef struct {
+    SpanLogger *spans;
+    const GptHooks *next;
+} ChainedHooks;
+
+static void chained_layer_done(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
+    ChainedHooks *c = ctx;
+    if (c->spans) log_layer_span(c->spans, phase, layer, t0_us, t1_us);
+    if (c->next && phase == GPT_BWD) c->next->layer_done(c->next->ctx, phase, layer, t0_us, t1_us);
+}
+
 double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
-                        int first, int count, float loss_scale, SpanLogger *spans) {
+                        int first, int count, float loss_scale, SpanLogger *spans,
+                        const GptHooks *last_backward) {
     // Each token's loss enters the mean over the whole global batch with weight
     // loss_scale = 1/(B T), so adding up the micro-batches' gradients gives exactly the
     // gradient of that mean: accumulation changes memory, never the result.
@@ -205,12 +218,16 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
     GptHooks hooks = {0};
     if (spans) hooks = span_logger_hooks(spans);
+    ChainedHooks chain = {spans, last_backward};
+    GptHooks last = {chained_layer_done, &chain};
     double loss_sum = 0;
     for (int mb = 0; mb * micro < count; mb++) {
+        int final = (mb + 1) * micro >= count;
         if (spans) spans->mb = mb;
         train_micro_batch(c, a, step, first + mb * micro, micro, tokens, targets);
         loss_sum += gpt_forward(g, acts, tokens, targets, spans ? &hooks : NULL);
-        gpt_backward(g, acts, tokens, targets, loss_scale, spans ? &hooks : NULL);
+        const GptHooks *bwd = final && last_backward ? &last : spans ? &hooks : NULL;
+        gpt_backward(g, acts, tokens, targets, loss_scale, bwd);
     }
     free(tokens);
     free(targets);
@@ -226,4 +243,75 @@ double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step) {
     for (int l = 0; l < g->nlayers; l++)
         adamw_update(&o->hyper, step, g->params[l], g->grads[l], o->m[l], o->v[l], gpt_layer_size(&g->cfg, l));
     return norm;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reporting
+// ---------------------------------------------------------------------------------------
+
+double train_acts_formula(const GptConfig *c, int B) {
+    double T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
+    return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
+}
+
+void train_report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch,
+                         const MemRow *rows, int nrows) {
+    double psi = (double)gpt_num_params(c);
+    runlog_printf(log, "\nwhere the memory goes on rank %d: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, "
+                       "L=%d, NH=%d, V=%d\n",
+                  log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab);
+    runlog_printf(log, "  %-7s %-30s %14s %14s\n", "", "formula", "expected", "measured");
+    double total = 0;
+    for (int i = 0; i < nrows; i++) {
+        double measured = (double)mem_in_use(mem, rows[i].cat);
+        char e[32], m[32], name[64];
+        int ok = measured == rows[i].expect;
+        runlog_printf(log, "  %-7s %-30s %14s %14s  %s\n", mem_category_name(rows[i].cat), rows[i].formula,
+                      format_bytes(e, sizeof e, rows[i].expect), format_bytes(m, sizeof m, measured),
+                      ok ? "ok" : "MISMATCH");
+        snprintf(name, sizeof name, "mem.%s", mem_category_name(rows[i].cat));
+        runlog_check(log, name, ok, measured, rows[i].expect);
+        if (!ok)
+            die("this is a bug in shardlab: the allocator and the formula disagree",
+                "%s memory is %.0f bytes, the formula %s gives %.0f", mem_category_name(rows[i].cat), measured,
+                rows[i].formula, rows[i].expect);
+        total += measured;
+    }
+    char t[32], w[32];
+    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n\n", "total", "", format_bytes(t, sizeof t, total),
+                  total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
+}
+
+int train_interrupted(RunLog *log, int64_t steps_done) {
+    int sig = train_stop_signal();
+    if (!sig) return 0;
+    char msg[96];
+    snprintf(msg, sizeof msg, "interrupted by signal %d after %lld steps", sig, (long long)steps_done);
+    runlog_printf(log, "\n%s\n", msg);
+    runlog_error(log, msg);
+    runlog_end(log, "error", steps_done);
+    runlog_close(log);
+    return 128 + sig;
+}
+
+void train_write_summary(RunLog *log, const TrainArgs *a, double first_loss, double loss,
+                         double loss_floor, double wall_s, double tokens_per_s, uint64_t param_hash,
+                         size_t mem_peak, const char *extra) {
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "{\"lab\":");
+    sb_json_string(&sb, log->lab);
+    sb_printf(&sb, ",\"status\":\"ok\",\"world_size\":%d,\"steps\":%d,\"first_loss\":%.9g,\"final_loss\":%.9g,"
+                   "\"loss_floor\":",
+              log->world, a->steps, first_loss, loss);
+    if (loss_floor >= 0) sb_printf(&sb, "%.9g", loss_floor);
+    else sb_printf(&sb, "null");
+    sb_printf(&sb, ",\"tokens\":%.0f,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,\"param_hash\":\"%016llx\","
+                   "\"mem_peak\":%zu,\"run_dir\":",
+              (double)a->batch * a->seq * a->steps, wall_s, tokens_per_s, (unsigned long long)param_hash, mem_peak);
+    sb_json_string(&sb, log->dir);
+    if (extra && *extra) sb_printf(&sb, ",%s", extra);
+    sb_append(&sb, "}", 1);
+    runlog_summary(log, sb.data);
+    sb_free(&sb);
 }

@@ -5,7 +5,9 @@
 //          train_save_weights(), Progress, progress_init(), progress_update(),
 //          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
 //          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
-//          train_accumulate(), train_clip_and_update().
+//          train_accumulate(), train_clip_and_update(), MemRow, train_acts_formula(),
+//          train_report_memory(),
+//          train_interrupted(), train_write_summary().
 //
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
@@ -21,6 +23,7 @@
 #include "data.h"
 #include "gpt.h"
 #include "json.h"
+#include "mem.h"
 #include "runlog.h"
 
 // The synthetic corpus: an order-2 Markov source over 16 symbols, 1 MiB of it.
@@ -84,11 +87,36 @@ void gpt_adamw_destroy(GptAdamW *o);
 // in micro-batches of acts->B sequences. Gradients ACCUMULATE into g->grads (zero them
 // first). loss_scale is 1 / (tokens in the whole global batch). Returns the sum of the token
 // losses. spans (may be NULL) gets a fwd and a bwd span per layer and micro-batch.
+// last_backward (may be NULL) is called as each layer's backward of the LAST micro-batch
+// ends: when that layer's gradient is complete (data parallelism starts its sync there).
 double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
-                        int first, int count, float loss_scale, SpanLogger *spans);
+                        int first, int count, float loss_scale, SpanLogger *spans,
+                        const GptHooks *last_backward);
 // Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer.
 // Returns the norm before clipping.
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step);
+
+// The memory table: each category's formula next to what the allocator measured, and a check
+// event for each. A mismatch is a bug in shardlab: die.
+typedef struct {
+    MemCategory cat;
+    const char *formula;  // "4 Psi"
+    double expect;        // bytes
+} MemRow;
+// The activation memory of a micro-batch of B sequences in closed form (bytes):
+// 4 B T (2C + 2 + V + L (16C + 4 + NH T)), what each layer keeps for the backward pass.
+double train_acts_formula(const GptConfig *c, int B);
+void train_report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch,
+                         const MemRow *rows, int nrows);
+
+// At a step boundary: if a stop signal came, log it, end the run log with an error and
+// return the exit status (128 + signal); else 0. steps_done: steps completed so far.
+int train_interrupted(RunLog *log, int64_t steps_done);
+
+// summary.json (rank 0): the fields of runlog.h's schema; extra: NULL or more fields.
+void train_write_summary(RunLog *log, const TrainArgs *a, double first_loss, double loss,
+                         double loss_floor, double wall_s, double tokens_per_s, uint64_t param_hash,
+                         size_t mem_peak, const char *extra);
 
 // Ctrl-C (SIGINT) or SIGTERM asks the lab to stop at the next step boundary, so that the run
 // log still ends with an error event and an end event (a dashboard must not take an

@@ -146,7 +146,7 @@ static void bench_step(const TrainArgs *a, int warmup) {
         // The step of labs/single.c: sum the micro-batches' gradients, clip, AdamW per layer.
         gpt_zero_grads(&model);
         double loss_sum = train_accumulate(&model, &acts, &corpus, a, step, 0, a->batch,
-                                           (float)(1.0 / tokens_per_step), NULL);
+                                           (float)(1.0 / tokens_per_step), NULL, NULL);
         train_clip_and_update(&model, &adam, a->clip, step);
         if (step > warmup) ms[step - warmup - 1] = (now_s() - t0) * 1e3;
         loss = loss_sum / tokens_per_step;

@@ -1,0 +1,170 @@
+// labtest.h — running lab binaries from a test and reading back what they wrote.
+//
+// Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
+//          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
+//          load_json_file().
+//
+// A test sets tmp (a private temporary directory) first. run() starts a program with its
+// stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
+// directory's event log, checking every line against the schema (core/runschema.h).
+#ifndef SHARDLAB_LABTEST_H
+#define SHARDLAB_LABTEST_H
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "runschema.h"
+
+static char tmp[256];
+
+
+static inline char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+// Start argv with stdout and stderr captured to files in tmp, and `env` (NULL, or
+// "NAME=value" strings ending with NULL) added to the environment; returns the pid.
+static inline pid_t spawn_env(char *const argv[], const char *tag, char *const env[]) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i++) putenv(env[i]);
+        char out[512], err[512];
+        snprintf(out, sizeof out, "%s/%s.out", tmp, tag);
+        snprintf(err, sizeof err, "%s/%s.err", tmp, tag);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Wait for pid; its exit status, or 128 + the signal that killed it.
+static inline int wait_status(pid_t pid) {
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static inline int run_env(char *const argv[], const char *tag, char *const env[]) {
+    return wait_status(spawn_env(argv, tag, env));
+}
+
+// Run argv with stdout and stderr captured to files in tmp; returns the exit status.
+static inline int run(char *const argv[], const char *tag) { return run_env(argv, tag, NULL); }
+
+static inline char *captured(const char *tag, const char *stream) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%s", tmp, tag, stream);
+    char *s = read_file(path, NULL);
+    return s ? s : calloc(1, 1);
+}
+
+// The text with its newlines shown as " | ", so a test message stays on one line.
+static inline const char *one_line(const char *text) {
+    static char buf[1024];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 4 < sizeof buf; p++) {
+        if (*p == '\n') {
+            if (p[1]) memcpy(buf + n, " | ", 3), n += 3;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+typedef struct {
+    JsonValue *lines[20000];
+    int n;
+    int bad_lines;
+    char first_problem[600];
+} Events;
+
+// Parse and schema-check every line of rank-<rank>.jsonl.
+static inline void load_rank_events(const char *dir, int rank, Events *ev) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, rank);
+    size_t len;
+    char *text = read_file(path, &len);
+    ev->n = ev->bad_lines = 0;
+    ev->first_problem[0] = 0;
+    if (!text) {
+        snprintf(ev->first_problem, sizeof ev->first_problem, "cannot read %s", path);
+        ev->bad_lines = 1;
+        return;
+    }
+    for (char *line = text; *line && ev->n < 20000;) {
+        char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        char err[256];
+        JsonValue *v = json_parse(line, n, err, sizeof err);
+        if (!v || !runschema_check_event(v, err, sizeof err)) {
+            if (!ev->bad_lines++) snprintf(ev->first_problem, sizeof ev->first_problem, "line %d: %s", ev->n + 1, err);
+            json_free(v);
+        } else {
+            ev->lines[ev->n++] = v;
+        }
+        if (!nl) {
+            if (!ev->bad_lines++) snprintf(ev->first_problem, sizeof ev->first_problem, "last line has no newline");
+            break;
+        }
+        line = nl + 1;
+    }
+    free(text);
+}
+
+static inline void load_events(const char *dir, Events *ev) { load_rank_events(dir, 0, ev); }
+
+static inline void free_events(Events *ev) {
+    for (int i = 0; i < ev->n; i++) json_free(ev->lines[i]);
+    ev->n = 0;
+}
+
+static inline const char *kind(const JsonValue *v) { return json_get(v, "ev")->string; }
+static inline double num(const JsonValue *v, const char *key) {
+    const JsonValue *x = json_get(v, key);
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+
+// The step events' losses and hashes, in order.
+static inline int step_events(const Events *ev, const JsonValue **out, int max) {
+    int n = 0;
+    for (int i = 0; i < ev->n && n < max; i++)
+        if (strcmp(kind(ev->lines[i]), "step") == 0) out[n++] = ev->lines[i];
+    return n;
+}
+
+static inline JsonValue *load_json_file(const char *dir, const char *name) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) return NULL;
+    JsonValue *v = json_parse(text, len, err, sizeof err);
+    free(text);
+    return v;
+}
+
+#endif
