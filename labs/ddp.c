@@ -1,0 +1,396 @@
+// ddp.c — data parallelism from scratch: N replicas, one gradient.
+//
+// Every rank holds the whole model, its gradients and its optimizer state (a replica), and
+// trains on its own slice of the global batch. After the backward pass the ranks all-reduce
+// their gradients, so every rank holds the gradient of the WHOLE batch, takes the same AdamW
+// step, and the replicas stay bitwise equal. The training is the single-rank training on
+// the same global batch: only the order of fp32 additions differs.
+//
+// Run it:   make lab-ddp NGPU=2 [STEPS=200] [ARGS="--sync bucket --bucket-mb 0.5"]
+//           build/shardlab run ddp -n 4 --sync per-tensor
+//           build/labs/ddp --help
+//
+// Lexicon: data parallelism, replica, all-reduce, ring all-reduce, gradient bucketing,
+//          communication/computation overlap, gradient accumulation, no_sync, global batch.
+//
+// The three ways to synchronize gradients (--sync):
+//   per-tensor  after the backward pass, one all-reduce per tensor (29 for L=2): many small
+//               messages, each paying the fixed cost of a collective. The naive version.
+//   bucket      after the backward pass, the gradients are copied into flat buckets of
+//               about --bucket-mb and each bucket is all-reduced: few big messages.
+//   overlap     (default) the same buckets, but a bucket's all-reduce starts the moment the
+//               backward pass has produced its last gradient, on the communication thread,
+//               while the backward pass goes on with earlier layers. What PyTorch's DDP does.
+// With --accum K the ranks do not communicate until the last micro-batch (DDP's no_sync):
+// gradients accumulate locally, then one all-reduce per bucket per step.
+//
+// The loss: each rank scales its tokens' losses by 1/(B T) of the GLOBAL batch, so the SUM
+// of the ranks' gradients is the gradient of the global mean; no division by N is needed.
+//
+// What it is graded against (Psi parameters, N ranks, global batch B, K micro-batches):
+//   every rank     params 4 Psi, grads 4 Psi, optim 8 Psi: DDP replicates everything
+//                  acts   as single with a micro-batch of B/(N K) sequences
+//                  comm   4 Psi with buckets (the bucket buffers are a second copy of the
+//                         gradients), 0 per-tensor (all-reduced in place)
+//   bytes sent per rank per step, ring all-reduce: 2 (N-1)/N x 4 Psi (exactly, summed over
+//                  ranks; per rank within the rounding of uneven chunks), plus the loss
+//   param_hash     identical on every rank after every step
+//   loss           equal to `single` on the same global batch, up to fp32 rounding
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "args.h"
+#include "check.h"
+#include "data.h"
+#include "dist.h"
+#include "gpt.h"
+#include "mem.h"
+#include "runlog.h"
+#include "train.h"
+
+// ---------------------------------------------------------------------------------------
+// Buckets: gradient tensors grouped in the order the backward pass produces them
+// ---------------------------------------------------------------------------------------
+
+typedef enum { SYNC_PER_TENSOR, SYNC_BUCKET, SYNC_OVERLAP } SyncMode;
+
+typedef struct {
+    int layer;
+    size_t offset, count;  // floats within the layer's flat gradient buffer
+} Segment;
+
+typedef struct {
+    Segment seg[64];
+    int nseg;
+    size_t count;       // floats
+    int last_layer;     // complete once the backward pass has finished this layer
+    float *flat;        // the bucket buffer ("comm" memory); NULL per-tensor (in place)
+    DistWork work;
+} Bucket;
+
+typedef struct {
+    Bucket *b;
+    int n;
+    int next_to_start;  // overlap: buckets start in order, as their layers finish
+} Buckets;
+
+// The backward pass runs from the head (layer L+1) down to the embedding (layer 0), so the
+// gradients of the last layers are ready first. Buckets take whole tensors in that order
+// until they hold at least cap floats (a tensor is never split, as in PyTorch). Per-tensor
+// sync is the same with a cap of one float: one tensor per bucket.
+static void buckets_build(Buckets *bs, const Gpt *g, size_t cap, int flat, Mem *mem) {
+    bs->b = calloc_check((size_t)g->nlayers * GPT_MAX_TENSORS, sizeof *bs->b);  // at most one per tensor
+    bs->n = 0;
+    Bucket *cur = NULL;
+    for (int l = g->nlayers - 1; l >= 0; l--) {
+        GptTensor t[GPT_MAX_TENSORS];
+        int k = gpt_layer_tensors(&g->cfg, l, t);
+        for (int i = k - 1; i >= 0; i--) {
+            if (!cur || cur->count >= cap || cur->nseg == 64) cur = &bs->b[bs->n++];
+            cur->seg[cur->nseg++] = (Segment){l, t[i].offset, t[i].count};
+            cur->count += t[i].count;
+            cur->last_layer = l;
+        }
+    }
+    for (int i = 0; flat && i < bs->n; i++) bs->b[i].flat = mem_alloc_floats(mem, MEM_COMM, bs->b[i].count, "DDP bucket");
+}
+
+static void bucket_pack(Bucket *b, Gpt *g) {
+    float *p = b->flat;
+    for (int s = 0; s < b->nseg; s++) {
+        memcpy(p, g->grads[b->seg[s].layer] + b->seg[s].offset, b->seg[s].count * sizeof(float));
+        p += b->seg[s].count;
+    }
+}
+
+static void bucket_unpack(const Bucket *b, Gpt *g) {
+    const float *p = b->flat;
+    for (int s = 0; s < b->nseg; s++) {
+        memcpy(g->grads[b->seg[s].layer] + b->seg[s].offset, p, b->seg[s].count * sizeof(float));
+        p += b->seg[s].count;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The three ways to sum the gradients over the ranks
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    SyncMode mode;
+    Buckets buckets;
+    Gpt *model;
+    DistGroup *group;
+    int broken;  // SHARDLAB_TEST_BREAK=ddp-skip-bucket: keep bucket 0's local gradients
+} Sync;
+
+// Overlap: called as each layer's backward ends (last micro-batch only). Every bucket whose
+// last tensor came from this layer is complete: pack it and start its all-reduce; the
+// communication thread runs it while the backward pass computes the layers below.
+static void on_layer_backward_done(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
+    Sync *s = ctx;
+    Buckets *bs = &s->buckets;
+    while (bs->next_to_start < bs->n && bs->b[bs->next_to_start].last_layer == layer) {
+        Bucket *b = &bs->b[bs->next_to_start];
+        bucket_pack(b, s->model);
+        dist_all_reduce_start(s->group, b->flat, b->count, bs->next_to_start, &b->work);
+        bs->next_to_start++;
+    }
+}
+
+// After the backward pass. Returns the microseconds the caller spent waiting for
+// communication (for overlap: only what the backward pass did not hide).
+static int64_t sync_gradients(Sync *s) {
+    int64_t t0 = runlog_now_us();
+    Buckets *bs = &s->buckets;
+    for (int i = 0; i < bs->n; i++) {
+        Bucket *b = &bs->b[i];
+        // (start + wait at once is a synchronous all-reduce that carries the bucket's index)
+        switch (s->mode) {
+        case SYNC_PER_TENSOR:  // in place, one tensor at a time
+            dist_all_reduce_start(s->group, s->model->grads[b->seg[0].layer] + b->seg[0].offset, b->count, i, &b->work);
+            dist_wait(&b->work);
+            break;
+        case SYNC_BUCKET:
+            bucket_pack(b, s->model);
+            dist_all_reduce_start(s->group, b->flat, b->count, i, &b->work);
+            dist_wait(&b->work);
+            bucket_unpack(b, s->model);
+            break;
+        case SYNC_OVERLAP:  // started during the backward pass; wait for it in order
+            dist_wait(&b->work);
+            // The graders' own test: a DDP that forgets to use one bucket's sum must be caught.
+            if (!(s->broken && i == 0)) bucket_unpack(b, s->model);
+            break;
+        }
+    }
+    bs->next_to_start = 0;
+    return runlog_now_us() - t0;
+}
+
+// The bytes the ring (or direct) all-reduce of n floats sends from group rank r of p.
+static uint64_t all_reduce_bytes(const char *algo, size_t n, int p, int r) {
+    if (p == 1) return 0;
+    if (strcmp(algo, "direct") == 0) return 4ull * (uint64_t)(p - 1) * n;
+    size_t off, mine, next;
+    dist_chunk(n, p, r, &off, &mine);
+    dist_chunk(n, p, (r + 1) % p, &off, &next);
+    return 4ull * (2 * n - mine - next);  // every chunk but ours in reduce-scatter, but r+1's in all-gather
+}
+
+// One span event per finished collective (bucket: its index, or -1). For the gradient
+// all-reduces (grads = 1), also checks at step 1 that the bytes sent are the algorithm's
+// count; returns the bytes sent.
+static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step, int mb, int grads) {
+    size_t k = dist_drain_records(d, records, 4096);
+    uint64_t sent = 0, expect = 0;
+    for (size_t i = 0; i < k; i++) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "\"bucket\":%d,\"algo\":\"%s\"", records[i].tag, records[i].algo);
+        runlog_span_extra(log, step, dist_coll_name(records[i].coll), mb, -1, records[i].t0_us, records[i].t1_us,
+                          records[i].bytes_sent, extra);
+        sent += records[i].bytes_sent;
+        expect += all_reduce_bytes(records[i].algo, records[i].count, d->world, d->rank);
+    }
+    if (grads && step == 1) {
+        runlog_check(log, "comm.grad_bytes_sent", sent == expect, (double)sent, (double)expect);
+        if (sent != expect)
+            die("this is a bug in shardlab's collectives", "the gradient all-reduces sent %llu bytes, the formula says %llu",
+                (unsigned long long)sent, (unsigned long long)expect);
+    }
+    return sent;
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_defaults(&a);
+    const char *sync_name = "overlap", *algo_name = "auto";
+    double bucket_mb = 0.125;
+    LabOption opts[] = {
+        {"sync", OPT_STRING, &sync_name, 0, 0, "MODE", "per-tensor, bucket or overlap (how gradients are all-reduced)"},
+        {"bucket-mb", OPT_DOUBLE, &bucket_mb, 1e-6, 1024, "MB", "bucket size in MiB for --sync bucket and overlap"},
+        {"algo", OPT_STRING, &algo_name, 0, 0, "ALGO", "all-reduce algorithm: auto, ring or direct"},
+    };
+    train_args_parse(&a, argc, argv, "ddp",
+                     "Data parallelism from scratch: every rank a replica, gradients all-reduced.\n"
+                     "Run N ranks with 'shardlab run ddp -n N' (or make lab-ddp NGPU=N).",
+                     opts, 3);
+    SyncMode mode = strcmp(sync_name, "per-tensor") == 0 ? SYNC_PER_TENSOR
+                  : strcmp(sync_name, "bucket") == 0    ? SYNC_BUCKET
+                  : strcmp(sync_name, "overlap") == 0   ? SYNC_OVERLAP
+                                                        : (SyncMode)-1;
+    if ((int)mode < 0) usage_error("ddp", "--sync must be per-tensor, bucket or overlap (got '%s')", sync_name);
+    int algo = dist_algo_parse(algo_name);
+    if (algo < 0) usage_error("ddp", "--algo must be auto, ring or direct (got '%s')", algo_name);
+
+    Dist dist;
+    dist_init(&dist, "ddp");
+    int N = dist.world, rank = dist.rank;
+    if (a.batch % N != 0)
+        usage_error("ddp", "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a.batch, N);
+    if ((a.batch / N) % a.accum != 0)
+        usage_error("ddp", "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
+                    a.accum, a.batch / N, a.batch, N);
+    dist.algo = (DistAlgo)algo;
+    char who[32];
+    snprintf(who, sizeof who, "ddp rank %d", rank);
+    check_set_context(who);
+    const char *device = train_device(&a, "ddp");
+
+    RunLog log;
+    runlog_open(&log, "ddp", rank, N, a.run_dir);
+    runlog_printf(&log, "ddp: %d rank(s) on %s (processes standing in for GPUs), backend %s; run directory %s\n", N,
+                  device, dist.backend, log.dir);
+
+    Corpus corpus;
+    train_corpus(&corpus, &a);
+    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
+
+    Mem mem;
+    mem_init(&mem);
+    GptConfig cfg = train_model_config(&a);
+    Gpt model;
+    gpt_create(&model, &cfg, &mem, a.seed);
+    if (a.init) train_load_weights(&model, a.init);
+    // DDP's first step: every replica starts from rank 0's weights.
+    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
+    GptAdamW adam;
+    gpt_adamw_create(&adam, &model, &a);
+    int per_rank = a.batch / N, micro = per_rank / a.accum;
+    GptActs acts;
+    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+
+    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
+    Sync sync = {.mode = mode, .model = &model, .group = &dist.world_group,
+                 .broken = test_break && strcmp(test_break, "ddp-skip-bucket") == 0};
+    if (sync.broken && mode != SYNC_OVERLAP)
+        usage_error("ddp", "SHARDLAB_TEST_BREAK=ddp-skip-bucket needs --sync overlap");
+    if (sync.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: bucket 0's sum is not used\n");
+    size_t cap = mode == SYNC_PER_TENSOR ? 1 : (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
+    buckets_build(&sync.buckets, &model, cap > 0 ? cap : 1, mode != SYNC_PER_TENSOR, &mem);
+    runlog_printf(&log, "sync: %s, %d all-reduce(s) per step (%s), algorithm %s; rank %d trains on sequences %d..%d "
+                        "of each global batch of %d, in %d micro-batch(es) of %d\n",
+                  sync_name, sync.buckets.n, mode == SYNC_PER_TENSOR ? "one per tensor" : "buckets", algo_name, rank,
+                  rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
+
+    StrBuf config;
+    sb_init(&config);
+    char lab_fields[160];
+    snprintf(lab_fields, sizeof lab_fields, "\"sync\":\"%s\",\"bucket_mb\":%.9g,\"algo\":\"%s\",\"buckets\":%d", sync_name,
+             bucket_mb, algo_name, sync.buckets.n);
+    train_config_json(&config, &a, lab_fields);
+    runlog_meta(&log, argc, argv, device, dist.backend, config.data);
+    runlog_start(&log, device, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    double psi = (double)gpt_num_params(&cfg);
+    MemRow rows[] = {
+        {MEM_PARAMS, "4 Psi (a full replica)", 4 * psi},
+        {MEM_GRADS, "4 Psi", 4 * psi},
+        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
+        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(&cfg, micro)},
+        {MEM_COMM, mode == SYNC_PER_TENSOR ? "0 (in place)" : "4 Psi (bucket buffers)", mode == SYNC_PER_TENSOR ? 0 : 4 * psi},
+    };
+    train_report_memory(&log, &mem, &cfg, micro, rows, 5);
+    mem_reset_peak(&mem);
+    DistRecord *records = malloc_check(4096 * sizeof *records);
+    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
+
+    Progress progress;
+    progress_init(&progress, &a);
+    SpanLogger spans = {.log = &log};
+    GptHooks sync_hooks = {on_layer_backward_done, &sync};
+    const double tokens_per_step = (double)a.batch * a.seq;
+    double first_loss = 0, loss = 0, step_ms_total = 0;
+    int64_t t_train0 = runlog_now_us();
+
+    train_catch_signals();
+    for (int64_t step = 1; step <= a.steps; step++) {
+        int interrupted = train_interrupted(&log, step - 1);
+        if (interrupted) return interrupted;
+        int64_t t0 = runlog_now_us();
+        spans.step = step;
+        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
+
+        // 1. Forward and backward on this rank's slice of the global batch. The gradients
+        //    accumulate over the micro-batches; only the last one's backward starts the
+        //    buckets' all-reduces (overlap).
+        gpt_zero_grads(&model);
+        double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, rank * per_rank, per_rank,
+                                           (float)(1.0 / tokens_per_step), &spans,
+                                           mode == SYNC_OVERLAP ? &sync_hooks : NULL);
+
+        // 2. Sum the gradients over the ranks: now every rank holds the global batch's gradient.
+        int64_t comm_us = sync_gradients(&sync);
+        uint64_t grad_sent = log_comm_spans(&log, &dist, records, step, a.accum - 1, 1);
+
+        // 3. The loss of the global batch, for the log. Collectives move floats and the loss
+        //    sum is a double: each rank sends it as a float and the float of the remainder,
+        //    and every rank adds the pairs up in double, in rank order.
+        int64_t tl = runlog_now_us();
+        float mine[2] = {(float)loss_sum, (float)(loss_sum - (double)(float)loss_sum)}, all[2 * DIST_MAX_RANKS];
+        dist_all_gather(&dist.world_group, mine, all, 2 * (size_t)N);
+        double loss_total = 0;
+        for (int r = 0; r < N; r++) loss_total += (double)all[2 * r] + (double)all[2 * r + 1];
+        comm_us += runlog_now_us() - tl;
+        log_comm_spans(&log, &dist, records, step, -1, 0);
+        loss = loss_total / tokens_per_step;
+        if (!isfinite(loss))
+            die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
+
+        // 4. The same update on every rank, from the same gradient: the replicas stay equal.
+        int64_t t_opt = runlog_now_us();
+        double grad_norm = train_clip_and_update(&model, &adam, a.clip, step);
+        int64_t t1 = runlog_now_us();
+        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+
+        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        step_ms_total += ms;
+        if (step == 1) first_loss = loss;
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d", grad_norm,
+                 (unsigned long long)grad_sent, sync.buckets.n);
+        StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)(per_rank * a.seq),
+                          .ms_step = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
+                          .mem = &mem, .param_hash = gpt_param_hash(&model), .extra = extra};
+        runlog_step(&log, &rec);
+        if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+    }
+
+    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
+    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    char peak[32];
+    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
+    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
+    runlog_printf(&log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tok_s, N,
+                  format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
+    if (a.save && rank == 0) {
+        train_save_weights(&model, a.save);
+        runlog_printf(&log, "weights: saved to %s\n", a.save);
+    }
+    runlog_end(&log, "ok", a.steps);
+    char extra[96];
+    snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
+    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem), extra);
+    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+
+    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
+    dist_destroy(&dist);
+    free(records);
+    sb_free(&config);
+    runlog_close(&log);
+    for (int i = 0; i < sync.buckets.n; i++)
+        if (sync.buckets.b[i].flat) mem_free(&mem, sync.buckets.b[i].flat);
+    free(sync.buckets.b);
+    gpt_adamw_destroy(&adam);
+    gpt_acts_free(&acts, &mem);
+    gpt_destroy(&model);
+    mem_destroy(&mem);
+    corpus_free(&corpus);
+    return 0;
+}
