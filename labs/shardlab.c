@@ -1,0 +1,584 @@
+// shardlab.c — the `shardlab` command. Today it has one subcommand, `run`: the launcher.
+//
+// Run it:   build/shardlab run ddp -n 2 --steps 200        (or: make lab-ddp NGPU=2 STEPS=200)
+//           build/shardlab run --help
+//
+// `shardlab run <lab> -n N` does what torchrun does for PyTorch, in one file you can read:
+//   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir), creates the
+//      shared-memory segment the ranks talk through, and picks a free TCP port;
+//   2. forks N ranks into one process group; each gets RANK, LOCAL_RANK, WORLD_SIZE,
+//      LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them), its output goes to
+//      <run dir>/rank-<r>.log, and it execs build/labs/<lab> with the options we did not use;
+//   3. echoes rank 0's log as it grows and, on a terminal, keeps a status line at the bottom
+//      built from rank 0's step events;
+//   4. watches the ranks: the first one to fail is named in one line with its own error
+//      message, the others get SIGTERM, then SIGKILL a second later;
+//   5. forwards Ctrl-C (SIGINT) and SIGTERM to the ranks, so they can end their logs cleanly.
+// However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
+// event log ends with an "end" event (a dashboard must not show a dead run as live).
+//
+// Exit status: 0 every rank finished; 1 a rank failed; 2 bad arguments (ours, or a rank's: a
+// lab exits 2 on a bad option, and we pass its one line on); 130/143 interrupted.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "json.h"
+#include "runlog.h"
+#include "shm.h"
+
+#define MAX_RANKS SHM_MAX_RANKS
+#define POLL_US 20000          // how often we look at the ranks and their logs
+#define BLAME_WAIT_US 500000   // how long we wait for the rank another one blames (see find_cause)
+#define FAIL_GRACE_US 1000000  // after a failure: SIGTERM, then SIGKILL this much later
+#define STOP_GRACE_US 2000000  // after Ctrl-C: time for the ranks to write their end events
+
+static const char *USAGE =
+    "usage: shardlab <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run <lab> -n N [options]   start N ranks of a lab and watch them (shardlab run --help)\n"
+    "  (tui, web, lexicon and grade are not built yet)\n";
+
+static const char *RUN_USAGE =
+    "usage: shardlab run <lab> -n N [--ui auto|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
+    "\n"
+    "Starts N ranks of build/labs/<lab> (RANK, WORLD_SIZE, ... set as torchrun sets them) and\n"
+    "watches them; each rank's output goes to <run dir>/rank-<r>.log, rank 0's is shown here.\n"
+    "  -n N            number of ranks, 1 to 8 (default 1); may come anywhere after the lab\n"
+    "  --ui auto|none  auto: a status line at the bottom when output is a terminal\n"
+    "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
+    "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
+    "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
+    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143 interrupted.\n";
+
+// The launcher's one context: the run, its ranks, and how far we have read rank 0's files.
+typedef struct {
+    const char *lab;
+    char lab_path[PATH_MAX + 64];
+    char **lab_argv;           // [lab_path, passthrough options..., NULL]
+    int n, status_line;
+    char run_dir[3072];
+    char shm_name[64];         // "" when N = 1 (one rank needs no shared memory)
+    int port;
+    pid_t launcher, pgid;
+    pid_t pid[MAX_RANKS];
+    int done[MAX_RANKS], wstatus[MAX_RANKS];
+    char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
+    off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
+    int64_t t0_us;
+    off_t echo_off, jsonl_off;  // rank 0's log and events, read up to here
+    long step, steps_total;
+    double loss, ms_step;
+    char shown[256];           // the status line on screen now
+} Launch;
+
+static volatile sig_atomic_t last_signal, signal_count;
+static void on_signal(int sig) { last_signal = sig; signal_count++; }
+
+// ---------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------
+
+static void labs_dir(char *out, size_t n) {
+    const char *env = getenv("SHARDLAB_LABS");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return;
+    }
+    char exe[PATH_MAX - 8];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) die("set SHARDLAB_LABS to the folder of the lab programs", "cannot find this program's path: %s", strerror(errno));
+    exe[k] = 0;
+    *strrchr(exe, '/') = 0;
+    snprintf(out, n, "%s/labs", exe);
+}
+
+static int is_program(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+// "ddp, single" for the unknown-lab message.
+static void list_labs(const char *dir, char *out, size_t n) {
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort);
+    snprintf(out, n, "none; run 'make' first");
+    for (int i = 0, found = 0; i < k; i++) {
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        if (names[i]->d_name[0] != '.' && is_program(path)) {
+            size_t len = found++ ? strlen(out) : 0;
+            snprintf(out + len, n - len, "%s%s", len ? ", " : "", names[i]->d_name);
+        }
+        free(names[i]);
+    }
+    if (k >= 0) free(names);
+}
+
+static int parse_ranks(const char *text) {
+    char *end;
+    errno = 0;
+    if (!text) usage_error("shardlab run", "-n needs a number of ranks, 1 to %d", MAX_RANKS);
+    long n = strtol(text, &end, 10);
+    if (end == text || *end || errno || n < 1 || n > MAX_RANKS)
+        usage_error("shardlab run", "-n %s: expected a number of ranks from 1 to %d", text, MAX_RANKS);
+    return (int)n;
+}
+
+static void parse_run(Launch *L, int argc, char **argv) {
+    const char *prog = "shardlab run", *ui = "auto";
+    int nargs = 1, lab_help = 0;
+    L->n = 1;
+    L->lab_argv = calloc_check((size_t)argc + 1, sizeof *L->lab_argv);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-n") == 0) L->n = parse_ranks(i + 1 < argc ? argv[++i] : NULL);
+        else if (strncmp(a, "-n", 2) == 0 && a[2] != '-') L->n = parse_ranks(a + 2);
+        else if (strcmp(a, "--ui") == 0 && i + 1 < argc) ui = argv[++i];
+        else if (strcmp(a, "--ui") == 0) usage_error(prog, "--ui needs a value (auto or none)");
+        else if (strncmp(a, "--ui=", 5) == 0) ui = a + 5;
+        else if (!L->lab && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            fputs(RUN_USAGE, stdout);
+            exit(0);
+        } else if (!L->lab && a[0] == '-') {
+            usage_error(prog, "expected the lab's name before '%s'", a);
+        } else if (!L->lab) {
+            L->lab = a;
+        } else {  // the lab's option: every rank gets it
+            L->lab_argv[nargs++] = argv[i];
+            lab_help |= strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+        }
+    }
+    if (strcmp(ui, "tui") == 0 || strcmp(ui, "web") == 0)
+        usage_error(prog, "--ui %s: the %s dashboard is not built yet; use --ui auto or --ui none", ui, ui);
+    if (strcmp(ui, "auto") != 0 && strcmp(ui, "none") != 0) usage_error(prog, "--ui must be auto or none (got '%s')", ui);
+    L->status_line = strcmp(ui, "auto") == 0 && isatty(STDOUT_FILENO);
+
+    char dir[PATH_MAX], labs[1024];
+    labs_dir(dir, sizeof dir);
+    list_labs(dir, labs, sizeof labs);
+    if (!L->lab) usage_error(prog, "which lab? (labs: %s)", labs);
+    snprintf(L->lab_path, sizeof L->lab_path, "%s/%s", dir, L->lab);
+    if (strchr(L->lab, '/') || L->lab[0] == '.' || !is_program(L->lab_path))
+        usage_error(prog, "no lab '%s' in %s (labs: %s)", L->lab, dir, labs);
+    L->lab_argv[0] = L->lab_path;
+    if (lab_help) {  // the lab's own --help: one process, straight to the terminal
+        execv(L->lab_path, L->lab_argv);
+        die(NULL, "cannot run %s: %s", L->lab_path, strerror(errno));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Before the ranks start: run directory, shared memory, port
+// ---------------------------------------------------------------------------------------
+
+// mkdir -p (the ranks open their logs in it before the lab runs).
+static void make_dirs(char *path) {
+    for (char *p = path + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            die("check the path and its permissions", "cannot create directory '%s': %s", path, strerror(errno));
+        *p = c;
+        if (!c) return;
+    }
+}
+
+static void name_run_dir(Launch *L) {
+    const char *dir = NULL;
+    for (int i = 1; L->lab_argv[i]; i++) {
+        if (strcmp(L->lab_argv[i], "--run-dir") == 0 && L->lab_argv[i + 1]) dir = L->lab_argv[i + 1];
+        else if (strncmp(L->lab_argv[i], "--run-dir=", 10) == 0) dir = L->lab_argv[i] + 10;
+    }
+    if (!dir || !*dir) {
+        runlog_new_dir(L->run_dir, sizeof L->run_dir, L->lab);
+        return;
+    }
+    if (strlen(dir) >= sizeof L->run_dir - 64) usage_error("shardlab run", "--run-dir: path too long");
+    snprintf(L->run_dir, sizeof L->run_dir, "%s", dir);
+    make_dirs(L->run_dir);
+}
+
+static off_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+static void rank_file(const Launch *L, int r, const char *ext, char *out, size_t n) {
+    snprintf(out, n, "%s/rank-%d.%s", L->run_dir, r, ext);
+}
+
+// "/shardlab-<our pid>-<4 hex>": ours alone, and a stale one says which launcher left it.
+static void create_shm(Launch *L) {
+    char err[256] = "";
+    for (int attempt = 0; attempt < 16; attempt++) {
+        unsigned tag = (unsigned)((uint64_t)runlog_now_us() * 2654435761u >> 7) & 0xffff;
+        snprintf(L->shm_name, sizeof L->shm_name, "/shardlab-%d-%04x", (int)L->launcher, tag);
+        if (shm_create(L->shm_name, L->n, err, sizeof err) == 0) return;
+    }
+    L->shm_name[0] = 0;
+    die("is /dev/shm mounted and writable? (df /dev/shm)", "%s", err);
+}
+
+// Bind port 0 and read back what the kernel chose. The shm backend does not use it; NCCL
+// does (NCCL_COMM_ID=MASTER_ADDR:MASTER_PORT), as do labs started by other launchers.
+static int free_port(void) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;  // torchrun's default otherwise
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+// If the launcher itself dies (die()), it takes the ranks and the segment with it.
+static void on_die(const char *msg, void *arg) {
+    Launch *L = arg;
+    if (L->pgid > 0) kill(-L->pgid, SIGKILL);
+    if (L->shm_name[0]) shm_remove(L->shm_name);
+}
+
+// ---------------------------------------------------------------------------------------
+// Starting a rank: what runs in the child between fork and exec
+// ---------------------------------------------------------------------------------------
+
+static void setenv_int(const char *name, long v) {
+    char text[32];
+    snprintf(text, sizeof text, "%ld", v);
+    setenv(name, text, 1);
+}
+
+static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
+    // Die with the launcher, even a SIGKILLed one (nobody else would stop us). If it died
+    // before this line, the kernel will not tell us: check by hand.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != L->launcher) _exit(127);
+    setpgid(0, L->pgid);  // one group (rank 0's pid; 0 makes it for rank 0): one kill() reaches all
+    signal(SIGINT, SIG_DFL);  // undo the launcher's handlers; the lab installs its own
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    char path[sizeof L->run_dir + 32];
+    rank_file(L, r, "log", path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644), nul = open("/dev/null", O_RDONLY);
+    if (fd < 0 || nul < 0) {
+        fprintf(stderr, "shardlab: error: rank %d cannot open %s: %s\n", r, path, strerror(errno));
+        _exit(127);
+    }
+    dup2(nul, STDIN_FILENO), dup2(fd, STDOUT_FILENO), dup2(fd, STDERR_FILENO);
+    close(fd), close(nul);
+    setenv_int("RANK", r), setenv_int("LOCAL_RANK", r);
+    setenv_int("WORLD_SIZE", L->n), setenv_int("LOCAL_WORLD_SIZE", L->n);
+    setenv("MASTER_ADDR", "127.0.0.1", 1), setenv_int("MASTER_PORT", L->port);
+    setenv("SHARDLAB_RUN_DIR", L->run_dir, 1);
+    setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
+    if (L->shm_name[0]) setenv("SHARDLAB_SHM", L->shm_name, 1);
+    else unsetenv("SHARDLAB_SHM");
+    execv(L->lab_path, L->lab_argv);
+    fprintf(stderr, "shardlab: error: rank %d cannot run %s: %s\n", r, L->lab_path, strerror(errno));
+    _exit(127);
+}
+
+static void start_ranks(Launch *L) {
+    for (int r = 0; r < L->n; r++) {
+        char path[sizeof L->run_dir + 32];
+        rank_file(L, r, "log", path, sizeof path);
+        L->log_start[r] = file_size(path);
+        rank_file(L, r, "jsonl", path, sizeof path);
+        L->jsonl_start[r] = file_size(path);
+    }
+    L->echo_off = L->log_start[0], L->jsonl_off = L->jsonl_start[0];
+    fflush(NULL);  // else the child's copy of our stdio buffers is written twice
+    for (int r = 0; r < L->n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) die("too many processes? (ulimit -u)", "cannot start rank %d: %s", r, strerror(errno));
+        if (pid == 0) exec_rank(L, r);
+        L->pid[r] = pid;
+        if (r == 0) L->pgid = pid;
+        setpgid(pid, L->pgid);  // also here, so the group exists before we ever signal it
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Showing progress: rank 0's log, and a status line from its step events
+// ---------------------------------------------------------------------------------------
+
+static void clear_status(Launch *L) {
+    if (L->shown[0]) fputs("\r\033[K", stdout), L->shown[0] = 0;
+}
+
+// Reads whole lines of rank 0's file from *off on; calls fn on each (or everything, at the end).
+static void read_lines(Launch *L, const char *ext, off_t *off, int final, void (*fn)(Launch *, char *, size_t)) {
+    static char buf[1 << 16];
+    char path[sizeof L->run_dir + 32];
+    rank_file(L, 0, ext, path, sizeof path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    ssize_t got;
+    while ((got = pread(fd, buf, sizeof buf - 1, *off)) > 0) {
+        size_t n = (size_t)got;
+        while (!final && n > 0 && buf[n - 1] != '\n') n--;  // half a line: wait for the rest
+        if (n == 0 && (size_t)got == sizeof buf - 1) n = (size_t)got;  // unless it is enormous
+        if (n == 0) break;
+        buf[n] = 0;
+        fn(L, buf, n);
+        *off += (off_t)n;
+    }
+    close(fd);
+}
+
+static void echo_text(Launch *L, char *text, size_t n) {
+    clear_status(L);
+    fwrite(text, 1, n, stdout);
+}
+
+static void read_events(Launch *L, char *text, size_t n) {
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        int start = strncmp(line, "{\"ev\":\"start\"", 13) == 0;
+        if (!start && strncmp(line, "{\"ev\":\"step\"", 12) != 0) continue;  // spans: many, not needed
+        char err[128];
+        JsonValue *v = json_parse(line, (size_t)(nl - line), err, sizeof err);
+        const JsonValue *steps = v ? json_get(json_get(v, "config"), "steps") : NULL;
+        const JsonValue *step = v ? json_get(v, "step") : NULL, *loss = v ? json_get(v, "loss") : NULL;
+        const JsonValue *ms = v ? json_get(json_get(v, "ms"), "step") : NULL;
+        if (start && steps && steps->type == JSON_NUMBER) L->steps_total = (long)steps->number;
+        if (!start && step && loss && ms && step->type == JSON_NUMBER && loss->type == JSON_NUMBER && ms->type == JSON_NUMBER)
+            L->step = (long)step->number, L->loss = loss->number, L->ms_step = ms->number;
+        json_free(v);
+    }
+}
+
+static void show_progress(Launch *L, int final) {
+    read_lines(L, "log", &L->echo_off, final, echo_text);
+    if (L->status_line) {
+        read_lines(L, "jsonl", &L->jsonl_off, 0, read_events);
+        char line[256], total[32] = "";
+        long secs = (long)((runlog_now_us() - L->t0_us) / 1000000);
+        if (L->steps_total > 0) snprintf(total, sizeof total, "/%ld", L->steps_total);
+        if (L->step > 0)
+            snprintf(line, sizeof line, "[shardlab] %s · %d ranks · step %ld%s · loss %.4f · %.1f ms/step · %ld:%02ld elapsed",
+                     L->lab, L->n, L->step, total, L->loss, L->ms_step, secs / 60, secs % 60);
+        else snprintf(line, sizeof line, "[shardlab] %s · %d ranks · starting · %ld:%02ld elapsed", L->lab, L->n, secs / 60, secs % 60);
+        if (final) {
+            clear_status(L);
+        } else if (strcmp(line, L->shown) != 0) {  // redraw only what changed
+            printf("\r\033[K%s", line);
+            snprintf(L->shown, sizeof L->shown, "%s", line);
+        }
+    }
+    fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// Watching the ranks
+// ---------------------------------------------------------------------------------------
+
+static void describe_exit(int status, char *out, size_t n) {
+    if (WIFSIGNALED(status)) {
+        const char *abbrev = sigabbrev_np(WTERMSIG(status));
+        snprintf(out, n, "was killed by signal %d (SIG%s)", WTERMSIG(status), abbrev ? abbrev : "?");
+    } else {
+        snprintf(out, n, "failed (exit %d)", WEXITSTATUS(status));
+    }
+}
+
+static int failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// What the rank said about its failure: the last line of its log that says ": error: "
+// (die() writes one), else, if it exited on its own, its last line (a usage error, a
+// sanitizer's summary). A rank killed by a signal said nothing about it.
+static void read_error_line(Launch *L, int r) {
+    char path[sizeof L->run_dir + 32], *line = NULL, last[sizeof L->errline[r]] = "";
+    size_t cap = 0;
+    rank_file(L, r, "log", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    fseeko(f, L->log_start[r], SEEK_SET);
+    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
+        if (line[len - 1] == '\n') line[len - 1] = 0;
+        if (strstr(line, ": error: ")) snprintf(L->errline[r], sizeof L->errline[r], "%s", line);
+        if (line[0]) snprintf(last, sizeof last, "%s", line);
+    }
+    if (!L->errline[r][0] && WIFEXITED(L->wstatus[r])) snprintf(L->errline[r], sizeof L->errline[r], "%s", last);
+    free(line);
+    fclose(f);
+}
+
+// The rank an error message blames: when one rank fails, the others stop too, saying
+// "rank 2 failed, so rank 0 stops ..." or "rank 1 (pid 4242) is gone" (core/shm.c). -1: none.
+static int blamed_rank(const char *line) {
+    for (const char *p = line; (p = strstr(p, "rank ")) != NULL; p += 5) {
+        int r, end = 0;
+        if (sscanf(p, "rank %d failed, so%n", &r, &end) == 1 && end) return r;
+        if (sscanf(p, "rank %d (pid %*d) is gone%n", &r, &end) == 1 && end) return r;
+    }
+    return -1;
+}
+
+// The cause of a failure is the first rank to fail, which is not always the first we reap:
+// when rank 2 dies, ranks 0 and 1 stop too and may exit first. So from the first failure we
+// reaped, we follow who blames whom. Returns the cause, or -1 to look again after a while
+// (the blamed rank has not exited yet; we wait for it up to BLAME_WAIT_US).
+static int find_cause(Launch *L, int first, int64_t first_seen_us) {
+    int cause = first;
+    for (int hops = 0; hops < MAX_RANKS; hops++) {
+        int b = blamed_rank(L->errline[cause]);
+        if (b < 0 || b >= L->n || b == cause) break;
+        if (!L->done[b]) return runlog_now_us() - first_seen_us < BLAME_WAIT_US ? -1 : cause;
+        if (!failed(L->wstatus[b])) break;
+        cause = b;
+    }
+    return cause;
+}
+
+static int count_running(const Launch *L) {
+    int k = 0;
+    for (int r = 0; r < L->n; r++) k += !L->done[r];
+    return k;
+}
+
+// A rank that died without an "end" event gets an error and an end event from us: it is
+// dead, so nobody else writes to its file now.
+static void end_event_logs(Launch *L) {
+    for (int r = 0; r < L->n; r++) {
+        char path[sizeof L->run_dir + 32], *line = NULL;
+        size_t cap = 0;
+        long steps = 0;
+        int ended = 0, newline = 1;
+        rank_file(L, r, "jsonl", path, sizeof path);
+        FILE *f = fopen(path, "r");
+        if (f) fseeko(f, L->jsonl_start[r], SEEK_SET);
+        for (ssize_t len; f && (len = getline(&line, &cap, f)) > 0;) {
+            newline = line[len - 1] == '\n';
+            ended |= strncmp(line, "{\"ev\":\"end\"", 11) == 0;
+            char *s = strstr(line, "\"step\":");
+            if (newline && strncmp(line, "{\"ev\":\"step\"", 12) == 0 && s) steps = strtol(s + 7, NULL, 10);
+        }
+        free(line);
+        if (f) fclose(f);
+        if (ended) continue;
+        char how[64];
+        if (failed(L->wstatus[r])) describe_exit(L->wstatus[r], how, sizeof how);
+        else snprintf(how, sizeof how, "exited with status 0");
+        StrBuf sb, msg;
+        sb_init(&sb), sb_init(&msg);
+        sb_printf(&msg, "rank %d %s without writing an end event (written by shardlab run)", r, how);
+        sb_printf(&sb, "%s{\"ev\":\"error\",\"rank\":%d,\"msg\":", newline ? "" : "\n", r);
+        sb_json_string(&sb, msg.data);
+        sb_printf(&sb, "}\n{\"ev\":\"end\",\"rank\":%d,\"status\":\"error\",\"steps\":%ld}\n", r, steps);
+        FILE *out = fopen_check(path, "a");
+        fwrite_check(sb.data, 1, sb.len, out, path);
+        fclose_check(out, path);
+        sb_free(&sb), sb_free(&msg);
+    }
+}
+
+// Returns the exit status of `shardlab run`.
+static int watch(Launch *L) {
+    int first = -1, cause = -1, stop_sig = 0, handled = 0, killed = 0, stopped = 0, usage = 0;
+    int64_t first_us = 0, kill_at = 0;
+    while (count_running(L) > 0) {
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+            for (int r = 0; r < L->n; r++)
+                if (L->pid[r] == pid) {
+                    L->done[r] = 1, L->wstatus[r] = status;
+                    if (failed(status)) read_error_line(L, r);
+                    if (failed(status) && first < 0 && !stop_sig) first = r, first_us = runlog_now_us();
+                }
+        int64_t now = runlog_now_us();
+        if (first >= 0 && cause < 0 && (cause = find_cause(L, first, first_us)) >= 0) {
+            char how[64];
+            int others = count_running(L);
+            describe_exit(L->wstatus[cause], how, sizeof how);
+            clear_status(L);
+            fflush(stdout);
+            // Exit status 2 is a lab's "bad argument" (e.g. a batch that does not divide over
+            // N ranks): pass its one line on as ours.
+            usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
+            if (usage) fprintf(stderr, "shardlab run: %s", L->errline[cause]);
+            else fprintf(stderr, "shardlab: rank %d %s%s%s", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+            if (others && !usage) fprintf(stderr, "; stopping the other %d rank(s)", others);
+            fputc('\n', stderr);
+            if (others) kill(-L->pgid, SIGTERM);
+            kill_at = now + FAIL_GRACE_US;
+        }
+        if (signal_count > handled) {  // Ctrl-C or SIGTERM: pass it on; a second one kills
+            handled = signal_count;
+            if (!stop_sig && cause < 0 && first < 0) {
+                stop_sig = last_signal, stopped = count_running(L);
+                kill(-L->pgid, stop_sig);
+                kill_at = now + STOP_GRACE_US;
+            } else {
+                kill_at = now;
+            }
+        }
+        if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
+        show_progress(L, 0);
+        if (count_running(L) > 0) usleep(POLL_US);
+    }
+    L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
+    show_progress(L, 1);
+    end_event_logs(L);
+    if (L->shm_name[0]) shm_remove(L->shm_name), L->shm_name[0] = 0;
+    if (stop_sig) {
+        fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
+        return 128 + stop_sig;
+    }
+    if (usage) return 2;
+    if (first >= 0) {
+        printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
+        return 1;
+    }
+    printf("shardlab: %s finished on %d rank(s); run written to %s\n", L->lab, L->n, L->run_dir);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    check_set_context("shardlab");
+    if (argc < 2) usage_error("shardlab", "expected a command: run (tui, web, lexicon and grade are not built yet)");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
+    const char *later[] = {"tui", "web", "lexicon", "grade"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(argv[1], later[i]) == 0) usage_error("shardlab", "'%s' is not built yet; the one command now is run", argv[1]);
+    if (strcmp(argv[1], "run") != 0)
+        usage_error("shardlab", "unknown command '%s': the commands are run (tui, web, lexicon and grade are not built yet)",
+                    argv[1]);
+
+    static Launch L;
+    parse_run(&L, argc, argv);
+    L.launcher = getpid();
+    name_run_dir(&L);
+    check_on_die(on_die, &L);
+    // Caught before the first fork, so a Ctrl-C during start-up still stops every rank.
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);  // a closed pipe on our stdout must not leave the ranks behind
+    if (L.n > 1) create_shm(&L);
+    L.port = free_port();
+    L.t0_us = runlog_now_us();
+    start_ranks(&L);
+    int code = watch(&L);
+    free(L.lab_argv);
+    return code;
+}

@@ -1,0 +1,564 @@
+// test_launch.c — `shardlab run`, the launcher, end to end.
+//
+// usage: test_launch SHARDLAB FIXTURES_DIR      (tests/run.sh passes build/san/shardlab and
+//                                                build/san/fixtures)
+//
+// The launcher runs tests/fixtures/ranklab (SHARDLAB_LABS=FIXTURES_DIR), a stand-in lab whose
+// ranks all-reduce every step, so these tests do not depend on the training labs. Checked:
+//   - bad input gets exit 2 and one line;
+//   - a good run at N=1 and N=3: the torchrun variables, one log per rank, rank 0's output
+//     echoed, every rank's events ending with {"ev":"end","status":"ok"};
+//   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
+//     rank that fails on purpose, ranks that fail before they join: a non-zero exit, one line
+//     naming the rank and the cause, and the run over within the deadline;
+//   - Ctrl-C and SIGTERM reach the ranks; a second Ctrl-C does not wait;
+//   - a SIGKILLed launcher leaves no orphans.
+// After every run, "nothing left behind" means: no process whose environment holds that run's
+// SHARDLAB_RUN_DIR, no /dev/shm/shardlab-<launcher pid>-* segment, and every rank-<r>.jsonl
+// following the schema and ending with an "end" event (the launcher writes one for a rank
+// that could not).
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "runschema.h"
+#include "test.h"
+
+static const char *shardlab;
+static char tmp[256];
+
+// ---- helpers ----------------------------------------------------------------------------
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0)
+        if (cap - (n += got) < 2) buf = realloc(buf, cap *= 2);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+// The text with its newlines shown as " | ", so a test message stays on one line.
+static const char *one_line(const char *text) {
+    static char buf[4][1024];
+    static int which;
+    char *out = buf[which++ % 4];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 4 < sizeof buf[0]; p++) {
+        if (*p != '\n') out[n++] = *p;
+        else if (p[1]) memcpy(out + n, " | ", 3), n += 3;
+    }
+    out[n] = 0;
+    return out;
+}
+
+static int count_lines(const char *text) {
+    int n = 0;
+    for (const char *p = text; *p; p++) n += *p == '\n';
+    return n;
+}
+
+// One launcher run: its pid, exit code, start and end times, captured output.
+typedef struct {
+    pid_t pid;
+    int code;
+    double t0, t1;
+    char tag[64], dir[512];
+    char *out, *err;
+} Job;
+
+// Starts `shardlab <args>` (args split at spaces) with extra environment `env` ("K=V K=V",
+// or NULL); stdout and stderr go to <tmp>/<tag>.out and .err. job->dir is <tmp>/runs/<tag>,
+// for the caller to pass as --run-dir.
+static void job_init(Job *j, const char *tag) {
+    memset(j, 0, sizeof *j);
+    snprintf(j->tag, sizeof j->tag, "%s", tag);
+    snprintf(j->dir, sizeof j->dir, "%s/runs/%s", tmp, tag);
+}
+
+static void job_start(Job *j, const char *env, const char *fmt, ...) {
+    char args[1024], envs[256] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    if (env) snprintf(envs, sizeof envs, "%s", env);
+    fflush(stdout);
+    j->t0 = now_s();
+    j->pid = fork();
+    if (j->pid == 0) {
+        char path[512], *argv[64] = {(char *)shardlab};
+        int argc = 1;
+        for (char *a = strtok(args, " "); a && argc < 63; a = strtok(NULL, " ")) argv[argc++] = a;
+        for (char *e = strtok(envs, " "); e; e = strtok(NULL, " ")) putenv(e);
+        snprintf(path, sizeof path, "%s/%s.out", tmp, j->tag);
+        dup2(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+        snprintf(path, sizeof path, "%s/%s.err", tmp, j->tag);
+        dup2(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+        execv(shardlab, argv);
+        _exit(127);
+    }
+}
+
+// Waits for every job in jobs[0..n) (they may run at the same time), noting when each ended.
+static void job_wait(Job *jobs, int n) {
+    for (int left = n; left > 0;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) break;
+        for (int i = 0; i < n; i++)
+            if (jobs[i].pid == pid) {
+                Job *j = &jobs[i];
+                j->t1 = now_s();
+                j->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                char path[512];
+                snprintf(path, sizeof path, "%s/%s.out", tmp, j->tag);
+                j->out = read_file(path);
+                snprintf(path, sizeof path, "%s/%s.err", tmp, j->tag);
+                j->err = read_file(path);
+                if (!j->out) j->out = calloc(1, 1);
+                if (!j->err) j->err = calloc(1, 1);
+                left--;
+            }
+    }
+}
+
+static void job_free(Job *j) {
+    free(j->out);
+    free(j->err);
+    j->out = j->err = NULL;
+}
+
+static int run_job(Job *j, const char *tag, const char *env, const char *args) {
+    job_init(j, tag);
+    job_start(j, env, "%s", args);
+    job_wait(j, 1);
+    return j->code;
+}
+
+// Segments this launcher created and left: /dev/shm/shardlab-<pid>-*.
+static int shm_left(pid_t launcher) {
+    char prefix[64];
+    int n = snprintf(prefix, sizeof prefix, "shardlab-%d-", (int)launcher), k = 0;
+    DIR *d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d));) k += strncmp(e->d_name, prefix, (size_t)n) == 0;
+    if (d) closedir(d);
+    return k;
+}
+
+// Processes whose environment says SHARDLAB_RUN_DIR=<dir>: ranks of that run still alive.
+static int procs_left(const char *dir) {
+    char want[600], path[300], buf[1 << 15];
+    snprintf(want, sizeof want, "SHARDLAB_RUN_DIR=%s", dir);
+    int k = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+            buf[n] = 0;
+            if (strcmp(buf + i, want) == 0) k++;
+        }
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+// Every line of each rank's rank-<r>.jsonl follows the schema and the last one is an end
+// event (with `status`, if not NULL). Returns 1, or 0 with the first problem in why.
+static int events_ended(const char *dir, int world, const char *status, char *why, size_t n) {
+    for (int r = 0; r < world; r++) {
+        char path[600], err[256];
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+        char *text = read_file(path);
+        if (!text) return snprintf(why, n, "no %s", path), 0;
+        int ok = 1, ended = 0;
+        for (char *line = text, *nl; ok && (nl = strchr(line, '\n')); line = nl + 1) {
+            JsonValue *v = json_parse(line, (size_t)(nl - line), err, sizeof err);
+            if (!v || !runschema_check_event(v, err, sizeof err)) {
+                snprintf(why, n, "rank %d: %s in: %.*s", r, err, (int)(nl - line), line);
+                ok = 0;
+            }
+            if (ok) {
+                const JsonValue *st = json_get(v, "status");
+                ended = strcmp(json_get(v, "ev")->string, "end") == 0 && (!status || strcmp(st->string, status) == 0);
+            }
+            json_free(v);
+        }
+        if (ok && (!*text || text[strlen(text) - 1] != '\n')) snprintf(why, n, "rank %d: last line unfinished", r), ok = 0;
+        if (ok && !ended) snprintf(why, n, "rank %d: last event is not an end event%s%s", r, status ? " with status " : "", status ? status : "");
+        free(text);
+        if (!ok || !ended) return 0;
+    }
+    return 1;
+}
+
+// Nothing left behind by a finished job (see the top comment). Returns 1, or 0 with why.
+static int clean_after(const Job *j, int world, char *why, size_t n) {
+    int procs = procs_left(j->dir), segs = shm_left(j->pid);
+    if (procs) return snprintf(why, n, "%d process(es) of the run still alive", procs), 0;
+    if (segs) return snprintf(why, n, "%d /dev/shm/shardlab-%d-* segment(s) left", segs, (int)j->pid), 0;
+    return events_ended(j->dir, world, NULL, why, n);
+}
+
+// Waits (up to 20 s) until rank r has logged a step; returns its pid from rank-<r>.pid.
+static pid_t wait_for_step(const char *dir, int r) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+    for (double t0 = now_s(); now_s() - t0 < 20; usleep(5000)) {
+        char *text = read_file(path);
+        int stepped = text && strstr(text, "{\"ev\":\"step\"");
+        free(text);
+        if (!stepped) continue;
+        snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
+        text = read_file(path);
+        pid_t pid = text ? (pid_t)atoi(text) : 0;
+        free(text);
+        return pid;
+    }
+    return 0;
+}
+
+// ---- the tests ----------------------------------------------------------------------------
+
+static void test_bad_input(void) {
+    const char *cases[][2] = {
+        {"", "no command"},
+        {"frobnicate", "an unknown command"},
+        {"tui", "a command not built yet"},
+        {"run ranklab -n 0", "-n 0"},
+        {"run ranklab -n 9", "-n 9 (more than 8 ranks)"},
+        {"run ranklab -n x", "-n x"},
+        {"run ranklab -n", "-n without a value"},
+        {"run", "no lab"},
+        {"run nosuchlab -n 2", "an unknown lab"},
+        {"run ranklab -n 2 --ui tui", "--ui tui (not built yet)"},
+        {"run ranklab -n 2 --ui=bogus", "--ui=bogus"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Job j;
+        run_job(&j, "bad", NULL, cases[i][0]);
+        // Proves: wrong input is refused with the usage exit code and one clear line, and
+        // nothing is started (no output).
+        EXPECT(j.code == 2 && count_lines(j.err) == 1 && !*j.out,
+               "bad input, %s: exit 2 with one line on stderr (exit %d, %d lines: %s)", cases[i][1], j.code,
+               count_lines(j.err), one_line(j.err));
+        if (strstr(cases[i][0], "nosuchlab"))
+            // Proves: the message lists the labs there are, so the user can pick one.
+            EXPECT(strstr(j.err, "ranklab") != NULL, "an unknown lab's message lists the available labs: %s", one_line(j.err));
+        if (strstr(cases[i][0], "frobnicate"))
+            // Proves: the message says which commands exist.
+            EXPECT(strstr(j.err, "run") != NULL, "an unknown command's message names 'run': %s", one_line(j.err));
+        job_free(&j);
+    }
+    Job j;
+    run_job(&j, "help", NULL, "--help");
+    // Proves: --help works at both levels and exits 0.
+    EXPECT(j.code == 0 && strstr(j.out, "run <lab>"), "shardlab --help: exit 0 with usage (exit %d)", j.code);
+    job_free(&j);
+    run_job(&j, "help", NULL, "run --help");
+    EXPECT(j.code == 0 && strstr(j.out, "-n N"), "shardlab run --help: exit 0 with usage (exit %d)", j.code);
+    job_free(&j);
+}
+
+static void test_good_runs(void) {
+    // N = 1, no --run-dir: the launcher names the run under $SHARDLAB_RUNS itself.
+    Job j;
+    run_job(&j, "one", NULL, "run ranklab -n 1 --steps 5 --ms 5");
+    char runs[300], why[1024] = "";
+    snprintf(runs, sizeof runs, "%s/runs", tmp);
+    DIR *d = opendir(runs);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strncmp(e->d_name, "ranklab-", 8) == 0) found++, snprintf(j.dir, sizeof j.dir, "%.200s/%.255s", runs, e->d_name);
+    if (d) closedir(d);
+    // Proves: one rank runs to the end, in a new runs/ranklab-<time>-<hex> directory.
+    EXPECT(j.code == 0 && found == 1, "-n 1: exit 0 and one new run directory ranklab-* (exit %d, %d found; %s)", j.code,
+           found, one_line(j.err));
+    EXPECT(events_ended(j.dir, 1, "ok", why, sizeof why), "-n 1: rank-0.jsonl ends with status ok (%s)", why);
+    EXPECT(clean_after(&j, 1, why, sizeof why), "-n 1: nothing left behind (%s)", why);
+    // Proves: rank 0's output reaches the user, and the final line says where the run is.
+    EXPECT(strstr(j.out, "ranklab: step 5/5") && strstr(j.out, "finished on 1 rank(s); run written to"),
+           "-n 1: stdout has rank 0's progress and the summary line");
+    job_free(&j);
+
+    // N = 3, with -n after the lab's options: those must reach every rank unchanged.
+    job_init(&j, "three");
+    job_start(&j, NULL, "run ranklab --steps 10 --ms 5 -n 3 --run-dir %s", j.dir);
+    job_wait(&j, 1);
+    EXPECT(j.code == 0, "-n 3: exit 0 (exit %d: %s)", j.code, one_line(j.err));
+    // Proves: every rank ran the 10 steps asked for (--steps passed through) and ended ok.
+    EXPECT(events_ended(j.dir, 3, "ok", why, sizeof why), "-n 3: every rank-<r>.jsonl ends with status ok (%s)", why);
+    int port0 = -1, env_ok = 1;
+    for (int r = 0; r < 3; r++) {
+        char path[600], want[200];
+        snprintf(path, sizeof path, "%s/rank-%d.log", j.dir, r);
+        char *log = read_file(path), *p;
+        snprintf(want, sizeof want,
+                 "RANK=%d LOCAL_RANK=%d WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=", r, r);
+        int port = log && (p = strstr(log, want)) ? atoi(p + strlen(want)) : -1;
+        if (r == 0) port0 = port;
+        env_ok &= port > 0 && port < 65536 && port == port0;
+        free(log);
+    }
+    // Proves: each rank got its own log and the torchrun variables, the same port for all.
+    EXPECT(env_ok, "-n 3: rank-<r>.log shows RANK=r LOCAL_RANK=r WORLD_SIZE=3 ... and one MASTER_PORT (%d)", port0);
+    // Proves: the launcher echoes rank 0's output, all of it, and only rank 0's.
+    EXPECT(strstr(j.out, "ranklab rank 0 of 3") && strstr(j.out, "ranklab: step 10/10") && !strstr(j.out, "rank 1 of 3"),
+           "-n 3: stdout has rank 0's lines (first and last) and not rank 1's");
+    EXPECT(clean_after(&j, 3, why, sizeof why), "-n 3: nothing left behind (%s)", why);
+    job_free(&j);
+}
+
+static void test_fail_on_purpose(void) {
+    // Rank 2 dies at step 3; ranks 0 and 1 then stop too, blaming rank 2. In every other run
+    // rank 2 takes 200 ms to exit, so they exit first: the launcher must still name rank 2.
+    int named = 0, quoted = 0, clean = 0, exit1 = 0;
+    char why[1024] = "", last_err[1024] = "";
+    for (int i = 0; i < 5; i++) {
+        Job j;
+        char tag[32];
+        snprintf(tag, sizeof tag, "fail%d", i);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 3 --steps 50 --ms 5 --fail-rank 2 --fail-step 3 --fail-exit-ms %d --run-dir %s",
+                  i % 2 ? 200 : 0, j.dir);
+        job_wait(&j, 1);
+        exit1 += j.code == 1;
+        named += strncmp(j.err, "shardlab: rank 2 failed (exit 1)", 32) == 0 && count_lines(j.err) == 1;
+        quoted += strstr(j.err, "ranklab rank 2: error: failing at step 3") != NULL;
+        clean += clean_after(&j, 3, why, sizeof why);
+        snprintf(last_err, sizeof last_err, "%s", j.err);
+        job_free(&j);
+    }
+    // Proves: a failed rank makes the run fail, with the usual exit code for a failure.
+    EXPECT(exit1 == 5, "--fail-rank 2: exit 1 in %d of 5 runs", exit1);
+    // Proves: one line names the first rank to fail, not a rank that stopped because of it,
+    // and quotes that rank's own error line.
+    EXPECT(named == 5 && quoted == 5, "--fail-rank 2: one line names rank 2 and quotes its error in %d/%d of 5 runs: %s",
+           named, quoted, one_line(last_err));
+    EXPECT(clean == 5, "--fail-rank 2: nothing left behind in %d of 5 runs (%s)", clean, why);
+
+    // Bad options: every rank exits 2 before it joins the run, so no rank removes the
+    // shared-memory name: only the launcher can.
+    Job j;
+    job_init(&j, "prejoin");
+    job_start(&j, NULL, "run ranklab -n 3 --steps x --run-dir %s", j.dir);
+    job_wait(&j, 1);
+    // Proves: a rank's usage error (a bad option, a batch that does not divide over N) is the
+    // launcher's usage error: exit 2 and one line, the lab's own.
+    EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, "shardlab run: ranklab: --steps: 'x'"),
+           "ranks failing before they join: exit 2, one line: the lab's usage error (exit %d: %s)", j.code,
+           one_line(j.err));
+    // Proves: the launcher removes the segment itself, and writes end events for ranks that
+    // never opened their event log.
+    EXPECT(clean_after(&j, 3, why, sizeof why), "ranks failing before they join: nothing left behind (%s)", why);
+    job_free(&j);
+}
+
+static void test_kill_a_rank(void) {
+    enum { RUNS = 20 };
+    int failed = 0, named = 0, fast = 0, clean = 0;
+    double worst = 0;
+    char why[1024] = "", bad_err[1024] = "";
+    for (int i = 0; i < RUNS; i++) {
+        Job j;
+        char tag[32];
+        snprintf(tag, sizeof tag, "kill%d", i);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 3 --steps 1000 --ms 20 --run-dir %s", j.dir);
+        pid_t victim = wait_for_step(j.dir, 1);
+        double t_kill = now_s();
+        if (victim > 0) kill(victim, SIGKILL);
+        job_wait(&j, 1);
+        double took = j.t1 - t_kill;
+        worst = took > worst ? took : worst;
+        failed += victim > 0 && j.code != 0;
+        int ok = strstr(j.err, "rank 1 was killed by signal 9 (SIGKILL)") != NULL;
+        named += ok;
+        if (!ok) snprintf(bad_err, sizeof bad_err, "%s", j.err);
+        fast += took < 2.0;
+        clean += clean_after(&j, 3, why, sizeof why);
+        job_free(&j);
+    }
+    // Proves: a rank dying mid-run fails the run, every time.
+    EXPECT(failed == RUNS, "kill -9 rank 1: non-zero exit in %d of %d runs", failed, RUNS);
+    // Proves: the one line names the dead rank and the signal.
+    EXPECT(named == RUNS, "kill -9 rank 1: stderr names rank 1 and signal 9 in %d of %d runs %s", named, RUNS, one_line(bad_err));
+    // Proves: the launcher notices and stops the others quickly (the design's 2 s).
+    EXPECT(fast == RUNS, "kill -9 rank 1: the run ended within 2 s of the kill in %d of %d runs (worst %.2f s)", fast,
+           RUNS, worst);
+    // Proves: no orphans, no shared memory, and dashboards see every rank ended.
+    EXPECT(clean == RUNS, "kill -9 rank 1: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
+}
+
+static void test_hung_rank(void) {
+    // Rank 1 stops forever in its 5th collective; the others time out after 1 s.
+    enum { RUNS = 20, AT_ONCE = 4 };
+    int failed = 0, named = 0, fast = 0, clean = 0;
+    double worst = 0;
+    char why[1024] = "", bad_err[1024] = "";
+    for (int i = 0; i < RUNS; i += AT_ONCE) {
+        Job jobs[AT_ONCE];
+        for (int k = 0; k < AT_ONCE; k++) {
+            char tag[32];
+            snprintf(tag, sizeof tag, "hang%d", i + k);
+            job_init(&jobs[k], tag);
+            job_start(&jobs[k], "SHARDLAB_TEST_HANG=1:5 SHARDLAB_TIMEOUT_S=1",
+                      "run ranklab -n 3 --steps 1000 --ms 5 --run-dir %s", jobs[k].dir);
+        }
+        job_wait(jobs, AT_ONCE);
+        for (int k = 0; k < AT_ONCE; k++) {
+            Job *j = &jobs[k];
+            double took = j->t1 - j->t0;
+            worst = took > worst ? took : worst;
+            failed += j->code != 0;
+            int ok = strncmp(j->err, "shardlab: rank ", 15) == 0 && strstr(j->err, "timed out") &&
+                     strstr(j->err, "waiting for rank 1");
+            named += ok;
+            if (!ok) snprintf(bad_err, sizeof bad_err, "%s", j->err);
+            fast += took < 5.0;
+            clean += clean_after(j, 3, why, sizeof why);
+            job_free(j);
+        }
+    }
+    // Proves: a stuck collective ends the run instead of hanging it.
+    EXPECT(failed == RUNS, "hung rank 1: non-zero exit in %d of %d runs", failed, RUNS);
+    // Proves: the line names a rank and says it timed out waiting for rank 1, the stuck one.
+    EXPECT(named == RUNS, "hung rank 1: stderr says 'timed out ... waiting for rank 1' in %d of %d runs %s", named,
+           RUNS, one_line(bad_err));
+    // Proves: 1 s deadline + 1 s grace before SIGKILL: over within 5 s even 4 runs at a time.
+    EXPECT(fast == RUNS, "hung rank 1: over within 5 s in %d of %d runs (worst %.2f s)", fast, RUNS, worst);
+    // Proves: the stuck rank, which ignores SIGTERM, is killed, and its log is ended for it.
+    EXPECT(clean == RUNS, "hung rank 1: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
+}
+
+static void test_interrupt(void) {
+    const int sigs[] = {SIGINT, SIGTERM};
+    char why[1024] = "";
+    for (int i = 0; i < 2; i++) {
+        Job j;
+        job_init(&j, i == 0 ? "int" : "term");
+        job_start(&j, NULL, "run ranklab -n 3 --steps 1000 --ms 20 --run-dir %s", j.dir);
+        wait_for_step(j.dir, 0);
+        double t_sig = now_s();
+        kill(j.pid, sigs[i]);
+        job_wait(&j, 1);
+        const char *name = i == 0 ? "Ctrl-C" : "SIGTERM";
+        // Proves: the exit code says which signal stopped the run, as a shell expects.
+        EXPECT(j.code == 128 + sigs[i] && strstr(j.err, "shardlab: interrupted; 3 rank(s) stopped"),
+               "%s: exit %d and 'interrupted; 3 rank(s) stopped' (exit %d: %s)", name, 128 + sigs[i], j.code, one_line(j.err));
+        // Proves: the signal reached the ranks, which ended their own logs (status error, and
+        // their own message), well before the launcher's 2 s grace ran out.
+        int own = 1;
+        for (int r = 0; r < 3; r++) {
+            char path[700], want[64];
+            snprintf(path, sizeof path, "%s/rank-%d.jsonl", j.dir, r);
+            snprintf(want, sizeof want, "interrupted by signal %d", sigs[i]);
+            char *text = read_file(path);
+            own &= text && strstr(text, want) != NULL;
+            free(text);
+        }
+        EXPECT(own && events_ended(j.dir, 3, "error", why, sizeof why) && j.t1 - t_sig < 2.0,
+               "%s: every rank wrote its own end event, in %.2f s (%s)", name, j.t1 - t_sig, why);
+        EXPECT(clean_after(&j, 3, why, sizeof why), "%s: nothing left behind (%s)", name, why);
+        job_free(&j);
+    }
+
+    // Ranks that cannot stop (rank 1 hangs, the others wait for it with a long deadline):
+    // after one Ctrl-C the launcher waits its 2 s grace, then kills; a second Ctrl-C kills now.
+    for (int twice = 0; twice < 2; twice++) {
+        Job j;
+        job_init(&j, twice ? "int2" : "int1");
+        job_start(&j, "SHARDLAB_TEST_HANG=1:5 SHARDLAB_TIMEOUT_S=60", "run ranklab -n 3 --steps 1000 --ms 5 --run-dir %s",
+                  j.dir);
+        wait_for_step(j.dir, 0);
+        usleep(200000);  // everyone is inside the hung collective now
+        kill(j.pid, SIGINT);
+        usleep(100000);
+        double t_last = now_s();
+        if (twice) kill(j.pid, SIGINT);
+        job_wait(&j, 1);
+        double took = j.t1 - t_last;
+        if (twice)
+            // Proves: the second Ctrl-C does not wait for the grace period.
+            EXPECT(j.code == 130 && took < 1.0, "two Ctrl-C: exit 130 within 1 s of the second (exit %d, %.2f s)", j.code, took);
+        else
+            // Proves: ranks that ignore the signal are killed when the 2 s grace runs out.
+            EXPECT(j.code == 130 && took > 1.5 && took < 3.5, "one Ctrl-C, stuck ranks: killed after the grace (exit %d, %.2f s)",
+                   j.code, took);
+        EXPECT(clean_after(&j, 3, why, sizeof why), "%s Ctrl-C, stuck ranks: nothing left behind (%s)", twice ? "two" : "one", why);
+        job_free(&j);
+    }
+}
+
+static void test_launcher_killed(void) {
+    // Nobody is left to stop the ranks of a SIGKILLed launcher: the kernel must
+    // (PR_SET_PDEATHSIG), or they would run on as orphans.
+    Job j;
+    job_init(&j, "orphans");
+    job_start(&j, NULL, "run ranklab -n 3 --steps 1000 --ms 20 --run-dir %s", j.dir);
+    wait_for_step(j.dir, 0);
+    kill(j.pid, SIGKILL);
+    job_wait(&j, 1);
+    int left = procs_left(j.dir);
+    for (double t0 = now_s(); left && now_s() - t0 < 2; usleep(10000)) left = procs_left(j.dir);
+    // Proves: every rank died with the launcher (within 2 s).
+    EXPECT(left == 0, "launcher killed with SIGKILL: no rank outlives it (%d left)", left);
+    job_free(&j);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_launch SHARDLAB FIXTURES_DIR\n");
+        return 2;
+    }
+    shardlab = argv[1];
+    snprintf(tmp, sizeof tmp, "/tmp/test_launch-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char runs[300];
+    snprintf(runs, sizeof runs, "%s/runs", tmp);
+    setenv("SHARDLAB_RUNS", runs, 1);
+    setenv("SHARDLAB_LABS", argv[2], 1);
+    unsetenv("SHARDLAB_TEST_HANG");
+    unsetenv("SHARDLAB_TIMEOUT_S");
+
+    double t0 = now_s();
+    test_bad_input();
+    test_good_runs();
+    test_fail_on_purpose();
+    test_kill_a_rank();
+    test_hung_rank();
+    test_interrupt();
+    test_launcher_killed();
+    printf("# %.1f s\n", now_s() - t0);
+
+    // Keep the runs of a failed test for inspection; else remove everything.
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (test_failed) printf("# runs kept in %s\n", tmp);
+    else if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return test_done();
+}
