@@ -1,6 +1,7 @@
 # shardlab — every entry point. `make help` lists them.
 #
 #   make                  build everything into build/
+#   make lab-ddp NGPU=2   run a lab on N ranks through 'shardlab run' (STEPS=, ARGS=)
 #   make lab-single       run the single-rank lab (STEPS=, ARGS=)
 #   make test             every test; the last line says "N passed, N failed"
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
@@ -14,6 +15,7 @@ NATIVE  ?= 1
 CUDA    ?= auto
 STEPS   ?=
 ARGS    ?=
+NGPU    ?= 2
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -Ilabs/core
@@ -49,19 +51,22 @@ endif
 CORE_SRCS := $(wildcard labs/core/*.c)
 CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o)
 CORE_SAN  := $(CORE_SRCS:labs/core/%.c=$(BUILD)/san/core/%.o)
-LABS      := single
+LABS      := single collectives ddp
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
+# The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
+SHARDLAB     := $(BUILD)/shardlab
+SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps test lab-single bench-single clean cuda-status
+.PHONY: all help deps test lab-single bench-single bench-collectives bench-ddp clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
 
-all: cuda-status $(LAB_BINS)
+all: cuda-status $(LAB_BINS) $(SHARDLAB)
 
 cuda-status:
 	@echo "$(CUDA_STATUS)"
@@ -69,9 +74,13 @@ cuda-status:
 help:
 	@echo "shardlab make targets:"
 	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code)"
+	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
+	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
+	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
+	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
 
@@ -104,8 +113,19 @@ $(BUILD)/labs/%: labs/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
 $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/san/tests/%: tests/%.c tests/test.h $(CORE_SAN) labs/core/*.h | $(BUILD)/san/tests
+$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(CC) $(BASE) $(SANFLAGS) -Itests $< $(CORE_SAN) -o $@ $(LDLIBS)
+
+$(SHARDLAB): labs/shardlab.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+
+$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
+
+# Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
+$(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(CORE_SAN) labs/core/*.h
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
 	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
@@ -117,13 +137,25 @@ $(BUILD)/core $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tes
 lab-single: $(BUILD)/labs/single
 	$(BUILD)/labs/single $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
+# Every other lab runs on NGPU ranks through the launcher.
+lab-%: all
+	$(SHARDLAB) run $* -n $(NGPU) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
 bench-single: $(BUILD)/bench/bench_single
 	$(BUILD)/bench/bench_single $(ARGS)
+
+# DDP on NGPU ranks against single on the same global batch: step time and the ratio.
+bench-ddp: $(BUILD)/labs/single $(BUILD)/labs/ddp
+	BUILD=$(BUILD) sh tests/bench/bench_ddp.sh $(NGPU) $(or $(STEPS),100)
+
+# shardlab's all-reduce against Open MPI's (installed on demand), N=2 and 4, with the ratio.
+bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
+	BUILD=$(BUILD) sh tests/bench/bench_collectives.sh
 
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
-test: deps all $(TEST_BINS) $(LAB_SAN)
+test: deps all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:

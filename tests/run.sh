@@ -34,6 +34,9 @@ for t in "$BUILD"/san/tests/test_*; do
     name=$(basename "$t")
     case "$name" in
         test_single) run "$name" "$t" "$BUILD/labs/single" "$BUILD/san/labs/single" ;;
+        test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" ;;
+        test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;
+        test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
         *) run "$name" "$t" ;;
     esac
 done

@@ -1,0 +1,403 @@
+// collectives.c — every collective timed and checked, nccl-tests style: latency vs bandwidth.
+//
+// Every rank calls each collective of core/dist.h on buffers from a few
+// bytes to tens of megabytes and the lab prints, per collective, nccl-tests' table: how long
+// a call takes, the bandwidth the application sees (algbw) and the bandwidth the links carry
+// (busbw). Small messages cost a fixed time per step whatever their size (latency); big ones
+// cost their bytes over the bandwidth. That is why dist.c sends small buffers in one direct
+// step and big ones around a ring (the algo column says which it chose; --algo forces one).
+//
+// Run it:   make lab-collectives NGPU=4 [ARGS="--colls all_reduce --max-bytes 16M"]
+//           build/shardlab run collectives -n 4 [options]
+//           build/labs/collectives --help
+//
+// Lexicon: all-reduce, reduce-scatter, all-gather, ring all-reduce, bus bandwidth,
+//          latency vs bandwidth.
+//
+// The columns (one table per collective, one row per size; lines starting with '#' are not
+// rows, so the output is easy to parse):
+//   size      bytes of the WHOLE buffer: the all-reduced, broadcast or reduced buffer, the
+//             gathered output of all_gather, the unscattered input of reduce_scatter
+//   count     floats in that buffer; type: float
+//   time(us)  the slowest rank's mean time per call over --iters calls
+//   algbw     size / time, GB/s (1e9 bytes/s): the speed the caller sees
+//   busbw     algbw x factor: the speed at which each rank's link must move data under the
+//             best algorithm, so one number compares collectives, rank counts and hardware
+//   #wrong    elements that differ from the answer computed serially, summed over ranks
+//   algo      what dist chose: direct (one step), ring, chain, local (a world of one)
+//
+// What it is graded against (p ranks, nccl-tests' factors):
+//   all_reduce      busbw = algbw * 2(p-1)/p   ring: every rank sends 2(p-1) chunks of size/p
+//   reduce_scatter  busbw = algbw * (p-1)/p    every rank receives p-1 chunks of size/p
+//   all_gather      busbw = algbw * (p-1)/p    the same, the other way round
+//   broadcast       busbw = algbw              the whole buffer must reach every rank
+//   reduce          busbw = algbw              every rank's whole buffer must reach the root
+// and #wrong = 0 on every row: rank r's value at index i is (hash(r, i) % 1024) / 8, a
+// multiple of 1/8 below 128, so any sum of up to 8 of them is exact in fp32 in any order, and
+// a chunk in the wrong place (or counted twice) changes the answer.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "dist.h"
+#include "json.h"
+#include "rng.h"
+#include "runlog.h"
+
+#define PROG "collectives"
+#define NCOLLS 5  // DistColl 0..4: all_reduce, reduce_scatter, all_gather, broadcast, reduce
+#define ROOT 0    // of broadcast and reduce, as in nccl-tests
+
+typedef struct {
+    uint64_t min_bytes, max_bytes;
+    int factor, iters, warmup, check;
+    unsigned colls;  // bit c set: run DistColl c
+    const char *algo, *device, *run_dir;
+} Options;
+
+// ---------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------
+
+static void print_help(const Options *o) {
+    printf("usage: %s [options]\n\n"
+           "Every collective of core/dist.h timed and checked over a range of sizes, nccl-tests style.\n"
+           "Run on N ranks with 'shardlab run collectives -n N' (or RANK/WORLD_SIZE set by hand).\n\n",
+           PROG);
+    printf("  --min-bytes BYTES    smallest buffer; K, M, G multiply by 1024 (default: %llu)\n",
+           (unsigned long long)o->min_bytes);
+    printf("  --max-bytes BYTES    largest buffer, at most 1G (default: %lluM)\n", (unsigned long long)o->max_bytes >> 20);
+    printf("  --factor F           each size is F times the one before, F >= 2 (default: %d)\n", o->factor);
+    printf("  --iters N            timed calls per size (default: %d); --steps N is the same\n", o->iters);
+    printf("  --warmup N           untimed calls before them (default: %d)\n", o->warmup);
+    printf("  --colls LIST         comma list of all_reduce,reduce_scatter,all_gather,broadcast,reduce (default: all)\n");
+    printf("  --algo ALGO          auto (direct up to 64 KiB, ring above), ring or direct (default: %s)\n", o->algo);
+    printf("  --check 0|1          check every result against a serial computation (default: %d)\n", o->check);
+    printf("  --run-dir DIR        write the run here (default: $SHARDLAB_RUN_DIR, else runs/collectives-<time>-<hex>)\n");
+    printf("  --device DEV         auto or cpu (default: %s)\n", o->device);
+    printf("  --help               show this help and exit\n");
+    printf("\nEnvironment: RANK, WORLD_SIZE, MASTER_PORT as torchrun sets them; SHARDLAB_TIMEOUT_S.\n");
+}
+
+static long parse_int(const char *opt, const char *text, long lo, long hi) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < lo || v > hi)
+        usage_error(PROG, "--%s must be a whole number from %ld to %ld (got '%s')", opt, lo, hi, text);
+    return v;
+}
+
+// "4096", "64K", "64M", "1G" (powers of 1024, as in nccl-tests).
+static uint64_t parse_bytes(const char *opt, const char *text) {
+    char *end = (char *)text;
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (v == 0 || *end || v > (1ull << (30 - shift)))
+        usage_error(PROG, "--%s must be a size from 1 to 1G, e.g. 4096, 64K or 16M (got '%s')", opt, text);
+    return (uint64_t)v << shift;
+}
+
+static unsigned parse_colls(const char *text) {
+    unsigned mask = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", text);
+    for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int c = 0;
+        while (c < NCOLLS && strcmp(name, dist_coll_name((DistColl)c)) != 0) c++;
+        if (c == NCOLLS)
+            usage_error(PROG, "--colls: unknown collective '%s' (choose from all_reduce,reduce_scatter,all_gather,broadcast,reduce)", name);
+        mask |= 1u << c;
+    }
+    if (!mask) usage_error(PROG, "--colls needs at least one collective");
+    return mask;
+}
+
+static void parse_options(Options *o, int argc, char **argv) {
+    *o = (Options){.min_bytes = 4, .max_bytes = 64 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
+                   .colls = (1u << NCOLLS) - 1, .algo = "auto", .device = "auto"};
+    static const char *names[] = {"min-bytes", "max-bytes", "factor", "iters", "steps", "warmup",
+                                  "colls",     "algo",      "check",  "device", "run-dir"};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_help(o);
+            exit(0);
+        }
+        if (strncmp(argv[i], "--", 2) != 0) usage_error(PROG, "unexpected argument '%s'", argv[i]);
+        char key[32];
+        const char *eq = strchr(argv[i], '=');
+        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - argv[i] - 2) : (int)strlen(argv[i] + 2), argv[i] + 2);
+        size_t k = 0;
+        while (k < sizeof names / sizeof names[0] && strcmp(key, names[k]) != 0) k++;
+        if (k == sizeof names / sizeof names[0]) usage_error(PROG, "unknown option '--%s'", key);
+        if (!eq && i + 1 >= argc) usage_error(PROG, "--%s needs a value", key);
+        const char *v = eq ? eq + 1 : argv[++i];
+        if (!strcmp(key, "min-bytes")) o->min_bytes = parse_bytes(key, v);
+        else if (!strcmp(key, "max-bytes")) o->max_bytes = parse_bytes(key, v);
+        else if (!strcmp(key, "factor")) o->factor = (int)parse_int(key, v, 2, 1024);
+        else if (!strcmp(key, "iters") || !strcmp(key, "steps")) o->iters = (int)parse_int(key, v, 1, 1000000);
+        else if (!strcmp(key, "warmup")) o->warmup = (int)parse_int(key, v, 0, 1000000);
+        else if (!strcmp(key, "check")) o->check = (int)parse_int(key, v, 0, 1);
+        else if (!strcmp(key, "colls")) o->colls = parse_colls(v);
+        else if (!strcmp(key, "algo")) o->algo = v;
+        else if (!strcmp(key, "device")) o->device = v;
+        else o->run_dir = v;
+    }
+    if (dist_algo_parse(o->algo) < 0) usage_error(PROG, "--algo must be auto, ring or direct (got '%s')", o->algo);
+    if (!strcmp(o->device, "cuda")) usage_error(PROG, "--device cuda: no CUDA backend in this build; use --device cpu");
+    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu"))
+        usage_error(PROG, "--device must be auto or cpu (got '%s')", o->device);
+    if (o->min_bytes > o->max_bytes)
+        usage_error(PROG, "--min-bytes %llu is above --max-bytes %llu", (unsigned long long)o->min_bytes,
+                    (unsigned long long)o->max_bytes);
+}
+
+// ---------------------------------------------------------------------------------------
+// One collective on count floats: what goes in, what must come out
+// ---------------------------------------------------------------------------------------
+
+// The busbw factor (see the top of the file).
+static double bus_factor(DistColl c, int p) {
+    switch (c) {
+    case DIST_ALL_REDUCE: return 2.0 * (p - 1) / p;
+    case DIST_REDUCE_SCATTER:
+    case DIST_ALL_GATHER: return (double)(p - 1) / p;
+    default: return 1.0;
+    }
+}
+
+// send holds this rank's input (for all_gather: its chunk only), recv gets the output (for
+// reduce_scatter: its chunk only); all_reduce and broadcast work in place on recv.
+static void run_coll(DistGroup *g, DistColl c, float *send, float *recv, size_t n) {
+    switch (c) {
+    case DIST_ALL_REDUCE: dist_all_reduce(g, recv, n); break;
+    case DIST_REDUCE_SCATTER: dist_reduce_scatter(g, send, recv, n); break;
+    case DIST_ALL_GATHER: dist_all_gather(g, send, recv, n); break;
+    case DIST_BROADCAST: dist_broadcast(g, recv, n, ROOT); break;
+    default: dist_reduce(g, send, recv, n, ROOT); break;
+    }
+}
+
+// Rank r's value at index i, and the sum of all p ranks' values there.
+static float value(int r, size_t i) { return (float)(rng_hash(2024, (uint64_t)r, i) % 1024) / 8.0f; }
+static float sum_of_values(int p, size_t i) {
+    float s = 0;
+    for (int q = 0; q < p; q++) s += value(q, i);
+    return s;
+}
+
+// What index i of the whole output must hold.
+static float expected(DistColl c, size_t n, int p, size_t i) {
+    if (c == DIST_BROADCAST) return value(ROOT, i);
+    if (c != DIST_ALL_GATHER) return sum_of_values(p, i);
+    int q = 0;  // all_gather: index i comes from the rank whose chunk holds it
+    size_t off, len;
+    dist_chunk(n, p, q, &off, &len);
+    while (i >= off + len) dist_chunk(n, p, ++q, &off, &len);
+    return value(q, i);
+}
+
+// One call on known data, separate from the timed ones; returns this rank's wrong elements.
+static size_t check_once(DistGroup *g, DistColl c, float *send, float *recv, size_t n) {
+    int p = g->size, r = g->rank;
+    size_t off, len;
+    dist_chunk(n, p, r, &off, &len);
+    for (size_t i = 0; i < n; i++) {
+        send[i] = c == DIST_ALL_GATHER ? (i < len ? value(r, off + i) : -1) : value(r, i);
+        recv[i] = c == DIST_ALL_REDUCE || c == DIST_BROADCAST ? value(r, i) : -1;  // -1: no rank sends it
+    }
+    run_coll(g, c, send, recv, n);
+    // The part of the output this rank holds: its chunk for reduce_scatter, nothing off the
+    // root for reduce, else all of it.
+    size_t first = c == DIST_REDUCE_SCATTER ? off : 0;
+    size_t m = c == DIST_REDUCE_SCATTER ? len : c == DIST_REDUCE && r != ROOT ? 0 : n;
+    size_t wrong = 0;
+    for (size_t j = 0; j < m; j++) wrong += recv[j] != expected(c, n, p, first + j);
+    return wrong;
+}
+
+// ---------------------------------------------------------------------------------------
+// Measuring one row
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    DistColl coll;
+    size_t count;
+    double time_us, algbw, busbw, wrong;  // wrong < 0: not checked
+    const char *algo;
+} Row;
+
+// Wall clock in nanoseconds since the epoch: fine enough to time one call of a few floats,
+// and on the same timeline as the run log's microseconds.
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Empties dist's records (it keeps one per call); returns the last one's algorithm.
+static const char *drain_records(Dist *d) {
+    DistRecord recs[64];
+    const char *algo = "none";
+    for (size_t k; (k = dist_drain_records(d, recs, 64)) > 0;) algo = recs[k - 1].algo;
+    return algo;
+}
+
+// One row: a checked call, --warmup calls, then --iters calls timed between barriers.
+static Row measure(Dist *d, RunLog *log, const Options *o, DistColl c, size_t n, float *send, float *recv,
+                   int64_t row) {
+    DistGroup *g = &d->world_group;
+    Row x = {.coll = c, .count = n, .wrong = -1};
+    size_t wrong = o->check ? check_once(g, c, send, recv, n) : 0;
+    // The timed calls run on zeros: repeated in place, an all-reduce multiplies its data by p
+    // each time and would overflow to inf; zeros cost the same to add.
+    memset(send, 0, n * sizeof(float));
+    memset(recv, 0, n * sizeof(float));
+    for (int i = 0; i < o->warmup; i++) run_coll(g, c, send, recv, n);
+    dist_barrier(g);  // everyone starts the clock together
+    drain_records(d);
+    uint64_t sent0 = d->stats.bytes_sent;
+    int64_t t0 = now_ns();
+    for (int i = 0; i < o->iters; i++) run_coll(g, c, send, recv, n);
+    int64_t t1 = now_ns();
+    x.algo = drain_records(d);
+    runlog_span(log, row, dist_coll_name(c), -1, -1, t0 / 1000, t1 / 1000, d->stats.bytes_sent - sent0);
+    dist_barrier(g);
+
+    // Every rank learns every rank's time and wrong count (an all_gather of two floats each):
+    // the row reports the slowest rank, as a collective is only done when all ranks are.
+    float mine[2] = {(float)((double)(t1 - t0) / 1e3 / o->iters), (float)wrong}, all[2 * DIST_MAX_RANKS];
+    dist_all_gather(g, mine, all, 2 * (size_t)g->size);
+    drain_records(d);
+    double total_wrong = 0;
+    for (int q = 0; q < g->size; q++) {
+        x.time_us = fmax(x.time_us, all[2 * q]);
+        total_wrong += all[2 * q + 1];
+    }
+    if (o->check) x.wrong = total_wrong;
+    x.algbw = x.time_us > 0 ? (double)(n * sizeof(float)) / (x.time_us * 1e3) : 0;  // bytes per ns = GB/s
+    x.busbw = x.algbw * bus_factor(c, g->size);
+    return x;
+}
+
+// One row: on rank 0's terminal and log, as check events in every rank's run log (the
+// wrong count; and the busbw with its formula, so the jsonl holds the table too), and in
+// the summary's rows.
+static void log_row(RunLog *log, const Row *x, int p, StrBuf *rows_json) {
+    const char *coll = dist_coll_name(x->coll);
+    size_t size = x->count * sizeof(float);
+    char name[64], wrong[16] = "N/A", wrong_json[16] = "null";
+    if (x->wrong >= 0) {
+        snprintf(wrong, sizeof wrong, "%.0f", x->wrong);
+        snprintf(wrong_json, sizeof wrong_json, "%.0f", x->wrong);
+        snprintf(name, sizeof name, "%s.%zu.wrong", coll, size);
+        runlog_check(log, name, x->wrong == 0, x->wrong, 0);
+    }
+    snprintf(name, sizeof name, "%s.%zu.busbw", coll, size);
+    runlog_check(log, name, 1, x->busbw, x->algbw * bus_factor(x->coll, p));
+    if (log->rank == 0)
+        runlog_printf(log, "  %10zu %12zu %6s %10.2f %12.2f %12.2f %7s  %s\n", size, x->count, "float", x->time_us,
+                      x->algbw, x->busbw, wrong, x->algo);
+    sb_printf(rows_json, "%s{\"coll\":\"%s\",\"size\":%zu,\"count\":%zu,\"time_us\":%.3f,\"algbw\":%.6g,\"busbw\":%.6g,"
+                         "\"wrong\":%s,\"algo\":\"%s\"}",
+              rows_json->len ? "," : "", coll, size, x->count, x->time_us, x->algbw, x->busbw, wrong_json, x->algo);
+}
+
+// ---------------------------------------------------------------------------------------
+// The lab
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    Options o;
+    parse_options(&o, argc, argv);
+    Dist d;
+    dist_init(&d, PROG);
+    d.algo = (DistAlgo)dist_algo_parse(o.algo);
+    char who[48];
+    snprintf(who, sizeof who, "%s rank %d", PROG, d.rank);
+    check_set_context(who);
+    RunLog log;
+    runlog_open(&log, PROG, d.rank, d.world, o.run_dir);
+    const char *device = "cpu";  // --device auto finds no GPU backend in this build
+
+    StrBuf config, rows_json, summary;
+    sb_init(&config);
+    sb_init(&rows_json);
+    sb_init(&summary);
+    sb_append(&rows_json, "", 0);
+    sb_printf(&config, "{\"min_bytes\":%llu,\"max_bytes\":%llu,\"factor\":%d,\"iters\":%d,\"warmup\":%d,\"check\":%d,"
+                       "\"algo\":\"%s\",\"direct_max_bytes\":%zu,\"colls\":[",
+              (unsigned long long)o.min_bytes, (unsigned long long)o.max_bytes, o.factor, o.iters, o.warmup, o.check,
+              o.algo, d.direct_max_bytes);
+    for (int c = 0, first = 1; c < NCOLLS; c++)
+        if (o.colls >> c & 1) sb_printf(&config, "%s\"%s\"", first ? "" : ",", dist_coll_name((DistColl)c)), first = 0;
+    sb_printf(&config, "]}");
+    runlog_meta(&log, argc, argv, device, d.backend, config.data);
+    runlog_start(&log, device, d.backend, 0, config.data, -1);
+
+    if (d.rank == 0) {
+        runlog_printf(&log, "# %s: %d rank%s on %s (processes standing in for GPUs), backend %s, algo %s", PROG,
+                      d.world, d.world == 1 ? "" : "s", device, d.backend, o.algo);
+        if (d.algo == DIST_ALGO_AUTO) runlog_printf(&log, " (direct up to %zu bytes, ring above)", d.direct_max_bytes);
+        runlog_printf(&log, "\n# sizes %llu to %llu bytes, x%d; warmup %d, iters %d, check %d; run directory %s\n",
+                      (unsigned long long)o.min_bytes, (unsigned long long)o.max_bytes, o.factor, o.warmup, o.iters,
+                      o.check, log.dir);
+        runlog_printf(&log, "# time: the slowest rank's mean per call; algbw = size/time; busbw = algbw x factor\n");
+    }
+    size_t max_n = o.max_bytes < sizeof(float) ? 1 : (size_t)o.max_bytes / sizeof(float);
+    float *send = malloc_check(max_n * sizeof(float)), *recv = malloc_check(max_n * sizeof(float));
+    int64_t rows = 0;
+    double busbw_sum = 0, wrong_sum = 0;
+
+    for (int c = 0; c < NCOLLS; c++) {
+        if (!(o.colls >> c & 1)) continue;
+        DistColl coll = (DistColl)c;
+        if (d.rank == 0)
+            runlog_printf(&log, "#\n# %s  busbw factor %.4f\n# %10s %12s %6s %10s %12s %12s %7s  %s\n",
+                          dist_coll_name(coll), bus_factor(coll, d.world), "size", "count", "type", "time(us)",
+                          "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo");
+        size_t last = 0;
+        for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (uint64_t)o.factor) {
+            size_t n = bytes < sizeof(float) ? 1 : (size_t)bytes / sizeof(float);  // whole floats, at least one
+            if (n == last) continue;  // 1, 2 and 3 bytes all round to one float
+            last = n;
+            Row x = measure(&d, &log, &o, coll, n, send, recv, ++rows);
+            log_row(&log, &x, d.world, &rows_json);
+            busbw_sum += x.busbw;
+            wrong_sum += fmax(x.wrong, 0);
+        }
+    }
+
+    int ok = wrong_sum == 0;
+    double avg = rows ? busbw_sum / (double)rows : 0;
+    if (d.rank == 0) {
+        if (o.check) runlog_printf(&log, "#\n# Out of bounds values : %.0f %s\n", wrong_sum, ok ? "OK" : "FAILED");
+        else runlog_printf(&log, "#\n# Out of bounds values : N/A (--check 0)\n");
+        runlog_printf(&log, "# Avg bus bandwidth    : %.4g\n", avg);
+    }
+    sb_printf(&summary, "{\"lab\":\"%s\",\"status\":\"%s\",\"world_size\":%d,\"steps\":%lld,\"avg_busbw\":%.6g,"
+                        "\"wrong\":%.0f,\"rows\":[%s],\"run_dir\":",
+              PROG, ok ? "ok" : "error", d.world, (long long)rows, avg, wrong_sum, rows_json.data);
+    sb_json_string(&summary, log.dir);
+    sb_printf(&summary, "}");
+    runlog_summary(&log, summary.data);
+    if (!ok)
+        die("this is a bug in the collectives (labs/core/ring.c, direct.c); rerun with --algo ring or --algo direct to see which",
+            "%.0f wrong values (the #wrong column says where)", wrong_sum);
+    runlog_end(&log, "ok", rows);
+
+    free(send);
+    free(recv);
+    sb_free(&config);
+    sb_free(&rows_json);
+    sb_free(&summary);
+    dist_barrier(&d.world_group);  // nobody leaves while another rank still reads its memory
+    runlog_close(&log);
+    dist_destroy(&d);
+    return 0;
+}
