@@ -322,7 +322,9 @@ int main(int argc, char **argv) {
     snprintf(who, sizeof who, "%s rank %d", PROG, d.rank);
     check_set_context(who);
     RunLog log;
-    runlog_open(&log, PROG, d.rank, d.world, o.run_dir);
+    char run_dir[3072];
+    dist_run_dir(&d, o.run_dir, PROG, run_dir, sizeof run_dir);
+    runlog_open(&log, PROG, d.rank, d.world, run_dir);
     const char *device = "cpu";  // --device auto finds no GPU backend in this build
 
     StrBuf config, rows_json, summary;

@@ -244,7 +244,9 @@ int main(int argc, char **argv) {
     const char *device = train_device(&a, "ddp");
 
     RunLog log;
-    runlog_open(&log, "ddp", rank, N, a.run_dir);
+    char run_dir[3072];
+    dist_run_dir(&dist, a.run_dir, "ddp", run_dir, sizeof run_dir);
+    runlog_open(&log, "ddp", rank, N, run_dir);
     runlog_printf(&log, "ddp: %d rank(s) on %s (processes standing in for GPUs), backend %s; run directory %s\n", N,
                   device, dist.backend, log.dir);
 

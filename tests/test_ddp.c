@@ -98,8 +98,7 @@ static int run_ranks(const char *bin, int n, const char *tag, const char *dir, c
         char *argv[40];
         int a = 0;
         argv[a++] = (char *)bin;
-        argv[a++] = "--run-dir";
-        argv[a++] = (char *)dir;
+        if (dir) argv[a++] = "--run-dir", argv[a++] = (char *)dir;
         for (int i = 0; args[i]; i++) argv[a++] = args[i];
         argv[a] = NULL;
         snprintf(envs[k][0], 64, "RANK=%d", k);
@@ -293,6 +292,19 @@ static void check_bad_input(void) {
     }
 }
 
+// Ranks started by hand (as mpirun would), without --run-dir: rank 0 names the run and the
+// others learn its name, so the run is one directory with every rank's log.
+static void check_shared_run_dir(void) {
+    char runs[400], env[450], cmd[1400];
+    snprintf(runs, sizeof runs, "%s/handruns", tmp);
+    snprintf(env, sizeof env, "SHARDLAB_RUNS=%s", runs);
+    char *args[] = {"--steps", "2", "--batch", "9", NULL};
+    EXPECT(run_ranks(ddp, 3, "hand", NULL, args, env) == 0, "ranks started by hand without --run-dir: exit 0");
+    snprintf(cmd, sizeof cmd, "test $(ls '%s' | wc -l) = 1 && test -s '%s'/ddp-*/rank-0.jsonl && "
+                              "test -s '%s'/ddp-*/rank-2.jsonl", runs, runs, runs);
+    EXPECT(system(cmd) == 0, "...and they wrote one run directory holding every rank's event log");
+}
+
 static void check_sanitized(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/san", tmp);
@@ -317,6 +329,7 @@ int main(int argc, char **argv) {
     check_overlap_timeline();
     check_broken_is_caught();
     check_bad_input();
+    check_shared_run_dir();
     check_sanitized();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

@@ -11,6 +11,7 @@
 
 #include "algos.h"
 #include "check.h"
+#include "runlog.h"
 
 static int64_t now_us(void) {
     struct timeval tv;
@@ -362,4 +363,23 @@ void dist_reduce_scatter_start(DistGroup *g, const float *in, float *out, size_t
 }
 void dist_all_gather_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w) {
     start(DIST_ALL_GATHER, g, in, out, n, tag, w);
+}
+
+void dist_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n) {
+    if (!dir || !*dir) dir = getenv("SHARDLAB_RUN_DIR");
+    if (dir && *dir) {
+        if ((size_t)snprintf(out, n, "%s", dir) >= n) die(NULL, "run directory path too long: '%s'", dir);
+        return;
+    }
+    // Rank 0 names it; the bytes of the name travel as floats (a broadcast only copies bits).
+    size_t nfloats = (n + sizeof(float) - 1) / sizeof(float);
+    float *buf = calloc_check(nfloats, sizeof(float));
+    if (d->rank == 0) {
+        runlog_new_dir(out, n, lab);
+        memcpy(buf, out, strlen(out) + 1);
+    }
+    dist_broadcast(&d->world_group, buf, nfloats, 0);
+    memcpy(out, buf, n);
+    out[n - 1] = 0;
+    free(buf);
 }

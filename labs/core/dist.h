@@ -5,7 +5,7 @@
 //          dist_coll_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
 //          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
-//          dist_wait(), dist_drain_records(), dist_abort().
+//          dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
 // LOCAL_RANK, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can mpirun or a shell).
@@ -152,6 +152,11 @@ void dist_all_reduce_start(DistGroup *g, float *buf, size_t n, int tag, DistWork
 void dist_reduce_scatter_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
 void dist_all_gather_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
 void dist_wait(DistWork *w);
+
+// The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the
+// launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts,
+// so ranks started by hand or by mpirun share one run. Writes it to out.
+void dist_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n);
 
 // Moves up to max finished-call records (oldest first) into out; returns how many.
 size_t dist_drain_records(Dist *d, DistRecord *out, size_t max);

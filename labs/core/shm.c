@@ -107,7 +107,7 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
     // Spin a little before sleeping, but not when ranks outnumber cores: then the peer we
     // wait for may need this very core.
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin = world <= cores ? 4000 : 50;
+    s->spin = world <= cores ? 200 : 20;
 
     char err[256];
     if (create) {

@@ -32,7 +32,7 @@
 
 #define SHM_MAX_RANKS 8
 #define SHM_SLOTS 4
-#define SHM_PIECE_FLOATS (16 * 1024)  // 64 KiB: a piece and its neighbours stay in cache
+#define SHM_PIECE_FLOATS (64 * 1024)  // 256 KiB: 4x fewer handoffs than 64 KiB, 2x the busbw here
 
 typedef struct ShmHeader ShmHeader;
 typedef struct ShmChan ShmChan;
