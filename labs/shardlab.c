@@ -186,19 +186,6 @@ static void parse_run(Launch *L, int argc, char **argv) {
 // Before the ranks start: run directory, shared memory, port
 // ---------------------------------------------------------------------------------------
 
-// mkdir -p (the ranks open their logs in it before the lab runs).
-static void make_dirs(char *path) {
-    for (char *p = path + 1;; p++) {
-        if (*p && *p != '/') continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            die("check the path and its permissions", "cannot create directory '%s': %s", path, strerror(errno));
-        *p = c;
-        if (!c) return;
-    }
-}
-
 static void name_run_dir(Launch *L) {
     const char *dir = NULL;
     for (int i = 1; L->lab_argv[i]; i++) {
@@ -211,7 +198,7 @@ static void name_run_dir(Launch *L) {
     }
     if (strlen(dir) >= sizeof L->run_dir - 64) usage_error("shardlab run", "--run-dir: path too long");
     snprintf(L->run_dir, sizeof L->run_dir, "%s", dir);
-    make_dirs(L->run_dir);
+    runlog_make_dirs(L->run_dir);  // the ranks open their logs in it before the lab runs
 }
 
 static off_t file_size(const char *path) {

@@ -80,19 +80,19 @@ static inline char *captured(const char *tag, const char *stream) {
     return s ? s : calloc(1, 1);
 }
 
-// The text with its newlines shown as " | ", so a test message stays on one line.
+// The text with its newlines shown as " | ", so a test message stays on one line. Four
+// buffers in turn, so one message can show two texts.
 static inline const char *one_line(const char *text) {
-    static char buf[1024];
+    static char buf[4][1024];
+    static int which;
+    char *out = buf[which++ % 4];
     size_t n = 0;
-    for (const char *p = text; *p && n + 4 < sizeof buf; p++) {
-        if (*p == '\n') {
-            if (p[1]) memcpy(buf + n, " | ", 3), n += 3;
-        } else {
-            buf[n++] = *p;
-        }
+    for (const char *p = text; *p && n + 4 < sizeof buf[0]; p++) {
+        if (*p != '\n') out[n++] = *p;
+        else if (p[1]) memcpy(out + n, " | ", 3), n += 3;
     }
-    buf[n] = 0;
-    return buf;
+    out[n] = 0;
+    return out;
 }
 
 typedef struct {

@@ -27,30 +27,18 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "labtest.h"
 #include "runschema.h"
 #include "test.h"
 
 static const char *lab;
-static char tmp[256];
 
 // ---- helpers ----------------------------------------------------------------------------
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0)
-        if ((n += got) + 2 > cap) buf = realloc(buf, cap *= 2);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
 
 static char *read_in(const char *dir, const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *s = read_file(path);
+    char *s = read_file(path, NULL);
     return s ? s : calloc(1, 1);
 }
 

@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "labtest.h"
 #include "runschema.h"
 #include "test.h"
 
 static const char *shardlab;
-static char tmp[256];
 
 // ---- helpers ----------------------------------------------------------------------------
 
@@ -40,32 +40,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0)
-        if (cap - (n += got) < 2) buf = realloc(buf, cap *= 2);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
-// The text with its newlines shown as " | ", so a test message stays on one line.
-static const char *one_line(const char *text) {
-    static char buf[4][1024];
-    static int which;
-    char *out = buf[which++ % 4];
-    size_t n = 0;
-    for (const char *p = text; *p && n + 4 < sizeof buf[0]; p++) {
-        if (*p != '\n') out[n++] = *p;
-        else if (p[1]) memcpy(out + n, " | ", 3), n += 3;
-    }
-    out[n] = 0;
-    return out;
 }
 
 static int count_lines(const char *text) {
@@ -129,9 +103,9 @@ static void job_wait(Job *jobs, int n) {
                 j->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 char path[512];
                 snprintf(path, sizeof path, "%s/%s.out", tmp, j->tag);
-                j->out = read_file(path);
+                j->out = read_file(path, NULL);
                 snprintf(path, sizeof path, "%s/%s.err", tmp, j->tag);
-                j->err = read_file(path);
+                j->err = read_file(path, NULL);
                 if (!j->out) j->out = calloc(1, 1);
                 if (!j->err) j->err = calloc(1, 1);
                 left--;
@@ -190,7 +164,7 @@ static int events_ended(const char *dir, int world, const char *status, char *wh
     for (int r = 0; r < world; r++) {
         char path[600], err[256];
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
-        char *text = read_file(path);
+        char *text = read_file(path, NULL);
         if (!text) return snprintf(why, n, "no %s", path), 0;
         int ok = 1, ended = 0;
         for (char *line = text, *nl; ok && (nl = strchr(line, '\n')); line = nl + 1) {
@@ -226,12 +200,12 @@ static pid_t wait_for_step(const char *dir, int r) {
     char path[600];
     snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
     for (double t0 = now_s(); now_s() - t0 < 20; usleep(5000)) {
-        char *text = read_file(path);
+        char *text = read_file(path, NULL);
         int stepped = text && strstr(text, "{\"ev\":\"step\"");
         free(text);
         if (!stepped) continue;
         snprintf(path, sizeof path, "%s/rank-%d.pid", dir, r);
-        text = read_file(path);
+        text = read_file(path, NULL);
         pid_t pid = text ? (pid_t)atoi(text) : 0;
         free(text);
         return pid;
@@ -313,7 +287,7 @@ static void test_good_runs(void) {
     for (int r = 0; r < 3; r++) {
         char path[600], want[200];
         snprintf(path, sizeof path, "%s/rank-%d.log", j.dir, r);
-        char *log = read_file(path), *p;
+        char *log = read_file(path, NULL), *p;
         snprintf(want, sizeof want,
                  "RANK=%d LOCAL_RANK=%d WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=", r, r);
         int port = log && (p = strstr(log, want)) ? atoi(p + strlen(want)) : -1;
@@ -474,7 +448,7 @@ static void test_interrupt(void) {
             char path[700], want[64];
             snprintf(path, sizeof path, "%s/rank-%d.jsonl", j.dir, r);
             snprintf(want, sizeof want, "interrupted by signal %d", sigs[i]);
-            char *text = read_file(path);
+            char *text = read_file(path, NULL);
             own &= text && strstr(text, want) != NULL;
             free(text);
         }

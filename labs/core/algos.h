@@ -3,7 +3,7 @@
 // Defines: ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(), chain_broadcast(),
 //          chain_reduce() (ring.c); direct_all_reduce(), direct_reduce_scatter(),
 //          direct_all_gather(), direct_broadcast(), direct_reduce(), p2p_send(), p2p_recv(),
-//          direct_barrier() (direct.c).
+//          direct_barrier() (direct.c); min_size().
 //
 // dist.c picks one per call. g->rank and g->size are positions in the group; g->ranks maps
 // them to the world ranks that name channels.
@@ -12,6 +12,8 @@
 
 #include "dist.h"
 #include "shm.h"
+
+static inline size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
 void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);

@@ -21,8 +21,6 @@
 
 #include "algos.h"
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
-
 // Length of piece i of a span of len floats (0 past its end).
 static size_t piece_len(size_t len, size_t i) {
     size_t start = i * SHM_PIECE_FLOATS;

@@ -6,18 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "algos.h"
 #include "check.h"
 #include "runlog.h"
-
-static int64_t now_us(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
 
 const char *dist_coll_name(DistColl c) {
     static const char *names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
@@ -236,10 +229,10 @@ static void run_work(Dist *d, DistWork *w) {
         for (;;) pause();
     }
     uint64_t sent0 = d->shm.bytes_sent, recv0 = d->shm.bytes_recv;
-    int64_t t0 = now_us();
+    int64_t t0 = runlog_now_us();
     const char *algo = w->group->size == 1 ? run_alone(w) : run_shm(d, w);
     w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .count = w->n, .t0_us = t0,
-                          .t1_us = now_us(), .bytes_sent = d->shm.bytes_sent - sent0,
+                          .t1_us = runlog_now_us(), .bytes_sent = d->shm.bytes_sent - sent0,
                           .bytes_recv = d->shm.bytes_recv - recv0};
     pthread_mutex_lock(&d->lock);
     d->stats.calls++;

@@ -52,8 +52,6 @@
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
-static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
-
 static void add(float *dst, const float *a, const float *b, size_t m) {
     for (size_t j = 0; j < m; j++) dst[j] = a[j] + b[j];
 }

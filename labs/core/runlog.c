@@ -19,8 +19,7 @@ int64_t runlog_now_us(void) {
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-// mkdir -p
-static void make_dirs(const char *path) {
+void runlog_make_dirs(const char *path) {
     char buf[sizeof ((RunLog *)0)->dir];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
@@ -38,7 +37,7 @@ static void make_dirs(const char *path) {
 void runlog_new_dir(char *out, size_t n, const char *lab) {
     const char *root = getenv("SHARDLAB_RUNS");
     if (!root || !*root) root = "runs";
-    make_dirs(root);
+    runlog_make_dirs(root);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -94,7 +93,7 @@ void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *di
     if (dir && *dir) {
         if (strlen(dir) >= sizeof r->dir - 32) die(NULL, "run directory path too long: '%s'", dir);
         snprintf(r->dir, sizeof r->dir, "%s", dir);
-        make_dirs(r->dir);
+        runlog_make_dirs(r->dir);
     } else {
         runlog_new_dir(r->dir, sizeof r->dir, lab);
     }

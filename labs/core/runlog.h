@@ -1,6 +1,6 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
 //          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
@@ -84,6 +84,8 @@ typedef struct {
 // rank-<r>.jsonl and, unless $SHARDLAB_LOG_CAPTURED is set, rank-<r>.log. Registers a hook
 // so that die() writes an error event and an end event with status "error".
 void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *dir);
+// mkdir -p; dies with a clear message if a directory cannot be made.
+void runlog_make_dirs(const char *path);
 // Creates a new, unique runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set)
 // and writes its path to out (the launcher names the run before it starts the ranks).
 void runlog_new_dir(char *out, size_t n, const char *lab);
