@@ -19,9 +19,9 @@
 // channel needs only a few slots whatever the message size.
 //
 // Waiting: a rank that finds the slot it needs full (or the piece it needs not yet there)
-// first spins briefly, then sleeps in the kernel (futex) until the peer wakes it. Sleeping
-// matters when ranks outnumber cores: a spinning waiter would steal the core from the very
-// rank it waits for. Every wait has a deadline ($SHARDLAB_TIMEOUT_S, default 120 s); the
+// first polls (up to 200 us, yielding the core between polls), then sleeps in the kernel
+// (futex) until the peer wakes it. Sleeping matters when ranks outnumber cores: a spinning
+// waiter would steal the core from the very rank it waits for. Every wait has a deadline ($SHARDLAB_TIMEOUT_S, default 120 s); the
 // message then names this rank, the collective, its step and the peer it waited for. A wait
 // also ends early, with a clear message, if the peer process is gone or another rank aborted.
 #ifndef SHARDLAB_SHM_H
@@ -49,7 +49,7 @@ typedef struct {
     size_t bytes;          // mapping size
     int rank, world;
     double timeout_s;
-    int spin;              // polls before sleeping
+    double spin_s;         // seconds to poll before sleeping
     ShmWhat what;
     uint64_t bytes_sent, bytes_recv;  // totals over the life of the mapping
     float *scratch;        // one piece of private scratch for the algorithms
