@@ -33,24 +33,41 @@ LDLIBS  := -lm -pthread
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones.
 DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config
 
-# ---- CUDA: built when nvcc is found (CUDA_HOME, then /usr/local/cuda), unless CUDA=0 -----
+# ---- CUDA: built when nvcc is found (CUDA_HOME, then PATH), unless CUDA=0 ---------------
+# labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;
+# without nvcc, labs/core/nocuda.c stands in and every lab runs on the CPU. NCCL comes from
+# CUDA_HOME unless NCCL_HOME says where (e.g. a pip wheel's nvidia/nccl).
 CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
 NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-CU_SRCS := $(wildcard labs/core/*.cu)
+CU_SRCS := $(wildcard labs/core/cuda/*.cu)
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 ifeq ($(CUDA),0)
 CUDA_STATUS := CUDA: off (CUDA=0); building the CPU backend
 else ifeq ($(NVCC),)
 CUDA_STATUS := CUDA: no nvcc in $(CUDA_HOME)/bin or PATH (set CUDA_HOME); building the CPU backend
-else ifeq ($(CU_SRCS),)
-CUDA_STATUS := CUDA: nvcc found at $(NVCC), but this version of shardlab has no CUDA sources yet; building the CPU backend
+else ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no nccl.h in $(NCCL_HOME)/include (set NCCL_HOME); building the CPU backend
 else
-CUDA_STATUS := CUDA: nvcc found at $(NVCC); building the CUDA backend
+CUDA_BUILD := 1
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL in $(NCCL_HOME); building the CUDA backend (the labs pick cuda when a GPU is usable)
 endif
 
 # ---- sources --------------------------------------------------------------------------
-CORE_SRCS := $(wildcard labs/core/*.c)
-CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o)
-CORE_SAN  := $(CORE_SRCS:labs/core/%.c=$(BUILD)/san/core/%.o)
+# Every core file but nocuda.c, then the CUDA backend or nocuda.c. The sanitized build (the
+# tests) is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
+CORE_SRCS := $(filter-out labs/core/nocuda.c,$(wildcard labs/core/*.c))
+CORE_SAN  := $(CORE_SRCS:labs/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o
+ifeq ($(CUDA_BUILD),1)
+CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:labs/core/cuda/%.cu=$(BUILD)/core/cuda/%.o)
+CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib))
+LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) -lnccl -lcublas -lcudart -lstdc++
+else
+CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
+LDLIBS_CUDA :=
+endif
 LABS      := single collectives ddp
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
@@ -61,7 +78,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps test lab-single bench-single bench-collectives bench-ddp clean cuda-status
+.PHONY: all help deps test lab-single bench-single bench-collectives bench-ddp gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -81,6 +98,7 @@ help:
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
+	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
 
@@ -107,8 +125,11 @@ $(BUILD)/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/core
 $(BUILD)/san/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/san/core
 	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
+$(BUILD)/core/cuda/%.o: labs/core/cuda/%.cu labs/core/cuda/*.cuh labs/core/*.h | $(BUILD)/core/cuda
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -Ilabs/core -I$(NCCL_HOME)/include -c $< -o $@
+
 $(BUILD)/labs/%: labs/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
@@ -117,7 +138,7 @@ $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) labs/core/*.h | $(BUILD)/s
 	$(CC) $(BASE) $(SANFLAGS) -Itests $< $(CORE_SAN) -o $@ $(LDLIBS)
 
 $(SHARDLAB): labs/shardlab.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
@@ -128,9 +149,13 @@ $(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(CORE_SAN) labs/core/*.
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS)
+	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/core $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+# GPU tests: built with the CUDA backend, run by tests/gpu/check.sh (they skip without a GPU).
+$(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
+	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+
+$(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
@@ -152,10 +177,16 @@ bench-ddp: $(BUILD)/labs/single $(BUILD)/labs/ddp
 bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
 	BUILD=$(BUILD) sh tests/bench/bench_collectives.sh
 
+# The GPU validation (tests/gpu/check.sh): on a machine with a GPU, every lab on CUDA against
+# the CPU, the kernels against the CPU's, a step against PyTorch. Without a GPU it says so.
+gpu-check:
+	BUILD=$(BUILD) sh tests/gpu/check.sh
+
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
-test: deps all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab
+GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops)
+test: deps all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:

@@ -77,7 +77,7 @@ static void print_help(const Options *o) {
     printf("  --algo ALGO          auto (direct up to 64 KiB, ring above), ring or direct (default: %s)\n", o->algo);
     printf("  --check 0|1          check every result against a serial computation (default: %d)\n", o->check);
     printf("  --run-dir DIR        write the run here (default: $SHARDLAB_RUN_DIR, else runs/collectives-<time>-<hex>)\n");
-    printf("  --device DEV         auto or cpu (default: %s)\n", o->device);
+    printf("  --device DEV         auto (cuda when a GPU is usable), cpu or cuda (default: %s)\n", o->device);
     printf("  --help               show this help and exit\n");
     printf("\nEnvironment: RANK, WORLD_SIZE, MASTER_PORT as torchrun sets them; SHARDLAB_TIMEOUT_S.\n");
 }
@@ -149,9 +149,8 @@ static void parse_options(Options *o, int argc, char **argv) {
         else o->run_dir = v;
     }
     if (dist_algo_parse(o->algo) < 0) usage_error(PROG, "--algo must be auto, ring or direct (got '%s')", o->algo);
-    if (!strcmp(o->device, "cuda")) usage_error(PROG, "--device cuda: no CUDA backend in this build; use --device cpu");
-    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu"))
-        usage_error(PROG, "--device must be auto or cpu (got '%s')", o->device);
+    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+        usage_error(PROG, "--device must be auto, cpu or cuda (got '%s')", o->device);
     if (o->min_bytes > o->max_bytes)
         usage_error(PROG, "--min-bytes %llu is above --max-bytes %llu", (unsigned long long)o->min_bytes,
                     (unsigned long long)o->max_bytes);
@@ -202,16 +201,27 @@ static float expected(DistColl c, size_t n, int p, size_t i) {
     return value(q, i);
 }
 
+// The buffers of the calls, on the rank's device, and host copies to fill and check them.
+typedef struct {
+    const Device *dev;
+    float *send, *recv;    // device
+    float *hsend, *hrecv;  // host
+} Buffers;
+
 // One call on known data, separate from the timed ones; returns this rank's wrong elements.
-static size_t check_once(DistGroup *g, DistColl c, float *send, float *recv, size_t n) {
+static size_t check_once(DistGroup *g, DistColl c, const Buffers *b, size_t n) {
     int p = g->size, r = g->rank;
     size_t off, len;
     dist_chunk(n, p, r, &off, &len);
+    float *send = b->hsend, *recv = b->hrecv;
     for (size_t i = 0; i < n; i++) {
         send[i] = c == DIST_ALL_GATHER ? (i < len ? value(r, off + i) : -1) : value(r, i);
         recv[i] = c == DIST_ALL_REDUCE || c == DIST_BROADCAST ? value(r, i) : -1;  // -1: no rank sends it
     }
-    run_coll(g, c, send, recv, n);
+    device_from_host(b->dev, b->send, send, n * sizeof(float));
+    device_from_host(b->dev, b->recv, recv, n * sizeof(float));
+    run_coll(g, c, b->send, b->recv, n);
+    device_to_host(b->dev, recv, b->recv, n * sizeof(float));
     // The part of the output this rank holds: its chunk for reduce_scatter, nothing off the
     // root for reduce, else all of it.
     size_t first = c == DIST_REDUCE_SCATTER ? off : 0;
@@ -249,15 +259,15 @@ static const char *drain_records(Dist *d) {
 }
 
 // One row: a checked call, --warmup calls, then --iters calls timed between barriers.
-static Row measure(Dist *d, RunLog *log, const Options *o, DistColl c, size_t n, float *send, float *recv,
-                   int64_t row) {
+static Row measure(Dist *d, RunLog *log, const Options *o, DistColl c, size_t n, const Buffers *b, int64_t row) {
     DistGroup *g = &d->world_group;
     Row x = {.coll = c, .count = n, .wrong = -1};
-    size_t wrong = o->check ? check_once(g, c, send, recv, n) : 0;
+    size_t wrong = o->check ? check_once(g, c, b, n) : 0;
     // The timed calls run on zeros: repeated in place, an all-reduce multiplies its data by p
     // each time and would overflow to inf; zeros cost the same to add.
-    memset(send, 0, n * sizeof(float));
-    memset(recv, 0, n * sizeof(float));
+    float *send = b->send, *recv = b->recv;
+    device_zero(b->dev, send, n * sizeof(float));
+    device_zero(b->dev, recv, n * sizeof(float));
     for (int i = 0; i < o->warmup; i++) run_coll(g, c, send, recv, n);
     dist_barrier(g);  // everyone starts the clock together
     drain_records(d);
@@ -315,8 +325,12 @@ static void log_row(RunLog *log, const Row *x, int p, StrBuf *rows_json) {
 int main(int argc, char **argv) {
     Options o;
     parse_options(&o, argc, argv);
+    DistEnv env = dist_env(PROG);
+    Device dev;
+    char err[512];
+    if (device_open(&dev, o.device, env.local_rank, env.local_world, 0, err, sizeof err) != 0) usage_error(PROG, "%s", err);
     Dist d;
-    dist_init(&d, PROG);
+    dist_init(&d, PROG, &dev);
     d.algo = (DistAlgo)dist_algo_parse(o.algo);
     char who[48];
     snprintf(who, sizeof who, "%s rank %d", PROG, d.rank);
@@ -325,7 +339,6 @@ int main(int argc, char **argv) {
     char run_dir[3072];
     dist_run_dir(&d, o.run_dir, PROG, run_dir, sizeof run_dir);
     runlog_open(&log, PROG, d.rank, d.world, run_dir);
-    const char *device = "cpu";  // --device auto finds no GPU backend in this build
 
     StrBuf config, rows_json, summary;
     sb_init(&config);
@@ -339,20 +352,26 @@ int main(int argc, char **argv) {
     for (int c = 0, first = 1; c < NCOLLS; c++)
         if (o.colls >> c & 1) sb_printf(&config, "%s\"%s\"", first ? "" : ",", dist_coll_name((DistColl)c)), first = 0;
     sb_printf(&config, "]}");
-    runlog_meta(&log, argc, argv, device, d.backend, config.data);
-    runlog_start(&log, device, d.backend, 0, config.data, -1);
+    runlog_meta(&log, argc, argv, dev.name, d.backend, config.data);
+    runlog_start(&log, &dev, d.backend, 0, config.data, -1);
 
     if (d.rank == 0) {
-        runlog_printf(&log, "# %s: %d rank%s on %s (processes standing in for GPUs), backend %s, algo %s", PROG,
-                      d.world, d.world == 1 ? "" : "s", device, d.backend, o.algo);
-        if (d.algo == DIST_ALGO_AUTO) runlog_printf(&log, " (direct up to %zu bytes, ring above)", d.direct_max_bytes);
+        runlog_printf(&log, "# %s: %d rank%s on %s, backend %s", PROG, d.world, d.world == 1 ? "" : "s", dev.name,
+                      d.backend);
+        if (strcmp(d.backend, "shm") == 0) runlog_printf(&log, ", algo %s", o.algo);
+        if (strcmp(d.backend, "shm") == 0 && d.algo == DIST_ALGO_AUTO)
+            runlog_printf(&log, " (direct up to %zu bytes, ring above)", d.direct_max_bytes);
+        runlog_printf(&log, "\n# device: %s%s", dev.desc,
+                      dev.shared ? " (shared by the ranks of this node: shm backend, staged via host memory)" : "");
         runlog_printf(&log, "\n# sizes %llu to %llu bytes, x%d; warmup %d, iters %d, check %d; run directory %s\n",
                       (unsigned long long)o.min_bytes, (unsigned long long)o.max_bytes, o.factor, o.warmup, o.iters,
                       o.check, log.dir);
         runlog_printf(&log, "# time: the slowest rank's mean per call; algbw = size/time; busbw = algbw x factor\n");
     }
     size_t max_n = o.max_bytes < sizeof(float) ? 1 : (size_t)o.max_bytes / sizeof(float);
-    float *send = malloc_check(max_n * sizeof(float)), *recv = malloc_check(max_n * sizeof(float));
+    Buffers bufs = {&dev, device_alloc(&dev, max_n * sizeof(float)), device_alloc(&dev, max_n * sizeof(float)),
+                    malloc_check(max_n * sizeof(float)), malloc_check(max_n * sizeof(float))};
+    if (!bufs.send || !bufs.recv) die("lower --max-bytes", "out of %s memory for two buffers of %zu floats", dev.name, max_n);
     int64_t rows = 0;
     double busbw_sum = 0, wrong_sum = 0;
 
@@ -368,7 +387,7 @@ int main(int argc, char **argv) {
             size_t n = bytes < sizeof(float) ? 1 : (size_t)bytes / sizeof(float);  // whole floats, at least one
             if (n == last) continue;  // 1, 2 and 3 bytes all round to one float
             last = n;
-            Row x = measure(&d, &log, &o, coll, n, send, recv, ++rows);
+            Row x = measure(&d, &log, &o, coll, n, &bufs, ++rows);
             log_row(&log, &x, d.world, &rows_json);
             busbw_sum += x.busbw;
             wrong_sum += fmax(x.wrong, 0);
@@ -393,13 +412,16 @@ int main(int argc, char **argv) {
             "%.0f wrong values (the #wrong column says where)", wrong_sum);
     runlog_end(&log, "ok", rows);
 
-    free(send);
-    free(recv);
+    device_free(&dev, bufs.send);
+    device_free(&dev, bufs.recv);
+    free(bufs.hsend);
+    free(bufs.hrecv);
     sb_free(&config);
     sb_free(&rows_json);
     sb_free(&summary);
     dist_barrier(&d.world_group);  // nobody leaves while another rank still reads its memory
     runlog_close(&log);
     dist_destroy(&d);
+    device_close(&dev);
     return 0;
 }

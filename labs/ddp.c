@@ -101,7 +101,7 @@ static void buckets_build(Buckets *bs, const Gpt *g, size_t cap, int flat, Mem *
 static void bucket_pack(Bucket *b, Gpt *g) {
     float *p = b->flat;
     for (int s = 0; s < b->nseg; s++) {
-        memcpy(p, g->grads[b->seg[s].layer] + b->seg[s].offset, b->seg[s].count * sizeof(float));
+        g->mem->dev->ops->copy(p, g->grads[b->seg[s].layer] + b->seg[s].offset, b->seg[s].count);
         p += b->seg[s].count;
     }
 }
@@ -109,7 +109,7 @@ static void bucket_pack(Bucket *b, Gpt *g) {
 static void bucket_unpack(const Bucket *b, Gpt *g) {
     const float *p = b->flat;
     for (int s = 0; s < b->nseg; s++) {
-        memcpy(g->grads[b->seg[s].layer] + b->seg[s].offset, p, b->seg[s].count * sizeof(float));
+        g->mem->dev->ops->copy(g->grads[b->seg[s].layer] + b->seg[s].offset, p, b->seg[s].count);
         p += b->seg[s].count;
     }
 }
@@ -229,8 +229,13 @@ int main(int argc, char **argv) {
     int algo = dist_algo_parse(algo_name);
     if (algo < 0) usage_error("ddp", "--algo must be auto, ring or direct (got '%s')", algo_name);
 
+    // Who we are (RANK, LOCAL_RANK, ... or mpirun's and srun's names), where we compute (a
+    // GPU of our own, a shared one, or the CPU), and then the collectives' backend that fits.
+    DistEnv env = dist_env("ddp");
+    Device dev;
+    train_device(&dev, &a, "ddp", env.local_rank, env.local_world);
     Dist dist;
-    dist_init(&dist, "ddp");
+    dist_init(&dist, "ddp", &dev);
     int N = dist.world, rank = dist.rank;
     if (a.batch % N != 0)
         usage_error("ddp", "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a.batch, N);
@@ -241,21 +246,20 @@ int main(int argc, char **argv) {
     char who[32];
     snprintf(who, sizeof who, "ddp rank %d", rank);
     check_set_context(who);
-    const char *device = train_device(&a, "ddp");
 
     RunLog log;
     char run_dir[3072];
     dist_run_dir(&dist, a.run_dir, "ddp", run_dir, sizeof run_dir);
     runlog_open(&log, "ddp", rank, N, run_dir);
-    runlog_printf(&log, "ddp: %d rank(s) on %s (processes standing in for GPUs), backend %s; run directory %s\n", N,
-                  device, dist.backend, log.dir);
+    runlog_printf(&log, "ddp: %d rank(s) on %s, backend %s; run directory %s\n", N, dev.name, dist.backend, log.dir);
+    train_say_device(&log, &dev, N);
 
     Corpus corpus;
     train_corpus(&corpus, &a);
     double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
 
     Mem mem;
-    mem_init(&mem);
+    mem_init(&mem, &dev);
     GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
@@ -287,8 +291,8 @@ int main(int argc, char **argv) {
     snprintf(lab_fields, sizeof lab_fields, "\"sync\":\"%s\",\"bucket_mb\":%.9g,\"algo\":\"%s\",\"buckets\":%d", sync_name,
              bucket_mb, algo_name, sync.buckets.n);
     train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, device, dist.backend, config.data);
-    runlog_start(&log, device, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
+    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
     double psi = (double)gpt_num_params(&cfg);
     MemRow rows[] = {
         {MEM_PARAMS, "4 Psi (a full replica)", 4 * psi},
@@ -393,6 +397,7 @@ int main(int argc, char **argv) {
     gpt_acts_free(&acts, &mem);
     gpt_destroy(&model);
     mem_destroy(&mem);
+    device_close(&dev);
     corpus_free(&corpus);
     return 0;
 }

@@ -48,12 +48,13 @@ int main(int argc, char **argv) {
                      "The baseline every distributed lab is compared with.",
                      NULL, 0);
     check_set_context("single rank 0");
-    const char *device = train_device(&a, "single");
+    Device dev;
+    train_device(&dev, &a, "single", 0, 1);
 
     RunLog log;
     runlog_open(&log, "single", 0, 1, a.run_dir);
-    runlog_printf(&log, "single: 1 rank on %s (a process standing in for one GPU); run directory %s\n", device,
-                  log.dir);
+    runlog_printf(&log, "single: 1 rank on %s; run directory %s\n", dev.name, log.dir);
+    train_say_device(&log, &dev, 1);
 
     Corpus corpus;
     train_corpus(&corpus, &a);
@@ -68,7 +69,7 @@ int main(int argc, char **argv) {
     // The model, its gradients, the optimizer state and the activations: every buffer
     // through the counting allocator.
     Mem mem;
-    mem_init(&mem);
+    mem_init(&mem, &dev);
     GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
@@ -85,8 +86,8 @@ int main(int argc, char **argv) {
     StrBuf config;
     sb_init(&config);
     train_config_json(&config, &a, NULL);
-    runlog_meta(&log, argc, argv, device, "none", config.data);
-    runlog_start(&log, device, "none", gpt_num_params(&cfg), config.data, floor);
+    runlog_meta(&log, argc, argv, dev.name, "none", config.data);
+    runlog_start(&log, &dev, "none", gpt_num_params(&cfg), config.data, floor);
     // What it is graded against: see the top of this file.
     double psi = (double)gpt_num_params(&cfg);
     MemRow rows[] = {
@@ -162,6 +163,7 @@ int main(int argc, char **argv) {
     gpt_acts_free(&acts, &mem);
     gpt_destroy(&model);
     mem_destroy(&mem);
+    device_close(&dev);
     corpus_free(&corpus);
     return 0;
 }

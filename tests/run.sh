@@ -41,5 +41,9 @@ for t in "$BUILD"/san/tests/test_*; do
     esac
 done
 
+# The CUDA kernels against the CPU's: built when the build has the CUDA backend; without a
+# usable GPU it reports one skip (so CI proves it compiles and links, a GPU machine runs it).
+if [ -x "$BUILD/gpu/test_cuda_ops" ]; then run test_cuda_ops "$BUILD/gpu/test_cuda_ops"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -164,11 +164,13 @@ static void check_run(const Case *c, int index) {
     int bad, n = parse_table(log, rows, 512, &bad);
     // What a student sees on the terminal is what the run directory keeps.
     EXPECT(strcmp(log, out0) == 0 && n > 0, "%s: rank 0's stdout is rank-0.log", c->label);
-    // The header says how many ranks and what stands in for the GPUs.
+    // The header says how many ranks, on what, through which backend, and what stands in
+    // for the GPUs (this machine has none).
     char header[128];
-    snprintf(header, sizeof header, "%d rank%s on cpu (processes standing in for GPUs), backend shm", c->p,
-             c->p == 1 ? "" : "s");
+    snprintf(header, sizeof header, "%d rank%s on cpu, backend shm", c->p, c->p == 1 ? "" : "s");
     EXPECT(strstr(log, header) != NULL, "%s: the header says '%s'", c->label, header);
+    EXPECT(strstr(log, "# device: cpu (a process standing in for a GPU") != NULL,
+           "%s: the header says the device is the CPU, standing in for a GPU", c->label);
     // Machine-parseable: every line is a '#' line or a full row of 8 columns.
     EXPECT(bad == 0, "%s: every line is a '#' line or a row of 8 columns (%d are not)", c->label, bad);
     // One table per collective, in order, each with one row per expected size.

@@ -305,6 +305,75 @@ static void check_shared_run_dir(void) {
     EXPECT(system(cmd) == 0, "...and they wrote one run directory holding every rank's event log");
 }
 
+// Ranks as mpirun and srun start them: no RANK or MASTER_PORT, only their launcher's
+// variables (Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_*) and its job id, which names the
+// shared memory. The run must be the same run as under torchrun's variables.
+static void check_other_launchers(void) {
+    static const struct {
+        const char *who, *vars[6];  // vars: printf formats taking (rank) or nothing
+    } launchers[] = {
+        {"Open MPI", {"OMPI_COMM_WORLD_RANK=%d", "OMPI_COMM_WORLD_LOCAL_RANK=%d", "OMPI_COMM_WORLD_SIZE=2",
+                      "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=test-ddp-ompi-job", NULL}},
+        {"Slurm", {"SLURM_PROCID=%d", "SLURM_LOCALID=%d", "SLURM_NTASKS=2", "SLURM_TASKS_PER_NODE=2(x1)",
+                   "SLURM_JOB_ID=4242", NULL}},
+    };
+    char ref_dir[512];
+    snprintf(ref_dir, sizeof ref_dir, "%s/launch-torchrun", tmp);
+    char *args[] = {"--steps", "3", NULL};
+    EXPECT(run_ranks(ddp, 2, "launch-torchrun", ref_dir, args, NULL) == 0, "torchrun-style ranks: exit 0");
+    RankLog ref;
+    read_rank(ref_dir, 0, &ref);
+    for (int l = 0; l < 2; l++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/launch-%d", tmp, l);
+        pid_t pids[2];
+        char envs[2][6][96];
+        for (int k = 0; k < 2; k++) {
+            char *env[8];
+            int e = 0;
+            for (int i = 0; launchers[l].vars[i]; i++) {
+                snprintf(envs[k][i], sizeof envs[k][i], launchers[l].vars[i], k);
+                env[e++] = envs[k][i];
+            }
+            env[e] = NULL;
+            char *argv[] = {(char *)ddp, "--run-dir", dir, "--steps", "3", NULL};
+            char tag[32];
+            snprintf(tag, sizeof tag, "launch-%d.r%d", l, k);
+            pids[k] = spawn_env(argv, tag, env);
+        }
+        int worst = 0;
+        for (int k = 0; k < 2; k++) {
+            int s = wait_status(pids[k]);
+            worst = s > worst ? s : worst;
+        }
+        RankLog r0, r1;
+        read_rank(dir, 0, &r0);
+        read_rank(dir, 1, &r1);
+        int same = r0.n == 3 && ref.n == 3 && r1.n == 3;
+        for (int s = 0; same && s < 3; s++)
+            same = r0.loss[s] == ref.loss[s] && strcmp(r0.hash[s], ref.hash[s]) == 0 && strcmp(r1.hash[s], ref.hash[s]) == 0;
+        // Proves: the launcher's variables said who is who (rank 0 and 1, both on this node),
+        // the job id named one shared segment, and the training is the torchrun run's, bit for bit.
+        EXPECT(worst == 0 && same, "%s's variables alone: 2 ranks run and train exactly as under RANK/WORLD_SIZE "
+               "(exit %d, %d and %d steps)", launchers[l].who, worst, r0.n, r1.n);
+    }
+    // Half a description is refused in one line: a rank without a world size.
+    char *argv[] = {(char *)ddp, "--steps", "1", NULL};
+    char *env[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
+    int status = run_env(argv, "launch-half", env);
+    char *err = captured("launch-half", "err");
+    EXPECT(status != 0 && strstr(err, "OMPI_COMM_WORLD_RANK is set but WORLD_SIZE is not"),
+           "OMPI_COMM_WORLD_RANK without a size: a clear error (exit %d: %s)", status, one_line(err));
+    free(err);
+    // Ranks on two machines cannot share memory: the CPU backend says so instead of hanging.
+    char *env2[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", NULL};
+    status = run_env(argv, "launch-nodes", env2);
+    err = captured("launch-nodes", "err");
+    EXPECT(status != 0 && strstr(err, "needs all 2 ranks on one machine"),
+           "2 nodes on the CPU: a clear error (exit %d: %s)", status, one_line(err));
+    free(err);
+}
+
 static void check_sanitized(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/san", tmp);
@@ -328,6 +397,7 @@ int main(int argc, char **argv) {
     check_bytes();
     check_overlap_timeline();
     check_broken_is_caught();
+    check_other_launchers();
     check_bad_input();
     check_shared_run_dir();
     check_sanitized();

@@ -223,7 +223,7 @@ static void check_async(DistGroup *g) {
 
 static void rank_main(int p, volatile int *arrived) {
     Dist d;
-    dist_init(&d, "test_dist");
+    dist_init(&d, "test_dist", NULL);
     int r = d.rank;
     // 2 pieces + 1: with p = 2 the chunks have 2 and 1 pieces, so piece loops must not stop early.
     size_t lengths[] = {0, 1, (size_t)(p > 1 ? p - 1 : 2), 7, 1009, 2 * SHM_PIECE_FLOATS + 1, 3 * SHM_PIECE_FLOATS + 5, 100003};

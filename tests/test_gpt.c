@@ -35,7 +35,7 @@ static int close_enough(double num, double ana) {
 
 static void check_gradients(void) {
     Mem mem;
-    mem_init(&mem);
+    mem_init(&mem, NULL);
     Gpt g;
     gpt_create(&g, &cfg, &mem, 7);
     GptActs a;

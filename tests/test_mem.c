@@ -29,7 +29,7 @@ static int all_zero(const void *p, size_t n) {
 
 static void test_categories(void) {
     Mem m;
-    mem_init(&m);
+    mem_init(&m, NULL);
     EXPECT(mem_total(&m) == 0 && mem_peak(&m) == 0, "a new Mem holds nothing and has peak 0");
     // All but the activations stay allocated until mem_destroy.
     mem_alloc(&m, MEM_PARAMS, 1000, "weights");
@@ -62,7 +62,7 @@ static void test_categories(void) {
 
 static void test_peak(void) {
     Mem m;
-    mem_init(&m);
+    mem_init(&m, NULL);
     void *w = mem_alloc(&m, MEM_PARAMS, 1000, "weights");
     EXPECT(mem_peak(&m) == 1000, "peak follows the total while it only grows (1000)");
     // A transient workspace, as gpt_forward allocates and frees within one pass.
@@ -87,7 +87,7 @@ static void test_peak(void) {
 
 static void test_alignment_and_zero(void) {
     Mem m;
-    mem_init(&m);
+    mem_init(&m, NULL);
     // Dirty the heap first so that zero-filled memory is the allocator's doing, not luck.
     for (int i = 0; i < 8; i++) {
         unsigned char *d = mem_alloc(&m, MEM_ACTS, 4096, "dirty");
@@ -117,7 +117,7 @@ static void test_alignment_and_zero(void) {
 
 static void test_free_any_order(void) {
     Mem m;
-    mem_init(&m);
+    mem_init(&m, NULL);
     // More buffers than the table's first capacity (64), so it grows while buffers live.
     enum { N = 100 };
     void *p[N];
@@ -154,8 +154,8 @@ typedef enum { FOREIGN_STACK, FOREIGN_OTHER_MEM, INTERIOR, DOUBLE_FREE } BadFree
 // In the child: do the bad free. If mem_free returns, the allocator accepted it: exit 0.
 static void bad_free(BadFree kind) {
     Mem m, other;
-    mem_init(&m);
-    mem_init(&other);
+    mem_init(&m, NULL);
+    mem_init(&other, NULL);
     char *mine = mem_alloc(&m, MEM_PARAMS, 256, "mine");
     void *theirs = mem_alloc(&other, MEM_PARAMS, 256, "theirs");
     int on_stack;

@@ -229,6 +229,8 @@ static void check_bad_arguments(void) {
         {"missing init file", {"--init", missing}, "no-such-file"},
         {"stray argument", {"ddp"}, "ddp"},
         {"unknown device", {"--device", "gpu"}, "--device"},
+        {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},
+        {"a value for a flag", {"--tf32=1"}, "--tf32"},
         {"lr out of range", {"--lr", "-1"}, "--lr"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -245,6 +247,18 @@ static void check_bad_arguments(void) {
                status, lines, one_line(err));
         free(err);
     }
+    // --device cuda: on a machine without a usable GPU, exit 2 and one line saying why (the
+    // reason comes from the CUDA runtime, or says the build has none); with one, it runs.
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/cuda", tmp);
+    char *cuda[] = {(char *)lab, "--device", "cuda", "--steps", "1", "--run-dir", dir, NULL};
+    int cuda_status = run(cuda, "cuda");
+    char *cuda_err = captured("cuda", "err");
+    EXPECT((cuda_status == 2 && strstr(cuda_err, "--device cuda: no usable GPU (") && strstr(cuda_err, "use --device cpu")) ||
+               cuda_status == 0,
+           "--device cuda without a GPU: exit 2, the reason and the way out (status %d: %s)", cuda_status,
+           one_line(cuda_err));
+    free(cuda_err);
     char *help[] = {(char *)lab, "--help", NULL};
     int status = run(help, "help");
     char *out = captured("help", "out");

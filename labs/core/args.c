@@ -48,7 +48,8 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"init", OPT_STRING, &a->init, 0, 0, "FILE", "start from these weights (safetensors)"};
     out[n++] = (LabOption){"save", OPT_STRING, &a->save, 0, 0, "FILE", "write the final weights here (safetensors)"};
     out[n++] = (LabOption){"run-dir", OPT_STRING, &a->run_dir, 0, 0, "DIR", "write the run here (default runs/<lab>-<time>-<hex>)"};
-    out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto, cpu or cuda"};
+    out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto (cuda when a GPU is usable), cpu or cuda"};
+    out[n++] = (LabOption){"tf32", OPT_FLAG, &a->tf32, 0, 0, "", "CUDA: TF32 tensor cores for matrix products (faster; results then differ from the CPU's)"};
     out[n++] = (LabOption){"log-every", OPT_INT, &a->log_every, 0, 1e7, "N", "progress line every N steps when not on a terminal (0: auto)"};
     return n;
 }
@@ -60,6 +61,7 @@ static void print_default(const LabOption *o) {
     case OPT_DOUBLE: printf("%g", *(double *)o->value); break;
     case OPT_U64: printf("%llu", (unsigned long long)*(uint64_t *)o->value); break;
     case OPT_STRING: printf("%s", *(const char **)o->value ? *(const char **)o->value : "none"); break;
+    case OPT_FLAG: printf("%s", *(int *)o->value ? "on" : "off"); break;
     }
 }
 
@@ -69,7 +71,7 @@ static void print_help(const char *prog, const char *about, const LabOption *opt
         if (i == 0) printf("\ntraining options (shared by every lab):\n");
         if (i == ncommon) printf("\n%s options:\n", prog);
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", opts[i].name, opts[i].metavar);
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].metavar[0] ? " " : "", opts[i].metavar);
         printf("  %-22s %s (default: ", left, opts[i].help);
         print_default(&opts[i]);
         printf(")\n");
@@ -112,6 +114,9 @@ static void parse_value(const char *prog, const LabOption *o, const char *text) 
         if (!text[0]) usage_error(prog, "--%s: empty value", o->name);
         *(const char **)o->value = text;
         break;
+    case OPT_FLAG:
+        *(int *)o->value = 1;
+        break;
     }
 }
 
@@ -142,6 +147,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
             if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0) o = &opts[k];
         if (!o) usage_error(prog, "unknown option '--%.*s'", (int)len, name);
         const char *value = eq ? eq + 1 : NULL;
+        if (o->kind == OPT_FLAG) {
+            if (value) usage_error(prog, "--%s takes no value (got '%s')", o->name, value);
+            parse_value(prog, o, "");
+            continue;
+        }
         if (!value) {
             if (i + 1 >= argc) usage_error(prog, "--%s needs a value (%s)", o->name, o->metavar);
             value = argv[++i];

@@ -12,12 +12,12 @@
 
 #include <stdint.h>
 
-typedef enum { OPT_INT, OPT_DOUBLE, OPT_U64, OPT_STRING } OptKind;
+typedef enum { OPT_INT, OPT_DOUBLE, OPT_U64, OPT_STRING, OPT_FLAG } OptKind;  // FLAG: no value, sets an int to 1
 
 typedef struct {
     const char *name;     // without the leading "--"
     OptKind kind;
-    void *value;          // int*, double*, uint64_t*, const char**
+    void *value;          // int*, double*, uint64_t*, const char**, int* (flag)
     double min, max;      // allowed range for numbers (inclusive)
     const char *metavar;  // e.g. "N", "PATH"
     const char *help;
@@ -36,6 +36,7 @@ typedef struct {
     const char *save;     // safetensors file to write at the end, or NULL
     const char *run_dir;  // where the run directory goes, or NULL for runs/<lab>-<time>-<hex>
     const char *device;   // auto | cpu | cuda
+    int tf32;             // CUDA: TF32 tensor-core matrix products (off: fp32, matching the CPU)
     int log_every;        // a progress line every N steps when output is not a terminal (0: auto)
 } TrainArgs;
 

@@ -86,6 +86,12 @@ void *calloc_check_at(size_t count, size_t size, const char *file, int line) {
     return p;
 }
 
+void *realloc_check_at(void *ptr, size_t size, const char *file, int line) {
+    void *p = realloc(ptr, size ? size : 1);
+    if (!p) die_at(file, line, "lower --batch, --seq or --dim", "out of memory allocating %zu bytes", size);
+    return p;
+}
+
 FILE *fopen_check_at(const char *path, const char *mode, const char *file, int line) {
     FILE *f = fopen(path, mode);
     if (!f)

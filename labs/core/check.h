@@ -1,7 +1,7 @@
 // check.h — checked wrappers for every call that can fail.
 //
 // Defines: die(), usage_error(), check_set_context(), check_on_die(), check_forget_die(),
-//          malloc_check(), calloc_check(), fopen_check(), fread_check(),
+//          malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
 //          fwrite_check(), fclose_check().
 //
 // One style everywhere: a function that takes __FILE__/__LINE__, and a macro that passes
@@ -36,6 +36,7 @@ void usage_error(const char *prog, const char *fmt, ...)
 
 void *malloc_check_at(size_t size, const char *file, int line);
 void *calloc_check_at(size_t count, size_t size, const char *file, int line);
+void *realloc_check_at(void *ptr, size_t size, const char *file, int line);
 FILE *fopen_check_at(const char *path, const char *mode, const char *file, int line);
 void fread_check_at(void *dst, size_t size, size_t count, FILE *f, const char *what,
                     const char *file, int line);
@@ -45,6 +46,7 @@ void fclose_check_at(FILE *f, const char *what, const char *file, int line);
 
 #define malloc_check(size) malloc_check_at((size), __FILE__, __LINE__)
 #define calloc_check(count, size) calloc_check_at((count), (size), __FILE__, __LINE__)
+#define realloc_check(ptr, size) realloc_check_at((ptr), (size), __FILE__, __LINE__)
 #define fopen_check(path, mode) fopen_check_at((path), (mode), __FILE__, __LINE__)
 #define fread_check(dst, size, count, f, what) \
     fread_check_at((dst), (size), (count), (f), (what), __FILE__, __LINE__)

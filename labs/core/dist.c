@@ -35,17 +35,59 @@ void dist_chunk(size_t n, int p, int c, size_t *off, size_t *len) {
 // Joining the run
 // ---------------------------------------------------------------------------------------
 
-// An integer environment variable in [lo, hi]; `fallback` when unset.
-static long env_long(const char *name, long lo, long hi, long fallback) {
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
+// The first of these environment variables that is set (NULL if none), and its name.
+static const char *first_env(const char *const names[], const char **which) {
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) {
+            *which = names[i];
+            return v;
+        }
+    }
+    return NULL;
+}
+
+// An integer from the first variable of names that is set, in [lo, hi]; fallback if none is.
+// Slurm writes counts per node as "2(x3)": the leading number is the one wanted.
+static long env_long(const char *const names[], long lo, long hi, long fallback) {
+    const char *which, *v = first_env(names, &which);
+    if (!v) return fallback;
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || *end || x < lo || x > hi)
+    int slurm_list = strncmp(which, "SLURM_", 6) == 0 && *end == '(';
+    if (errno || end == v || (*end && !slurm_list) || x < lo || x > hi)
         die("'shardlab run <lab> -n N' sets these variables for every rank",
-            "%s=%s: expected an integer from %ld to %ld", name, v, lo, hi);
+            "%s=%s: expected an integer from %ld to %ld", which, v, lo, hi);
     return x;
+}
+
+// torchrun's names first, then Open MPI's (mpirun), then Slurm's (srun).
+static const char *const RANK_VARS[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
+static const char *const WORLD_VARS[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
+static const char *const LOCAL_RANK_VARS[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", NULL};
+static const char *const LOCAL_WORLD_VARS[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                               "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", NULL};
+
+DistEnv dist_env(const char *lab) {
+    const char *rank_var = NULL, *world_var = NULL;
+    int have_rank = first_env(RANK_VARS, &rank_var) != NULL, have_world = first_env(WORLD_VARS, &world_var) != NULL;
+    if (have_rank != have_world)
+        die("set both RANK and WORLD_SIZE (or neither, for one rank), or use 'shardlab run <lab> -n N'",
+            "%s: %s is set but %s is not", lab, have_rank ? rank_var : world_var, have_rank ? "WORLD_SIZE" : "RANK");
+    DistEnv e;
+    e.source = !have_rank                                ? "none"
+               : strcmp(rank_var, "RANK") == 0           ? "torchrun"
+               : strncmp(rank_var, "OMPI_", 5) == 0      ? "Open MPI"
+                                                         : "Slurm";
+    e.world = (int)env_long(WORLD_VARS, 1, DIST_MAX_RANKS, 1);
+    e.rank = (int)env_long(RANK_VARS, 0, e.world - 1, 0);
+    e.local_rank = (int)env_long(LOCAL_RANK_VARS, 0, e.world - 1, e.rank);
+    e.local_world = (int)env_long(LOCAL_WORLD_VARS, 1, e.world, e.world);
+    if (e.local_rank >= e.local_world)
+        die("LOCAL_RANK counts the ranks of one node from 0 to LOCAL_WORLD_SIZE-1",
+            "%s: LOCAL_RANK %d is not below LOCAL_WORLD_SIZE %d", lab, e.local_rank, e.local_world);
+    return e;
 }
 
 static void on_die(const char *msg, void *arg) {
@@ -55,20 +97,75 @@ static void on_die(const char *msg, void *arg) {
     dist_abort(d, line);
 }
 
-void dist_init(Dist *d, const char *lab) {
+// What names this run's shared memory when no launcher made it: MASTER_PORT, else the job
+// that mpirun or srun started (every rank of a job sees the same id).
+static void job_key(char *out, size_t n) {
+    static const char *const vars[] = {"MASTER_PORT", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", NULL};
+    const char *which = NULL, *v = first_env(vars, &which);
+    if (!v || strcmp(which, "MASTER_PORT") == 0) {
+        long port = env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500);
+        snprintf(out, n, "%ld", port);
+        return;
+    }
+    const char *step = strcmp(which, "SLURM_JOB_ID") == 0 ? getenv("SLURM_STEP_ID") : NULL;
+    snprintf(out, n, "%s%s%s", v, step ? "." : "", step ? step : "");
+    for (char *c = out; *c; c++)
+        if (*c == '/') *c = '_';  // a shm name has one slash, at the start
+}
+
+static void join_shm(Dist *d, const char *lab) {
+    if (d->local_world != d->world)
+        die("run every rank on one machine, or give each rank its own GPU (NCCL reaches other machines)",
+            "%s: the shm backend needs all %d ranks on one machine, but LOCAL_WORLD_SIZE=%d", lab, d->world,
+            d->local_world);
+    // The segment: 'shardlab run' made it and names it in SHARDLAB_SHM; ranks started some
+    // other way (mpirun, srun, a shell) find it by their job's key, rank 0 creating it.
+    const char *name = getenv("SHARDLAB_SHM");
+    char own[96], key[48];
+    int create = 0;
+    if (!name || !*name) {
+        job_key(key, sizeof key);
+        snprintf(own, sizeof own, "/shardlab-%d-%.40s", (int)getuid(), key);
+        name = own;
+        create = d->rank == 0;
+    }
+    if (name[0] != '/' || strlen(name) >= sizeof d->shm.name || strchr(name + 1, '/'))
+        die("SHARDLAB_SHM is set by 'shardlab run'; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
+    shm_attach(&d->shm, name, d->rank, d->world, d->timeout_s, create);
+    check_on_die(on_die, d);
+    // Everyone is here; the name can go: the memory stays while mapped and vanishes with
+    // the last rank, however the run ends.
+    dist_barrier(&d->world_group);
+    if (d->rank == 0) shm_remove(name);
+}
+
+// NCCL finds its peers through NCCL_COMM_ID=host:port (rank 0 listens there); torchrun's
+// MASTER_ADDR and MASTER_PORT name it unless NCCL_COMM_ID is already set.
+static void join_nccl(Dist *d, const char *lab) {
+    if (!getenv("NCCL_COMM_ID") || !*getenv("NCCL_COMM_ID")) {
+        const char *addr = getenv("MASTER_ADDR");
+        long port = env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500);
+        char id[300];
+        snprintf(id, sizeof id, "%s:%ld", addr && *addr ? addr : "127.0.0.1", port);
+        setenv("NCCL_COMM_ID", id, 1);
+    }
+    unsigned char uid[CUDA_NCCL_ID_BYTES];
+    char err[512];
+    if (cuda_nccl_unique_id(uid, err, sizeof err) != 0)
+        die("check NCCL_COMM_ID (host:port of rank 0) or MASTER_ADDR/MASTER_PORT", "%s rank %d: %s", lab, d->rank, err);
+    d->nccl = cuda_nccl_init(uid, d->world, d->rank, d->timeout_s, err, sizeof err);
+    if (!d->nccl)
+        die("every rank must start, with the same WORLD_SIZE and NCCL_COMM_ID; NCCL_DEBUG=WARN says more",
+            "%s rank %d: NCCL could not make the communicator of %d ranks: %s", lab, d->rank, d->world, err);
+    d->world_group.nccl = d->nccl;
+    check_on_die(on_die, d);
+}
+
+void dist_init(Dist *d, const char *lab, const Device *dev) {
     memset(d, 0, sizeof *d);
-    int have_rank = getenv("RANK") && *getenv("RANK"), have_world = getenv("WORLD_SIZE") && *getenv("WORLD_SIZE");
-    if (have_rank != have_world)
-        die("set both RANK and WORLD_SIZE (or neither, for one rank), or use 'shardlab run <lab> -n N'",
-            "%s: %s is set but %s is not", lab, have_rank ? "RANK" : "WORLD_SIZE", have_rank ? "WORLD_SIZE" : "RANK");
-    d->world = (int)env_long("WORLD_SIZE", 1, DIST_MAX_RANKS, 1);
-    d->rank = (int)env_long("RANK", 0, d->world - 1, 0);
-    d->local_rank = (int)env_long("LOCAL_RANK", 0, d->world - 1, d->rank);
-    long local_world = env_long("LOCAL_WORLD_SIZE", 1, DIST_MAX_RANKS, d->world);
-    if (local_world != d->world)
-        die("run every rank on one machine (the CUDA build reaches other machines through NCCL)",
-            "%s: the shm backend needs all %d ranks on one machine, but LOCAL_WORLD_SIZE=%ld", lab, d->world,
-            local_world);
+    DistEnv e = dist_env(lab);
+    d->rank = e.rank, d->world = e.world, d->local_rank = e.local_rank, d->local_world = e.local_world;
+    d->dev = dev ? dev : &device_cpu;
     d->timeout_s = 120;
     const char *t = getenv("SHARDLAB_TIMEOUT_S");
     if (t && *t) {
@@ -83,7 +180,9 @@ void dist_init(Dist *d, const char *lab) {
         die("SHARDLAB_TEST_HANG is RANK:CALL, e.g. 1:5", "SHARDLAB_TEST_HANG=%s is not RANK:CALL", hang);
     d->hang_at = hang_rank == d->rank ? hang_call : 0;
 
-    d->backend = "shm";
+    // A GPU of its own: NCCL (a world of one too, so the GPU path is the same at N=1).
+    // The CPU, or a GPU shared with other ranks (NCCL refuses two ranks on one GPU): shm.
+    d->backend = d->dev->kind == DEVICE_CUDA && !d->dev->shared ? "nccl" : "shm";
     d->algo = DIST_ALGO_AUTO;
     d->direct_max_bytes = 64 * 1024;
     int all[DIST_MAX_RANKS];
@@ -91,30 +190,14 @@ void dist_init(Dist *d, const char *lab) {
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->cond, NULL);
     dist_group(d, &d->world_group, all, d->world);
-    if (d->world == 1) return;
-
-    // The segment: 'shardlab run' made it and names it in SHARDLAB_SHM; ranks started some
-    // other way (mpirun, a shell) find it by MASTER_PORT, rank 0 creating it.
-    const char *name = getenv("SHARDLAB_SHM");
-    char own[64];
-    int create = 0;
-    if (!name || !*name) {
-        long port = env_long("MASTER_PORT", 1, 65535, 29500);
-        snprintf(own, sizeof own, "/shardlab-%d-%ld", (int)getuid(), port);
-        name = own;
-        create = d->rank == 0;
-    }
-    if (name[0] != '/' || strlen(name) >= sizeof d->shm.name || strchr(name + 1, '/'))
-        die("SHARDLAB_SHM is set by 'shardlab run'; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
-    shm_attach(&d->shm, name, d->rank, d->world, d->timeout_s, create);
-    check_on_die(on_die, d);
-    // Everyone is here; the name can go: the memory stays while mapped and vanishes with
-    // the last rank, however the run ends.
-    dist_barrier(&d->world_group);
-    if (d->rank == 0) shm_remove(name);
+    if (strcmp(d->backend, "nccl") == 0) join_nccl(d, lab);
+    else if (d->world > 1) join_shm(d, lab);
 }
 
-void dist_abort(Dist *d, const char *msg) { shm_abort(&d->shm, msg); }
+void dist_abort(Dist *d, const char *msg) {
+    if (d->nccl) cuda_nccl_abort(d->nccl);  // peers' NCCL calls then fail instead of waiting
+    else shm_abort(&d->shm, msg);
+}
 
 static void drain_queue(Dist *d);
 
@@ -127,8 +210,12 @@ void dist_destroy(Dist *d) {
         pthread_mutex_unlock(&d->lock);
         pthread_join(d->thread, NULL);
     }
-    if (d->world > 1) check_forget_die(on_die, d);
+    if (d->world > 1 || d->nccl) check_forget_die(on_die, d);
+    if (d->nccl) cuda_nccl_destroy(d->nccl);
     shm_detach(&d->shm);
+    free(d->stage_host);
+    for (int i = 0; i < 4; i++)
+        if (d->stage_dev[i]) cuda_free(d->stage_dev[i]);
     free(d->records);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->cond);
@@ -152,6 +239,20 @@ void dist_group(Dist *d, DistGroup *g, const int *world_ranks, int size) {
         if (world_ranks[i] == d->rank) g->rank = i;
     }
     if (g->rank < 0) die("build only the groups this rank belongs to", "rank %d is not in the group it builds", d->rank);
+    if (!d->nccl) return;
+    // NCCL: a communicator of the group's ranks, split from the world's. ncclCommSplit is a
+    // collective over the whole world: every rank builds its groups in the same order.
+    if (size == d->world) {
+        g->nccl = d->nccl;
+        return;
+    }
+    int color = world_ranks[0];
+    for (int i = 1; i < size; i++) color = world_ranks[i] < color ? world_ranks[i] : color;
+    char err[512];
+    g->nccl = cuda_nccl_split(d->nccl, color, g->rank, d->timeout_s, err, sizeof err);
+    if (!g->nccl)
+        die("every rank must build its groups in the same order", "rank %d: ncclCommSplit for a group of %d: %s",
+            d->rank, size, err);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -164,13 +265,20 @@ static int use_direct(const Dist *d, size_t n) {
     return n * sizeof(float) <= d->direct_max_bytes;
 }
 
+// Copies n floats wherever they are (host or GPU).
+static void copy_floats(const Dist *d, float *dst, const float *src, size_t n) {
+    if (dst == src || n == 0) return;
+    if (d->dev->kind == DEVICE_CUDA) cuda_copy(dst, src, n * sizeof(float));
+    else memmove(dst, src, n * sizeof(float));
+}
+
 // A group of one: nothing to exchange.
-static const char *run_alone(DistWork *w) {
+static const char *run_alone(Dist *d, DistWork *w) {
     switch (w->coll) {
     case DIST_REDUCE_SCATTER:
     case DIST_ALL_GATHER:
     case DIST_REDUCE:
-        if (w->out != w->in) memmove(w->out, w->in, w->n * sizeof(float));
+        copy_floats(d, w->out, w->in, w->n);
         break;
     case DIST_SEND:
     case DIST_RECV:
@@ -220,6 +328,160 @@ static const char *run_shm(Dist *d, DistWork *w) {
     return direct ? "direct" : "ring";
 }
 
+// How many floats of in and out a call reads and writes on this rank.
+static void call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
+    size_t off, chunk;
+    dist_chunk(w->n, w->group->size, w->group->rank, &off, &chunk);
+    *in_len = *out_len = 0;
+    switch (w->coll) {
+    case DIST_ALL_REDUCE: case DIST_BROADCAST: *in_len = *out_len = w->n; break;
+    case DIST_REDUCE_SCATTER: *in_len = w->n, *out_len = chunk; break;
+    case DIST_ALL_GATHER: *in_len = chunk, *out_len = w->n; break;
+    case DIST_REDUCE: *in_len = w->n, *out_len = w->group->rank == w->peer ? w->n : 0; break;
+    case DIST_SEND: *in_len = w->n; break;
+    case DIST_RECV: *out_len = w->n; break;
+    case DIST_BARRIER: break;
+    }
+}
+
+// Ranks that share a GPU talk through host memory: a call on GPU buffers runs the shm
+// algorithm on host copies (in and out side by side in one staging buffer).
+static const char *run_shm_staged(Dist *d, DistWork *w) {
+    size_t in_len, out_len;
+    call_lengths(w, &in_len, &out_len);
+    int in_dev = w->in && cuda_is_device_ptr(w->in), out_dev = w->out && cuda_is_device_ptr(w->out);
+    if (!in_dev && !out_dev) return run_shm(d, w);
+    if (d->stage_host_n < in_len + out_len) {
+        d->stage_host = realloc_check(d->stage_host, (in_len + out_len) * sizeof(float));
+        d->stage_host_n = in_len + out_len;
+    }
+    DistWork h = *w;
+    int in_place = w->in == w->out;
+    if (in_dev) {
+        h.in = d->stage_host;
+        cuda_copy(d->stage_host, w->in, in_len * sizeof(float));
+    }
+    if (out_dev) h.out = in_place ? d->stage_host : d->stage_host + in_len;
+    const char *algo = run_shm(d, &h);
+    if (out_dev && out_len) cuda_copy(w->out, h.out, out_len * sizeof(float));
+    return algo;
+}
+
+// A device buffer of at least n floats, one of four (kept and grown between calls).
+static float *stage_dev(Dist *d, int slot, size_t n) {
+    if (d->stage_dev_n[slot] < n) {
+        if (d->stage_dev[slot]) cuda_free(d->stage_dev[slot]);
+        d->stage_dev[slot] = cuda_alloc(n * sizeof(float));
+        if (!d->stage_dev[slot])
+            die("lower --batch or --bucket-mb", "rank %d: out of GPU memory staging %zu floats for NCCL", d->rank, n);
+        d->stage_dev_n[slot] = n;
+    }
+    return d->stage_dev[slot];
+}
+
+static void nccl_call(Dist *d, DistWork *w, CudaNcclOp op, const float *in, float *out, size_t n, int peer) {
+    char err[512];
+    if (cuda_nccl_call(w->group->nccl, op, in, out, n, peer, err, sizeof err) != 0)
+        die("NCCL_DEBUG=WARN says more", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
+}
+
+// The bytes a ring (or chain) moves for this call on this rank: NCCL does not report what it
+// sent, so the record carries the algorithm's count, the same one the shm backend measures.
+static void ring_bytes(const DistWork *w, uint64_t *sent, uint64_t *recv) {
+    int p = w->group->size, r = w->group->rank;
+    size_t off, mine, prev, next, n = w->n;
+    dist_chunk(n, p, r, &off, &mine);
+    dist_chunk(n, p, (r + p - 1) % p, &off, &prev);
+    dist_chunk(n, p, (r + 1) % p, &off, &next);
+    int q = (r - w->peer + p) % p;  // place in a chain from the root
+    size_t s = 0, v = 0;
+    switch (w->coll) {
+    case DIST_ALL_REDUCE: s = (n - mine) + (n - next), v = (n - prev) + (n - mine); break;
+    case DIST_REDUCE_SCATTER: s = n - mine, v = n - prev; break;
+    case DIST_ALL_GATHER: s = n - next, v = n - mine; break;
+    case DIST_BROADCAST: s = q < p - 1 ? n : 0, v = q > 0 ? n : 0; break;
+    case DIST_REDUCE: s = q > 0 ? n : 0, v = q != 1 ? n : 0; break;
+    case DIST_SEND: s = n; break;
+    case DIST_RECV: v = n; break;
+    case DIST_BARRIER: break;
+    }
+    *sent = s * sizeof(float), *recv = v * sizeof(float);
+}
+
+// One GPU per rank: the call on NCCL's stream, then a wait with the deadline. Host buffers are
+// staged through the GPU; uneven chunks (n not a multiple of the group's size, which NCCL's
+// reduce-scatter and all-gather do not take) are padded to equal ones.
+static const char *run_nccl(Dist *d, DistWork *w) {
+    DistGroup *g = w->group;
+    int p = g->size, r = g->rank;
+    size_t in_len, out_len, n = w->n, m = (n + (size_t)p - 1) / (size_t)p;
+    call_lengths(w, &in_len, &out_len);
+    const float *in = w->in;
+    float *out = w->out;
+    int out_host = out && out_len && !cuda_is_device_ptr(out);
+    if (in && in_len && !cuda_is_device_ptr(in)) {
+        float *s = stage_dev(d, 0, in_len);
+        cuda_copy(s, in, in_len * sizeof(float));
+        in = s;
+    }
+    if (out_host) out = w->in == w->out ? (float *)in : stage_dev(d, 1, out_len);
+    if (!out && w->coll == DIST_REDUCE) out = stage_dev(d, 1, n);  // not the root: NCCL still wants a buffer
+    size_t off, len;
+    switch (w->coll) {
+    case DIST_ALL_REDUCE: nccl_call(d, w, CUDA_NCCL_ALL_REDUCE, in, out, n, 0); break;
+    case DIST_BROADCAST: nccl_call(d, w, CUDA_NCCL_BROADCAST, out, out, n, w->peer); break;
+    case DIST_REDUCE: nccl_call(d, w, CUDA_NCCL_REDUCE, in, out, n, w->peer); break;
+    case DIST_SEND: nccl_call(d, w, CUDA_NCCL_SEND, in, NULL, n, w->peer); break;
+    case DIST_RECV: nccl_call(d, w, CUDA_NCCL_RECV, NULL, out, n, w->peer); break;
+    case DIST_BARRIER: nccl_call(d, w, CUDA_NCCL_ALL_REDUCE, stage_dev(d, 2, 1), stage_dev(d, 2, 1), 1, 0); break;
+    case DIST_REDUCE_SCATTER:
+        if (n % (size_t)p == 0) {
+            nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, in, out, n, 0);
+            break;
+        }
+        {   // chunk c at c*m, zeros after it; reduce-scatter p*m floats; keep our chunk's part
+            float *padded = stage_dev(d, 2, (size_t)p * m), *mine = stage_dev(d, 3, m);
+            cuda_memset0(padded, (size_t)p * m * sizeof(float));
+            for (int c = 0; c < p; c++) {
+                dist_chunk(n, p, c, &off, &len);
+                cuda_copy(padded + (size_t)c * m, in + off, len * sizeof(float));
+            }
+            nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, padded, mine, (size_t)p * m, 0);
+            char err[512];
+            if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
+                die("a rank is stuck or failed; its log says why", "rank %d: reduce_scatter: %s", d->rank, err);
+            dist_chunk(n, p, r, &off, &len);
+            cuda_copy(out, mine, len * sizeof(float));
+        }
+        break;
+    case DIST_ALL_GATHER:
+        if (n % (size_t)p == 0) {
+            nccl_call(d, w, CUDA_NCCL_ALL_GATHER, in, out, n, 0);
+            break;
+        }
+        {   // each rank's chunk padded to m floats; gather p*m; close the gaps
+            float *mine = stage_dev(d, 3, m), *all = stage_dev(d, 2, (size_t)p * m);
+            dist_chunk(n, p, r, &off, &len);
+            cuda_memset0(mine, m * sizeof(float));
+            cuda_copy(mine, in, len * sizeof(float));
+            nccl_call(d, w, CUDA_NCCL_ALL_GATHER, mine, all, (size_t)p * m, 0);
+            char err[512];
+            if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
+                die("a rank is stuck or failed; its log says why", "rank %d: all_gather: %s", d->rank, err);
+            for (int c = 0; c < p; c++) {
+                dist_chunk(n, p, c, &off, &len);
+                cuda_copy(out + off, all + (size_t)c * m, len * sizeof(float));
+            }
+        }
+        break;
+    }
+    char err[512];
+    if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
+        die("a rank is stuck or failed; its log says why", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
+    if (out_host) cuda_copy(w->out, out, out_len * sizeof(float));
+    return "nccl";
+}
+
 static void run_work(Dist *d, DistWork *w) {
     d->calls_started++;
     if (d->hang_at && d->calls_started == d->hang_at) {
@@ -228,12 +490,20 @@ static void run_work(Dist *d, DistWork *w) {
                 (long long)d->calls_started);
         for (;;) pause();
     }
-    uint64_t sent0 = d->shm.bytes_sent, recv0 = d->shm.bytes_recv;
+    uint64_t sent0 = d->shm.bytes_sent, recv0 = d->shm.bytes_recv, sent = 0, recv = 0;
     int64_t t0 = runlog_now_us();
-    const char *algo = w->group->size == 1 ? run_alone(w) : run_shm(d, w);
+    const char *algo;
+    if (w->group->nccl) {  // a world of one too: the GPU path is the same at N = 1
+        algo = run_nccl(d, w);
+        if (w->group->size > 1) ring_bytes(w, &sent, &recv);
+    } else if (w->group->size == 1) {
+        algo = run_alone(d, w);
+    } else {
+        algo = d->dev->kind == DEVICE_CUDA ? run_shm_staged(d, w) : run_shm(d, w);
+        sent = d->shm.bytes_sent - sent0, recv = d->shm.bytes_recv - recv0;
+    }
     w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .count = w->n, .t0_us = t0,
-                          .t1_us = runlog_now_us(), .bytes_sent = d->shm.bytes_sent - sent0,
-                          .bytes_recv = d->shm.bytes_recv - recv0};
+                          .t1_us = runlog_now_us(), .bytes_sent = sent, .bytes_recv = recv};
     pthread_mutex_lock(&d->lock);
     d->stats.calls++;
     d->stats.bytes_sent += w->rec.bytes_sent;

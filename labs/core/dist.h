@@ -1,15 +1,17 @@
 // dist.h — collectives between ranks: the one API every distributed lab calls.
 //
 // Defines: DIST_MAX_RANKS, Dist, DistGroup, DistAlgo, DistColl, DistRecord, DistStats,
-//          DistWork, dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
+//          DistWork, DistEnv, dist_env(), dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
 //          dist_coll_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
 //          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
 //          dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can mpirun or a shell).
-// Without RANK the process is a world of one.
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can a
+// shell). Under mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) or srun
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, ...) their variables stand in for the missing
+// ones (dist_env). Without any, the process is a world of one.
 //
 // Collectives act on float buffers of any length, within a GROUP of ranks (the world, or a
 // subset, so that a tensor-parallel group and a data-parallel group can coexist). Every rank
@@ -27,11 +29,16 @@
 // Chunks: n floats split over p ranks, the first n % p chunks one float longer (dist_chunk),
 // so any n works, even n < p (some chunks are then empty).
 //
-// Backend: "shm" (shm.h: processes on one machine share memory; ring.c and direct.c are the
-// algorithms). The NCCL backend (CUDA issue) fills the same calls; that is why buffers are
-// "device" memory to the caller and why the _start/dist_wait pair exists: NCCL runs a
-// collective on a stream and completes it later. Here an asynchronous collective runs on the
-// rank's communication thread, in the order the calls were made, while the caller computes.
+// Backends, chosen by the rank's device (dist_init):
+//   "shm"   on the CPU, and on GPUs that ranks share: processes on one machine share memory
+//           (shm.h; ring.c and direct.c are the algorithms). Buffers in GPU memory are staged
+//           through host memory around each call.
+//   "nccl"  one GPU per rank, on one or many nodes (gpu.h): NCCL's collectives on a
+//           communication stream; host buffers (a loss, a name) are staged through the GPU.
+// Buffers are the caller's device memory (or host memory) either way. An asynchronous
+// collective runs on the rank's communication thread, in the order the calls were made, while
+// the caller computes; with NCCL that thread queues the call on NCCL's stream and waits for it
+// with the deadline, polling NCCL's asynchronous errors.
 //
 // Accounting: every call, synchronous or not, adds the bytes this rank sent and received to
 // d->stats and leaves a DistRecord (name, algorithm, times, bytes) that the lab drains into
@@ -44,6 +51,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu.h"
+#include "device.h"
 #include "shm.h"
 
 #define DIST_MAX_RANKS SHM_MAX_RANKS
@@ -67,6 +76,7 @@ typedef struct {
     Dist *dist;
     int rank, size;               // this rank's place in the group, and the group's size
     int ranks[DIST_MAX_RANKS];    // group rank -> world rank
+    CudaComm *nccl;               // backend "nccl": the group's communicator
 } DistGroup;
 
 // One finished call, for a span event.
@@ -98,9 +108,15 @@ typedef struct DistWork {
     struct DistWork *next;
 } DistWork;
 
+// Who this rank is, from the environment (see the top of this file).
+typedef struct {
+    int rank, world, local_rank, local_world;
+    const char *source;        // "torchrun", "Open MPI", "Slurm" or "none": who set them
+} DistEnv;
+
 struct Dist {
-    int rank, world, local_rank;
-    const char *backend;       // "shm"
+    int rank, world, local_rank, local_world;
+    const char *backend;       // "shm" or "nccl"
     DistAlgo algo;             // DIST_ALGO_AUTO: direct up to direct_max_bytes, ring above
     size_t direct_max_bytes;
     double timeout_s;          // every wait's deadline ($SHARDLAB_TIMEOUT_S, default 120)
@@ -108,7 +124,13 @@ struct Dist {
     DistStats stats;           // totals since dist_init, finished calls only
 
     // ---- private ----
+    const Device *dev;
     Shm shm;
+    CudaComm *nccl;            // the world's communicator (backend "nccl")
+    float *stage_host;         // shm on a GPU: host copies of device buffers
+    size_t stage_host_n;
+    float *stage_dev[4];       // nccl: device copies of host buffers, padded chunks
+    size_t stage_dev_n[4];
     int64_t calls_started;     // for the hang test hook
     int hang_at;               // $SHARDLAB_TEST_HANG "rank:call": this rank stops at that call
     pthread_mutex_t lock;
@@ -120,10 +142,12 @@ struct Dist {
     size_t nrecords, cap_records;
 };
 
-// Reads the environment, joins the other ranks (shared memory when WORLD_SIZE > 1) and
-// waits until all are there. lab names the run in messages. Dies with a clear message on a
-// bad environment ("WORLD_SIZE=9: ...").
-void dist_init(Dist *d, const char *lab);
+// Reads the environment; dies with a clear message if it is inconsistent ("WORLD_SIZE=9: ...").
+DistEnv dist_env(const char *lab);
+// Joins the other ranks and waits until all are there. dev is the rank's device (NULL: the
+// CPU): a GPU of its own -> nccl; the CPU or a shared GPU -> shm (all ranks on one machine).
+// lab names the run in messages.
+void dist_init(Dist *d, const char *lab, const Device *dev);
 void dist_destroy(Dist *d);
 // Tell the other ranks this one failed (dist_init arranges for die() to do it).
 void dist_abort(Dist *d, const char *msg);

@@ -201,52 +201,52 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
 // Forward and backward, one layer at a time
 // ---------------------------------------------------------------------------------------
 
-void gpt_embed_forward(const GptConfig *c, const float *params, const uint8_t *tokens, int B,
+void gpt_embed_forward(const Ops *ops, const GptConfig *c, const float *params, const uint8_t *tokens, int B,
                        float *x0) {
     EmbedView w = gpt_embed_view(c, (float *)params);
-    embedding_forward(x0, tokens, w.wte, w.wpe, B, c->seq, c->dim);
+    ops->embedding_forward(x0, tokens, w.wte, w.wpe, B, c->seq, c->dim);
 }
 
-void gpt_block_forward(const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
+void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
                        int B, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params);
     int N = B * c->seq, C = c->dim;
     // x + attention(ln_1(x))
-    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
-    linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
-    attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
-    linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, scratch);
-    residual_add(a->res1, a->res1, x_in, N * C);
+    ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
+    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
+    ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
+    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, scratch);
+    ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
-    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
-    gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
-    linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, scratch);
-    residual_add(a->out, a->out, a->res1, N * C);
+    ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
+    ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    ops->linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, scratch);
+    ops->residual_add(a->out, a->out, a->res1, N * C);
 }
 
-double gpt_head_forward(const GptConfig *c, const float *params, const float *x, HeadActs *a,
+double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x, HeadActs *a,
                         const uint8_t *targets, int B, float *scratch) {
     HeadView w = gpt_head_view(c, (float *)params);
     int N = B * c->seq, C = c->dim;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
-    linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, scratch);
-    return crossentropy_forward(a->probs, targets, N, c->vocab);
+    ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
+    ops->linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, scratch);
+    return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
 }
 
-void gpt_head_backward(const GptConfig *c, const float *params, float *grads, const float *x,
+void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x,
                        const HeadActs *a, const uint8_t *targets, int B, float loss_scale,
                        float *dx, float *scratch) {
     HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
     int N = B * c->seq, C = c->dim, V = c->vocab;
     float *dlogits = scratch, *dlnf = scratch + (size_t)N * V;
-    crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
-    linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V);
-    memset(dx, 0, (size_t)N * C * sizeof(float));
-    layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
+    ops->crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
+    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V);
+    ops->zero(dx, (size_t)N * C);
+    ops->layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
 
-void gpt_block_backward(const GptConfig *c, const float *params, float *grads, const float *x_in,
+void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x_in,
                         const BlockActs *a, int B, float *dx, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params), g = gpt_block_view(c, grads);
     size_t N = (size_t)B * c->seq, C = c->dim;
@@ -259,25 +259,25 @@ void gpt_block_backward(const GptConfig *c, const float *params, float *grads, c
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
-    linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C);
-    gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C);
-    memcpy(dres1, dx, N * C * sizeof(float));
-    layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
+    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C);
+    ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
+    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C);
+    ops->copy(dres1, dx, N * C);
+    ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
     // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
-    linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C);
-    attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
-    linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C);
-    memcpy(dx, dres1, N * C * sizeof(float));
-    layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
+    ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C);
+    ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
+    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C);
+    ops->copy(dx, dres1, N * C);
+    ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
                        (int)C);
 }
 
-void gpt_embed_backward(const GptConfig *c, float *grads, const uint8_t *tokens, int B,
+void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const uint8_t *tokens, int B,
                         const float *dx0) {
     EmbedView g = gpt_embed_view(c, grads);
-    embedding_backward(g.wte, g.wpe, dx0, tokens, B, c->seq, c->dim);
+    ops->embedding_backward(g.wte, g.wpe, dx0, tokens, B, c->seq, c->dim);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -293,8 +293,16 @@ void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed) {
     for (int l = 0; l < g->nlayers; l++) {
         g->params[l] = mem_alloc_floats(mem, MEM_PARAMS, gpt_layer_size(c, l), "parameters");
         g->grads[l] = mem_alloc_floats(mem, MEM_GRADS, gpt_layer_size(c, l), "gradients");
-        gpt_init_layer(c, l, g->params[l], seed);
     }
+    // Initialized on the host (the seeded streams of gpt_init_layer), then copied to the device.
+    float *host = NULL;
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t n = gpt_layer_size(c, l);
+        host = realloc_check(host, n * sizeof(float));
+        gpt_init_layer(c, l, host, seed);
+        device_from_host(mem->dev, g->params[l], host, n * sizeof(float));
+    }
+    free(host);
 }
 
 void gpt_destroy(Gpt *g) {
@@ -309,7 +317,7 @@ void gpt_destroy(Gpt *g) {
 
 void gpt_zero_grads(Gpt *g) {
     for (int l = 0; l < g->nlayers; l++)
-        memset(g->grads[l], 0, gpt_layer_size(&g->cfg, l) * sizeof(float));
+        g->mem->dev->ops->zero(g->grads[l], gpt_layer_size(&g->cfg, l));
 }
 
 static int64_t now_us(void) {
@@ -318,27 +326,32 @@ static int64_t now_us(void) {
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-static void layer_done(const GptHooks *h, GptPhase phase, int layer, int64_t t0) {
-    if (h && h->layer_done) h->layer_done(h->ctx, phase, layer, t0, now_us());
+// A GPU runs behind the host's calls: wait for the layer's kernels, so that the span's end is
+// when its work ended (and a hook that starts a collective starts it on finished gradients).
+static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int layer, int64_t t0) {
+    if (!h || !h->layer_done) return;
+    device_sync(g->mem->dev);
+    h->layer_done(h->ctx, phase, layer, t0, now_us());
 }
 
 double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                    const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
+    const Ops *ops = g->mem->dev->ops;
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
     int64_t t0 = now_us();
-    gpt_embed_forward(c, g->params[0], tokens, a->B, a->x0);
-    layer_done(hooks, GPT_FWD, 0, t0);
+    gpt_embed_forward(ops, c, g->params[0], tokens, a->B, a->x0);
+    layer_done(g, hooks, GPT_FWD, 0, t0);
     const float *x = a->x0;
     for (int l = 0; l < c->layers; l++) {
         t0 = now_us();
-        gpt_block_forward(c, g->params[l + 1], x, &a->blocks[l], a->B, scratch);
+        gpt_block_forward(ops, c, g->params[l + 1], x, &a->blocks[l], a->B, scratch);
         x = a->blocks[l].out;
-        layer_done(hooks, GPT_FWD, l + 1, t0);
+        layer_done(g, hooks, GPT_FWD, l + 1, t0);
     }
     t0 = now_us();
-    double loss_sum = gpt_head_forward(c, g->params[c->layers + 1], x, &a->head, targets, a->B, scratch);
-    layer_done(hooks, GPT_FWD, c->layers + 1, t0);
+    double loss_sum = gpt_head_forward(ops, c, g->params[c->layers + 1], x, &a->head, targets, a->B, scratch);
+    layer_done(g, hooks, GPT_FWD, c->layers + 1, t0);
     mem_free(g->mem, scratch);
     return loss_sum;
 }
@@ -346,24 +359,25 @@ double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *tar
 void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                   float loss_scale, const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
+    const Ops *ops = g->mem->dev->ops;
     size_t BTC = (size_t)a->B * c->seq * c->dim;
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, BTC, "residual gradient");
     int L = c->layers;
     int64_t t0 = now_us();
     const float *x_last = L > 0 ? a->blocks[L - 1].out : a->x0;
-    gpt_head_backward(c, g->params[L + 1], g->grads[L + 1], x_last, &a->head, targets, a->B,
+    gpt_head_backward(ops, c, g->params[L + 1], g->grads[L + 1], x_last, &a->head, targets, a->B,
                       loss_scale, dx, scratch);
-    layer_done(hooks, GPT_BWD, L + 1, t0);
+    layer_done(g, hooks, GPT_BWD, L + 1, t0);
     for (int l = L - 1; l >= 0; l--) {
         t0 = now_us();
         const float *x_in = l > 0 ? a->blocks[l - 1].out : a->x0;
-        gpt_block_backward(c, g->params[l + 1], g->grads[l + 1], x_in, &a->blocks[l], a->B, dx, scratch);
-        layer_done(hooks, GPT_BWD, l + 1, t0);
+        gpt_block_backward(ops, c, g->params[l + 1], g->grads[l + 1], x_in, &a->blocks[l], a->B, dx, scratch);
+        layer_done(g, hooks, GPT_BWD, l + 1, t0);
     }
     t0 = now_us();
-    gpt_embed_backward(c, g->grads[0], tokens, a->B, dx);
-    layer_done(hooks, GPT_BWD, 0, t0);
+    gpt_embed_backward(ops, c, g->grads[0], tokens, a->B, dx);
+    layer_done(g, hooks, GPT_BWD, 0, t0);
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);
 }
@@ -378,8 +392,15 @@ uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h) {
 }
 
 uint64_t gpt_param_hash(const Gpt *g) {
+    // The bytes as the device holds them, copied to the host a layer at a time.
     uint64_t h = FNV1A64_INIT;
-    for (int l = 0; l < g->nlayers; l++)
-        h = fnv1a64(g->params[l], gpt_layer_size(&g->cfg, l) * sizeof(float), h);
+    float *host = NULL;
+    for (int l = 0; l < g->nlayers; l++) {
+        size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
+        host = realloc_check(host, bytes);
+        device_to_host(g->mem->dev, host, g->params[l], bytes);
+        h = fnv1a64(host, bytes, h);
+    }
+    free(host);
     return h;
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "mem.h"
+#include "ops.h"
 
 #define GPT_VOCAB 256
 #define GPT_MAX_TENSORS 12
@@ -117,24 +118,25 @@ void gpt_acts_free(GptActs *a, Mem *mem);
 size_t gpt_scratch_floats(const GptConfig *c, int B);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------
-// tokens/targets are [B,T]. Backward functions ACCUMULATE into grads.
+// tokens/targets are [B,T], in host memory; every float buffer is on the device whose
+// kernels `ops` are (device.h). Backward functions ACCUMULATE into grads.
 
-void gpt_embed_forward(const GptConfig *c, const float *params, const uint8_t *tokens, int B,
+void gpt_embed_forward(const Ops *ops, const GptConfig *c, const float *params, const uint8_t *tokens, int B,
                        float *x0);
-void gpt_block_forward(const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
+void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
                        int B, float *scratch);
 // Returns the SUM of the B*T token losses.
-double gpt_head_forward(const GptConfig *c, const float *params, const float *x, HeadActs *a,
+double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x, HeadActs *a,
                         const uint8_t *targets, int B, float *scratch);
 // loss_scale: d(training loss)/d(one token's loss), e.g. 1/(tokens in the global batch).
 // dx [BT,C] is overwritten with the gradient at the head's input.
-void gpt_head_backward(const GptConfig *c, const float *params, float *grads, const float *x,
+void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x,
                        const HeadActs *a, const uint8_t *targets, int B, float loss_scale,
                        float *dx, float *scratch);
 // dx: on entry the gradient at the block's output, on return the gradient at its input.
-void gpt_block_backward(const GptConfig *c, const float *params, float *grads, const float *x_in,
+void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x_in,
                         const BlockActs *a, int B, float *dx, float *scratch);
-void gpt_embed_backward(const GptConfig *c, float *grads, const uint8_t *tokens, int B,
+void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const uint8_t *tokens, int B,
                         const float *dx0);
 
 // ---- the whole model on one rank --------------------------------------------------------

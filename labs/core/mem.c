@@ -13,23 +13,23 @@ const char *mem_category_name(MemCategory c) {
     return (unsigned)c < MEM_CATEGORIES ? category_names[c] : "?";
 }
 
-void mem_init(Mem *m) { memset(m, 0, sizeof *m); }
+void mem_init(Mem *m, const Device *dev) {
+    memset(m, 0, sizeof *m);
+    m->dev = dev ? dev : &device_cpu;
+}
 
 void mem_destroy(Mem *m) {
-    for (size_t i = 0; i < m->nblocks; i++) free(m->blocks[i].ptr);
+    for (size_t i = 0; i < m->nblocks; i++) device_free(m->dev, m->blocks[i].ptr);
     free(m->blocks);
     memset(m, 0, sizeof *m);
 }
 
 void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what) {
     if ((unsigned)c >= MEM_CATEGORIES) die(NULL, "mem_alloc(%s): bad category %d", what, (int)c);
-    // Round up so aligned_alloc's size is a multiple of the alignment; count what we asked for.
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    void *p = device_alloc(m->dev, bytes);  // zero-filled; we count what was asked for
     if (!p)
-        die("lower --batch, --seq, --dim or --layers", "out of memory allocating %zu bytes for %s (%s)",
-            bytes, what, category_names[c]);
-    memset(p, 0, rounded ? rounded : 64);
+        die("lower --batch, --seq, --dim or --layers", "out of %s memory allocating %zu bytes for %s (%s)",
+            m->dev->name, bytes, what, category_names[c]);
     if (m->nblocks == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 64;
         MemBlock *grown = realloc(m->blocks, m->cap * sizeof *grown);
@@ -52,7 +52,7 @@ void mem_free(Mem *m, void *ptr) {
     for (size_t i = m->nblocks; i-- > 0;) {  // newest first: transients are freed soonest
         if (m->blocks[i].ptr == ptr) {
             m->in_use[m->blocks[i].category] -= m->blocks[i].bytes;
-            free(ptr);
+            device_free(m->dev, ptr);
             m->blocks[i] = m->blocks[--m->nblocks];
             return;
         }

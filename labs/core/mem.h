@@ -6,8 +6,11 @@
 //
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
 // activations, communication buffers — comes from mem_alloc() with a category, so the
-// "mem" numbers in the run log are measured, not estimated. On the CPU backend a rank's
-// "device memory" is ordinary heap memory; the accounting is the same either way.
+// "mem" numbers in the run log are measured, not estimated. On the CPU a rank's "device
+// memory" is ordinary heap memory; on CUDA it is cudaMalloc'd (device.h); the accounting is
+// the same either way. (On a GPU, memory outside these tensors — the CUDA context, cuBLAS's
+// and the attention kernels' workspace — shows only in the device's own figure, which the
+// start and end events report beside these.)
 //
 // Categories (the "mem" object of a step event):
 //   params  the model weights this rank holds
@@ -21,6 +24,8 @@
 #define SHARDLAB_MEM_H
 
 #include <stddef.h>
+
+#include "device.h"
 
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_COMM, MEM_CATEGORIES } MemCategory;
 
@@ -38,9 +43,11 @@ typedef struct {
     size_t peak;
     MemBlock *blocks;  // live allocations (few: tens per rank), so a linear table is enough
     size_t nblocks, cap;
+    const Device *dev; // where the buffers live
 } Mem;
 
-void mem_init(Mem *m);
+// Buffers on dev (NULL: the CPU). dev must outlive m.
+void mem_init(Mem *m, const Device *dev);
 // Frees every buffer still allocated.
 void mem_destroy(Mem *m);
 // 64-byte aligned, zero-filled. Dies with a message naming `what` if memory runs out.

@@ -355,3 +355,32 @@ void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *ta
         d[targets[n]] -= scale;
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The CPU's table
+// ---------------------------------------------------------------------------------------
+
+static void zero_floats(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+static void copy_floats(float *dst, const float *src, size_t n) { memmove(dst, src, n * sizeof(float)); }
+
+const Ops ops_cpu = {
+    .name = "cpu",
+    .linear_forward = linear_forward,
+    .linear_backward = linear_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .residual_add = residual_add,
+    .embedding_forward = embedding_forward,
+    .embedding_backward = embedding_backward,
+    .crossentropy_forward = crossentropy_forward,
+    .crossentropy_backward = crossentropy_backward,
+    .adamw_update = adamw_update,
+    .sum_of_squares = sum_of_squares,
+    .scale_floats = scale_floats,
+    .zero = zero_floats,
+    .copy = copy_floats,
+};

@@ -4,7 +4,7 @@
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
 //          attention_backward(), gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
-//          crossentropy_backward().
+//          crossentropy_backward(), Ops, ops_cpu.
 //
 // Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
 // weight is [out, in] (as torch.nn.Linear), so y = x W^T + b. Backward functions
@@ -16,7 +16,10 @@
 #ifndef SHARDLAB_OPS_H
 #define SHARDLAB_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "adamw.h"
 
 // C[M,N] += op(A)[M,K] * B[K,N], all row-major; op(A) = A (a_trans = 0, A is [M,K]) or
 // A^T (a_trans = 1, A is [K,M]). Cache-blocked; the inner loop runs along a row of B and C,
@@ -74,5 +77,49 @@ double crossentropy_forward(float *probs_from_logits, const uint8_t *targets, in
 // e.g. 1 / (number of tokens in the global batch) for a mean.
 void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N,
                            int V, float scale);
+
+// ---------------------------------------------------------------------------------------
+// The ops of one device, as a table (nccl-tests' style: one struct of functions per
+// implementation). gpt.c and train.c call every kernel through a rank's table, so the same
+// model code runs on the CPU (ops_cpu: the functions above) or on a GPU (cuda_ops() in
+// cuda.h: the same signatures and the same meaning, on device pointers; token arrays stay
+// in host memory). Scratch arguments are sized for the CPU kernels; the GPU ones may ignore
+// them.
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    const char *name;  // "cpu", "cuda"
+    void (*linear_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
+                           int OC, float *wt_scratch);
+    void (*linear_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, int N, int IC, int OC);
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int N, int C);
+    void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int N, int C);
+    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                               int C, int NH, float *scratch);
+    void (*gelu_forward)(float *out, const float *inp, int n);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, int n);
+    void (*residual_add)(float *out, const float *a, const float *b, int n);
+    void (*embedding_forward)(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B, int T,
+                              int C);
+    void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B, int T,
+                               int C);
+    double (*crossentropy_forward)(float *probs_from_logits, const uint8_t *targets, int N, int V);
+    void (*crossentropy_backward)(float *dlogits, const float *probs, const uint8_t *targets, int N, int V,
+                                  float scale);
+    // The optimizer's elementwise work (adamw.h).
+    void (*adamw_update)(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
+                         size_t n);
+    double (*sum_of_squares)(const float *x, size_t n);
+    void (*scale_floats)(float *x, size_t n, float s);
+    // Buffers: x[0..n) = 0; dst[0..n) = src[0..n) (both on the device).
+    void (*zero)(float *x, size_t n);
+    void (*copy)(float *dst, const float *src, size_t n);
+} Ops;
+
+extern const Ops ops_cpu;
 
 #endif

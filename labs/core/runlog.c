@@ -173,13 +173,22 @@ void runlog_meta(RunLog *r, int argc, char **argv, const char *device, const cha
     sb_free(&sb);
 }
 
-void runlog_start(RunLog *r, const char *device, const char *backend, uint64_t params,
+// ,"device_mem":{...} when the device has its own figure (a GPU).
+static void device_mem(RunLog *r) {
+    size_t free_bytes, total_bytes;
+    if (r->dev && device_mem_info(r->dev, &free_bytes, &total_bytes) == 0)
+        sb_printf(&r->line, ",\"device_mem\":{\"free\":%zu,\"total\":%zu}", free_bytes, total_bytes);
+}
+
+void runlog_start(RunLog *r, const Device *dev, const char *backend, uint64_t params,
                   const char *config_json, double loss_floor) {
+    r->dev = dev;
     begin_event(r, "start");
     sb_printf(&r->line, ",\"world\":%d,\"lab\":", r->world);
     sb_json_string(&r->line, r->lab);
     sb_printf(&r->line, ",\"device\":");
-    sb_json_string(&r->line, device);
+    sb_json_string(&r->line, dev->name);
+    device_mem(r);
     sb_printf(&r->line, ",\"backend\":");
     sb_json_string(&r->line, backend);
     sb_printf(&r->line, ",\"params\":%llu,\"config\":%s,\"loss_floor\":", (unsigned long long)params, config_json);
@@ -232,7 +241,9 @@ void runlog_check(RunLog *r, const char *name, int ok, double value, double expe
 
 void runlog_end(RunLog *r, const char *status, int64_t steps) {
     begin_event(r, "end");
-    sb_printf(&r->line, ",\"status\":\"%s\",\"steps\":%lld}", status, (long long)steps);
+    sb_printf(&r->line, ",\"status\":\"%s\",\"steps\":%lld", status, (long long)steps);
+    device_mem(r);
+    sb_append(&r->line, "}", 1);
     write_line(r);
     r->ended = 1;
 }

@@ -27,6 +27,9 @@
 //    "bytes":..}
 //   {"ev":"check","rank":0,"name":"...","ok":true,"value":..,"expect":..}
 //   {"ev":"end","rank":0,"status":"ok","steps":S}
+//   start and end also carry "device_mem":{"free":B,"total":B} on a GPU: the device's own
+//   figure (cudaMemGetInfo), which includes what the categories of "mem" do not (the CUDA
+//   context, library workspace) and other processes on the same GPU.
 //   {"ev":"error","rank":1,"msg":"..."}
 //
 // Units and meanings:
@@ -66,6 +69,7 @@ typedef struct {
     StrBuf line;
     int ended;     // an end event was written
     int64_t steps_logged;  // the last step event's step, for the end event after a failure
+    const Device *dev;     // from runlog_start: its memory figure goes into start and end
 } RunLog;
 
 typedef struct {
@@ -97,7 +101,7 @@ void runlog_printf(RunLog *r, const char *fmt, ...) __attribute__((format(printf
 // config_json: a JSON object (the lab's configuration), used in meta.json and the start event.
 void runlog_meta(RunLog *r, int argc, char **argv, const char *device, const char *backend,
                  const char *config_json);
-void runlog_start(RunLog *r, const char *device, const char *backend, uint64_t params,
+void runlog_start(RunLog *r, const Device *dev, const char *backend, uint64_t params,
                   const char *config_json, double loss_floor /* < 0: null */);
 void runlog_step(RunLog *r, const StepRecord *s);
 void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,

@@ -42,7 +42,9 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
               a->steps, a->batch, a->seq, a->layers, a->dim, a->heads, GPT_VOCAB, a->accum, a->lr,
               a->weight_decay, a->clip, (unsigned long long)a->seed);
     sb_json_string(sb, a->data);
-    sb_printf(sb, ",\"init\":");
+    sb_printf(sb, ",\"device\":");
+    sb_json_string(sb, a->device);
+    sb_printf(sb, ",\"tf32\":%s,\"init\":", a->tf32 ? "true" : "false");
     if (a->init) sb_json_string(sb, a->init);
     else sb_printf(sb, "null");
     sb_printf(sb, ",\"save\":");
@@ -52,28 +54,47 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_append(sb, "}", 1);
 }
 
-const char *train_device(const TrainArgs *a, const char *prog) {
-    if (strcmp(a->device, "cuda") == 0)
-        usage_error(prog, "--device cuda: this build of shardlab has no CUDA backend; use --device cpu");
-    return "cpu";
+void train_device(Device *dev, const TrainArgs *a, const char *prog, int local_rank, int local_world) {
+    char err[512];
+    if (device_open(dev, a->device, local_rank, local_world, a->tf32, err, sizeof err) != 0) usage_error(prog, "%s", err);
+    if (a->tf32 && dev->kind != DEVICE_CUDA)
+        usage_error(prog, "--tf32 needs a GPU (--device cuda); the CPU computes in fp32 only");
 }
 
-// Every tensor of the model as safetensors entries pointing into g's buffers, GPT-2 names.
+void train_say_device(RunLog *log, const Device *dev, int ranks) {
+    if (dev->kind == DEVICE_CPU) {
+        runlog_printf(log, "device: %s%s%s%s\n", dev->desc, dev->why_cpu[0] ? "; no GPU: " : "", dev->why_cpu,
+                      ranks > 1 ? "; every rank is a process simulating a GPU" : "");
+        return;
+    }
+    runlog_printf(log, "device: GPU %d of %d, %s%s\n", dev->ordinal, dev->gpus, dev->desc,
+                  dev->tf32 ? "; TF32 matrix products (--tf32)" : "; fp32 matrix products (TF32 off)");
+    if (dev->shared)
+        runlog_printf(log, "device: %d ranks share %d GPU%s on this node: collectives go through the shm backend, "
+                           "staged via host memory (NCCL refuses two ranks on one GPU)\n",
+                      ranks, dev->gpus, dev->gpus == 1 ? "" : "s");
+}
+
+// Every tensor of the model as safetensors entries, GPT-2 names, pointing into a host copy
+// of g's layer buffers (host[l]: the device's memory is not the file reader's to write).
 typedef struct {
     StTensor *tensors;
     char (*names)[64];
     int n;
+    float **host;
 } WeightTable;
 
 static WeightTable weight_table(const Gpt *g) {
     int max = g->nlayers * GPT_MAX_TENSORS;
-    WeightTable w = {calloc_check((size_t)max, sizeof *w.tensors), calloc_check((size_t)max, 64), 0};
+    WeightTable w = {calloc_check((size_t)max, sizeof *w.tensors), calloc_check((size_t)max, 64), 0,
+                     calloc_check((size_t)g->nlayers, sizeof(float *))};
     for (int l = 0; l < g->nlayers; l++) {
         GptTensor t[GPT_MAX_TENSORS];
         int k = gpt_layer_tensors(&g->cfg, l, t);
+        w.host[l] = malloc_check(gpt_layer_size(&g->cfg, l) * sizeof(float));
         for (int i = 0; i < k; i++, w.n++) {
             gpt_tensor_name(w.names[w.n], 64, &g->cfg, l, &t[i]);
-            w.tensors[w.n] = (StTensor){.name = w.names[w.n], .ndim = t[i].ndim, .data = g->params[l] + t[i].offset};
+            w.tensors[w.n] = (StTensor){.name = w.names[w.n], .ndim = t[i].ndim, .data = w.host[l] + t[i].offset};
             w.tensors[w.n].shape[0] = t[i].shape[0];
             w.tensors[w.n].shape[1] = t[i].shape[1];
         }
@@ -81,7 +102,9 @@ static WeightTable weight_table(const Gpt *g) {
     return w;
 }
 
-static void weight_table_free(WeightTable *w) {
+static void weight_table_free(const Gpt *g, WeightTable *w) {
+    for (int l = 0; l < g->nlayers; l++) free(w->host[l]);
+    free(w->host);
     free(w->tensors);
     free(w->names);
 }
@@ -91,17 +114,21 @@ void train_load_weights(Gpt *g, const char *path) {
     char err[1024];
     if (safetensors_load(path, w.tensors, w.n, err, sizeof err) != 0)
         die("--init needs a file saved by --save with the same --layers, --dim and --seq", "%s", err);
-    weight_table_free(&w);
+    for (int l = 0; l < g->nlayers; l++)
+        device_from_host(g->mem->dev, g->params[l], w.host[l], gpt_layer_size(&g->cfg, l) * sizeof(float));
+    weight_table_free(g, &w);
 }
 
 void train_save_weights(const Gpt *g, const char *path) {
     WeightTable w = weight_table(g);
+    for (int l = 0; l < g->nlayers; l++)
+        device_to_host(g->mem->dev, w.host[l], g->params[l], gpt_layer_size(&g->cfg, l) * sizeof(float));
     char meta[256], err[1024];
     snprintf(meta, sizeof meta, "{\"format\":\"shardlab-gpt\",\"layers\":\"%d\",\"dim\":\"%d\",\"heads\":\"%d\",\"seq\":\"%d\"}",
              g->cfg.layers, g->cfg.dim, g->cfg.heads, g->cfg.seq);
     if (safetensors_save(path, w.tensors, w.n, meta, err, sizeof err) != 0)
         die("check that the directory exists and is writable", "%s", err);
-    weight_table_free(&w);
+    weight_table_free(g, &w);
 }
 
 const char *format_bytes(char *buf, size_t n, double bytes) {
@@ -235,13 +262,15 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
 }
 
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step) {
+    const Ops *ops = g->mem->dev->ops;
     double norm_sq = 0;
-    for (int l = 0; l < g->nlayers; l++) norm_sq += sum_of_squares(g->grads[l], gpt_layer_size(&g->cfg, l));
+    for (int l = 0; l < g->nlayers; l++) norm_sq += ops->sum_of_squares(g->grads[l], gpt_layer_size(&g->cfg, l));
     double norm = sqrt(norm_sq);
     if (clip > 0 && norm > clip)
-        for (int l = 0; l < g->nlayers; l++) scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));
+        for (int l = 0; l < g->nlayers; l++) ops->scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));
     for (int l = 0; l < g->nlayers; l++)
-        adamw_update(&o->hyper, step, g->params[l], g->grads[l], o->m[l], o->v[l], gpt_layer_size(&g->cfg, l));
+        ops->adamw_update(&o->hyper, step, g->params[l], g->grads[l], o->m[l], o->v[l], gpt_layer_size(&g->cfg, l));
+    device_sync(g->mem->dev);  // the step ends when the GPU's updates have
     return norm;
 }
 

@@ -1,7 +1,7 @@
 // train.h — what every training lab does the same way around its own algorithm.
 //
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
-//          train_micro_batch(), train_config_json(), train_device(), train_load_weights(),
+//          train_micro_batch(), train_config_json(), train_device(), train_say_device(), train_load_weights(),
 //          train_save_weights(), Progress, progress_init(), progress_update(),
 //          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
 //          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
@@ -44,9 +44,13 @@ void train_micro_batch(const Corpus *c, const TrainArgs *a, int64_t step, int fi
 // lab's own fields (lab_fields: NULL or "\"bucket_mb\":1,..." without braces).
 void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields);
 
-// Resolve --device: "cpu" when no GPU backend is usable. Exits 2 if cuda was asked for and
-// cannot be had.
-const char *train_device(const TrainArgs *a, const char *prog);
+// Resolve --device for the rank with this LOCAL_RANK among local_world ranks on its node
+// (device.h): the CPU when no GPU is usable. Exits 2 if cuda was asked for and cannot be
+// had, or --tf32 without a GPU.
+void train_device(Device *dev, const TrainArgs *a, const char *prog, int local_rank, int local_world);
+// One line (two when ranks share GPUs) saying where this rank computes, and why the CPU when
+// --device auto found no GPU.
+void train_say_device(RunLog *log, const Device *dev, int ranks);
 
 // Weights <-> safetensors, GPT-2 names. Loading checks every name and shape and dies with a
 // message naming the first mismatch.

@@ -128,7 +128,7 @@ static void bench_matmul(const Shape *s, double min_time, double *times, double 
 
 static void bench_step(const TrainArgs *a, int warmup) {
     Mem mem;
-    mem_init(&mem);
+    mem_init(&mem, NULL);
     GptConfig cfg = train_model_config(a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a->seed);
@@ -199,7 +199,7 @@ int main(int argc, char **argv) {
                      "--steps is the number of timed steps. Writes no run log.",
                      extra, (int)(sizeof extra / sizeof extra[0]));
     check_set_context("bench_single");
-    train_device(&a, "bench_single");
+    if (strcmp(a.device, "cuda") == 0) usage_error("bench_single", "a CPU benchmark: --device cuda is tests/gpu/check.sh's");
 
     int ntok = a.batch / a.accum * a.seq, C = a.dim, V = GPT_VOCAB;
     printf("# shardlab bench_single (one thread; kernels of labs/core/ops.c)\n");

@@ -1,0 +1,75 @@
+// context.cuh — what the CUDA backend's own files share: the per-process context and the
+// checked wrappers. Not part of gpu.h's contract: nothing outside labs/core/cuda/ includes it.
+//
+// Defines: cudaCheck(), cublasCheck(), CudaContext, cuda_context(), cuda_stage_tokens(),
+//          cuda_workspace().
+//
+// One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
+// device.cu (cuda_open fills it, cuda_close empties it). ops.cu reaches it through
+// cuda_context(), which also makes the context's GPU the calling thread's current device.
+#ifndef SHARDLAB_CUDA_CONTEXT_CUH
+#define SHARDLAB_CUDA_CONTEXT_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "check.h"
+}
+
+// ---- checked wrappers (llm.c's style, as nccl.cu's: a function taking __FILE__/__LINE__) ----
+
+static inline void cuda_check_at(cudaError_t err, const char *what, const char *file, int line) {
+    if (err == cudaSuccess) return;
+    const char *hint = err == cudaErrorMemoryAllocation
+        ? "the GPU is out of memory: try a smaller batch or model, or fewer ranks sharing this GPU"
+        : "kernels report their faults late: rerun with CUDA_LAUNCH_BLOCKING=1 to stop at the failing "
+          "one; nvidia-smi shows whether the GPU is healthy";
+    die_at(file, line, hint, "CUDA error in %s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+#define cudaCheck(call) cuda_check_at((call), #call, __FILE__, __LINE__)
+
+static inline void cublas_check_at(cublasStatus_t status, const char *what, const char *file, int line) {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    die_at(file, line, "check the matrix sizes passed to cuBLAS; CUBLAS_LOGINFO_DBG=1 logs every call",
+           "cuBLAS error in %s: %s", what, cublasGetStatusString(status));
+}
+#define cublasCheck(call) cublas_check_at((call), #call, __FILE__, __LINE__)
+
+// ---- the context -------------------------------------------------------------------------
+
+typedef struct {
+    int open;
+    int ordinal;  // the GPU this process drives
+    int tf32;     // cuBLAS may use TF32 tensor cores (not bitwise comparable with the CPU)
+    // Every kernel, cuBLAS call and device-to-device copy of the compute side runs here, in
+    // order, so no kernel needs to wait for another by hand.
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    void *cublas_workspace;  // given to cuBLAS so its choice of kernel never depends on others
+    // Token arrays stay in host memory (gpu.h); a kernel that reads them gets a device copy.
+    uint8_t *tokens_host;       // pinned, so the upload is a real asynchronous copy
+    uint8_t *tokens_dev;        // the device copy the kernels read
+    size_t tokens_capacity;     // bytes of each
+    cudaEvent_t tokens_copied;  // recorded after the last upload: tokens_host is free again
+    // Kernel workspace (attention backward's dS, per-row losses, partial sums). Like
+    // cuBLAS's own workspace it lies outside mem.c's categories: it shows only in the
+    // device's own figure (cuda_mem_info).
+    void *workspace;
+    size_t workspace_bytes;
+} CudaContext;
+
+// The open context, with its GPU made the calling thread's current device (a thread other
+// than the one that ran cuda_open starts on device 0). Dies if cuda_open has not run.
+CudaContext *cuda_context(void);
+// Copy n host bytes of tokens to the device; returns the device copy, valid for kernels queued
+// on the compute stream until the next call.
+const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n);
+// At least `bytes` of device workspace, valid for kernels queued on the compute stream until
+// the next call (growing it waits for the stream first, so no queued kernel loses it).
+void *cuda_workspace(size_t bytes);
+
+#endif

@@ -1,0 +1,243 @@
+// device.cu — the device half of gpu.h: finding and opening the GPU, its memory, its
+// compute stream; and the per-process context (context.cuh) that ops.cu's kernels use.
+//
+// Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
+//                   cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
+//                   cuda_mem_info(), cuda_is_device_ptr().
+//          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace().
+//
+// Why one stream: every op of a training step runs on the compute stream in the order the
+// model code calls it, so the GPU sees the same sequence the CPU backend executes and no op
+// needs an explicit wait. The host waits only where it reads a result (a loss, a norm, a copy
+// into host memory). Communication (nccl.cu) has its own streams and orders itself against
+// this one with events.
+//
+// Why cuBLAS gets its own workspace: cuBLAS promises the same bits on every run of the same
+// call on the same GPU model, but when several streams are active it may pick kernels by the
+// workspace it finds; handing it a fixed, private workspace removes that choice (cuBLAS
+// documentation, "Results reproducibility"). Replicas are compared by hashing parameters.
+#include <stdio.h>
+#include <string.h>
+
+#include "context.cuh"
+
+extern "C" {
+#include "gpu.h"
+}
+
+// cuBLAS's recommended workspace for Hopper (4 MiB suffices for older GPUs).
+static const size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
+
+static CudaContext ctx;
+
+// ---------------------------------------------------------------------------------------
+// Finding and opening the GPU
+// ---------------------------------------------------------------------------------------
+
+int cuda_device_count(char *why, size_t nwhy) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        // No driver, no GPU, a driver older than this runtime: an answer, not a crash.
+        // (cudart reports a machine with no driver at all as "insufficient driver".)
+        int driver = 0;
+        int none = err == cudaErrorNoDevice ||
+                   (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0);
+        if (why && nwhy)
+            snprintf(why, nwhy, "%s (cudaGetDeviceCount: %s)",
+                     none ? "no NVIDIA GPU or driver found" : "the CUDA driver cannot be used", cudaGetErrorString(err));
+        (void)cudaGetLastError();  // leave no error behind for the next call to report
+        return 0;
+    }
+    if (n == 0 && why && nwhy) snprintf(why, nwhy, "no CUDA device found");
+    return n;
+}
+
+static void keep_first(cudaError_t *first, cudaError_t err) {
+    if (*first == cudaSuccess) *first = err;
+}
+
+// Free whatever exists (so it also undoes a half-finished cuda_open) and empty the context.
+// Returns the first error met; freeing goes on past it.
+static cudaError_t context_release(void) {
+    cudaError_t first = cudaSuccess;
+    keep_first(&first, cudaSetDevice(ctx.ordinal));
+    if (ctx.stream) keep_first(&first, cudaStreamSynchronize(ctx.stream));
+    if (ctx.cublas && cublasDestroy(ctx.cublas) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
+    if (ctx.cublas_workspace) keep_first(&first, cudaFree(ctx.cublas_workspace));
+    if (ctx.workspace) keep_first(&first, cudaFree(ctx.workspace));
+    if (ctx.tokens_dev) keep_first(&first, cudaFree(ctx.tokens_dev));
+    if (ctx.tokens_host) keep_first(&first, cudaFreeHost(ctx.tokens_host));
+    if (ctx.tokens_copied) keep_first(&first, cudaEventDestroy(ctx.tokens_copied));
+    if (ctx.stream) keep_first(&first, cudaStreamDestroy(ctx.stream));
+    memset(&ctx, 0, sizeof ctx);
+    return first;
+}
+
+// Record the reason for a failed cuda_open, undo what was made, return -1.
+static int open_failed(char *err, size_t nerr, const char *what, const char *reason) {
+    if (err && nerr) snprintf(err, nerr, "%s: %s", what, reason);
+    (void)context_release();  // the reason above is the one worth reporting
+    (void)cudaGetLastError();
+    return -1;
+}
+
+int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t nerr) {
+    if (ctx.open) {
+        if (err && nerr) snprintf(err, nerr, "cuda_open: GPU %d is already open in this process", ctx.ordinal);
+        return -1;
+    }
+    memset(&ctx, 0, sizeof ctx);
+    ctx.ordinal = ordinal;
+    ctx.tf32 = tf32;
+    ctx.open = 1;
+
+    cudaError_t e;
+    if ((e = cudaSetDevice(ordinal)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaSetDevice", cudaGetErrorString(e));
+    cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaGetDeviceProperties", cudaGetErrorString(e));
+    // Non-blocking: the legacy default stream (which other libraries may use) never makes it wait.
+    if ((e = cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaStreamCreate", cudaGetErrorString(e));
+    if ((e = cudaEventCreateWithFlags(&ctx.tokens_copied, cudaEventDisableTiming)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaEventCreate", cudaGetErrorString(e));
+    if ((e = cudaMalloc(&ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaMalloc (cuBLAS workspace)", cudaGetErrorString(e));
+
+    cublasStatus_t s;
+    if ((s = cublasCreate(&ctx.cublas)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasCreate", cublasGetStatusString(s));
+    if ((s = cublasSetStream(ctx.cublas, ctx.stream)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetStream", cublasGetStatusString(s));
+    // After cublasSetStream, which resets the workspace to cuBLAS's own pool.
+    if ((s = cublasSetWorkspace(ctx.cublas, ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetWorkspace", cublasGetStatusString(s));
+    // Default math is true fp32, so products match the CPU's to rounding; TF32 tensor cores
+    // are faster but keep only 10 bits of each input's mantissa.
+    cublasMath_t math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    if ((s = cublasSetMathMode(ctx.cublas, math)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetMathMode", cublasGetStatusString(s));
+
+    if (desc && ndesc)
+        snprintf(desc, ndesc, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+                 (double)prop.totalGlobalMem / (double)(1 << 30));
+    return 0;
+}
+
+void cuda_close(void) {
+    if (ctx.open) cudaCheck(context_release());
+}
+
+// ---------------------------------------------------------------------------------------
+// The context, for ops.cu
+// ---------------------------------------------------------------------------------------
+
+CudaContext *cuda_context(void) {
+    if (!ctx.open)
+        die("call cuda_open() before any other cuda_ function (a bug in shardlab)",
+            "a CUDA function was called with no GPU open");
+    // The current device belongs to the host thread; a thread other than the one that ran
+    // cuda_open (a communication thread, say) would otherwise start on device 0.
+    int current;
+    cudaCheck(cudaGetDevice(&current));
+    if (current != ctx.ordinal) cudaCheck(cudaSetDevice(ctx.ordinal));
+    return &ctx;
+}
+
+const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n) {
+    CudaContext *c = cuda_context();
+    // The previous upload must have read the pinned buffer before we overwrite it. It was
+    // queued one op ago or earlier, so this wait is almost always already over.
+    cudaCheck(cudaEventSynchronize(c->tokens_copied));
+    if (n > c->tokens_capacity) {
+        cudaCheck(cudaStreamSynchronize(c->stream));  // no queued kernel still reads tokens_dev
+        if (c->tokens_dev) cudaCheck(cudaFree(c->tokens_dev));
+        if (c->tokens_host) cudaCheck(cudaFreeHost(c->tokens_host));
+        cudaCheck(cudaMalloc(&c->tokens_dev, n));
+        cudaCheck(cudaMallocHost(&c->tokens_host, n));
+        c->tokens_capacity = n;
+    }
+    memcpy(c->tokens_host, tokens, n);
+    // Queued behind the kernels that read the previous tokens, so they still see theirs.
+    cudaCheck(cudaMemcpyAsync(c->tokens_dev, c->tokens_host, n, cudaMemcpyHostToDevice, c->stream));
+    cudaCheck(cudaEventRecord(c->tokens_copied, c->stream));
+    return c->tokens_dev;
+}
+
+void *cuda_workspace(size_t bytes) {
+    CudaContext *c = cuda_context();
+    if (bytes > c->workspace_bytes) {
+        cudaCheck(cudaStreamSynchronize(c->stream));  // no queued kernel still uses the old one
+        if (c->workspace) cudaCheck(cudaFree(c->workspace));
+        c->workspace = NULL;
+        cudaCheck(cudaMalloc(&c->workspace, bytes));
+        c->workspace_bytes = bytes;
+    }
+    return c->workspace;
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------
+
+void *cuda_alloc(size_t bytes) {
+    CudaContext *c = cuda_context();
+    // A zero-byte request still gets a distinct pointer, as from malloc.
+    if (bytes == 0) bytes = 1;
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // out of memory is the caller's to report, not sticky
+        return NULL;
+    }
+    cudaCheck(err);
+    // On the compute stream: every later use of p is ordered after the zeros (nccl.cu's
+    // streams wait for the compute stream through events before touching a buffer).
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, c->stream));
+    return p;
+}
+
+void cuda_free(void *p) {
+    if (!p) return;
+    cuda_context();
+    // cudaFree waits for the device, so no queued kernel still uses p.
+    cudaCheck(cudaFree(p));
+}
+
+void cuda_memset0(void *p, size_t bytes) {
+    CudaContext *c = cuda_context();
+    if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, c->stream));
+}
+
+void cuda_copy(void *dst, const void *src, size_t bytes) {
+    CudaContext *c = cuda_context();
+    if (bytes == 0) return;
+    // cudaMemcpyDefault: unified addressing tells the driver which side each pointer is on.
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
+    // A host buffer on either side is used by the caller as soon as we return.
+    if (!cuda_is_device_ptr(dst) || !cuda_is_device_ptr(src)) cudaCheck(cudaStreamSynchronize(c->stream));
+}
+
+void cuda_sync(void) { cudaCheck(cudaStreamSynchronize(cuda_context()->stream)); }
+
+void *cuda_compute_stream(void) { return (void *)cuda_context()->stream; }
+
+int cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    cuda_context();
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
+int cuda_is_device_ptr(const void *p) {
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError();  // not a pointer CUDA knows: host memory
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice;
+}

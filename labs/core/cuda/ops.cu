@@ -1,0 +1,625 @@
+// ops.cu — the kernels of ops.h on the GPU: cuda_ops(), a table with the same entries and the
+// same meaning as ops_cpu, on device pointers (token arrays stay in host memory).
+//
+// Defines (gpu.h): cuda_ops().
+//
+// Each function below keeps its CPU twin's contract exactly: the same arguments, the same
+// overwrite-or-accumulate rule, the same formula (written out in ops.c), so gpt.c runs
+// unchanged on either table. Three rules shape the kernels:
+//
+//   - Determinism. Replicas are compared by hashing parameters, so the same inputs must give
+//     the same bits on every run. There is no floating-point atomicAdd: every sum is done by
+//     one thread in a fixed order, or by a warp or block reduction whose tree is fixed. A
+//     gradient that collects contributions from many tokens (a bias, a LayerNorm weight, an
+//     embedding row, attention's dk and dv) is GATHERED by the thread that owns the output
+//     element, never scattered into it by the threads that own the inputs.
+//   - Same order as the CPU where it is free. The bias gradients (Linear's, LayerNorm's) and
+//     the embedding gradients add the rows in the CPU's order, so they give the CPU's bits.
+//     Elsewhere (cuBLAS, warp reductions, the GPU's expf/tanhf) results differ from the CPU
+//     by rounding only; tests/gpu/test_cuda_ops.c states by how much.
+//   - One stream. Everything is queued on the context's compute stream; a function that
+//     returns a value (a loss, a sum of squares) waits for it.
+//
+// Matrix products go to cuBLAS, which is column-major. A row-major [R, C] matrix is, to
+// cuBLAS, its transpose: a column-major [C, R] matrix with leading dimension C. So a
+// row-major product Y = A B is computed as the column-major product Y^T = B^T A^T, with no
+// copies: each call below is written out with that reading.
+#include <math.h>
+#include <stdlib.h>
+
+#include "context.cuh"
+
+extern "C" {
+#include "gpu.h"
+}
+
+enum { THREADS = 256, WARP = 32, WARPS_PER_BLOCK = 4 };
+static const unsigned FULL_MASK = 0xffffffffu;
+
+static unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+// Kernels that give one warp to each row.
+static unsigned warp_blocks_for(size_t rows) { return blocks_for(rows, WARPS_PER_BLOCK); }
+static const unsigned WARP_BLOCK_THREADS = WARPS_PER_BLOCK * WARP;
+// The stream every launch below is queued on (and the check that a GPU is open).
+static cudaStream_t compute_stream(void) { return cuda_context()->stream; }
+
+// ---------------------------------------------------------------------------------------
+// Warp reductions. The butterfly (xor) pattern is fixed, and lanes i and i^k add the same two
+// numbers (a + b == b + a exactly), so every lane ends with the same bits, run after run.
+// ---------------------------------------------------------------------------------------
+
+__device__ static float warp_sum(float x) {
+    for (int offset = WARP / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(FULL_MASK, x, offset);
+    return x;
+}
+
+__device__ static float warp_max(float x) {
+    for (int offset = WARP / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(FULL_MASK, x, offset));
+    return x;
+}
+
+// The global index of this thread's warp, for one-warp-per-row kernels.
+__device__ static size_t warp_row(void) { return (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP; }
+__device__ static size_t thread_index(void) { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
+
+// ---------------------------------------------------------------------------------------
+// Linear: y = x W^T + b (see ops.c for the math)
+// ---------------------------------------------------------------------------------------
+
+// out[n, o] = bias[o]: the CPU's starting value, before the products are added.
+__global__ static void broadcast_rows_kernel(float *out, const float *bias, int N, int OC) {
+    size_t i = thread_index();
+    if (i < (size_t)N * OC) out[i] = bias[i % OC];
+}
+
+// dbias[o] += sum over n of dout[n, o], n in increasing order as on the CPU. One thread per
+// column; neighbouring threads read neighbouring floats of each row.
+__global__ static void column_sums_kernel(float *dbias, const float *dout, int N, int OC) {
+    int o = (int)thread_index();
+    if (o >= OC) return;
+    float sum = dbias[o];
+    for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
+    dbias[o] = sum;
+}
+
+static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
+                                int OC, float *wt_scratch) {
+    (void)wt_scratch;  // cuBLAS reads W transposed in place
+    CudaContext *c = cuda_context();
+    if (N == 0 || OC == 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    if (bias) {
+        broadcast_rows_kernel<<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
+    // Row-major out[N,OC] = inp[N,IC] W^T, read by cuBLAS as out^T[OC,N] = W[OC,IC] inp^T[IC,N]:
+    // W is stored as column-major W^T[IC,OC] (ld IC), so op T gives W; inp is stored as
+    // column-major inp^T[IC,N] (ld IC), op N. beta = 1 adds to the bias, beta = 0 ignores out.
+    cublasCheck(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, weight, IC, inp, IC,
+                            bias ? &one : &zero, out, OC));
+}
+
+static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                 const float *weight, int N, int IC, int OC) {
+    CudaContext *c = cuda_context();
+    const float one = 1.0f, zero = 0.0f;
+    if (dinp) {
+        // Row-major dinp[N,IC] = dout[N,OC] W[OC,IC], read as dinp^T[IC,N] = W^T[IC,OC] dout^T[OC,N]:
+        // both are stored exactly so (ld IC and ld OC), op N twice. beta = 0: overwritten.
+        cublasCheck(
+            cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &one, weight, IC, dout, OC, &zero, dinp, IC));
+    }
+    // Row-major dW[OC,IC] += dout^T[OC,N] inp[N,IC], read as dW^T[IC,OC] += inp^T[IC,N] dout[N,OC]:
+    // inp is stored as inp^T (ld IC), op N; dout is stored as dout^T[OC,N] (ld OC), op T gives
+    // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
+    cublasCheck(
+        cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &one, inp, IC, dout, OC, &one, dweight, IC));
+    if (dbias && OC > 0) {
+        column_sums_kernel<<<blocks_for((size_t)OC, THREADS), THREADS, 0, c->stream>>>(dbias, dout, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// LayerNorm, eps 1e-5 (as ops.c). One warp per row for the row statistics; one thread per
+// column for the parameter gradients, which sum over rows.
+// ---------------------------------------------------------------------------------------
+
+static const float LAYERNORM_EPS = 1e-5f;
+
+__global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                                const float *w, const float *b, int N, int C) {
+    size_t n = warp_row();
+    if (n >= (size_t)N) return;  // the whole warp leaves together
+    int lane = threadIdx.x % WARP;
+    const float *x = inp + n * C;
+    float *y = out + n * C;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += WARP) sum += x[i];
+    float m = warp_sum(sum) / (float)C;
+    float sq = 0.0f;  // two passes, as ops.c: the variance of x - mean, not E[x^2] - mean^2
+    for (int i = lane; i < C; i += WARP) sq += (x[i] - m) * (x[i] - m);
+    float var = warp_sum(sq) / (float)C;
+    float s = 1.0f / sqrtf(var + LAYERNORM_EPS);
+    for (int i = lane; i < C; i += WARP) y[i] = (x[i] - m) * s * w[i] + b[i];
+    if (lane == 0) {
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// dw[i] += sum_n dy[n,i] xhat[n,i];  db[i] += sum_n dy[n,i]  (n in increasing order)
+__global__ static void layernorm_param_grads_kernel(float *dw, float *db, const float *dout, const float *inp,
+                                                    const float *mean, const float *rstd, int N, int C) {
+    int i = (int)thread_index();
+    if (i >= C) return;
+    float dwi = dw[i], dbi = db[i];
+    for (int n = 0; n < N; n++) {
+        float dy = dout[(size_t)n * C + i];
+        float xhat = (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
+        dwi += dy * xhat;
+        dbi += dy;
+    }
+    dw[i] = dwi;
+    db[i] = dbi;
+}
+
+// dinp[n,i] += rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. One warp per row.
+__global__ static void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                             const float *mean, const float *rstd, int N, int C) {
+    size_t n = warp_row();
+    if (n >= (size_t)N) return;
+    int lane = threadIdx.x % WARP;
+    const float *dy = dout + n * C, *x = inp + n * C;
+    float *dx = dinp + n * C;
+    float m = mean[n], s = rstd[n];
+    float g_sum = 0.0f, gx_sum = 0.0f;
+    for (int i = lane; i < C; i += WARP) {
+        float xhat = (x[i] - m) * s;
+        float g = dy[i] * w[i];
+        g_sum += g;
+        gx_sum += g * xhat;
+    }
+    float g_mean = warp_sum(g_sum) / (float)C;
+    float gx_mean = warp_sum(gx_sum) / (float)C;
+    for (int i = lane; i < C; i += WARP) {
+        float xhat = (x[i] - m) * s;
+        float g = dy[i] * w[i];
+        dx[i] += s * (g - g_mean - xhat * gx_mean);
+    }
+}
+
+static void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                   const float *b, int N, int C) {
+    if (N == 0) return;
+    layernorm_forward_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
+        out, mean, rstd, inp, w, b, N, C);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                    const float *w, const float *mean, const float *rstd, int N, int C) {
+    if (N == 0 || C == 0) return;
+    // Parameter gradients first: they read dout, which the CPU version also allows to be
+    // the same buffer as dinp (it reads dy[i] before it adds to dx[i]).
+    layernorm_param_grads_kernel<<<blocks_for((size_t)C, THREADS), THREADS, 0, compute_stream()>>>(dw, db, dout, inp,
+                                                                                                   mean, rstd, N, C);
+    cudaCheck(cudaGetLastError());
+    layernorm_dinp_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(dinp, dout, inp, w,
+                                                                                                   mean, rstd, N, C);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Causal self-attention (math in ops.c). qkv is [B,T,3C]; head h of token (b,t) has its q, k,
+// v at columns h*hs, C + h*hs, 2C + h*hs of row b*T + t. One warp per attention row (b,h,t):
+// lanes split the keys u for the scores, then split the hs channels for the output.
+// ---------------------------------------------------------------------------------------
+
+__device__ static const float *head_vec(const float *qkv, int b, int t, int T, int C, int part, int h, int hs) {
+    return qkv + ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * hs;
+}
+
+__global__ static void attention_forward_kernel(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                                                float scale) {
+    size_t row = warp_row();  // ((b * NH + h) * T + t), the row of att
+    if (row >= (size_t)B * NH * T) return;
+    int lane = threadIdx.x % WARP, hs = C / NH;
+    int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
+    const float *q = head_vec(qkv, b, t, T, C, 0, h, hs);
+    float *a = att + row * T;
+    // Scores of the keys this lane owns (u = lane, lane + 32, ...), kept in a[] meanwhile.
+    float maxs = -INFINITY;
+    for (int u = lane; u <= t; u += WARP) {
+        const float *k = head_vec(qkv, b, u, T, C, 1, h, hs);
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += q[i] * k[i];
+        s *= scale;
+        a[u] = s;
+        maxs = fmaxf(maxs, s);
+    }
+    maxs = warp_max(maxs);  // u = 0 always exists, so this is finite
+    float sum = 0.0f;
+    for (int u = lane; u <= t; u += WARP) {
+        float e = expf(a[u] - maxs);
+        a[u] = e;
+        sum += e;
+    }
+    float inv = 1.0f / warp_sum(sum);
+    for (int u = lane; u < T; u += WARP) a[u] = u <= t ? a[u] * inv : 0.0f;
+    __syncwarp();  // every lane's probabilities are written before any lane reads them all
+    float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+    for (int i = lane; i < hs; i += WARP) {
+        float acc = 0.0f;
+        for (int u = 0; u <= t; u++) acc += a[u] * head_vec(qkv, b, u, T, C, 2, h, hs)[i];
+        o[i] = acc;
+    }
+}
+
+// Backward, step 1, one warp per row (b,h,t): ds[t,u] = a[t,u] (da[t,u] - sum_w a[t,w] da[t,w])
+// * scale with da[t,u] = do_t . v_u, saved in dS (workspace, [B,NH,T,T], u <= t only); then
+// dq_t = sum_u ds[t,u] k_u, u in increasing order.
+__global__ static void attention_backward_dq_kernel(float *dqkv, float *dS, const float *dout, const float *qkv,
+                                                    const float *att, int B, int T, int C, int NH, float scale) {
+    size_t row = warp_row();
+    if (row >= (size_t)B * NH * T) return;
+    int lane = threadIdx.x % WARP, hs = C / NH;
+    int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
+    const float *a = att + row * T;
+    float *ds = dS + row * T;
+    const float *dot = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+    float dot_sum = 0.0f;  // sum_w a[t,w] da[t,w]
+    for (int u = lane; u <= t; u += WARP) {
+        const float *v = head_vec(qkv, b, u, T, C, 2, h, hs);
+        float d = 0.0f;
+        for (int i = 0; i < hs; i++) d += dot[i] * v[i];
+        ds[u] = d;  // da for now
+        dot_sum += a[u] * d;
+    }
+    dot_sum = warp_sum(dot_sum);
+    for (int u = lane; u <= t; u += WARP) ds[u] = a[u] * (ds[u] - dot_sum) * scale;
+    __syncwarp();  // the whole row of ds is written before any lane reads it
+    float *dq = dqkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+    for (int i = lane; i < hs; i += WARP) {
+        float acc = 0.0f;
+        for (int u = 0; u <= t; u++) acc += ds[u] * head_vec(qkv, b, u, T, C, 1, h, hs)[i];
+        dq[i] = acc;
+    }
+}
+
+// Backward, step 2, one warp per key (b,h,u), gathering over the queries t >= u that saw it
+// (t in increasing order, as the CPU adds them): dk_u = sum_t ds[t,u] q_t, dv_u = sum_t a[t,u] do_t.
+__global__ static void attention_backward_dkv_kernel(float *dqkv, const float *dS, const float *dout,
+                                                     const float *qkv, const float *att, int B, int T, int C,
+                                                     int NH) {
+    size_t key = warp_row();  // ((b * NH + h) * T + u)
+    if (key >= (size_t)B * NH * T) return;
+    int lane = threadIdx.x % WARP, hs = C / NH;
+    int u = (int)(key % T), h = (int)(key / T % NH), b = (int)(key / ((size_t)T * NH));
+    size_t head_rows = (key - u) * T;  // where row t = 0 of this head's [T,T] block starts
+    float *dk = dqkv + ((size_t)b * T + u) * 3 * C + C + (size_t)h * hs;
+    float *dv = dk + C;
+    for (int i = lane; i < hs; i += WARP) {
+        float dk_acc = 0.0f, dv_acc = 0.0f;
+        for (int t = u; t < T; t++) {
+            size_t tu = head_rows + (size_t)t * T + u;
+            dk_acc += dS[tu] * head_vec(qkv, b, t, T, C, 0, h, hs)[i];
+            dv_acc += att[tu] * dout[((size_t)b * T + t) * C + (size_t)h * hs + i];
+        }
+        dk[i] = dk_acc;
+        dv[i] = dv_acc;
+    }
+}
+
+static void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    size_t rows = (size_t)B * NH * T;
+    if (rows == 0) return;
+    float scale = 1.0f / sqrtf((float)(C / NH));  // as ops.c computes it
+    attention_forward_kernel<<<warp_blocks_for(rows), WARP_BLOCK_THREADS, 0, compute_stream()>>>(out, att, qkv, B, T,
+                                                                                                 C, NH, scale);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                                    int C, int NH, float *scratch) {
+    (void)scratch;  // the CPU's 2*T floats; the GPU's dS lives in the context's workspace
+    size_t rows = (size_t)B * NH * T;
+    if (rows == 0) return;
+    float scale = 1.0f / sqrtf((float)(C / NH));
+    float *dS = (float *)cuda_workspace(rows * T * sizeof(float));
+    // Step 1 writes every dq (and dS); step 2, queued after it, every dk and dv: together all
+    // of dqkv is overwritten, as on the CPU.
+    attention_backward_dq_kernel<<<warp_blocks_for(rows), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
+        dqkv, dS, dout, qkv, att, B, T, C, NH, scale);
+    cudaCheck(cudaGetLastError());
+    attention_backward_dkv_kernel<<<warp_blocks_for(rows), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
+        dqkv, dS, dout, qkv, att, B, T, C, NH);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Elementwise: GELU (tanh form, as ops.c), residual add. No pointer is __restrict__: dinp
+// may be dout, out may be a or b, and each thread reads its element before writing it.
+// ---------------------------------------------------------------------------------------
+
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+
+__global__ static void gelu_forward_kernel(float *out, const float *inp, int n) {
+    size_t i = thread_index();
+    if (i >= (size_t)n) return;
+    float x = inp[i];
+    out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+}
+
+__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, int n) {
+    size_t i = thread_index();
+    if (i >= (size_t)n) return;
+    float x = inp[i];
+    float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+    float sech2 = 1.0f - th * th;
+    float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] = grad * dout[i];
+}
+
+__global__ static void residual_add_kernel(float *out, const float *a, const float *b, int n) {
+    size_t i = thread_index();
+    if (i < (size_t)n) out[i] = a[i] + b[i];
+}
+
+static void cuda_gelu_forward(float *out, const float *inp, int n) {
+    if (n <= 0) return;
+    gelu_forward_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(out, inp, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n) {
+    if (n <= 0) return;
+    gelu_backward_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(dinp, inp, dout, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_residual_add(float *out, const float *a, const float *b, int n) {
+    if (n <= 0) return;
+    residual_add_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(out, a, b, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Embeddings. The backward is a gather: the thread owning dwte[v, c] scans the B*T tokens in
+// order and adds the rows whose token is v, which is the order the CPU adds them in.
+// ---------------------------------------------------------------------------------------
+
+enum { TOKEN_VALUES = 256 };  // tokens are bytes, so the vocabulary holds at most 256 rows
+
+// out[b,t,c] = wte[tokens[b,t], c] + wpe[t, c], one thread per output float.
+__global__ static void embedding_forward_kernel(float *out, const uint8_t *tokens, const float *wte, const float *wpe,
+                                                int B, int T, int C) {
+    size_t i = thread_index();
+    if (i >= (size_t)B * T * C) return;
+    size_t n = i / C;
+    int c = (int)(i % C), t = (int)(n % T);
+    out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(size_t)t * C + c];
+}
+
+// dwte[v, c] += dout[n, c] for every n with tokens[n] == v. Rows of tokens that do not occur
+// are never touched, so a vocabulary smaller than 256 is never written past.
+__global__ static void embedding_backward_wte_kernel(float *dwte, const float *dout, const uint8_t *tokens, int BT,
+                                                     int C) {
+    size_t i = thread_index();
+    if (i >= (size_t)TOKEN_VALUES * C) return;
+    int v = (int)(i / C), c = (int)(i % C);
+    float *dst = dwte + (size_t)v * C + c;
+    float acc = 0.0f;
+    int seen = 0;
+    for (int n = 0; n < BT; n++)
+        if (tokens[n] == v) {
+            if (!seen) {
+                acc = *dst;  // the first occurrence starts from the gradient so far
+                seen = 1;
+            }
+            acc += dout[(size_t)n * C + c];
+        }
+    if (seen) *dst = acc;
+}
+
+static void cuda_embedding_forward(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B,
+                                   int T, int C) {
+    size_t n = (size_t)B * T * C;
+    if (n == 0) return;
+    const uint8_t *tokens_dev = cuda_stage_tokens(tokens, (size_t)B * T);
+    embedding_forward_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(out, tokens_dev, wte, wpe, B,
+                                                                                       T, C);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B, int T,
+                                    int C) {
+    if ((size_t)B * T * C == 0) return;
+    const uint8_t *tokens_dev = cuda_stage_tokens(tokens, (size_t)B * T);
+    embedding_backward_wte_kernel<<<blocks_for((size_t)TOKEN_VALUES * C, THREADS), THREADS, 0, compute_stream()>>>(
+        dwte, dout, tokens_dev, B * T, C);
+    cudaCheck(cudaGetLastError());
+    // dwpe[t, c] += sum over b of dout[b, t, c]: the column sums of dout seen as [B, T*C].
+    column_sums_kernel<<<blocks_for((size_t)T * C, THREADS), THREADS, 0, compute_stream()>>>(dwpe, dout, B, T * C);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Softmax cross-entropy (math in ops.c). One warp per row; each row's loss is computed in
+// double on the device and the host adds the rows in order, as crossentropy_forward does.
+// ---------------------------------------------------------------------------------------
+
+__global__ static void crossentropy_forward_kernel(float *logits, const uint8_t *targets, int N, int V,
+                                                   double *row_loss) {
+    size_t n = warp_row();
+    if (n >= (size_t)N) return;
+    int lane = threadIdx.x % WARP;
+    float *z = logits + n * V;
+    float target_z = z[targets[n]];
+    float maxz = -INFINITY;
+    for (int v = lane; v < V; v += WARP) maxz = fmaxf(maxz, z[v]);
+    maxz = warp_max(maxz);
+    __syncwarp();  // every lane has read target_z before any lane overwrites the row
+    float sum = 0.0f;
+    for (int v = lane; v < V; v += WARP) {
+        float e = expf(z[v] - maxz);
+        z[v] = e;
+        sum += e;
+    }
+    sum = warp_sum(sum);
+    float inv = 1.0f / sum;
+    for (int v = lane; v < V; v += WARP) z[v] *= inv;
+    if (lane == 0) row_loss[n] = log((double)sum) + (double)maxz - (double)target_z;
+}
+
+// dlogits[n, v] = probs[n, v] * scale, minus scale at the target.
+__global__ static void crossentropy_backward_kernel(float *dlogits, const float *probs, const uint8_t *targets, int N,
+                                                    int V, float scale) {
+    size_t i = thread_index();
+    if (i >= (size_t)N * V) return;
+    size_t n = i / V;
+    int v = (int)(i % V);
+    float d = probs[i] * scale;
+    if (v == targets[n]) d -= scale;
+    dlogits[i] = d;
+}
+
+// Copy n doubles from the device (after the queued work) and add them in order on the host.
+static double sum_on_host(const double *dev, size_t n) {
+    CudaContext *c = cuda_context();
+    double *host = (double *)malloc_check(n * sizeof(double));
+    cudaCheck(cudaMemcpyAsync(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost, c->stream));
+    cudaCheck(cudaStreamSynchronize(c->stream));
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += host[i];
+    free(host);
+    return total;
+}
+
+static double cuda_crossentropy_forward(float *probs_from_logits, const uint8_t *targets, int N, int V) {
+    if (N <= 0) return 0.0;
+    const uint8_t *targets_dev = cuda_stage_tokens(targets, (size_t)N);
+    double *row_loss = (double *)cuda_workspace((size_t)N * sizeof(double));
+    crossentropy_forward_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
+        probs_from_logits, targets_dev, N, V, row_loss);
+    cudaCheck(cudaGetLastError());
+    return sum_on_host(row_loss, (size_t)N);
+}
+
+static void cuda_crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N, int V,
+                                       float scale) {
+    size_t n = (size_t)N * V;
+    if (n == 0) return;
+    const uint8_t *targets_dev = cuda_stage_tokens(targets, (size_t)N);
+    crossentropy_backward_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dlogits, probs,
+                                                                                           targets_dev, N, V, scale);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// The optimizer's elementwise work (adamw.c)
+// ---------------------------------------------------------------------------------------
+
+// One AdamW step per element, the float formula of adamw.c; c1 and c2 are its bias
+// corrections, computed on the host exactly as adamw.c computes them.
+__global__ static void adamw_kernel(float *params, const float *grads, float *m, float *v, size_t n, AdamW opt,
+                                    float c1, float c2) {
+    size_t i = thread_index();
+    if (i >= n) return;
+    float b1 = opt.beta1, b2 = opt.beta2, g = grads[i];
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / c1, vhat = vi / c2;
+    params[i] -= opt.lr * (mhat / (sqrtf(vhat) + opt.eps) + opt.weight_decay * params[i]);
+}
+
+// Fixed-size blocks of the input, each summed to one double partial by a fixed tree, so the
+// result never depends on timing; the host adds the partials in block order.
+enum { SUMSQ_THREADS = 256, SUMSQ_BLOCK_ELEMS = 8192 };
+
+__global__ static void sum_of_squares_kernel(const float *x, size_t n, double *partials) {
+    __shared__ double part[SUMSQ_THREADS];
+    size_t start = (size_t)blockIdx.x * SUMSQ_BLOCK_ELEMS;
+    size_t end = start + SUMSQ_BLOCK_ELEMS < n ? start + SUMSQ_BLOCK_ELEMS : n;
+    double s = 0.0;
+    for (size_t i = start + threadIdx.x; i < end; i += SUMSQ_THREADS) s += (double)x[i] * x[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = SUMSQ_THREADS / 2; stride > 0; stride /= 2) {
+        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
+}
+
+__global__ static void scale_kernel(float *x, size_t n, float s) {
+    size_t i = thread_index();
+    if (i < n) x[i] *= s;
+}
+
+static void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
+                              size_t n) {
+    if (n == 0) return;
+    float c1 = 1.0f - (float)pow(opt->beta1, (double)t);
+    float c2 = 1.0f - (float)pow(opt->beta2, (double)t);
+    adamw_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(params, grads, m, v, n, *opt, c1, c2);
+    cudaCheck(cudaGetLastError());
+}
+
+static double cuda_sum_of_squares(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    size_t nblocks = (n + SUMSQ_BLOCK_ELEMS - 1) / SUMSQ_BLOCK_ELEMS;
+    double *partials = (double *)cuda_workspace(nblocks * sizeof(double));
+    sum_of_squares_kernel<<<(unsigned)nblocks, SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
+    cudaCheck(cudaGetLastError());
+    return sum_on_host(partials, nblocks);
+}
+
+static void cuda_scale_floats(float *x, size_t n, float s) {
+    if (n == 0) return;
+    scale_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(x, n, s);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers, and the table
+// ---------------------------------------------------------------------------------------
+
+static void cuda_zero(float *x, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(x, 0, n * sizeof(float), compute_stream()));
+}
+
+static void cuda_copy_floats(float *dst, const float *src, size_t n) {
+    if (n == 0 || dst == src) return;
+    // The CPU's copy is a memmove; cudaMemcpy's result is undefined for overlapping ranges.
+    if (dst < src + n && src < dst + n)
+        die("copy between distinct, non-overlapping buffers (a bug in shardlab)",
+            "Ops.copy on the GPU: the %zu floats at %p and %p overlap", n, (void *)dst, (const void *)src);
+    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
+}
+
+static const Ops cuda_table = {
+    .name = "cuda",
+    .linear_forward = cuda_linear_forward,
+    .linear_backward = cuda_linear_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .residual_add = cuda_residual_add,
+    .embedding_forward = cuda_embedding_forward,
+    .embedding_backward = cuda_embedding_backward,
+    .crossentropy_forward = cuda_crossentropy_forward,
+    .crossentropy_backward = cuda_crossentropy_backward,
+    .adamw_update = cuda_adamw_update,
+    .sum_of_squares = cuda_sum_of_squares,
+    .scale_floats = cuda_scale_floats,
+    .zero = cuda_zero,
+    .copy = cuda_copy_floats,
+};
+
+extern "C" const Ops *cuda_ops(void) { return &cuda_table; }

@@ -1,0 +1,431 @@
+// test_cuda_ops.c — every entry of cuda_ops() (labs/core/cuda/ops.cu) against ops_cpu.
+//
+// What it proves:
+//   - each GPU kernel computes what its CPU twin computes, on random inputs of awkward sizes
+//     (37 rows, 48 channels, 53 outputs, 3 heads of 16, T = 19 and 67: nothing a multiple
+//     of 32, and both fewer and more keys than a warp has lanes);
+//   - the contract of ops.h, not just the formula: outputs that are OVERWRITTEN start from
+//     garbage (7.0) and must not keep it; outputs that ACCUMULATE start from random values
+//     and must keep them; NULL outputs are skipped; gelu_backward may write over dout;
+//   - the host-side answers: crossentropy_forward's summed loss and sum_of_squares' double;
+//   - AdamW over several steps (bias corrections change with t);
+//   - determinism: an op run twice on the same inputs gives the same bits (replicas are
+//     compared by hashing their parameters, so this is what the graders rely on);
+//   - the device functions of gpu.h the ops rest on: zero-filled allocation, copies both
+//     ways, pointer kinds, memory figures.
+// Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
+//
+// Tolerances. fp32 keeps 24 bits (one rounding: 6e-8 relative). The GPU adds in another order
+// (cuBLAS tiles, warp trees), fuses a*b+c into one rounding, and its expf/tanhf are within 2
+// units in the last place rather than glibc's 1. We compare a whole buffer at once: the
+// largest |gpu - cpu| relative to the largest |cpu| ("normwise"), because an element that
+// cancels to near zero has a meaningless relative error of its own. Bounds, with K terms
+// summed and inputs of size ~1:
+//   TOL_ELEMENTWISE 1e-5  one formula per element (GELU, softmax, the loss gradient): a few
+//                         roundings, plus libm differences that tanh's 1 - th^2 can amplify
+//                         about tenfold.
+//   TOL_SUM         1e-5  one sum of K <= 67 terms in a different order: the worst case is
+//                         K * 6e-8 = 4e-6 of the sum of |terms|, typically sqrt(K) * 6e-8.
+//   TOL_CHAIN       1e-4  backward passes that chain several such sums (LayerNorm's dx,
+//                         attention's ds then dq, dk): the worst cases multiply.
+// A wrong index, a missing term or an overwrite where the contract says accumulate is off
+// by order 1, so even 1e-4 tells right from wrong by four orders of magnitude. Where the GPU
+// adds exactly the CPU's terms in the CPU's order (bias and embedding gradients, the LayerNorm
+// bias gradient) or does one rounding per element (residual add, scaling, embedding lookup),
+// we demand the same bits.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops.h"
+#include "rng.h"
+#include "../test.h"
+
+#define TOL_ELEMENTWISE 1e-5
+#define TOL_SUM 1e-5
+#define TOL_CHAIN 1e-4
+
+enum { ROWS = 37, CH = 48, OC = 53, V = 256 };
+static const float GARBAGE = 7.0f;  // what an overwritten output holds before the call
+
+static const Ops *gpu;
+
+// ---------------------------------------------------------------------------------------
+// Buffers: every one a test makes is freed together at its end.
+// ---------------------------------------------------------------------------------------
+
+enum { MAX_BUFFERS = 64 };
+static void *host_buffers[MAX_BUFFERS], *device_buffers[MAX_BUFFERS];
+static int nhost, ndevice;
+
+static void free_buffers(void) {
+    while (nhost > 0) free(host_buffers[--nhost]);
+    while (ndevice > 0) cuda_free(device_buffers[--ndevice]);
+}
+
+static float *host_floats(size_t n) {
+    if (nhost == MAX_BUFFERS) die("free_buffers() at the end of each test", "too many host buffers");
+    return host_buffers[nhost++] = malloc_check(n * sizeof(float));
+}
+
+static float *random_floats(size_t n, uint64_t seed, double lo, double hi) {
+    float *x = host_floats(n);
+    Rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * rng_uniform(&r));
+    return x;
+}
+
+static float *filled(size_t n, float value) {
+    float *x = host_floats(n);
+    for (size_t i = 0; i < n; i++) x[i] = value;
+    return x;
+}
+
+static float *to_device(const float *host, size_t n) {
+    if (ndevice == MAX_BUFFERS) die("free_buffers() at the end of each test", "too many device buffers");
+    float *d = cuda_alloc(n * sizeof(float));
+    if (!d) die("is another process using the GPU's memory?", "cuda_alloc(%zu floats) failed", n);
+    cuda_copy(d, host, n * sizeof(float));
+    return device_buffers[ndevice++] = d;
+}
+
+static float *to_host(const float *dev, size_t n) {
+    float *h = host_floats(n);
+    cuda_copy(h, dev, n * sizeof(float));
+    return h;
+}
+
+// ---------------------------------------------------------------------------------------
+// Comparisons
+// ---------------------------------------------------------------------------------------
+
+// Normwise: max |gpu - cpu| <= tol * max |cpu|, and every GPU value finite.
+static void expect_close(const char *what, const float *cpu, const float *gpu_dev, size_t n, double tol) {
+    const float *g = to_host(gpu_dev, n);
+    double max_diff = 0, max_ref = 0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(g[i])) finite = 0;
+        double d = fabs((double)g[i] - (double)cpu[i]);
+        if (d > max_diff) max_diff = d;
+        if (fabs(cpu[i]) > max_ref) max_ref = fabs(cpu[i]);
+    }
+    EXPECT(finite && max_diff <= tol * max_ref, "%s: max |gpu - cpu| %.3g <= %.0e * max |cpu| %.3g%s", what, max_diff,
+           tol, max_ref, finite ? "" : " (the GPU gave a NaN or inf)");
+}
+
+static size_t differing_floats(const float *a, const float *b, size_t n) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) count += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return count;
+}
+
+static void expect_same_bits(const char *what, const float *cpu, const float *gpu_dev, size_t n) {
+    size_t count = differing_floats(cpu, to_host(gpu_dev, n), n);
+    EXPECT(count == 0, "%s: the CPU's bits (%zu of %zu floats differ)", what, count, n);
+}
+
+// Two GPU runs of the same op on the same inputs.
+static void expect_same_run(const char *what, const float *dev_a, const float *dev_b, size_t n) {
+    size_t count = differing_floats(to_host(dev_a, n), to_host(dev_b, n), n);
+    EXPECT(count == 0, "%s: a second run gives the same bits (%zu of %zu floats differ)", what, count, n);
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests, one per group of ops
+// ---------------------------------------------------------------------------------------
+
+static void test_device(void) {
+    float *ones = filled(1000, 1.0f), *d = to_device(ones, 1000);
+    EXPECT(cuda_is_device_ptr(d) && !cuda_is_device_ptr(ones), "cuda_is_device_ptr tells device from host memory");
+    float *fresh = cuda_alloc(1000 * sizeof(float));
+    EXPECT(fresh != NULL, "cuda_alloc of 4000 bytes");
+    if (fresh) {
+        expect_same_bits("cuda_alloc gives zero-filled memory", filled(1000, 0.0f), fresh, 1000);
+        cuda_free(fresh);
+    }
+    cuda_memset0(d, 500 * sizeof(float));
+    const float *h = to_host(d, 1000);
+    EXPECT(h[0] == 0.0f && h[499] == 0.0f && h[500] == 1.0f, "cuda_memset0 zeroes exactly the bytes asked for");
+    size_t free_bytes = 0, total_bytes = 0;
+    int info = cuda_mem_info(&free_bytes, &total_bytes);
+    EXPECT(info == 0 && free_bytes > 0 && free_bytes <= total_bytes, "cuda_mem_info: %zu of %zu bytes free",
+           free_bytes, total_bytes);
+    EXPECT(strcmp(gpu->name, "cuda") == 0, "cuda_ops() is the table named \"cuda\" (got \"%s\")", gpu->name);
+    free_buffers();
+}
+
+static void test_linear(void) {
+    const int N = ROWS, IC = CH;
+    float *inp = random_floats((size_t)N * IC, 1, -1, 1), *w = random_floats((size_t)OC * IC, 2, -1, 1);
+    float *bias = random_floats(OC, 3, -1, 1), *out = host_floats((size_t)N * OC);
+    float *wt_scratch = host_floats((size_t)IC * OC);
+    float *d_inp = to_device(inp, (size_t)N * IC), *d_w = to_device(w, (size_t)OC * IC),
+          *d_bias = to_device(bias, OC);
+    float *d_out = to_device(filled((size_t)N * OC, GARBAGE), (size_t)N * OC);
+
+    ops_cpu.linear_forward(out, inp, w, bias, N, IC, OC, wt_scratch);
+    gpu->linear_forward(d_out, d_inp, d_w, d_bias, N, IC, OC, NULL);  // GPU ignores the scratch
+    expect_close("linear_forward with bias (out overwritten)", out, d_out, (size_t)N * OC, TOL_SUM);
+    ops_cpu.linear_forward(out, inp, w, NULL, N, IC, OC, wt_scratch);
+    gpu->linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, NULL);
+    expect_close("linear_forward without bias", out, d_out, (size_t)N * OC, TOL_SUM);
+
+    // Backward: dinp starts as garbage (overwritten), dweight and dbias as random values
+    // (accumulated). A second GPU run starts from the same values.
+    float *dout = random_floats((size_t)N * OC, 4, -1, 1), *dinp = filled((size_t)N * IC, GARBAGE);
+    float *dw = random_floats((size_t)OC * IC, 5, -1, 1), *db = random_floats(OC, 6, -1, 1);
+    float *d_dout = to_device(dout, (size_t)N * OC);
+    float *d_dinp[2], *d_dw[2], *d_db[2];
+    for (int run = 0; run < 2; run++) {
+        d_dinp[run] = to_device(dinp, (size_t)N * IC);
+        d_dw[run] = to_device(dw, (size_t)OC * IC);
+        d_db[run] = to_device(db, OC);
+        gpu->linear_backward(d_dinp[run], d_dw[run], d_db[run], d_dout, d_inp, d_w, N, IC, OC);
+    }
+    ops_cpu.linear_backward(dinp, dw, db, dout, inp, w, N, IC, OC);
+    expect_close("linear_backward dinp (overwritten)", dinp, d_dinp[0], (size_t)N * IC, TOL_SUM);
+    expect_close("linear_backward dweight (added to its previous value)", dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
+    expect_same_bits("linear_backward dbias: column sums added in the CPU's order", db, d_db[0], OC);
+    expect_same_run("linear_backward dinp", d_dinp[0], d_dinp[1], (size_t)N * IC);
+    expect_same_run("linear_backward dweight", d_dw[0], d_dw[1], (size_t)OC * IC);
+
+    // NULL dinp and dbias are skipped; dweight accumulates a second time.
+    ops_cpu.linear_backward(NULL, dw, NULL, dout, inp, w, N, IC, OC);
+    gpu->linear_backward(NULL, d_dw[0], NULL, d_dout, d_inp, d_w, N, IC, OC);
+    expect_close("linear_backward with dinp and dbias NULL: dweight accumulates again", dw, d_dw[0], (size_t)OC * IC,
+                 TOL_SUM);
+    free_buffers();
+}
+
+static void test_layernorm(void) {
+    const int N = ROWS;
+    size_t n = (size_t)N * CH;
+    // Rows with a mean far from zero, so forgetting to subtract it shows.
+    float *inp = random_floats(n, 10, 1, 5), *w = random_floats(CH, 11, 0.5, 1.5), *b = random_floats(CH, 12, -1, 1);
+    float *out = host_floats(n), *mean = host_floats(N), *rstd = host_floats(N);
+    float *d_inp = to_device(inp, n), *d_w = to_device(w, CH), *d_b = to_device(b, CH);
+    float *d_out = to_device(filled(n, GARBAGE), n), *d_mean = to_device(filled(N, GARBAGE), N);
+    float *d_rstd = to_device(filled(N, GARBAGE), N);
+    ops_cpu.layernorm_forward(out, mean, rstd, inp, w, b, N, CH);
+    gpu->layernorm_forward(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, CH);
+    expect_close("layernorm_forward out", out, d_out, n, TOL_SUM);
+    expect_close("layernorm_forward mean", mean, d_mean, N, TOL_SUM);
+    expect_close("layernorm_forward rstd", rstd, d_rstd, N, TOL_SUM);
+
+    // Backward from the CPU's statistics, so both sides see the same inputs. dinp, dw and db
+    // all ACCUMULATE: they start from random values.
+    float *dout = random_floats(n, 13, -1, 1), *dinp = random_floats(n, 14, -1, 1);
+    float *dw = random_floats(CH, 15, -1, 1), *db = random_floats(CH, 16, -1, 1);
+    float *d_dout = to_device(dout, n), *d_mean_cpu = to_device(mean, N), *d_rstd_cpu = to_device(rstd, N);
+    float *d_dinp[2], *d_dw[2], *d_db[2];
+    for (int run = 0; run < 2; run++) {
+        d_dinp[run] = to_device(dinp, n);
+        d_dw[run] = to_device(dw, CH);
+        d_db[run] = to_device(db, CH);
+        gpu->layernorm_backward(d_dinp[run], d_dw[run], d_db[run], d_dout, d_inp, d_w, d_mean_cpu, d_rstd_cpu, N, CH);
+    }
+    ops_cpu.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, CH);
+    expect_close("layernorm_backward dinp (accumulated)", dinp, d_dinp[0], n, TOL_CHAIN);
+    expect_close("layernorm_backward dw (accumulated)", dw, d_dw[0], CH, TOL_SUM);
+    expect_same_bits("layernorm_backward db: column sums added in the CPU's order", db, d_db[0], CH);
+    expect_same_run("layernorm_backward dinp", d_dinp[0], d_dinp[1], n);
+    expect_same_run("layernorm_backward dw", d_dw[0], d_dw[1], CH);
+    free_buffers();
+}
+
+// Twice: T = 19 and hs = 16 (each lane of a warp owns at most one key, half the lanes own no
+// channel), then T = 67 and hs = 48 (lanes loop over keys and channels, with ragged ends).
+static char attention_shape[64];  // "T=19, hs=16", named in each line this test prints
+
+static const char *with_shape(const char *what) {
+    static char line[160];
+    snprintf(line, sizeof line, "%s (%s)", what, attention_shape);
+    return line;
+}
+
+static void test_attention(int B, int T, int C, int NH) {
+    snprintf(attention_shape, sizeof attention_shape, "B=%d, T=%d, hs=%d", B, T, C / NH);
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = random_floats(nqkv, 20, -2, 2), *out = host_floats(nout), *att = host_floats(natt);
+    float *d_qkv = to_device(qkv, nqkv), *d_out = to_device(filled(nout, GARBAGE), nout);
+    float *d_att = to_device(filled(natt, GARBAGE), natt);
+    ops_cpu.attention_forward(out, att, qkv, B, T, C, NH);
+    gpu->attention_forward(d_out, d_att, d_qkv, B, T, C, NH);
+    expect_close(with_shape("attention_forward out"), out, d_out, nout, TOL_SUM);
+    expect_close(with_shape("attention_forward att (softmax probabilities)"), att, d_att, natt, TOL_ELEMENTWISE);
+    const float *g_att = to_host(d_att, natt);
+    size_t nonzero_future = 0;  // causal: a token never attends to a later one
+    for (size_t r = 0; r < (size_t)B * NH * T; r++)
+        for (int u = (int)(r % T) + 1; u < T; u++) nonzero_future += g_att[r * T + u] != 0.0f;
+    EXPECT(nonzero_future == 0, "attention_forward att is exactly 0 above the diagonal (%s; %zu entries are not)",
+           attention_shape, nonzero_future);
+
+    // Backward from the CPU's probabilities; dqkv is OVERWRITTEN, so it starts as garbage.
+    float *dout = random_floats(nout, 21, -1, 1), *dqkv = host_floats(nqkv), *scratch = host_floats(2 * T);
+    float *d_dout = to_device(dout, nout), *d_att_cpu = to_device(att, natt);
+    float *d_dqkv[2];
+    for (int run = 0; run < 2; run++) {
+        d_dqkv[run] = to_device(filled(nqkv, GARBAGE), nqkv);
+        gpu->attention_backward(d_dqkv[run], d_dout, d_qkv, d_att_cpu, B, T, C, NH, NULL);
+    }
+    ops_cpu.attention_backward(dqkv, dout, qkv, att, B, T, C, NH, scratch);
+    expect_close(with_shape("attention_backward dqkv (overwritten: dq, dk and dv)"), dqkv, d_dqkv[0], nqkv,
+                 TOL_CHAIN);
+    expect_same_run(with_shape("attention_backward dqkv"), d_dqkv[0], d_dqkv[1], nqkv);
+    free_buffers();
+}
+
+static void test_elementwise(void) {
+    const int n = 1001;
+    // GELU over [-6, 6]: both tails, where tanh saturates and 1 - th^2 cancels.
+    float *x = random_floats(n, 30, -6, 6), *y = random_floats(n, 31, -1, 1), *out = host_floats(n);
+    float *d_x = to_device(x, n), *d_y = to_device(y, n), *d_out = to_device(filled(n, GARBAGE), n);
+    ops_cpu.gelu_forward(out, x, n);
+    gpu->gelu_forward(d_out, d_x, n);
+    expect_close("gelu_forward", out, d_out, n, TOL_ELEMENTWISE);
+    ops_cpu.gelu_backward(out, x, y, n);
+    gpu->gelu_backward(d_out, d_x, d_y, n);
+    expect_close("gelu_backward", out, d_out, n, TOL_ELEMENTWISE);
+    float *d_inplace = to_device(y, n);  // dinp is dout: ops.h allows it
+    gpu->gelu_backward(d_inplace, d_x, d_inplace, n);
+    expect_same_run("gelu_backward written over its own dout gives what a separate output gets", d_out, d_inplace, n);
+
+    ops_cpu.residual_add(out, x, y, n);
+    gpu->residual_add(d_out, d_x, d_y, n);
+    expect_same_bits("residual_add (one rounding per element)", out, d_out, n);
+    gpu->residual_add(d_x, d_x, d_y, n);  // out is a: allowed
+    expect_same_bits("residual_add written over its first input", out, d_x, n);
+
+    ops_cpu.scale_floats(y, n, 0.3f);
+    gpu->scale_floats(d_y, n, 0.3f);
+    expect_same_bits("scale_floats", y, d_y, n);
+    gpu->copy(d_out, d_y, n);
+    expect_same_bits("copy", y, d_out, n);
+    gpu->zero(d_out, n);
+    expect_same_bits("zero", filled(n, 0.0f), d_out, n);
+    free_buffers();
+}
+
+static void test_embedding(void) {
+    enum { B = 2, T = 19 };
+    size_t nout = (size_t)B * T * CH;
+    // Tokens from a small range, so rows repeat and their gradients must add up; one 255, the
+    // last row of the table.
+    uint8_t tokens[B * T];
+    Rng r;
+    rng_seed(&r, 40);
+    for (int i = 0; i < B * T; i++) tokens[i] = (uint8_t)(rng_u64(&r) % 7);
+    tokens[5] = 255;
+    float *wte = random_floats((size_t)V * CH, 41, -1, 1), *wpe = random_floats((size_t)T * CH, 42, -1, 1);
+    float *out = host_floats(nout);
+    float *d_wte = to_device(wte, (size_t)V * CH), *d_wpe = to_device(wpe, (size_t)T * CH);
+    float *d_out = to_device(filled(nout, GARBAGE), nout);
+    ops_cpu.embedding_forward(out, tokens, wte, wpe, B, T, CH);
+    gpu->embedding_forward(d_out, tokens, d_wte, d_wpe, B, T, CH);  // tokens stay in host memory
+    expect_same_bits("embedding_forward (one addition per element)", out, d_out, nout);
+
+    // dwte and dwpe ACCUMULATE: they start from the random tables above.
+    float *dout = random_floats(nout, 43, -1, 1), *d_dout = to_device(dout, nout);
+    gpu->embedding_backward(d_wte, d_wpe, d_dout, tokens, B, T, CH);
+    ops_cpu.embedding_backward(wte, wpe, dout, tokens, B, T, CH);
+    expect_same_bits("embedding_backward dwte: each row's tokens added in the CPU's order", wte, d_wte,
+                     (size_t)V * CH);
+    expect_same_bits("embedding_backward dwpe: the batch added in the CPU's order", wpe, d_wpe, (size_t)T * CH);
+    free_buffers();
+}
+
+static void test_crossentropy(void) {
+    const int N = ROWS;
+    size_t n = (size_t)N * V;
+    uint8_t targets[ROWS];
+    Rng r;
+    rng_seed(&r, 50);
+    for (int i = 0; i < N; i++) targets[i] = (uint8_t)(rng_u64(&r) % V);
+    float *logits = random_floats(n, 51, -4, 4);
+    float *d_probs[2];
+    double loss_gpu[2];
+    for (int run = 0; run < 2; run++) {
+        d_probs[run] = to_device(logits, n);
+        loss_gpu[run] = gpu->crossentropy_forward(d_probs[run], targets, N, V);
+    }
+    double loss_cpu = ops_cpu.crossentropy_forward(logits, targets, N, V);  // logits -> probs
+    expect_close("crossentropy_forward probabilities (in place)", logits, d_probs[0], n, TOL_ELEMENTWISE);
+    // Each row's loss is log(sum) + max - z: the sum of exps carries the only fp32 rounding
+    // difference (~1e-7 of it, so ~1e-7 absolute in the log), and the rows add in double.
+    EXPECT(fabs(loss_gpu[0] - loss_cpu) <= 1e-6 * fabs(loss_cpu),
+           "crossentropy_forward returns the summed loss: %.12g vs %.12g (relative 1e-6)", loss_gpu[0], loss_cpu);
+    EXPECT(memcmp(&loss_gpu[0], &loss_gpu[1], sizeof(double)) == 0,
+           "crossentropy_forward: a second run returns the same bits");
+    expect_same_run("crossentropy_forward probabilities", d_probs[0], d_probs[1], n);
+
+    float scale = 1.0f / (float)N, *dlogits = host_floats(n);
+    float *d_probs_cpu = to_device(logits, n), *d_dlogits = to_device(filled(n, GARBAGE), n);
+    ops_cpu.crossentropy_backward(dlogits, logits, targets, N, V, scale);
+    gpu->crossentropy_backward(d_dlogits, d_probs_cpu, targets, N, V, scale);
+    expect_close("crossentropy_backward (overwritten)", dlogits, d_dlogits, n, TOL_ELEMENTWISE);
+    free_buffers();
+}
+
+static void test_optimizer(void) {
+    const size_t n = 4099;
+    const AdamW opt = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    float *p = random_floats(n, 60, -1, 1), *m = filled(n, 0.0f), *v = filled(n, 0.0f);
+    float *d_p = to_device(p, n), *d_m = to_device(m, n), *d_v = to_device(v, n);
+    for (int64_t t = 1; t <= 5; t++) {  // new gradients every step; every 97th exactly zero
+        float *g = random_floats(n, 60 + (uint64_t)t, -1, 1);
+        for (size_t i = 0; i < n; i += 97) g[i] = 0.0f;
+        float *d_g = to_device(g, n);
+        ops_cpu.adamw_update(&opt, t, p, g, m, v, n);
+        gpu->adamw_update(&opt, t, d_p, d_g, d_m, d_v, n);
+    }
+    // Per step, p, m and v each differ from the CPU's by a rounding or two, where a*b+c is
+    // fused (on the CPU, fusing or not moves them by 1.2e-7 of their size after these 5
+    // steps), so we allow 1e-6. A missing bias correction is off by 4e-2.
+    expect_close("adamw_update params after 5 steps", p, d_p, n, 1e-6);
+    expect_close("adamw_update m after 5 steps", m, d_m, n, 1e-6);
+    expect_close("adamw_update v after 5 steps", v, d_v, n, 1e-6);
+
+    // sum_of_squares: every square of a float is exact in double, so only the order of the
+    // additions differs: at most n * 1.1e-16 relative, 1e-11 for 100003 terms.
+    const size_t sizes[] = {5, 8192, 100003};  // one partial block, exactly one, many and ragged
+    for (int k = 0; k < 3; k++) {
+        float *x = random_floats(sizes[k], 70 + (uint64_t)k, -3, 3), *d_x = to_device(x, sizes[k]);
+        double cpu = ops_cpu.sum_of_squares(x, sizes[k]);
+        double g1 = gpu->sum_of_squares(d_x, sizes[k]), g2 = gpu->sum_of_squares(d_x, sizes[k]);
+        EXPECT(fabs(g1 - cpu) <= 1e-10 * cpu, "sum_of_squares of %zu floats: %.17g vs %.17g (relative 1e-10)",
+               sizes[k], g1, cpu);
+        EXPECT(memcmp(&g1, &g2, sizeof(double)) == 0,
+               "sum_of_squares of %zu floats: a second run gives the same bits", sizes[k]);
+    }
+    free_buffers();
+}
+
+int main(void) {
+    char why[256] = "";
+    if (cuda_device_count(why, sizeof why) == 0) {
+        printf("ok - skipped: no usable GPU (%s)\n", why);
+        return 0;
+    }
+    char desc[256], err[256];
+    if (cuda_open(0, 0, desc, sizeof desc, err, sizeof err) != 0) {
+        EXPECT(0, "cuda_open(0): %s", err);
+        return test_done();
+    }
+    printf("# GPU 0: %s\n", desc);
+    gpu = cuda_ops();
+    test_device();
+    test_linear();
+    test_layernorm();
+    test_attention(2, 19, 48, 3);
+    test_attention(1, 67, 96, 2);
+    test_elementwise();
+    test_embedding();
+    test_crossentropy();
+    test_optimizer();
+    cuda_close();
+    return test_done();
+}
