@@ -1,0 +1,300 @@
+#!/bin/sh
+# check.sh — the CUDA backend checked against the CPU, and a training step timed against PyTorch.
+#
+# Run it on a machine with a GPU:   sh tests/gpu/check.sh        (or: make gpu-check)
+# Settings (environment): BUILD=build, STEPS=50 (training steps per run), TOL=1e-4, LARGE=1 (0:
+# skip the GPT-2-small-sized timing), KEEP=1 (keep the temp dir even when everything passed),
+# SHARDLAB_TIMEOUT_S=60 (the ranks' wait deadline), CUDA_HOME, NCCL_HOME.
+#
+# What it does, printing every command it runs:
+#   1. finds a GPU (nvidia-smi -L; none: "SKIP: ..." and exit 0), finds NCCL (under CUDA_HOME,
+#      the system's include and lib dirs, else python3's nvidia.nccl wheel, passed to make as
+#      NCCL_HOME), builds with `make all`, and checks that `single --device cuda` starts;
+#   2. runs tests/gpu/test_cuda_ops (every CUDA kernel against the CPU's, op by op), then
+#      trains each lab on the CPU and on CUDA, on the same seed, config and global batch, and
+#      compares them (tests/gpu/compare.py):
+#        single            --device cuda  vs  single --device cpu: the loss of every step, and
+#                          every memory category at every step (params, grads, optim, acts,
+#                          comm: set by the algorithm, so equal to the byte);
+#        ddp -n 1, 2, 4    --device cuda  vs  single --device cpu (the loss), and vs ddp on the
+#                          CPU at the same N (the memory); replicas' param_hash equal on every
+#                          rank. -n 1 is an NCCL world of one; with fewer GPUs than ranks, the
+#                          ranks share the GPU and talk through the shm backend, staged through
+#                          host memory (NCCL refuses two ranks on one GPU);
+#        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
+#   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
+#      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
+#      T=1024, B=8), and prints the ratio shardlab/torch;
+#   4. prints one table and exits 1 if any correctness check failed (timings are reported,
+#      never asserted).
+#
+# The tolerance, 1e-4 on the loss of each of 50 steps: both sides compute in fp32 (TF32 off,
+# the default), so the only difference is the order of additions — cuBLAS and the GPU's
+# reduction kernels sum in another order than the CPU's loops, and an all-reduce adds the
+# ranks' parts in yet another. That moves a loss by about 1e-6; 50 AdamW steps at the default
+# learning rate keep it well under 1e-4. A wrong kernel, a lost gradient or a doubly scaled
+# all-reduce moves the loss by 1e-2 or more within a few steps. The measured maximum is
+# printed for every run. The first step alone must agree within 1e-5: same weights, same
+# batch, so only the kernels' order of additions differs (about 1e-6 on a loss of 5.5).
+#
+# Everything goes under one temp dir (kept, with its path printed, when a check failed). Every
+# command runs under a time limit, so the script cannot hang; Ctrl-C stops the run in flight.
+set -u
+BUILD=${BUILD:-build}
+STEPS=${STEPS:-50}
+TOL=${TOL:-1e-4}
+LARGE=${LARGE:-1}
+KEEP=${KEEP:-0}
+
+cd "$(dirname "$0")/../.." || exit 1
+root=$(pwd)
+here=$root/tests/gpu
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardlab-gpu-check-XXXXXX") || { echo "gpu-check: mktemp failed"; exit 1; }
+results=$tmp/results.jsonl
+child=""
+keep=1  # until the end says otherwise: a run that stops early leaves its evidence
+# shellcheck disable=SC2317  # cleanup and stop run from the traps
+cleanup() {
+    if [ "$keep" = 1 ]; then echo "gpu-check: runs and logs kept in $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+# The command in flight runs in the background (below), so a signal reaches us at once; we
+# pass it on to that command's `timeout`, which stops the command and its children.
+# shellcheck disable=SC2317
+stop() {
+    if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; fi
+    exit "$1"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
+
+export SHARDLAB_RUNS="$tmp/runs"
+export SHARDLAB_TIMEOUT_S="${SHARDLAB_TIMEOUT_S:-60}"
+
+# run LIMIT_S LOG command...: print the command, run it with its output in LOG, under a time
+# limit (then SIGTERM, and SIGKILL 10 s later); on failure show the end of LOG. Returns its status.
+run() {
+    limit=$1 log=$2
+    shift 2
+    echo "+ $*"
+    timeout -k 10 "$limit" "$@" >"$log" 2>&1 </dev/null &
+    child=$!
+    wait "$child"
+    status=$?
+    child=""
+    if [ "$status" -ne 0 ]; then
+        if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+            echo "  timed out after $limit s"
+        else
+            echo "  exit status $status"
+        fi
+        tail -n 15 "$log" | sed 's/^/  | /'
+    fi
+    return "$status"
+}
+
+compare() { python3 "$here/compare.py" "$@" --results "$results"; }
+
+echo "# shardlab gpu-check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), temp dir $tmp"
+
+# ---- 1. a GPU, NCCL, the build --------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    keep=0
+    echo "SKIP: no nvidia-smi on this machine: no NVIDIA driver, so no GPU to check"
+    exit 0
+fi
+echo "+ nvidia-smi -L"
+timeout 60 nvidia-smi -L >"$tmp/gpus" 2>&1
+sed 's/^/  /' "$tmp/gpus"
+gpus=$(grep -c '^GPU ' "$tmp/gpus")
+echo "# GPUs: $gpus${CUDA_VISIBLE_DEVICES+ (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES)}"
+if [ "$gpus" -eq 0 ]; then
+    keep=0
+    echo "SKIP: nvidia-smi lists no GPU"
+    exit 0
+fi
+command -v python3 >/dev/null 2>&1 || { echo "gpu-check: python3 is needed to read the runs"; exit 1; }
+
+# NCCL: the build wants nccl.h and libnccl.so. Where neither CUDA_HOME nor the system has them,
+# a pip-installed PyTorch usually brings them in its nvidia-nccl wheel.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -x "$cuda_home/bin/nvcc" ] && command -v nvcc >/dev/null 2>&1; then
+    cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+fi
+nccl_home=${NCCL_HOME:-}
+if [ -z "$nccl_home" ]; then
+    header="" lib=""
+    for f in "$cuda_home/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h; do
+        [ -f "$f" ] && header=$f && break
+    done
+    for f in "$cuda_home/lib64/libnccl.so" "$cuda_home/lib/libnccl.so" /usr/lib/*/libnccl.so /usr/lib/libnccl.so \
+        /usr/local/lib/libnccl.so; do
+        [ -e "$f" ] && lib=$f && break
+    done
+    if [ -n "$header" ] && [ -n "$lib" ]; then
+        echo "# NCCL: $header, $lib"
+    else
+        wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+        if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
+            nccl_home=$wheel
+            # The wheel ships libnccl.so.2 but no libnccl.so for -lnccl to find: link through a
+            # folder of symbolic links in build/, which outlives this script (the binaries'
+            # rpath points there).
+            if [ ! -e "$wheel/lib/libnccl.so" ] && [ -e "$wheel/lib/libnccl.so.2" ]; then
+                case $BUILD in /*) nccl_home=$BUILD/nccl-home ;; *) nccl_home=$root/$BUILD/nccl-home ;; esac
+                mkdir -p "$nccl_home/lib"
+                ln -sfn "$wheel/include" "$nccl_home/include"
+                ln -sf "$wheel/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so.2"
+                ln -sf "$wheel/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so"
+            fi
+            echo "# NCCL: not under $cuda_home nor in the system; using python3's nvidia.nccl: NCCL_HOME=$nccl_home"
+        else
+            echo "# NCCL: not found under $cuda_home, in the system, nor as python3's nvidia.nccl; the build will say what it lacks"
+        fi
+    fi
+else
+    echo "# NCCL: NCCL_HOME=$nccl_home (from the environment)"
+fi
+
+if [ -n "$nccl_home" ]; then
+    run 1800 "$tmp/make.log" make -j"$(nproc)" all BUILD="$BUILD" NCCL_HOME="$nccl_home"
+else
+    run 1800 "$tmp/make.log" make -j"$(nproc)" all BUILD="$BUILD"
+fi || { echo "gpu-check: the build failed (log: $tmp/make.log)"; exit 1; }
+grep '^CUDA:' "$tmp/make.log" | sed 's/^/  /'
+if ! grep -q '^CUDA:.*building the CUDA backend' "$tmp/make.log"; then
+    echo "gpu-check: FAIL: this machine has $gpus GPU(s) but the build has no CUDA backend (see the CUDA: line above)"
+    echo "HINT: install the CUDA toolkit, or set CUDA_HOME to where bin/nvcc is"
+    exit 1
+fi
+
+# Does a rank start on the GPU? A driver that nvidia-smi sees but CUDA cannot use is a skip.
+if ! run 300 "$tmp/probe.out" "$BUILD/labs/single" --device cuda --steps 1 --run-dir "$tmp/probe"; then
+    if grep -q 'no usable GPU' "$tmp/probe.out"; then
+        keep=0
+        echo "SKIP: nvidia-smi lists $gpus GPU(s), but CUDA cannot use them: $(grep 'no usable GPU' "$tmp/probe.out" | head -n 1)"
+        exit 0
+    fi
+    echo "gpu-check: FAIL: single --device cuda does not start (output above)"
+    exit 1
+fi
+grep -m 1 -i -E 'cuda|nvidia' "$tmp/probe.out" | sed 's/^/  /'
+
+# ---- 2. CUDA against the CPU ----------------------------------------------------------------
+# train LAB N DEVICE DIR [options]: one training run of STEPS steps; single runs alone, every
+# other lab through the launcher.
+train() {
+    lab=$1 n=$2 device=$3 dir=$4
+    shift 4
+    if [ "$lab" = single ]; then
+        run 900 "$dir.out" "$BUILD/labs/single" --device "$device" --steps "$STEPS" --run-dir "$dir" "$@"
+    else
+        run 900 "$dir.out" "$BUILD/shardlab" run "$lab" -n "$n" --ui none --device "$device" --steps "$STEPS" \
+            --run-dir "$dir" "$@"
+    fi
+}
+
+echo
+echo "## the CUDA kernels against the CPU's, op by op (tests/gpu/test_cuda_ops.c)"
+if run 900 "$tmp/ops-build.out" make "$BUILD/gpu/test_cuda_ops" BUILD="$BUILD" ${nccl_home:+NCCL_HOME="$nccl_home"} &&
+    run 600 "$tmp/ops.out" "$BUILD/gpu/test_cuda_ops" && ! grep -q '^not ok' "$tmp/ops.out"; then
+    echo "  $(grep -c '^ok' "$tmp/ops.out") kernel checks passed"
+else
+    grep '^not ok' "$tmp/ops.out" 2>/dev/null | sed 's/^/  /'
+    compare fail --lab kernels --n 1 --run "$tmp/ops" --why "test_cuda_ops failed (log: $tmp/ops.out, $tmp/ops-build.out)"
+fi
+
+echo
+echo "## single: CUDA vs CPU, $STEPS steps, default config"
+ref=$tmp/single-cpu
+if train single 1 cpu "$ref"; then ref_ok=1; else
+    ref_ok=0
+    compare fail --lab single --n 1 --run "$ref" --why "the CPU reference run failed (log: $ref.out)"
+fi
+if train single 1 cuda "$tmp/single-cuda"; then
+    if [ "$ref_ok" = 1 ]; then
+        compare train --lab single --n 1 --run "$tmp/single-cuda" --ref "$ref" --mem-ref "$ref" --tol "$TOL"
+    fi
+else
+    compare fail --lab single --n 1 --run "$tmp/single-cuda" --why "single --device cuda failed (log: $tmp/single-cuda.out)"
+fi
+
+echo
+echo "## ddp: CUDA vs single on the CPU, same global batch (--batch 8 splits over 1, 2, 4 ranks)"
+for n in 1 2 4; do
+    cpu=$tmp/ddp-cpu-$n cuda=$tmp/ddp-cuda-$n
+    mem_ref=""
+    if train ddp "$n" cpu "$cpu"; then mem_ref=$cpu; else
+        compare fail --lab ddp --n "$n" --run "$cpu" --why "ddp --device cpu (the memory reference) failed (log: $cpu.out)"
+    fi
+    if ! train ddp "$n" cuda "$cuda"; then
+        compare fail --lab ddp --n "$n" --run "$cuda" --why "ddp --device cuda failed (log: $cuda.out)"
+    elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+        compare train --lab ddp --n "$n" --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL"
+    elif [ "$ref_ok" = 1 ]; then
+        compare train --lab ddp --n "$n" --run "$cuda" --ref "$ref" --tol "$TOL"
+    fi
+done
+
+echo
+echo "## collectives on CUDA: every result checked against a serial computation"
+for n in 1 2 4; do
+    dir=$tmp/collectives-$n
+    if run 900 "$dir.out" "$BUILD/shardlab" run collectives -n "$n" --ui none --device cuda --max-bytes 64M \
+        --run-dir "$dir"; then
+        compare collectives --n "$n" --run "$dir"
+    else
+        compare fail --lab collectives --n "$n" --run "$dir" --why "collectives -n $n --device cuda failed (log: $dir.out)"
+    fi
+done
+
+# ---- 3. a training step against PyTorch -----------------------------------------------------
+echo
+echo "## a training step: shardlab (single --device cuda) vs PyTorch eager, fp32, TF32 off"
+# time_vs_torch LABEL SHARDLAB_RUN WARMUP STEPS [torch_step.py options]: PyTorch's median
+# ms/step on the run's config, and the ratio.
+time_vs_torch() {
+    label=$1 dir=$2 warmup=$3 steps=$4
+    shift 4
+    out=$tmp/torch-$label.out
+    if run 900 "$out" python3 "$here/torch_step.py" --warmup "$warmup" --steps "$steps" --shardlab-run "$dir" "$@"; then
+        sed 's/^/  /' "$out"
+        ms=$(awk '/^torch_ms_per_step/ {print $2}' "$out")
+        compare timing --label "$label" --run "$dir" --torch-ms "$ms" --skip "$warmup"
+    else
+        echo "  (no PyTorch timing for $label: see above)"
+    fi
+}
+
+if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    echo "  python3 has no torch with CUDA: the PyTorch timings are left out"
+else
+    if [ -d "$tmp/single-cuda" ]; then
+        time_vs_torch single-small "$tmp/single-cuda" 10 50
+    fi
+    if [ "$LARGE" = 1 ]; then
+        # GPT-2 small's shape (C=768, NH=12, L=12, T=1024) on 8 sequences: where a GPU is busy.
+        # $big stays unquoted below: it is a list of options, split on spaces.
+        big="--dim 768 --heads 12 --layers 12 --seq 1024 --batch 8"
+        # shellcheck disable=SC2086
+        if run 900 "$tmp/single-large.out" "$BUILD/labs/single" --device cuda --steps 30 --run-dir "$tmp/single-large" $big
+        then
+            # shellcheck disable=SC2086
+            time_vs_torch single-large "$tmp/single-large" 5 20 $big
+            # shellcheck disable=SC2086
+            time_vs_torch single-large-sdpa "$tmp/single-large" 5 20 $big --attn sdpa
+        else
+            echo "  (single --device cuda at the large config failed: no timing)"
+        fi
+    fi
+fi
+
+# ---- 4. the table ---------------------------------------------------------------------------
+echo
+echo "## summary: loss vs single on the CPU (tolerance $TOL), memory vs the CPU, collectives' #wrong;"
+echo "## ms/step is rank 0's median; 'vs torch' is shardlab/PyTorch (lower is faster)"
+python3 "$here/compare.py" table --results "$results"
+status=$?
+if [ "$status" = 0 ] && [ "$KEEP" != 1 ]; then keep=0; fi
+exit "$status"

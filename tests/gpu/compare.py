@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""compare.py — reads shardlab run directories for tests/gpu/check.sh and keeps its score.
+
+Each subcommand checks one thing, prints one line saying what it found, and appends one row
+(a JSON object) to the results file; `table` prints every row and exits 1 if any failed.
+
+    compare.py train --results F --lab ddp --n 2 --run DIR --ref DIR [--mem-ref DIR] [--tol 1e-4]
+                     [--tol-first 1e-5]
+        the loss of every step of DIR against the reference run (single on the CPU, same
+        global batch), and of the first step on its own (same weights, same batch: only the
+        kernels differ); with --mem-ref, the memory categories of every step against that run
+        (the same lab and N on the CPU); replicas (param_hash) equal across DIR's ranks.
+    compare.py collectives --results F --n 4 --run DIR
+        the nccl-tests-style table in DIR/rank-0.log: every row's #wrong must be 0.
+    compare.py timing --results F --label L --run DIR --torch-ms X [--skip K]
+        DIR's median ms/step (after K warm-up steps) and its ratio to PyTorch's.
+    compare.py fail --results F --lab L --n N --why TEXT
+        a run that did not finish: a failed row.
+    compare.py table --results F
+
+The run directory is DESIGN.md's: meta.json (device, backend), rank-<r>.jsonl (events, one
+JSON object a line: "step" events carry loss, ms.step, mem{...} and param_hash).
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+# The memory categories of DESIGN.md. "peak" is a high-water mark that includes transient
+# buffers (scratch, staging), which a GPU implementation may size differently: it is shown,
+# not compared.
+MEM_CATEGORIES = ("params", "grads", "optim", "acts", "comm")
+
+
+# ---- reading runs ----------------------------------------------------------------------
+
+def events(run_dir, rank=0):
+    """Every event of one rank, in order."""
+    path = os.path.join(run_dir, "rank-%d.jsonl" % rank)
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def steps(run_dir, rank=0):
+    """{step: step event} of one rank."""
+    return {e["step"]: e for e in events(run_dir, rank) if e.get("ev") == "step"}
+
+
+def meta(run_dir):
+    try:
+        with open(os.path.join(run_dir, "meta.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def ranks(run_dir):
+    return sorted(int(os.path.basename(p)[5:-6]) for p in glob.glob(os.path.join(run_dir, "rank-*.jsonl")))
+
+
+def median_step_ms(run_dir, skip=0):
+    """Median of rank 0's "ms.step" over the steps after the first `skip` (warm-up: cuBLAS
+    and NCCL set themselves up during the first steps). Returns (median, steps counted)."""
+    s = steps(run_dir)
+    ms = [s[k]["ms"]["step"] for k in sorted(s) if k > skip] or [s[k]["ms"]["step"] for k in sorted(s)]
+    if not ms:
+        raise ValueError("%s: no step events" % run_dir)
+    return statistics.median(ms), len(ms)
+
+
+def run_config(run_dir):
+    """The model and batch settings of a run (its start event's config)."""
+    for e in events(run_dir):
+        if e.get("ev") == "start":
+            return e.get("config", {})
+    return meta(run_dir).get("config", {})
+
+
+# ---- the results file ------------------------------------------------------------------
+
+def add_row(path, row):
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def row_base(lab, n, run_dir):
+    m = meta(run_dir) if run_dir else {}
+    return {"lab": lab, "n": n, "device": m.get("device", "?"), "backend": m.get("backend", "?"),
+            "dloss": None, "mem": None, "wrong": None, "ms": None, "ratio": None, "ok": True, "why": []}
+
+
+def finish(args, row):
+    row["ok"] = not row["why"]
+    add_row(args.results, row)
+    status = "ok" if row["ok"] else "FAIL: " + "; ".join(row["why"])
+    print("compare: %s N=%s %s/%s: %s" % (row["lab"], row["n"], row["device"], row["backend"], status))
+
+
+# ---- the checks ------------------------------------------------------------------------
+
+def cmd_train(args):
+    row = row_base(args.lab, args.n, args.run)
+    run, ref = steps(args.run), steps(args.ref)
+    # The same steps in both: a run that stopped early is a failure, not a shorter comparison.
+    if not run or sorted(run) != sorted(ref):
+        row["why"].append("steps differ: run has %d, reference %d" % (len(run), len(ref)))
+    common = sorted(set(run) & set(ref))
+    if common:
+        diffs = [abs(run[k]["loss"] - ref[k]["loss"]) for k in common]
+        worst = max(range(len(common)), key=lambda i: diffs[i])
+        row["dloss"] = diffs[worst]
+        print("compare: %s N=%d: max |loss - reference loss| over %d steps = %.3g (step %d: %.9g vs %.9g); "
+              "tolerance %g" % (args.lab, args.n, len(common), diffs[worst], common[worst],
+                                run[common[worst]]["loss"], ref[common[worst]]["loss"], args.tol))
+        # fp32 on both sides; only the order of additions differs (cuBLAS and the reduction
+        # kernels vs the CPU's loops, and the all-reduce). That moves the loss by ~1e-6 per
+        # step, and 50 steps of AdamW do not amplify it past 1e-4; a wrong kernel, a missed
+        # gradient or a scaled-twice all-reduce moves it by 1e-2 or more within a few steps.
+        if diffs[worst] > args.tol:
+            row["why"].append("loss differs from the reference by %.3g at step %d (tolerance %g)"
+                              % (diffs[worst], common[worst], args.tol))
+        # Step 1 runs the same weights on the same batch: only the kernels' order of additions
+        # differs, about 1e-6 on a loss of 5.5. Above 1e-5 a kernel is wrong, however the
+        # later steps go.
+        if common[0] == 1 and diffs[0] > args.tol_first:
+            row["why"].append("the first step's loss differs by %.3g (tolerance %g): the forward pass differs"
+                              % (diffs[0], args.tol_first))
+        print("compare: %s N=%d: step 1 |loss - reference loss| = %.3g (tolerance %g)"
+              % (args.lab, args.n, diffs[0], args.tol_first))
+
+    if args.mem_ref:
+        mref = steps(args.mem_ref)
+        bad = []
+        for k in sorted(set(run) & set(mref)):
+            for cat in MEM_CATEGORIES:
+                a, b = run[k]["mem"].get(cat), mref[k]["mem"].get(cat)
+                if a != b:
+                    bad.append("%s at step %d: %s vs %s bytes on the CPU" % (cat, k, a, b))
+        # The memory a rank holds is set by the algorithm, not the device: every category
+        # must be equal to the byte, at every step.
+        row["mem"] = not bad and bool(mref)
+        if bad:
+            row["why"].append("memory differs: " + "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""))
+        elif not mref:
+            row["why"].append("the CPU memory reference has no steps")
+        last = max(run) if run else None
+        if last and mref.get(last):
+            print("compare: %s N=%d: memory equal: %s; peak %s (cuda) vs %s (cpu) bytes, not compared" % (
+                args.lab, args.n, "yes" if row["mem"] else "no", run[last]["mem"].get("peak"),
+                mref[last]["mem"].get("peak")))
+
+    # Replicas: where every rank holds the whole model (ddp, single), param_hash must be the
+    # same on every rank after every step.
+    rs = ranks(args.run)
+    if args.replicas and len(rs) > 1:
+        hashes = {r: {k: e.get("param_hash") for k, e in steps(args.run, r).items()} for r in rs}
+        for k in sorted(run):
+            seen = {hashes[r].get(k) for r in rs}
+            if len(seen) != 1:
+                row["why"].append("replicas differ at step %d (param_hash %s)" % (k, ", ".join(sorted(map(str, seen)))))
+                break
+
+    if run:
+        row["ms"], _ = median_step_ms(args.run, args.skip)
+    finish(args, row)
+
+
+def cmd_collectives(args):
+    row = row_base("collectives", args.n, args.run)
+    path = os.path.join(args.run, "rank-0.log")
+    rows, wrong, unknown, coll = 0, 0, 0, "?"
+    per_coll = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if line.startswith("#"):
+                # "# all_reduce  busbw factor 1.5000": the table that follows.
+                if len(fields) >= 4 and fields[2:4] == ["busbw", "factor"]:
+                    coll = fields[1]
+                continue
+            # A row: size count type time algbw busbw #wrong algo.
+            if len(fields) < 8 or not fields[0].isdigit() or fields[2] != "float":
+                continue
+            rows += 1
+            per_coll[coll] = per_coll.get(coll, 0) + 1
+            try:
+                w = int(float(fields[6]))
+            except ValueError:
+                unknown += 1  # "N/A": the lab ran with --check 0
+                continue
+            wrong += w
+            if w:
+                row["why"].append("%s at %s bytes: %d wrong" % (coll, fields[0], w))
+    row["wrong"] = wrong if rows and not unknown else None
+    # Every row must have been checked, and there must be rows: an empty table proves nothing.
+    if not rows:
+        row["why"].append("no table rows in %s" % path)
+    if unknown:
+        row["why"].append("%d rows were not checked (#wrong N/A)" % unknown)
+    print("compare: collectives N=%d: %d rows (%s), #wrong total %d" % (
+        args.n, rows, ", ".join("%s %d" % kv for kv in sorted(per_coll.items())), wrong))
+    finish(args, row)
+
+
+def cmd_timing(args):
+    row = row_base(args.label, 1, args.run)
+    row["ms"], counted = median_step_ms(args.run, args.skip)
+    row["ratio"] = row["ms"] / args.torch_ms if args.torch_ms > 0 else None
+    print("compare: %s: shardlab %.3f ms/step (median of %d steps), PyTorch %.3f ms/step: ratio shardlab/torch %.3f"
+          % (args.label, row["ms"], counted, args.torch_ms, row["ratio"] or float("nan")))
+    # A benchmark, not a test: the ratio is reported, never asserted.
+    finish(args, row)
+
+
+def cmd_fail(args):
+    row = row_base(args.lab, args.n, args.run)
+    row["why"].append(args.why)
+    finish(args, row)
+
+
+def cmd_table(args):
+    rows = []
+    if os.path.exists(args.results):
+        with open(args.results) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+
+    def fmt(v, spec):
+        return "-" if v is None else spec % v
+
+    head = ("lab", "N", "device", "backend", "max|dloss|", "mem equal", "#wrong", "ms/step", "vs torch", "result")
+    lines = [head]
+    for r in rows:
+        lines.append((r["lab"], str(r["n"]), r["device"], r["backend"], fmt(r["dloss"], "%.2e"),
+                      "-" if r["mem"] is None else ("yes" if r["mem"] else "NO"), fmt(r["wrong"], "%d"),
+                      fmt(r["ms"], "%.2f"), fmt(r["ratio"], "%.2fx"), "ok" if r["ok"] else "FAIL"))
+    widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
+    for i, l in enumerate(lines):
+        print("  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    failed = [r for r in rows if not r["ok"]]
+    for r in failed:
+        print("FAIL %s N=%s: %s" % (r["lab"], r["n"], "; ".join(r["why"])))
+    print("%d checks, %d failed" % (len(rows), len(failed)))
+    return 1 if failed or not rows else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("train")
+    t.add_argument("--lab", required=True)
+    t.add_argument("--n", type=int, required=True)
+    t.add_argument("--run", required=True)
+    t.add_argument("--ref", required=True)
+    t.add_argument("--mem-ref")
+    t.add_argument("--tol", type=float, default=1e-4, help="on every step's loss")
+    t.add_argument("--tol-first", type=float, default=1e-5, help="on the first step's loss")
+    t.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the median ms/step")
+    t.add_argument("--replicas", type=int, default=1, help="1: param_hash must agree across ranks")
+
+    c = sub.add_parser("collectives")
+    c.add_argument("--n", type=int, required=True)
+    c.add_argument("--run", required=True)
+
+    m = sub.add_parser("timing")
+    m.add_argument("--label", required=True)
+    m.add_argument("--run", required=True)
+    m.add_argument("--torch-ms", type=float, required=True)
+    m.add_argument("--skip", type=int, default=5)
+
+    f = sub.add_parser("fail")
+    f.add_argument("--lab", required=True)
+    f.add_argument("--n", default="-")
+    f.add_argument("--run")
+    f.add_argument("--why", required=True)
+
+    sub.add_parser("table")
+    for s in (t, c, m, f, sub.choices["table"]):
+        s.add_argument("--results", required=True)
+
+    args = p.parse_args()
+    try:
+        return {"train": cmd_train, "collectives": cmd_collectives, "timing": cmd_timing, "fail": cmd_fail,
+                "table": cmd_table}[args.cmd](args) or 0
+    except (OSError, ValueError, KeyError) as e:
+        # A run directory without the files or fields DESIGN.md promises: a failed check.
+        if args.cmd == "table":
+            raise
+        lab = getattr(args, "lab", None) or getattr(args, "label", None) or args.cmd
+        add_row(args.results, {"lab": lab, "n": getattr(args, "n", "-"), "device": "?", "backend": "?", "dloss": None,
+                               "mem": None, "wrong": None, "ms": None, "ratio": None, "ok": False,
+                               "why": ["cannot read the run: %s: %s" % (type(e).__name__, e)]})
+        print("compare: %s: FAIL: cannot read the run: %s: %s" % (lab, type(e).__name__, e))
+        return 0  # recorded; the table decides the exit status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
