@@ -77,7 +77,9 @@ static void print_help(const char *prog, const char *about, const LabOption *opt
         printf(")\n");
     }
     printf("  %-22s %s\n", "--help", "show this help and exit");
-    printf("\nEnvironment: RANK, WORLD_SIZE, LOCAL_RANK as torchrun sets them; SHARDLAB_RUN_DIR.\n");
+    printf("\nEnvironment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun\n"
+           "sets them (or mpirun's OMPI_COMM_WORLD_* and srun's SLURM_* in their place); NCCL_COMM_ID;\n"
+           "SHARDLAB_RUN_DIR; SHARDLAB_TIMEOUT_S (every wait's deadline, default 120 s).\n");
 }
 
 static void parse_value(const char *prog, const LabOption *o, const char *text) {
