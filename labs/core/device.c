@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "gpu.h"
 
 const Device device_cpu = {.kind = DEVICE_CPU, .name = "cpu", .ops = &ops_cpu, .ordinal = -1, .desc = "cpu"};
@@ -75,6 +76,16 @@ void device_to_host(const Device *d, void *dst, const void *src, size_t bytes) {
 void device_from_host(const Device *d, void *dst, const void *src, size_t bytes) {
     if (d->kind == DEVICE_CUDA) cuda_copy(dst, src, bytes);
     else memmove(dst, src, bytes);
+}
+
+const void *device_peek(const Device *d, const void *src, size_t bytes, void **buf, size_t *cap) {
+    if (d->kind != DEVICE_CUDA) return src;
+    if (*cap < bytes) {
+        *buf = realloc_check(*buf, bytes);
+        *cap = bytes;
+    }
+    cuda_copy(*buf, src, bytes);
+    return *buf;
 }
 
 void device_sync(const Device *d) {

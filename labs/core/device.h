@@ -1,7 +1,7 @@
 // device.h — where a rank's tensors live and its kernels run: the CPU, or one CUDA GPU.
 //
 // Defines: DeviceKind, Device, device_open(), device_close(), device_alloc(), device_free(),
-//          device_zero(), device_to_host(), device_from_host(), device_mem_info(),
+//          device_zero(), device_to_host(), device_from_host(), device_peek(), device_mem_info(),
 //          device_sync(), device_cpu.
 //
 // --device auto|cpu|cuda picks it (auto: cuda when a GPU is usable, else cpu). On the CPU a
@@ -49,6 +49,9 @@ void device_zero(const Device *d, void *p, size_t bytes);
 // Copies between the device and the host; they return when dst holds the bytes.
 void device_to_host(const Device *d, void *dst, const void *src, size_t bytes);
 void device_from_host(const Device *d, void *dst, const void *src, size_t bytes);
+// src's bytes where the host can read them: src itself on the CPU, else a copy in *buf
+// (grown to *cap as needed; the caller frees *buf).
+const void *device_peek(const Device *d, const void *src, size_t bytes, void **buf, size_t *cap);
 // Wait for the device's queued work (before reading a clock).
 void device_sync(const Device *d);
 // The device's own memory figure (CUDA: cudaMemGetInfo). Returns 0, or -1 on the CPU.

@@ -97,14 +97,16 @@ static void on_die(const char *msg, void *arg) {
     dist_abort(d, line);
 }
 
+static long master_port(void) { return env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500); }
+
 // What names this run's shared memory when no launcher made it: MASTER_PORT, else the job
-// that mpirun or srun started (every rank of a job sees the same id).
+// that mpirun or srun started (every rank of a job sees the same id), else the default port.
 static void job_key(char *out, size_t n) {
-    static const char *const vars[] = {"MASTER_PORT", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", NULL};
-    const char *which = NULL, *v = first_env(vars, &which);
-    if (!v || strcmp(which, "MASTER_PORT") == 0) {
-        long port = env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500);
-        snprintf(out, n, "%ld", port);
+    static const char *const jobs[] = {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", NULL};
+    const char *port = getenv("MASTER_PORT"), *which = NULL;
+    const char *v = port && *port ? NULL : first_env(jobs, &which);
+    if (!v) {
+        snprintf(out, n, "%ld", master_port());
         return;
     }
     const char *step = strcmp(which, "SLURM_JOB_ID") == 0 ? getenv("SLURM_STEP_ID") : NULL;
@@ -144,9 +146,8 @@ static void join_shm(Dist *d, const char *lab) {
 static void join_nccl(Dist *d, const char *lab) {
     if (!getenv("NCCL_COMM_ID") || !*getenv("NCCL_COMM_ID")) {
         const char *addr = getenv("MASTER_ADDR");
-        long port = env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500);
         char id[300];
-        snprintf(id, sizeof id, "%s:%ld", addr && *addr ? addr : "127.0.0.1", port);
+        snprintf(id, sizeof id, "%s:%ld", addr && *addr ? addr : "127.0.0.1", master_port());
         setenv("NCCL_COMM_ID", id, 1);
     }
     unsigned char uid[CUDA_NCCL_ID_BYTES];
@@ -379,6 +380,13 @@ static float *stage_dev(Dist *d, int slot, size_t n) {
     return d->stage_dev[slot];
 }
 
+// Until every call queued on the group's communicator is done (or the deadline passes).
+static void nccl_wait(Dist *d, DistWork *w) {
+    char err[512];
+    if (cuda_nccl_wait(w->group->nccl, d->timeout_s, err, sizeof err) != 0)
+        die("a rank is stuck or failed; its log says why", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
+}
+
 static void nccl_call(Dist *d, DistWork *w, CudaNcclOp op, const float *in, float *out, size_t n, int peer) {
     char err[512];
     if (cuda_nccl_call(w->group->nccl, op, in, out, n, peer, err, sizeof err) != 0)
@@ -447,9 +455,7 @@ static const char *run_nccl(Dist *d, DistWork *w) {
                 cuda_copy(padded + (size_t)c * m, in + off, len * sizeof(float));
             }
             nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, padded, mine, (size_t)p * m, 0);
-            char err[512];
-            if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
-                die("a rank is stuck or failed; its log says why", "rank %d: reduce_scatter: %s", d->rank, err);
+            nccl_wait(d, w);
             dist_chunk(n, p, r, &off, &len);
             cuda_copy(out, mine, len * sizeof(float));
         }
@@ -465,9 +471,7 @@ static const char *run_nccl(Dist *d, DistWork *w) {
             cuda_memset0(mine, m * sizeof(float));
             cuda_copy(mine, in, len * sizeof(float));
             nccl_call(d, w, CUDA_NCCL_ALL_GATHER, mine, all, (size_t)p * m, 0);
-            char err[512];
-            if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
-                die("a rank is stuck or failed; its log says why", "rank %d: all_gather: %s", d->rank, err);
+            nccl_wait(d, w);
             for (int c = 0; c < p; c++) {
                 dist_chunk(n, p, c, &off, &len);
                 cuda_copy(out + off, all + (size_t)c * m, len * sizeof(float));
@@ -475,9 +479,7 @@ static const char *run_nccl(Dist *d, DistWork *w) {
         }
         break;
     }
-    char err[512];
-    if (cuda_nccl_wait(g->nccl, d->timeout_s, err, sizeof err) != 0)
-        die("a rank is stuck or failed; its log says why", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
+    nccl_wait(d, w);
     if (out_host) cuda_copy(w->out, out, out_len * sizeof(float));
     return "nccl";
 }

@@ -392,14 +392,13 @@ uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h) {
 }
 
 uint64_t gpt_param_hash(const Gpt *g) {
-    // The bytes as the device holds them, copied to the host a layer at a time.
+    // The bytes as the device holds them (on a GPU, copied to the host a layer at a time).
     uint64_t h = FNV1A64_INIT;
-    float *host = NULL;
+    void *host = NULL;
+    size_t cap = 0;
     for (int l = 0; l < g->nlayers; l++) {
         size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
-        host = realloc_check(host, bytes);
-        device_to_host(g->mem->dev, host, g->params[l], bytes);
-        h = fnv1a64(host, bytes, h);
+        h = fnv1a64(device_peek(g->mem->dev, g->params[l], bytes, &host, &cap), bytes, h);
     }
     free(host);
     return h;
