@@ -230,7 +230,7 @@ static void check_bad_arguments(void) {
         {"stray argument", {"ddp"}, "ddp"},
         {"unknown device", {"--device", "gpu"}, "--device"},
         {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},
-        {"a value for a flag", {"--tf32=1"}, "--tf32"},
+        {"a value for a flag", {"--tf32=1"}, "--tf32 takes no value"},
         {"lr out of range", {"--lr", "-1"}, "--lr"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -253,11 +253,16 @@ static void check_bad_arguments(void) {
     snprintf(dir, sizeof dir, "%s/cuda", tmp);
     char *cuda[] = {(char *)lab, "--device", "cuda", "--steps", "1", "--run-dir", dir, NULL};
     int cuda_status = run(cuda, "cuda");
-    char *cuda_err = captured("cuda", "err");
+    char *cuda_err = captured("cuda", "err"), events[600];
+    snprintf(events, sizeof events, "%s/rank-0.jsonl", dir);
+    char *cuda_log = read_file(events, NULL);
+    // (the start event's own "device", not the config's echo of the option)
+    int ran_on_gpu = cuda_status == 0 && cuda_log && strstr(cuda_log, "\"lab\":\"single\",\"device\":\"cuda\"");
     EXPECT((cuda_status == 2 && strstr(cuda_err, "--device cuda: no usable GPU (") && strstr(cuda_err, "use --device cpu")) ||
-               cuda_status == 0,
-           "--device cuda without a GPU: exit 2, the reason and the way out (status %d: %s)", cuda_status,
-           one_line(cuda_err));
+               ran_on_gpu,
+           "--device cuda: runs on the GPU, or without one exits 2 with the reason and the way out (status %d: %s)",
+           cuda_status, one_line(cuda_err));
+    free(cuda_log);
     free(cuda_err);
     char *help[] = {(char *)lab, "--help", NULL};
     int status = run(help, "help");
