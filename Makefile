@@ -3,6 +3,7 @@
 #   make                  build everything into build/
 #   make lab-ddp NGPU=2   run a lab on N ranks through 'shardlab run' (STEPS=, ARGS=)
 #   make lab-single       run the single-rank lab (STEPS=, ARGS=)
+#   make tui RUN=runs/..  follow or replay a run in the terminal dashboard
 #   make test             every test; the last line says "N passed, N failed"
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
 #   make deps             install the Debian packages shardlab needs
@@ -16,6 +17,8 @@ CUDA    ?= auto
 STEPS   ?=
 ARGS    ?=
 NGPU    ?= 2
+UI      ?= auto
+RUN     ?=
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -Ilabs/core
@@ -71,6 +74,15 @@ endif
 LABS      := single collectives ddp
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
+# The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
+# without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
+# them, after `make deps` has had the chance to install it (hence '=', not ':=').
+TUI_DRAW  := canvas dashboard lossplot timeline
+TUI_OBJS  := $(TUI_DRAW:%=$(BUILD)/tui/%.o) $(BUILD)/tui/tui.o
+TUI_SAN   := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o) $(BUILD)/san/tui/tui.o
+TUI_DRAW_SAN := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o)
+NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
+NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
@@ -78,7 +90,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps test lab-single bench-single bench-collectives bench-ddp gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single tui fuzz bench-single bench-collectives bench-ddp gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -94,7 +106,9 @@ help:
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
+	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
+	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
@@ -118,6 +132,10 @@ deps:
 	     echo "  apt-get update && apt-get install -y$$missing"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing
 
+# ncursesw is the one package the build itself needs (for build/shardlab): install it if missing.
+deps-ncurses:
+	@pkg-config --exists ncursesw 2>/dev/null || $(MAKE) --no-print-directory deps
+
 # ---- build ----------------------------------------------------------------------------
 $(BUILD)/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/core
 	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
@@ -128,20 +146,36 @@ $(BUILD)/san/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/san/core
 $(BUILD)/core/cuda/%.o: labs/core/cuda/%.cu labs/core/cuda/*.cuh labs/core/*.h | $(BUILD)/core/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -Ilabs/core -I$(NCCL_HOME)/include -c $< -o $@
 
+$(BUILD)/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
+	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
+	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
+
 $(BUILD)/labs/%: labs/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
 	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) labs/core/*.h | $(BUILD)/san/tests
-	$(CC) $(BASE) $(SANFLAGS) -Itests $< $(CORE_SAN) -o $@ $(LDLIBS)
+$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
+	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS)
 
-$(SHARDLAB): labs/shardlab.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+$(SHARDLAB): labs/shardlab.c $(CORE_OBJS) $(TUI_OBJS) labs/core/*.h tui/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui $(CFLAGS) $< $(CORE_OBJS) $(TUI_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(LDLIBS_CUDA)
 
-$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
+$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) labs/core/*.h tui/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS)
+
+# The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
+FUZZ_SECONDS ?= 60
+$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/core/*.h tui/*.h
+	@mkdir -p $(@D)
+	clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) -o $@ $(LDLIBS)
+
+fuzz: $(BUILD)/fuzz/fuzz_runread
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_runread -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus tests/fuzz/seeds
 
 # Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
 $(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(CORE_SAN) labs/core/*.h
@@ -155,7 +189,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
 $(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
 	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
@@ -164,7 +198,11 @@ lab-single: $(BUILD)/labs/single
 
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
-	$(SHARDLAB) run $* -n $(NGPU) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# The terminal dashboard on RUN (default: the newest run under runs/).
+tui: $(SHARDLAB)
+	$(SHARDLAB) tui $(RUN)
 
 bench-single: $(BUILD)/bench/bench_single
 	$(BUILD)/bench/bench_single $(ARGS)

@@ -1,7 +1,9 @@
-// shardlab.c — the `shardlab` command. Today it has one subcommand, `run`: the launcher.
+// shardlab.c — the `shardlab` command: `run` (the launcher, this file) and `tui` (the
+// terminal dashboard, tui/).
 //
 // Run it:   build/shardlab run ddp -n 2 --steps 200        (or: make lab-ddp NGPU=2 STEPS=200)
 //           build/shardlab run --help
+//           build/shardlab tui runs/ddp-...                 (or: make tui RUN=runs/ddp-...)
 //
 // `shardlab run <lab> -n N` does what torchrun does for PyTorch, in one file you can read:
 //   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir), creates the
@@ -9,8 +11,9 @@
 //   2. forks N ranks into one process group; each gets RANK, LOCAL_RANK, WORLD_SIZE,
 //      LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them), its output goes to
 //      <run dir>/rank-<r>.log, and it execs build/labs/<lab> with the options we did not use;
-//   3. echoes rank 0's log as it grows and, on a terminal, keeps a status line at the bottom
-//      built from rank 0's step events;
+//   3. shows the run: the dashboard (tui/) when stdin and stdout are a terminal, which reads
+//      the run directory as the ranks write it; else rank 0's log as it grows, with a status
+//      line at the bottom on a terminal;
 //   4. watches the ranks: the first one to fail is named in one line with its own error
 //      message, the others get SIGTERM, then SIGKILL a second later;
 //   5. forwards Ctrl-C (SIGINT) and SIGTERM to the ranks, so they can end their logs cleanly.
@@ -39,6 +42,7 @@
 #include "json.h"
 #include "runlog.h"
 #include "shm.h"
+#include "tui.h"
 
 #define MAX_RANKS SHM_MAX_RANKS
 #define POLL_US 20000          // how often we look at the ranks and their logs
@@ -51,15 +55,17 @@ static const char *USAGE =
     "\n"
     "commands:\n"
     "  run <lab> -n N [options]   start N ranks of a lab and watch them (shardlab run --help)\n"
-    "  (tui, web, lexicon and grade are not built yet)\n";
+    "  tui [RUN_DIR]              the terminal dashboard on a run, live or finished (shardlab tui --help)\n"
+    "  (web, lexicon and grade are not built yet)\n";
 
 static const char *RUN_USAGE =
-    "usage: shardlab run <lab> -n N [--ui auto|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
+    "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
     "\n"
     "Starts N ranks of build/labs/<lab> (RANK, WORLD_SIZE, ... set as torchrun sets them) and\n"
-    "watches them; each rank's output goes to <run dir>/rank-<r>.log, rank 0's is shown here.\n"
+    "watches them; each rank's output goes to <run dir>/rank-<r>.log.\n"
     "  -n N            number of ranks, 1 to 8 (default 1); may come anywhere after the lab\n"
-    "  --ui auto|none  auto: a status line at the bottom when output is a terminal\n"
+    "  --ui UI         tui: the dashboard (q leaves it, the run goes on; Ctrl-C stops the run);\n"
+    "                  none: rank 0's output; auto (default): tui on a terminal, else none\n"
     "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
     "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
@@ -71,6 +77,9 @@ typedef struct {
     char lab_path[PATH_MAX + 64];
     char **lab_argv;           // [lab_path, passthrough options..., NULL]
     int n, status_line;
+    int want_tui;              // --ui tui, or auto on a terminal
+    Tui *tui;                  // the dashboard while it is open
+    StrBuf said;               // what we had to say while the dashboard held the terminal
     char run_dir[3072];
     char shm_name[64];         // "" when N = 1 (one rank needs no shared memory)
     int port;
@@ -149,7 +158,7 @@ static void parse_run(Launch *L, int argc, char **argv) {
         if (strcmp(a, "-n") == 0) L->n = parse_ranks(i + 1 < argc ? argv[++i] : NULL);
         else if (strncmp(a, "-n", 2) == 0 && a[2] != '-') L->n = parse_ranks(a + 2);
         else if (strcmp(a, "--ui") == 0 && i + 1 < argc) ui = argv[++i];
-        else if (strcmp(a, "--ui") == 0) usage_error(prog, "--ui needs a value (auto or none)");
+        else if (strcmp(a, "--ui") == 0) usage_error(prog, "--ui needs a value (auto, tui or none)");
         else if (strncmp(a, "--ui=", 5) == 0) ui = a + 5;
         else if (!L->lab && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
             fputs(RUN_USAGE, stdout);
@@ -163,10 +172,15 @@ static void parse_run(Launch *L, int argc, char **argv) {
             lab_help |= strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
         }
     }
-    if (strcmp(ui, "tui") == 0 || strcmp(ui, "web") == 0)
-        usage_error(prog, "--ui %s: the %s dashboard is not built yet; use --ui auto or --ui none", ui, ui);
-    if (strcmp(ui, "auto") != 0 && strcmp(ui, "none") != 0) usage_error(prog, "--ui must be auto or none (got '%s')", ui);
-    L->status_line = strcmp(ui, "auto") == 0 && isatty(STDOUT_FILENO);
+    if (strcmp(ui, "web") == 0) usage_error(prog, "--ui web: the web dashboard is not built yet; use --ui auto, tui or none");
+    if (strcmp(ui, "auto") != 0 && strcmp(ui, "tui") != 0 && strcmp(ui, "none") != 0)
+        usage_error(prog, "--ui must be auto, tui or none (got '%s')", ui);
+    const char *term = getenv("TERM");
+    int terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && term && *term && strcmp(term, "dumb") != 0;
+    if (strcmp(ui, "tui") == 0 && !terminal)
+        usage_error(prog, "--ui tui needs a terminal (stdin and stdout, and TERM set); use --ui none");
+    L->want_tui = strcmp(ui, "tui") == 0 || (strcmp(ui, "auto") == 0 && terminal);
+    L->status_line = strcmp(ui, "auto") == 0 && isatty(STDOUT_FILENO) && !L->want_tui;
 
     char dir[PATH_MAX], labs[1024];
     labs_dir(dir, sizeof dir);
@@ -237,6 +251,7 @@ static int free_port(void) {
 // If the launcher itself dies (die()), it takes the ranks and the segment with it.
 static void on_die(const char *msg, void *arg) {
     Launch *L = arg;
+    tui_restore_terminal();  // so the message that follows is readable
     if (L->pgid > 0) kill(-L->pgid, SIGKILL);
     if (L->shm_name[0]) shm_remove(L->shm_name);
 }
@@ -475,6 +490,52 @@ static void end_event_logs(Launch *L) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// The dashboard
+// ---------------------------------------------------------------------------------------
+
+// A line for the user's terminal (stderr): now, or when the dashboard gives the terminal back.
+static void say(Launch *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(Launch *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (L->tui) {
+        char line[1024];
+        vsnprintf(line, sizeof line, fmt, ap);
+        sb_printf(&L->said, "%s", line);
+    } else {
+        vfprintf(stderr, fmt, ap);
+    }
+    va_end(ap);
+}
+
+static void open_tui(Launch *L) {
+    if (!L->want_tui) return;
+    char err[512];
+    TuiOptions o = {.attached = 1, .color = -1};
+    // The ranks create their files within moments; the dashboard needs one to start from.
+    for (int tries = 0; tries < 250; tries++) {
+        char path[sizeof L->run_dir + 32];
+        rank_file(L, 0, "jsonl", path, sizeof path);
+        if (file_size(path) > L->jsonl_start[0] || count_running(L) < L->n) break;
+        usleep(POLL_US);
+    }
+    if (!(L->tui = tui_open(L->run_dir, &o, err, sizeof err))) {
+        fprintf(stderr, "shardlab: no dashboard (%s); showing rank 0's output instead\n", err);
+        L->status_line = isatty(STDOUT_FILENO);
+    }
+}
+
+// The dashboard gives the terminal back; the run goes on with rank 0's output and the status
+// line, starting with everything rank 0 printed so far.
+static void close_tui(Launch *L) {
+    if (!L->tui) return;
+    tui_close(L->tui);
+    L->tui = NULL;
+    if (L->said.len) fputs(L->said.data, stderr), sb_reset(&L->said);
+    L->status_line = isatty(STDOUT_FILENO);
+}
+
 // Returns the exit status of `shardlab run`.
 static int watch(Launch *L) {
     int first = -1, cause = -1, stop_sig = 0, handled = 0, killed = 0, stopped = 0, usage = 0;
@@ -482,13 +543,13 @@ static int watch(Launch *L) {
     while (count_running(L) > 0) {
         int status;
         pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-            for (int r = 0; r < L->n; r++)
-                if (L->pid[r] == pid) {
-                    L->done[r] = 1, L->wstatus[r] = status;
-                    if (failed(status)) read_error_line(L, r);
-                    if (failed(status) && first < 0 && !stop_sig) first = r, first_us = runlog_now_us();
-                }
+        // Each rank by its pid: a pager the dashboard started is a child too, and is its own.
+        for (int r = 0; r < L->n; r++)
+            if (!L->done[r] && (pid = waitpid(L->pid[r], &status, WNOHANG)) == L->pid[r]) {
+                L->done[r] = 1, L->wstatus[r] = status;
+                if (failed(status)) read_error_line(L, r);
+                if (failed(status) && first < 0 && !stop_sig) first = r, first_us = runlog_now_us();
+            }
         int64_t now = runlog_now_us();
         if (first >= 0 && cause < 0 && (cause = find_cause(L, first, first_us)) >= 0) {
             char how[64];
@@ -499,10 +560,11 @@ static int watch(Launch *L) {
             // Exit status 2 is a lab's "bad argument" (e.g. a batch that does not divide over
             // N ranks): pass its one line on as ours.
             usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
-            if (usage) fprintf(stderr, "shardlab run: %s", L->errline[cause]);
-            else fprintf(stderr, "shardlab: rank %d %s%s%s", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
-            if (others && !usage) fprintf(stderr, "; stopping the other %d rank(s)", others);
-            fputc('\n', stderr);
+            if (usage) close_tui(L);  // nothing ran worth looking at: straight to the message
+            if (usage) say(L, "shardlab run: %s\n", L->errline[cause]);
+            else if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
+                                 L->errline[cause][0] ? ": " : "", L->errline[cause], others);
+            else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
             if (others) kill(-L->pgid, SIGTERM);
             kill_at = now + FAIL_GRACE_US;
         }
@@ -517,12 +579,18 @@ static int watch(Launch *L) {
             }
         }
         if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
-        show_progress(L, 0);
+        if (L->tui && tui_tick(L->tui, now)) close_tui(L);  // q: the view goes, the run goes on
+        if (!L->tui) show_progress(L, 0);
         if (count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
-    show_progress(L, 1);
     end_event_logs(L);
+    // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
+    // the user wants the terminal back at once.
+    if (L->tui && !stop_sig)
+        tui_wait_quit(L->tui, first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave");
+    close_tui(L);
+    show_progress(L, 1);
     if (L->shm_name[0]) shm_remove(L->shm_name), L->shm_name[0] = 0;
     if (stop_sig) {
         fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
@@ -541,13 +609,14 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run (tui, web, lexicon and grade are not built yet)");
+    if (argc < 2) usage_error("shardlab", "expected a command: run or tui (web, lexicon and grade are not built yet)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
-    const char *later[] = {"tui", "web", "lexicon", "grade"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(argv[1], later[i]) == 0) usage_error("shardlab", "'%s' is not built yet; the one command now is run", argv[1]);
+    const char *later[] = {"web", "lexicon", "grade"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(argv[1], later[i]) == 0) usage_error("shardlab", "'%s' is not built yet; the commands now are run and tui", argv[1]);
+    if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run (tui, web, lexicon and grade are not built yet)",
+        usage_error("shardlab", "unknown command '%s': the commands are run and tui (web, lexicon and grade are not built yet)",
                     argv[1]);
 
     static Launch L;
@@ -565,7 +634,10 @@ int main(int argc, char **argv) {
     L.port = free_port();
     L.t0_us = runlog_now_us();
     start_ranks(&L);
+    sb_init(&L.said);
+    open_tui(&L);
     int code = watch(&L);
+    sb_free(&L.said);
     free(L.lab_argv);
     return code;
 }

@@ -1,0 +1,436 @@
+// dashboard.c — the frame: header, banner, panels, footer (see dashboard.h). The loss chart
+// is in lossplot.c, the timeline in timeline.c.
+#include "dashboard.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "train.h"  // format_bytes
+
+#define STALLED_S 15  // no new event for this long, and no end: the run may be dead
+
+static const char *PANEL_NAMES[PANEL_COUNT] = {"overview", "memory", "timeline", "log"};
+
+const char *dash_panel_name(Panel p) { return p < PANEL_COUNT ? PANEL_NAMES[p] : "?"; }
+
+// ---------------------------------------------------------------------------------------
+// The run's state
+// ---------------------------------------------------------------------------------------
+
+static int failed_rank(const RunView *v) {
+    // The rank whose error is the cause: one that does not blame another rank's failure
+    // ("rank 2 failed, so rank 0 stops ..."), else the first with an error.
+    int first = -1;
+    for (int r = 0; r < v->nranks; r++) {
+        const RunRank *rk = &v->ranks[r];
+        int bad = rk->error[0] || (rk->ended && strcmp(rk->status, "error") == 0);
+        if (!bad) continue;
+        if (first < 0) first = r;
+        if (rk->error[0] && !strstr(rk->error, " failed, so ") && !strstr(rk->error, ") is gone")) return r;
+    }
+    return first;
+}
+
+const char *dash_status(const RunView *v, int64_t now_us) {
+    if (failed_rank(v) >= 0 || (v->has_summary == 1 && strcmp(v->status, "ok") != 0)) return "failed";
+    if (runview_ended(v)) return "finished";
+    if (now_us > 0 && v->last_change_us > 0 && now_us - v->last_change_us > (int64_t)STALLED_S * 1000000) return "stalled";
+    if (v->nloss == 0) return "starting";
+    return "live";
+}
+
+static const char *clock_text(char *buf, size_t n, double secs) {
+    long s = secs > 0 && secs < 1e9 ? (long)lround(secs) : 0;
+    if (s >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
+    return buf;
+}
+
+static const char *rate_text(char *buf, size_t n, double per_s) {
+    if (per_s >= 1e6) snprintf(buf, n, "%.2fM", per_s / 1e6);
+    else if (per_s >= 1e3) snprintf(buf, n, "%.1fk", per_s / 1e3);
+    else snprintf(buf, n, "%.0f", per_s);
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// Header, banner, footer
+// ---------------------------------------------------------------------------------------
+
+static void header(Canvas *c, const RunView *v, const DashState *s, const char *status) {
+    int w = c->w;
+    const char *sep = s->utf8 ? " \xc2\xb7 " : " | ";
+    int world = runview_world(v);
+    canvas_fill(c, 0, 0, w, ' ', COLOR_TITLE, ATTR_REVERSE);
+    int x = 1 + canvas_text(c, 1, 0, -1, COLOR_TITLE, ATTR_REVERSE | ATTR_BOLD, "shardlab");
+    x += canvas_printf(c, x, 0, -1, COLOR_TITLE, ATTR_REVERSE, "%s%s%s%d rank%s%s%s%s%s", sep, v->lab[0] ? v->lab : "?",
+                       sep, world, world == 1 ? "" : "s", sep, v->device[0] ? v->device : "?", sep,
+                       v->backend[0] ? v->backend : "?");
+    char badge[32];
+    snprintf(badge, sizeof badge, " %s%s ", status, s->paused ? ", view paused" : "");
+    for (char *p = badge; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    int color = strcmp(status, "failed") == 0 ? COLOR_BAD : strcmp(status, "finished") == 0 ? COLOR_OK
+              : strcmp(status, "stalled") == 0 ? COLOR_WARN : COLOR_TITLE;
+    canvas_text(c, w - (int)strlen(badge) - 1, 0, -1, color, ATTR_REVERSE | ATTR_BOLD, badge);
+
+    // Row 1: progress.
+    int64_t step = v->nloss ? v->loss[v->nloss - 1].step : 0, total = v->steps_total;
+    x = 1 + canvas_printf(c, 1, 1, -1, COLOR_NONE, ATTR_BOLD, "step %lld", (long long)step);
+    if (total > 0) {
+        x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "/%lld ", (long long)total);
+        int bw = w / 4 < 40 ? w / 4 : 40;
+        double f = (double)step / (double)total;
+        if (f > 1) f = 1;
+        int full = (int)floor(f * bw * 8 + 0.5);  // in eighths of a cell
+        canvas_put(c, x, 1, '[', COLOR_DIM, 0);
+        for (int i = 0; i < bw; i++) {
+            int eighths = full - 8 * i;
+            uint32_t ch = eighths >= 8 ? (s->utf8 ? 0x2588 : '#')
+                        : eighths > 0 ? (s->utf8 ? 0x2590 - (uint32_t)eighths : '#')  // U+258F..U+2589: 1/8..7/8
+                        : (s->utf8 ? 0x2591 : '.');
+            canvas_put(c, x + 1 + i, 1, ch, eighths > 0 ? COLOR_OK : COLOR_DIM, 0);
+        }
+        canvas_put(c, x + 1 + bw, 1, ']', COLOR_DIM, 0);
+        x += bw + 3;
+        x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "%5.1f%%", 100 * f);
+    }
+    char eta[32], rate[32];
+    double ms = runview_ms_per_step(v, 20);
+    int ended = runview_ended(v);
+    if (total > step && ms > 0 && !ended)
+        x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  ETA %s", clock_text(eta, sizeof eta, (double)(total - step) * ms / 1000));
+    double tps = ended && v->has_summary == 1 ? v->tokens_per_s : runview_tokens_per_s(v, 20);
+    if (tps > 0) x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  %s tok/s", rate_text(rate, sizeof rate, tps));
+    if (ms > 0) x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  %.2f ms/step", ms);
+    if (v->nloss) canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  loss %.4f", v->loss[v->nloss - 1].loss);
+
+    // Row 2: the panels.
+    x = 1;
+    for (int p = 0; p < PANEL_COUNT; p++) {
+        int on = (int)s->panel == p;
+        x += canvas_printf(c, x, 2, -1, on ? COLOR_TITLE : COLOR_DIM, on ? ATTR_REVERSE | ATTR_BOLD : 0, " %d %s ", p + 1,
+                           PANEL_NAMES[p]) + 1;
+    }
+}
+
+// Returns the rows it used (0 or 1).
+static int banner(Canvas *c, const RunView *v, const DashState *s, const char *status, int y) {
+    char text[768], a[32], b[32];
+    int bad = failed_rank(v);
+    if (bad >= 0) {
+        const RunRank *rk = &v->ranks[bad];
+        snprintf(text, sizeof text, " %s rank %d failed: %s ", s->utf8 ? "\xe2\x9c\x96" : "X", bad,
+                 rk->error[0] ? rk->error : "its end event says error");
+        canvas_fill(c, 0, y, c->w, ' ', COLOR_BAD, ATTR_REVERSE);
+        canvas_text(c, 0, y, c->w, COLOR_BAD, ATTR_REVERSE | ATTR_BOLD, text);
+        return 1;
+    }
+    if (strcmp(status, "finished") == 0) {
+        int64_t steps = v->nloss ? v->loss[v->nloss - 1].step : 0;
+        double first = v->nloss ? v->loss[0].loss : NAN, last = v->nloss ? v->loss[v->nloss - 1].loss : NAN;
+        int n = snprintf(text, sizeof text, " %s finished: %lld steps, loss %.4f -> %.4f", s->utf8 ? "\xe2\x9c\x94" : "OK",
+                         (long long)steps, v->has_summary == 1 ? v->first_loss : first, v->has_summary == 1 ? v->final_loss : last);
+        if (v->has_floor) n += snprintf(text + n, sizeof text - (size_t)n, " (floor %.4f)", v->loss_floor);
+        if (v->has_summary == 1)
+            snprintf(text + n, sizeof text - (size_t)n, ", %s tok/s over %.1f s, peak %s per rank ",
+                     rate_text(a, sizeof a, v->tokens_per_s), v->wall_s, format_bytes(b, sizeof b, v->mem_peak));
+        canvas_fill(c, 0, y, c->w, ' ', COLOR_OK, ATTR_REVERSE);
+        canvas_text(c, 0, y, c->w, COLOR_OK, ATTR_REVERSE | ATTR_BOLD, text);
+        return 1;
+    }
+    if (strcmp(status, "stalled") == 0) {
+        canvas_printf(c, 0, y, c->w, COLOR_WARN, ATTR_BOLD, " no new events for %.0f s and no end event: is the run still alive?",
+                      (double)(s->now_us - v->last_change_us) / 1e6);
+        return 1;
+    }
+    return 0;
+}
+
+static void footer(Canvas *c, const RunView *v, const DashState *s) {
+    int y = c->h - 1;
+    const char *keys = s->attached
+        ? "q leave the view (the run goes on)  p pause  tab/1-4 panels  l lexicon  ? help"
+        : "q quit  p pause  tab/1-4 panels  l lexicon  ? help";
+    if (s->message) canvas_text(c, 1, y, c->w - 2, COLOR_WARN, ATTR_BOLD, s->message);
+    else canvas_text(c, 1, y, c->w - 2, COLOR_DIM, 0, keys);
+    if (v->malformed) {
+        char t[64];
+        int n = snprintf(t, sizeof t, " %ld malformed line%s skipped ", v->malformed, v->malformed == 1 ? "" : "s");
+        canvas_text(c, c->w - n - 1, y, n, COLOR_WARN, ATTR_REVERSE, t);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bars: step time, and memory by category
+// ---------------------------------------------------------------------------------------
+
+// The glyph of memory category k: a coloured block, or its initial without colour.
+static uint32_t mem_glyph(const RunView *v, const DashState *s, int k) {
+    if (s->color) return s->utf8 ? 0x2588 : '#';
+    char ch = v->mem_names[k][0];
+    return (uint32_t)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch ? ch : '?');
+}
+
+static double mem_scale(const RunView *v) {
+    double scale = 0;
+    for (int r = 0; r < v->nranks; r++) {
+        const RunStep *st = &v->ranks[r].last;
+        double total = 0;
+        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        if (st->peak > scale) scale = st->peak;
+        if (total > scale) scale = total;
+    }
+    return scale;
+}
+
+// Rank r's memory, stacked by category in mem_names order, then the headroom up to its peak,
+// on a bar where `scale` bytes fill `w` columns. Category k takes round(w * bytes_k / scale)
+// columns, each rounded on its own, so equal amounts (params and grads in fp32) always get
+// equal bars; the headroom runs to round(w * peak / scale).
+static void mem_bar(Canvas *c, const RunView *v, const DashState *s, const RunStep *st, int x, int y, int w, double scale) {
+    if (scale <= 0) return;
+    int col = 0;
+    for (int k = 0; k < v->nmem; k++) {
+        int cells = (int)lround(w * st->mem[k] / scale);
+        for (int i = 0; i < cells && col < w; i++, col++) canvas_put(c, x + col, y, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
+    }
+    int peak_end = (int)lround(w * st->peak / scale);
+    for (; col < peak_end && col < w; col++) canvas_put(c, x + col, y, s->utf8 ? 0x2591 : '.', COLOR_DIM, 0);
+}
+
+static void mem_legend(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w) {
+    int lx = x;
+    for (int k = 0; k < v->nmem && lx < x + w; k++) {
+        canvas_put(c, lx, y, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
+        lx += 2 + canvas_text(c, lx + 2, y, x + w - lx - 2, COLOR_NONE, 0, v->mem_names[k]) + 1;
+    }
+    canvas_put(c, lx, y, s->utf8 ? 0x2591 : '.', COLOR_DIM, 0);
+    canvas_text(c, lx + 2, y, x + w - lx - 2, COLOR_NONE, 0, "transient, up to the peak");
+}
+
+// ---------------------------------------------------------------------------------------
+// Panel 1: overview
+// ---------------------------------------------------------------------------------------
+
+static uint32_t rank_mark(const RunRank *rk, const DashState *s) {
+    if (rk->error[0] || (rk->ended && strcmp(rk->status, "error") == 0)) return s->utf8 ? 0x2716 : 'x';
+    if (rk->ended) return s->utf8 ? 0x2714 : '+';
+    return ' ';
+}
+
+static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
+    int w = c->w, world = runview_world(v);
+    const int cb = 12;                   // the compute|comm bar
+    int with_time_bar = w >= 96;
+    int mb = w - 1 - 5 - 7 - 9 - (with_time_bar ? cb + 3 : 0) - 11 - 2 - 21;  // the memory bar
+    double ms_max = 0, scale = mem_scale(v);
+    for (int r = 0; r < v->nranks; r++)
+        if (v->ranks[r].last.ms_step > ms_max) ms_max = v->ranks[r].last.ms_step;
+    int x = 1;
+    canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "rank  step  ms/step");
+    x = 22;
+    if (with_time_bar) {
+        canvas_put(c, x, y, s->color ? (s->utf8 ? 0x2588 : '#') : '=', COLOR_FWD, 0);
+        canvas_text(c, x + 1, y, -1, COLOR_DIM, ATTR_BOLD, "compute");
+        canvas_put(c, x + 9, y, s->color ? (s->utf8 ? 0x2588 : '#') : '~', COLOR_ALL_REDUCE, 0);
+        canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "comm");
+        x += cb + 3;
+    }
+    canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "sent/step");
+    x += 11;
+    canvas_text(c, x + 1, y, mb, COLOR_DIM, ATTR_BOLD, "memory by category, to scale");
+    canvas_text(c, x + mb + 3, y, -1, COLOR_DIM, ATTR_BOLD, "in use / peak");
+    int row = y + 1, shown = 0;
+    for (int r = 0; r < world && row < y + h - 1; r++, row++, shown++) {
+        const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
+        canvas_printf(c, 1, row, -1, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
+        if (!rk || !rk->has_step) {
+            canvas_put(c, 4, row, rk ? rank_mark(rk, s) : ' ', rk && rk->error[0] ? COLOR_BAD : COLOR_OK, 0);
+            canvas_text(c, 6, row, -1, COLOR_DIM, 0, rk && rk->started ? "started, no step yet" : "not started");
+            continue;
+        }
+        const RunStep *st = &rk->last;
+        canvas_put(c, 4, row, rank_mark(rk, s), rk->error[0] || strcmp(rk->status, "error") == 0 ? COLOR_BAD : COLOR_OK, 0);
+        canvas_printf(c, 6, row, -1, COLOR_NONE, 0, "%6lld %8.2f", (long long)st->step, st->ms_step);
+        x = 22;
+        if (with_time_bar) {
+            canvas_put(c, x, row, '[', COLOR_DIM, 0);
+            if (ms_max > 0) {
+                int a = (int)lround(cb * st->ms_compute / ms_max), b = (int)lround(cb * (st->ms_compute + st->ms_comm) / ms_max);
+                for (int i = 0; i < cb; i++) {
+                    int comp = i < a, comm = !comp && i < b;
+                    uint32_t ch = comp ? (s->color ? (s->utf8 ? 0x2588 : '#') : '=') : comm ? (s->color ? (s->utf8 ? 0x2588 : '#') : '~') : ' ';
+                    canvas_put(c, x + 1 + i, row, ch, comp ? COLOR_FWD : COLOR_ALL_REDUCE, 0);
+                }
+            }
+            canvas_put(c, x + cb + 1, row, ']', COLOR_DIM, 0);
+            x += cb + 3;
+        }
+        char b1[32], b2[32];
+        canvas_printf(c, x, row, 10, COLOR_NONE, 0, "%10s", format_bytes(b1, sizeof b1, st->sent));
+        x += 11;
+        canvas_put(c, x, row, '[', COLOR_DIM, 0);
+        mem_bar(c, v, s, st, x + 1, row, mb, scale);
+        canvas_put(c, x + mb + 1, row, ']', COLOR_DIM, 0);
+        double total = 0;
+        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        canvas_printf(c, x + mb + 3, row, -1, COLOR_NONE, 0, "%s / %s", format_bytes(b1, sizeof b1, total),
+                      format_bytes(b2, sizeof b2, st->peak));
+    }
+    if (shown < world) canvas_printf(c, 1, row++, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
+    if (row < y + h) mem_legend(c, v, s, 1, row, w - 2);
+}
+
+static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
+    int world = runview_world(v);
+    int ranks_h = world + 2;  // header, rows, legend
+    if (ranks_h > h / 2) ranks_h = h / 2;
+    int chart_h = h - ranks_h - 1;
+    dash_loss_chart(c, v, s, 0, y, c->w - 1, chart_h);
+    rank_rows(c, v, s, y + chart_h + 1, ranks_h);
+}
+
+// ---------------------------------------------------------------------------------------
+// Panel 2: memory
+// ---------------------------------------------------------------------------------------
+
+static void memory(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
+    char b[32];
+    double scale = mem_scale(v);
+    int world = runview_world(v), w = c->w;
+    canvas_printf(c, 1, y, w - 2, COLOR_TITLE, ATTR_BOLD, "device memory each rank holds after its last step; full width = %s",
+                  format_bytes(b, sizeof b, scale));
+    mem_legend(c, v, s, 1, y + 1, w - 2);
+    int row = y + 3, shown = 0;
+    for (int r = 0; r < world && row + 3 <= y + h; r++, shown++) {
+        const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
+        if (!rk || !rk->has_step) {
+            canvas_printf(c, 1, row, -1, COLOR_DIM, 0, "r%-2d no step yet", r);
+            row += 2;
+            continue;
+        }
+        const RunStep *st = &rk->last;
+        double total = 0;
+        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        char b1[32], b2[32], b3[32];
+        int x = 1 + canvas_printf(c, 1, row, -1, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
+        x += canvas_printf(c, x + 1, row, -1, COLOR_NONE, 0, "in use %s, peak %s (%s transient) after step %lld",
+                           format_bytes(b1, sizeof b1, total), format_bytes(b2, sizeof b2, st->peak),
+                           format_bytes(b3, sizeof b3, st->peak > total ? st->peak - total : 0), (long long)st->step) + 1;
+        if (rk->checks)
+            canvas_printf(c, x + 2, row, -1, rk->checks_failed ? COLOR_BAD : COLOR_OK, 0, "%ld check%s, %ld failed",
+                          rk->checks, rk->checks == 1 ? "" : "s", rk->checks_failed);
+        mem_bar(c, v, s, st, 5, row + 1, w - 7, scale);
+        x = 5;
+        for (int k = 0; k < v->nmem; k++) {
+            canvas_put(c, x, row + 2, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
+            x += 2 + canvas_printf(c, x + 2, row + 2, -1, COLOR_NONE, 0, "%s %s", v->mem_names[k],
+                                   format_bytes(b1, sizeof b1, st->mem[k])) + 2;
+        }
+        row += 4;
+    }
+    if (shown < world) canvas_printf(c, 1, row, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
+}
+
+// ---------------------------------------------------------------------------------------
+// Panel 4: log
+// ---------------------------------------------------------------------------------------
+
+static void log_panel(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
+    int row = y, w = c->w, world = runview_world(v);
+    char b[32];
+    if (v->has_summary == 1)
+        canvas_printf(c, 1, row++, w - 2, COLOR_OK, ATTR_BOLD,
+                      "summary: %s, %lld steps, loss %.4f -> %.4f, %.0f tok/s, %.2f s, peak %s per rank", v->status,
+                      (long long)v->summary_steps, v->first_loss, v->final_loss, v->tokens_per_s, v->wall_s,
+                      format_bytes(b, sizeof b, v->mem_peak));
+    for (int r = 0; r < world && row < y + h - 4; r++) {
+        const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
+        if (!rk) {
+            canvas_printf(c, 1, row++, w - 2, COLOR_DIM, 0, "r%-2d no events yet", r);
+            continue;
+        }
+        int bad = rk->error[0] || rk->checks_failed || (rk->ended && strcmp(rk->status, "error") == 0);
+        int x = 1 + canvas_printf(c, 1, row, -1, bad ? COLOR_BAD : COLOR_NONE, ATTR_BOLD, "r%-2d", r);
+        x += canvas_printf(c, x + 1, row, -1, COLOR_NONE, 0, "%s, %ld events, %ld checks (%ld failed)%s",
+                           rk->ended ? (strcmp(rk->status, "ok") == 0 ? "ended ok" : "ended with an error") : "running",
+                           rk->lines, rk->checks, rk->checks_failed, rk->malformed ? "," : "") + 1;
+        if (rk->malformed) canvas_printf(c, x + 1, row, -1, COLOR_WARN, 0, "%ld malformed", rk->malformed);
+        row++;
+        if (rk->error[0]) canvas_printf(c, 5, row++, w - 6, COLOR_BAD, 0, "error: %s", rk->error);
+        if (rk->checks_failed) canvas_printf(c, 5, row++, w - 6, COLOR_BAD, 0, "failed check: %s", rk->failed_check);
+    }
+    if (v->problem[0]) canvas_printf(c, 1, row++, w - 2, COLOR_WARN, 0, "skipped: %s", v->problem);
+    row++;
+    canvas_printf(c, 1, row++, w - 2, COLOR_TITLE, ATTR_BOLD, "rank %d's output (rank-%d.log; r: next rank)", s->log_rank,
+                  s->log_rank);
+    if (!s->log_text) return;
+    // The last lines that fit, each cut to the width.
+    int room = y + h - row;
+    const char *end = s->log_text + strlen(s->log_text), *p = end;
+    if (p > s->log_text && p[-1] == '\n') p--;
+    int lines = 0;
+    while (p > s->log_text && lines < room) {
+        p--;
+        if (*p == '\n') lines++;
+    }
+    if (lines == room) p++;  // p is at a newline: the line after it is the first shown
+    while (p < end && row < y + h) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+        canvas_text(c, 3, row++, w - 4, COLOR_NONE, 0, line);
+        p += n + 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Help, and the frame
+// ---------------------------------------------------------------------------------------
+
+static void help_box(Canvas *c, const DashState *s) {
+    static const char *lines[] = {
+        "shardlab tui: keys",
+        "",
+        "  1 2 3 4, tab   overview, memory, timeline, log (shift-tab: back)",
+        "  p              pause the view (the run goes on; p again to catch up)",
+        "  l              the lexicon's entry for this lab, in a pager",
+        "  r              log panel: the next rank's output",
+        "  q              quit the view; a run started with it goes on",
+        "  ?              this help (any key closes it)",
+        "",
+        "Every figure is read from the run directory's files; the view",
+        "never talks to the ranks, so it cannot slow them down.",
+    };
+    int n = (int)(sizeof lines / sizeof lines[0]), bw = 72, bh = n + 2;
+    if (bw > c->w - 2) bw = c->w - 2;
+    int x0 = (c->w - bw) / 2, y0 = (c->h - bh) / 2;
+    for (int y = 0; y < bh; y++) canvas_fill(c, x0, y0 + y, bw, ' ', COLOR_TITLE, ATTR_REVERSE);
+    for (int i = 0; i < n; i++) canvas_text(c, x0 + 2, y0 + 1 + i, bw - 4, COLOR_TITLE, ATTR_REVERSE | (i == 0 ? ATTR_BOLD : 0), lines[i]);
+    (void)s;
+}
+
+void dash_render(Canvas *c, const RunView *v, const DashState *s) {
+    canvas_clear(c);
+    if (c->w < DASH_MIN_W || c->h < DASH_MIN_H) {
+        canvas_printf(c, 0, 0, c->w, COLOR_WARN, ATTR_BOLD, "terminal too small: %dx%d", c->w, c->h);
+        canvas_printf(c, 0, 1, c->w, COLOR_NONE, 0, "the dashboard needs %dx%d;", DASH_MIN_W, DASH_MIN_H);
+        canvas_text(c, 0, 2, c->w, COLOR_NONE, 0, "enlarge it, or q to quit");
+        return;
+    }
+    const char *status = dash_status(v, s->now_us);
+    header(c, v, s, status);
+    int y = 3;
+    y += banner(c, v, s, status, y);
+    int h = c->h - 1 - y;  // the footer takes the last row
+    switch (s->panel) {
+    case PANEL_OVERVIEW: overview(c, v, s, y, h); break;
+    case PANEL_MEMORY: memory(c, v, s, y, h); break;
+    case PANEL_TIMELINE: dash_timeline(c, v, s, 1, y, c->w - 2, h); break;
+    default: log_panel(c, v, s, y, h); break;
+    }
+    footer(c, v, s);
+    if (s->help) help_box(c, s);
+}

@@ -1,0 +1,63 @@
+// dashboard.h — what the terminal dashboard draws, as a pure function of a run.
+//
+// Defines: Panel, DashState, DASH_MIN_W, DASH_MIN_H, dash_render(), dash_panel_name(),
+//          dash_timeline(), dash_loss_chart(), dash_status(), SpanKind, span_kind().
+//
+// dash_render() draws one frame of a RunView (runread.h) into a Canvas (canvas.h): a header
+// (lab, world, device and backend, step / total with a progress bar, ETA, tokens/s), a
+// banner when a rank failed or the run ended, one of four panels, and a footer with the
+// keys. It reads no files and keeps no state, so the same run always draws the same frame:
+// `shardlab tui --dump` prints it, and the tests compare it with the run's numbers.
+//
+// Panels (keys 1-4, tab):
+//   1 overview   the loss chart (floor and reference run included) and a row per rank:
+//                step time split into compute and communication, bytes sent per step,
+//                memory as a bar stacked by category against the peak
+//   2 memory     each rank's memory by category, in bytes and to scale
+//   3 timeline   the last complete step of every rank as a Gantt chart: compute on one
+//                line, communication on the next, so overlap and idle time show
+//   4 log        the summary, each rank's end, errors and failed checks, and the tail of a
+//                rank's output (rank-<r>.log)
+#ifndef SHARDLAB_DASHBOARD_H
+#define SHARDLAB_DASHBOARD_H
+
+#include <stdint.h>
+
+#include "canvas.h"
+#include "runread.h"
+
+#define DASH_MIN_W 60
+#define DASH_MIN_H 16
+
+typedef enum { PANEL_OVERVIEW, PANEL_MEMORY, PANEL_TIMELINE, PANEL_LOG, PANEL_COUNT } Panel;
+
+typedef struct {
+    Panel panel;
+    int utf8;               // the terminal shows UTF-8 (braille, blocks); else ASCII
+    int color;              // colours are on; without them bars use letters
+    int paused, help;       // the view is frozen; the help box is open
+    int attached;           // started by `shardlab run`: q leaves the view, the run goes on
+    int64_t now_us;
+    const char *message;    // one line for the footer (a key's answer), or NULL
+    const char *log_text;   // panel 4: the last lines of rank log_rank's output, or NULL
+    int log_rank;
+} DashState;
+
+const char *dash_panel_name(Panel p);
+void dash_render(Canvas *c, const RunView *v, const DashState *s);
+
+// The run's state in a word: "starting", "live", "stalled", "finished", "failed".
+const char *dash_status(const RunView *v, int64_t now_us);
+
+// What a span is, for the timeline and its legend.
+typedef enum { SPAN_FWD, SPAN_BWD, SPAN_RECOMPUTE, SPAN_OPTIM,            // compute
+               SPAN_ALL_REDUCE, SPAN_REDUCE_SCATTER, SPAN_ALL_GATHER, SPAN_P2P,  // communication
+               SPAN_OTHER_COMM, SPAN_KINDS } SpanKind;
+#define SPAN_IS_COMPUTE(k) ((k) <= SPAN_OPTIM)
+SpanKind span_kind(const char *name);
+
+// The pieces, for the panels that share them (timeline.c, lossplot.c).
+void dash_loss_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
+void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
+
+#endif

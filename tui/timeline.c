@@ -1,0 +1,192 @@
+// timeline.c — the timeline panel: the last complete step of every rank as a Gantt chart.
+//
+//   step 30: 9.2 ms from the first span to the last; a column is 0.14 ms
+//   r0 compute │FFFFFFFFFFFFFFFFFFFFFFBBBBBBBBBBBBBBBBBBBBBBBBBB      OOOO│ busy 88%
+//      comm    │                           AAAAAAAAAAAAAAAAAAAAAAA A  A   │ 61% hidden
+//   r1 compute │FFFFFFFFFFFFFFFFFFFFFFBBBBBBBBBBBBBBBBBBBBBBBBBBBB     OOOO│ busy 89%
+//      comm    │                            AAAAAAAAAAAAAAAAAAAAAAA A  A  │ 58% hidden
+//
+// Compute (fwd, bwd, recompute, optim) and communication get a line each, because with
+// overlap they happen at the same time. The figures on the right are exact (interval
+// arithmetic on the spans, not counted columns): "busy" is the part of the step's time
+// span on which the rank computed or communicated (the rest is idle: a pipeline bubble, or
+// waiting for a slower rank); "hidden" is the part of the communication time that ran
+// while the same rank computed (what overlap buys).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dashboard.h"
+
+static const struct {
+    int color;
+    char letter;  // without colour, the letter is the legend
+    const char *label;
+} KIND[SPAN_KINDS] = {
+    {COLOR_FWD, 'F', "fwd"},         {COLOR_BWD, 'B', "bwd"},          {COLOR_RECOMPUTE, 'R', "recompute"},
+    {COLOR_OPTIM, 'O', "optim"},     {COLOR_ALL_REDUCE, 'A', "all-reduce"}, {COLOR_SHARD, 'S', "reduce-scatter"},
+    {COLOR_SHARD, 'G', "all-gather"}, {COLOR_P2P, 'P', "send/recv"},   {COLOR_COLL, 'C', "other collective"},
+};
+
+SpanKind span_kind(const char *name) {
+    static const char *names[] = {"fwd", "bwd", "recompute", "optim", "all_reduce", "reduce_scatter", "all_gather"};
+    for (int k = 0; k < 7; k++)
+        if (strcmp(name, names[k]) == 0) return (SpanKind)k;
+    if (strcmp(name, "send") == 0 || strcmp(name, "recv") == 0) return SPAN_P2P;
+    return SPAN_OTHER_COMM;
+}
+
+// ---------------------------------------------------------------------------------------
+// Exact time figures: unions and intersections of intervals
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    int64_t a, b;
+} Interval;
+
+static int by_start(const void *x, const void *y) {
+    const Interval *p = x, *q = y;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+// Sorts and merges in place; returns the number of disjoint intervals left.
+static size_t merge(Interval *iv, size_t n) {
+    if (n == 0) return 0;
+    qsort(iv, n, sizeof *iv, by_start);
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (iv[i].a <= iv[k].b) {
+            if (iv[i].b > iv[k].b) iv[k].b = iv[i].b;
+        } else {
+            iv[++k] = iv[i];
+        }
+    }
+    return k + 1;
+}
+
+static int64_t length(const Interval *iv, size_t n) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += iv[i].b - iv[i].a;
+    return sum;
+}
+
+// The total length of the intersection of two merged lists.
+static int64_t overlap(const Interval *x, size_t nx, const Interval *y, size_t ny) {
+    int64_t sum = 0;
+    for (size_t i = 0, j = 0; i < nx && j < ny;) {
+        int64_t a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (b > a) sum += b - a;
+        if (x[i].b < y[j].b) i++;
+        else j++;
+    }
+    return sum;
+}
+
+typedef struct {
+    double busy, hidden;  // fractions; hidden < 0 when there was no communication
+} RankTime;
+
+static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
+    Interval *comp = malloc_check(sp->n * sizeof *comp + 1), *comm = malloc_check(sp->n * sizeof *comm + 1),
+             *all = malloc_check(sp->n * sizeof *all + 1);
+    size_t nc = 0, nm = 0, na = 0;
+    RankTime t = {0, -1};
+    for (size_t i = 0; i < sp->n; i++) {
+        Interval iv = {sp->items[i].t0_us, sp->items[i].t1_us};
+        if (SPAN_IS_COMPUTE(span_kind(sp->items[i].name))) comp[nc++] = iv;
+        else comm[nm++] = iv;
+        all[na++] = iv;
+    }
+    nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na);
+    if (t1 > t0) t.busy = (double)length(all, na) / (double)(t1 - t0);
+    int64_t comm_len = length(comm, nm);
+    if (comm_len > 0) t.hidden = (double)overlap(comp, nc, comm, nm) / (double)comm_len;
+    free(comp), free(comm), free(all);
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// Drawing
+// ---------------------------------------------------------------------------------------
+
+static void draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compute, int x, int y, int w,
+                     int64_t t0, int64_t t1) {
+    double span = (double)(t1 - t0 > 0 ? t1 - t0 : 1);
+    for (size_t i = 0; i < sp->n; i++) {
+        SpanKind k = span_kind(sp->items[i].name);
+        if (SPAN_IS_COMPUTE(k) != compute) continue;
+        // Columns [a, b): every column the span touches, at least one.
+        int a = (int)floor((double)(sp->items[i].t0_us - t0) / span * w);
+        int b = (int)ceil((double)(sp->items[i].t1_us - t0) / span * w);
+        if (a < 0) a = 0;
+        if (b > w) b = w;
+        if (b <= a) b = a + 1;
+        if (a >= w) a = w - 1, b = w;
+        uint32_t ch = s->color ? (s->utf8 ? 0x2588 : '#') : (uint32_t)KIND[k].letter;
+        for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, KIND[k].color, 0);
+    }
+}
+
+void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h) {
+    int64_t step = runview_timeline_step(v);
+    int world = runview_world(v);
+    if (step < 0) {
+        canvas_text(c, x + 2, y + 1, w - 2, COLOR_DIM, 0, "timeline: waiting for a step's spans ...");
+        return;
+    }
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    for (int r = 0; r < world; r++) {
+        const RunSpans *sp = runview_spans(v, r, step);
+        for (size_t i = 0; sp && i < sp->n; i++) {
+            if (sp->items[i].t0_us < t0) t0 = sp->items[i].t0_us;
+            if (sp->items[i].t1_us > t1) t1 = sp->items[i].t1_us;
+        }
+    }
+    if (t1 <= t0) t1 = t0 + 1;
+    const int label = 12, stats = 12;
+    int pw = w - label - 2 - stats;
+    if (pw < 10) return;
+    double ms = (double)(t1 - t0) / 1000.0;
+    canvas_printf(c, x, y, w, COLOR_TITLE, ATTR_BOLD, "step %lld: %.3f ms from the first span to the last; a column is %.3f ms",
+                  (long long)step, ms, ms / pw);
+    uint32_t left = s->utf8 ? 0x2502 : '|', right = left;
+    int row = y + 1, shown = 0;
+    for (int r = 0; r < world && row + 2 <= y + h - 3; r++, shown++, row += 2) {
+        const RunSpans *sp = runview_spans(v, r, step);
+        canvas_printf(c, x, row, label, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
+        canvas_text(c, x + 4, row, label - 4, COLOR_DIM, 0, "compute");
+        canvas_text(c, x + 4, row + 1, label - 4, COLOR_DIM, 0, "comm");
+        for (int k = 0; k < 2; k++) {
+            canvas_put(c, x + label, row + k, left, COLOR_DIM, 0);
+            canvas_put(c, x + label + 1 + pw, row + k, right, COLOR_DIM, 0);
+        }
+        if (!sp) {
+            canvas_text(c, x + label + 2, row, pw - 2, COLOR_DIM, 0, "(no spans for this step yet)");
+            continue;
+        }
+        draw_row(c, s, sp, 1, x + label + 1, row, pw, t0, t1);
+        draw_row(c, s, sp, 0, x + label + 1, row + 1, pw, t0, t1);
+        RankTime t = rank_time(sp, t0, t1);
+        canvas_printf(c, x + label + 3 + pw, row, stats, COLOR_NONE, 0, "busy %3.0f%%", 100 * t.busy);
+        if (t.hidden >= 0) canvas_printf(c, x + label + 3 + pw, row + 1, stats, COLOR_NONE, 0, "%3.0f%% hidden", 100 * t.hidden);
+        if (sp->dropped)
+            canvas_printf(c, x + label + 2, row + 1, pw - 2, COLOR_WARN, 0, "(%zu spans not kept)", sp->dropped);
+    }
+    if (shown < world) canvas_printf(c, x, row++, w, COLOR_DIM, 0, "... %d more rank(s) do not fit", world - shown);
+    // The time axis, then the legend.
+    char end[32];
+    snprintf(end, sizeof end, "%.3f ms", ms);
+    canvas_text(c, x + label + 1, row, -1, COLOR_DIM, 0, "0");
+    canvas_text(c, x + label + 1 + pw - (int)strlen(end), row, -1, COLOR_DIM, 0, end);
+    int lx = x, ly = row + 1;
+    for (int k = 0; k < SPAN_KINDS; k++) {
+        int need = 3 + (int)strlen(KIND[k].label);
+        if (lx + need > x + w) lx = x, ly++;
+        if (ly >= y + h) break;
+        uint32_t ch = s->color ? (s->utf8 ? 0x2588 : '#') : (uint32_t)KIND[k].letter;
+        canvas_put(c, lx, ly, ch, KIND[k].color, 0);
+        lx += 2 + canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, KIND[k].label) + 1;
+    }
+}
