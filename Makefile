@@ -33,8 +33,9 @@ CFLAGS  ?= -O3 $(ARCH) -ffp-contract=fast
 SANFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS  := -lm -pthread
 
-# Debian packages (see DESIGN.md); `make deps` installs the missing ones.
-DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config
+# Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the
+# dashboard's tests (they drive it in a terminal as a person would).
+DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux
 
 # ---- CUDA: built when nvcc is found (CUDA_HOME, then PATH), unless CUDA=0 ---------------
 # labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;

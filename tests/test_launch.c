@@ -219,14 +219,17 @@ static void test_bad_input(void) {
     const char *cases[][2] = {
         {"", "no command"},
         {"frobnicate", "an unknown command"},
-        {"tui", "a command not built yet"},
+        {"web", "a command not built yet"},
+        {"tui /nonexistent-run-dir", "tui on a directory that does not exist"},
+        {"tui --panel nine", "tui --panel with an unknown panel"},
         {"run ranklab -n 0", "-n 0"},
         {"run ranklab -n 9", "-n 9 (more than 8 ranks)"},
         {"run ranklab -n x", "-n x"},
         {"run ranklab -n", "-n without a value"},
         {"run", "no lab"},
         {"run nosuchlab -n 2", "an unknown lab"},
-        {"run ranklab -n 2 --ui tui", "--ui tui (not built yet)"},
+        {"run ranklab -n 2 --ui tui", "--ui tui without a terminal"},
+        {"run ranklab -n 2 --ui web", "--ui web (not built yet)"},
         {"run ranklab -n 2 --ui=bogus", "--ui=bogus"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"init", OPT_STRING, &a->init, 0, 0, "FILE", "start from these weights (safetensors)"};
     out[n++] = (LabOption){"save", OPT_STRING, &a->save, 0, 0, "FILE", "write the final weights here (safetensors)"};
     out[n++] = (LabOption){"run-dir", OPT_STRING, &a->run_dir, 0, 0, "DIR", "write the run here (default runs/<lab>-<time>-<hex>)"};
+    out[n++] = (LabOption){"ref", OPT_STRING, &a->ref, 0, 0, "DIR", "a finished run to compare with: the dashboards draw its loss beside this one's"};
     out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto (cuda when a GPU is usable), cpu or cuda"};
     out[n++] = (LabOption){"tf32", OPT_FLAG, &a->tf32, 0, 0, "", "CUDA: TF32 tensor cores for matrix products (faster; results then differ from the CPU's)"};
     out[n++] = (LabOption){"log-every", OPT_INT, &a->log_every, 0, 1e7, "N", "progress line every N steps when not on a terminal (0: auto)"};
@@ -171,4 +173,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
         usage_error(prog, "--device must be auto, cpu or cuda (got '%s')", a->device);
     if (strcmp(a->data, "synthetic") != 0) check_readable(prog, "data", a->data);
     if (a->init) check_readable(prog, "init", a->init);
+    if (a->ref) {  // a run directory, recorded as an absolute path so any reader finds it
+        static char ref[PATH_MAX];
+        char events[PATH_MAX + 16];
+        if (!realpath(a->ref, ref)) usage_error(prog, "--ref: '%s': %s", a->ref, strerror(errno));
+        snprintf(events, sizeof events, "%s/rank-0.jsonl", ref);
+        if (access(events, R_OK) != 0) usage_error(prog, "--ref: '%s' is not a run directory (no rank-0.jsonl)", a->ref);
+        a->ref = ref;
+    }
 }

@@ -35,6 +35,7 @@ typedef struct {
     const char *init;     // safetensors file to start from, or NULL
     const char *save;     // safetensors file to write at the end, or NULL
     const char *run_dir;  // where the run directory goes, or NULL for runs/<lab>-<time>-<hex>
+    const char *ref;      // a run to compare with (dashboards draw its loss beside ours), or NULL
     const char *device;   // auto | cpu | cuda
     int tf32;             // CUDA: TF32 tensor-core matrix products (off: fp32, matching the CPU)
     int log_every;        // a progress line every N steps when output is not a terminal (0: auto)

@@ -50,6 +50,9 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, ",\"save\":");
     if (a->save) sb_json_string(sb, a->save);
     else sb_printf(sb, "null");
+    sb_printf(sb, ",\"ref\":");
+    if (a->ref) sb_json_string(sb, a->ref);
+    else sb_printf(sb, "null");
     if (lab_fields && *lab_fields) sb_printf(sb, ",%s", lab_fields);
     sb_append(sb, "}", 1);
 }
