@@ -116,7 +116,7 @@ static void header(Canvas *c, const RunView *v, const DashState *s, const char *
 
 // Returns the rows it used (0 or 1).
 static int banner(Canvas *c, const RunView *v, const DashState *s, const char *status, int y) {
-    char text[768], a[32], b[32];
+    char text[768], b[32];
     int bad = failed_rank(v);
     if (bad >= 0) {
         const RunRank *rk = &v->ranks[bad];
@@ -133,8 +133,8 @@ static int banner(Canvas *c, const RunView *v, const DashState *s, const char *s
                          (long long)steps, v->has_summary == 1 ? v->first_loss : first, v->has_summary == 1 ? v->final_loss : last);
         if (v->has_floor) n += snprintf(text + n, sizeof text - (size_t)n, " (floor %.4f)", v->loss_floor);
         if (v->has_summary == 1)
-            snprintf(text + n, sizeof text - (size_t)n, ", %s tok/s over %.1f s, peak %s per rank ",
-                     rate_text(a, sizeof a, v->tokens_per_s), v->wall_s, format_bytes(b, sizeof b, v->mem_peak));
+            snprintf(text + n, sizeof text - (size_t)n, ", %.1f s, peak %s/rank ", v->wall_s,
+                     format_bytes(b, sizeof b, v->mem_peak));  // tokens/s: in the header
         canvas_fill(c, 0, y, c->w, ' ', COLOR_OK, ATTR_REVERSE);
         canvas_text(c, 0, y, c->w, COLOR_OK, ATTR_REVERSE | ATTR_BOLD, text);
         return 1;
