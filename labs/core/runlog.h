@@ -9,6 +9,8 @@
 //   meta.json       written once by rank 0 at start:
 //                   {"lab","argv":[...],"world_size","device","backend","config":{...},
 //                    "start_time":"2026-11-21T10:00:00Z","start_unix_us","host","pid"}
+//                   config holds every training option; "ref" (a run directory given with
+//                   --ref, absolute, or null) names a run the dashboards draw beside this one
 //   rank-<r>.jsonl  each rank's events, one JSON object per line, "ev" first, flushed per line
 //   rank-<r>.log    the rank's stdout and stderr
 //   summary.json    written by rank 0 at the end:
