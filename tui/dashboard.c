@@ -395,7 +395,7 @@ static void help_box(Canvas *c, const DashState *s) {
         "shardlab tui: keys",
         "",
         "  1 2 3 4, tab   overview, memory, timeline, log (shift-tab: back)",
-        "  p              pause the view (the run goes on; p again to catch up)",
+        "  p              pause the view (the run goes on); p again catches up",
         "  l              the lexicon's entry for this lab, in a pager",
         "  r              log panel: the next rank's output",
         "  q              quit the view; a run started with it goes on",
@@ -404,7 +404,7 @@ static void help_box(Canvas *c, const DashState *s) {
         "Every figure is read from the run directory's files; the view",
         "never talks to the ranks, so it cannot slow them down.",
     };
-    int n = (int)(sizeof lines / sizeof lines[0]), bw = 72, bh = n + 2;
+    int n = (int)(sizeof lines / sizeof lines[0]), bw = 74, bh = n + 2;
     if (bw > c->w - 2) bw = c->w - 2;
     int x0 = (c->w - bw) / 2, y0 = (c->h - bh) / 2;
     for (int y = 0; y < bh; y++) canvas_fill(c, x0, y0 + y, bw, ' ', COLOR_TITLE, ATTR_REVERSE);
