@@ -40,6 +40,11 @@ const char *dash_status(const RunView *v, int64_t now_us) {
     return "live";
 }
 
+static void count_checks(const RunView *v, long *checks, long *failed) {
+    *checks = *failed = 0;
+    for (int r = 0; r < v->nranks; r++) *checks += v->ranks[r].checks, *failed += v->ranks[r].checks_failed;
+}
+
 static const char *clock_text(char *buf, size_t n, double secs) {
     long s = secs > 0 && secs < 1e9 ? (long)lround(secs) : 0;
     if (s >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
@@ -74,8 +79,16 @@ static void header(Canvas *c, const RunView *v, const DashState *s, const char *
               : strcmp(status, "stalled") == 0 ? COLOR_WARN : COLOR_TITLE;
     canvas_text(c, w - (int)strlen(badge) - 1, 0, -1, color, ATTR_REVERSE | ATTR_BOLD, badge);
 
-    // Row 1: progress.
+    // Row 1: progress. A lab that does not train (collectives) has no steps: its checks.
     int64_t step = v->nloss ? v->loss[v->nloss - 1].step : 0, total = v->steps_total;
+    if (!v->nloss && !total) {
+        long checks, failed;
+        count_checks(v, &checks, &failed);
+        canvas_printf(c, 1, 1, -1, failed ? COLOR_BAD : COLOR_NONE, ATTR_BOLD, "%ld check%s, %ld failed", checks,
+                      checks == 1 ? "" : "s", failed);
+        x = 1;
+        goto panels;
+    }
     x = 1 + canvas_printf(c, 1, 1, -1, COLOR_NONE, ATTR_BOLD, "step %lld", (long long)step);
     if (total > 0) {
         x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "/%lld ", (long long)total);
@@ -100,12 +113,12 @@ static void header(Canvas *c, const RunView *v, const DashState *s, const char *
     int ended = runview_ended(v);
     if (total > step && ms > 0 && !ended)
         x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  ETA %s", clock_text(eta, sizeof eta, (double)(total - step) * ms / 1000));
-    double tps = ended && v->has_summary == 1 ? v->tokens_per_s : runview_tokens_per_s(v, 20);
+    double tps = ended && v->has_summary == 1 && v->tokens_per_s > 0 ? v->tokens_per_s : runview_tokens_per_s(v, 20);
     if (tps > 0) x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  %s tok/s", rate_text(rate, sizeof rate, tps));
     if (ms > 0) x += canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  %.2f ms/step", ms);
     if (v->nloss) canvas_printf(c, x, 1, -1, COLOR_NONE, 0, "  loss %.4f", v->loss[v->nloss - 1].loss);
 
-    // Row 2: the panels.
+panels:  // Row 2: the panels.
     x = 1;
     for (int p = 0; p < PANEL_COUNT; p++) {
         int on = (int)s->panel == p;
@@ -127,12 +140,21 @@ static int banner(Canvas *c, const RunView *v, const DashState *s, const char *s
         return 1;
     }
     if (strcmp(status, "finished") == 0) {
-        int64_t steps = v->nloss ? v->loss[v->nloss - 1].step : 0;
-        double first = v->nloss ? v->loss[0].loss : NAN, last = v->nloss ? v->loss[v->nloss - 1].loss : NAN;
-        int n = snprintf(text, sizeof text, " %s finished: %lld steps, loss %.4f -> %.4f", s->utf8 ? "\xe2\x9c\x94" : "OK",
-                         (long long)steps, v->has_summary == 1 ? v->first_loss : first, v->has_summary == 1 ? v->final_loss : last);
-        if (v->has_floor) n += snprintf(text + n, sizeof text - (size_t)n, " (floor %.4f)", v->loss_floor);
-        if (v->has_summary == 1)
+        const char *mark = s->utf8 ? "\xe2\x9c\x94" : "OK";
+        int n;
+        if (v->nloss) {
+            // The summary's figures when it has them (it is what graders read), else the log's.
+            int64_t steps = v->loss[v->nloss - 1].step;
+            double first = isfinite(v->first_loss) && v->has_summary == 1 ? v->first_loss : v->loss[0].loss;
+            double last = isfinite(v->final_loss) && v->has_summary == 1 ? v->final_loss : v->loss[v->nloss - 1].loss;
+            n = snprintf(text, sizeof text, " %s finished: %lld steps, loss %.4f -> %.4f", mark, (long long)steps, first, last);
+            if (v->has_floor) n += snprintf(text + n, sizeof text - (size_t)n, " (floor %.4f)", v->loss_floor);
+        } else {
+            long checks, failed;
+            count_checks(v, &checks, &failed);
+            n = snprintf(text, sizeof text, " %s finished: %ld check%s, %ld failed", mark, checks, checks == 1 ? "" : "s", failed);
+        }
+        if (v->has_summary == 1 && v->wall_s > 0 && v->mem_peak > 0)
             snprintf(text + n, sizeof text - (size_t)n, ", %.1f s, peak %s/rank ", v->wall_s,
                      format_bytes(b, sizeof b, v->mem_peak));  // tokens/s: in the header
         canvas_fill(c, 0, y, c->w, ' ', COLOR_OK, ATTR_REVERSE);
@@ -247,7 +269,8 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_printf(c, 1, row, -1, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
         if (!rk || !rk->has_step) {
             canvas_put(c, 4, row, rk ? rank_mark(rk, s) : ' ', rk && rk->error[0] ? COLOR_BAD : COLOR_OK, 0);
-            canvas_text(c, 6, row, -1, COLOR_DIM, 0, rk && rk->started ? "started, no step yet" : "not started");
+            canvas_text(c, 6, row, -1, COLOR_DIM, 0, !rk || !rk->started ? "not started" : rk->ended ? "ended; no step events"
+                                                                                           : "started, no step yet");
             continue;
         }
         const RunStep *st = &rk->last;
@@ -279,7 +302,28 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
                       format_bytes(b2, sizeof b2, st->peak));
     }
     if (shown < world) canvas_printf(c, 1, row++, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
-    if (row < y + h) mem_legend(c, v, s, 1, row, w - 2);
+    if (row < y + h && v->nmem) mem_legend(c, v, s, 1, row, w - 2);
+}
+
+// The last lines of s->log_text that fit in rows [y, y + h), from column x.
+static void log_lines(Canvas *c, const DashState *s, int x, int y, int h) {
+    if (!s->log_text || h <= 0) return;
+    const char *end = s->log_text + strlen(s->log_text), *p = end;
+    if (p > s->log_text && p[-1] == '\n') p--;
+    int lines = 0;
+    while (p > s->log_text && lines < h) {
+        p--;
+        if (*p == '\n') lines++;
+    }
+    if (lines == h) p++;  // p is at a newline: the line after it is the first shown
+    for (int row = y; p < end && row < y + h; row++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+        canvas_text(c, x, row, c->w - x - 1, COLOR_NONE, 0, line);
+        p += n + 1;
+    }
 }
 
 static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
@@ -287,7 +331,15 @@ static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int
     int ranks_h = world + 2;  // header, rows, legend
     if (ranks_h > h / 2) ranks_h = h / 2;
     int chart_h = h - ranks_h - 1;
-    dash_loss_chart(c, v, s, 0, y, c->w - 1, chart_h);
+    if (v->nloss == 0 && s->log_text && s->log_text[0]) {
+        // No step yet (or a lab without steps): what rank 0 said (its memory table, the
+        // collectives' table) is the news.
+        canvas_printf(c, 1, y, c->w - 2, COLOR_TITLE, ATTR_BOLD, "rank %d's output (%s)", s->log_rank,
+                      v->steps_total ? "the loss chart starts with the first step" : "this lab logs no training steps");
+        log_lines(c, s, 3, y + 1, chart_h - 1);
+    } else {
+        dash_loss_chart(c, v, s, 0, y, c->w - 1, chart_h);
+    }
     rank_rows(c, v, s, y + chart_h + 1, ranks_h);
 }
 
@@ -340,7 +392,7 @@ static void memory(Canvas *c, const RunView *v, const DashState *s, int y, int h
 static void log_panel(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
     int row = y, w = c->w, world = runview_world(v);
     char b[32];
-    if (v->has_summary == 1)
+    if (v->has_summary == 1 && isfinite(v->first_loss))
         canvas_printf(c, 1, row++, w - 2, COLOR_OK, ATTR_BOLD,
                       "summary: %s, %lld steps, loss %.4f -> %.4f, %.0f tok/s, %.2f s, peak %s per rank", v->status,
                       (long long)v->summary_steps, v->first_loss, v->final_loss, v->tokens_per_s, v->wall_s,
@@ -365,25 +417,7 @@ static void log_panel(Canvas *c, const RunView *v, const DashState *s, int y, in
     row++;
     canvas_printf(c, 1, row++, w - 2, COLOR_TITLE, ATTR_BOLD, "rank %d's output (rank-%d.log; r: next rank)", s->log_rank,
                   s->log_rank);
-    if (!s->log_text) return;
-    // The last lines that fit, each cut to the width.
-    int room = y + h - row;
-    const char *end = s->log_text + strlen(s->log_text), *p = end;
-    if (p > s->log_text && p[-1] == '\n') p--;
-    int lines = 0;
-    while (p > s->log_text && lines < room) {
-        p--;
-        if (*p == '\n') lines++;
-    }
-    if (lines == room) p++;  // p is at a newline: the line after it is the first shown
-    while (p < end && row < y + h) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        char line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
-        canvas_text(c, 3, row++, w - 4, COLOR_NONE, 0, line);
-        p += n + 1;
-    }
+    log_lines(c, s, 3, row, y + h - row);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -137,7 +137,9 @@ static void read_log_tail(const char *dir, int rank, StrBuf *out) {
 static void draw(Tui *t, int64_t now_us) {
     t->state.now_us = now_us;
     t->state.message = t->message[0] && now_us < t->message_until_us ? t->message : NULL;
-    if (t->state.panel == PANEL_LOG) read_log_tail(t->view.dir, t->state.log_rank, &t->log_text);
+    // The log panel shows a rank's output; so does the overview until the first step.
+    if (t->state.panel == PANEL_LOG || (t->state.panel == PANEL_OVERVIEW && t->view.nloss == 0))
+        read_log_tail(t->view.dir, t->state.log_rank, &t->log_text);
     t->state.log_text = t->log_text.data;
     dash_render(&t->canvas, &t->view, &t->state);
     blit(t);
@@ -405,7 +407,7 @@ static int dump(const char *dir, const TuiOptions *o, int w, int h) {
                    .color = 0, .now_us = 0};
     StrBuf sb, log;
     sb_init(&sb), sb_init(&log);
-    if (s.panel == PANEL_LOG) read_log_tail(v.dir, 0, &log), s.log_text = log.data;
+    if (s.panel == PANEL_LOG || (s.panel == PANEL_OVERVIEW && v.nloss == 0)) read_log_tail(v.dir, 0, &log), s.log_text = log.data;
     Canvas c;
     canvas_init(&c, w, h);
     dash_render(&c, &v, &s);

@@ -107,8 +107,8 @@ typedef struct {
     RunPoint *ref;
     size_t nref;
     char ref_problem[256];        // why the reference named could not be read ("" if fine)
-    // summary.json (rank 0 writes it at the end)
-    int has_summary;
+    // summary.json (rank 0 writes it at the end); a field a lab did not write is NaN or 0
+    int has_summary;              // 1 read, -1 unreadable, 0 not there (yet)
     char status[16];
     double first_loss, final_loss, wall_s, tokens_per_s, mem_peak;
     int64_t summary_steps;
