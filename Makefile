@@ -91,7 +91,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single tui fuzz bench-single bench-collectives bench-ddp gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single tui fuzz bench-single bench-collectives bench-ddp bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -112,6 +112,7 @@ help:
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
+	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
@@ -211,6 +212,10 @@ bench-single: $(BUILD)/bench/bench_single
 # DDP on NGPU ranks against single on the same global batch: step time and the ratio.
 bench-ddp: $(BUILD)/labs/single $(BUILD)/labs/ddp
 	BUILD=$(BUILD) sh tests/bench/bench_ddp.sh $(NGPU) $(or $(STEPS),100)
+
+# The same run with and without the dashboard watching: step time side by side, and the ratio.
+bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)
+	BUILD=$(BUILD) sh tests/bench/bench_tui.sh $(NGPU) $(or $(STEPS),500)
 
 # shardlab's all-reduce against Open MPI's (installed on demand), N=2 and 4, with the ratio.
 bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
