@@ -454,7 +454,7 @@ void dash_render(Canvas *c, const RunView *v, const DashState *s) {
         canvas_text(c, 0, 2, c->w, COLOR_NONE, 0, "enlarge it, or q to quit");
         return;
     }
-    const char *status = dash_status(v, s->now_us);
+    const char *status = dash_status(v, s->paused ? 0 : s->now_us);  // paused: nothing is read, nothing is stalled
     header(c, v, s, status);
     int y = 3;
     y += banner(c, v, s, status, y);
