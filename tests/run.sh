@@ -37,7 +37,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;
         test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
-        test_tui) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
+        test_tui | test_tui_replay) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
         *) run "$name" "$t" ;;
     esac
 done

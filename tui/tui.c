@@ -249,12 +249,14 @@ static void pager_done(Tui *t, int status, int64_t now_us) {
 // ---------------------------------------------------------------------------------------
 
 Tui *tui_open(const char *run_dir, const TuiOptions *o, char *err, size_t errlen) {
-    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        snprintf(err, errlen, "the dashboard needs a terminal (stdin and stdout); use --dump to print one frame");
+    Tui *t = calloc_check(1, sizeof *t);
+    if (runview_open(&t->view, run_dir, err, errlen) != 0) {  // the run first: the likelier mistake
+        free(t);
         return NULL;
     }
-    Tui *t = calloc_check(1, sizeof *t);
-    if (runview_open(&t->view, run_dir, err, errlen) != 0) {
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        snprintf(err, errlen, "the dashboard needs a terminal (stdin and stdout); use --dump to print one frame");
+        runview_free(&t->view);
         free(t);
         return NULL;
     }
@@ -346,8 +348,9 @@ void tui_wait_quit(Tui *t, const char *why) {
     t->state.paused = 0;
     for (;;) {
         int64_t now = runlog_now_us();
+        // A key's answer keeps its few seconds; then, and from then on, the way out.
         if (!t->message[0] || now >= t->message_until_us) say(t, now, "%s", why);
-        t->message_until_us = now + MESSAGE_US;
+        if (strcmp(t->message, why) == 0) t->message_until_us = now + MESSAGE_US;
         if (tui_tick(t, now)) return;
         usleep(20000);
     }

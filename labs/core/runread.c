@@ -368,7 +368,7 @@ static int poll_rank(RunView *v, int r, int64_t now_us) {
     free(buf);
     close(fd);
     // Half a line that has not grown for RUN_PARTIAL_S: its writer died mid-line.
-    if (rk->partial_len == 0 || grew) {
+    if (rk->partial_len == 0 || grew || rk->partial_since_us <= 0) {  // <= 0: the clock starts now
         rk->partial_since_us = now_us;
     } else if (now_us - rk->partial_since_us > (int64_t)RUN_PARTIAL_S * 1000000) {
         rk->lines++, rk->malformed++, v->malformed++;
@@ -401,7 +401,7 @@ int runview_open(RunView *v, const char *dir, char *err, size_t errlen) {
     is_run |= access(path, F_OK) == 0;
     if (!is_run)
         return snprintf(err, errlen, "%s: not a run directory (no meta.json, no rank-0.jsonl)", dir), -1;
-    runview_poll(v, 0);
+    runview_poll(v, 0);  // now_us 0: a half line found now starts its clock at the next poll
     return 0;
 }
 

@@ -1,0 +1,291 @@
+// test_tui.c — the terminal dashboard live, in a real terminal (tmux; see tuitest.h).
+//
+// usage: test_tui SHARDLAB LABS_DIR        (tests/run.sh passes build/san/shardlab and
+//                                           build/labs: the sanitized launcher and dashboard,
+//                                           the optimized labs so a run takes seconds)
+// Checked:
+//   1. live, `run ddp -n 2 --steps 400 --ui tui`: the header (lab, ranks, device, backend),
+//      a row per rank, the step moving on; keys 2 3 4 r tab ? switch what is shown; p freezes
+//      the view while the run goes on, p again catches up; l without the lexicon entry says
+//      so, with it opens $PAGER and the dashboard comes back after it; a terminal below 60x16
+//      says so and the dashboard returns when it grows; the end: FINISHED, the banner, q,
+//      exit 0 and the launcher's last line;
+//   2. the run with the dashboard trains exactly as the run without (--ui none): every step's
+//      loss and param_hash equal, on both ranks;
+//   3. q in the middle leaves the view and the run goes on to its end, rank 0's output shown;
+//   4. Ctrl-C in the view stops the run: exit 130, the launcher's line, no rank left;
+//   5. a rank killed with SIGKILL: the banner names it; q, exit 1.
+// test_tui_replay.c checks the figures drawn from runs with known numbers.
+#include "tuitest.h"
+
+// ---- 1. live ----------------------------------------------------------------------------
+
+static void test_live(const char *dir) {
+    const char *s = "live";
+    char root[PATH_MAX], pager[PATH_MAX], env[3 * PATH_MAX], args[PATH_MAX + 100], path[PATH_MAX + 64];
+    path_in_tmp(root, sizeof root, "root");  // the project root the view looks for lexicon/ in: empty for now
+    path_in_tmp(pager, sizeof pager, "pager.sh");
+    mkdir(root, 0755);
+    // A pager that shows the file, then waits for a line from the terminal (as less waits for q).
+    write_text(pager, "w", "#!/bin/sh\ncat \"$1\"\necho 'PAGER-WAITING: Enter to go back'\nread answer\n");
+    chmod(pager, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_ROOT='%s' PAGER='%s'", root, pager);
+    snprintf(args, sizeof args, "run ddp -n 2 --steps 400 --run-dir '%s' --ui tui", dir);
+    start_view(s, env, args);
+
+    int rows = wait_rows(s, 2, 1, 30);
+    char head[1024], want[256];
+    line_at(screen, 0, head, sizeof head);
+    JsonValue *meta = load_json_file(dir, "meta.json");
+    const JsonValue *dev = json_get(meta, "device"), *be = json_get(meta, "backend");
+    snprintf(want, sizeof want, "shardlab \xc2\xb7 ddp \xc2\xb7 2 ranks \xc2\xb7 %s \xc2\xb7 %s",
+             dev && dev->type == JSON_STRING ? dev->string : "?", be && be->type == JSON_STRING ? be->string : "?");
+    json_free(meta);
+    // Proves: the header names the lab, the world size, and the device and backend the run's
+    // meta.json says (cpu/shm here; cuda/nccl on a GPU machine).
+    if (!EXPECT(strstr(head, want) != NULL, "live: the header says '%s' (%s)", want, head)) show_screen("header");
+    // Proves: the overview has a row per rank, each showing a step the rank has logged.
+    if (!EXPECT(rows, "live: rows r0 and r1 show their steps (r0 at %ld, r1 at %ld)", row_step(0), row_step(1)))
+        show_screen("rows");
+
+    // The step moves on by itself: the view follows the files as the ranks write them.
+    long first = step_shown(), later = first;
+    for (double t0 = now_s(); later <= first && now_s() - t0 < 10; usleep(50000)) capture(s), later = step_shown();
+    // Proves: the view is live: a second capture shows a later step than the first.
+    EXPECT(first >= 1 && later > first, "live: the header's step increases (%ld, then %ld)", first, later);
+
+    // p: the view freezes, the run does not.
+    tmux("send-keys -t %s p", s);
+    int paused = wait_text(s, "VIEW PAUSED", 10);
+    long frozen = step_shown(), logged = 0;
+    for (double t0 = now_s(); now_s() - t0 < 15; usleep(50000))
+        if ((logged = last_step_logged(dir, 0)) >= frozen + 20 || logged >= 400) break;
+    usleep(400000);  // four frames' time: an unpaused view would have shown the new steps
+    capture(s);
+    long during = step_shown();
+    // Proves: while paused the view keeps the step it had, though rank 0's log went 20 steps
+    // past it (the badge says so).
+    if (!EXPECT(paused && frozen < 380 && logged >= frozen + 20 && during == frozen && on_screen("VIEW PAUSED"),
+                "live: p freezes the view at step %ld while rank-0.jsonl reaches step %ld (shown: %ld)", frozen, logged, during))
+        show_screen("paused");
+    tmux("send-keys -t %s p", s);
+    long resumed = -1;
+    for (double t0 = now_s(); now_s() - t0 < 10; usleep(50000)) {
+        capture(s);
+        if (!on_screen("VIEW PAUSED") && (resumed = step_shown()) > frozen) break;
+    }
+    // Proves: p again catches up: the badge goes and the header jumps past the frozen step.
+    EXPECT(!on_screen("VIEW PAUSED") && resumed > frozen, "live: p again resumes (step %ld -> %ld)", frozen, resumed);
+
+    // The panels, each recognised by a line only it draws.
+    static const struct {
+        const char *key, *text, *what;
+    } panels[] = {
+        {"2", "device memory each rank holds", "2: the memory panel"},
+        {"3", "from the first span to the last", "3: the timeline panel"},
+        {"4", "rank 0's output (rank-0.log", "4: the log panel, rank 0's output"},
+        {"r", "where the memory goes on rank 1", "r: the log panel shows rank 1's output"},
+        {"Tab", "rank  step  ms/step", "tab: from the log panel round to the overview"},
+        {"?", "shardlab tui: keys", "?: the help box"},
+    };
+    for (size_t i = 0; i < sizeof panels / sizeof panels[0]; i++) {
+        tmux("send-keys -t %s %s", s, panels[i].key);
+        // Proves: the key switches to what it names (each text is drawn by that view alone).
+        if (!EXPECT(wait_text(s, panels[i].text, 10), "live: key %s ('%s' shown)", panels[i].what, panels[i].text))
+            show_screen(panels[i].key);
+    }
+    // Proves: the previous panel's text went away with the switch (the tab went to overview).
+    EXPECT(!on_screen("device memory each rank holds") && !on_screen("rank 1's output"),
+           "live: after tab only the overview is drawn");
+    tmux("send-keys -t %s Space", s);
+    // Proves: any key closes the help, and the panel under it is still the overview.
+    EXPECT(wait_screen(s, "shardlab tui: keys", 0, 10) && on_screen("rank  step  ms/step"),
+           "live: a key closes the help, the overview is back");
+
+    // l without lexicon/ddp.md in the project root, then with it.
+    tmux("send-keys -t %s l", s);
+    // Proves: a missing lexicon entry is said in the footer, not a crash or a blank pager.
+    if (!EXPECT(wait_text(s, "the lexicon entry for ddp is not there yet", 10), "live: l says the lexicon entry is not there yet"))
+        show_screen("l, no entry");
+    snprintf(path, sizeof path, "%s/lexicon", root);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/lexicon/ddp.md", root);
+    write_text(path, "w", "# ddp\n\nLEXICON-TEST-LINE: every rank holds the whole model and averages the gradients.\n");
+    tmux("send-keys -t %s l", s);
+    int paged = wait_text(s, "LEXICON-TEST-LINE", 10) && wait_text(s, "PAGER-WAITING", 5);
+    // Proves: l runs $PAGER on <root>/lexicon/ddp.md, and the pager has the terminal (the
+    // dashboard is not drawn over it).
+    if (!EXPECT(paged && !on_screen(" 1 overview "), "live: l opens lexicon/ddp.md in $PAGER")) show_screen("pager");
+    tmux("send-keys -t %s Enter", s);
+    int back = 0;
+    for (double t0 = now_s(); !back && now_s() - t0 < 10; usleep(50000))
+        capture(s), back = on_screen(" 1 overview ") && !on_screen("LEXICON-TEST-LINE");
+    // Proves: when the pager exits the dashboard takes the terminal back and redraws whole.
+    if (!EXPECT(back, "live: after the pager the dashboard is back")) show_screen("after the pager");
+
+    // A terminal too small, then big enough again.
+    tmux("resize-window -t %s -x 50 -y 12", s);
+    // Proves: below 60x16 the view says so (with the size) instead of drawing a broken frame.
+    if (!EXPECT(wait_text(s, "terminal too small: 50x12", 10), "live: at 50x12, 'terminal too small'")) show_screen("50x12");
+    tmux("resize-window -t %s -x 120 -y 36", s);
+    // Proves: the view follows the resize back and draws the dashboard again.
+    EXPECT(wait_text(s, "2 ranks", 10) && !on_screen("terminal too small"), "live: back at 120x36, the dashboard again");
+
+    // The end: the badge, the banner with summary.json's numbers (rank 0 writes it last).
+    int finished = wait_text(s, "FINISHED", 30);
+    char sum_path[PATH_MAX + 32];
+    snprintf(sum_path, sizeof sum_path, "%s/summary.json", dir);
+    for (double t0 = now_s(); access(sum_path, F_OK) != 0 && now_s() - t0 < 10;) usleep(50000);
+    JsonValue *sum = load_json_file(dir, "summary.json");
+    snprintf(want, sizeof want, "finished: 400 steps, loss %.4f -> %.4f", num(sum, "first_loss"), num(sum, "final_loss"));
+    json_free(sum);
+    // Proves: the end of the run shows, with the summary's numbers.
+    if (!EXPECT(finished && wait_text(s, want, 5), "live: FINISHED and the banner '%s'", want)) show_screen("end");
+    // Proves: the view stays up at the end: the launcher has not exited, it waits for q.
+    EXPECT(wait_rc(s, 1) < 0, "live: at the end the view stays until q");
+    // Proves: the footer says so. A key's answer (p's, l's) may be there when the run ends:
+    // it must give way within its 5 s.
+    if (!EXPECT(wait_text(s, "the run finished: q to leave", 10), "live: at the end the footer says 'the run finished: q to leave'"))
+        show_screen("waiting for q");
+    tmux("send-keys -t %s q", s);
+    int rc = wait_rc(s, 30);
+    int said = wait_text(s, "shardlab: ddp finished on 2 rank(s)", 10);
+    // Proves: q leaves the view, the launcher exits 0 and its last line is on the terminal.
+    if (!EXPECT(rc == 0 && said, "live: q -> exit 0 (%d) and 'ddp finished on 2 rank(s)' shown", rc)) show_screen("after q");
+    // Proves: the ranks ended with the run; none outlives the view.
+    EXPECT(procs_left(dir) == 0, "live: no rank left behind");
+}
+
+// ---- 2. the dashboard does not change the training ------------------------------------
+
+static void test_same_training(const char *tui_dir, const char *plain_dir) {
+    static StepRec a[1000], b[1000];
+    for (int r = 0; r < 2; r++) {
+        int na = read_steps(tui_dir, r, a, 1000), nb = read_steps(plain_dir, r, b, 1000), same = na == nb, first_diff = -1;
+        for (int i = 0; same && i < na; i++)
+            if (a[i].step != b[i].step || a[i].loss != b[i].loss || strcmp(a[i].hash, b[i].hash) != 0) same = 0, first_diff = i;
+        // Proves: watching a run changes nothing in it: bitwise the same losses and weights
+        // at every step (the view only reads the files).
+        EXPECT(na == 400 && same, "--ui tui and --ui none: rank %d's 400 step events have equal loss and param_hash (%d vs %d%s)",
+               r, na, nb, first_diff >= 0 ? ", first difference at an event" : "");
+        if (first_diff >= 0)
+            printf("#   step %ld: %.9g %s vs %.9g %s\n", a[first_diff].step, a[first_diff].loss, a[first_diff].hash,
+                   b[first_diff].loss, b[first_diff].hash);
+    }
+}
+
+// ---- 3. q in the middle ----------------------------------------------------------------
+
+static void test_quit_midway(const char *dir) {
+    const char *s = "quit";
+    char args[PATH_MAX + 100];
+    snprintf(args, sizeof args, "run ddp -n 2 --steps 800 --run-dir '%s' --ui tui", dir);
+    start_view(s, NULL, args);
+    int started = wait_rows(s, 2, 5, 30);
+    long at = step_shown();
+    tmux("send-keys -t %s q", s);
+    // What rank 0 printed before its first step: after q it must reach the terminal.
+    int echoed = wait_text(s, "where the memory goes on rank 0", 10);
+    // Proves: q leaves the view at once (the dashboard is gone, the run is not over) and
+    // rank 0's output so far is printed.
+    if (!EXPECT(started && echoed && !on_screen(" 1 overview ") && wait_rc(s, 0.1) < 0 && last_step_logged(dir, 0) < 800,
+                "q at step %ld: the view goes, rank 0's output appears, the run goes on", at))
+        show_screen("after q");
+    int rc = wait_rc(s, 60);
+    JsonValue *sum = load_json_file(dir, "summary.json");
+    double steps = num(sum, "steps");
+    json_free(sum);
+    int said = wait_text(s, "shardlab: ddp finished on 2 rank(s)", 10);
+    // Proves: the run went on to its end after the view left: exit 0, all 800 steps in
+    // summary.json, the launcher's last line on the terminal.
+    if (!EXPECT(rc == 0 && steps == 800 && said, "q at step %ld: the run still ends: exit %d, summary steps %.0f", at, rc, steps))
+        show_screen("end after q");
+    // Proves: rank 0's own lines kept coming to the terminal after the view left.
+    EXPECT(on_screen("step   800/800"), "q midway: rank 0's last progress line 'step   800/800' is on the terminal");
+    // Proves: leaving the view early does not leave the ranks without a launcher to end them.
+    EXPECT(procs_left(dir) == 0, "q midway: no rank left behind");
+}
+
+// ---- 4. Ctrl-C ---------------------------------------------------------------------------
+
+static void test_interrupt(const char *dir) {
+    const char *s = "intr";
+    char args[PATH_MAX + 100];
+    snprintf(args, sizeof args, "run ddp -n 2 --steps 400 --run-dir '%s' --ui tui", dir);
+    start_view(s, NULL, args);
+    int started = wait_rows(s, 2, 3, 30);
+    double t = now_s();
+    tmux("send-keys -t %s C-c", s);
+    int rc = wait_rc(s, 10);
+    double took = now_s() - t;
+    int said = wait_text(s, "shardlab: interrupted; 2 rank(s) stopped", 10);
+    // Proves: Ctrl-C in the view stops the run (not only the view), with the shell's code for
+    // SIGINT and the launcher's line on the restored terminal.
+    if (!EXPECT(started && rc == 130 && said, "Ctrl-C in the view: exit 130 (%d) in %.1f s and 'interrupted; 2 rank(s) stopped'",
+                rc, took))
+        show_screen("after Ctrl-C");
+    // Proves: no rank outlives the interrupted run.
+    EXPECT(procs_left(dir) == 0, "Ctrl-C in the view: no rank left (%d)", procs_left(dir));
+}
+
+// ---- 5. a rank dies ----------------------------------------------------------------------
+
+static void test_failed_rank(const char *dir) {
+    const char *s = "fail";
+    char args[PATH_MAX + 100];
+    snprintf(args, sizeof args, "run ddp -n 2 --steps 400 --run-dir '%s' --ui tui", dir);
+    start_view(s, NULL, args);
+    int started = wait_rows(s, 2, 3, 30);
+    pid_t pid[4] = {0};
+    int found = run_procs(dir, 1, pid, 4);
+    if (found == 1) kill(pid[0], SIGKILL);
+    // Proves: the process found is rank 1 of this run (exactly one has its RANK and run dir).
+    EXPECT(started && found == 1, "a rank dies: rank 1's pid found (%d process(es))", found);
+    // A key without a binding: its answer is in the footer for 5 s, so still there when the
+    // run ends (within about a second of the kill).
+    tmux("send-keys -t %s x", s);
+    int answered = wait_text(s, "key not bound", 5);
+    int banner = wait_text(s, "rank 1 failed: ", 10);
+    // Proves: the view names the rank that died (not rank 0, which stopped because of it),
+    // and the badge says FAILED.
+    if (!EXPECT(banner && on_screen("FAILED"), "a rank dies: the banner says 'rank 1 failed: ...'")) show_screen("failed");
+    // Proves: the view stays up after the failed run ended: the launcher waits for q.
+    EXPECT(wait_rc(s, 1) < 0, "a rank dies: the view stays until q");
+    // Proves: the footer says why it waits once the key's answer has had its 5 s (the answer
+    // is not kept on the screen until q).
+    if (!EXPECT(answered && wait_text(s, "the run stopped with an error: q to leave", 10),
+                "a rank dies: 'key not bound' in the footer, then 'the run stopped with an error: q to leave'"))
+        show_screen("waiting for q");
+    tmux("send-keys -t %s q", s);
+    int rc = wait_rc(s, 10);
+    int said = wait_text(s, "shardlab: rank 1 was killed by signal 9", 10);
+    // Proves: after q the launcher exits 1 and its line names rank 1 and the signal.
+    if (!EXPECT(rc == 1 && said, "a rank dies: q -> exit 1 (%d) and 'rank 1 was killed by signal 9' on the terminal", rc))
+        show_screen("after q");
+    // Proves: the surviving rank was stopped too.
+    EXPECT(procs_left(dir) == 0, "a rank dies: no rank left behind");
+}
+
+
+int main(int argc, char **argv) {
+    char runs[512];
+    if (tui_test_setup(argc, argv, "test_tui", runs, sizeof runs) != 0) return 2;
+    double t0 = now_s();
+    char live[600], plain[600], quit[600], intr[600], fail[600];
+    snprintf(live, sizeof live, "%s/live", runs);
+    snprintf(plain, sizeof plain, "%s/plain", runs);
+    snprintf(quit, sizeof quit, "%s/quit", runs);
+    snprintf(intr, sizeof intr, "%s/intr", runs);
+    snprintf(fail, sizeof fail, "%s/fail", runs);
+    if (have_tmux) {
+        test_live(live);
+        int rc = run_shardlab("plain", "run", "ddp", "-n", "2", "--steps", "400", "--run-dir", plain, "--ui", "none", (char *)NULL);
+        // Proves: the comparison run itself worked.
+        EXPECT(rc == 0, "the same run with --ui none: exit 0 (%d)", rc);
+        test_same_training(live, plain);
+        test_quit_midway(quit);
+        test_interrupt(intr);
+        test_failed_rank(fail);
+    }
+    return tui_test_finish(t0);
+}
