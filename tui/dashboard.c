@@ -246,6 +246,8 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
     const int cb = 12;                   // the compute|comm bar
     int with_time_bar = w >= 96;
     int mb = w - 1 - 5 - 7 - 9 - (with_time_bar ? cb + 3 : 0) - 11 - 2 - 21;  // the memory bar
+    int with_figures = mb >= 16;  // narrow: the bar keeps the room, the memory panel has the bytes
+    if (!with_figures) mb += 21;
     double ms_max = 0, scale = mem_scale(v);
     for (int r = 0; r < v->nranks; r++)
         if (v->ranks[r].last.ms_step > ms_max) ms_max = v->ranks[r].last.ms_step;
@@ -262,7 +264,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
     canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "sent/step");
     x += 11;
     canvas_text(c, x + 1, y, mb, COLOR_DIM, ATTR_BOLD, "memory by category, to scale");
-    canvas_text(c, x + mb + 3, y, -1, COLOR_DIM, ATTR_BOLD, "in use / peak");
+    if (with_figures) canvas_text(c, x + mb + 3, y, -1, COLOR_DIM, ATTR_BOLD, "in use / peak");
     int row = y + 1, shown = 0;
     for (int r = 0; r < world && row < y + h - 1; r++, row++, shown++) {
         const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
@@ -298,8 +300,9 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_put(c, x + mb + 1, row, ']', COLOR_DIM, 0);
         double total = 0;
         for (int k = 0; k < v->nmem; k++) total += st->mem[k];
-        canvas_printf(c, x + mb + 3, row, -1, COLOR_NONE, 0, "%s / %s", format_bytes(b1, sizeof b1, total),
-                      format_bytes(b2, sizeof b2, st->peak));
+        if (with_figures)
+            canvas_printf(c, x + mb + 3, row, -1, COLOR_NONE, 0, "%s / %s", format_bytes(b1, sizeof b1, total),
+                          format_bytes(b2, sizeof b2, st->peak));
     }
     if (shown < world) canvas_printf(c, 1, row++, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
     if (row < y + h && v->nmem) mem_legend(c, v, s, 1, row, w - 2);
