@@ -195,8 +195,9 @@ $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BU
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
-lab-single: $(BUILD)/labs/single
-	$(BUILD)/labs/single $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+# One rank, through the launcher like every lab (so it gets the dashboard too).
+lab-single: $(BUILD)/labs/single $(SHARDLAB)
+	$(SHARDLAB) run single -n 1 --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
