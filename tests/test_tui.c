@@ -14,7 +14,9 @@
 //      loss and param_hash equal, on both ranks;
 //   3. q in the middle leaves the view and the run goes on to its end, rank 0's output shown;
 //   4. Ctrl-C in the view stops the run: exit 130, the launcher's line, no rank left;
-//   5. a rank killed with SIGKILL: the banner names it; q, exit 1.
+//   5. a rank killed with SIGKILL: the banner names it; q, exit 1;
+//   6. `shardlab tui DIR` on ranks started by hand with Slurm's variables (no launcher):
+//      followed live; q quits the view and the ranks finish; the finished run shows its end.
 // test_tui_replay.c checks the figures drawn from runs with known numbers.
 #include "tuitest.h"
 
@@ -267,16 +269,72 @@ static void test_failed_rank(const char *dir) {
 }
 
 
+// ---- 6. following a run that something else started -------------------------------------
+
+// Two ranks of the DDP lab started here with only Slurm's variables, as srun starts them (no
+// shardlab launcher), then `shardlab tui DIR` in a terminal: the view follows them live; q
+// leaves it and the ranks go on to their end; opened again on the finished run, it shows the
+// end.
+static void test_follow(const char *dir) {
+    char ddp[PATH_MAX + 8], envs[2][5][96];
+    snprintf(ddp, sizeof ddp, "%s/ddp", labs_dir);
+    pid_t pids[2];
+    for (int r = 0; r < 2; r++) {
+        snprintf(envs[r][0], sizeof envs[r][0], "SLURM_PROCID=%d", r);
+        snprintf(envs[r][1], sizeof envs[r][1], "SLURM_LOCALID=%d", r);
+        snprintf(envs[r][2], sizeof envs[r][2], "SLURM_NTASKS=2");
+        snprintf(envs[r][3], sizeof envs[r][3], "SLURM_TASKS_PER_NODE=2(x1)");
+        snprintf(envs[r][4], sizeof envs[r][4], "SLURM_JOB_ID=%d", (int)getpid());
+        char *env[] = {envs[r][0], envs[r][1], envs[r][2], envs[r][3], envs[r][4], NULL};
+        char *argv[] = {ddp, "--run-dir", (char *)dir, "--steps", "600", NULL};
+        char tag[32];
+        snprintf(tag, sizeof tag, "follow.r%d", r);
+        pids[r] = spawn_env(argv, tag, env);
+    }
+    char meta[PATH_MAX + 16], args[PATH_MAX + 16];
+    snprintf(meta, sizeof meta, "%s/meta.json", dir);
+    for (double t0 = now_s(); access(meta, F_OK) != 0 && now_s() - t0 < 20; usleep(50000)) {}
+    snprintf(args, sizeof args, "tui '%s'", dir);
+    start_view("follow", NULL, args);
+    int rows = wait_rows("follow", 2, 1, 30);
+    long first = step_shown(), later = first;
+    for (double t0 = now_s(); later <= first && now_s() - t0 < 10; usleep(50000)) capture("follow"), later = step_shown();
+    // Proves: the view follows ranks it did not start: both rows, the step moving on, LIVE.
+    if (!EXPECT(rows && later > first && on_screen("ddp \xc2\xb7 2 ranks") && on_screen("LIVE"),
+                "follow: a run started by hand (Slurm's variables) is followed live (step %ld, then %ld)", first, later))
+        show_screen("follow");
+    tmux("send-keys -t follow q");
+    int rc = wait_rc("follow", 10);
+    long at_quit = last_step_logged(dir, 0);
+    // Proves: q ends the view at once (exit 0), before the ranks are done.
+    EXPECT(rc == 0 && at_quit < 600, "follow: q quits the view (exit %d) while the ranks run (step %ld of 600)", rc, at_quit);
+    int s0 = wait_status(pids[0]), s1 = wait_status(pids[1]);
+    JsonValue *summary = load_json_file(dir, "summary.json");
+    const JsonValue *steps = json_get(summary, "steps");
+    // Proves: the ranks went on after the view went away, and finished their 600 steps.
+    EXPECT(s0 == 0 && s1 == 0 && steps && steps->type == JSON_NUMBER && steps->number == 600,
+           "follow: the ranks end on their own, 600 steps (exit %d, %d)", s0, s1);
+    json_free(summary);
+    start_view("follow2", NULL, args);
+    // Proves: opened on the finished run, the view shows the end (the badge and the banner).
+    if (!EXPECT(wait_text("follow2", "FINISHED", 20) && on_screen("finished: 600 steps"),
+                "follow: the finished run shows FINISHED and its banner"))
+        show_screen("follow2");
+    tmux("send-keys -t follow2 q");
+    EXPECT(wait_rc("follow2", 10) == 0, "follow: q on a finished run, exit 0");
+}
+
 int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui", runs, sizeof runs) != 0) return 2;
     double t0 = now_s();
-    char live[600], plain[600], quit[600], intr[600], fail[600];
+    char live[600], plain[600], quit[600], intr[600], fail[600], follow[600];
     snprintf(live, sizeof live, "%s/live", runs);
     snprintf(plain, sizeof plain, "%s/plain", runs);
     snprintf(quit, sizeof quit, "%s/quit", runs);
     snprintf(intr, sizeof intr, "%s/intr", runs);
     snprintf(fail, sizeof fail, "%s/fail", runs);
+    snprintf(follow, sizeof follow, "%s/follow", runs);
     if (have_tmux) {
         test_live(live);
         int rc = run_shardlab("plain", "run", "ddp", "-n", "2", "--steps", "400", "--run-dir", plain, "--ui", "none", (char *)NULL);
@@ -286,6 +344,7 @@ int main(int argc, char **argv) {
         test_quit_midway(quit);
         test_interrupt(intr);
         test_failed_rank(fail);
+        test_follow(follow);
     }
     return tui_test_finish(t0);
 }
