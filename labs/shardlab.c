@@ -41,6 +41,7 @@
 #include "check.h"
 #include "json.h"
 #include "runlog.h"
+#include "runread.h"
 #include "shm.h"
 #include "tui.h"
 
@@ -421,17 +422,6 @@ static void read_error_line(Launch *L, int r) {
     fclose(f);
 }
 
-// The rank an error message blames: when one rank fails, the others stop too, saying
-// "rank 2 failed, so rank 0 stops ..." or "rank 1 (pid 4242) is gone" (core/shm.c). -1: none.
-static int blamed_rank(const char *line) {
-    for (const char *p = line; (p = strstr(p, "rank ")) != NULL; p += 5) {
-        int r, end = 0;
-        if (sscanf(p, "rank %d failed, so%n", &r, &end) == 1 && end) return r;
-        if (sscanf(p, "rank %d (pid %*d) is gone%n", &r, &end) == 1 && end) return r;
-    }
-    return -1;
-}
-
 // The cause of a failure is the first rank to fail, which is not always the first we reap:
 // when rank 2 dies, ranks 0 and 1 stop too and may exit first. So from the first failure we
 // reaped, we follow who blames whom. Returns the cause, or -1 to look again after a while
@@ -439,7 +429,7 @@ static int blamed_rank(const char *line) {
 static int find_cause(Launch *L, int first, int64_t first_seen_us) {
     int cause = first;
     for (int hops = 0; hops < MAX_RANKS; hops++) {
-        int b = blamed_rank(L->errline[cause]);
+        int b = run_blamed_rank(L->errline[cause]);  // runread.h
         if (b < 0 || b >= L->n || b == cause) break;
         if (!L->done[b]) return runlog_now_us() - first_seen_us < BLAME_WAIT_US ? -1 : cause;
         if (!failed(L->wstatus[b])) break;

@@ -2,7 +2,7 @@
 //
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
-//          load_json_file().
+//          load_json_file(), write_text(), count_lines(), run_procs(), procs_left(), now_s().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
 // stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
@@ -10,12 +10,14 @@
 #ifndef SHARDLAB_LABTEST_H
 #define SHARDLAB_LABTEST_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -165,6 +167,67 @@ static inline JsonValue *load_json_file(const char *dir, const char *name) {
     JsonValue *v = json_parse(text, len, err, sizeof err);
     free(text);
     return v;
+}
+
+// ---- writing files, counting lines, finding a run's processes, the clock ----------------
+
+// Seconds on a monotonic clock.
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline void write_text(const char *path, const char *mode, const char *text) {
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static inline int count_lines(const char *text) {
+    int n = 0;
+    for (const char *p = text; *p; p++) n += *p == '\n';
+    return n;
+}
+
+// Processes whose environment holds SHARDLAB_RUN_DIR=<dir> (and RANK=<rank> if rank >= 0):
+// the ranks of that run still alive. Their pids go to pids[0..max).
+static inline int run_procs(const char *dir, int rank, pid_t *pids, int max) {
+    char want_dir[700], want_rank[32], path[300], buf[1 << 15];
+    snprintf(want_dir, sizeof want_dir, "SHARDLAB_RUN_DIR=%s", dir);
+    snprintf(want_rank, sizeof want_rank, "RANK=%d", rank);
+    int k = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        int in_run = 0, is_rank = rank < 0;
+        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+            in_run |= strcmp(buf + i, want_dir) == 0;
+            is_rank |= strcmp(buf + i, want_rank) == 0;
+        }
+        if (in_run && is_rank) {
+            if (k < max) pids[k] = (pid_t)atoi(e->d_name);
+            k++;
+        }
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+static inline int procs_left(const char *dir) {
+    pid_t pids[64];
+    return run_procs(dir, -1, pids, 64);
 }
 
 #endif

@@ -36,18 +36,6 @@ static const char *shardlab;
 
 // ---- helpers ----------------------------------------------------------------------------
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int count_lines(const char *text) {
-    int n = 0;
-    for (const char *p = text; *p; p++) n += *p == '\n';
-    return n;
-}
-
 // One launcher run: its pid, exit code, start and end times, captured output.
 typedef struct {
     pid_t pid;
@@ -132,28 +120,6 @@ static int shm_left(pid_t launcher) {
     int n = snprintf(prefix, sizeof prefix, "shardlab-%d-", (int)launcher), k = 0;
     DIR *d = opendir("/dev/shm");
     for (struct dirent *e; d && (e = readdir(d));) k += strncmp(e->d_name, prefix, (size_t)n) == 0;
-    if (d) closedir(d);
-    return k;
-}
-
-// Processes whose environment says SHARDLAB_RUN_DIR=<dir>: ranks of that run still alive.
-static int procs_left(const char *dir) {
-    char want[600], path[300], buf[1 << 15];
-    snprintf(want, sizeof want, "SHARDLAB_RUN_DIR=%s", dir);
-    int k = 0;
-    DIR *d = opendir("/proc");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
-            buf[n] = 0;
-            if (strcmp(buf + i, want) == 0) k++;
-        }
-    }
     if (d) closedir(d);
     return k;
 }

@@ -17,22 +17,17 @@
 #include "canvas.h"
 #include "dashboard.h"
 #include "fuzz/runread_target.h"
+#include "labtest.h"
 #include "rng.h"
 #include "runread.h"
 #include "test.h"
 
-static char tmp[64];
 
+// text into tmp/<name> (mode "w" or "a").
 static void write_file(const char *name, const char *text, const char *mode) {
-    char path[256];
+    char path[512];
     snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, mode);
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
+    write_text(path, mode, text);
 }
 
 // A step event of rank r with the given loss and memory (bytes), in the schema's form.
@@ -209,18 +204,18 @@ static void test_open_errors_and_latest(void) {
     EXPECT(runview_open(&v, "/nonexistent/run", err, sizeof err) == -1 && strstr(err, "/nonexistent/run"),
            "a missing directory: %s", err);
     EXPECT(runview_open(&v, "/etc/hostname", err, sizeof err) == -1 && strstr(err, "not a directory"), "a file: %s", err);
-    char empty[160];
+    char empty[300];
     snprintf(empty, sizeof empty, "%s/empty", tmp);
     mkdir(empty, 0755);
     EXPECT(runview_open(&v, empty, err, sizeof err) == -1 && strstr(err, "not a run directory"), "an empty directory: %s", err);
     // The newest run is the one whose meta.json changed last.
-    char runs[160], a[200], b[200];
+    char runs[300], a[400], b[400];
     snprintf(runs, sizeof runs, "%s/runs", tmp);
     mkdir(runs, 0755);
     EXPECT(runview_latest_run(runs, out, sizeof out, err, sizeof err) == -1 && strstr(err, "no run"), "no runs yet: %s", err);
     snprintf(a, sizeof a, "%s/ddp-a", runs), snprintf(b, sizeof b, "%s/ddp-b", runs);
     mkdir(a, 0755), mkdir(b, 0755);
-    char path[240];
+    char path[450];
     snprintf(path, sizeof path, "%s/meta.json", b);
     FILE *f = fopen(path, "w");
     fclose(f);
@@ -235,7 +230,7 @@ static void test_open_errors_and_latest(void) {
 
 static void test_reference(void) {
     // The reference run is another directory; the run names it in its config ("ref").
-    char ref[64 + 8], cmd[256];
+    char ref[300], cmd[1024];
     write_run(1);
     snprintf(ref, sizeof ref, "%s/ref", tmp);
     snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/*.json* %s/", ref, tmp, ref);
@@ -304,7 +299,7 @@ static void test_fuzz(void) {
     size_t seed_len = f ? fread(seed, 1, sizeof seed, f) : 0;
     if (f) fclose(f);
     EXPECT(seed_len > 1000, "the seed events are there (%zu bytes; run from the repository root)", seed_len);
-    char scratch[160];
+    char scratch[300];
     snprintf(scratch, sizeof scratch, "%s/fuzz", tmp);
     mkdir(scratch, 0755);
     Rng rng;
@@ -348,7 +343,7 @@ int main(void) {
     test_reference();
     test_frame();
     test_fuzz();
-    char cmd[160];
+    char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
     return test_done();

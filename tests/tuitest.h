@@ -1,7 +1,7 @@
 // tuitest.h — driving the terminal dashboard in tmux, for test_tui.c and test_tui_replay.c.
 //
-// Defines: shardlab, labs_dir, server, screen, have_tmux, now_s(), write_text(), path_in_tmp(),
-//          count_lines(), run_procs(), procs_left(), last_step_logged(), StepRec, read_steps(),
+// Defines: shardlab, labs_dir, server, screen, have_tmux, now_s(), path_in_tmp(),
+//          last_step_logged(), StepRec, read_steps(),
 //          run_shardlab(), tmux(), kill_server(), capture(), on_screen(), wait_screen(),
 //          wait_text(), show_screen(), line_at(), find_line(), step_shown(), row_step(),
 //          start_view(), wait_rc(), wait_rows(), tui_test_setup(), tui_test_finish().
@@ -38,65 +38,7 @@ static int have_tmux;
 
 // ---- helpers: time, files, processes --------------------------------------------------
 
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static inline void write_text(const char *path, const char *mode, const char *text) {
-    FILE *f = fopen(path, mode);
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 static inline void path_in_tmp(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmp, name); }
-
-static inline int count_lines(const char *text) {
-    int n = 0;
-    for (const char *p = text; *p; p++) n += *p == '\n';
-    return n;
-}
-
-// Processes whose environment holds SHARDLAB_RUN_DIR=<dir> (and RANK=<rank> if rank >= 0):
-// the ranks of that run still alive. Their pids go to pids[0..max).
-static inline int run_procs(const char *dir, int rank, pid_t *pids, int max) {
-    char want_dir[700], want_rank[32], path[300], buf[1 << 15];
-    snprintf(want_dir, sizeof want_dir, "SHARDLAB_RUN_DIR=%s", dir);
-    snprintf(want_rank, sizeof want_rank, "RANK=%d", rank);
-    int k = 0;
-    DIR *d = opendir("/proc");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0) continue;
-        buf[n] = 0;
-        int in_run = 0, is_rank = rank < 0;
-        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
-            in_run |= strcmp(buf + i, want_dir) == 0;
-            is_rank |= strcmp(buf + i, want_rank) == 0;
-        }
-        if (in_run && is_rank) {
-            if (k < max) pids[k] = (pid_t)atoi(e->d_name);
-            k++;
-        }
-    }
-    if (d) closedir(d);
-    return k;
-}
-
-static inline int procs_left(const char *dir) {
-    pid_t pids[64];
-    return run_procs(dir, -1, pids, 64);
-}
 
 // The highest "step" of rank r's step events in dir (0 if none yet).
 static inline long last_step_logged(const char *dir, int r) {

@@ -27,7 +27,7 @@ static int failed_rank(const RunView *v) {
         int bad = rk->error[0] || (rk->ended && strcmp(rk->status, "error") == 0);
         if (!bad) continue;
         if (first < 0) first = r;
-        if (rk->error[0] && !strstr(rk->error, " failed, so ") && !strstr(rk->error, ") is gone")) return r;
+        if (rk->error[0] && run_blamed_rank(rk->error) < 0) return r;
     }
     return first;
 }
@@ -189,17 +189,22 @@ static void footer(Canvas *c, const RunView *v, const DashState *s) {
 
 // The glyph of memory category k: a coloured block, or its initial without colour.
 static uint32_t mem_glyph(const RunView *v, const DashState *s, int k) {
-    if (s->color) return s->utf8 ? 0x2588 : '#';
     char ch = v->mem_names[k][0];
-    return (uint32_t)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch ? ch : '?');
+    return dash_glyph(s, (uint32_t)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch ? ch : '?'));
+}
+
+// The bytes a rank holds after its step: the sum of its categories.
+static double in_use(const RunView *v, const RunStep *st) {
+    double total = 0;
+    for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+    return total;
 }
 
 static double mem_scale(const RunView *v) {
     double scale = 0;
     for (int r = 0; r < v->nranks; r++) {
         const RunStep *st = &v->ranks[r].last;
-        double total = 0;
-        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        double total = in_use(v, st);
         if (st->peak > scale) scale = st->peak;
         if (total > scale) scale = total;
     }
@@ -255,9 +260,9 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
     canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "rank  step  ms/step");
     x = 22;
     if (with_time_bar) {
-        canvas_put(c, x, y, s->color ? (s->utf8 ? 0x2588 : '#') : '=', COLOR_FWD, 0);
+        canvas_put(c, x, y, dash_glyph(s, '='), COLOR_FWD, 0);
         canvas_text(c, x + 1, y, -1, COLOR_DIM, ATTR_BOLD, "compute");
-        canvas_put(c, x + 9, y, s->color ? (s->utf8 ? 0x2588 : '#') : '~', COLOR_ALL_REDUCE, 0);
+        canvas_put(c, x + 9, y, dash_glyph(s, '~'), COLOR_ALL_REDUCE, 0);
         canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "comm");
         x += cb + 3;
     }
@@ -285,7 +290,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
                 int a = (int)lround(cb * st->ms_compute / ms_max), b = (int)lround(cb * (st->ms_compute + st->ms_comm) / ms_max);
                 for (int i = 0; i < cb; i++) {
                     int comp = i < a, comm = !comp && i < b;
-                    uint32_t ch = comp ? (s->color ? (s->utf8 ? 0x2588 : '#') : '=') : comm ? (s->color ? (s->utf8 ? 0x2588 : '#') : '~') : ' ';
+                    uint32_t ch = comp ? dash_glyph(s, '=') : comm ? dash_glyph(s, '~') : ' ';
                     canvas_put(c, x + 1 + i, row, ch, comp ? COLOR_FWD : COLOR_ALL_REDUCE, 0);
                 }
             }
@@ -298,8 +303,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_put(c, x, row, '[', COLOR_DIM, 0);
         mem_bar(c, v, s, st, x + 1, row, mb, scale);
         canvas_put(c, x + mb + 1, row, ']', COLOR_DIM, 0);
-        double total = 0;
-        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        double total = in_use(v, st);
         if (with_figures)
             canvas_printf(c, x + mb + 3, row, -1, COLOR_NONE, 0, "%s / %s", format_bytes(b1, sizeof b1, total),
                           format_bytes(b2, sizeof b2, st->peak));
@@ -366,8 +370,7 @@ static void memory(Canvas *c, const RunView *v, const DashState *s, int y, int h
             continue;
         }
         const RunStep *st = &rk->last;
-        double total = 0;
-        for (int k = 0; k < v->nmem; k++) total += st->mem[k];
+        double total = in_use(v, st);
         char b1[32], b2[32], b3[32];
         int x = 1 + canvas_printf(c, 1, row, -1, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
         x += canvas_printf(c, x + 1, row, -1, COLOR_NONE, 0, "in use %s, peak %s (%s transient) after step %lld",

@@ -56,6 +56,11 @@ typedef enum { SPAN_FWD, SPAN_BWD, SPAN_RECOMPUTE, SPAN_OPTIM,            // com
 #define SPAN_IS_COMPUTE(k) ((k) <= SPAN_OPTIM)
 SpanKind span_kind(const char *name);
 
+// A full block in colour (the colour tells what it is), else `letter` (the letter does).
+static inline uint32_t dash_glyph(const DashState *s, uint32_t letter) {
+    return s->color ? (s->utf8 ? 0x2588 : '#') : letter;
+}
+
 // The pieces, for the panels that share them (timeline.c, lossplot.c).
 void dash_loss_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
 void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);

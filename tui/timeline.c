@@ -124,7 +124,7 @@ static void draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int comp
         if (b > w) b = w;
         if (b <= a) b = a + 1;
         if (a >= w) a = w - 1, b = w;
-        uint32_t ch = s->color ? (s->utf8 ? 0x2588 : '#') : (uint32_t)KIND[k].letter;
+        uint32_t ch = dash_glyph(s, (uint32_t)KIND[k].letter);
         for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, KIND[k].color, 0);
     }
 }
@@ -185,7 +185,7 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
         int need = 3 + (int)strlen(KIND[k].label);
         if (lx + need > x + w) lx = x, ly++;
         if (ly >= y + h) break;
-        uint32_t ch = s->color ? (s->utf8 ? 0x2588 : '#') : (uint32_t)KIND[k].letter;
+        uint32_t ch = dash_glyph(s, (uint32_t)KIND[k].letter);
         canvas_put(c, lx, ly, ch, KIND[k].color, 0);
         lx += 2 + canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, KIND[k].label) + 1;
     }

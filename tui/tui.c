@@ -338,9 +338,11 @@ int tui_tick(Tui *t, int64_t now_us) {
     for (int ch, keys = 0; !quit && keys < 64 && (ch = getch()) != ERR; keys++) quit = handle_key(t, ch, now_us);
     if (quit) return 1;
     if (t->pager) return 0;
-    if (!t->state.paused && runview_poll(&t->view, now_us)) t->dirty = 1;
+    // Keys every tick; the files and the screen at most once a frame.
     int64_t since = now_us - t->last_frame_us;
-    if ((t->dirty && since >= FRAME_US) || since >= IDLE_FRAME_US) draw(t, now_us);
+    if (since < FRAME_US) return 0;
+    if (!t->state.paused && runview_poll(&t->view, now_us)) t->dirty = 1;
+    if (t->dirty || since >= IDLE_FRAME_US) draw(t, now_us);
     return 0;
 }
 

@@ -113,6 +113,14 @@ static void loss_add(RunView *v, int64_t step, double loss, double ms) {
 // One event
 // ---------------------------------------------------------------------------------------
 
+// What a run's config says about its length and batch (meta.json, or a start event when
+// meta.json is not there yet).
+static void take_config(RunView *v, const JsonValue *config) {
+    if (!v->steps_total) v->steps_total = int_of(json_get(config, "steps"), 0);
+    int64_t b = int_of(json_get(config, "batch"), 0), t = int_of(json_get(config, "seq"), 0);
+    if (!v->batch_tokens && b > 0 && t > 0 && b < (1 << 30) && t < (1 << 30)) v->batch_tokens = b * t;
+}
+
 static void on_start(RunView *v, RunRank *rk, const JsonValue *ev) {
     rk->started = 1;
     copy_str(rk->device, sizeof rk->device, json_get(ev, "device"));
@@ -122,12 +130,7 @@ static void on_start(RunView *v, RunRank *rk, const JsonValue *ev) {
     if (!v->lab[0]) copy_str(v->lab, sizeof v->lab, json_get(ev, "lab"));
     if (!v->device[0]) copy_str(v->device, sizeof v->device, json_get(ev, "device"));
     if (!v->backend[0]) copy_str(v->backend, sizeof v->backend, json_get(ev, "backend"));
-    const JsonValue *config = json_get(ev, "config");
-    if (!v->steps_total) v->steps_total = int_of(json_get(config, "steps"), 0);
-    if (!v->batch_tokens) {
-        int64_t b = int_of(json_get(config, "batch"), 0), t = int_of(json_get(config, "seq"), 0);
-        if (b > 0 && t > 0 && b < (1 << 30) && t < (1 << 30)) v->batch_tokens = b * t;
-    }
+    take_config(v, json_get(ev, "config"));
     const JsonValue *floor = json_get(ev, "loss_floor");
     if (floor && floor->type == JSON_NUMBER) v->has_floor = 1, v->loss_floor = floor->number;
 }
@@ -232,30 +235,31 @@ void runview_feed_line(RunView *v, int r, const char *line, size_t len) {
 // Files
 // ---------------------------------------------------------------------------------------
 
-// A whole small file (meta.json, summary.json), or NULL. Files over 1 MiB are not ours.
-static char *slurp(const char *path, size_t *len) {
+// The run directory's small JSON file `name` (meta.json, summary.json), parsed. Returns 0 if
+// there is no such file (yet), else 1 with *out the value or NULL and the reason in err.
+// Files over 1 MiB are not ours.
+static int load_json(const RunView *v, const char *name, JsonValue **out, char *err, size_t errlen) {
+    char path[sizeof v->dir + 32];
+    snprintf(path, sizeof path, "%s/%s", v->dir, name);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return NULL;
+    if (fd < 0) return 0;
     struct stat st;
-    char *text = NULL;
+    *out = NULL;
+    snprintf(err, errlen, "not a regular file of at most 1 MiB");
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (1 << 20)) {
-        text = malloc_check((size_t)st.st_size + 1);
+        char *text = malloc_check((size_t)st.st_size + 1);
         ssize_t got = pread(fd, text, (size_t)st.st_size, 0);
-        if (got < 0) got = 0;
-        text[got] = 0, *len = (size_t)got;
+        *out = json_parse(text, got > 0 ? (size_t)got : 0, err, errlen);
+        free(text);
     }
     close(fd);
-    return text;
+    return 1;
 }
 
 static int read_meta(RunView *v) {
-    char path[sizeof v->dir + 16], err[160];
-    size_t len;
-    snprintf(path, sizeof path, "%s/meta.json", v->dir);
-    char *text = slurp(path, &len);
-    if (!text) return 0;
-    JsonValue *m = json_parse(text, len, err, sizeof err);
-    free(text);
+    char err[160];
+    JsonValue *m;
+    if (!load_json(v, "meta.json", &m, err, sizeof err)) return 0;
     if (!m || !runschema_check_meta(m, err, sizeof err)) {
         // Written atomically (temp file + rename), so a bad one stays bad: say so once.
         if (!v->meta_bad) note_problem(v, "meta.json: %s", err);
@@ -272,9 +276,7 @@ static int read_meta(RunView *v) {
     else note_problem(v, "meta.json: world_size %lld is not 1..%d", (long long)world, RUN_MAX_RANKS);
     v->start_unix_us = int_of(json_get(m, "start_unix_us"), 0);
     const JsonValue *config = json_get(m, "config");
-    v->steps_total = int_of(json_get(config, "steps"), 0);
-    int64_t b = int_of(json_get(config, "batch"), 0), t = int_of(json_get(config, "seq"), 0);
-    if (b > 0 && t > 0 && b < (1 << 30) && t < (1 << 30)) v->batch_tokens = b * t;
+    take_config(v, config);
     const JsonValue *ref = json_get(config, "ref");
     if (ref && ref->type == JSON_STRING && ref->string[0] && !v->ref_dir[0]) {
         char rerr[200];
@@ -286,13 +288,9 @@ static int read_meta(RunView *v) {
 }
 
 static int read_summary(RunView *v) {
-    char path[sizeof v->dir + 16], err[160];
-    size_t len;
-    snprintf(path, sizeof path, "%s/summary.json", v->dir);
-    char *text = slurp(path, &len);
-    if (!text) return 0;
-    JsonValue *s = json_parse(text, len, err, sizeof err);
-    free(text);
+    char err[160];
+    JsonValue *s;
+    if (!load_json(v, "summary.json", &s, err, sizeof err)) return 0;
     // Labs that do not train (collectives) write their own fields: take what is there, and
     // insist only on an object with a status.
     const JsonValue *status = json_get(s, "status");
@@ -382,6 +380,15 @@ static int poll_rank(RunView *v, int r, int64_t now_us) {
 // ---------------------------------------------------------------------------------------
 // The public side
 // ---------------------------------------------------------------------------------------
+
+int run_blamed_rank(const char *msg) {
+    for (const char *p = msg; (p = strstr(p, "rank ")) != NULL; p += 5) {
+        int r, end = 0;
+        if (sscanf(p, "rank %d failed, so%n", &r, &end) == 1 && end) return r;
+        if (sscanf(p, "rank %d (pid %*d) is gone%n", &r, &end) == 1 && end) return r;
+    }
+    return -1;
+}
 
 void runview_init(RunView *v) {
     memset(v, 0, sizeof *v);

@@ -4,7 +4,7 @@
 //          runview_init(), runview_open(), runview_poll(), runview_feed_line(),
 //          runview_set_reference(), runview_free(), runview_ended(), runview_world(),
 //          runview_tokens_per_s(), runview_ms_per_step(), runview_timeline_step(),
-//          runview_latest_run().
+//          runview_latest_run(), run_blamed_rank().
 //
 // The dashboards read only the files of runlog.h: meta.json, rank-<r>.jsonl, summary.json.
 // A RunView keeps, for each rank, how far it has read its file and what the events said
@@ -150,5 +150,10 @@ const RunSpans *runview_spans(const RunView *v, int r, int64_t step);
 // The newest run directory under runs_dir (by its meta.json's or its own modification
 // time). Returns 0, or -1 with the reason.
 int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen);
+
+// The rank an error message blames: when one rank fails, the others stop too, saying
+// "rank 2 failed, so rank 0 stops ..." or "rank 1 (pid 4242) is gone" (core/shm.c), so the
+// cause of a failure is the rank nobody's message leads past. -1: it blames nobody.
+int run_blamed_rank(const char *msg);
 
 #endif
