@@ -5,7 +5,7 @@
 // runs every collective with both algorithms on awkward lengths (1, N-1, a prime, lengths
 // that do not divide by N, several pieces long) and compares with the answer computed
 // serially right here. Ranks report one line per check through a pipe; the parent prints
-// one ok/not ok line per check, over all ranks.
+// one ok/not ok line per check, over all ranks (ranks.h).
 //
 // Values are multiples of 1/8 below 128, so every sum is exact in fp32 whatever the order:
 // a result must then equal the reference exactly, and a chunk put in the wrong place (or a
@@ -23,22 +23,9 @@
 
 #include "dist.h"
 #include "gpt.h"
+#include "ranks.h"
 #include "rng.h"
 #include "test.h"
-
-static int report_fd;  // the write end of the pipe to the parent
-
-// One check's outcome from one rank: "name<TAB>ok<TAB>detail".
-static void report(const char *name, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void report(const char *name, int ok, const char *fmt, ...) {
-    char detail[200] = "", line[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    int len = snprintf(line, sizeof line, "%s\t%d\t%s\n", name, ok, detail);
-    if (write(report_fd, line, (size_t)len) != len) _exit(3);  // < PIPE_BUF: one atomic write
-}
 
 // Rank r's value at index i: exact in fp32, different for every (rank, index).
 static float value(int r, size_t i) { return (float)(rng_hash(77, (uint64_t)r, i) % 1024) / 8.0f; }
@@ -221,7 +208,8 @@ static void check_async(DistGroup *g) {
            tagged);
 }
 
-static void rank_main(int p, volatile int *arrived) {
+static void rank_main(int p, void *arg) {
+    volatile int *arrived = arg;  // the barrier check's counters, shared by the ranks
     Dist d;
     dist_init(&d, "test_dist", NULL);
     int r = d.rank;
@@ -266,72 +254,9 @@ static void rank_main(int p, volatile int *arrived) {
 
 // ---- the parent ----------------------------------------------------------------------------
 
-typedef struct {
-    char name[512];
-    int fails, reports;
-    char detail[200];
-} Check;
-
 static int run_world(int p) {
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
     volatile int *arrived = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    char port[16];
-    snprintf(port, sizeof port, "%d", 40000 + (int)(getpid() % 20000));
-    pid_t pids[DIST_MAX_RANKS];
-    for (int r = 0; r < p; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            close(fds[0]);
-            report_fd = fds[1];
-            char rs[16], ws[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ws, sizeof ws, "%d", p);
-            setenv("RANK", rs, 1), setenv("LOCAL_RANK", rs, 1), setenv("WORLD_SIZE", ws, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", port, 1);
-            setenv("SHARDLAB_TIMEOUT_S", "60", 1);
-            unsetenv("SHARDLAB_SHM");
-            rank_main(p, arrived);
-            _exit(0);
-        }
-    }
-    close(fds[1]);
-    // Gather the reports: one line per check per rank.
-    static Check checks[4096];
-    int nchecks = 0;
-    FILE *in = fdopen(fds[0], "r");
-    char line[512];
-    while (fgets(line, sizeof line, in)) {
-        char *tab1 = strchr(line, '\t'), *tab2 = tab1 ? strchr(tab1 + 1, '\t') : NULL;
-        if (!tab2) continue;
-        *tab1 = *tab2 = 0;
-        line[strcspn(line, "\n")] = 0;
-        tab2[1 + strcspn(tab2 + 1, "\n")] = 0;
-        int i;
-        for (i = 0; i < nchecks && strcmp(checks[i].name, line) != 0; i++) {}
-        if (i == nchecks && nchecks < 4096) snprintf(checks[nchecks++].name, sizeof checks[0].name, "%s", line);
-        checks[i].reports++;
-        if (tab1[1] != '1' && checks[i].fails++ == 0) snprintf(checks[i].detail, sizeof checks[i].detail, "%s", tab2 + 1);
-    }
-    fclose(in);
-    int exits_ok = 1;
-    for (int r = 0; r < p; r++) {
-        int status;
-        waitpid(pids[r], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) exits_ok = 0;
-    }
-    int failures = 0, passes = 0;
-    for (int i = 0; i < nchecks; i++) {
-        if (checks[i].fails) {
-            EXPECT(0, "p=%d %s: %d rank(s) failed, e.g. %s", p, checks[i].name, checks[i].fails, checks[i].detail);
-            failures++;
-        } else {
-            passes++;
-        }
-    }
-    // One summary line per world size keeps the output short; failures are listed above.
-    EXPECT(failures == 0 && nchecks > 0, "p=%d: %d checks passed on every rank", p, passes);
-    EXPECT(exits_ok, "p=%d: every rank exited 0", p);
+    int failures = fork_ranks(p, rank_main, (void *)arrived);
     munmap((void *)arrived, 4096);
     return failures;
 }

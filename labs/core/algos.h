@@ -1,12 +1,16 @@
 // algos.h — the shm backend's collective algorithms, over the channels of shm.h.
 //
-// Defines: ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(), chain_broadcast(),
-//          chain_reduce() (ring.c); direct_all_reduce(), direct_reduce_scatter(),
-//          direct_all_gather(), direct_broadcast(), direct_reduce(), p2p_send(), p2p_recv(),
-//          direct_barrier() (direct.c); min_size().
+// Defines: add_words(), ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(),
+//          chain_broadcast(), chain_reduce() (ring.c); direct_all_reduce(),
+//          direct_reduce_scatter(), direct_all_gather(), direct_broadcast(), direct_reduce(),
+//          p2p_send(), p2p_recv(), direct_barrier() (direct.c); min_size().
 //
 // dist.c picks one per call. g->rank and g->size are positions in the group; g->ranks maps
 // them to the world ranks that name channels.
+//
+// Buffers are counted in 4-byte WORDS (float *, n words): a word is one float, or two bf16
+// lanes of a bf16 buffer (dist.c passes n/2 words for n bf16s). Moving data is the same
+// either way; the algorithms that add take the dtype and add with add_words().
 #ifndef SHARDLAB_ALGOS_H
 #define SHARDLAB_ALGOS_H
 
@@ -15,17 +19,21 @@
 
 static inline size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
-void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
-void ring_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n);
-void chain_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
-void chain_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root);
+// dst = a + b over m words: m floats, or 2m bf16 lanes each added in fp32 and rounded to
+// bf16 (bf16_add). dst may be a.
+void add_words(DistDtype t, float *dst, const float *a, const float *b, size_t m);
 
-void direct_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n);
-void direct_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void ring_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n);
+void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
+void ring_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t n);
+void chain_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
+void chain_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root);
+
+void direct_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t n);
+void direct_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n);
 void direct_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);
 void direct_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
-void direct_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root);
+void direct_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root);
 void p2p_send(Shm *s, const DistGroup *g, const float *buf, size_t n, int peer);
 void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer);
 void direct_barrier(Shm *s, const DistGroup *g);

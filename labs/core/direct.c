@@ -32,32 +32,31 @@ static void send_piece(Shm *s, int to, const float *src, size_t m) {
     shm_commit(s, to, m);
 }
 
-// dst = sum over the group, in rank order, of piece m floats: ours from `mine`, the others'
-// from their channels (released afterwards).
-static void sum_in_rank_order(Shm *s, const DistGroup *g, const float *mine, float *dst, size_t m) {
+// dst = sum over the group, in rank order, of piece m words: ours from `mine`, the others'
+// from their channels (released afterwards). bf16 lanes are rounded after every addition.
+static void sum_in_rank_order(Shm *s, const DistGroup *g, DistDtype t, const float *mine, float *dst, size_t m) {
     float *acc = s->scratch;
     for (int q = 0; q < g->size; q++) {
         const float *x = q == g->rank ? mine : shm_peek(s, g->ranks[q], m);
         if (q == 0) memcpy(acc, x, m * sizeof(float));
-        else
-            for (size_t j = 0; j < m; j++) acc[j] += x[j];
+        else add_words(t, acc, acc, x, m);
     }
     for (int q = 0; q < g->size; q++)
         if (q != g->rank) shm_release(s, g->ranks[q]);
     memcpy(dst, acc, m * sizeof(float));
 }
 
-void direct_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n) {
+void direct_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t n) {
     shm_set_what(s, "all_reduce", "direct", 1, 1);
     for (size_t off = 0; off < n; off += SHM_PIECE_FLOATS) {
         size_t m = min_size(SHM_PIECE_FLOATS, n - off);
         for (int q = 0; q < g->size; q++)
             if (q != g->rank) send_piece(s, g->ranks[q], buf + off, m);
-        sum_in_rank_order(s, g, buf + off, buf + off, m);
+        sum_in_rank_order(s, g, t, buf + off, buf + off, m);
     }
 }
 
-void direct_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n) {
+void direct_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n) {
     shm_set_what(s, "reduce_scatter", "direct", 1, 1);
     size_t own_off, own_len, off, len, longest;
     dist_chunk(n, g->size, g->rank, &own_off, &own_len);
@@ -71,7 +70,7 @@ void direct_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *o
         size_t m = piece_len(own_len, i);
         if (m > 0) {
             size_t at = i * SHM_PIECE_FLOATS;
-            sum_in_rank_order(s, g, in + own_off + at, out + at, m);
+            sum_in_rank_order(s, g, t, in + own_off + at, out + at, m);
         }
     }
 }
@@ -110,11 +109,11 @@ void direct_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root
     }
 }
 
-void direct_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root) {
+void direct_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root) {
     shm_set_what(s, "reduce", "direct", 1, 1);
     for (size_t off = 0; off < n; off += SHM_PIECE_FLOATS) {
         size_t m = min_size(SHM_PIECE_FLOATS, n - off);
-        if (g->rank == root) sum_in_rank_order(s, g, in + off, out + off, m);
+        if (g->rank == root) sum_in_rank_order(s, g, t, in + off, out + off, m);
         else send_piece(s, g->ranks[root], in + off, m);
     }
 }

@@ -18,6 +18,8 @@ const char *dist_coll_name(DistColl c) {
     return names[c];
 }
 
+const char *dist_dtype_name(DistDtype t) { return t == DIST_BF16 ? "bf16" : "f32"; }
+
 int dist_algo_parse(const char *s) {
     if (strcmp(s, "auto") == 0) return DIST_ALGO_AUTO;
     if (strcmp(s, "ring") == 0) return DIST_ALGO_RING;
@@ -260,13 +262,17 @@ void dist_group(Dist *d, DistGroup *g, const int *world_ranks, int size) {
 // Running one call: pick the algorithm, time it, count its bytes
 // ---------------------------------------------------------------------------------------
 
-static int use_direct(const Dist *d, size_t n) {
+// A call's buffer in the 4-byte words the shm algorithms move (algos.h): n floats, or n/2
+// words of two bf16s each (the bf16 entry points made sure n is even).
+static size_t work_words(const DistWork *w) { return w->dtype == DIST_BF16 ? w->n / 2 : w->n; }
+
+static int use_direct(const Dist *d, const DistWork *w) {
     if (d->algo == DIST_ALGO_DIRECT) return 1;
     if (d->algo == DIST_ALGO_RING) return 0;
-    return n * sizeof(float) <= d->direct_max_bytes;
+    return work_words(w) * sizeof(float) <= d->direct_max_bytes;
 }
 
-// Copies n floats wherever they are (host or GPU).
+// Copies n floats (or words) wherever they are (host or GPU).
 static void copy_floats(const Dist *d, float *dst, const float *src, size_t n) {
     if (dst == src || n == 0) return;
     if (d->dev->kind == DEVICE_CUDA) cuda_copy(dst, src, n * sizeof(float));
@@ -279,7 +285,7 @@ static const char *run_alone(Dist *d, DistWork *w) {
     case DIST_REDUCE_SCATTER:
     case DIST_ALL_GATHER:
     case DIST_REDUCE:
-        copy_floats(d, w->out, w->in, w->n);
+        copy_floats(d, w->out, w->in, work_words(w));
         break;
     case DIST_SEND:
     case DIST_RECV:
@@ -291,36 +297,41 @@ static const char *run_alone(Dist *d, DistWork *w) {
     return "local";
 }
 
+// The algorithms see n words and the dtype, which only the additions need.
 static const char *run_shm(Dist *d, DistWork *w) {
     Shm *s = &d->shm;
     DistGroup *g = w->group;
-    int direct = use_direct(d, w->n);
+    DistDtype t = w->dtype;
+    const float *in = w->in;
+    float *out = w->out;
+    size_t n = work_words(w);
+    int direct = use_direct(d, w);
     switch (w->coll) {
     case DIST_ALL_REDUCE:
-        if (direct) direct_all_reduce(s, g, w->out, w->n);
-        else ring_all_reduce(s, g, w->out, w->n);
+        if (direct) direct_all_reduce(s, g, t, out, n);
+        else ring_all_reduce(s, g, t, out, n);
         break;
     case DIST_REDUCE_SCATTER:
-        if (direct) direct_reduce_scatter(s, g, w->in, w->out, w->n);
-        else ring_reduce_scatter(s, g, w->in, w->out, w->n);
+        if (direct) direct_reduce_scatter(s, g, t, in, out, n);
+        else ring_reduce_scatter(s, g, t, in, out, n);
         break;
     case DIST_ALL_GATHER:
-        if (direct) direct_all_gather(s, g, w->in, w->out, w->n);
-        else ring_all_gather(s, g, w->in, w->out, w->n);
+        if (direct) direct_all_gather(s, g, in, out, n);
+        else ring_all_gather(s, g, in, out, n);
         break;
     case DIST_BROADCAST:
-        if (direct) direct_broadcast(s, g, w->out, w->n, w->peer);
-        else chain_broadcast(s, g, w->out, w->n, w->peer);
+        if (direct) direct_broadcast(s, g, out, n, w->peer);
+        else chain_broadcast(s, g, out, n, w->peer);
         return direct ? "direct" : "chain";
     case DIST_REDUCE:
-        if (direct) direct_reduce(s, g, w->in, w->out, w->n, w->peer);
-        else chain_reduce(s, g, w->in, w->out, w->n, w->peer);
+        if (direct) direct_reduce(s, g, t, in, out, n, w->peer);
+        else chain_reduce(s, g, t, in, out, n, w->peer);
         return direct ? "direct" : "chain";
     case DIST_SEND:
-        p2p_send(s, g, w->in, w->n, w->peer);
+        p2p_send(s, g, in, n, w->peer);
         return "p2p";
     case DIST_RECV:
-        p2p_recv(s, g, w->out, w->n, w->peer);
+        p2p_recv(s, g, out, n, w->peer);
         return "p2p";
     case DIST_BARRIER:
         direct_barrier(s, g);
@@ -329,24 +340,25 @@ static const char *run_shm(Dist *d, DistWork *w) {
     return direct ? "direct" : "ring";
 }
 
-// How many floats of in and out a call reads and writes on this rank.
+// How many words (floats, or pairs of bf16s) of in and out a call reads and writes on this rank.
 static void call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
-    size_t off, chunk;
-    dist_chunk(w->n, w->group->size, w->group->rank, &off, &chunk);
+    size_t off, chunk, n = work_words(w);
+    dist_chunk(n, w->group->size, w->group->rank, &off, &chunk);
     *in_len = *out_len = 0;
     switch (w->coll) {
-    case DIST_ALL_REDUCE: case DIST_BROADCAST: *in_len = *out_len = w->n; break;
-    case DIST_REDUCE_SCATTER: *in_len = w->n, *out_len = chunk; break;
-    case DIST_ALL_GATHER: *in_len = chunk, *out_len = w->n; break;
-    case DIST_REDUCE: *in_len = w->n, *out_len = w->group->rank == w->peer ? w->n : 0; break;
-    case DIST_SEND: *in_len = w->n; break;
-    case DIST_RECV: *out_len = w->n; break;
+    case DIST_ALL_REDUCE: case DIST_BROADCAST: *in_len = *out_len = n; break;
+    case DIST_REDUCE_SCATTER: *in_len = n, *out_len = chunk; break;
+    case DIST_ALL_GATHER: *in_len = chunk, *out_len = n; break;
+    case DIST_REDUCE: *in_len = n, *out_len = w->group->rank == w->peer ? n : 0; break;
+    case DIST_SEND: *in_len = n; break;
+    case DIST_RECV: *out_len = n; break;
     case DIST_BARRIER: break;
     }
 }
 
 // Ranks that share a GPU talk through host memory: a call on GPU buffers runs the shm
-// algorithm on host copies (in and out side by side in one staging buffer).
+// algorithm on host copies (in and out side by side in one staging buffer, counted in words,
+// so a bf16 call stages 2 bytes per element).
 static const char *run_shm_staged(Dist *d, DistWork *w) {
     size_t in_len, out_len;
     call_lengths(w, &in_len, &out_len);
@@ -387,9 +399,11 @@ static void nccl_wait(Dist *d, DistWork *w) {
         die("a rank is stuck or failed; its log says why", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
 }
 
-static void nccl_call(Dist *d, DistWork *w, CudaNcclOp op, const float *in, float *out, size_t n, int peer) {
+// n counts elements of the call's dtype.
+static void nccl_call(Dist *d, DistWork *w, CudaNcclOp op, const void *in, void *out, size_t n, int peer) {
     char err[512];
-    if (cuda_nccl_call(w->group->nccl, op, in, out, n, peer, err, sizeof err) != 0)
+    CudaNcclType type = w->dtype == DIST_BF16 ? CUDA_NCCL_BF16 : CUDA_NCCL_F32;
+    if (cuda_nccl_call(w->group->nccl, op, type, in, out, n, peer, err, sizeof err) != 0)
         die("NCCL_DEBUG=WARN says more", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
 }
 
@@ -413,12 +427,14 @@ static void ring_bytes(const DistWork *w, uint64_t *sent, uint64_t *recv) {
     case DIST_RECV: v = n; break;
     case DIST_BARRIER: break;
     }
-    *sent = s * sizeof(float), *recv = v * sizeof(float);
+    size_t elem = w->dtype == DIST_BF16 ? sizeof(bf16) : sizeof(float);
+    *sent = s * elem, *recv = v * elem;
 }
 
 // One GPU per rank: the call on NCCL's stream, then a wait with the deadline. Host buffers are
-// staged through the GPU; uneven chunks (n not a multiple of the group's size, which NCCL's
-// reduce-scatter and all-gather do not take) are padded to equal ones.
+// staged through the GPU (lengths in words, as the shm path); uneven chunks (n not a multiple
+// of the group's size, which NCCL's reduce-scatter and all-gather do not take) are padded to
+// equal ones. bf16 calls always have even chunks, so only float calls are ever padded.
 static const char *run_nccl(Dist *d, DistWork *w) {
     DistGroup *g = w->group;
     int p = g->size, r = g->rank;
@@ -504,8 +520,8 @@ static void run_work(Dist *d, DistWork *w) {
         algo = d->dev->kind == DEVICE_CUDA ? run_shm_staged(d, w) : run_shm(d, w);
         sent = d->shm.bytes_sent - sent0, recv = d->shm.bytes_recv - recv0;
     }
-    w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .count = w->n, .t0_us = t0,
-                          .t1_us = runlog_now_us(), .bytes_sent = sent, .bytes_recv = recv};
+    w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .dtype = w->dtype, .count = w->n,
+                          .t0_us = t0, .t1_us = runlog_now_us(), .bytes_sent = sent, .bytes_recv = recv};
     pthread_mutex_lock(&d->lock);
     d->stats.calls++;
     d->stats.bytes_sent += w->rec.bytes_sent;
@@ -517,6 +533,13 @@ static void run_work(Dist *d, DistWork *w) {
         d->records = grown;
     }
     d->records[d->nrecords++] = w->rec;
+    // An asynchronous call leaves the queue BEFORE it is marked done: once done, its owner
+    // may return from dist_wait and reuse or free it (a DistWork on the stack), so nobody may
+    // read it after this.
+    if (d->queue_head == w) {
+        d->queue_head = w->next;
+        if (!d->queue_head) d->queue_tail = NULL;
+    }
     atomic_store(&w->done, 1);
     pthread_cond_broadcast(&d->cond);
     pthread_mutex_unlock(&d->lock);
@@ -525,6 +548,10 @@ static void run_work(Dist *d, DistWork *w) {
 size_t dist_drain_records(Dist *d, DistRecord *out, size_t max) {
     pthread_mutex_lock(&d->lock);
     size_t k = d->nrecords < max ? d->nrecords : max;
+    if (k == 0) {  // records may still be NULL: no call has finished yet
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
     memcpy(out, d->records, k * sizeof *out);
     memmove(d->records, d->records + k, (d->nrecords - k) * sizeof *out);
     d->nrecords -= k;
@@ -546,11 +573,8 @@ static void *comm_thread(void *arg) {
         if (!d->queue_head) break;
         DistWork *w = d->queue_head;  // stays at the head while it runs: the queue is busy
         pthread_mutex_unlock(&d->lock);
-        run_work(d, w);
+        run_work(d, w);  // takes w off the queue
         pthread_mutex_lock(&d->lock);
-        d->queue_head = w->next;
-        if (!d->queue_head) d->queue_tail = NULL;
-        pthread_cond_broadcast(&d->cond);
     }
     pthread_mutex_unlock(&d->lock);
     return NULL;
@@ -586,48 +610,90 @@ void dist_wait(DistWork *w) {
     pthread_mutex_unlock(&d->lock);
 }
 
-static void run_now(DistColl coll, DistGroup *g, const float *in, float *out, size_t n, int peer) {
+static void run_now(DistColl coll, DistGroup *g, DistDtype t, const void *in, void *out, size_t n, int peer) {
     Dist *d = g->dist;
     if (peer < 0 || peer >= g->size)
         die("root and peer are ranks of the group", "rank %d: %s with rank %d in a group of %d", d->rank,
             dist_coll_name(coll), peer, g->size);
     if (d->thread_running) drain_queue(d);
-    DistWork w = {.coll = coll, .group = g, .in = in, .out = out, .n = n, .peer = peer, .tag = -1};
+    DistWork w = {.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .peer = peer, .tag = -1};
     run_work(d, &w);
 }
 
-void dist_all_reduce(DistGroup *g, float *buf, size_t n) { run_now(DIST_ALL_REDUCE, g, buf, buf, n, 0); }
+void dist_all_reduce(DistGroup *g, float *buf, size_t n) { run_now(DIST_ALL_REDUCE, g, DIST_F32, buf, buf, n, 0); }
 void dist_reduce_scatter(DistGroup *g, const float *in, float *out, size_t n) {
-    run_now(DIST_REDUCE_SCATTER, g, in, out, n, 0);
+    run_now(DIST_REDUCE_SCATTER, g, DIST_F32, in, out, n, 0);
 }
-void dist_all_gather(DistGroup *g, const float *in, float *out, size_t n) { run_now(DIST_ALL_GATHER, g, in, out, n, 0); }
-void dist_broadcast(DistGroup *g, float *buf, size_t n, int root) { run_now(DIST_BROADCAST, g, buf, buf, n, root); }
+void dist_all_gather(DistGroup *g, const float *in, float *out, size_t n) {
+    run_now(DIST_ALL_GATHER, g, DIST_F32, in, out, n, 0);
+}
+void dist_broadcast(DistGroup *g, float *buf, size_t n, int root) {
+    run_now(DIST_BROADCAST, g, DIST_F32, buf, buf, n, root);
+}
 void dist_reduce(DistGroup *g, const float *in, float *out, size_t n, int root) {
-    run_now(DIST_REDUCE, g, in, out, n, root);
+    run_now(DIST_REDUCE, g, DIST_F32, in, out, n, root);
 }
 void dist_send(DistGroup *g, const float *buf, size_t n, int peer) {
     if (peer == g->rank) die("send to another rank", "rank %d: send to itself", g->dist->rank);
-    run_now(DIST_SEND, g, buf, NULL, n, peer);
+    run_now(DIST_SEND, g, DIST_F32, buf, NULL, n, peer);
 }
 void dist_recv(DistGroup *g, float *buf, size_t n, int peer) {
     if (peer == g->rank) die("receive from another rank", "rank %d: receive from itself", g->dist->rank);
-    run_now(DIST_RECV, g, NULL, buf, n, peer);
+    run_now(DIST_RECV, g, DIST_F32, NULL, buf, n, peer);
 }
-void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, NULL, NULL, 0, 0); }
+void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL, 0, 0); }
 
-static void start(DistColl coll, DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w) {
-    *w = (DistWork){.coll = coll, .group = g, .in = in, .out = out, .n = n, .tag = tag};
+static void start(DistColl coll, DistGroup *g, DistDtype t, const void *in, void *out, size_t n, int tag,
+                  DistWork *w) {
+    *w = (DistWork){.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .tag = tag};
     submit(w);
 }
 
 void dist_all_reduce_start(DistGroup *g, float *buf, size_t n, int tag, DistWork *w) {
-    start(DIST_ALL_REDUCE, g, buf, buf, n, tag, w);
+    start(DIST_ALL_REDUCE, g, DIST_F32, buf, buf, n, tag, w);
 }
 void dist_reduce_scatter_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w) {
-    start(DIST_REDUCE_SCATTER, g, in, out, n, tag, w);
+    start(DIST_REDUCE_SCATTER, g, DIST_F32, in, out, n, tag, w);
 }
 void dist_all_gather_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w) {
-    start(DIST_ALL_GATHER, g, in, out, n, tag, w);
+    start(DIST_ALL_GATHER, g, DIST_F32, in, out, n, tag, w);
+}
+
+// ---------------------------------------------------------------------------------------
+// bf16: the same calls on buffers of n bf16s, moved as n/2 words of two bf16s each. n must
+// divide by 2p, so each rank's chunk is a whole number of words and chunks have equal length
+// (NCCL wants that too); the caller pads. Dies otherwise, naming the call.
+// ---------------------------------------------------------------------------------------
+
+static void check_bf16_call(const DistGroup *g, const char *call, const bf16 *in, const bf16 *out, size_t n) {
+    int p = g->size;
+    if (n % (2 * (size_t)p) != 0)
+        die("pad the bf16 buffer to a multiple of 2 * the group's size (ZeRO and FSDP pad their flat buffers)",
+            "rank %d: %s: n = %zu bf16 elements is not divisible by 2 * p = %d (p = %d, the group's size)",
+            g->dist->rank, call, n, 2 * p, p);
+    // The algorithms treat the buffer as 4-byte words; a buffer that starts halfway into a
+    // word would be read as misaligned floats.
+    if ((uintptr_t)in % 4 != 0 || (uintptr_t)out % 4 != 0)
+        die("start bf16 buffers on a 4-byte boundary (malloc and cuda_alloc do; keep chunk offsets even)",
+            "rank %d: %s: buffer %p is not 4-byte aligned", g->dist->rank, call,
+            (uintptr_t)in % 4 != 0 ? (const void *)in : (const void *)out);
+}
+
+void dist_reduce_scatter_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n) {
+    check_bf16_call(g, "dist_reduce_scatter_bf16", in, out, n);
+    run_now(DIST_REDUCE_SCATTER, g, DIST_BF16, in, out, n, 0);
+}
+void dist_all_gather_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n) {
+    check_bf16_call(g, "dist_all_gather_bf16", in, out, n);
+    run_now(DIST_ALL_GATHER, g, DIST_BF16, in, out, n, 0);
+}
+void dist_reduce_scatter_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w) {
+    check_bf16_call(g, "dist_reduce_scatter_bf16_start", in, out, n);
+    start(DIST_REDUCE_SCATTER, g, DIST_BF16, in, out, n, tag, w);
+}
+void dist_all_gather_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w) {
+    check_bf16_call(g, "dist_all_gather_bf16_start", in, out, n);
+    start(DIST_ALL_GATHER, g, DIST_BF16, in, out, n, tag, w);
 }
 
 void dist_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n) {

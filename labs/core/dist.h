@@ -1,11 +1,12 @@
 // dist.h — collectives between ranks: the one API every distributed lab calls.
 //
-// Defines: DIST_MAX_RANKS, Dist, DistGroup, DistAlgo, DistColl, DistRecord, DistStats,
+// Defines: DIST_MAX_RANKS, Dist, DistGroup, DistAlgo, DistColl, DistDtype, DistRecord, DistStats,
 //          DistWork, DistEnv, dist_env(), dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
-//          dist_coll_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
+//          dist_coll_name(), dist_dtype_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
 //          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
-//          dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
+//          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
+//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can a
@@ -29,6 +30,14 @@
 // Chunks: n floats split over p ranks, the first n % p chunks one float longer (dist_chunk),
 // so any n works, even n < p (some chunks are then empty).
 //
+// bf16 (bf16.h), for mixed precision: reduce_scatter and all_gather also move bf16 buffers,
+// with the float versions' meaning. n counts bf16 elements and must divide by 2p, so every
+// chunk is n/p elements, an even number: the shm algorithms move 4-byte words, two bf16s to
+// a word, and only their additions change (each hop adds in fp32 and rounds to bf16, nearest
+// even, as NCCL does). The callers (ZeRO, FSDP) pad their buffers; any other n dies with a
+// message. Buffers start on a 4-byte boundary (malloc and cuda_alloc give that, and chunk
+// offsets are even), which is checked too.
+//
 // Backends, chosen by the rank's device (dist_init):
 //   "shm"   on the CPU, and on GPUs that ranks share: processes on one machine share memory
 //           (shm.h; ring.c and direct.c are the algorithms). Buffers in GPU memory are staged
@@ -41,7 +50,7 @@
 // with the deadline, polling NCCL's asynchronous errors.
 //
 // Accounting: every call, synchronous or not, adds the bytes this rank sent and received to
-// d->stats and leaves a DistRecord (name, algorithm, times, bytes) that the lab drains into
+// d->stats and leaves a DistRecord (name, algorithm, dtype, times, bytes) that the lab drains into
 // span events of its run log.
 #ifndef SHARDLAB_DIST_H
 #define SHARDLAB_DIST_H
@@ -51,6 +60,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bf16.h"
 #include "gpu.h"
 #include "device.h"
 #include "shm.h"
@@ -70,6 +80,9 @@ typedef enum {
     DIST_BARRIER,
 } DistColl;
 
+// The element type of a call's buffers.
+typedef enum { DIST_F32, DIST_BF16 } DistDtype;
+
 typedef struct Dist Dist;
 
 typedef struct {
@@ -84,7 +97,8 @@ typedef struct {
     DistColl coll;
     const char *algo;          // "ring", "direct", "chain", "p2p"
     int tag;                   // the caller's label (e.g. a bucket index), -1 if none
-    size_t count;              // floats in the call's buffer (n)
+    DistDtype dtype;           // dist_dtype_name(): "f32" or "bf16"
+    size_t count;              // elements of dtype in the call's buffer (n)
     int64_t t0_us, t1_us;      // wall clock, us since the epoch
     uint64_t bytes_sent, bytes_recv;
 } DistRecord;
@@ -98,9 +112,10 @@ typedef struct {
 typedef struct DistWork {
     DistColl coll;
     DistGroup *group;
-    const float *in;
-    float *out;
-    size_t n;
+    DistDtype dtype;
+    const void *in;            // float * or bf16 *, as dtype says
+    void *out;
+    size_t n;                  // elements of dtype
     int peer;                  // root or peer
     int tag;
     DistRecord rec;            // filled when done
@@ -161,6 +176,8 @@ void dist_chunk(size_t n, int p, int c, size_t *off, size_t *len);
 // "auto", "ring", "direct" -> DistAlgo; -1 if none of them.
 int dist_algo_parse(const char *s);
 const char *dist_coll_name(DistColl c);
+// "f32", "bf16"
+const char *dist_dtype_name(DistDtype t);
 
 void dist_all_reduce(DistGroup *g, float *buf, size_t n);
 void dist_reduce_scatter(DistGroup *g, const float *in, float *out, size_t n);
@@ -176,6 +193,14 @@ void dist_all_reduce_start(DistGroup *g, float *buf, size_t n, int tag, DistWork
 void dist_reduce_scatter_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
 void dist_all_gather_start(DistGroup *g, const float *in, float *out, size_t n, int tag, DistWork *w);
 void dist_wait(DistWork *w);
+
+// bf16 buffers (see the top of this file): n bf16 elements, n divisible by 2 * g->size.
+// In place as for floats: reduce_scatter's out may be in + r*n/p, all_gather's in may be
+// out + r*n/p.
+void dist_reduce_scatter_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n);
+void dist_all_gather_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n);
+void dist_reduce_scatter_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w);
+void dist_all_gather_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w);
 
 // The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the
 // launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts,

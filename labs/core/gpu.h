@@ -3,7 +3,7 @@
 //
 // Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
 //          cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
-//          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, cuda_nccl_version(), cuda_nccl_unique_id(),
+//          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
 //          cuda_nccl_init(), cuda_nccl_split(), cuda_nccl_destroy(), cuda_nccl_abort(),
 //          cuda_nccl_call(), cuda_nccl_group_start(), cuda_nccl_group_end(), cuda_nccl_wait().
 //
@@ -86,10 +86,14 @@ typedef enum {
     CUDA_NCCL_RECV,            // out[n] from peer
 } CudaNcclOp;
 
+// The element type of a call: fp32, or bf16 (ncclBfloat16: NCCL rounds the sum to bf16,
+// nearest even, at every step of its ring, as the shm backend does; see bf16.h).
+typedef enum { CUDA_NCCL_F32, CUDA_NCCL_BF16 } CudaNcclType;
+
 // Queue one call on the communicator's stream, after the compute stream's work so far (an
-// event). n counts floats. Returns 0, or -1 with the reason in err.
-int cuda_nccl_call(CudaComm *c, CudaNcclOp op, const float *in, float *out, size_t n, int peer, char *err,
-                   size_t nerr);
+// event). n counts elements of the given type. Returns 0, or -1 with the reason in err.
+int cuda_nccl_call(CudaComm *c, CudaNcclOp op, CudaNcclType type, const void *in, void *out, size_t n, int peer,
+                   char *err, size_t nerr);
 // Grouped calls (ncclGroupStart/End): sends and receives between pipeline neighbours that
 // must not wait for each other.
 int cuda_nccl_group_start(char *err, size_t nerr);

@@ -55,9 +55,9 @@ CudaComm *cuda_nccl_split(CudaComm *parent, int color, int key, double timeout_s
 }
 void cuda_nccl_destroy(CudaComm *c) { (void)c; }
 void cuda_nccl_abort(CudaComm *c) { (void)c; }
-int cuda_nccl_call(CudaComm *c, CudaNcclOp op, const float *in, float *out, size_t n, int peer, char *err,
-                   size_t nerr) {
-    (void)c, (void)op, (void)in, (void)out, (void)n, (void)peer;
+int cuda_nccl_call(CudaComm *c, CudaNcclOp op, CudaNcclType type, const void *in, void *out, size_t n, int peer,
+                   char *err, size_t nerr) {
+    (void)c, (void)op, (void)type, (void)in, (void)out, (void)n, (void)peer;
     snprintf(err, nerr, "%s", WHY);
     return -1;
 }

@@ -357,6 +357,26 @@ void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *ta
 }
 
 // ---------------------------------------------------------------------------------------
+// Mixed precision: the per-element arithmetic is bf16.h's, shared with the GPU kernels.
+// ---------------------------------------------------------------------------------------
+
+void to_bf16(bf16 *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
+}
+
+void from_bf16(float *dst, const bf16 *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
+}
+
+void add_bf16(bf16 *acc, const bf16 *x, size_t n) {
+    for (size_t i = 0; i < n; i++) acc[i] = bf16_add(acc[i], x[i]);
+}
+
+void acc_bf16(bf16 *acc, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) acc[i] = bf16_add_float(acc[i], x[i]);
+}
+
+// ---------------------------------------------------------------------------------------
 // The CPU's table
 // ---------------------------------------------------------------------------------------
 
@@ -383,4 +403,8 @@ const Ops ops_cpu = {
     .scale_floats = scale_floats,
     .zero = zero_floats,
     .copy = copy_floats,
+    .to_bf16 = to_bf16,
+    .from_bf16 = from_bf16,
+    .add_bf16 = add_bf16,
+    .acc_bf16 = acc_bf16,
 };

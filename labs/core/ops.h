@@ -4,7 +4,8 @@
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
 //          attention_backward(), gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
-//          crossentropy_backward(), Ops, ops_cpu.
+//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
+//          ops_cpu.
 //
 // Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
 // weight is [out, in] (as torch.nn.Linear), so y = x W^T + b. Backward functions
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "adamw.h"
+#include "bf16.h"
 
 // C[M,N] += op(A)[M,K] * B[K,N], all row-major; op(A) = A (a_trans = 0, A is [M,K]) or
 // A^T (a_trans = 1, A is [K,M]). Cache-blocked; the inner loop runs along a row of B and C,
@@ -78,6 +80,22 @@ double crossentropy_forward(float *probs_from_logits, const uint8_t *targets, in
 void crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N,
                            int V, float scale);
 
+// Mixed precision (bf16.h): parameters and gradients stored in bf16, math in fp32. Every
+// rounding to bf16 is to nearest, ties to even, with the bit arithmetic of bf16.h, so the
+// CPU and the GPU give the same bits (one exception: when an add's result is a NaN, which
+// NaN is the hardware's choice). dst and src never overlap (they differ in size); acc may not
+// overlap x.
+// dst[i] = bf16(src[i]), rounded to nearest even
+void to_bf16(bf16 *dst, const float *src, size_t n);
+// dst[i] = float(src[i]) (exact)
+void from_bf16(float *dst, const bf16 *src, size_t n);
+// acc[i] = bf16(float(acc[i]) + float(x[i])): added in fp32, rounded once (one hop of a bf16
+// reduction: what the shm and NCCL bf16 collectives do at every step)
+void add_bf16(bf16 *acc, const bf16 *x, size_t n);
+// acc[i] = bf16(float(acc[i]) + x[i]): an fp32 value added into bf16 storage, x not rounded
+// first (e.g. a micro-batch's fp32 gradient into the bf16 gradient buffer)
+void acc_bf16(bf16 *acc, const float *x, size_t n);
+
 // ---------------------------------------------------------------------------------------
 // The ops of one device, as a table (nccl-tests' style: one struct of functions per
 // implementation). gpt.c and train.c call every kernel through a rank's table, so the same
@@ -118,6 +136,11 @@ typedef struct {
     // Buffers: x[0..n) = 0; dst[0..n) = src[0..n) (both on the device).
     void (*zero)(float *x, size_t n);
     void (*copy)(float *dst, const float *src, size_t n);
+    // Mixed precision (see to_bf16() above): conversions and bf16 accumulation.
+    void (*to_bf16)(bf16 *dst, const float *src, size_t n);
+    void (*from_bf16)(float *dst, const bf16 *src, size_t n);
+    void (*add_bf16)(bf16 *acc, const bf16 *x, size_t n);
+    void (*acc_bf16)(bf16 *acc, const float *x, size_t n);
 } Ops;
 
 extern const Ops ops_cpu;

@@ -36,6 +36,12 @@
 //       2   |  c3          |  c0          |  c1          |  c2
 //       3   |  c2          |  c3          |  c0          |  c1
 //
+// bf16. A bf16 buffer of n elements travels as n/2 four-byte words, two bf16 lanes to a word,
+// so everything above holds with "word" for "float" (dist.c makes sure n/2 splits into p
+// equal chunks). Only the additions change: at each hop both lanes are widened to fp32,
+// added and rounded back to bf16 (nearest even), as NCCL does. So chunk c's sum is rounded
+// p - 1 times, in ring order: rank c+1's values, plus rank c+2's, ..., plus rank c's own last.
+//
 // ALL-REDUCE = reduce-scatter, then all-gather. Each rank sends 2 (p-1) chunks of n/p floats:
 // 2 (p-1)/p n floats whatever p is, which is why the ring is the algorithm for big buffers
 // (nccl-tests call 2 (p-1)/p the all-reduce's "bus bandwidth" factor). Every rank ends with
@@ -52,8 +58,15 @@
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
-static void add(float *dst, const float *a, const float *b, size_t m) {
-    for (size_t j = 0; j < m; j++) dst[j] = a[j] + b[j];
+void add_words(DistDtype t, float *dst, const float *a, const float *b, size_t m) {
+    if (t == DIST_F32) {
+        for (size_t j = 0; j < m; j++) dst[j] = a[j] + b[j];
+        return;
+    }
+    // Two bf16 lanes per word, read and written as bf16s (never as floats).
+    const bf16 *x = (const bf16 *)a, *y = (const bf16 *)b;
+    bf16 *z = (bf16 *)dst;
+    for (size_t j = 0; j < 2 * m; j++) z[j] = bf16_add(x[j], y[j]);
 }
 
 // The piece i of chunk c: offset in the whole buffer and length (0 if the chunk has fewer
@@ -72,7 +85,7 @@ static size_t max_pieces(size_t n, int p) {
     return shm_pieces(len);
 }
 
-void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out, size_t n) {
+void ring_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n) {
     int p = g->size, r = g->rank;
     size_t off, m;
     if (p == 1) {
@@ -92,7 +105,7 @@ void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out
             shm_set_what(s, "reduce_scatter", "ring reduce-scatter", k, p - 1);
             if ((m = piece(n, p, mod(r - k, p), i, &off)) == 0) continue;
             const float *partial = shm_peek(s, left, m);
-            add(shm_reserve(s, right), partial, in + off, m);
+            add_words(t, shm_reserve(s, right), partial, in + off, m);
             shm_release(s, left);
             shm_commit(s, right, m);
         }
@@ -102,7 +115,7 @@ void ring_reduce_scatter(Shm *s, const DistGroup *g, const float *in, float *out
             size_t chunk_off, chunk_len;
             dist_chunk(n, p, r, &chunk_off, &chunk_len);
             const float *partial = shm_peek(s, left, m);
-            add(out + (off - chunk_off), partial, in + off, m);
+            add_words(t, out + (off - chunk_off), partial, in + off, m);
             shm_release(s, left);
         }
     }
@@ -141,11 +154,11 @@ void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, si
     }
 }
 
-void ring_all_reduce(Shm *s, const DistGroup *g, float *buf, size_t n) {
+void ring_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t n) {
     size_t off, len;
     dist_chunk(n, g->size, g->rank, &off, &len);
-    ring_reduce_scatter(s, g, buf, buf + off, n);  // chunk r of buf now holds the full sum
-    ring_all_gather(s, g, buf + off, buf, n);      // and every rank gets every chunk
+    ring_reduce_scatter(s, g, t, buf, buf + off, n);  // chunk r of buf now holds the full sum
+    ring_all_gather(s, g, buf + off, buf, n);         // and every rank gets every chunk
 }
 
 // ---------------------------------------------------------------------------------------
@@ -172,7 +185,7 @@ void chain_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root)
     }
 }
 
-void chain_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_t n, int root) {
+void chain_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root) {
     int p = g->size, q = mod(g->rank - root - 1, p);  // q: place in the chain, root last
     if (p == 1) {
         if (out != in) memmove(out, in, n * sizeof(float));
@@ -189,9 +202,9 @@ void chain_reduce(Shm *s, const DistGroup *g, const float *in, float *out, size_
         }
         const float *partial = shm_peek(s, prev, m);
         if (q == p - 1) {  // the root: the full sum
-            add(out + off, partial, in + off, m);
+            add_words(t, out + off, partial, in + off, m);
         } else {
-            add(shm_reserve(s, next), partial, in + off, m);
+            add_words(t, shm_reserve(s, next), partial, in + off, m);
             shm_commit(s, next, m);
         }
         shm_release(s, prev);

@@ -12,7 +12,9 @@
 //   - determinism: an op run twice on the same inputs gives the same bits (replicas are
 //     compared by hashing their parameters, so this is what the graders rely on);
 //   - the device functions of gpu.h the ops rest on: zero-filled allocation, copies both
-//     ways, pointer kinds, memory figures.
+//     ways, pointer kinds, memory figures;
+//   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
+//     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones.
 // Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
 //
 // Tolerances. fp32 keeps 24 bits (one rounding: 6e-8 relative). The GPU adds in another order
@@ -31,8 +33,8 @@
 // A wrong index, a missing term or an overwrite where the contract says accumulate is off
 // by order 1, so even 1e-4 tells right from wrong by four orders of magnitude. Where the GPU
 // adds exactly the CPU's terms in the CPU's order (bias and embedding gradients, the LayerNorm
-// bias gradient) or does one rounding per element (residual add, scaling, embedding lookup),
-// we demand the same bits.
+// bias gradient) or does one rounding per element (residual add, scaling, embedding lookup,
+// the bf16 kernels), we demand the same bits.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +67,12 @@ static void free_buffers(void) {
     while (ndevice > 0) cuda_free(device_buffers[--ndevice]);
 }
 
-static float *host_floats(size_t n) {
+static void *host_bytes(size_t bytes) {
     if (nhost == MAX_BUFFERS) die("free_buffers() at the end of each test", "too many host buffers");
-    return host_buffers[nhost++] = malloc_check(n * sizeof(float));
+    return host_buffers[nhost++] = malloc_check(bytes);
 }
+
+static float *host_floats(size_t n) { return host_bytes(n * sizeof(float)); }
 
 static float *random_floats(size_t n, uint64_t seed, double lo, double hi) {
     float *x = host_floats(n);
@@ -84,19 +88,23 @@ static float *filled(size_t n, float value) {
     return x;
 }
 
-static float *to_device(const float *host, size_t n) {
+static void *device_copy_of(const void *host, size_t bytes) {
     if (ndevice == MAX_BUFFERS) die("free_buffers() at the end of each test", "too many device buffers");
-    float *d = cuda_alloc(n * sizeof(float));
-    if (!d) die("is another process using the GPU's memory?", "cuda_alloc(%zu floats) failed", n);
-    cuda_copy(d, host, n * sizeof(float));
+    void *d = cuda_alloc(bytes);
+    if (!d) die("is another process using the GPU's memory?", "cuda_alloc(%zu bytes) failed", bytes);
+    cuda_copy(d, host, bytes);
     return device_buffers[ndevice++] = d;
 }
 
-static float *to_host(const float *dev, size_t n) {
-    float *h = host_floats(n);
-    cuda_copy(h, dev, n * sizeof(float));
+static float *to_device(const float *host, size_t n) { return device_copy_of(host, n * sizeof(float)); }
+
+static void *host_copy_of(const void *dev, size_t bytes) {
+    void *h = host_bytes(bytes);
+    cuda_copy(h, dev, bytes);
     return h;
 }
+
+static float *to_host(const float *dev, size_t n) { return host_copy_of(dev, n * sizeof(float)); }
 
 // ---------------------------------------------------------------------------------------
 // Comparisons
@@ -404,6 +412,97 @@ static void test_optimizer(void) {
     free_buffers();
 }
 
+// ---------------------------------------------------------------------------------------
+// Mixed precision: both sides run bf16.h's bit arithmetic, so the bits must match. One
+// exception, in the adds only: when the sum is a NaN (an input NaN, inf - inf), which NaN the
+// fp32 add returns is the hardware's choice (x86 passes an input's payload on, the GPU returns
+// its canonical NaN), so there a NaN is all we ask for.
+// ---------------------------------------------------------------------------------------
+
+static int bf16_is_nan(bf16 h) { return (h & 0x7F80) == 0x7F80 && (h & 0x7F) != 0; }
+
+// How many of n bf16s differ; a NaN matches any NaN when nan_any is set.
+static size_t differing_bf16(const bf16 *cpu, const bf16 *gpu_host, size_t n, int nan_any) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += nan_any && bf16_is_nan(cpu[i]) ? !bf16_is_nan(gpu_host[i]) : cpu[i] != gpu_host[i];
+    return count;
+}
+
+// fp32 patterns that test the rounding: every sign, exponent and mantissa top (all 65536
+// high halves) with the low halves that decide it (exact, just below halfway, halfway, just
+// above, all ones), then random patterns.
+enum { BF16_LOWS = 5, BF16_RANDOM = 1 << 20, BF16_N = 65536 * BF16_LOWS + BF16_RANDOM };
+
+static float *rounding_patterns(uint64_t seed) {
+    static const uint32_t lows[BF16_LOWS] = {0x0000, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+    float *f = host_floats(BF16_N);
+    Rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < BF16_N; i++) {
+        uint32_t u = i < 65536 * BF16_LOWS ? (uint32_t)(i / BF16_LOWS) << 16 | lows[i % BF16_LOWS]
+                                           : (uint32_t)rng_u64(&r);
+        memcpy(&f[i], &u, sizeof u);
+    }
+    return f;
+}
+
+// Pairs that round (and tie) often: b's exponent within 8 of a's; now and then b is any
+// pattern at all (infinities, NaNs, subnormals).
+static void bf16_pairs(bf16 *a, bf16 *b, size_t n, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits = rng_u64(&r);
+        a[i] = (bf16)bits;
+        int e = (a[i] >> 7) & 0xFF, eb = e + (int)(bits >> 16 & 0xFF) % 17 - 8;
+        eb = eb < 0 ? 0 : eb > 255 ? 255 : eb;
+        b[i] = (bf16)((bits >> 32 & 0x807F) | (uint64_t)eb << 7);
+        if (i % 97 == 0) b[i] = (bf16)(bits >> 48);
+    }
+}
+
+static void test_bf16(void) {
+    // to_bf16 OVERWRITES dst, which starts as garbage: rounding to nearest even, NaNs kept
+    // quiet with their sign.
+    float *f = rounding_patterns(80);
+    bf16 *h_cpu = host_bytes(BF16_N * sizeof(bf16));
+    memset(h_cpu, 0x77, BF16_N * sizeof(bf16));
+    bf16 *d_h = device_copy_of(h_cpu, BF16_N * sizeof(bf16));
+    ops_cpu.to_bf16(h_cpu, f, BF16_N);
+    gpu->to_bf16(d_h, to_device(f, BF16_N), BF16_N);
+    size_t count = differing_bf16(h_cpu, host_copy_of(d_h, BF16_N * sizeof(bf16)), BF16_N, 0);
+    EXPECT(count == 0, "to_bf16 on %d fp32 patterns: the CPU's bits, NaNs included (%zu differ)", BF16_N, count);
+
+    // from_bf16: every pattern, exactly.
+    bf16 *all = host_bytes(65536 * sizeof(bf16));
+    for (uint32_t i = 0; i < 65536; i++) all[i] = (bf16)i;
+    float *wide = host_floats(65536), *d_wide = to_device(filled(65536, GARBAGE), 65536);
+    ops_cpu.from_bf16(wide, all, 65536);
+    gpu->from_bf16(d_wide, device_copy_of(all, 65536 * sizeof(bf16)), 65536);
+    expect_same_bits("from_bf16 on all 65536 patterns", wide, d_wide, 65536);
+
+    // add_bf16 and acc_bf16 ACCUMULATE into acc: both sides start from the same values.
+    enum { PAIRS = 1 << 20 };
+    bf16 *acc = host_bytes(PAIRS * sizeof(bf16)), *x = host_bytes(PAIRS * sizeof(bf16));
+    bf16_pairs(acc, x, PAIRS, 81);
+    bf16 *d_acc = device_copy_of(acc, PAIRS * sizeof(bf16));
+    gpu->add_bf16(d_acc, device_copy_of(x, PAIRS * sizeof(bf16)), PAIRS);
+    ops_cpu.add_bf16(acc, x, PAIRS);
+    count = differing_bf16(acc, host_copy_of(d_acc, PAIRS * sizeof(bf16)), PAIRS, 1);
+    EXPECT(count == 0, "add_bf16 on %d pairs: the CPU's bits (a NaN sum: any NaN) (%zu differ)", PAIRS, count);
+
+    // acc_bf16's x is fp32 with bits below bf16's, which must be added, not dropped.
+    float *xf = host_floats(PAIRS);
+    for (size_t i = 0; i < PAIRS; i++) xf[i] = bf16_to_float(x[i]) * (1.0f + 0x1p-12f * (float)(i % 7));
+    d_acc = device_copy_of(acc, PAIRS * sizeof(bf16));
+    gpu->acc_bf16(d_acc, to_device(xf, PAIRS), PAIRS);
+    ops_cpu.acc_bf16(acc, xf, PAIRS);
+    count = differing_bf16(acc, host_copy_of(d_acc, PAIRS * sizeof(bf16)), PAIRS, 1);
+    EXPECT(count == 0, "acc_bf16 on %d fp32 values: the CPU's bits (a NaN sum: any NaN) (%zu differ)", PAIRS, count);
+    free_buffers();
+}
+
 int main(void) {
     char why[256] = "";
     if (cuda_device_count(why, sizeof why) == 0) {
@@ -426,6 +525,7 @@ int main(void) {
     test_embedding();
     test_crossentropy();
     test_optimizer();
+    test_bf16();
     cuda_close();
     return test_done();
 }

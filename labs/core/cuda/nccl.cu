@@ -321,17 +321,19 @@ static const char *op_name(CudaNcclOp op) {
     return "NCCL call";
 }
 
-extern "C" int cuda_nccl_call(CudaComm *c, CudaNcclOp op, const float *in, float *out, size_t n, int peer,
-                              char *err, size_t nerr) {
+extern "C" int cuda_nccl_call(CudaComm *c, CudaNcclOp op, CudaNcclType type, const void *in, void *out, size_t n,
+                              int peer, char *err, size_t nerr) {
+    const char *elements = type == CUDA_NCCL_BF16 ? "bf16s" : "floats";
+    ncclDataType_t t = type == CUDA_NCCL_BF16 ? ncclBfloat16 : ncclFloat;
     char what[128];
-    snprintf(what, sizeof what, "%s of %zu floats on rank %d of %d (peer %d)", op_name(op), n, c->rank, c->size,
+    snprintf(what, sizeof what, "%s of %zu %s on rank %d of %d (peer %d)", op_name(op), n, elements, c->rank, c->size,
              peer);
     if (!c->comm) {
         snprintf(err, nerr, "%s: the communicator was aborted after an earlier error", what);
         return -1;
     }
     if ((op == CUDA_NCCL_REDUCE_SCATTER || op == CUDA_NCCL_ALL_GATHER) && n % (size_t)c->size != 0) {
-        snprintf(err, nerr, "%s: %zu floats do not split into %d equal chunks", what, n, c->size);
+        snprintf(err, nerr, "%s: %zu %s do not split into %d equal chunks", what, n, elements, c->size);
         return -1;
     }
     // Order this call after everything the compute stream has queued so far (the kernels that
@@ -347,18 +349,16 @@ extern "C" int cuda_nccl_call(CudaComm *c, CudaNcclOp op, const float *in, float
     size_t chunk = n / (size_t)c->size;
     ncclResult_t r = ncclInvalidUsage;
     switch (op) {
-    case CUDA_NCCL_ALL_REDUCE: r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, c->comm, c->stream); break;
-    case CUDA_NCCL_REDUCE_SCATTER:
-        r = ncclReduceScatter(in, out, chunk, ncclFloat, ncclSum, c->comm, c->stream);
-        break;
-    case CUDA_NCCL_ALL_GATHER: r = ncclAllGather(in, out, chunk, ncclFloat, c->comm, c->stream); break;
+    case CUDA_NCCL_ALL_REDUCE: r = ncclAllReduce(in, out, n, t, ncclSum, c->comm, c->stream); break;
+    case CUDA_NCCL_REDUCE_SCATTER: r = ncclReduceScatter(in, out, chunk, t, ncclSum, c->comm, c->stream); break;
+    case CUDA_NCCL_ALL_GATHER: r = ncclAllGather(in, out, chunk, t, c->comm, c->stream); break;
     case CUDA_NCCL_BROADCAST:
         // In place when in == out (or in is NULL): the root's out is the source.
-        r = ncclBroadcast(in ? in : out, out, n, ncclFloat, peer, c->comm, c->stream);
+        r = ncclBroadcast(in ? in : out, out, n, t, peer, c->comm, c->stream);
         break;
-    case CUDA_NCCL_REDUCE: r = ncclReduce(in, out, n, ncclFloat, ncclSum, peer, c->comm, c->stream); break;
-    case CUDA_NCCL_SEND: r = ncclSend(in, n, ncclFloat, peer, c->comm, c->stream); break;
-    case CUDA_NCCL_RECV: r = ncclRecv(out, n, ncclFloat, peer, c->comm, c->stream); break;
+    case CUDA_NCCL_REDUCE: r = ncclReduce(in, out, n, t, ncclSum, peer, c->comm, c->stream); break;
+    case CUDA_NCCL_SEND: r = ncclSend(in, n, t, peer, c->comm, c->stream); break;
+    case CUDA_NCCL_RECV: r = ncclRecv(out, n, t, peer, c->comm, c->stream); break;
     }
     if (group.depth > 0) {
         // Inside a group the call is only recorded; ncclGroupEnd launches it.

@@ -600,6 +600,58 @@ static void cuda_copy_floats(float *dst, const float *src, size_t n) {
     cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
 }
 
+// ---------------------------------------------------------------------------------------
+// Mixed precision. One thread per element, each calling bf16.h's functions, which nvcc
+// compiles for the device: the same integer rounding (nearest, ties to even, NaNs kept quiet
+// with their sign) as the CPU, so the bits match. cuda_bf16.h's __float2bfloat16 is not
+// used: it rounds the same way but turns every NaN into one canonical NaN, losing the sign.
+// The additions are plain fp32 adds (rounded to nearest; nothing to fuse, no fast-math).
+// ---------------------------------------------------------------------------------------
+
+__global__ static void to_bf16_kernel(bf16 *dst, const float *src, size_t n) {
+    size_t i = thread_index();
+    if (i < n) dst[i] = bf16_from_float(src[i]);
+}
+
+__global__ static void from_bf16_kernel(float *dst, const bf16 *src, size_t n) {
+    size_t i = thread_index();
+    if (i < n) dst[i] = bf16_to_float(src[i]);
+}
+
+__global__ static void add_bf16_kernel(bf16 *acc, const bf16 *x, size_t n) {
+    size_t i = thread_index();
+    if (i < n) acc[i] = bf16_add(acc[i], x[i]);
+}
+
+__global__ static void acc_bf16_kernel(bf16 *acc, const float *x, size_t n) {
+    size_t i = thread_index();
+    if (i < n) acc[i] = bf16_add_float(acc[i], x[i]);
+}
+
+static void cuda_to_bf16(bf16 *dst, const float *src, size_t n) {
+    if (n == 0) return;
+    to_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dst, src, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_from_bf16(float *dst, const bf16 *src, size_t n) {
+    if (n == 0) return;
+    from_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dst, src, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_add_bf16(bf16 *acc, const bf16 *x, size_t n) {
+    if (n == 0) return;
+    add_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(acc, x, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_acc_bf16(bf16 *acc, const float *x, size_t n) {
+    if (n == 0) return;
+    acc_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(acc, x, n);
+    cudaCheck(cudaGetLastError());
+}
+
 static const Ops cuda_table = {
     .name = "cuda",
     .linear_forward = cuda_linear_forward,
@@ -620,6 +672,10 @@ static const Ops cuda_table = {
     .scale_floats = cuda_scale_floats,
     .zero = cuda_zero,
     .copy = cuda_copy_floats,
+    .to_bf16 = cuda_to_bf16,
+    .from_bf16 = cuda_from_bf16,
+    .add_bf16 = cuda_add_bf16,
+    .acc_bf16 = cuda_acc_bf16,
 };
 
 extern "C" const Ops *cuda_ops(void) { return &cuda_table; }
