@@ -295,13 +295,14 @@ int main(int argc, char **argv) {
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
     double psi = (double)gpt_num_params(&cfg);
     MemRow rows[] = {
-        {MEM_PARAMS, "4 Psi (a full replica)", 4 * psi},
-        {MEM_GRADS, "4 Psi", 4 * psi},
-        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
-        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(&cfg, micro)},
-        {MEM_COMM, mode == SYNC_PER_TENSOR ? "0 (in place)" : "4 Psi (bucket buffers)", mode == SYNC_PER_TENSOR ? 0 : 4 * psi},
+        {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
+        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
+        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
+        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
+        {.cat = MEM_COMM, .formula = mode == SYNC_PER_TENSOR ? "0 (in place)" : "4 Psi (bucket buffers)",
+         .expect = mode == SYNC_PER_TENSOR ? 0 : 4 * psi},
     };
-    train_report_memory(&log, &mem, &cfg, micro, rows, 5);
+    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
     mem_reset_peak(&mem);
     DistRecord *records = malloc_check(4096 * sizeof *records);
     dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's

@@ -91,12 +91,12 @@ int main(int argc, char **argv) {
     // What it is graded against: see the top of this file.
     double psi = (double)gpt_num_params(&cfg);
     MemRow rows[] = {
-        {MEM_PARAMS, "4 Psi", 4 * psi},
-        {MEM_GRADS, "4 Psi", 4 * psi},
-        {MEM_OPTIM, "8 Psi (AdamW m and v)", 8 * psi},
-        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(&cfg, micro)},
+        {.cat = MEM_PARAMS, .formula = "4 Psi", .expect = 4 * psi},
+        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
+        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
+        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
     };
-    train_report_memory(&log, &mem, &cfg, micro, rows, 4);
+    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 4);
 
     Progress progress;
     progress_init(&progress, &a);

@@ -334,24 +334,48 @@ static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int laye
     h->layer_done(h->ctx, phase, layer, t0, now_us());
 }
 
+// The input of layer l's forward pass: the previous layer's output.
+static const float *layer_input(const GptConfig *c, const GptActs *a, int layer) {
+    if (layer <= 1) return a->x0;  // block 0 reads the embedding (layer 0 reads tokens)
+    return a->blocks[layer - 2].out;
+}
+
+double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
+                         const uint8_t *tokens, const uint8_t *targets, float *scratch) {
+    if (layer == 0) {
+        gpt_embed_forward(ops, c, params, tokens, a->B, a->x0);
+        return 0;
+    }
+    if (layer <= c->layers) {
+        gpt_block_forward(ops, c, params, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, scratch);
+        return 0;
+    }
+    return gpt_head_forward(ops, c, params, layer_input(c, a, layer), &a->head, targets, a->B, scratch);
+}
+
+void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,
+                        const GptActs *a, const uint8_t *tokens, const uint8_t *targets, float loss_scale,
+                        float *dx, float *scratch) {
+    if (layer == 0)
+        gpt_embed_backward(ops, c, grads, tokens, a->B, dx);
+    else if (layer <= c->layers)
+        gpt_block_backward(ops, c, params, grads, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, dx, scratch);
+    else
+        gpt_head_backward(ops, c, params, grads, layer_input(c, a, layer), &a->head, targets, a->B, loss_scale, dx,
+                          scratch);
+}
+
 double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                    const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
-    int64_t t0 = now_us();
-    gpt_embed_forward(ops, c, g->params[0], tokens, a->B, a->x0);
-    layer_done(g, hooks, GPT_FWD, 0, t0);
-    const float *x = a->x0;
-    for (int l = 0; l < c->layers; l++) {
-        t0 = now_us();
-        gpt_block_forward(ops, c, g->params[l + 1], x, &a->blocks[l], a->B, scratch);
-        x = a->blocks[l].out;
-        layer_done(g, hooks, GPT_FWD, l + 1, t0);
+    double loss_sum = 0;
+    for (int l = 0; l < g->nlayers; l++) {
+        int64_t t0 = now_us();
+        loss_sum += gpt_layer_forward(ops, c, l, g->params[l], a, tokens, targets, scratch);
+        layer_done(g, hooks, GPT_FWD, l, t0);
     }
-    t0 = now_us();
-    double loss_sum = gpt_head_forward(ops, c, g->params[c->layers + 1], x, &a->head, targets, a->B, scratch);
-    layer_done(g, hooks, GPT_FWD, c->layers + 1, t0);
     mem_free(g->mem, scratch);
     return loss_sum;
 }
@@ -360,24 +384,13 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
                   float loss_scale, const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    size_t BTC = (size_t)a->B * c->seq * c->dim;
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
-    float *dx = mem_alloc_floats(g->mem, MEM_ACTS, BTC, "residual gradient");
-    int L = c->layers;
-    int64_t t0 = now_us();
-    const float *x_last = L > 0 ? a->blocks[L - 1].out : a->x0;
-    gpt_head_backward(ops, c, g->params[L + 1], g->grads[L + 1], x_last, &a->head, targets, a->B,
-                      loss_scale, dx, scratch);
-    layer_done(g, hooks, GPT_BWD, L + 1, t0);
-    for (int l = L - 1; l >= 0; l--) {
-        t0 = now_us();
-        const float *x_in = l > 0 ? a->blocks[l - 1].out : a->x0;
-        gpt_block_backward(ops, c, g->params[l + 1], g->grads[l + 1], x_in, &a->blocks[l], a->B, dx, scratch);
-        layer_done(g, hooks, GPT_BWD, l + 1, t0);
+    float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
+    for (int l = g->nlayers - 1; l >= 0; l--) {
+        int64_t t0 = now_us();
+        gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
+        layer_done(g, hooks, GPT_BWD, l, t0);
     }
-    t0 = now_us();
-    gpt_embed_backward(ops, c, g->grads[0], tokens, a->B, dx);
-    layer_done(g, hooks, GPT_BWD, 0, t0);
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);
 }

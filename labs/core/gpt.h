@@ -7,7 +7,8 @@
 //          gpt_acts_floats(), gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
-//          gpt_backward(), gpt_param_hash().
+//          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
+//          gpt_param_hash().
 //
 // The model (DESIGN.md): byte vocabulary V = 256; token + learned position embeddings;
 // L pre-LN blocks
@@ -138,6 +139,18 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
                         const BlockActs *a, int B, float *dx, float *scratch);
 void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const uint8_t *tokens, int B,
                         const float *dx0);
+
+// Any layer by its index (0: embedding, 1..L: blocks, L+1: head), reading and writing the
+// activations of `a` (a->B sequences). params is the layer's full flat buffer, wherever it
+// came from: the model, a gather of shards (ZeRO-3, FSDP), an fp32 copy of bf16 weights.
+// Forward returns the head's loss sum (0 for the other layers). Backward ACCUMULATES into
+// grads; dx [BT,C] carries the gradient from layer l+1 down to layer l (the head writes it,
+// the embedding reads it). scratch: gpt_scratch_floats(c, a->B) floats.
+double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
+                         const uint8_t *tokens, const uint8_t *targets, float *scratch);
+void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,
+                        const GptActs *a, const uint8_t *tokens, const uint8_t *targets, float loss_scale,
+                        float *dx, float *scratch);
 
 // ---- the whole model on one rank --------------------------------------------------------
 

@@ -38,6 +38,7 @@ void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what) {
     }
     m->blocks[m->nblocks++] = (MemBlock){p, bytes, c, what};
     m->in_use[c] += bytes;
+    if (m->in_use[c] > m->peak_in[c]) m->peak_in[c] = m->in_use[c];
     size_t total = mem_total(m);
     if (total > m->peak) m->peak = total;
     return p;
@@ -70,4 +71,9 @@ size_t mem_total(const Mem *m) {
 
 size_t mem_peak(const Mem *m) { return m->peak; }
 
-void mem_reset_peak(Mem *m) { m->peak = mem_total(m); }
+size_t mem_peak_in(const Mem *m, MemCategory c) { return (unsigned)c < MEM_CATEGORIES ? m->peak_in[c] : 0; }
+
+void mem_reset_peak(Mem *m) {
+    m->peak = mem_total(m);
+    for (int c = 0; c < MEM_CATEGORIES; c++) m->peak_in[c] = m->in_use[c];
+}

@@ -2,7 +2,7 @@
 //
 // Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
 //          mem_alloc(), mem_alloc_floats(), mem_free(), mem_in_use(), mem_total(),
-//          mem_peak(), mem_reset_peak().
+//          mem_peak(), mem_peak_in(), mem_reset_peak().
 //
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
 // activations, communication buffers — comes from mem_alloc() with a category, so the
@@ -19,7 +19,8 @@
 //   acts    activations saved for the backward pass, plus transient workspace while it is
 //           allocated (so it shows in peak, not in the steady figure after a step)
 //   comm    buffers used only by collectives
-// peak is the high-water mark of the total, transient buffers included.
+// peak is the high-water mark of the total, transient buffers included; mem_peak_in() gives
+// each category's own.
 #ifndef SHARDLAB_MEM_H
 #define SHARDLAB_MEM_H
 
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct {
     size_t in_use[MEM_CATEGORIES];
     size_t peak;
+    size_t peak_in[MEM_CATEGORIES];  // each category's own high-water mark
     MemBlock *blocks;  // live allocations (few: tens per rank), so a linear table is enough
     size_t nblocks, cap;
     const Device *dev; // where the buffers live
@@ -59,7 +61,9 @@ void mem_free(Mem *m, void *ptr);
 size_t mem_in_use(const Mem *m, MemCategory c);
 size_t mem_total(const Mem *m);
 size_t mem_peak(const Mem *m);
-// Start a new high-water mark from what is allocated now.
+// The high-water mark of one category alone (e.g. how many gathered weights were held at once).
+size_t mem_peak_in(const Mem *m, MemCategory c);
+// Start new high-water marks (the total's and each category's) from what is allocated now.
 void mem_reset_peak(Mem *m);
 
 #endif

@@ -208,7 +208,13 @@ void runlog_step(RunLog *r, const StepRecord *s) {
     sb_printf(&r->line, ",\"mem\":{");
     for (int c = 0; c < MEM_CATEGORIES; c++)
         sb_printf(&r->line, "\"%s\":%zu,", mem_category_name((MemCategory)c), mem_in_use(s->mem, (MemCategory)c));
+    if (s->host_mem) sb_printf(&r->line, "\"host\":%zu,", mem_total(s->host_mem));
     sb_printf(&r->line, "\"peak\":%zu}", mem_peak(s->mem));
+    sb_printf(&r->line, ",\"peak_by\":{");
+    for (int c = 0; c < MEM_CATEGORIES; c++)
+        sb_printf(&r->line, "%s\"%s\":%zu", c ? "," : "", mem_category_name((MemCategory)c),
+                  mem_peak_in(s->mem, (MemCategory)c));
+    sb_printf(&r->line, "}");
     sb_printf(&r->line, ",\"param_hash\":\"%016llx\"", (unsigned long long)s->param_hash);
     if (s->extra && *s->extra) sb_printf(&r->line, ",%s", s->extra);
     sb_append(&r->line, "}", 1);

@@ -42,7 +42,11 @@
 //             in collectives (single rank: comm 0)
 //   bytes     bytes this rank sent and received in collectives during the step
 //   mem       bytes of device memory this rank holds by category after the step (mem.h);
-//             peak: high-water mark of the total since start, transient buffers included
+//             peak: high-water mark of the total since start, transient buffers included;
+//             "host" (labs that offload): bytes of host memory held for the device's work,
+//             not part of peak
+//   peak_by   (after mem) each category's own high-water mark since start: "params" is the
+//             most weight memory held at once, gathered copies included (ZeRO-3, FSDP)
 //   param_hash FNV-1a 64 of the bytes of the parameters this rank holds in full, in layer
 //             order, as 16 lower-case hex digits
 //   span      a timed piece of work: name is fwd, bwd, recompute, optim, or a collective
@@ -81,6 +85,8 @@ typedef struct {
     double ms_step, ms_compute, ms_comm;
     uint64_t bytes_sent, bytes_recv;
     const Mem *mem;       // the mem object is filled from this
+    const Mem *host_mem;  // NULL, or host memory the lab keeps for the device (ZeRO-Offload):
+                          // its total goes into "mem" as "host", outside "peak"
     uint64_t param_hash;
     const char *extra;    // NULL, or more fields to append: "\"grad_norm\":1.2" (no braces)
 } StepRecord;

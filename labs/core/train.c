@@ -286,32 +286,45 @@ double train_acts_formula(const GptConfig *c, int B) {
     return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
 }
 
-void train_report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch,
+void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
                          const MemRow *rows, int nrows) {
     double psi = (double)gpt_num_params(c);
+    int with_ddp = 0;
+    for (int i = 0; i < nrows; i++) with_ddp |= rows[i].ddp_formula != NULL;
     runlog_printf(log, "\nwhere the memory goes on rank %d: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, "
                        "L=%d, NH=%d, V=%d\n",
                   log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab);
-    runlog_printf(log, "  %-7s %-30s %14s %14s\n", "", "formula", "expected", "measured");
-    double total = 0;
+    runlog_printf(log, "  %-7s %-30s %14s %14s", "", "formula", "expected", "measured");
+    if (with_ddp) runlog_printf(log, "            DDP holds");
+    runlog_printf(log, "\n");
+    double total = 0, total_ddp = 0;
     for (int i = 0; i < nrows; i++) {
-        double measured = (double)mem_in_use(mem, rows[i].cat);
-        char e[32], m[32], name[64];
+        const char *name = rows[i].host ? "host" : mem_category_name(rows[i].cat);
+        double measured = rows[i].host ? (double)(host_mem ? mem_total(host_mem) : 0)
+                                       : (double)mem_in_use(mem, rows[i].cat);
+        char e[32], m[32], d[32], check[64];
         int ok = measured == rows[i].expect;
-        runlog_printf(log, "  %-7s %-30s %14s %14s  %s\n", mem_category_name(rows[i].cat), rows[i].formula,
-                      format_bytes(e, sizeof e, rows[i].expect), format_bytes(m, sizeof m, measured),
-                      ok ? "ok" : "MISMATCH");
-        snprintf(name, sizeof name, "mem.%s", mem_category_name(rows[i].cat));
-        runlog_check(log, name, ok, measured, rows[i].expect);
+        runlog_printf(log, "  %-7s %-30s %14s %14s  %s", name, rows[i].formula, format_bytes(e, sizeof e, rows[i].expect),
+                      format_bytes(m, sizeof m, measured), ok ? "ok" : "MISMATCH");
+        if (rows[i].ddp_formula)
+            runlog_printf(log, "%s  %-8s %12s", ok ? "      " : "", rows[i].ddp_formula, format_bytes(d, sizeof d, rows[i].ddp));
+        runlog_printf(log, "\n");
+        snprintf(check, sizeof check, "mem.%s", name);
+        runlog_check(log, check, ok, measured, rows[i].expect);
         if (!ok)
             die("this is a bug in shardlab: the allocator and the formula disagree",
-                "%s memory is %.0f bytes, the formula %s gives %.0f", mem_category_name(rows[i].cat), measured,
-                rows[i].formula, rows[i].expect);
-        total += measured;
+                "%s memory is %.0f bytes, the formula %s gives %.0f", name, measured, rows[i].formula,
+                rows[i].expect);
+        if (!rows[i].host) total += measured;
+        total_ddp += rows[i].ddp_formula ? rows[i].ddp : rows[i].host ? 0 : measured;
     }
-    char t[32], w[32];
-    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n\n", "total", "", format_bytes(t, sizeof t, total),
+    char t[32], w[32], td[32];
+    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n", "total", "", format_bytes(t, sizeof t, total),
                   total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
+    if (with_ddp)
+        runlog_printf(log, "  %-7s %-30s %14s   DDP: %s per rank (%.1fx this)\n", "", "", "", format_bytes(td, sizeof td, total_ddp),
+                      total_ddp / total);
+    runlog_printf(log, "\n");
 }
 
 int train_interrupted(RunLog *log, int64_t steps_done) {

@@ -101,16 +101,21 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step);
 
 // The memory table: each category's formula next to what the allocator measured, and a check
-// event for each. A mismatch is a bug in shardlab: die.
+// event for each. A mismatch is a bug in shardlab: die. Labs that replace DDP's memory (ZeRO,
+// FSDP) give DDP's figure beside theirs; rows with host = 1 measure host_mem (ZeRO-Offload's
+// host memory) instead of a category of mem.
 typedef struct {
     MemCategory cat;
     const char *formula;  // "4 Psi"
     double expect;        // bytes
+    const char *ddp_formula;  // NULL, or DDP's figure for this row: "4 Psi"
+    double ddp;               // bytes
+    int host;
 } MemRow;
 // The activation memory of a micro-batch of B sequences in closed form (bytes):
 // 4 B T (2C + 2 + V + L (16C + 4 + NH T)), what each layer keeps for the backward pass.
 double train_acts_formula(const GptConfig *c, int B);
-void train_report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int micro_batch,
+void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
                          const MemRow *rows, int nrows);
 
 // At a step boundary: if a stop signal came, log it, end the run log with an error and
