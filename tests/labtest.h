@@ -2,7 +2,8 @@
 //
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
-//          load_json_file(), write_text(), count_lines(), run_procs(), procs_left(), now_s().
+//          load_json_file(), write_text(), count_lines(), run_procs(), procs_left(), now_s(),
+//          run_ranks().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
 // stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
@@ -159,7 +160,7 @@ static inline int step_events(const Events *ev, const JsonValue **out, int max) 
 }
 
 static inline JsonValue *load_json_file(const char *dir, const char *name) {
-    char path[512], err[256];
+    char path[1200], err[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     size_t len;
     char *text = read_file(path, &len);
@@ -228,6 +229,39 @@ static inline int run_procs(const char *dir, int rank, pid_t *pids, int max) {
 static inline int procs_left(const char *dir) {
     pid_t pids[64];
     return run_procs(dir, -1, pids, 64);
+}
+
+// Start n ranks of `bin` with args (and --run-dir dir if dir is not NULL), as a launcher
+// would: RANK, WORLD_SIZE and a MASTER_PORT of their own in the environment, plus env1 (or
+// SHARDLAB_TIMEOUT_S=60). Returns the worst exit status. Output goes to tmp/<tag>.r<k>.{out,err}.
+static inline int run_ranks(const char *bin, int n, const char *tag, const char *dir, char *const args[], const char *env1) {
+    static int port_seq;
+    char port[32];
+    snprintf(port, sizeof port, "MASTER_PORT=%d", 30000 + (int)(getpid() % 20000) + 13 * port_seq++);
+    pid_t pids[8];
+    char envs[8][4][64];
+    for (int k = 0; k < n; k++) {
+        char *argv[40];
+        int a = 0;
+        argv[a++] = (char *)bin;
+        if (dir) argv[a++] = "--run-dir", argv[a++] = (char *)dir;
+        for (int i = 0; args[i]; i++) argv[a++] = args[i];
+        argv[a] = NULL;
+        snprintf(envs[k][0], 64, "RANK=%d", k);
+        snprintf(envs[k][1], 64, "WORLD_SIZE=%d", n);
+        snprintf(envs[k][2], 64, "%s", port);
+        snprintf(envs[k][3], 64, "%s", env1 ? env1 : "SHARDLAB_TIMEOUT_S=60");
+        char *env[] = {envs[k][0], envs[k][1], envs[k][2], envs[k][3], NULL};
+        char t[64];
+        snprintf(t, sizeof t, "%s.r%d", tag, k);
+        pids[k] = spawn_env(argv, t, env);
+    }
+    int worst = 0;
+    for (int k = 0; k < n; k++) {
+        int s = wait_status(pids[k]);
+        if (s > worst) worst = s;
+    }
+    return worst;
 }
 
 #endif

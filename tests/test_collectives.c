@@ -45,7 +45,7 @@ static char *read_in(const char *dir, const char *name) {
 // Start p ranks of the lab with args (a world of one gets no environment at all), their
 // stdout and stderr in dir/out-<r>, dir/err-<r>; wait up to 300 s. Fills status[r] (the exit
 // status, or 128 + the signal) and returns how many ranks did not exit 0.
-static int run_ranks(int p, const char *dir, char *const args[], int port, int status[]) {
+static int run_lab_ranks(int p, const char *dir, char *const args[], int port, int status[]) {
     pid_t pids[8];
     for (int r = 0; r < p; r++) {
         if ((pids[r] = fork()) != 0) continue;
@@ -145,7 +145,7 @@ static void check_run(const Case *c, int index) {
                     "--factor", (char *)c->factor, "--algo", (char *)c->algo, "--iters", "2", "--warmup", "1",
                     "--run-dir", dir, NULL};
     int port = 10000 + (int)(getpid() % 5000) * 6 + index;  // test_dist uses 40000 and up
-    int status[8], failed = run_ranks(c->p, out_dir, args, port, status);
+    int status[8], failed = run_lab_ranks(c->p, out_dir, args, port, status);
     char *err0 = read_in(out_dir, "err-0");
     // The lab finishes on every rank, clean under ASan/UBSan (a report would exit non-zero).
     EXPECT(failed == 0, "%s: every rank exits 0 (%d did not; rank 0 said: %.300s)", c->label, failed, err0);
@@ -298,7 +298,7 @@ static void check_arguments(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *args[] = {(char *)lab, (char *)bad[i][0], (char *)bad[i][1], bad[i][1] ? "--max-bytes" : NULL, "64K", NULL};
         int status;
-        run_ranks(1, dir, args, 0, &status);
+        run_lab_ranks(1, dir, args, 0, &status);
         char *err = read_in(dir, "err-0"), *out = read_in(dir, "out-0");
         int lines = 0;
         for (char *p = err; *p; p++) lines += *p == '\n';
@@ -311,7 +311,7 @@ static void check_arguments(void) {
     }
 
     char *args[] = {(char *)lab, "--help", NULL};
-    int status, failed = run_ranks(1, dir, args, 0, &status);
+    int status, failed = run_lab_ranks(1, dir, args, 0, &status);
     char *out = read_in(dir, "out-0");
     const char *opts[] = {"--min-bytes", "--max-bytes", "--factor", "--iters", "--warmup", "--colls",
                           "--algo",      "--check",     "--run-dir", "--device", "--steps"};

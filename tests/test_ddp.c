@@ -86,38 +86,6 @@ static void read_rank(const char *dir, int rank, RankLog *r) {
     free_events(&ev);
 }
 
-// Start n ranks of `bin` with args; returns the worst exit status. Ranks' output goes to
-// tmp/<tag>.r<k>.{out,err}.
-static int run_ranks(const char *bin, int n, const char *tag, const char *dir, char *const args[], const char *env1) {
-    static int port_seq;
-    char port[32];
-    snprintf(port, sizeof port, "MASTER_PORT=%d", 30000 + (int)(getpid() % 20000) + 13 * port_seq++);
-    pid_t pids[8];
-    char envs[8][4][64];
-    for (int k = 0; k < n; k++) {
-        char *argv[40];
-        int a = 0;
-        argv[a++] = (char *)bin;
-        if (dir) argv[a++] = "--run-dir", argv[a++] = (char *)dir;
-        for (int i = 0; args[i]; i++) argv[a++] = args[i];
-        argv[a] = NULL;
-        snprintf(envs[k][0], 64, "RANK=%d", k);
-        snprintf(envs[k][1], 64, "WORLD_SIZE=%d", n);
-        snprintf(envs[k][2], 64, "%s", port);
-        snprintf(envs[k][3], 64, "%s", env1 ? env1 : "SHARDLAB_TIMEOUT_S=60");
-        char *env[] = {envs[k][0], envs[k][1], envs[k][2], envs[k][3], NULL};
-        char t[64];
-        snprintf(t, sizeof t, "%s.r%d", tag, k);
-        pids[k] = spawn_env(argv, t, env);
-    }
-    int worst = 0;
-    for (int k = 0; k < n; k++) {
-        int s = wait_status(pids[k]);
-        if (s > worst) worst = s;
-    }
-    return worst;
-}
-
 static RankLog reference;  // single, default config, STEPS steps
 
 static void run_reference(void) {

@@ -1,0 +1,146 @@
+// shardtest.h — reading and grading the runs of the sharded labs (zero, fsdp).
+//
+// Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), Layout, layout(),
+//          worst_vs(), same_losses(), replicas_equal().
+//
+// A test includes labtest.h and test.h first and defines STEPS (steps per run).
+#ifndef SHARDLAB_SHARDTEST_H
+#define SHARDLAB_SHARDTEST_H
+
+#define MAX_STEPS 32
+
+typedef struct {
+    int n;  // step events
+    double loss[MAX_STEPS];
+    char hash[MAX_STEPS][17];
+    double unit_bytes[MAX_STEPS];
+    double params[MAX_STEPS], grads[MAX_STEPS], optim[MAX_STEPS], comm[MAX_STEPS], host[MAX_STEPS];
+    double peak, peak_params, d2h, h2d;
+    int checks, checks_failed, ended_ok, schema_errors;
+    char problem[600];
+} RankLog;
+
+typedef struct {
+    int n, status;
+    RankLog r[8];
+    char final_hash[17];  // summary.json: the whole model's
+    char dir[512];
+} Run;
+
+static inline void read_rank(const char *dir, int rank, RankLog *r) {
+    memset(r, 0, sizeof *r);
+    Events ev;
+    load_rank_events(dir, rank, &ev);
+    r->schema_errors = ev.bad_lines;
+    snprintf(r->problem, sizeof r->problem, "%s", ev.first_problem);
+    for (int i = 0; i < ev.n; i++) {
+        const JsonValue *e = ev.lines[i];
+        const char *k = kind(e);
+        if (strcmp(k, "step") == 0 && r->n < MAX_STEPS) {
+            int s = r->n++;
+            r->loss[s] = num(e, "loss");
+            snprintf(r->hash[s], 17, "%s", json_get(e, "param_hash")->string);
+            r->unit_bytes[s] = num(e, "unit_bytes_sent");
+            const JsonValue *mem = json_get(e, "mem");
+            r->params[s] = num(mem, "params"), r->grads[s] = num(mem, "grads"), r->optim[s] = num(mem, "optim");
+            r->comm[s] = num(mem, "comm");
+            r->host[s] = json_get(mem, "host") ? num(mem, "host") : -1;
+            r->peak = num(mem, "peak");
+            r->peak_params = num(json_get(e, "peak_by"), "params");
+            const JsonValue *off = json_get(e, "offload_bytes");
+            if (off) r->d2h = num(off, "d2h"), r->h2d = num(off, "h2d");
+        } else if (strcmp(k, "check") == 0) {
+            r->checks++;
+            r->checks_failed += !json_get(e, "ok")->boolean;
+        } else if (strcmp(k, "end") == 0) {
+            r->ended_ok = strcmp(json_get(e, "status")->string, "ok") == 0;
+        }
+    }
+    free_events(&ev);
+}
+
+// Runs the lab on n ranks with STEPS steps and args; reads every rank's log and the summary.
+static inline void run_lab(Run *run, const char *bin, const char *name, int n, char *const args[], const char *env1) {
+    memset(run, 0, sizeof *run);
+    run->n = n;
+    snprintf(run->dir, sizeof run->dir, "%s/%s", tmp, name);
+    char steps[16], *argv[40];
+    snprintf(steps, sizeof steps, "%d", STEPS);
+    int a = 0;
+    argv[a++] = "--steps", argv[a++] = steps;
+    for (int i = 0; args[i]; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+    run->status = run_ranks(bin, n, name, run->dir, argv, env1);
+    for (int k = 0; k < n; k++) read_rank(run->dir, k, &run->r[k]);
+    JsonValue *summary = load_json_file(run->dir, "summary.json");
+    const JsonValue *h = summary ? json_get(summary, "param_hash") : NULL;
+    if (h && h->type == JSON_STRING) snprintf(run->final_hash, sizeof run->final_hash, "%s", h->string);
+    json_free(summary);
+}
+
+// Every rank exited 0, logged STEPS schema-valid steps and an ok end, and its own checks
+// (memory table, bytes at step 1) passed.
+static inline int ran_clean(const Run *run, const char *what) {
+    int ok = run->status == 0, schema = 0;
+    for (int k = 0; k < run->n; k++) {
+        const RankLog *r = &run->r[k];
+        ok &= r->n == STEPS && r->ended_ok && r->checks >= 6 && r->checks_failed == 0;
+        schema += r->schema_errors;
+    }
+    return EXPECT(ok && schema == 0, "%s: all %d ranks exit 0 with %d schema-valid steps, an ok end and their checks "
+                                     "passed (status %d; %s)", what, run->n, STEPS, run->status, run->r[0].problem);
+}
+
+// ---------------------------------------------------------------------------------------
+// The formulas, from the model's shapes (DESIGN.md's GPT; default --dim 64 --seq 64 --layers 2)
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    double psi, padded, max_unit;  // elements: Psi, Psi', the largest padded unit
+    double unit[64];               // each unit's padded length
+    int units;
+} Layout;
+
+static inline Layout layout(int N, int align, int C, int T, int L) {
+    const double V = 256;
+    double units[64];
+    int U = 0;
+    units[U++] = V * C + (double)T * C;                   // wte, wpe
+    for (int l = 0; l < L; l++) units[U++] = 12.0 * C * C + 13.0 * C;  // a block
+    units[U++] = 2.0 * C + V * C;                         // ln_f, lm_head
+    Layout lay = {0};
+    for (int u = 0; u < U; u++) {
+        double step = (double)N * align;  // a unit is padded to a multiple of N shards of `align`
+        double padded = ceil(units[u] / step) * step;
+        lay.unit[lay.units++] = padded;
+        lay.psi += units[u];
+        lay.padded += padded;
+        if (padded > lay.max_unit) lay.max_unit = padded;
+    }
+    return lay;
+}
+
+static inline double worst_vs(const RankLog *a, const RankLog *b, int *at) {
+    double worst = 0;
+    *at = 0;
+    for (int s = 0; s < a->n && s < b->n; s++)
+        if (fabs(a->loss[s] - b->loss[s]) > worst) worst = fabs(a->loss[s] - b->loss[s]), *at = s + 1;
+    return worst;
+}
+
+static inline int same_losses(const RankLog *a, const RankLog *b) {
+    if (a->n != b->n) return 0;
+    for (int s = 0; s < a->n; s++)
+        if (a->loss[s] != b->loss[s]) return 0;
+    return 1;
+}
+
+// Replicas (stages 0-2): every rank's weights hash the same after every step.
+static inline int replicas_equal(const Run *run) {
+    for (int s = 0; s < run->r[0].n; s++)
+        for (int k = 1; k < run->n; k++)
+            if (strcmp(run->r[k].hash[s], run->r[0].hash[s]) != 0) return 0;
+    return 1;
+}
+
+#endif
