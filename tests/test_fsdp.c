@@ -1,0 +1,267 @@
+// test_fsdp.c — the FSDP lab graded from its run logs, against single and against ZeRO-3.
+//
+// usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP
+//
+// What is checked (Psi' and the units' padded sizes computed here from the model's shapes):
+//   - the same training: at N = 2, 4, 8 the loss equals single's within 5e-5 (fp32), and
+//     with or without --prefetch and --no-reshard, fp32 or --mixed, the losses and final
+//     weights are BITWISE those of `zero --stage 3` at the same N: FSDP is ZeRO-3 by units;
+//   - memory after every step: params e Psi'/N, grads e Psi'/N, optim k Psi'/N, comm 0;
+//   - the most weight memory held at once (peak_by.params), exactly, from walking the
+//     schedule here: shards plus the gathered units of the fullest moment: one unit (plus its
+//     fp32 copy with bf16), two neighbours with --prefetch, every unit gathered so far with
+//     --no-reshard. So --no-reshard raises it by e (Psi' - the largest unit);
+//   - bytes per step per rank: 3 K (N-1)/N Psi' e, and 2 K (N-1)/N Psi' e with --no-reshard;
+//   - --prefetch overlaps: the next unit's all-gather starts before the current unit's
+//     forward ends (in most steps; never without --prefetch);
+//   - the graders catch an FSDP that skips one unit's reduce-scatter;
+//   - bad input exits 2 with one line; the sanitized lab runs clean.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "labtest.h"
+#include "test.h"
+
+static const char *fsdp, *zero, *single, *fsdp_san;
+static const int STEPS = 10;
+static const double LOSS_TOL = 5e-5;  // test_ddp.c explains it: fp32 addition order only
+#include "shardtest.h"
+
+static RankLog reference;
+
+static void run_reference(void) {
+    char dir[512], steps[16];
+    snprintf(dir, sizeof dir, "%s/single", tmp);
+    snprintf(steps, sizeof steps, "%d", STEPS);
+    char *argv[] = {(char *)single, "--steps", steps, "--run-dir", dir, NULL};
+    EXPECT(run(argv, "single") == 0, "the single-rank reference run succeeds");
+    read_rank(dir, 0, &reference);
+}
+
+// The most weight memory the schedule holds at once: the shards, plus at each unit's forward
+// and backward the units gathered at that moment, plus the fp32 copy (bf16) of the running one.
+static double schedule_peak_params(Layout lay, int N, int mixed, int prefetch, int reshard) {
+    double e = mixed ? 2 : 4, w = mixed ? 4 : 0, worst = 0;
+    int U = lay.units;
+    for (int u = 0; u < U; u++) {
+        // forward of u: u gathered, u+1 too with prefetch; without resharding, 0..u as well.
+        double held = lay.unit[u] + (prefetch && u + 1 < U ? lay.unit[u + 1] : 0);
+        if (!reshard)
+            for (int v = 0; v < u; v++) held += lay.unit[v];
+        worst = fmax(worst, e * held + w * lay.unit[u]);
+        // backward of u (from the head down): u, u-1 with prefetch; without resharding every
+        // unit below u is still held from the forward pass.
+        held = lay.unit[u] + (prefetch && u > 0 ? lay.unit[u - 1] : 0);
+        if (!reshard)
+            for (int v = 0; v < u; v++) held += prefetch && v == u - 1 ? 0 : lay.unit[v];
+        worst = fmax(worst, e * held + w * lay.unit[u]);
+    }
+    return e * lay.padded / N + worst;
+}
+
+static void grade(const Run *run, const char *what, int mixed, int prefetch, int reshard, int K, const Run *zero3) {
+    Layout lay = layout(run->n, mixed ? 2 : 1, 64, 64, 2);
+    double N = run->n, e = mixed ? 2 : 4, k = mixed ? 12 : 8;
+    int mem_ok = 1, bytes_ok = 1, peak_ok = 1;
+    double bytes = (reshard ? 3.0 : 2.0) * K * (N - 1) / N * lay.padded * e;
+    double peak = schedule_peak_params(lay, run->n, mixed, prefetch, reshard);
+    for (int r = 0; r < run->n; r++) {
+        for (int s = 0; s < run->r[r].n; s++) {
+            const RankLog *x = &run->r[r];
+            mem_ok &= x->params[s] == e * lay.padded / N && x->grads[s] == e * lay.padded / N &&
+                      x->optim[s] == k * lay.padded / N && x->comm[s] == 0;
+            bytes_ok &= x->unit_bytes[s] == bytes;
+        }
+        peak_ok &= run->r[r].peak_params == peak;
+    }
+    EXPECT(mem_ok, "%s: memory after every step = params %g Psi'/N, grads %g Psi'/N, optim %g Psi'/N, comm 0 "
+                   "(rank 0: %.0f %.0f %.0f)", what, e, e, k, run->r[0].params[0], run->r[0].grads[0], run->r[0].optim[0]);
+    EXPECT(bytes_ok, "%s: every rank sends %.0f bytes per step (%d K (N-1)/N Psi' e; rank 0: %.0f)", what, bytes,
+           reshard ? 3 : 2, run->r[0].unit_bytes[0]);
+    EXPECT(peak_ok, "%s: the most weight memory held at once is the schedule's %.0f bytes (rank 0: %.0f)", what, peak,
+           run->r[0].peak_params);
+    if (zero3)
+        EXPECT(same_losses(&run->r[0], &zero3->r[0]) && strcmp(run->final_hash, zero3->final_hash) == 0 &&
+                   run->final_hash[0],
+               "%s: losses and final weights bitwise equal to zero --stage 3 at N=%d", what, run->n);
+}
+
+static void check_variants(void) {
+    static const struct {
+        const char *name, *flags[3];
+        int mixed, prefetch, reshard;
+    } v[] = {
+        {"plain", {NULL}, 0, 0, 1},
+        {"prefetch", {"--prefetch", NULL}, 0, 1, 1},
+        {"no-reshard", {"--no-reshard", NULL}, 0, 0, 0},
+        {"prefetch+no-reshard", {"--prefetch", "--no-reshard", NULL}, 0, 1, 0},
+        {"mixed", {"--mixed", NULL}, 1, 0, 1},
+        {"mixed+prefetch", {"--mixed", "--prefetch", NULL}, 1, 1, 1},
+        {"mixed+no-reshard", {"--mixed", "--no-reshard", NULL}, 1, 0, 0},
+    };
+    Run z3[2];
+    char *fp32_args[] = {"--stage", "3", NULL}, *mixed_args[] = {"--stage", "3", "--mixed", NULL};
+    run_lab(&z3[0], zero, "zero3", 4, fp32_args, NULL);
+    run_lab(&z3[1], zero, "zero3-mixed", 4, mixed_args, NULL);
+    ran_clean(&z3[0], "zero --stage 3 N=4 (the reference)");
+    ran_clean(&z3[1], "zero --stage 3 --mixed N=4 (the reference)");
+    Run plain, kept;
+    memset(&plain, 0, sizeof plain);
+    memset(&kept, 0, sizeof kept);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char name[64], what[64];
+        snprintf(name, sizeof name, "v-%s", v[i].name);
+        snprintf(what, sizeof what, "FSDP %s N=4", v[i].name);
+        Run run;
+        run_lab(&run, fsdp, name, 4, (char *const *)v[i].flags, NULL);
+        if (!ran_clean(&run, what)) continue;
+        grade(&run, what, v[i].mixed, v[i].prefetch, v[i].reshard, 1, &z3[v[i].mixed]);
+        if (i == 0) plain = run;
+        if (i == 2) kept = run;
+    }
+    // --no-reshard holds every unit at the end of the forward pass; resharded, one unit at a
+    // time (the largest, at worst). The difference is the rest of the model, e (Psi' - largest).
+    Layout lay = layout(4, 1, 64, 64, 2);
+    double raised = 4 * (lay.padded - lay.max_unit);
+    EXPECT(kept.r[0].peak_params - plain.r[0].peak_params == raised,
+           "--no-reshard raises the weight peak by the units it keeps gathered: %.0f bytes (got %.0f)", raised,
+           kept.r[0].peak_params - plain.r[0].peak_params);
+}
+
+static void check_world_sizes(void) {
+    char *none[] = {NULL};
+    for (int N = 2; N <= 8; N *= 2) {
+        char name[32], what[32];
+        snprintf(name, sizeof name, "n%d", N);
+        snprintf(what, sizeof what, "FSDP N=%d", N);
+        Run run;
+        run_lab(&run, fsdp, name, N, none, NULL);
+        if (!ran_clean(&run, what)) continue;
+        int at;
+        double worst = worst_vs(&run.r[0], &reference, &at);
+        EXPECT(worst <= LOSS_TOL, "%s: loss equals single's within %g at every step (worst %.2g at step %d)", what,
+               LOSS_TOL, worst, at);
+        grade(&run, what, 0, 0, 1, 1, NULL);
+    }
+    char *accum[] = {"--accum", "2", "--prefetch", NULL};
+    Run run;
+    run_lab(&run, fsdp, "accum", 2, accum, NULL);
+    if (ran_clean(&run, "FSDP --accum 2 --prefetch N=2")) grade(&run, "FSDP --accum 2 --prefetch N=2", 0, 1, 1, 2, NULL);
+    char *pad[] = {"--batch", "6", "--mixed", NULL};
+    run_lab(&run, fsdp, "pad", 3, pad, NULL);
+    if (ran_clean(&run, "FSDP --mixed N=3 (padded)")) grade(&run, "FSDP --mixed N=3 (padded)", 1, 0, 1, 1, NULL);
+}
+
+// The all-gather spans of unit u+1 against the forward span of unit u, per step.
+static int prefetch_overlaps(const char *dir, int *steps_seen) {
+    Events ev;
+    load_rank_events(dir, 0, &ev);
+    double fwd_end[MAX_STEPS][8] = {{0}}, gather_start[MAX_STEPS][8];
+    for (int s = 0; s < MAX_STEPS; s++)
+        for (int u = 0; u < 8; u++) gather_start[s][u] = INFINITY;
+    for (int i = 0; i < ev.n; i++) {
+        const JsonValue *e = ev.lines[i];
+        if (strcmp(kind(e), "span") != 0) continue;
+        int s = (int)num(e, "step") - 1, u = (int)num(e, "layer");
+        if (s < 0 || s >= MAX_STEPS || u < 0 || u >= 8) continue;
+        const char *name = json_get(e, "name")->string;
+        if (strcmp(name, "fwd") == 0) fwd_end[s][u] = num(e, "t1_us");
+        // The first all-gather of a unit in a step is the forward pass's.
+        if (strcmp(name, "all_gather") == 0 && num(e, "t0_us") < gather_start[s][u]) gather_start[s][u] = num(e, "t0_us");
+    }
+    free_events(&ev);
+    int early = 0;
+    *steps_seen = 0;
+    for (int s = 0; s < MAX_STEPS; s++) {
+        if (fwd_end[s][0] == 0) continue;
+        (*steps_seen)++;
+        early += gather_start[s][1] < fwd_end[s][0];  // unit 1's weights moved while unit 0 computed
+    }
+    return early;
+}
+
+static void check_overlap(void) {
+    char *pre[] = {"--prefetch", NULL}, *none[] = {NULL};
+    Run a, b;
+    run_lab(&a, fsdp, "ov-prefetch", 2, pre, NULL);
+    run_lab(&b, fsdp, "ov-plain", 2, none, NULL);
+    int sa, sb;
+    int early_a = prefetch_overlaps(a.dir, &sa), early_b = prefetch_overlaps(b.dir, &sb);
+    EXPECT(sa == STEPS && early_a * 2 >= sa,
+           "--prefetch: unit 1's all-gather starts before unit 0's forward ends (in %d of %d steps)", early_a, sa);
+    EXPECT(sb == STEPS && early_b == 0, "without --prefetch it never does (%d of %d steps)", early_b, sb);
+}
+
+static void check_broken_is_caught(void) {
+    char *args[] = {NULL};
+    Run run, ok;
+    run_lab(&run, fsdp, "broken", 2, args, "SHARDLAB_TEST_BREAK=fsdp-skip-reduce");
+    run_lab(&ok, fsdp, "unbroken", 2, args, NULL);
+    EXPECT(run.status == 0 && run.r[0].n == STEPS, "the deliberately broken lab runs to the end");
+    int at;
+    double worst = worst_vs(&run.r[0], &reference, &at);
+    EXPECT(worst > LOSS_TOL, "broken FSDP: the loss check catches it (off by %.2g at step %d)", worst, at);
+    EXPECT(run.r[0].unit_bytes[0] != ok.r[0].unit_bytes[0],
+           "broken FSDP: the byte count catches it (%.0f bytes instead of %.0f)", run.r[0].unit_bytes[0],
+           ok.r[0].unit_bytes[0]);
+}
+
+static void check_bad_input(void) {
+    struct {
+        char *args[6];
+        const char *what;
+    } cases[] = {
+        {{"--batch", "5", NULL}, "batch 5 over 2 ranks"},
+        {{"--prefetch=yes", NULL}, "--prefetch=yes"},
+        {{"--stage", "3", NULL}, "--stage (a zero option)"},
+        {{"--accum", "3", NULL}, "accum 3 over 4 sequences per rank"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512], tag[32], path[600];
+        snprintf(dir, sizeof dir, "%s/bad%zu", tmp, i);
+        snprintf(tag, sizeof tag, "bad%zu", i);
+        int status = run_ranks(fsdp, 2, tag, dir, cases[i].args, NULL);
+        snprintf(path, sizeof path, "%s/%s.r0.err", tmp, tag);
+        char *err = read_file(path, NULL);
+        EXPECT(status == 2 && err && count_lines(err) == 1, "bad input (%s): exit 2 and one line: %s", cases[i].what,
+               err ? one_line(err) : "(no stderr)");
+        free(err);
+    }
+}
+
+static void check_sanitized(void) {
+    char *args[] = {"--mixed", "--prefetch", "--accum", "2", "--batch", "6", "--steps", "2", NULL};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/san", tmp);
+    int status = run_ranks(fsdp_san, 3, "san", dir, args, NULL);
+    EXPECT(status == 0, "the sanitized lab (--mixed --prefetch --accum 2, N=3) exits 0 (status %d)", status);
+    char *kept[] = {"--no-reshard", "--steps", "2", NULL};
+    snprintf(dir, sizeof dir, "%s/san2", tmp);
+    status = run_ranks(fsdp_san, 2, "san2", dir, kept, NULL);
+    EXPECT(status == 0, "the sanitized lab (--no-reshard, N=2) exits 0 (status %d)", status);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP\n");
+        return 2;
+    }
+    fsdp = argv[1], zero = argv[2], single = argv[3], fsdp_san = argv[4];
+    snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-fsdp-XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    run_reference();
+    check_variants();
+    check_world_sizes();
+    check_overlap();
+    check_broken_is_caught();
+    check_bad_input();
+    check_sanitized();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (test_failed == 0 && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return test_done();
+}
