@@ -3,6 +3,7 @@
 #   make                  build everything into build/
 #   make lab-ddp NGPU=2   run a lab on N ranks through 'shardlab run' (STEPS=, ARGS=)
 #   make lab-single       run the single-rank lab (STEPS=, ARGS=)
+#   make lab-zero STAGE=2 ZeRO at stage 0..3 on NGPU ranks
 #   make tui RUN=runs/..  follow or replay a run in the terminal dashboard
 #   make test             every test; the last line says "N passed, N failed"
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
@@ -17,6 +18,7 @@ CUDA    ?= auto
 STEPS   ?=
 ARGS    ?=
 NGPU    ?= 2
+STAGE   ?= 1
 UI      ?= auto
 RUN     ?=
 
@@ -72,7 +74,7 @@ else
 CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 LDLIBS_CUDA :=
 endif
-LABS      := single collectives ddp
+LABS      := single collectives ddp zero fsdp
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
@@ -91,7 +93,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single tui fuzz bench-single bench-collectives bench-ddp bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single lab-zero tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -105,6 +107,8 @@ help:
 	@echo "shardlab make targets:"
 	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code)"
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
+	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
+	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed\"]"
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
@@ -112,6 +116,7 @@ help:
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
+	@echo "  make bench-zero       ZeRO stages 0-3 and FSDP vs DDP, N=2 and 4: step time ratio and peak memory"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
@@ -199,6 +204,10 @@ $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BU
 lab-single: $(BUILD)/labs/single $(SHARDLAB)
 	$(SHARDLAB) run single -n 1 --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
+# ZeRO at STAGE=0..3 (0: DDP), on NGPU ranks.
+lab-zero: all
+	$(SHARDLAB) run zero -n $(NGPU) --ui $(UI) --stage $(STAGE) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
 	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
@@ -213,6 +222,10 @@ bench-single: $(BUILD)/bench/bench_single
 # DDP on NGPU ranks against single on the same global batch: step time and the ratio.
 bench-ddp: $(BUILD)/labs/single $(BUILD)/labs/ddp
 	BUILD=$(BUILD) sh tests/bench/bench_ddp.sh $(NGPU) $(or $(STEPS),100)
+
+# Each ZeRO stage and FSDP (with and without prefetch) against DDP, N=2 and 4: step time ratio, peak memory.
+bench-zero: $(BUILD)/labs/ddp $(BUILD)/labs/zero $(BUILD)/labs/fsdp
+	BUILD=$(BUILD) sh tests/bench/bench_zero.sh $(or $(STEPS),60) $(ARGS)
 
 # The same run with and without the dashboard watching: step time side by side, and the ratio.
 bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)

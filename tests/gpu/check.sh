@@ -21,6 +21,8 @@
 #                          rank. -n 1 is an NCCL world of one; with fewer GPUs than ranks, the
 #                          ranks share the GPU and talk through the shm backend, staged through
 #                          host memory (NCCL refuses two ranks on one GPU);
+#        zero --stage 1, 2, 3 and fsdp --prefetch, -n 2 and 4: the loss vs single on the CPU, the
+#                          memory vs the same run on the CPU;
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -235,6 +237,32 @@ for n in 1 2 4; do
     elif [ "$ref_ok" = 1 ]; then
         compare train --lab ddp --n "$n" --run "$cuda" --ref "$ref" --tol "$TOL"
     fi
+done
+
+echo
+echo "## zero and fsdp: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
+# Stages 1-3 (fp32) and FSDP with prefetch at N = 2 and 4; stage 3's and FSDP's ranks hold
+# different shards, so their param_hash differs by design (--replicas 0).
+for n in 2 4; do
+    for variant in "zero 1" "zero 2" "zero 3" "fsdp prefetch"; do
+        set -- $variant
+        lab=$1 opt=$2
+        if [ "$lab" = zero ]; then args="--stage $opt"; replicas=$([ "$opt" = 3 ] && echo 0 || echo 1)
+        else args="--prefetch"; replicas=0; fi
+        cpu=$tmp/$lab-$opt-cpu-$n cuda=$tmp/$lab-$opt-cuda-$n
+        mem_ref=""
+        # shellcheck disable=SC2086
+        if train "$lab" "$n" cpu "$cpu" $args; then mem_ref=$cpu; else
+            compare fail --lab "$lab" --n "$n" --run "$cpu" --why "$lab $args --device cpu failed (log: $cpu.out)"
+        fi
+        # shellcheck disable=SC2086
+        if ! train "$lab" "$n" cuda "$cuda" $args; then
+            compare fail --lab "$lab" --n "$n" --run "$cuda" --why "$lab $args --device cuda failed (log: $cuda.out)"
+        elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+            compare train --lab "$lab" --n "$n" --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" \
+                --replicas "$replicas"
+        fi
+    done
 done
 
 echo
