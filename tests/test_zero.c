@@ -244,10 +244,10 @@ static void check_accumulation(void) {
     }
 }
 
-static Run mixed_runs[5][4];
+static Run mixed_runs[9][4];
 
 static void check_mixed(void) {
-    for (int N = 2; N <= 4; N += 2) {
+    for (int N = 2; N <= 8; N *= 2) {
         Layout lay = layout(N, 2, 64, 64, 2);
         for (int stage = 0; stage <= 3; stage++) {
             char name[64], what[64], st[16];
