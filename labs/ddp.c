@@ -237,11 +237,7 @@ int main(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, "ddp", &dev);
     int N = dist.world, rank = dist.rank;
-    if (a.batch % N != 0)
-        usage_error("ddp", "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a.batch, N);
-    if ((a.batch / N) % a.accum != 0)
-        usage_error("ddp", "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
-                    a.accum, a.batch / N, a.batch, N);
+    train_check_batch(&a, "ddp", N);
     dist.algo = (DistAlgo)algo;
     char who[32];
     snprintf(who, sizeof who, "ddp rank %d", rank);
@@ -335,14 +331,10 @@ int main(int argc, char **argv) {
         int64_t comm_us = sync_gradients(&sync);
         uint64_t grad_sent = log_comm_spans(&log, &dist, records, step, a.accum - 1, 1);
 
-        // 3. The loss of the global batch, for the log. Collectives move floats and the loss
-        //    sum is a double: each rank sends it as a float and the float of the remainder,
-        //    and every rank adds the pairs up in double, in rank order.
+        // 3. The loss of the global batch, for the log: the ranks' double sums, added in rank
+        //    order (collectives move floats: dist_sum_over_ranks sends each as a float pair).
         int64_t tl = runlog_now_us();
-        float mine[2] = {(float)loss_sum, (float)(loss_sum - (double)(float)loss_sum)}, all[2 * DIST_MAX_RANKS];
-        dist_all_gather(&dist.world_group, mine, all, 2 * (size_t)N);
-        double loss_total = 0;
-        for (int r = 0; r < N; r++) loss_total += (double)all[2 * r] + (double)all[2 * r + 1];
+        double loss_total = dist_sum_over_ranks(&dist.world_group, loss_sum);
         comm_us += runlog_now_us() - tl;
         log_comm_spans(&log, &dist, records, step, -1, 0);
         loss = loss_total / tokens_per_step;
@@ -371,11 +363,7 @@ int main(int argc, char **argv) {
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
     double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
-    char peak[32];
-    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
-    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
-    runlog_printf(&log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tok_s, N,
-                  format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
+    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);

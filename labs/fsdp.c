@@ -81,7 +81,8 @@ typedef struct {
     int broken;  // SHARDLAB_TEST_BREAK=fsdp-skip-reduce: unit 0's gradient is never reduce-scattered
 } Fsdp;
 
-static void fsdp_create(Fsdp *f, const GptConfig *c, Precision prec, int prefetch, int reshard, DistGroup *g,
+// lay: the units' shards over g's ranks (f owns it from here); init: sharded_init_weights()'s.
+static void fsdp_create(Fsdp *f, const ShardLayout *lay, Precision prec, int prefetch, int reshard, DistGroup *g,
                         Mem *mem, float *const *init) {
     memset(f, 0, sizeof *f);
     f->prec = prec;
@@ -90,7 +91,7 @@ static void fsdp_create(Fsdp *f, const GptConfig *c, Precision prec, int prefetc
     f->reshard_after_forward = reshard;
     f->mem = mem;
     f->group = g;
-    shard_layout_init(&f->lay, c, g->size, g->rank, prec == PREC_BF16 ? 2 : 1);
+    f->lay = *lay;
     int U = f->lay.units;
     f->unit = calloc_check((size_t)U, sizeof *f->unit);
     f->shards = calloc_check((size_t)U, sizeof(void *));
@@ -100,11 +101,7 @@ static void fsdp_create(Fsdp *f, const GptConfig *c, Precision prec, int prefetc
         FsdpUnit *x = &f->unit[u];
         x->shard = f->shards[u] = mem_alloc(mem, MEM_PARAMS, s * f->e, "flat parameter shard");
         x->grad_shard = f->grad_shards[u] = mem_alloc(mem, MEM_GRADS, s * f->e, "flat gradient shard");
-        // This rank's slice of the starting weights, in storage precision.
-        float *in32 = mem_alloc_floats(mem, MEM_COMM, s, "starting weights");
-        device_from_host(mem->dev, in32, init[u] + (size_t)g->rank * s, s * sizeof(float));
-        precision_from_fp32(mem->dev->ops, prec, x->shard, in32, s);
-        mem_free(mem, in32);
+        sharded_load(mem, prec, x->shard, init[u] + (size_t)g->rank * s, s);  // this rank's slice
     }
 }
 
@@ -177,7 +174,7 @@ static double run_unit(Fsdp *f, const GptConfig *c, int u, int fwd, Batch *b, co
 }
 
 static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale) {
-    const GptConfig c = {GPT_VOCAB, b->a->seq, b->a->layers, b->a->dim, b->a->heads};
+    const GptConfig c = train_model_config(b->a);
     int micro = b->acts->B, U = f->lay.units;
     size_t n = (size_t)micro * b->a->seq;
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
@@ -241,11 +238,7 @@ int main(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, "fsdp", &dev);
     int N = dist.world, rank = dist.rank;
-    if (a.batch % N != 0)
-        usage_error("fsdp", "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a.batch, N);
-    if ((a.batch / N) % a.accum != 0)
-        usage_error("fsdp", "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
-                    a.accum, a.batch / N, a.batch, N);
+    train_check_batch(&a, "fsdp", N);
     dist.algo = DIST_ALGO_RING;  // (N-1) shards per reduce-scatter and all-gather: the formula's count
     char who[32];
     snprintf(who, sizeof who, "fsdp rank %d", rank);
@@ -270,17 +263,16 @@ int main(int argc, char **argv) {
     Mem mem;
     mem_init(&mem, &dev);
     Fsdp f;
-    ShardLayout init_layout;
-    shard_layout_init(&init_layout, &cfg, N, rank, mixed ? 2 : 1);
-    float **init = sharded_init_weights(&init_layout, &cfg, &a, &dist.world_group);
-    fsdp_create(&f, &cfg, prec, prefetch, !no_reshard, &dist.world_group, &mem, init);
+    ShardLayout lay;  // every unit padded to N equal shards (of an even length for bf16)
+    shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
+    float **init = sharded_init_weights(&lay, &cfg, &a, &dist.world_group);
+    fsdp_create(&f, &lay, prec, prefetch, !no_reshard, &dist.world_group, &mem, init);
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     f.broken = test_break && strcmp(test_break, "fsdp-skip-reduce") == 0;
     if (f.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's gradient is not reduce-scattered\n");
     ShardedAdamW adam;
     sharded_adamw_create(&adam, &f.lay, prec, 1, 0, &a, &mem, NULL, init);
-    sharded_free_weights(&init_layout, init);
-    shard_layout_free(&init_layout);
+    sharded_free_weights(&f.lay, init);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &mem);
@@ -359,7 +351,7 @@ int main(int argc, char **argv) {
         }
 
         // 3. The loss of the global batch, for the log: the ranks' sums, added in rank order.
-        loss = sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         dist_drain_records(&dist, records, 4096);
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
@@ -385,11 +377,7 @@ int main(int argc, char **argv) {
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
     double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
     uint64_t hash = sharded_model_hash(&f.lay, prec, &mem, &dist.world_group, f.shards, 0);
-    char peak[32];
-    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
-    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
-    runlog_printf(&log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tok_s, N,
-                  format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
+    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save) {
         sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, f.shards);
         if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);

@@ -88,7 +88,8 @@ typedef struct {
 
 static char *at(void *p, size_t elements, size_t e) { return (char *)p + elements * e; }
 
-static void zero_create(Zero *z, int stage, Precision prec, const GptConfig *c, DistGroup *g, Mem *mem,
+// lay: the units' shards over g's ranks (z owns it from here); init: sharded_init_weights()'s.
+static void zero_create(Zero *z, int stage, Precision prec, const ShardLayout *lay, DistGroup *g, Mem *mem,
                         float *const *init) {
     z->stage = stage;
     z->prec = prec;
@@ -96,7 +97,7 @@ static void zero_create(Zero *z, int stage, Precision prec, const GptConfig *c, 
     z->mem = mem;
     z->ops = mem->dev->ops;
     z->group = g;
-    shard_layout_init(&z->lay, c, g->size, g->rank, prec == PREC_BF16 ? 2 : 1);
+    z->lay = *lay;
     int U = z->lay.units;
     z->params = calloc_check((size_t)U, sizeof(void *));
     z->grads = calloc_check((size_t)U, sizeof(void *));
@@ -109,11 +110,7 @@ static void zero_create(Zero *z, int stage, Precision prec, const GptConfig *c, 
         z->grads[u] = mem_alloc(mem, MEM_GRADS, ng * z->e, stage >= 2 ? "gradient shard" : "gradients");
         z->param_slice[u] = stage == 0 || stage == 3 ? z->params[u] : at(z->params[u], mine, z->e);
         z->grad_slice[u] = stage == 0 || stage >= 2 ? z->grads[u] : at(z->grads[u], mine, z->e);
-        // The starting weights (fp32, on the host) into what this rank holds, in its precision.
-        float *in32 = mem_alloc_floats(mem, MEM_COMM, np, "starting weights");
-        device_from_host(mem->dev, in32, init[u] + (stage == 3 ? mine : 0), np * sizeof(float));
-        precision_from_fp32(z->ops, prec, z->params[u], in32, np);
-        mem_free(mem, in32);
+        sharded_load(mem, prec, z->params[u], init[u] + (stage == 3 ? mine : 0), np);  // what this rank holds
     }
 }
 
@@ -198,7 +195,7 @@ typedef struct {
 
 // Forward and backward over this rank's micro-batches; returns the sum of the token losses.
 static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss_scale) {
-    const GptConfig c = {GPT_VOCAB, b->a->seq, b->a->layers, b->a->dim, b->a->heads};
+    const GptConfig c = train_model_config(b->a);
     int micro = b->acts->B, U = z->lay.units;
     size_t n = (size_t)micro * b->a->seq;
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
@@ -334,11 +331,7 @@ int main(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, "zero", &dev);
     int N = dist.world, rank = dist.rank;
-    if (a.batch % N != 0)
-        usage_error("zero", "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a.batch, N);
-    if ((a.batch / N) % a.accum != 0)
-        usage_error("zero", "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
-                    a.accum, a.batch / N, a.batch, N);
+    train_check_batch(&a, "zero", N);
     // The ring: its reduce-scatter and all-gather send exactly (N-1) shards each, the paper's
     // count, and its all-reduce is those two halves (so stage 0 is DDP bit for bit).
     dist.algo = DIST_ALGO_RING;
@@ -364,10 +357,10 @@ int main(int argc, char **argv) {
     mem_init(&mem, &dev);
     mem_init(&host, NULL);
     Zero z;
-    ShardLayout init_layout;
-    shard_layout_init(&init_layout, &cfg, N, rank, mixed ? 2 : 1);
-    float **init = sharded_init_weights(&init_layout, &cfg, &a, &dist.world_group);
-    zero_create(&z, stage, prec, &cfg, &dist.world_group, &mem, init);
+    ShardLayout lay;  // every unit padded to N equal shards (of an even length for bf16)
+    shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
+    float **init = sharded_init_weights(&lay, &cfg, &a, &dist.world_group);
+    zero_create(&z, stage, prec, &lay, &dist.world_group, &mem, init);
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     z.broken = test_break && strcmp(test_break, "zero-skip-gather") == 0;
     if (z.broken && (stage == 0 || stage == 3))
@@ -375,8 +368,7 @@ int main(int argc, char **argv) {
     if (z.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's updated weights are not all-gathered\n");
     ShardedAdamW adam;
     sharded_adamw_create(&adam, &z.lay, prec, stage >= 1, offload, &a, &mem, &host, init);
-    sharded_free_weights(&init_layout, init);
-    shard_layout_free(&init_layout);
+    sharded_free_weights(&z.lay, init);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &mem);
@@ -435,7 +427,7 @@ int main(int argc, char **argv) {
 
         // 5. The loss of the global batch, for the log: the ranks' sums, added in rank order.
         int64_t tl = runlog_now_us();
-        loss = sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         comm_us += runlog_now_us() - tl;
         dist_drain_records(&dist, records, 4096);
         if (!isfinite(loss))
@@ -465,11 +457,7 @@ int main(int argc, char **argv) {
     // The summary's hash is of the whole model, gathered unit by unit for stage 3, so that
     // runs of every stage compare.
     uint64_t hash = sharded_model_hash(&z.lay, prec, &mem, &dist.world_group, z.params, stage < 3);
-    char peak[32];
-    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
-    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
-    runlog_printf(&log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tok_s, N,
-                  format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
+    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save) {
         sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, z.param_slice);
         if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);

@@ -1,7 +1,7 @@
 // shardtest.h — reading and grading the runs of the sharded labs (zero, fsdp).
 //
 // Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), Layout, layout(),
-//          worst_vs(), same_losses(), replicas_equal().
+//          worst_vs(), same_losses(), replicas_equal(), exits_2_with_one_line().
 //
 // A test includes labtest.h and test.h first and defines STEPS (steps per run).
 #ifndef SHARDLAB_SHARDTEST_H
@@ -141,6 +141,19 @@ static inline int replicas_equal(const Run *run) {
         for (int k = 1; k < run->n; k++)
             if (strcmp(run->r[k].hash[s], run->r[0].hash[s]) != 0) return 0;
     return 1;
+}
+
+// Bad input: the lab on n ranks with args exits 2 with one line on stderr (rank 0's).
+static inline int exits_2_with_one_line(const char *bin, int n, char *const args[], const char *what, const char *tag) {
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+    int status = run_ranks(bin, n, tag, dir, args, NULL);
+    snprintf(path, sizeof path, "%s/%s.r0.err", tmp, tag);
+    char *err = read_file(path, NULL);
+    int ok = EXPECT(status == 2 && err && count_lines(err) == 1, "bad input (%s): exit 2 and one line: %s", what,
+                    err ? one_line(err) : "(no stderr)");
+    free(err);
+    return ok;
 }
 
 #endif

@@ -235,15 +235,9 @@ static void check_bad_input(void) {
         {{"--accum", "3", NULL}, "accum 3 over 4 sequences per rank"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char dir[512], tag[32], path[600];
-        snprintf(dir, sizeof dir, "%s/bad%zu", tmp, i);
+        char tag[32];
         snprintf(tag, sizeof tag, "bad%zu", i);
-        int status = run_ranks(fsdp, 2, tag, dir, cases[i].args, NULL);
-        snprintf(path, sizeof path, "%s/%s.r0.err", tmp, tag);
-        char *err = read_file(path, NULL);
-        EXPECT(status == 2 && err && count_lines(err) == 1, "bad input (%s): exit 2 and one line: %s", cases[i].what,
-               err ? one_line(err) : "(no stderr)");
-        free(err);
+        exits_2_with_one_line(fsdp, 2, cases[i].args, cases[i].what, tag);
     }
 }
 

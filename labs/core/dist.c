@@ -643,6 +643,26 @@ void dist_recv(DistGroup *g, float *buf, size_t n, int peer) {
 }
 void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL, 0, 0); }
 
+// x as the float pair a collective carries: x's float, plus the float of what it missed.
+static double as_float_pair(double x) {
+    float hi = (float)x, lo = (float)(x - (double)hi);
+    return (double)hi + (double)lo;
+}
+
+double dist_sum_over_ranks_local(const double *x, int n) {
+    double sum = 0;
+    for (int r = 0; r < n; r++) sum += as_float_pair(x[r]);
+    return sum;
+}
+
+double dist_sum_over_ranks(DistGroup *g, double x) {
+    float mine[2] = {(float)x, (float)(x - (double)(float)x)}, all[2 * DIST_MAX_RANKS];
+    dist_all_gather(g, mine, all, 2 * (size_t)g->size);
+    double sum = 0;
+    for (int r = 0; r < g->size; r++) sum += (double)all[2 * r] + (double)all[2 * r + 1];
+    return sum;
+}
+
 static void start(DistColl coll, DistGroup *g, DistDtype t, const void *in, void *out, size_t n, int tag,
                   DistWork *w) {
     *w = (DistWork){.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .tag = tag};

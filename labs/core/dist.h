@@ -4,6 +4,7 @@
 //          DistWork, DistEnv, dist_env(), dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
 //          dist_coll_name(), dist_dtype_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
 //          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
+//          dist_sum_over_ranks(), dist_sum_over_ranks_local(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
 //          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
 //          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
@@ -187,6 +188,14 @@ void dist_reduce(DistGroup *g, const float *in, float *out, size_t n, int root);
 void dist_send(DistGroup *g, const float *buf, size_t n, int peer);
 void dist_recv(DistGroup *g, float *buf, size_t n, int peer);
 void dist_barrier(DistGroup *g);
+
+// The sum over the group's ranks of one double per rank (a loss, a squared norm), in rank
+// order, the same bits on every rank. Collectives move floats: each rank sends x as a float
+// and the float of the remainder; the pairs are added up in double. The _local form is the
+// same sum over values one rank already holds (x[r] for each rank r), for code that must
+// agree with it bitwise.
+double dist_sum_over_ranks(DistGroup *g, double x);
+double dist_sum_over_ranks_local(const double *x, int n);
 
 // Asynchronous: start now, complete later with dist_wait(w). tag labels the record.
 void dist_all_reduce_start(DistGroup *g, float *buf, size_t n, int tag, DistWork *w);

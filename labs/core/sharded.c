@@ -133,26 +133,6 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
     return unit_bytes;
 }
 
-// x as the float pair a collective carries: x's float, plus the float of what it missed.
-static double as_float_pair(double x) {
-    float hi = (float)x, lo = (float)(x - (double)hi);
-    return (double)hi + (double)lo;
-}
-
-double sum_over_ranks_local(const double *x, int n) {
-    double sum = 0;
-    for (int r = 0; r < n; r++) sum += as_float_pair(x[r]);
-    return sum;
-}
-
-double sum_over_ranks(DistGroup *g, double x) {
-    float mine[2] = {(float)x, (float)(x - (double)(float)x)}, all[2 * DIST_MAX_RANKS];
-    dist_all_gather(g, mine, all, 2 * (size_t)g->size);
-    double sum = 0;
-    for (int r = 0; r < g->size; r++) sum += (double)all[2 * r] + (double)all[2 * r + 1];
-    return sum;
-}
-
 // ---------------------------------------------------------------------------------------
 // Weights at start and at the end
 // ---------------------------------------------------------------------------------------
@@ -178,6 +158,13 @@ float **sharded_init_weights(const ShardLayout *s, const GptConfig *c, const Tra
 void sharded_free_weights(const ShardLayout *s, float **units) {
     for (int u = 0; u < s->units; u++) free(units[u]);
     free(units);
+}
+
+void sharded_load(Mem *mem, Precision p, void *dst, const float *host, size_t n) {
+    float *in32 = mem_alloc_floats(mem, MEM_COMM, n, "starting weights");
+    device_from_host(mem->dev, in32, host, n * sizeof(float));
+    precision_from_fp32(mem->dev->ops, p, dst, in32, n);
+    mem_free(mem, in32);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -282,7 +269,7 @@ double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, vo
         else
             for (int r = 0; r < lay->world; r++) part[r] += ops->sum_of_squares(g32 + (size_t)r * lay->shard[u], lay->shard[u]);
     }
-    double norm_sq = o->sharded ? sum_over_ranks(g, part[0]) : sum_over_ranks_local(part, lay->world);
+    double norm_sq = o->sharded ? dist_sum_over_ranks(g, part[0]) : dist_sum_over_ranks_local(part, lay->world);
     double norm = sqrt(norm_sq);
 
     // 2. Clip and update each slice: the parameters themselves (fp32 on the device), else the

@@ -5,8 +5,8 @@
 //          precision_from_fp32(), precision_accumulate(), precision_add(), ShardLayout, sharded_widen(),
 //          sharded_reduce_gradient(), sharded_log_collectives(),
 //          shard_layout_init(), shard_layout_free(), shard_padded(), sharded_all_gather(),
-//          sharded_reduce_scatter(), sum_over_ranks(), sum_over_ranks_local(), sharded_init_weights(),
-//          sharded_free_weights(), ShardedAdamW, sharded_adamw_create(), sharded_adamw_destroy(),
+//          sharded_reduce_scatter(), sharded_init_weights(),
+//          sharded_free_weights(), sharded_load(), ShardedAdamW, sharded_adamw_create(), sharded_adamw_destroy(),
 //          sharded_adamw_step(), sharded_hash(), sharded_model_hash(), sharded_save_weights(),
 //          sharded_save_optim().
 //
@@ -83,12 +83,6 @@ void sharded_all_gather(DistGroup *g, Precision p, const void *shard, void *full
 void sharded_reduce_scatter(DistGroup *g, Precision p, const void *full, void *shard, size_t n, int tag,
                             DistWork *w);
 
-// The sum over the group's ranks of one double per rank, in rank order, the same bits on
-// every rank. Collectives move floats: each rank sends x as a float and the float of the
-// remainder; the pairs are added up in double. sum_over_ranks_local() is the same sum of
-// values a rank already holds (x[r] for each rank r), for code that must agree with it bitwise.
-double sum_over_ranks(DistGroup *g, double x);
-double sum_over_ranks_local(const double *x, int n);
 
 // The fp32 weights of a unit to compute with, from `full` in storage precision: full itself
 // in fp32, else a widened copy in "params" memory (*copy points to it, NULL in fp32; the
@@ -115,6 +109,9 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
 // does. Free with sharded_free_weights().
 float **sharded_init_weights(const ShardLayout *s, const GptConfig *c, const TrainArgs *a, DistGroup *g);
 void sharded_free_weights(const ShardLayout *s, float **units);
+// n starting weights from the host (fp32, e.g. a rank's slice of sharded_init_weights()'s
+// unit) into dst on the device, in storage precision.
+void sharded_load(Mem *mem, Precision p, void *dst, const float *host, size_t n);
 
 // ---- AdamW on this rank's slices --------------------------------------------------------
 // A slice is this rank's shard of a unit (sharded = 1) or the whole padded unit (ZeRO stage

@@ -78,6 +78,23 @@ void train_say_device(RunLog *log, const Device *dev, int ranks) {
                       ranks, dev->gpus, dev->gpus == 1 ? "" : "s");
 }
 
+void train_check_batch(const TrainArgs *a, const char *prog, int ranks) {
+    if (a->batch % ranks != 0)
+        usage_error(prog, "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a->batch, ranks);
+    if ((a->batch / ranks) % a->accum != 0)
+        usage_error(prog, "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
+                    a->accum, a->batch / ranks, a->batch, ranks);
+}
+
+void train_say_done(RunLog *log, double first_loss, double loss, double loss_floor, double tokens_per_s, int ranks,
+                    size_t mem_peak) {
+    char peak[32];
+    runlog_printf(log, "done: loss %.4f -> %.4f", first_loss, loss);
+    if (loss_floor >= 0) runlog_printf(log, " (floor %.4f, %.4f above it)", loss_floor, loss - loss_floor);
+    runlog_printf(log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tokens_per_s, ranks,
+                  format_bytes(peak, sizeof peak, (double)mem_peak));
+}
+
 // Every tensor of the model as safetensors entries, GPT-2 names, pointing into a host copy
 // of g's layer buffers (host[l]: the device's memory is not the file reader's to write).
 typedef struct {

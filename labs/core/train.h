@@ -1,7 +1,8 @@
 // train.h — what every training lab does the same way around its own algorithm.
 //
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
-//          train_micro_batch(), train_config_json(), train_device(), train_say_device(), train_load_weights(),
+//          train_micro_batch(), train_config_json(), train_device(), train_say_device(), train_check_batch(), train_say_done(),
+//          train_load_weights(),
 //          train_save_weights(), Progress, progress_init(), progress_update(),
 //          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
 //          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
@@ -59,6 +60,14 @@ void train_save_weights(const Gpt *g, const char *path);
 
 // "1.23 MiB"-style text for a byte count.
 const char *format_bytes(char *buf, size_t n, double bytes);
+
+// A data-parallel lab's batch checks: --batch divides over `ranks`, and --accum divides each
+// rank's share. Exits 2 with one line otherwise.
+void train_check_batch(const TrainArgs *a, const char *prog, int ranks);
+// The last line of a data-parallel run: loss first -> last (and above the floor), tokens/s,
+// peak memory per rank.
+void train_say_done(RunLog *log, double first_loss, double loss, double loss_floor, double tokens_per_s, int ranks,
+                    size_t mem_peak);
 
 // The progress line: rewritten in place on a terminal, else one line every `every` steps.
 typedef struct {
