@@ -13,8 +13,10 @@
 //     fp32 copy with bf16), two neighbours with --prefetch, every unit gathered so far with
 //     --no-reshard. So --no-reshard raises it by e (Psi' - the largest unit);
 //   - bytes per step per rank: 3 K (N-1)/N Psi' e, and 2 K (N-1)/N Psi' e with --no-reshard;
-//   - --prefetch overlaps: the next unit's all-gather starts before the current unit's
-//     forward ends (in most steps; never without --prefetch);
+//   - --prefetch: in every step, forward and backward, the next unit's all-gather is issued
+//     (the span's issued_us) before the current unit computes, and without it only after;
+//     the timeline shows the overlap: unit 1's gather running while unit 0 computes (in at
+//     least one step: when it runs is the scheduler's; never without --prefetch);
 //   - the graders catch an FSDP that skips one unit's reduce-scatter;
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
@@ -168,32 +170,70 @@ static void check_world_sizes(void) {
     if (ran_clean(&run, "FSDP --mixed N=3 (padded)")) grade(&run, "FSDP --mixed N=3 (padded)", 1, 0, 1, 1, NULL);
 }
 
-// The all-gather spans of unit u+1 against the forward span of unit u, per step.
-static int prefetch_overlaps(const char *dir, int *steps_seen) {
+// What one rank's spans say about the order of gathers and compute, step by step. Each unit
+// is gathered twice a step (forward, then backward: the default reshards after forward), so
+// a unit's gathers in order of issue are the forward's and the backward's.
+#define MAX_UNITS 8
+typedef struct {
+    int steps, units;
+    int issued_ahead;   // steps in which EVERY next unit's gather was issued before the current unit computed
+    int issued_after;   // steps in which every next unit's gather was issued only after the current unit computed
+    int ran_during;     // steps in which unit 1's gather was running while unit 0's forward computed
+} Order;
+
+static Order gather_order(const char *dir) {
     Events ev;
     load_rank_events(dir, 0, &ev);
-    double fwd_end[MAX_STEPS][8] = {{0}}, gather_start[MAX_STEPS][8];
-    for (int s = 0; s < MAX_STEPS; s++)
-        for (int u = 0; u < 8; u++) gather_start[s][u] = INFINITY;
+    double span[MAX_STEPS][2][MAX_UNITS][2] = {{{{0}}}};  // [step][fwd 0, bwd 1][unit][t0, t1]
+    double issued[MAX_STEPS][MAX_UNITS][2], ran[MAX_STEPS][MAX_UNITS][2];  // per gather of the unit: issued, t0
+    int gathers[MAX_STEPS][MAX_UNITS] = {{0}};
+    Order o = {0};
     for (int i = 0; i < ev.n; i++) {
         const JsonValue *e = ev.lines[i];
         if (strcmp(kind(e), "span") != 0) continue;
         int s = (int)num(e, "step") - 1, u = (int)num(e, "layer");
-        if (s < 0 || s >= MAX_STEPS || u < 0 || u >= 8) continue;
+        if (s < 0 || s >= MAX_STEPS || u < 0 || u >= MAX_UNITS) continue;
+        if (u + 1 > o.units) o.units = u + 1;
         const char *name = json_get(e, "name")->string;
-        if (strcmp(name, "fwd") == 0) fwd_end[s][u] = num(e, "t1_us");
-        // The first all-gather of a unit in a step is the forward pass's.
-        if (strcmp(name, "all_gather") == 0 && num(e, "t0_us") < gather_start[s][u]) gather_start[s][u] = num(e, "t0_us");
+        int pass = strcmp(name, "fwd") == 0 ? 0 : strcmp(name, "bwd") == 0 ? 1 : -1;
+        if (pass >= 0) {
+            span[s][pass][u][0] = num(e, "t0_us");
+            span[s][pass][u][1] = num(e, "t1_us");
+        } else if (strcmp(name, "all_gather") == 0 && gathers[s][u] < 2) {
+            const JsonValue *at = json_get(e, "issued_us");
+            issued[s][u][gathers[s][u]] = at ? at->number : -1;
+            ran[s][u][gathers[s][u]++] = num(e, "t0_us");
+        }
     }
     free_events(&ev);
-    int early = 0;
-    *steps_seen = 0;
     for (int s = 0; s < MAX_STEPS; s++) {
-        if (fwd_end[s][0] == 0) continue;
-        (*steps_seen)++;
-        early += gather_start[s][1] < fwd_end[s][0];  // unit 1's weights moved while unit 0 computed
+        if (span[s][0][0][1] == 0) continue;
+        o.steps++;
+        // The records of one step drain in the order they ran, which is the order of issue.
+        for (int u = 0; u < o.units; u++)
+            if (gathers[s][u] == 2 && issued[s][u][1] < issued[s][u][0]) {
+                double t = issued[s][u][0];
+                issued[s][u][0] = issued[s][u][1], issued[s][u][1] = t;
+                t = ran[s][u][0], ran[s][u][0] = ran[s][u][1], ran[s][u][1] = t;
+            }
+        int ahead = 1, after = 1;
+        for (int u = 0; u + 1 < o.units; u++) {
+            if (gathers[s][u + 1] < 2 || gathers[s][u] < 2 || issued[s][u + 1][0] < 0) {
+                ahead = after = 0;
+                continue;
+            }
+            // forward, unit u computing: unit u+1's forward gather
+            ahead &= issued[s][u + 1][0] < span[s][0][u][0];
+            after &= issued[s][u + 1][0] >= span[s][0][u][1];
+            // backward, unit u+1 computing: unit u's backward gather
+            ahead &= issued[s][u][1] < span[s][1][u + 1][0];
+            after &= issued[s][u][1] >= span[s][1][u + 1][1];
+        }
+        o.issued_ahead += ahead;
+        o.issued_after += after;
+        o.ran_during += gathers[s][1] > 0 && ran[s][1][0] < span[s][0][0][1];
     }
-    return early;
+    return o;
 }
 
 static void check_overlap(void) {
@@ -201,13 +241,20 @@ static void check_overlap(void) {
     Run a, b;
     run_lab(&a, fsdp, "ov-prefetch", 2, pre, NULL);
     run_lab(&b, fsdp, "ov-plain", 2, none, NULL);
-    int sa, sb;
-    int early_a = prefetch_overlaps(a.dir, &sa), early_b = prefetch_overlaps(b.dir, &sb);
-    // On 2 shared cores the communication thread may not get a core while both ranks compute,
-    // so the overlap is asked for in at least one step; without --prefetch it must be never.
-    EXPECT(sa == STEPS && early_a >= 1,
-           "--prefetch: unit 1's all-gather starts before unit 0's forward ends (in %d of %d steps)", early_a, sa);
-    EXPECT(sb == STEPS && early_b == 0, "without --prefetch it never does (%d of %d steps)", early_b, sb);
+    Order p = gather_order(a.dir), q = gather_order(b.dir);
+    int U = layout(2, 1, 64, 64, 2).units;
+    // The order of issue is the program's, so it is asked for in every step.
+    EXPECT(p.steps == STEPS && p.units == U && p.issued_ahead == STEPS,
+           "--prefetch: every next unit's all-gather is issued before the current unit computes, forward and "
+           "backward (%d of %d steps, %d units)", p.issued_ahead, p.steps, p.units);
+    EXPECT(q.steps == STEPS && q.units == U && q.issued_after == STEPS,
+           "without --prefetch: each unit's all-gather is issued only after the previous unit computed (%d of %d "
+           "steps)", q.issued_after, q.steps);
+    // When it runs is the machine's: on 2 shared cores the communication thread may not get a
+    // core while both ranks compute, so the timeline's overlap is asked for in one step.
+    EXPECT(p.ran_during >= 1, "--prefetch: unit 1's all-gather ran while unit 0's forward computed (in %d of %d steps)",
+           p.ran_during, p.steps);
+    EXPECT(q.ran_during == 0, "without --prefetch it never does (%d of %d steps)", q.ran_during, q.steps);
 }
 
 static void check_broken_is_caught(void) {

@@ -521,7 +521,8 @@ static void run_work(Dist *d, DistWork *w) {
         sent = d->shm.bytes_sent - sent0, recv = d->shm.bytes_recv - recv0;
     }
     w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .dtype = w->dtype, .count = w->n,
-                          .t0_us = t0, .t1_us = runlog_now_us(), .bytes_sent = sent, .bytes_recv = recv};
+                          .issued_us = w->issued_us, .t0_us = t0, .t1_us = runlog_now_us(),
+                          .bytes_sent = sent, .bytes_recv = recv};
     pthread_mutex_lock(&d->lock);
     d->stats.calls++;
     d->stats.bytes_sent += w->rec.bytes_sent;
@@ -590,6 +591,7 @@ static void submit(DistWork *w) {
     Dist *d = w->group->dist;
     atomic_store(&w->done, 0);
     w->next = NULL;
+    w->issued_us = runlog_now_us();
     pthread_mutex_lock(&d->lock);
     if (!d->thread_running) {
         if (pthread_create(&d->thread, NULL, comm_thread, d) != 0)
@@ -615,8 +617,10 @@ static void run_now(DistColl coll, DistGroup *g, DistDtype t, const void *in, vo
     if (peer < 0 || peer >= g->size)
         die("root and peer are ranks of the group", "rank %d: %s with rank %d in a group of %d", d->rank,
             dist_coll_name(coll), peer, g->size);
+    int64_t issued = runlog_now_us();
     if (d->thread_running) drain_queue(d);
-    DistWork w = {.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .peer = peer, .tag = -1};
+    DistWork w = {.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .peer = peer, .tag = -1,
+                  .issued_us = issued};
     run_work(d, &w);
 }
 

@@ -100,7 +100,8 @@ typedef struct {
     int tag;                   // the caller's label (e.g. a bucket index), -1 if none
     DistDtype dtype;           // dist_dtype_name(): "f32" or "bf16"
     size_t count;              // elements of dtype in the call's buffer (n)
-    int64_t t0_us, t1_us;      // wall clock, us since the epoch
+    int64_t issued_us;         // when the caller asked for it (dist_*_start, or the blocking call)
+    int64_t t0_us, t1_us;      // when it ran: wall clock, us since the epoch
     uint64_t bytes_sent, bytes_recv;
 } DistRecord;
 
@@ -119,6 +120,7 @@ typedef struct DistWork {
     size_t n;                  // elements of dtype
     int peer;                  // root or peer
     int tag;
+    int64_t issued_us;
     DistRecord rec;            // filled when done
     _Atomic int done;
     struct DistWork *next;

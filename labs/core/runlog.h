@@ -53,7 +53,9 @@
 //             (all_reduce, reduce_scatter, all_gather, broadcast, send, recv, ...); mb the
 //             micro-batch (-1 if none), layer the model layer (0 embedding, 1..L blocks,
 //             L+1 head; -1 if none); t0_us/t1_us wall clock in microseconds since the Unix
-//             epoch (so ranks on one machine share a timeline); bytes moved (0 for compute)
+//             epoch (so ranks on one machine share a timeline); bytes moved (0 for compute);
+//             a collective of the sharded labs (zero, fsdp) adds "issued_us", when the
+//             program asked for it: t0_us - issued_us is the time it queued behind others
 //   check     an invariant the lab verified on itself (value measured, expect formula)
 //   status    "ok" or "error"
 // ========================================================================================

@@ -121,9 +121,10 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
     size_t k;
     while ((k = dist_drain_records(d, records, max)) > 0) {
         for (size_t i = 0; i < k; i++) {
-            char extra[96];
-            snprintf(extra, sizeof extra, "\"unit\":%d,\"algo\":\"%s\",\"dtype\":\"%s\"", records[i].tag,
-                     records[i].algo, dist_dtype_name(records[i].dtype));
+            char extra[128];
+            snprintf(extra, sizeof extra, "\"unit\":%d,\"algo\":\"%s\",\"dtype\":\"%s\",\"issued_us\":%lld",
+                     records[i].tag, records[i].algo, dist_dtype_name(records[i].dtype),
+                     (long long)records[i].issued_us);
             runlog_span_extra(log, step, dist_coll_name(records[i].coll), -1, records[i].tag, records[i].t0_us,
                               records[i].t1_us, records[i].bytes_sent, extra);
             if (records[i].tag >= 0) unit_bytes += records[i].bytes_sent;
