@@ -161,6 +161,37 @@ static void check_send_recv(DistGroup *g, size_t n) {
     dist_barrier(g);
 }
 
+// Batched: every rank sends a message of n floats to both ring neighbours and receives one
+// from each, all at once. With a blocking send each, every rank would sit in its first send
+// (n is far more than a channel holds) waiting for a neighbour who sits in its own: the batch
+// must get them all through. Message sizes differ per direction, so a mix-up shows.
+static void check_p2p_batch(DistGroup *g, size_t n) {
+    int p = g->size, r = g->rank;
+    if (p < 2) return;
+    int next = (r + 1) % p, prev = (r + p - 1) % p;
+    size_t n_next = n + (size_t)r, n_prev = n + 2 * (size_t)r + 1;  // what this rank sends each way
+    size_t from_prev = n + (size_t)prev, from_next = n + 2 * (size_t)next + 1;
+    float *to_next = values(r, n_next), *to_prev = values(r + 100, n_prev);
+    float *got_prev = calloc(from_prev, sizeof(float)), *got_next = calloc(from_next, sizeof(float));
+    DistP2p ops[4] = {{1, next, to_next, n_next, -1}, {1, prev, to_prev, n_prev, -1},
+                      {0, prev, got_prev, from_prev, -1}, {0, next, got_next, from_next, -1}};
+    int nops = 4;
+    if (p == 2) {  // next is prev: one message each way, in one order on both sides
+        ops[1] = ops[2];
+        nops = 2;
+        from_prev = n + (size_t)prev;
+    }
+    dist_p2p(g, ops, nops);
+    float *want_prev = values(prev, from_prev), *want_next = values(next + 100, from_next);
+    long bad = first_diff(got_prev, want_prev, from_prev);
+    if (bad < 0 && p > 2) bad = first_diff(got_next, want_next, from_next);
+    char name[120];
+    snprintf(name, sizeof name, "p2p batch, both neighbours at once, p=%d n=%zu", p, n);
+    report(name, bad < 0, "rank %d: index %ld wrong", r, bad);
+    free(to_next), free(to_prev), free(got_prev), free(got_next), free(want_prev), free(want_next);
+    dist_barrier(g);
+}
+
 static void check_barrier(DistGroup *g, volatile int *arrived) {
     int p = g->size, r = g->rank;
     int ok = 1;
@@ -224,6 +255,8 @@ static void rank_main(int p, void *arg) {
     d.algo = DIST_ALGO_AUTO;
     check_send_recv(&d.world_group, 5);
     check_send_recv(&d.world_group, 2 * SHM_PIECE_FLOATS + 3);
+    check_p2p_batch(&d.world_group, 3);
+    check_p2p_batch(&d.world_group, 9 * SHM_PIECE_FLOATS + 7);
     check_barrier(&d.world_group, arrived);
     check_async(&d.world_group);
 

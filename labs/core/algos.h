@@ -3,7 +3,7 @@
 // Defines: add_words(), ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(),
 //          chain_broadcast(), chain_reduce() (ring.c); direct_all_reduce(),
 //          direct_reduce_scatter(), direct_all_gather(), direct_broadcast(), direct_reduce(),
-//          p2p_send(), p2p_recv(), direct_barrier() (direct.c); min_size().
+//          p2p_send(), p2p_recv(), p2p_batch(), direct_barrier() (direct.c); min_size().
 //
 // dist.c picks one per call. g->rank and g->size are positions in the group; g->ranks maps
 // them to the world ranks that name channels.
@@ -36,6 +36,9 @@ void direct_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root
 void direct_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root);
 void p2p_send(Shm *s, const DistGroup *g, const float *buf, size_t n, int peer);
 void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer);
+// Every send and receive of ops[] moves a piece whenever its channel lets it, until all are
+// done (dist_p2p()).
+void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops);
 void direct_barrier(Shm *s, const DistGroup *g);
 
 #endif

@@ -133,6 +133,49 @@ void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer) {
     }
 }
 
+// A batch of sends and receives: each pass over the messages moves every piece that can
+// move now (a free slot to write, a piece there to read) and never waits on one message while
+// another could go, so two ranks sending each other big messages both get through. A pass
+// that moved nothing idles (shm_idle), with the usual deadline.
+void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops) {
+    size_t done[DIST_P2P_MAX] = {0};  // floats moved, per message
+    int left = 0;
+    for (int i = 0; i < nops; i++) left += ops[i].n > 0;
+    ShmIdle idle = {0};
+    while (left > 0) {
+        int moved = 0, waiting = -1;
+        for (int i = 0; i < nops; i++) {
+            const DistP2p *o = &ops[i];
+            if (done[i] == o->n) continue;
+            int peer = g->ranks[o->peer];
+            size_t m = min_size(SHM_PIECE_FLOATS, o->n - done[i]);
+            shm_set_what(s, o->send ? "send" : "recv", "p2p batch", 0, 0);
+            if (o->send) {
+                float *slot = shm_try_reserve(s, peer);
+                if (!slot) {
+                    waiting = o->peer;
+                    continue;
+                }
+                memcpy(slot, o->buf + done[i], m * sizeof(float));
+                shm_commit(s, peer, m);
+            } else {
+                const float *piece = shm_try_peek(s, peer, m);
+                if (!piece) {
+                    waiting = o->peer;
+                    continue;
+                }
+                memcpy(o->buf + done[i], piece, m * sizeof(float));
+                shm_release(s, peer);
+            }
+            done[i] += m;
+            left -= done[i] == o->n;
+            moved = 1;
+        }
+        if (moved) idle = (ShmIdle){0};
+        else shm_idle(s, &idle, g->ranks[waiting], "in a batch of sends and receives");
+    }
+}
+
 // Dissemination barrier: in round j (distance d = 1, 2, 4, ...) rank r signals rank r+d and
 // waits for the signal of rank r-d. After ceil(log2 p) rounds every rank has heard, through
 // some chain, from every other: nobody leaves before all have arrived. A signal is an empty

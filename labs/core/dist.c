@@ -500,6 +500,20 @@ static const char *run_nccl(Dist *d, DistWork *w) {
     return "nccl";
 }
 
+// Counts a finished call and keeps its record for dist_drain_records. Call with d->lock held.
+static void add_record(Dist *d, const DistRecord *rec) {
+    d->stats.calls++;
+    d->stats.bytes_sent += rec->bytes_sent;
+    d->stats.bytes_recv += rec->bytes_recv;
+    if (d->nrecords == d->cap_records) {
+        d->cap_records = d->cap_records ? 2 * d->cap_records : 256;
+        DistRecord *grown = realloc(d->records, d->cap_records * sizeof *grown);
+        if (!grown) die(NULL, "rank %d: out of memory for collective records", d->rank);
+        d->records = grown;
+    }
+    d->records[d->nrecords++] = *rec;
+}
+
 static void run_work(Dist *d, DistWork *w) {
     d->calls_started++;
     if (d->hang_at && d->calls_started == d->hang_at) {
@@ -524,16 +538,7 @@ static void run_work(Dist *d, DistWork *w) {
                           .issued_us = w->issued_us, .t0_us = t0, .t1_us = runlog_now_us(),
                           .bytes_sent = sent, .bytes_recv = recv};
     pthread_mutex_lock(&d->lock);
-    d->stats.calls++;
-    d->stats.bytes_sent += w->rec.bytes_sent;
-    d->stats.bytes_recv += w->rec.bytes_recv;
-    if (d->nrecords == d->cap_records) {
-        d->cap_records = d->cap_records ? 2 * d->cap_records : 256;
-        DistRecord *grown = realloc(d->records, d->cap_records * sizeof *grown);
-        if (!grown) die(NULL, "rank %d: out of memory for collective records", d->rank);
-        d->records = grown;
-    }
-    d->records[d->nrecords++] = w->rec;
+    add_record(d, &w->rec);
     // An asynchronous call leaves the queue BEFORE it is marked done: once done, its owner
     // may return from dist_wait and reuse or free it (a DistWork on the stack), so nobody may
     // read it after this.
@@ -646,6 +651,70 @@ void dist_recv(DistGroup *g, float *buf, size_t n, int peer) {
     run_now(DIST_RECV, g, DIST_F32, NULL, buf, n, peer);
 }
 void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL, 0, 0); }
+
+// ---------------------------------------------------------------------------------------
+// Batched point to point
+// ---------------------------------------------------------------------------------------
+
+// NCCL: one group, so NCCL progresses every send and receive of it together.
+static void p2p_nccl(Dist *d, DistGroup *g, const DistP2p *ops, int nops) {
+    char err[512];
+    if (cuda_nccl_group_start(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].n && !cuda_is_device_ptr(ops[i].buf))
+            die("this is a bug in shardlab: batched sends and receives take GPU buffers on NCCL",
+                "rank %d: p2p: a host buffer in a batch", d->rank);
+        DistWork w = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .group = g, .dtype = DIST_F32};
+        if (ops[i].send) nccl_call(d, &w, CUDA_NCCL_SEND, ops[i].buf, NULL, ops[i].n, ops[i].peer);
+        else nccl_call(d, &w, CUDA_NCCL_RECV, NULL, ops[i].buf, ops[i].n, ops[i].peer);
+    }
+    if (cuda_nccl_group_end(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
+    DistWork w = {.coll = DIST_SEND, .group = g};
+    nccl_wait(d, &w);
+}
+
+// Ranks sharing a GPU: the batch runs on host copies of its buffers.
+static void p2p_shm_staged(Dist *d, DistGroup *g, const DistP2p *ops, int nops) {
+    DistP2p host[DIST_P2P_MAX];
+    for (int i = 0; i < nops; i++) {
+        host[i] = ops[i];
+        host[i].buf = malloc_check((ops[i].n ? ops[i].n : 1) * sizeof(float));
+        if (ops[i].send && ops[i].n) cuda_copy(host[i].buf, ops[i].buf, ops[i].n * sizeof(float));
+    }
+    p2p_batch(&d->shm, g, host, nops);
+    for (int i = 0; i < nops; i++) {
+        if (!ops[i].send && ops[i].n) cuda_copy(ops[i].buf, host[i].buf, ops[i].n * sizeof(float));
+        free(host[i].buf);
+    }
+}
+
+void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
+    Dist *d = g->dist;
+    if (nops < 0 || nops > DIST_P2P_MAX)
+        die("this is a bug in shardlab: split the batch", "rank %d: a batch of %d sends and receives (at most %d)",
+            d->rank, nops, DIST_P2P_MAX);
+    for (int i = 0; i < nops; i++)
+        if (ops[i].peer < 0 || ops[i].peer >= g->size || ops[i].peer == g->rank)
+            die("send to and receive from another rank of the group", "rank %d: p2p with group rank %d in a group of %d",
+                d->rank, ops[i].peer, g->size);
+    if (nops == 0) return;
+    int64_t issued = runlog_now_us();
+    if (d->thread_running) drain_queue(d);
+    int64_t t0 = runlog_now_us();
+    if (g->nccl) p2p_nccl(d, g, ops, nops);
+    else if (d->dev && d->dev->kind == DEVICE_CUDA) p2p_shm_staged(d, g, ops, nops);
+    else p2p_batch(&d->shm, g, ops, nops);
+    int64_t t1 = runlog_now_us();
+    pthread_mutex_lock(&d->lock);
+    for (int i = 0; i < nops; i++) {
+        uint64_t bytes = ops[i].n * sizeof(float);
+        DistRecord rec = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .algo = "p2p", .tag = ops[i].tag,
+                          .dtype = DIST_F32, .count = ops[i].n, .issued_us = issued, .t0_us = t0, .t1_us = t1,
+                          .bytes_sent = ops[i].send ? bytes : 0, .bytes_recv = ops[i].send ? 0 : bytes};
+        add_record(d, &rec);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
 
 // x as the float pair a collective carries: x's float, plus the float of what it missed.
 static double as_float_pair(double x) {

@@ -7,7 +7,8 @@
 //          dist_sum_over_ranks(), dist_sum_over_ranks_local(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
 //          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
-//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir().
+//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir(),
+//          DistP2p, DIST_P2P_MAX, dist_p2p().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can a
@@ -26,6 +27,7 @@
 //   broadcast       buf[n] <- root's buf[n]
 //   reduce          out[n] on root <- sum over ranks of in[n]
 //   send, recv      n floats to / from one peer
+//   p2p             several sends and receives at once, none waiting for another
 //   barrier         nobody leaves before everybody arrived
 //
 // Chunks: n floats split over p ranks, the first n % p chunks one float longer (dist_chunk),
@@ -212,6 +214,23 @@ void dist_reduce_scatter_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n)
 void dist_all_gather_bf16(DistGroup *g, const bf16 *in, bf16 *out, size_t n);
 void dist_reduce_scatter_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w);
 void dist_all_gather_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w);
+
+// Point to point, batched (NCCL's ncclGroupStart/End, torch's batch_isend_irecv): the sends
+// and receives of ops[] all progress together, and the call returns when all are done. Two
+// pipeline neighbours that send each other a big message at the same moment (an activation
+// one way, a gradient the other) would wait for each other forever with a blocking send each;
+// in one batch they cannot. Messages between two ranks are matched in order: the k-th message
+// rank a sends to rank b is the k-th that b receives from a, so both must agree on that
+// order. peer is a rank of the group other than this one; tag labels the record.
+#define DIST_P2P_MAX 16
+typedef struct {
+    int send;      // 1: buf[0..n) goes to peer; 0: buf[0..n) is filled from peer
+    int peer;
+    float *buf;
+    size_t n;
+    int tag;
+} DistP2p;
+void dist_p2p(DistGroup *g, const DistP2p *ops, int nops);
 
 // The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the
 // launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts,

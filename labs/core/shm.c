@@ -299,3 +299,31 @@ void shm_release(Shm *s, int from) {
     atomic_store(&c->tail, tail + 1);
     wake(&c->tail, &c->tail_sleepers);
 }
+
+float *shm_try_reserve(Shm *s, int to) {
+    ShmChan *c = chan(s, s->rank, to);
+    uint32_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+    if (head - atomic_load_explicit(&c->tail, memory_order_acquire) >= SHM_SLOTS) return NULL;
+    return c->data[head % SHM_SLOTS];
+}
+
+const float *shm_try_peek(Shm *s, int from, size_t nfloats) {
+    ShmChan *c = chan(s, from, s->rank);
+    uint32_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+    if (atomic_load_explicit(&c->head, memory_order_acquire) == tail) return NULL;
+    return shm_peek(s, from, nfloats);  // there: checks its length, without waiting
+}
+
+void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for) {
+    if (idle->rounds++ == 0) idle->t0 = now_s();
+    double waited = now_s() - idle->t0;
+    if (waited < s->spin_s) {
+        cpu_relax();
+        sched_yield();
+        return;
+    }
+    long us = 20L << (idle->rounds / 64 < 6 ? idle->rounds / 64 : 6);  // 20 us .. 1.28 ms
+    struct timespec ts = {0, (us > 1000 ? 1000 : us) * 1000};
+    nanosleep(&ts, NULL);
+    check_peers(s, peer, waiting_for, waited);
+}

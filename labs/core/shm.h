@@ -2,7 +2,8 @@
 //
 // Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
 //          shm_create(), shm_remove(), shm_attach(), shm_detach(), shm_abort(),
-//          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what().
+//          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
+//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle().
 //
 // The ranks of a run are processes on one machine. They share one POSIX shared-memory
 // segment (/dev/shm/<name>) holding a header and a CHANNEL for every ordered pair of ranks
@@ -80,6 +81,19 @@ void shm_commit(Shm *s, int to, size_t nfloats);
 // floats (else the ranks disagree about the collective: die), use it, release it.
 const float *shm_peek(Shm *s, int from, size_t nfloats);
 void shm_release(Shm *s, int from);
+
+// The same without waiting, for code that moves several messages at once (dist_p2p): NULL
+// when the slot is not free or the piece not there yet.
+float *shm_try_reserve(Shm *s, int to);
+const float *shm_try_peek(Shm *s, int from, size_t nfloats);
+// Such code calls shm_idle() each time a pass over its messages moved nothing: it polls
+// (yielding the core), then sleeps a little longer each time (up to 1 ms), and has the same
+// deadline and checks as every other wait. Zero the ShmIdle when something moved.
+typedef struct {
+    double t0;
+    int rounds;
+} ShmIdle;
+void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for);
 
 static inline void shm_set_what(Shm *s, const char *coll, const char *phase, int step, int nsteps) {
     s->what = (ShmWhat){coll, phase, step, nsteps};
