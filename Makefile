@@ -4,6 +4,7 @@
 #   make lab-ddp NGPU=2   run a lab on N ranks through 'shardlab run' (STEPS=, ARGS=)
 #   make lab-single       run the single-rank lab (STEPS=, ARGS=)
 #   make lab-zero STAGE=2 ZeRO at stage 0..3 on NGPU ranks
+#   make lab-pp SCHEDULE=1f1b MICRO=8  a pipeline of NGPU stages
 #   make tui RUN=runs/..  follow or replay a run in the terminal dashboard
 #   make test             every test; the last line says "N passed, N failed"
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
@@ -18,6 +19,8 @@ CUDA    ?= auto
 STEPS   ?=
 ARGS    ?=
 NGPU    ?= 2
+SCHEDULE ?= 1f1b
+MICRO   ?= 4
 STAGE   ?= 1
 UI      ?= auto
 RUN     ?=
@@ -74,7 +77,7 @@ else
 CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 LDLIBS_CUDA :=
 endif
-LABS      := single collectives ddp zero fsdp
+LABS      := single collectives ddp zero fsdp pp
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
@@ -93,7 +96,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single lab-zero tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -109,6 +112,8 @@ help:
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
 	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
 	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed\"]"
+	@echo "  make lab-tp NGPU=4     tensor parallelism, Megatron-style [ARGS=\"--sp --dp 2 --vocab-parallel\"]"
+	@echo "  make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8  pipeline parallelism: gpipe, 1f1b, interleaved [ARGS=\"--chunks 2 --dp 2\"]"
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
@@ -207,6 +212,10 @@ lab-single: $(BUILD)/labs/single $(SHARDLAB)
 # ZeRO at STAGE=0..3 (0: DDP), on NGPU ranks.
 lab-zero: all
 	$(SHARDLAB) run zero -n $(NGPU) --ui $(UI) --stage $(STAGE) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# A pipeline of NGPU stages: SCHEDULE=gpipe|1f1b|interleaved, MICRO=m micro-batches.
+lab-pp: all
+	$(SHARDLAB) run pp -n $(NGPU) --ui $(UI) --schedule $(SCHEDULE) --micro $(MICRO) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all

@@ -173,8 +173,10 @@ static void check_p2p_batch(DistGroup *g, size_t n) {
     size_t from_prev = n + (size_t)prev, from_next = n + 2 * (size_t)next + 1;
     float *to_next = values(r, n_next), *to_prev = values(r + 100, n_prev);
     float *got_prev = calloc(from_prev, sizeof(float)), *got_next = calloc(from_next, sizeof(float));
-    DistP2p ops[4] = {{1, next, to_next, n_next, -1}, {1, prev, to_prev, n_prev, -1},
-                      {0, prev, got_prev, from_prev, -1}, {0, next, got_next, from_next, -1}};
+    DistP2p ops[4] = {{.send = 1, .peer = next, .buf = to_next, .n = n_next, .tag = -1},
+                      {.send = 1, .peer = prev, .buf = to_prev, .n = n_prev, .tag = -1},
+                      {.send = 0, .peer = prev, .buf = got_prev, .n = from_prev, .tag = -1},
+                      {.send = 0, .peer = next, .buf = got_next, .n = from_next, .tag = -1}};
     int nops = 4;
     if (p == 2) {  // next is prev: one message each way, in one order on both sides
         ops[1] = ops[2];

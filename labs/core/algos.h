@@ -36,9 +36,10 @@ void direct_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root
 void direct_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root);
 void p2p_send(Shm *s, const DistGroup *g, const float *buf, size_t n, int peer);
 void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer);
-// Every send and receive of ops[] moves a piece whenever its channel lets it, until all are
-// done (dist_p2p()).
-void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops);
+// Every send and receive of ops[] moves a piece whenever its channel lets it; moved[i] counts
+// ops[i]'s floats moved so far. One pass if until < 0, else until ops[until] is done (nops:
+// all of them). dist_p2p() and dist_p2p_progress().
+void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, size_t *moved, int nops, int until);
 void direct_barrier(Shm *s, const DistGroup *g);
 
 #endif

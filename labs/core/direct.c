@@ -135,20 +135,26 @@ void p2p_recv(Shm *s, const DistGroup *g, float *buf, size_t n, int peer) {
 
 // A batch of sends and receives: each pass over the messages moves every piece that can
 // move now (a free slot to write, a piece there to read) and never waits on one message while
-// another could go, so two ranks sending each other big messages both get through. A pass
-// that moved nothing idles (shm_idle), with the usual deadline.
-void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops) {
-    size_t done[DIST_P2P_MAX] = {0};  // floats moved, per message
-    int left = 0;
-    for (int i = 0; i < nops; i++) left += ops[i].n > 0;
+// another could go, so two ranks sending each other big messages both get through. Messages
+// the same way between the same two ranks keep their order. moved[i] counts the floats of
+// ops[i] moved so far, across calls. Returns after one pass if until < 0, else when ops[until]
+// is done (until = nops: when all are); a pass that moved nothing while it must go on idles
+// (shm_idle), with the usual deadline.
+void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, size_t *moved, int nops, int until) {
     ShmIdle idle = {0};
-    while (left > 0) {
-        int moved = 0, waiting = -1;
+    for (;;) {
+        int moved_any = 0, waiting = -1, left = 0;
         for (int i = 0; i < nops; i++) {
             const DistP2p *o = &ops[i];
-            if (done[i] == o->n) continue;
+            if (moved[i] == o->n) continue;
+            left++;
+            // Two messages the same way between the same ranks go one after the other, so
+            // the receiver reads them in order (its channel holds pieces, not messages).
+            int behind = 0;
+            for (int j = 0; j < i; j++) behind |= ops[j].send == o->send && ops[j].peer == o->peer && moved[j] < ops[j].n;
+            if (behind) continue;
             int peer = g->ranks[o->peer];
-            size_t m = min_size(SHM_PIECE_FLOATS, o->n - done[i]);
+            size_t m = min_size(SHM_PIECE_FLOATS, o->n - moved[i]);
             shm_set_what(s, o->send ? "send" : "recv", "p2p batch", 0, 0);
             if (o->send) {
                 float *slot = shm_try_reserve(s, peer);
@@ -156,7 +162,7 @@ void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops) {
                     waiting = o->peer;
                     continue;
                 }
-                memcpy(slot, o->buf + done[i], m * sizeof(float));
+                memcpy(slot, o->buf + moved[i], m * sizeof(float));
                 shm_commit(s, peer, m);
             } else {
                 const float *piece = shm_try_peek(s, peer, m);
@@ -164,14 +170,14 @@ void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, int nops) {
                     waiting = o->peer;
                     continue;
                 }
-                memcpy(o->buf + done[i], piece, m * sizeof(float));
+                memcpy(o->buf + moved[i], piece, m * sizeof(float));
                 shm_release(s, peer);
             }
-            done[i] += m;
-            left -= done[i] == o->n;
-            moved = 1;
+            moved[i] += m;
+            moved_any = 1;
         }
-        if (moved) idle = (ShmIdle){0};
+        if (until < 0 || left == 0 || (until < nops && moved[until] == ops[until].n)) return;
+        if (moved_any) idle = (ShmIdle){0};
         else shm_idle(s, &idle, g->ranks[waiting], "in a batch of sends and receives");
     }
 }

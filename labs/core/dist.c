@@ -657,11 +657,12 @@ void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL,
 // ---------------------------------------------------------------------------------------
 
 // NCCL: one group, so NCCL progresses every send and receive of it together.
-static void p2p_nccl(Dist *d, DistGroup *g, const DistP2p *ops, int nops) {
+static void p2p_nccl(Dist *d, DistGroup *g, DistP2p *ops, int nops) {
     char err[512];
     if (cuda_nccl_group_start(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
     for (int i = 0; i < nops; i++) {
-        if (ops[i].n && !cuda_is_device_ptr(ops[i].buf))
+        if (ops[i].moved == ops[i].n) continue;
+        if (!cuda_is_device_ptr(ops[i].buf))
             die("this is a bug in shardlab: batched sends and receives take GPU buffers on NCCL",
                 "rank %d: p2p: a host buffer in a batch", d->rank);
         DistWork w = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .group = g, .dtype = DIST_F32};
@@ -671,26 +672,30 @@ static void p2p_nccl(Dist *d, DistGroup *g, const DistP2p *ops, int nops) {
     if (cuda_nccl_group_end(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
     DistWork w = {.coll = DIST_SEND, .group = g};
     nccl_wait(d, &w);
+    for (int i = 0; i < nops; i++) ops[i].moved = ops[i].n;
 }
 
-// Ranks sharing a GPU: the batch runs on host copies of its buffers.
-static void p2p_shm_staged(Dist *d, DistGroup *g, const DistP2p *ops, int nops) {
+// Ranks sharing a GPU: the batch runs on host copies of its buffers, to the end.
+static void p2p_shm_staged(Dist *d, DistGroup *g, DistP2p *ops, int nops) {
     DistP2p host[DIST_P2P_MAX];
+    size_t moved[DIST_P2P_MAX];
     for (int i = 0; i < nops; i++) {
         host[i] = ops[i];
+        moved[i] = ops[i].moved;
         host[i].buf = malloc_check((ops[i].n ? ops[i].n : 1) * sizeof(float));
         if (ops[i].send && ops[i].n) cuda_copy(host[i].buf, ops[i].buf, ops[i].n * sizeof(float));
     }
-    p2p_batch(&d->shm, g, host, nops);
+    p2p_batch(&d->shm, g, host, moved, nops, nops);
     for (int i = 0; i < nops; i++) {
         if (!ops[i].send && ops[i].n) cuda_copy(ops[i].buf, host[i].buf, ops[i].n * sizeof(float));
         free(host[i].buf);
+        ops[i].moved = ops[i].n;
     }
 }
 
-void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
+void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
     Dist *d = g->dist;
-    if (nops < 0 || nops > DIST_P2P_MAX)
+    if (nops < 0 || nops > DIST_P2P_MAX || until > nops)
         die("this is a bug in shardlab: split the batch", "rank %d: a batch of %d sends and receives (at most %d)",
             d->rank, nops, DIST_P2P_MAX);
     for (int i = 0; i < nops; i++)
@@ -698,22 +703,48 @@ void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
             die("send to and receive from another rank of the group", "rank %d: p2p with group rank %d in a group of %d",
                 d->rank, ops[i].peer, g->size);
     if (nops == 0) return;
-    int64_t issued = runlog_now_us();
+    int64_t now = runlog_now_us();
+    size_t before[DIST_P2P_MAX];
+    for (int i = 0; i < nops; i++) {
+        if (!ops[i].issued_us) ops[i].issued_us = now;
+        before[i] = ops[i].moved;
+    }
     if (d->thread_running) drain_queue(d);
-    int64_t t0 = runlog_now_us();
-    if (g->nccl) p2p_nccl(d, g, ops, nops);
-    else if (d->dev && d->dev->kind == DEVICE_CUDA) p2p_shm_staged(d, g, ops, nops);
-    else p2p_batch(&d->shm, g, ops, nops);
+    now = runlog_now_us();
+    for (int i = 0; i < nops; i++)
+        if (!ops[i].t0_us) ops[i].t0_us = now;
+    if (g->nccl) {
+        p2p_nccl(d, g, ops, nops);
+    } else if (d->dev && d->dev->kind == DEVICE_CUDA) {
+        p2p_shm_staged(d, g, ops, nops);
+    } else {
+        size_t moved[DIST_P2P_MAX];
+        for (int i = 0; i < nops; i++) moved[i] = ops[i].moved;
+        p2p_batch(&d->shm, g, ops, moved, nops, until);
+        for (int i = 0; i < nops; i++) ops[i].moved = moved[i];
+    }
     int64_t t1 = runlog_now_us();
     pthread_mutex_lock(&d->lock);
     for (int i = 0; i < nops; i++) {
+        if (before[i] == ops[i].n || ops[i].moved != ops[i].n) continue;  // finished earlier, or not yet
         uint64_t bytes = ops[i].n * sizeof(float);
         DistRecord rec = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .algo = "p2p", .tag = ops[i].tag,
-                          .dtype = DIST_F32, .count = ops[i].n, .issued_us = issued, .t0_us = t0, .t1_us = t1,
-                          .bytes_sent = ops[i].send ? bytes : 0, .bytes_recv = ops[i].send ? 0 : bytes};
+                          .dtype = DIST_F32, .count = ops[i].n, .issued_us = ops[i].issued_us,
+                          .t0_us = ops[i].t0_us, .t1_us = t1, .bytes_sent = ops[i].send ? bytes : 0,
+                          .bytes_recv = ops[i].send ? 0 : bytes};
         add_record(d, &rec);
     }
     pthread_mutex_unlock(&d->lock);
+}
+
+void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
+    DistP2p copy[DIST_P2P_MAX];
+    if (nops > DIST_P2P_MAX) nops = DIST_P2P_MAX + 1;  // dist_p2p_progress says why
+    for (int i = 0; i < nops && i < DIST_P2P_MAX; i++) {
+        copy[i] = ops[i];
+        copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = 0;
+    }
+    dist_p2p_progress(g, copy, nops, nops);
 }
 
 // x as the float pair a collective carries: x's float, plus the float of what it missed.

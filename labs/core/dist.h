@@ -8,7 +8,7 @@
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
 //          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
 //          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir(),
-//          DistP2p, DIST_P2P_MAX, dist_p2p().
+//          DistP2p, DIST_P2P_MAX, dist_p2p(), dist_p2p_progress().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can a
@@ -229,8 +229,17 @@ typedef struct {
     float *buf;
     size_t n;
     int tag;
+    size_t moved;  // dist_p2p_progress(): floats moved so far (0 to start)
+    int64_t issued_us, t0_us;  // its record's times (set by the first call that sees it)
 } DistP2p;
 void dist_p2p(DistGroup *g, const DistP2p *ops, int nops);
+// The same, in steps that need not finish: moves what it can of every op (ops[i].moved keeps
+// count across calls) and returns after one pass that waits for nothing if until < 0, else
+// when ops[until] is done (until = nops: all of them). An op leaves its record when done. A
+// pipeline stage keeps its outgoing messages moving this way while it computes, and blocks
+// only in a receive, or at the end of a step. With NCCL (and ranks sharing a GPU) every
+// call finishes all its ops, as one group.
+void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until);
 
 // The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the
 // launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts,

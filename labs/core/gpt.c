@@ -136,12 +136,15 @@ static size_t block_acts_per_token(const GptConfig *c) {
     return 16 * (size_t)c->dim + 4 + (size_t)c->heads * c->seq;
 }
 
-size_t gpt_acts_floats(const GptConfig *c, int B) {
-    size_t per_token = (size_t)c->dim                                  // x0
-                       + (size_t)c->layers * block_acts_per_token(c)  // blocks
-                       + (size_t)c->dim + 2 + (size_t)c->vocab;       // head
+size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last) {
+    int blocks = (last < c->layers ? last : c->layers) - (first > 1 ? first : 1) + 1;
+    size_t per_token = (size_t)c->dim                                       // x0, or the input
+                       + (size_t)(blocks > 0 ? blocks : 0) * block_acts_per_token(c)
+                       + (last == c->layers + 1 ? (size_t)c->dim + 2 + (size_t)c->vocab : 0);  // head
     return (size_t)B * c->seq * per_token;
 }
+
+size_t gpt_acts_floats(const GptConfig *c, int B) { return gpt_acts_layers_floats(c, B, 0, c->layers + 1); }
 
 // Hand out the next n floats of one big buffer.
 static float *take(float **cursor, size_t n) {
@@ -150,15 +153,21 @@ static float *take(float **cursor, size_t n) {
     return p;
 }
 
-void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem) {
+void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int last, Mem *mem) {
+    if (first < 0 || last > c->layers + 1 || first > last)
+        die("this is a bug in shardlab", "activations of layers %d..%d of a model of %d", first, last, c->layers + 2);
     size_t BT = (size_t)B * c->seq, C = c->dim;
+    memset(a, 0, sizeof *a);
     a->B = B;
-    a->buffer = mem_alloc_floats(mem, MEM_ACTS, gpt_acts_floats(c, B), "activations");
-    a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
+    a->buffer = mem_alloc_floats(mem, MEM_ACTS, gpt_acts_layers_floats(c, B, first, last), "activations");
+    a->blocks = calloc_check((size_t)(c->layers > 0 ? c->layers : 1), sizeof *a->blocks);
     float *p = a->buffer;
-    a->x0 = take(&p, BT * C);
-    for (int l = 0; l < c->layers; l++) {
-        BlockActs *b = &a->blocks[l];
+    // The first layer's input: the embedding's output x0 (layers 0 and 1), else what block
+    // first-2 would have written.
+    if (first <= 1) a->x0 = take(&p, BT * C);
+    else a->blocks[first - 2].out = take(&p, BT * C);
+    for (int l = first > 1 ? first : 1; l <= last && l <= c->layers; l++) {
+        BlockActs *b = &a->blocks[l - 1];
         b->ln1 = take(&p, BT * C);
         b->ln1_mean = take(&p, BT);
         b->ln1_rstd = take(&p, BT);
@@ -173,13 +182,25 @@ void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem) {
         b->fch_gelu = take(&p, BT * 4 * C);
         b->out = take(&p, BT * C);
     }
-    a->head.lnf = take(&p, BT * C);
-    a->head.lnf_mean = take(&p, BT);
-    a->head.lnf_rstd = take(&p, BT);
-    a->head.probs = take(&p, BT * c->vocab);
-    if ((size_t)(p - a->buffer) != gpt_acts_floats(c, B))
-        die("this is a bug in shardlab", "activation layout (%zu floats) disagrees with gpt_acts_floats (%zu)",
-            (size_t)(p - a->buffer), gpt_acts_floats(c, B));
+    if (last == c->layers + 1) {
+        a->head.lnf = take(&p, BT * C);
+        a->head.lnf_mean = take(&p, BT);
+        a->head.lnf_rstd = take(&p, BT);
+        a->head.probs = take(&p, BT * c->vocab);
+    }
+    if ((size_t)(p - a->buffer) != gpt_acts_layers_floats(c, B, first, last))
+        die("this is a bug in shardlab", "activation layout (%zu floats) disagrees with gpt_acts_layers_floats (%zu)",
+            (size_t)(p - a->buffer), gpt_acts_layers_floats(c, B, first, last));
+}
+
+void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem) {
+    gpt_acts_alloc_layers(a, c, B, 0, c->layers + 1, mem);
+}
+
+float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer) {
+    if (layer == 0) return a->x0;
+    if (layer <= c->layers) return a->blocks[layer - 1].out;
+    return NULL;
 }
 
 void gpt_acts_free(GptActs *a, Mem *mem) {

@@ -4,7 +4,8 @@
 //          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
-//          gpt_acts_floats(), gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
+//          gpt_acts_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
+//          gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
 //          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
@@ -115,6 +116,16 @@ typedef struct {
 size_t gpt_acts_floats(const GptConfig *c, int B);
 void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem);
 void gpt_acts_free(GptActs *a, Mem *mem);
+// A pipeline stage's activations: layers first..last only (the other blocks' pointers stay
+// NULL), plus the stage's INPUT where layer first-1 would have written it (x0 for layer 1,
+// block first-2's out above that), for the receiving stage to fill. Per token that is C,
+// plus 16C + 4 + NH*T per block, plus C + 2 + V with the head. gpt_acts_alloc() is
+// layers 0..L+1.
+void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int last, Mem *mem);
+size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
+// Where layer `layer`'s forward output is (x0 for the embedding, a block's out); NULL for
+// the head, whose output is the loss.
+float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);
 // Transient workspace a forward or backward pass needs (floats), allocated per pass.
 size_t gpt_scratch_floats(const GptConfig *c, int B);
 

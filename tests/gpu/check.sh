@@ -23,6 +23,7 @@
 #                          host memory (NCCL refuses two ranks on one GPU);
 #        zero --stage 1, 2, 3 and fsdp --prefetch, -n 2 and 4: the loss vs single on the CPU, the
 #                          memory vs the same run on the CPU;
+#        pp --schedule gpipe and 1f1b, -n 2: the same two comparisons;
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -263,6 +264,23 @@ for n in 2 4; do
                 --replicas "$replicas"
         fi
     done
+done
+
+echo
+echo "## pp: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
+# The default model has 2 blocks, so 2 stages; each stage holds other layers (--replicas 0).
+# The activations and gradients between stages go through batched NCCL send/recv.
+for sched in gpipe 1f1b; do
+    cpu=$tmp/pp-$sched-cpu cuda=$tmp/pp-$sched-cuda
+    mem_ref=""
+    if train pp 2 cpu "$cpu" --schedule "$sched" --micro 4; then mem_ref=$cpu; else
+        compare fail --lab pp --n 2 --run "$cpu" --why "pp --schedule $sched --device cpu failed (log: $cpu.out)"
+    fi
+    if ! train pp 2 cuda "$cuda" --schedule "$sched" --micro 4; then
+        compare fail --lab pp --n 2 --run "$cuda" --why "pp --schedule $sched --device cuda failed (log: $cuda.out)"
+    elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+        compare train --lab pp --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 0
+    fi
 done
 
 echo
