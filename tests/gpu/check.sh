@@ -23,7 +23,7 @@
 #                          host memory (NCCL refuses two ranks on one GPU);
 #        zero --stage 1, 2, 3 and fsdp --prefetch, -n 2 and 4: the loss vs single on the CPU, the
 #                          memory vs the same run on the CPU;
-#        pp --schedule gpipe and 1f1b, -n 2: the same two comparisons;
+#        pp --schedule gpipe and 1f1b, -n 2, and tp -n 2, 4 and --sp: the same two comparisons;
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -280,6 +280,27 @@ for sched in gpipe 1f1b; do
         compare fail --lab pp --n 2 --run "$cuda" --why "pp --schedule $sched --device cuda failed (log: $cuda.out)"
     elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
         compare train --lab pp --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 0
+    fi
+done
+
+echo
+echo "## tp: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
+# t = 2 and 4 (the default model has 4 heads), and --sp at t = 2; the ranks' replicated
+# parameters hash the same (param_hash), so --replicas 1.
+for variant in "2 plain" "4 plain" "2 sp"; do
+    set -- $variant
+    n=$1 args=$([ "$2" = sp ] && echo --sp || true)
+    cpu=$tmp/tp-$n-$2-cpu cuda=$tmp/tp-$n-$2-cuda
+    mem_ref=""
+    # shellcheck disable=SC2086
+    if train tp "$n" cpu "$cpu" $args; then mem_ref=$cpu; else
+        compare fail --lab tp --n "$n" --run "$cpu" --why "tp $args --device cpu failed (log: $cpu.out)"
+    fi
+    # shellcheck disable=SC2086
+    if ! train tp "$n" cuda "$cuda" $args; then
+        compare fail --lab tp --n "$n" --run "$cuda" --why "tp $args --device cuda failed (log: $cuda.out)"
+    elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+        compare train --lab tp --n "$n" --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
     fi
 done
 

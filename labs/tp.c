@@ -1,0 +1,491 @@
+// tp.c — tensor parallelism from scratch (Megatron-LM): one layer's matrices split over ranks.
+//
+// Data parallelism (ddp.c) and ZeRO/FSDP copy or shard the model but every rank still runs
+// whole layers. Tensor parallelism (Shoeybi et al., "Megatron-LM", 2019) splits the work
+// INSIDE each block over a group of t ranks: each rank holds 1/t of every big matrix and
+// computes 1/t of every big product, on the same tokens.
+//
+//   attention  c_attn is column-parallel BY HEADS: rank r holds the q, k and v rows of heads
+//              [r NH/t, (r+1) NH/t), so it runs attention on its NH/t heads by itself; the
+//              output projection c_proj is row-parallel: the columns that read those heads.
+//   MLP        c_fc column-parallel (4C/t of the hidden units, GELU local), c_proj row-parallel.
+//
+//        X ──f──> [ X A_r ] ──(attention / GELU: local)──> [ Y_r B_r ] ──g──> sum_r Y_r B_r + b
+//             (all of X)   (rank r's heads / columns)      (a PARTIAL output)
+//
+// Two operators carry all the communication (core/tensor_parallel.c writes them out):
+//   f  at the input of a column-parallel linear: forward identity (every rank already holds
+//      X), backward ALL-REDUCE (X's gradient is the sum of the ranks' partial gradients)
+//   g  at the output of a row-parallel linear: forward ALL-REDUCE (sum the partial outputs),
+//      backward identity (the gradient of a sum reaches every term unchanged)
+// So a block costs exactly 2 all-reduces forward and 2 backward per micro-batch, of B T C
+// floats each. The row-parallel biases are added once, after g, and are replicated, like the
+// LayerNorms, embeddings and head: every rank computes them fully, on identical inputs, so
+// their gradients come out bitwise identical and the replicas need no communication.
+//
+// --sp (sequence parallelism, Korthikanti et al. 2022, "Megatron-SP"): the LayerNorms,
+//      dropout-free residual adds and biases are replicated WORK too. Split them along the
+//      tokens: each rank keeps B T / t of the micro-batch's rows (contiguous; Megatron splits
+//      the sequence of its [s, b, h] layout, we split our [b, t] rows; pointwise operations do
+//      not care). Then f = all-gather forward / reduce-scatter backward and g = reduce-scatter
+//      forward / all-gather backward: 2 all-gathers + 2 reduce-scatters per block forward and
+//      the same backward, the same bytes as the 2 all-reduces (an all-reduce IS a
+//      reduce-scatter + an all-gather), with the residual stream's activations 1/t the size.
+//      The replicated parameters now see only their rank's tokens: their gradients are
+//      all-reduced over the tensor-parallel group once per step. (This lab keeps f's gathered
+//      LayerNorm output for the backward pass; Megatron gathers it again instead, to save
+//      that memory for one more all-gather.)
+// --vocab-parallel: lm_head split by vocabulary rows (V/t each); the cross-entropy across the
+//      group: per-row maxima all-gathered (t B T floats), the sums of exp and the target's
+//      logit in one all-reduce (2 B T floats), and f before the head (its backward all-reduces
+//      the head input's gradient; with --sp f all-gathers / reduce-scatters it).
+// --dp D: a 2-D mesh, N = D x t ranks, rank = d t + r: tensor-parallel groups are contiguous
+//      ranks (Megatron places TP innermost, on the fastest links), data-parallel groups are
+//      ranks r, t + r, ... Each replica takes B/D sequences of the global batch; after the
+//      backward pass every gradient is all-reduced over the data-parallel group.
+//
+// Run it:   make lab-tp NGPU=4 [ARGS="--sp --dp 2"]
+//           build/shardlab run tp -n 4 --vocab-parallel
+//           build/labs/tp --help
+//
+// Lexicon: tensor parallelism, column-parallel linear, row-parallel linear, all-reduce,
+//          reduce-scatter, all-gather, sequence parallelism, vocabulary-parallel
+//          cross-entropy, device mesh, data parallelism.
+//
+// What it is graded against, per rank, with Psi_rep the replicated parameters
+// ((V + T) C + 6 L C + 2 C, + V C unless --vocab-parallel), Psi_split the split ones, whole
+// (L (12 C^2 + 7 C), + V C with --vocab-parallel), K micro-batches of B' = B/(D K)
+// sequences, BT = B' T:
+//   params 4 (Psi_rep + Psi_split / t), grads the same, optim 8 (Psi_rep + Psi_split / t)
+//   acts   4 BT (2C + 2 + V + L (4C + 4 + (12C + NH T)/t)); see report_memory() for the
+//          --sp and --vocab-parallel forms
+//   per block per micro-batch: 2 all-reduces forward and 2 backward (t > 1: 2 (t-1)/t x
+//          4 BT C bytes each, ring); --sp: 2 all-gathers + 2 reduce-scatters each way,
+//          (t-1)/t x 4 BT C bytes each, plus one all-reduce per layer of the replicated
+//          gradients per step
+//   param_hash (the replicated parameters) equal on every rank after every step
+//   loss   equal to `single` on the same global batch, up to fp32 rounding
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "args.h"
+#include "check.h"
+#include "data.h"
+#include "dist.h"
+#include "gpt.h"
+#include "mem.h"
+#include "runlog.h"
+#include "tensor_parallel.h"
+#include "train.h"
+
+// ---------------------------------------------------------------------------------------
+// AdamW on a rank's two parts: the replicated weights (updated identically on every rank of
+// the group) and its slices. The global gradient norm counts each replicated gradient once
+// and sums the slices' squares over the group.
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    AdamW hyper;
+    float **m[2], **v[2];  // [replicated, split][layer]
+} TpAdamW;
+
+static float *part_of(float **rep, float **split, int part, int l) { return part ? split[l] : rep[l]; }
+static size_t count_of(const Tp *tp, int part, int l) { return part ? tp->split_n[l] : tp->rep_n[l]; }
+
+static void tp_adamw_create(TpAdamW *o, const Tp *tp, const TrainArgs *a) {
+    o->hyper = (AdamW){.lr = (float)a->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                       .weight_decay = (float)a->weight_decay};
+    for (int p = 0; p < 2; p++) {
+        o->m[p] = calloc_check((size_t)tp->nlayers, sizeof(float *));
+        o->v[p] = calloc_check((size_t)tp->nlayers, sizeof(float *));
+        for (int l = 0; l < tp->nlayers; l++)
+            if (count_of(tp, p, l)) {
+                o->m[p][l] = mem_alloc_floats(tp->mem, MEM_OPTIM, count_of(tp, p, l), "AdamW first moment");
+                o->v[p][l] = mem_alloc_floats(tp->mem, MEM_OPTIM, count_of(tp, p, l), "AdamW second moment");
+            }
+    }
+}
+
+static void tp_adamw_destroy(TpAdamW *o, Tp *tp) {
+    for (int p = 0; p < 2; p++) {
+        for (int l = 0; l < tp->nlayers; l++) mem_free(tp->mem, o->m[p][l]), mem_free(tp->mem, o->v[p][l]);
+        free(o->m[p]), free(o->v[p]);
+    }
+}
+
+static double clip_and_update(Tp *tp, TpAdamW *o, double clip, int64_t step) {
+    const Ops *ops = tp->ops;
+    double sq[2] = {0, 0};
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < tp->nlayers; l++)
+            if (count_of(tp, p, l))
+                sq[p] += ops->sum_of_squares(part_of(tp->rep_grad, tp->split_grad, p, l), count_of(tp, p, l));
+    if (tp->t > 1) {
+        sq[1] = dist_sum_over_ranks(tp->group, sq[1]);  // the same bits on every rank: the same clip
+        tp_log_collectives(tp, "tp", "grad_norm", "", -1, NULL);
+    }
+    double norm = sqrt(sq[0] + sq[1]);
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < tp->nlayers; l++) {
+            size_t n = count_of(tp, p, l);
+            if (!n) continue;
+            float *g = part_of(tp->rep_grad, tp->split_grad, p, l);
+            if (clip > 0 && norm > clip) ops->scale_floats(g, n, (float)(clip / norm));
+            ops->adamw_update(&o->hyper, step, part_of(tp->rep, tp->split, p, l), g, o->m[p][l], o->v[p][l], n);
+        }
+    device_sync(tp->mem->dev);
+    return norm;
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward and backward over this replica's micro-batches
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    const Corpus *corpus;
+    const TrainArgs *a;
+    int first, count;  // this replica's sequences of the global batch
+} Batch;
+
+static double forward_backward(Tp *tp, TpActs *acts, const Batch *b, int64_t step, float loss_scale) {
+    int micro = tp->B, T = b->a->seq;
+    size_t n = (size_t)micro * T;
+    uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
+    tp_workspace_begin(tp);
+    float *dx = mem_alloc_floats(tp->mem, MEM_ACTS, (size_t)tp->rows * tp->cfg.dim, "residual gradient");
+    double loss_sum = 0;
+    for (int mb = 0; mb * micro < b->count; mb++) {
+        train_micro_batch(b->corpus, b->a, step, b->first + mb * micro, micro, tokens, targets);
+        tp->mb = mb;
+        tp->pass = "fwd";
+        for (int l = 0; l < tp->nlayers; l++) {
+            int64_t t0 = runlog_now_us();
+            loss_sum += tp_layer_forward(tp, l, acts, tokens, targets);
+            device_sync(tp->mem->dev);
+            runlog_span(tp->log, step, "fwd", mb, l, t0, runlog_now_us(), 0);
+        }
+        tp->pass = "bwd";
+        for (int l = tp->nlayers - 1; l >= 0; l--) {
+            int64_t t0 = runlog_now_us();
+            tp_layer_backward(tp, l, acts, tokens, targets, loss_scale, dx);
+            device_sync(tp->mem->dev);
+            runlog_span(tp->log, step, "bwd", mb, l, t0, runlog_now_us(), 0);
+        }
+    }
+    tp->mb = -1;
+    tp->pass = "step";
+    mem_free(tp->mem, dx);
+    tp_workspace_end(tp);
+    free(tokens);
+    free(targets);
+    return loss_sum;
+}
+
+// Sum every gradient buffer (the replicated ones, and with split = 1 the slices too) over a
+// group, one all-reduce per non-empty buffer; logged as spans of `op` on group `name`.
+static void all_reduce_gradients(Tp *tp, DistGroup *g, const char *name, const char *op, int split, TpCount *count) {
+    for (int p = 0; p <= split; p++)
+        for (int l = 0; l < tp->nlayers; l++)
+            if (count_of(tp, p, l)) {
+                dist_all_reduce(g, part_of(tp->rep_grad, tp->split_grad, p, l), count_of(tp, p, l));
+                tp_log_collectives(tp, name, op, p ? "split" : "replicated", l, count);
+            }
+}
+
+// ---------------------------------------------------------------------------------------
+// What the graders check: collectives per step, memory
+// ---------------------------------------------------------------------------------------
+
+// Bytes a ring collective of n floats sends from group rank r of p (dist.h's chunks).
+static uint64_t ring_bytes(TpKind kind, size_t n, int p, int r) {
+    size_t off, mine, next;
+    dist_chunk(n, p, r, &off, &mine);
+    dist_chunk(n, p, (r + 1) % p, &off, &next);
+    size_t words = kind == TP_ALL_REDUCE ? (n - mine) + (n - next) : kind == TP_REDUCE_SCATTER ? n - mine : n - next;
+    return 4ull * words;
+}
+
+static void expect_call(TpCount *c, TpKind kind, size_t n, int p, int r, int times) {
+    c->calls[kind] += times;
+    c->bytes += (uint64_t)times * ring_bytes(kind, n, p, r);
+}
+
+// The f, g and vocabulary-parallel collectives of one step with K micro-batches.
+static TpCount expected_model_collectives(const Tp *tp, int K) {
+    TpCount c = {{0}, 0};
+    size_t act = (size_t)tp->BT * tp->cfg.dim;
+    int L = tp->cfg.layers, t = tp->t, r = tp->r;
+    if (tp->sp) {
+        expect_call(&c, TP_ALL_GATHER, act, t, r, 4 * L * K);      // f forward, g backward
+        expect_call(&c, TP_REDUCE_SCATTER, act, t, r, 4 * L * K);  // g forward, f backward
+    } else {
+        expect_call(&c, TP_ALL_REDUCE, act, t, r, 4 * L * K);      // g forward, f backward
+    }
+    if (tp->vp) {
+        expect_call(&c, TP_ALL_GATHER, (size_t)t * tp->BT, t, r, K);  // row maxima
+        expect_call(&c, TP_ALL_REDUCE, 2 * (size_t)tp->BT, t, r, K);  // sums of exp, target logits
+        if (tp->sp) expect_call(&c, TP_ALL_GATHER, act, t, r, K), expect_call(&c, TP_REDUCE_SCATTER, act, t, r, K);
+        else expect_call(&c, TP_ALL_REDUCE, act, t, r, K);             // f's backward at the head
+    }
+    return c;
+}
+
+static void check_collectives(RunLog *log, const Tp *tp, int K, int broken) {
+    TpCount want = expected_model_collectives(tp, K), got = tp->model;
+    int calls = got.calls[TP_ALL_REDUCE] == want.calls[TP_ALL_REDUCE] &&
+                got.calls[TP_REDUCE_SCATTER] == want.calls[TP_REDUCE_SCATTER] &&
+                got.calls[TP_ALL_GATHER] == want.calls[TP_ALL_GATHER];
+    int total = got.calls[0] + got.calls[1] + got.calls[2], expect = want.calls[0] + want.calls[1] + want.calls[2];
+    runlog_check(log, "comm.tp_collectives", calls, total, expect);
+    runlog_check(log, "comm.tp_bytes_sent", got.bytes == want.bytes, (double)got.bytes, (double)want.bytes);
+    if ((!calls || got.bytes != want.bytes) && !broken)  // (broken: let the graders find it)
+        die("this is a bug in shardlab's tensor parallelism",
+            "step 1: %d all-reduces, %d reduce-scatters, %d all-gathers sending %llu bytes; the formula says %d, %d, %d "
+            "and %llu", got.calls[0], got.calls[1], got.calls[2], (unsigned long long)got.bytes, want.calls[0],
+            want.calls[1], want.calls[2], (unsigned long long)want.bytes);
+}
+
+// The memory table. Psi_rep: replicated parameters; Psi_split: the split ones, whole.
+static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t, int sp, int vp, int micro) {
+    double C = c->dim, V = c->vocab, T = c->seq, L = c->layers, NH = c->heads;
+    double rep = (V + T) * C + 6 * L * C + 2 * C + (vp ? 0 : V * C), split = L * (12 * C * C + 7 * C) + (vp ? V * C : 0);
+    double mine = rep + split / t, psi = rep + split;
+    // Activations: the residual stream and LayerNorm statistics on R rows (BT, or BT/t with
+    // --sp), the LayerNorm outputs the column-parallel linears read on all BT rows, the
+    // heads' and hidden units' share 1/t; the head on H rows (BT with --vocab-parallel) of
+    // V' logits (V/t with --vocab-parallel).
+    double BT = (double)micro * T, R = sp ? BT / t : BT, H = vp ? BT : R, Vh = vp ? V / t : V;
+    double acts = 4 * (R * C + L * (2 * BT * C + 4 * R + BT * (12 * C + NH * T) / t + 2 * R * C) + H * C + 2 * R + H * Vh);
+    const char *per_token = !sp ? (vp ? "2C + 2 + V/t + L (4C + 4 + (12C + NH T)/t)" : "2C + 2 + V + L (4C + 4 + (12C + NH T)/t)")
+                                : (vp ? "C + (C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)"
+                                      : "(2C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)");
+    MemRow rows[] = {
+        {MEM_PARAMS, "4 (Psi_rep + Psi_split/t)", 4 * mine, "4 Psi", 4 * psi, 0},
+        {MEM_GRADS, "4 (Psi_rep + Psi_split/t)", 4 * mine, "4 Psi", 4 * psi, 0},
+        {MEM_OPTIM, "8 (Psi_rep + Psi_split/t)", 8 * mine, "8 Psi", 8 * psi, 0},
+        {MEM_ACTS, "4 BT a (a: floats per token)", acts, "single's", train_acts_formula(c, micro), 0},
+        {MEM_COMM, "0 (no buffers of its own)", 0, NULL, 0, 0},
+    };
+    runlog_printf(log, "\nPsi_rep = %.0f replicated parameters (LayerNorms, row-parallel biases, embeddings%s), "
+                       "Psi_split = %.0f split over t = %d (this rank: %.0f)\n",
+                  rep, vp ? "" : ", lm_head", split, t, split / t);
+    runlog_printf(log, "activations: a = %s floats per token of a micro-batch's BT = %.0f rows\n", per_token, BT);
+    train_report_memory(log, mem, NULL, c, micro, rows, 5);
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+// ---------------------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_defaults(&a);
+    int dp = 1, sp = 0, vp = 0;
+    LabOption opts[] = {
+        {"dp", OPT_INT, &dp, 1, DIST_MAX_RANKS, "D",
+         "data-parallel replicas: the N ranks form a D x t mesh, t = N/D tensor-parallel ranks per replica"},
+        {"sp", OPT_FLAG, &sp, 0, 0, "", "sequence parallelism: LayerNorms and the residual stream split along the tokens"},
+        {"vocab-parallel", OPT_FLAG, &vp, 0, 0, "",
+         "split lm_head by vocabulary rows; the cross-entropy computed across the group"},
+    };
+    train_args_parse(&a, argc, argv, "tp",
+                     "Tensor parallelism from scratch (Megatron-LM): every block's matrices split over t ranks.\n"
+                     "Run N ranks with 'shardlab run tp -n N' (or make lab-tp NGPU=N); --dp D makes a D x N/D mesh.",
+                     opts, 3);
+
+    DistEnv env = dist_env("tp");
+    Device dev;
+    train_device(&dev, &a, "tp", env.local_rank, env.local_world);
+    Dist dist;
+    dist_init(&dist, "tp", &dev);
+    int N = dist.world, rank = dist.rank;
+    if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
+    int t = N / dp, r = rank % t, d = rank / t;
+    if (a.heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a.heads);
+    if (vp && GPT_VOCAB % t != 0)
+        usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
+    train_check_batch(&a, "tp", dp);
+    int per_replica = a.batch / dp, micro = per_replica / a.accum;
+    if (sp && (micro * a.seq) % t != 0)
+        usage_error("tp", "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch "
+                          "(B/(D accum) = %d x --seq %d)", t, micro * a.seq, micro, a.seq);
+    // The ring: its all-reduce is a reduce-scatter + an all-gather, and the byte counts are the formulas'.
+    dist.algo = DIST_ALGO_RING;
+    char who[32];
+    snprintf(who, sizeof who, "tp rank %d", rank);
+    check_set_context(who);
+
+    // The mesh: every rank builds all of its groups, in the same order (NCCL's split is a
+    // collective over the whole world).
+    int tp_ranks[DIST_MAX_RANKS], dp_ranks[DIST_MAX_RANKS];
+    for (int k = 0; k < t; k++) tp_ranks[k] = d * t + k;
+    for (int k = 0; k < dp; k++) dp_ranks[k] = k * t + r;
+    DistGroup tp_group, dp_group;
+    dist_group(&dist, &tp_group, tp_ranks, t);
+    dist_group(&dist, &dp_group, dp_ranks, dp);
+
+    RunLog log;
+    char run_dir[3072];
+    dist_run_dir(&dist, a.run_dir, "tp", run_dir, sizeof run_dir);
+    runlog_open(&log, "tp", rank, N, run_dir);
+    runlog_printf(&log, "tp: %d rank(s) on %s, backend %s, %d data-parallel replica(s) x %d tensor-parallel rank(s)%s%s; "
+                        "run directory %s\n", N, dev.name, dist.backend, dp, t, sp ? ", sequence parallel" : "",
+                  vp ? ", vocabulary-parallel head" : "", log.dir);
+    train_say_device(&log, &dev, N);
+
+    Corpus corpus;
+    train_corpus(&corpus, &a);
+    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
+    GptConfig cfg = train_model_config(&a);
+    Mem mem;
+    mem_init(&mem, &dev);
+    Tp tp;
+    tp_create(&tp, &cfg, t, r, sp, vp, &tp_group, &dist, &mem, &a);
+    tp.log = &log;
+    if (a.init) runlog_printf(&log, "weights: loaded from %s\n", a.init);
+    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
+    tp.broken = test_break && strcmp(test_break, "tp-skip-f") == 0;
+    if (tp.broken)
+        runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: block 0's attention f skips its backward %s\n",
+                      sp ? "reduce-scatter" : "all-reduce");
+    TpAdamW adam;
+    tp_adamw_create(&adam, &tp, &a);
+    TpActs acts;
+    tp_acts_alloc(&acts, &tp, micro);
+
+    int C = cfg.dim, hl = cfg.heads / t;
+    runlog_printf(&log, "rank %d = replica %d, tensor-parallel rank %d (group: ranks %d..%d): heads %d..%d of %d, "
+                        "MLP units %d..%d of %d%s; sequences %d..%d of each global batch of %d, in %d micro-batch(es) "
+                        "of %d, token rows %d..%d of each\n",
+                  rank, d, r, d * t, d * t + t - 1, r * hl, (r + 1) * hl - 1, cfg.heads, r * 4 * C / t,
+                  (r + 1) * 4 * C / t - 1, 4 * C, vp ? ", a vocabulary slice of V/t" : "", d * per_replica,
+                  (d + 1) * per_replica - 1, a.batch, a.accum, micro, tp.row0, tp.row0 + tp.rows - 1);
+
+    StrBuf config;
+    sb_init(&config);
+    char lab_fields[160];
+    snprintf(lab_fields, sizeof lab_fields, "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s", t, dp,
+             sp ? "true" : "false", vp ? "true" : "false");
+    train_config_json(&config, &a, lab_fields);
+    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
+    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    report_memory(&log, &mem, &cfg, t, sp, vp, micro);
+    mem_reset_peak(&mem);
+    while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the start-up calls are not a step's
+
+    uint64_t split_bytes = 0, rep_bytes = 0;
+    for (int l = 0; l < tp.nlayers; l++) split_bytes += 4 * tp.split_n[l], rep_bytes += 4 * tp.rep_n[l];
+    Progress progress;
+    progress_init(&progress, &a);
+    Batch batch = {&corpus, &a, d * per_replica, per_replica};
+    const double tokens_per_step = (double)a.batch * a.seq;
+    double first_loss = 0, loss = 0, step_ms_total = 0;
+    uint64_t model_hash = 0;
+    Mem host;
+    mem_init(&host, NULL);
+    Gpt full;  // the whole model, gathered at the last step (summary hash, --save)
+    int64_t t_train0 = runlog_now_us();
+
+    train_catch_signals();
+    for (int64_t step = 1; step <= a.steps; step++) {
+        int interrupted = train_interrupted(&log, step - 1);
+        if (interrupted) return interrupted;
+        int64_t t0 = runlog_now_us();
+        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
+        tp.step = step, tp.comm_us = 0;
+        memset(&tp.model, 0, sizeof tp.model);
+
+        // 1. Forward and backward over this replica's micro-batches: f and g move activations
+        //    inside every block; the gradients of each rank's parts accumulate.
+        tp_zero_grads(&tp);
+        double loss_sum = forward_backward(&tp, &acts, &batch, step, (float)(1.0 / tokens_per_step));
+        if (step == 1) check_collectives(&log, &tp, a.accum, tp.broken);
+
+        // 2. --sp: each replicated parameter saw only this rank's rows: sum over the group.
+        TpCount rep_count = {{0}, 0}, dp_count = {{0}, 0};
+        if (sp) all_reduce_gradients(&tp, &tp_group, "tp", "replicated_grads", 0, &rep_count);
+        // 3. --dp: every gradient summed over the replicas (the loss scale 1/(B T) of the
+        //    global batch makes the sum the mean).
+        if (dp > 1) all_reduce_gradients(&tp, &dp_group, "dp", "dp_grads", 1, &dp_count);
+
+        // 4. The loss of the global batch: the group's rows (--sp with a replicated head: each
+        //    rank has its rows' losses), then the replicas. Every rank logs the same value.
+        double replica_loss = loss_sum;
+        if (sp && !vp && t > 1) {
+            replica_loss = dist_sum_over_ranks(&tp_group, loss_sum);
+            tp_log_collectives(&tp, "tp", "loss", "", -1, NULL);
+        }
+        double total = replica_loss;
+        if (dp > 1) {
+            total = dist_sum_over_ranks(&dp_group, replica_loss);
+            tp_log_collectives(&tp, "dp", "loss", "", -1, NULL);
+        }
+        loss = total / tokens_per_step;
+        if (!isfinite(loss))
+            die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
+
+        // 5. Clip and update: every rank its slices, and the replicated weights identically.
+        int64_t t_opt = runlog_now_us();
+        double grad_norm = clip_and_update(&tp, &adam, a.clip, step);
+        runlog_span(&log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
+        if (step == a.steps) {  // the whole model, for the summary's hash and --save
+            gpt_create(&full, &cfg, &host, 0);
+            tp_gather_model(&tp, &full);
+            model_hash = gpt_param_hash(&full);
+        }
+
+        int64_t t1 = runlog_now_us();
+        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
+        step_ms_total += ms;
+        if (step == 1) first_loss = loss;
+        char extra[768], last[48] = "";
+        if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
+        snprintf(extra, sizeof extra,
+                 "\"grad_norm\":%.6g,\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s,"
+                 "\"tp_collectives\":{\"all_reduce\":%d,\"reduce_scatter\":%d,\"all_gather\":%d,\"bytes\":%llu},"
+                 "\"replicated_grad_all_reduces\":%d,\"replicated_grad_bytes\":%llu,\"dp_all_reduces\":%d,"
+                 "\"dp_bytes\":%llu,\"split_param_bytes\":%llu,\"replicated_param_bytes\":%llu,\"shard_hash\":\"%016llx\"%s",
+                 grad_norm, t, dp, sp ? "true" : "false", vp ? "true" : "false", tp.model.calls[TP_ALL_REDUCE],
+                 tp.model.calls[TP_REDUCE_SCATTER], tp.model.calls[TP_ALL_GATHER], (unsigned long long)tp.model.bytes,
+                 rep_count.calls[TP_ALL_REDUCE], (unsigned long long)rep_count.bytes, dp_count.calls[TP_ALL_REDUCE],
+                 (unsigned long long)dp_count.bytes, (unsigned long long)split_bytes, (unsigned long long)rep_bytes,
+                 (unsigned long long)tp_hash(&tp, 1), last);
+        StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)per_replica * a.seq,
+                          .ms_step = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
+                          .mem = &mem, .param_hash = tp_hash(&tp, 0), .extra = extra};
+        runlog_step(&log, &rec);
+        if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+    }
+
+    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
+    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
+    if (a.save && rank == 0) {
+        train_save_weights(&full, a.save);
+        runlog_printf(&log, "weights: the whole model gathered and saved to %s\n", a.save);
+    }
+    runlog_end(&log, "ok", a.steps);
+    char extra[128];
+    snprintf(extra, sizeof extra, "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s", t, dp, sp ? "true" : "false",
+             vp ? "true" : "false");
+    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, model_hash, mem_peak(&mem), extra);
+    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+
+    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
+    dist_destroy(&dist);
+    sb_free(&config);
+    runlog_close(&log);
+    gpt_destroy(&full);
+    mem_destroy(&host);
+    tp_adamw_destroy(&adam, &tp);
+    tp_acts_free(&acts, &tp);
+    tp_destroy(&tp);
+    mem_destroy(&mem);
+    device_close(&dev);
+    corpus_free(&corpus);
+    return 0;
+}
