@@ -96,7 +96,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -122,6 +122,7 @@ help:
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-zero       ZeRO stages 0-3 and FSDP vs DDP, N=2 and 4: step time ratio and peak memory"
+	@echo "  make bench-parallel   TP and each pipeline schedule vs single, N=2 and 4: step time ratio, bubble"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
@@ -235,6 +236,10 @@ bench-ddp: $(BUILD)/labs/single $(BUILD)/labs/ddp
 # Each ZeRO stage and FSDP (with and without prefetch) against DDP, N=2 and 4: step time ratio, peak memory.
 bench-zero: $(BUILD)/labs/ddp $(BUILD)/labs/zero $(BUILD)/labs/fsdp
 	BUILD=$(BUILD) sh tests/bench/bench_zero.sh $(or $(STEPS),60) $(ARGS)
+
+# TP (and --sp) and each pipeline schedule against single, N=2 and 4: step time ratio, bubble.
+bench-parallel: $(BUILD)/labs/single $(BUILD)/labs/tp $(BUILD)/labs/pp
+	BUILD=$(BUILD) sh tests/bench/bench_parallel.sh $(or $(STEPS),40) $(ARGS)
 
 # The same run with and without the dashboard watching: step time side by side, and the ratio.
 bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)
