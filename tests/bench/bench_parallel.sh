@@ -27,15 +27,16 @@ bubble() {  # formula and measured, from summary.json
     sed -n 's/.*"bubble":{"formula":\([0-9.]*\),"logical":[0-9.]*,"measured":\([0-9.]*\)}.*/formula \1 measured \2/p' "$1/summary.json"
 }
 
-run_lab() {  # n, lab, dir, then options
-    n=$1 lab=$2 dir=$3
+run_lab() {  # ranks, lab, dir, then options (sh has no locals: these names are its own)
+    rl_n=$1 rl_lab=$2 rl_dir=$3
     shift 3
-    port=$((30000 + ($$ + n * 7) % 20000))
-    r=0
-    while [ "$r" -lt "$n" ]; do
+    rl_port=$((30000 + ($$ + rl_n * 7) % 20000))
+    rl_r=0
+    while [ "$rl_r" -lt "$rl_n" ]; do
         # shellcheck disable=SC2086
-        RANK=$r WORLD_SIZE=$n MASTER_PORT=$port "$BUILD/labs/$lab" --steps "$STEPS" --run-dir "$dir" $MODEL "$@" >/dev/null &
-        r=$((r + 1))
+        RANK=$rl_r WORLD_SIZE=$rl_n MASTER_PORT=$rl_port "$BUILD/labs/$rl_lab" --steps "$STEPS" --run-dir "$rl_dir" \
+            $MODEL "$@" >/dev/null &
+        rl_r=$((rl_r + 1))
     done
     wait
 }
