@@ -265,8 +265,6 @@ typedef struct {
 typedef struct {
     const Pipe *pp;
     int s;                       // this rank's stage
-    Op *ops;                     // this stage's operations
-    int nops;
     Msg *out;                    // what this stage sends, in the order its receivers ask for it
     int nout;
     DistGroup *pipe;             // this pipeline's ranks, group rank = stage
@@ -362,7 +360,8 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
     const Ops *ops = r->mem->dev->ops;
     int k = o.k, lo = pp->first[k], hi = pp->last[k], K = pp->K;
     GptActs *a = slot(r, k, o.mb);
-    train_micro_batch(x->corpus, x->a, x->step, x->first + o.mb * x->micro, x->micro, tokens, targets);
+    if (lo == 0 || hi == c->layers + 1)  // only the embedding reads tokens, only the head targets
+        train_micro_batch(x->corpus, x->a, x->step, x->first + o.mb * x->micro, x->micro, tokens, targets);
     char extra[64];
     snprintf(extra, sizeof extra, "\"chunk\":%d,\"stage\":%d", k, r->s);
     double loss = 0;
@@ -592,7 +591,7 @@ int main(int argc, char **argv) {
                         "batch of %d, in %d micro-batches of %d\n",
                   rank, s, d, d * per_pipe, (d + 1) * per_pipe - 1, a.batch, pp.m, micro);
 
-    Runner run = {.pp = &pp, .s = s, .ops = all_ops[s], .nops = nops, .pipe = &pipe, .mem = &mem,
+    Runner run = {.pp = &pp, .s = s, .pipe = &pipe, .mem = &mem,
                   .msg_floats = (size_t)micro * a.seq * a.dim};
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     run.broken = test_break && strcmp(test_break, "pp-drop-grad") == 0;
@@ -616,6 +615,11 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
     int L2 = st.nlayers;
     double *sq = malloc_check((size_t)L2 * sizeof *sq), *sq_all = malloc_check((size_t)L2 * pp.p * sizeof *sq_all);
+    int *layer_stage = malloc_check((size_t)L2 * sizeof *layer_stage);  // which stage holds layer l
+    for (int k = 0; k < pp.K; k++)
+        for (int l = pp.first[k]; l <= pp.last[k]; l++) layer_stage[l] = stage_of(&pp, k);
+    const AdamW hyper = {.lr = (float)a.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                         .weight_decay = (float)a.weight_decay};
 
     train_catch_signals();
     for (int64_t step = 1; step <= a.steps; step++) {
@@ -647,12 +651,7 @@ int main(int argc, char **argv) {
             sq[l] = holds(&st, l) ? mem.dev->ops->sum_of_squares(st.grads[l], gpt_layer_size(&cfg, l)) : 0;
         dist_all_gather(&pipe, (const float *)sq, (float *)sq_all, 2 * (size_t)L2 * pp.p);
         double norm_sq = 0;
-        for (int l = 0; l < L2; l++) {
-            int owner = 0;
-            for (int k = 0; k < pp.K; k++)
-                if (l >= pp.first[k] && l <= pp.last[k]) owner = stage_of(&pp, k);
-            norm_sq += sq_all[owner * L2 + l];
-        }
+        for (int l = 0; l < L2; l++) norm_sq += sq_all[layer_stage[l] * L2 + l];
         double norm = sqrt(norm_sq);
 
         // 4. The loss of the global batch (the last stages have it) and the bubble, for the log.
@@ -668,8 +667,6 @@ int main(int argc, char **argv) {
             if (!holds(&st, l)) continue;
             size_t n = gpt_layer_size(&cfg, l);
             if (a.clip > 0 && norm > a.clip) mem.dev->ops->scale_floats(st.grads[l], n, (float)(a.clip / norm));
-            AdamW hyper = {.lr = (float)a.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                           .weight_decay = (float)a.weight_decay};
             mem.dev->ops->adamw_update(&hyper, step, st.params[l], st.grads[l], st.m[l], st.v[l], n);
         }
         device_sync(mem.dev);
@@ -742,9 +739,7 @@ int main(int argc, char **argv) {
     if (gather)
         for (int l = 0; l < L2; l++) {
             size_t n = gpt_layer_size(&cfg, l);
-            int owner = 0;
-            for (int kk = 0; kk < pp.K; kk++)
-                if (l >= pp.first[kk] && l <= pp.last[kk]) owner = stage_of(&pp, kk);
+            int owner = layer_stage[l];
             if (owner == 0 && s == 0) {
                 device_to_host(mem.dev, whole.params[l], st.params[l], n * sizeof(float));
             } else if (s == owner) {
@@ -778,7 +773,7 @@ int main(int argc, char **argv) {
     if (rank == 0) gpt_destroy(&whole);
     mem_destroy(&host);
     for (int t = 0; t < pp.p; t++) free(all_ops[t]), free(start[t]);
-    free(all_ops), free(start), free(sq), free(sq_all), free(records), free(tokens), free(targets);
+    free(all_ops), free(start), free(sq), free(sq_all), free(layer_stage), free(records), free(tokens), free(targets);
     free(run.out), free(run.acts);
     sb_free(&config), sb_free(&lab);
     runlog_close(&log);

@@ -693,15 +693,22 @@ static void p2p_shm_staged(Dist *d, DistGroup *g, DistP2p *ops, int nops) {
     }
 }
 
-void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
-    Dist *d = g->dist;
-    if (nops < 0 || nops > DIST_P2P_MAX || until > nops)
+// A batch the backends can take: at most DIST_P2P_MAX ops, each with another rank of the group.
+static void check_p2p_batch(const DistGroup *g, const DistP2p *ops, int nops) {
+    const Dist *d = g->dist;
+    if (nops < 0 || nops > DIST_P2P_MAX)
         die("this is a bug in shardlab: split the batch", "rank %d: a batch of %d sends and receives (at most %d)",
             d->rank, nops, DIST_P2P_MAX);
     for (int i = 0; i < nops; i++)
         if (ops[i].peer < 0 || ops[i].peer >= g->size || ops[i].peer == g->rank)
             die("send to and receive from another rank of the group", "rank %d: p2p with group rank %d in a group of %d",
                 d->rank, ops[i].peer, g->size);
+}
+
+void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
+    Dist *d = g->dist;
+    check_p2p_batch(g, ops, nops);
+    if (until > nops) die("this is a bug in shardlab", "rank %d: p2p until op %d of %d", d->rank, until, nops);
     if (nops == 0) return;
     int64_t now = runlog_now_us();
     size_t before[DIST_P2P_MAX];
@@ -738,9 +745,9 @@ void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
 }
 
 void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
+    check_p2p_batch(g, ops, nops);
     DistP2p copy[DIST_P2P_MAX];
-    if (nops > DIST_P2P_MAX) nops = DIST_P2P_MAX + 1;  // dist_p2p_progress says why
-    for (int i = 0; i < nops && i < DIST_P2P_MAX; i++) {
+    for (int i = 0; i < nops; i++) {
         copy[i] = ops[i];
         copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = 0;
     }
