@@ -487,6 +487,8 @@ int main(int argc, char **argv) {
     pp.p = N / dp;
     pp.K = pp.p * pp.v;
     int s = rank / dp, d = rank % dp, L = a.layers;
+    if (pp.K > MAX_CHUNKS)
+        usage_error("pp", "%d stages x %d chunks make %d model chunks; at most %d", pp.p, pp.v, pp.K, MAX_CHUNKS);
     if (pp.K > L) {
         if (pp.v > 1)
             usage_error("pp", "%d stages x %d chunks need at least %d blocks (--layers %d)", pp.p, pp.v, pp.K, L);

@@ -327,6 +327,8 @@ static void check_bad_input(void) {
     exits_2_with_one_line(pp, 2, split, "--split 1,2 for 4 blocks", "bad-split");
     char *chunks[] = {"--chunks", "2", NULL};
     exits_2_with_one_line(pp, 2, chunks, "--chunks with 1f1b", "bad-chunks");
+    char *many[] = {"--layers", "200", "--schedule", "interleaved", "--chunks", "40", "--micro", "2", NULL};
+    exits_2_with_one_line(pp, 2, many, "2 stages x 40 chunks: more chunks than the lab holds", "bad-many");
     char *accum[] = {"--accum", "2", NULL};
     exits_2_with_one_line(pp, 2, accum, "--accum instead of --micro", "bad-accum");
     char *sched[] = {"--schedule", "zigzag", NULL};
