@@ -45,6 +45,7 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -180,10 +181,10 @@ static uint64_t all_reduce_bytes(const char *algo, size_t n, int p, int r) {
     return 4ull * (2 * n - mine - next);  // every chunk but ours in reduce-scatter, but r+1's in all-gather
 }
 
-// One span event per finished collective (bucket: its index, or -1). For the gradient
-// all-reduces (grads = 1), also checks at step 1 that the bytes sent are the algorithm's
-// count; returns the bytes sent.
-static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step, int mb, int grads) {
+// One span event per finished collective (bucket: its index, or -1). check = 1 (the gradient
+// all-reduces of the first step) also checks that the bytes sent are the algorithm's count;
+// returns the bytes sent.
+static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step, int mb, int check) {
     size_t k = dist_drain_records(d, records, 4096);
     uint64_t sent = 0, expect = 0;
     for (size_t i = 0; i < k; i++) {
@@ -194,7 +195,7 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
         sent += records[i].bytes_sent;
         expect += all_reduce_bytes(records[i].algo, records[i].count, d->world, d->rank);
     }
-    if (grads && step == 1) {
+    if (check) {
         runlog_check(log, "comm.grad_bytes_sent", sent == expect, (double)sent, (double)expect);
         if (sent != expect)
             die("this is a bug in shardlab's collectives", "the gradient all-reduces sent %llu bytes, the formula says %llu",
@@ -238,6 +239,9 @@ int main(int argc, char **argv) {
     dist_init(&dist, "ddp", &dev);
     int N = dist.world, rank = dist.rank;
     train_check_batch(&a, "ddp", N);
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "ddp");
     dist.algo = (DistAlgo)algo;
     char who[32];
     snprintf(who, sizeof who, "ddp rank %d", rank);
@@ -256,7 +260,6 @@ int main(int argc, char **argv) {
 
     Mem mem;
     mem_init(&mem, &dev);
-    GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
@@ -303,6 +306,16 @@ int main(int argc, char **argv) {
     DistRecord *records = malloc_check(4096 * sizeof *records);
     dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
 
+    // Distributed checkpoints (dcp.h): every replica loads the whole state; saving, each
+    // writes a 1/N chunk of it (the replicas are equal: no need to write it N times).
+    DcpState whole = {0}, chunk = {0};
+    dcp_add_replica(&whole, &model, &adam, rank, N, 1);
+    dcp_add_replica(&chunk, &model, &adam, rank, N, 0);
+    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
+    DcpSaver saver;
+    dcp_saver_init(&saver, "ddp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    dist_drain_records(&dist, records, 4096);
+
     Progress progress;
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
@@ -312,7 +325,7 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -329,7 +342,7 @@ int main(int argc, char **argv) {
 
         // 2. Sum the gradients over the ranks: now every rank holds the global batch's gradient.
         int64_t comm_us = sync_gradients(&sync);
-        uint64_t grad_sent = log_comm_spans(&log, &dist, records, step, a.accum - 1, 1);
+        uint64_t grad_sent = log_comm_spans(&log, &dist, records, step, a.accum - 1, step == first_step);
 
         // 3. The loss of the global batch, for the log: the ranks' double sums, added in rank
         //    order (collectives move floats: dist_sum_over_ranks sends each as a float pair).
@@ -349,7 +362,7 @@ int main(int argc, char **argv) {
 
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         step_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[160];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d", grad_norm,
                  (unsigned long long)grad_sent, sync.buckets.n);
@@ -359,10 +372,16 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = gpt_param_hash(&model), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            dcp_save(&saver, step, &chunk);
+            dist_drain_records(&dist, records, 4096);  // the save's collectives are not the next step's
+        }
     }
+    dcp_state_free(&whole);
+    dcp_state_free(&chunk);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);

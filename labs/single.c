@@ -31,6 +31,7 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
+#include "dcp.h"
 #include "gpt.h"
 #include "mem.h"
 #include "runlog.h"
@@ -50,6 +51,9 @@ int main(int argc, char **argv) {
     check_set_context("single rank 0");
     Device dev;
     train_device(&dev, &a, "single", 0, 1);
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "single");
 
     RunLog log;
     runlog_open(&log, "single", 0, 1, a.run_dir);
@@ -70,7 +74,6 @@ int main(int argc, char **argv) {
     // through the counting allocator.
     Mem mem;
     mem_init(&mem, &dev);
-    GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
     if (a.init) {
@@ -98,6 +101,13 @@ int main(int argc, char **argv) {
     };
     train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 4);
 
+    // Distributed checkpoints (dcp.h): one rank holds the whole state and saves it whole.
+    DcpState state = {0};
+    dcp_add_replica(&state, &model, &adam, 0, 1, 1);
+    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &state, &log) : 1;
+    DcpSaver saver;
+    dcp_saver_init(&saver, "single", &a, &cfg, &dev, NULL, &log, log.dir, config.data);
+
     Progress progress;
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
@@ -106,7 +116,7 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -130,7 +140,7 @@ int main(int argc, char **argv) {
 
         double ms = (double)(t1 - t0) / 1000.0;
         compute_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[64];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g", grad_norm);
         StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)tokens_per_step,
@@ -138,10 +148,12 @@ int main(int argc, char **argv) {
                           .param_hash = gpt_param_hash(&model), .extra = extra};
         runlog_step(&log, &rec);
         progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) dcp_save(&saver, step, &state);
     }
+    dcp_state_free(&state);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (compute_ms_total / 1000.0);
+    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (compute_ms_total / 1000.0);
     char peak[32];
     runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
     if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);

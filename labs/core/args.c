@@ -52,6 +52,9 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"ref", OPT_STRING, &a->ref, 0, 0, "DIR", "a finished run to compare with: the dashboards draw its loss beside this one's"};
     out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto (cuda when a GPU is usable), cpu or cuda"};
     out[n++] = (LabOption){"tf32", OPT_FLAG, &a->tf32, 0, 0, "", "CUDA: TF32 tensor cores for matrix products (faster; results then differ from the CPU's)"};
+    out[n++] = (LabOption){"save-every", OPT_INT, &a->save_every, 1, 1e7, "K", "save a distributed checkpoint every K steps and at the last step (--ckpt)"};
+    out[n++] = (LabOption){"ckpt", OPT_STRING, &a->ckpt, 0, 0, "DIR", "where --save-every writes checkpoints (default: the --resume dir, else <run dir>/checkpoints)"};
+    out[n++] = (LabOption){"resume", OPT_STRING, &a->resume, 0, 0, "DIR", "go on from the checkpoint in DIR, at any number of ranks"};
     out[n++] = (LabOption){"log-every", OPT_INT, &a->log_every, 0, 1e7, "N", "progress line every N steps when not on a terminal (0: auto)"};
     return n;
 }
@@ -173,6 +176,15 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
         usage_error(prog, "--device must be auto, cpu or cuda (got '%s')", a->device);
     if (strcmp(a->data, "synthetic") != 0) check_readable(prog, "data", a->data);
     if (a->init) check_readable(prog, "init", a->init);
+    if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);
+    if (a->resume) {  // a directory with a manifest; dcp_open() checks the rest
+        char manifest[PATH_MAX + 32];
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", a->resume);
+        if (access(a->resume, F_OK) != 0) usage_error(prog, "--resume: '%s': %s", a->resume, strerror(errno));
+        if (access(manifest, R_OK) != 0)
+            usage_error(prog, "--resume: no checkpoint in '%s' (no readable manifest.json: no save completed there)",
+                        a->resume);
+    }
     if (a->ref) {  // a run directory, recorded as an absolute path so any reader finds it
         static char ref[PATH_MAX];
         char events[PATH_MAX + 16];

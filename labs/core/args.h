@@ -39,6 +39,11 @@ typedef struct {
     const char *device;   // auto | cpu | cuda
     int tf32;             // CUDA: TF32 tensor-core matrix products (off: fp32, matching the CPU)
     int log_every;        // a progress line every N steps when output is not a terminal (0: auto)
+    // Distributed checkpoints (dcp.h): every save_every steps (0: never) into ckpt (NULL: the
+    // resume directory, else <run dir>/checkpoints); resume: a checkpoint directory to go on from.
+    int save_every;
+    const char *ckpt;
+    const char *resume;
 } TrainArgs;
 
 void train_args_defaults(TrainArgs *a);

@@ -53,6 +53,12 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, ",\"ref\":");
     if (a->ref) sb_json_string(sb, a->ref);
     else sb_printf(sb, "null");
+    sb_printf(sb, ",\"save_every\":%d,\"ckpt\":", a->save_every);
+    if (a->ckpt) sb_json_string(sb, a->ckpt);
+    else sb_printf(sb, "null");
+    sb_printf(sb, ",\"resume\":");
+    if (a->resume) sb_json_string(sb, a->resume);
+    else sb_printf(sb, "null");
     if (lab_fields && *lab_fields) sb_printf(sb, ",%s", lab_fields);
     sb_append(sb, "}", 1);
 }
