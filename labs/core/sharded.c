@@ -382,3 +382,39 @@ void sharded_save_optim(const char *path, const ShardedAdamW *o) {
     free(t);
     free(names);
 }
+
+// ---------------------------------------------------------------------------------------
+// Distributed checkpoints
+
+void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int saving) {
+    const ShardLayout *lay = o->lay;
+    for (int u = 0; u < lay->units; u++) {
+        size_t first = slice_offset(o, u), n = sharded_slice_len(o, u), count = lay->count[u];
+        size_t from = 0, len = n;  // within the slice
+        if (!o->sharded && saving) dist_chunk(count, lay->world, lay->rank, &from, &len);
+        if (first + from >= count) continue;  // all padding
+        if (first + from + len > count) len = count - first - from;
+        float *weights = o->master ? o->master[u] : params[u];
+        int host = o->offload;  // m, v and master live on the host with offload
+        dcp_state_add(s, DCP_PARAMS, u, first + from, len, weights + from, o->master ? host : 0);
+        dcp_state_add(s, DCP_M, u, first + from, len, o->m[u] + from, host);
+        dcp_state_add(s, DCP_V, u, first + from, len, o->v[u] + from, host);
+    }
+}
+
+void sharded_dcp_loaded(ShardedAdamW *o, void *const *params) {
+    if (!o->master) return;  // fp32 on the device: the parameters were loaded themselves
+    size_t e = precision_bytes(o->prec);
+    for (int u = 0; u < o->lay->units; u++) {
+        size_t n = sharded_slice_len(o, u);
+        if (o->offload) {
+            char *tmp = malloc_check(n * e + 1);
+            precision_from_fp32(&ops_cpu, o->prec, tmp, o->master[u], n);
+            device_from_host(o->mem->dev, params[u], tmp, n * e);
+            free(tmp);
+        } else {
+            precision_from_fp32(o->mem->dev->ops, o->prec, params[u], o->master[u], n);
+        }
+    }
+    device_sync(o->mem->dev);
+}

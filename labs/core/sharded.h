@@ -8,7 +8,7 @@
 //          sharded_reduce_scatter(), sharded_init_weights(),
 //          sharded_free_weights(), sharded_load(), ShardedAdamW, sharded_adamw_create(), sharded_adamw_destroy(),
 //          sharded_adamw_step(), sharded_hash(), sharded_model_hash(), sharded_save_weights(),
-//          sharded_save_optim().
+//          sharded_save_optim(), sharded_dcp_state(), sharded_dcp_loaded().
 //
 // Units. The model's parameters live in one flat buffer per layer (gpt.h: embedding, L
 // blocks, head). ZeRO and FSDP shard each of these "units" over the N ranks: rank r holds
@@ -38,6 +38,7 @@
 #include "adamw.h"
 #include "args.h"
 #include "bf16.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -163,5 +164,15 @@ void sharded_save_weights(const char *path, const GptConfig *c, ShardedAdamW *o,
 // each a 1-D tensor of the slice, padding included): concatenated over the ranks in rank
 // order, the slices of a unit are the unsharded optimizer's state of that unit.
 void sharded_save_optim(const char *path, const ShardedAdamW *o);
+
+// ---- distributed checkpoints (dcp.h) ---------------------------------------------------
+// This rank's slices as checkpoint pieces: params (the fp32 master weights where there are,
+// else the fp32 parameters), m and v, elements [offset, offset + n) of each unit without the
+// padding. A replicated slice (stage 0) is listed whole for loading (saving = 0) and as this
+// rank's 1/N chunk for saving (saving = 1), so that each element is written once.
+void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int saving);
+// After dcp_load() into sharded_dcp_state(saving = 0): with master weights, the parameters
+// in storage precision rounded from them, as sharded_adamw_step() leaves them.
+void sharded_dcp_loaded(ShardedAdamW *o, void *const *params);
 
 #endif
