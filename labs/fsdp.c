@@ -50,6 +50,7 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -239,6 +240,9 @@ int main(int argc, char **argv) {
     dist_init(&dist, "fsdp", &dev);
     int N = dist.world, rank = dist.rank;
     train_check_batch(&a, "fsdp", N);
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "fsdp");
     dist.algo = DIST_ALGO_RING;  // (N-1) shards per reduce-scatter and all-gather: the formula's count
     char who[32];
     snprintf(who, sizeof who, "fsdp rank %d", rank);
@@ -258,7 +262,6 @@ int main(int argc, char **argv) {
     Corpus corpus;
     train_corpus(&corpus, &a);
     double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    GptConfig cfg = train_model_config(&a);
 
     Mem mem;
     mem_init(&mem, &dev);
@@ -313,6 +316,18 @@ int main(int argc, char **argv) {
     DistRecord *records = malloc_check(4096 * sizeof *records);
     dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
 
+    // Distributed checkpoints (dcp.h): each rank saves and loads the shards it holds.
+    DcpState ck_state = {0};
+    sharded_dcp_state(&ck_state, &adam, f.shards, 1);  // (every slice sharded: saving and loading list the same)
+    int64_t first_step = 1;
+    if (a.resume) {
+        first_step = dcp_resume(&resume, &dev, &ck_state, &log);
+        sharded_dcp_loaded(&adam, f.shards);
+    }
+    DcpSaver saver;
+    dcp_saver_init(&saver, "fsdp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    snprintf(saver.layout, sizeof saver.layout, "fsdp, %s: each rank its shard of every unit", precision_name(prec));
+
     Progress progress;
     progress_init(&progress, &a);
     Batch batch = {&corpus, &a, &acts, &log, rank * per_rank, per_rank, 0};
@@ -324,7 +339,7 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -343,7 +358,7 @@ int main(int argc, char **argv) {
         runlog_span(&log, step, "optim", -1, -1, t_opt, t_opt1, 0);
         batch.compute_us += t_opt1 - t_opt;
         uint64_t unit_bytes = sharded_log_collectives(&log, &dist, records, 4096, step, NULL);
-        if (step == 1) {
+        if (step == first_step) {
             runlog_check(&log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes, expect_bytes);
             if ((double)unit_bytes != expect_bytes && !f.broken)  // (broken: let the graders find it)
                 die("this is a bug in shardlab's FSDP", "the all-gathers and reduce-scatters sent %llu bytes, the formula "
@@ -361,7 +376,7 @@ int main(int argc, char **argv) {
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, compute_ms = (double)batch.compute_us / 1000.0;
         step_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[256];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"unit_bytes_sent\":%llu,\"param_hash_of\":\"shard\","
                                       "\"precision\":\"%s\"",
@@ -372,10 +387,15 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = sharded_hash(&f.lay, prec, &dev, f.shards, 0), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            dcp_save(&saver, step, &ck_state);
+            dist_drain_records(&dist, records, 4096);
+        }
     }
+    dcp_state_free(&ck_state);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     uint64_t hash = sharded_model_hash(&f.lay, prec, &mem, &dist.world_group, f.shards, 0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save) {
