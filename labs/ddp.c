@@ -309,8 +309,8 @@ int main(int argc, char **argv) {
     // Distributed checkpoints (dcp.h): every replica loads the whole state; saving, each
     // writes a 1/N chunk of it (the replicas are equal: no need to write it N times).
     DcpState whole = {0}, chunk = {0};
-    dcp_add_replica(&whole, &model, &adam, rank, N, 1);
-    dcp_add_replica(&chunk, &model, &adam, rank, N, 0);
+    dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
+    dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
     int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
     DcpSaver saver;
     dcp_saver_init(&saver, "ddp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);

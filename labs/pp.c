@@ -56,6 +56,7 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -516,6 +517,9 @@ int main(int argc, char **argv) {
     char who[32];
     snprintf(who, sizeof who, "pp rank %d", rank);
     check_set_context(who);
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "pp");
 
     // Groups: pipeline d (its stages in order) and the data-parallel replicas of stage s.
     // Every rank builds both, in the same order (NCCL splits communicators collectively).
@@ -539,7 +543,6 @@ int main(int argc, char **argv) {
     Corpus corpus;
     train_corpus(&corpus, &a);
     double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    GptConfig cfg = train_model_config(&a);
     Mem mem;
     mem_init(&mem, &dev);
     Stage st;
@@ -610,6 +613,18 @@ int main(int argc, char **argv) {
     dist_drain_records(&dist, records, 4096);
     uint8_t *tokens = malloc_check((size_t)micro * a.seq), *targets = malloc_check((size_t)micro * a.seq);
 
+    // Distributed checkpoints (dcp.h): a stage loads its layers whole; saving, the dp
+    // replicas of a stage each write a 1/dp chunk of them.
+    DcpState my_layers = {0}, my_chunk = {0};
+    dcp_add_units(&my_layers, &cfg, st.params, st.m, st.v, 0, 1);
+    dcp_add_units(&my_chunk, &cfg, st.params, st.m, st.v, d, dp);
+    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &my_layers, &log) : 1;
+    DcpSaver saver;
+    dcp_saver_init(&saver, "pp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    snprintf(saver.layout, sizeof saver.layout, "pp: %d stage(s) x %d pipeline(s); a stage's replicas each a 1/%d chunk "
+             "of its layers", pp.p, dp, dp);
+    dist_drain_records(&dist, records, 4096);
+
     Progress progress;
     progress_init(&progress, &a);
     const double tokens_per_step = (double)a.batch * a.seq;
@@ -624,7 +639,7 @@ int main(int argc, char **argv) {
                          .weight_decay = (float)a.weight_decay};
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -689,7 +704,7 @@ int main(int argc, char **argv) {
                 comm_us += records[i].t1_us - records[i].t0_us;
             }
 
-        if (step == 1) {  // the lab's own invariants, as check events
+        if (step == first_step) {  // the lab's own invariants, as check events
             runlog_check(&log, "bubble of this schedule (costs 1 and 2) = formula", fabs(logical_bubble -
                          bubble_formula(&pp)) < 1e-12, logical_bubble, bubble_formula(&pp));
             runlog_check(&log, "micro-batch activations held at once = the schedule's", run.live_max ==
@@ -698,7 +713,7 @@ int main(int argc, char **argv) {
         double ms = (double)(t1 - t0) / 1000.0;
         step_ms_total += ms;
         measured_sum += measured_mean;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[320];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"stage\":%d,\"pipeline\":%d,\"inflight_max\":%d,\"acts_held_max\":%zu,"
@@ -713,10 +728,17 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = stage_hash(&st, &mem), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            dcp_save(&saver, step, &my_chunk);
+            dist_drain_records(&dist, records, 4096);
+        }
     }
+    dcp_state_free(&my_layers);
+    dcp_state_free(&my_chunk);
+    const double steps_run = (double)(a.steps - first_step + 1);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * steps_run / (step_ms_total / 1000.0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
 
     // The schedule of a step, and its bubble three ways.
@@ -728,7 +750,7 @@ int main(int argc, char **argv) {
         print_timeline(&log, &pp, all_ops, nops, start, makespan);
         runlog_printf(&log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
                             "measured (mean over ranks and steps): %.4f\n",
-                      pp.v > 1 ? "v " : "", bubble_formula(&pp), logical_bubble, measured_sum / a.steps);
+                      pp.v > 1 ? "v " : "", bubble_formula(&pp), logical_bubble, measured_sum / steps_run);
     }
 
     // The whole model on rank 0 (pipeline 0's stages send their layers), for the summary's
@@ -766,7 +788,7 @@ int main(int argc, char **argv) {
              "\"schedule\":\"%s\",\"stages\":%d,\"micro\":%d,\"chunks\":%d,\"dp\":%d,\"bubble\":{\"formula\":%.6f,"
              "\"logical\":%.6f,\"measured\":%.6f}",
              schedule_names[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), logical_bubble,
-             measured_sum / a.steps);
+             measured_sum / steps_run);
     train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, whole_hash, mem_peak(&mem), extra);
     if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
 

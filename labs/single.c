@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
 
     // Distributed checkpoints (dcp.h): one rank holds the whole state and saves it whole.
     DcpState state = {0};
-    dcp_add_replica(&state, &model, &adam, 0, 1, 1);
+    dcp_add_units(&state, &cfg, model.params, adam.m, adam.v, 0, 1);
     int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &state, &log) : 1;
     DcpSaver saver;
     dcp_saver_init(&saver, "single", &a, &cfg, &dev, NULL, &log, log.dir, config.data);

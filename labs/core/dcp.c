@@ -44,13 +44,15 @@ void dcp_state_free(DcpState *s) {
     memset(s, 0, sizeof *s);
 }
 
-void dcp_add_replica(DcpState *s, Gpt *g, GptAdamW *o, int rank, int world, int whole) {
-    for (int u = 0; u < g->nlayers; u++) {
-        size_t n = gpt_layer_size(&g->cfg, u), off = 0, len = n;
-        if (!whole) dist_chunk(n, world, rank, &off, &len);
-        dcp_state_add(s, DCP_PARAMS, u, off, len, g->params[u] + off, 0);
-        dcp_state_add(s, DCP_M, u, off, len, o->m[u] + off, 0);
-        dcp_state_add(s, DCP_V, u, off, len, o->v[u] + off, 0);
+void dcp_add_units(DcpState *s, const GptConfig *c, float *const *params, float *const *m, float *const *v, int part,
+                   int parts) {
+    for (int u = 0; u < gpt_layer_count(c); u++) {
+        if (!params[u]) continue;
+        size_t off, len;
+        dist_chunk(gpt_layer_size(c, u), parts, part, &off, &len);
+        dcp_state_add(s, DCP_PARAMS, u, off, len, params[u] + off, 0);
+        dcp_state_add(s, DCP_M, u, off, len, m[u] + off, 0);
+        dcp_state_add(s, DCP_V, u, off, len, v[u] + off, 0);
     }
 }
 

@@ -3,7 +3,7 @@
 // back, each rank reading just the ranges its own layout needs (resharding).
 //
 // Defines: DcpKind, DCP_KINDS, dcp_kind_name(), DcpPiece, DcpState, dcp_state_add(),
-//          dcp_state_free(), dcp_add_replica(), DcpSaver, dcp_saver_init(), dcp_due(), dcp_save(),
+//          dcp_state_free(), dcp_add_units(), DcpSaver, dcp_saver_init(), dcp_due(), dcp_save(),
 //          Dcp, dcp_open(), dcp_load(), dcp_close(), dcp_resume(), DCP_MANIFEST.
 //
 // The logical state. Whatever the lab, training state is the same three fp32 tensors per unit
@@ -73,10 +73,13 @@ typedef struct {
 
 void dcp_state_add(DcpState *s, DcpKind kind, int unit, size_t offset, size_t count, float *data, int host);
 void dcp_state_free(DcpState *s);
-// A replica (single, DDP, its relatives): the model's parameters and AdamW's moments, whole.
-// whole = 0 (saving): only rank's dist_chunk of every unit, so N replicas write the state
-// once between them, each a 1/N part; whole = 1 (loading): all of it.
-void dcp_add_replica(DcpState *s, Gpt *g, GptAdamW *o, int rank, int world, int whole);
+// Whole units held in per-unit buffers (a replica: single, DDP; a pipeline stage), params[u]
+// NULL for units not held: chunk `part` of `parts` (dist_chunk) of each held unit's
+// parameters and AdamW moments. Loading lists the whole units (part 0 of 1); saving, the
+// replicas of the same units each list their own chunk (part r of R), so that R replicas
+// write the state once between them.
+void dcp_add_units(DcpState *s, const GptConfig *c, float *const *params, float *const *m, float *const *v, int part,
+                   int parts);
 
 // ---- saving -----------------------------------------------------------------------------
 
