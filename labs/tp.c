@@ -74,6 +74,7 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -277,6 +278,88 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
 }
 
 // ---------------------------------------------------------------------------------------
+// Distributed checkpoints (dcp.h), through whole units on the host
+//
+// A rank's parts are not ranges of gpt.h's flat units (its slice of a row-parallel matrix is
+// a set of columns), so checkpoints go through whole units: to save, each tensor-parallel
+// group all-gathers its split parts, every rank rebuilds the whole units (tp_layer_slice) and
+// writes its 1/N chunk of them; to resume, every rank reads the whole units and cuts its
+// parts out. Any lab's checkpoint, at any N, so loads into any t and D.
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    float **whole[DCP_KINDS];  // [kind][layer] host memory, gpt_layer_size() floats
+    float *rep, *split;        // host staging: one layer's parts (split: the whole group's)
+    float *gathered;           // device: the group's split parts of one layer ("comm")
+} TpCkpt;
+
+// The device buffers of a kind's parts (part 0 replicated, 1 split) of layer l.
+static float *tp_state_of(Tp *tp, TpAdamW *o, int kind, int part, int l) {
+    return kind == DCP_PARAMS ? part_of(tp->rep, tp->split, part, l) : kind == DCP_M ? o->m[part][l] : o->v[part][l];
+}
+
+static void tp_ckpt_create(TpCkpt *k, const Tp *tp) {
+    size_t most_rep = 0, most_split = 0;
+    for (int l = 0; l < tp->nlayers; l++) {
+        most_rep = tp->rep_n[l] > most_rep ? tp->rep_n[l] : most_rep;
+        most_split = tp->split_n[l] > most_split ? tp->split_n[l] : most_split;
+    }
+    for (int kind = 0; kind < DCP_KINDS; kind++) {
+        k->whole[kind] = calloc_check((size_t)tp->nlayers, sizeof(float *));
+        for (int l = 0; l < tp->nlayers; l++) k->whole[kind][l] = calloc_check(gpt_layer_size(&tp->cfg, l), sizeof(float));
+    }
+    k->rep = malloc_check((most_rep + 1) * sizeof(float));
+    k->split = malloc_check((most_split * (size_t)tp->t + 1) * sizeof(float));
+    k->gathered = most_split ? mem_alloc_floats(tp->mem, MEM_COMM, most_split * (size_t)tp->t, "checkpoint gather") : NULL;
+}
+
+static void tp_ckpt_destroy(TpCkpt *k, Tp *tp) {
+    for (int kind = 0; kind < DCP_KINDS; kind++) {
+        for (int l = 0; l < tp->nlayers; l++) free(k->whole[kind][l]);
+        free(k->whole[kind]);
+    }
+    free(k->rep), free(k->split);
+    if (k->gathered) mem_free(tp->mem, k->gathered);
+}
+
+// The whole units from the group's parts (every rank of the group calls it).
+static void tp_ckpt_gather(TpCkpt *k, Tp *tp, TpAdamW *o) {
+    for (int kind = 0; kind < DCP_KINDS; kind++)
+        for (int l = 0; l < tp->nlayers; l++) {
+            size_t nr = tp->rep_n[l], ns = tp->split_n[l];
+            if (nr) device_to_host(tp->mem->dev, k->rep, tp_state_of(tp, o, kind, 0, l), nr * sizeof(float));
+            if (ns) {
+                tp->mem->dev->ops->copy(k->gathered + (size_t)tp->r * ns, tp_state_of(tp, o, kind, 1, l), ns);
+                dist_all_gather(tp->group, k->gathered + (size_t)tp->r * ns, k->gathered, ns * (size_t)tp->t);
+                device_to_host(tp->mem->dev, k->split, k->gathered, ns * (size_t)tp->t * sizeof(float));
+            }
+            for (int r = 0; r < tp->t; r++)
+                tp_layer_slice(&tp->cfg, tp->vp, tp->t, r, l, k->whole[kind][l], k->rep, k->split + (size_t)r * ns, 0);
+        }
+}
+
+// This rank's parts cut out of the whole units.
+static void tp_ckpt_scatter(TpCkpt *k, Tp *tp, TpAdamW *o) {
+    for (int kind = 0; kind < DCP_KINDS; kind++)
+        for (int l = 0; l < tp->nlayers; l++) {
+            tp_layer_slice(&tp->cfg, tp->vp, tp->t, tp->r, l, k->whole[kind][l], k->rep, k->split, 1);
+            if (tp->rep_n[l])
+                device_from_host(tp->mem->dev, tp_state_of(tp, o, kind, 0, l), k->rep, tp->rep_n[l] * sizeof(float));
+            if (tp->split_n[l])
+                device_from_host(tp->mem->dev, tp_state_of(tp, o, kind, 1, l), k->split, tp->split_n[l] * sizeof(float));
+        }
+}
+
+// The whole units as pieces: chunk `part` of `parts` of each.
+static void tp_ckpt_pieces(DcpState *s, TpCkpt *k, const GptConfig *c, int part, int parts) {
+    for (int l = 0; l < gpt_layer_count(c); l++) {
+        size_t off, len;
+        dist_chunk(gpt_layer_size(c, l), parts, part, &off, &len);
+        for (int kind = 0; kind < DCP_KINDS; kind++) dcp_state_add(s, (DcpKind)kind, l, off, len, k->whole[kind][l] + off, 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Training
 // ---------------------------------------------------------------------------------------
 
@@ -304,6 +387,9 @@ int main(int argc, char **argv) {
     int N = dist.world, rank = dist.rank;
     if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
     int t = N / dp, r = rank % t, d = rank / t;
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "tp");
     if (a.heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a.heads);
     if (vp && GPT_VOCAB % t != 0)
         usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
@@ -339,7 +425,6 @@ int main(int argc, char **argv) {
     Corpus corpus;
     train_corpus(&corpus, &a);
     double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    GptConfig cfg = train_model_config(&a);
     Mem mem;
     mem_init(&mem, &dev);
     Tp tp;
@@ -376,6 +461,25 @@ int main(int argc, char **argv) {
     mem_reset_peak(&mem);
     while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the start-up calls are not a step's
 
+    // Checkpoints: whole units on the host (see above). The dp replicas are equal, and the
+    // group's ranks rebuild the same whole units: every rank writes a 1/N chunk.
+    TpCkpt ck = {0};
+    DcpState ck_load = {0}, ck_save = {0};
+    int64_t first_step = 1;
+    if (a.resume || a.save_every) {
+        tp_ckpt_create(&ck, &tp);
+        tp_ckpt_pieces(&ck_load, &ck, &cfg, 0, 1);
+        tp_ckpt_pieces(&ck_save, &ck, &cfg, rank, N);
+    }
+    if (a.resume) {
+        first_step = dcp_resume(&resume, &dev, &ck_load, &log);
+        tp_ckpt_scatter(&ck, &tp, &adam);
+    }
+    DcpSaver saver;
+    dcp_saver_init(&saver, "tp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    snprintf(saver.layout, sizeof saver.layout, "tp: %d replica(s) x %d tensor-parallel rank(s); the group's parts "
+             "gathered into whole units, each rank a 1/N chunk", dp, t);
+
     uint64_t split_bytes = 0, rep_bytes = 0;
     for (int l = 0; l < tp.nlayers; l++) split_bytes += 4 * tp.split_n[l], rep_bytes += 4 * tp.rep_n[l];
     Progress progress;
@@ -390,7 +494,7 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -402,7 +506,7 @@ int main(int argc, char **argv) {
         //    inside every block; the gradients of each rank's parts accumulate.
         tp_zero_grads(&tp);
         double loss_sum = forward_backward(&tp, &acts, &batch, step, (float)(1.0 / tokens_per_step));
-        if (step == 1) check_collectives(&log, &tp, a.accum, tp.broken);
+        if (step == first_step) check_collectives(&log, &tp, a.accum, tp.broken);
 
         // 2. --sp: each replicated parameter saw only this rank's rows: sum over the group.
         TpCount rep_count = {{0}, 0}, dp_count = {{0}, 0};
@@ -440,7 +544,7 @@ int main(int argc, char **argv) {
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
         step_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[768], last[48] = "";
         if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
         snprintf(extra, sizeof extra,
@@ -459,10 +563,18 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = tp_hash(&tp, 0), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            tp_ckpt_gather(&ck, &tp, &adam);
+            dcp_save(&saver, step, &ck_save);
+            while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the save's calls are not a step's
+        }
     }
+    if (a.resume || a.save_every) tp_ckpt_destroy(&ck, &tp);
+    dcp_state_free(&ck_load);
+    dcp_state_free(&ck_save);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&full, a.save);
