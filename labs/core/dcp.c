@@ -167,29 +167,33 @@ static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world,
     sb_printf(m, "]");
 }
 
-// Remove step-* directories other than keep (older saves, or a save that was killed).
+// After a commit: remove what no manifest names any more, and only what a save writes: the
+// step-* directories other than keep (older saves, or a save that was killed) with their
+// rank-* files, and manifest temporaries a killed save left behind.
 static void remove_stale(const char *dir, const char *keep) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
         long long k;
-        char tail;
+        char tail, path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, DCP_MANIFEST ".tmp.", strlen(DCP_MANIFEST) + 5) == 0) {
+            remove(path);
+            continue;
+        }
         if (sscanf(e->d_name, "step-%lld%c", &k, &tail) != 1 || strcmp(e->d_name, keep) == 0) continue;
-        char sub[2048];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *s = opendir(sub);
+        DIR *s = opendir(path);
         if (!s) continue;
         struct dirent *f;
         while ((f = readdir(s))) {
-            if (strcmp(f->d_name, ".") == 0 || strcmp(f->d_name, "..") == 0) continue;
-            if (!strstr(f->d_name, ".safetensors")) continue;  // only what a save writes
+            if (strncmp(f->d_name, "rank-", 5) != 0) continue;
             char file[3072];
-            snprintf(file, sizeof file, "%s/%s", sub, f->d_name);
+            snprintf(file, sizeof file, "%s/%s", path, f->d_name);
             remove(file);
         }
         closedir(s);
-        rmdir(sub);
+        rmdir(path);
     }
     closedir(d);
 }
@@ -335,7 +339,7 @@ static int json_uint(const JsonValue *v, double max, int64_t *out) {
 
 // The tensors of one shard file, from its header: "<kind>.<unit>.<offset>" of shape [count].
 static void read_pieces(const Refuse *rf, DcpFile *f, const GptConfig *c, int world, int64_t step) {
-    const char *name = strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file;
+    const char *name = strstr(f->file, "step-") ? strstr(f->file, "step-") : f->file;
     FILE *fp = fopen(f->file, "rb");
     unsigned char len8[8];
     if (!fp || fread(len8, 1, 8, fp) != 8) {
@@ -353,32 +357,26 @@ static void read_pieces(const Refuse *rf, DcpFile *f, const GptConfig *c, int wo
     size_t got = fread(h, 1, (size_t)hl, fp);
     fclose(fp);
     char jerr[200];
+    // (refuse() exits: nothing is freed before it, its message may quote the header)
     JsonValue *root = got == hl ? json_parse(h, (size_t)hl, jerr, sizeof jerr) : NULL;
     free(h);
-    if (!root || root->type != JSON_OBJECT) {
-        json_free(root);
-        refuse(rf, name, "the safetensors header is not a JSON object");
-    }
+    if (!root || root->type != JSON_OBJECT) refuse(rf, name, "the safetensors header is not a JSON object");
     const JsonValue *meta = json_get(root, "__metadata__");
     const JsonValue *mr = json_get(meta, "rank"), *mw = json_get(meta, "world"), *ms = json_get(meta, "step");
     char want[32];
     if (!mr || !mw || !ms || mr->type != JSON_STRING || mw->type != JSON_STRING || ms->type != JSON_STRING) {
-        json_free(root);
         refuse(rf, name, "no rank, world and step in its metadata (not a shardlab checkpoint file)");
     }
     snprintf(want, sizeof want, "%d", world);
     if (strcmp(mw->string, want) != 0) {
-        json_free(root);
         refuse(rf, name, "saved by a world of %s ranks, the manifest says %d", mw->string, world);
     }
     snprintf(want, sizeof want, "%d", f->rank);
     if (strcmp(mr->string, want) != 0) {
-        json_free(root);
         refuse(rf, name, "saved by rank %s, the manifest lists it as rank %d's", mr->string, f->rank);
     }
     snprintf(want, sizeof want, "%lld", (long long)step);
     if (strcmp(ms->string, want) != 0) {
-        json_free(root);
         refuse(rf, name, "saved at step %s, the manifest says step %lld", ms->string, (long long)step);
     }
     f->pieces = calloc_check(root->count + 1, sizeof *f->pieces);
@@ -397,7 +395,6 @@ static void read_pieces(const Refuse *rf, DcpFile *f, const GptConfig *c, int wo
         if (k < 0 || unit < 0 || unit >= gpt_layer_count(c) || !shape || shape->type != JSON_ARRAY ||
             shape->count != 1 || !json_uint(&shape->items[0], 1e15, &count) || count == 0 ||
             off + (uint64_t)count > gpt_layer_size(c, unit)) {
-            json_free(root);
             refuse(rf, name, "tensor '%s' is not a piece of this model's state", key);
         }
         f->pieces[f->npieces++] = (DcpPiece){(DcpKind)k, unit, (size_t)off, (size_t)count, NULL, 1};
@@ -419,8 +416,7 @@ static float **load_pieces(const Refuse *rf, const DcpFile *f) {
     }
     char err[1024];
     if (safetensors_load(f->file, t, f->npieces, err, sizeof err) != 0) {
-        const char *name = strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file;
-        refuse(rf, name, "%s", err);
+        refuse(rf, strstr(f->file, "step-") ? strstr(f->file, "step-") : f->file, "%s", err);
     }
     free(t);
     free(names);

@@ -1,0 +1,462 @@
+// test_dcp.c — distributed checkpoints (core/dcp.h) from real runs: save, resume, reshard,
+// survive kill -9 in the middle of a save, refuse what is damaged.
+//
+// Usage: test_dcp LABS_DIR SHARDLAB SAN_LABS_DIR
+//   (build/labs and build/shardlab, optimized so that runs take a second; build/san/labs for
+//   the sanitized runs)
+//
+// What it proves:
+//   1. every training lab resumes bitwise: save at step 3 of 6, resume, and the losses of
+//      steps 4..6 and the final model hash are those of the run that was never stopped;
+//   2. resharding: a checkpoint saved at N ranks by one lab loads at another N, into another
+//      lab (ZeRO-2 at N=4 -> ZeRO-2 at N=2, DDP, FSDP, TP, a pipeline, one rank). Tolerance
+//      1e-5 on the loss of each of steps 4..6: the same state, so only the order of the fp32
+//      additions (reductions over a different number of ranks) differs, which moves a loss of
+//      about 4 by about 1e-8; a lost shard or a shard put in the wrong place moves it by 1e-2;
+//   3. crash safety: 20 runs saving at every step, slowed down inside the save, are killed
+//      (kill -9, every rank at once) at a random moment after their first save; every time, the
+//      directory resumes and the final hash equals the uninterrupted run's, and the next save
+//      cleans up what the killed one left;
+//   4. a damaged or mismatched checkpoint is refused with exit 2 and one line that names the
+//      file and the check (truncated shard, flipped byte in a shard or in the manifest, a
+//      world size that does not match the files, a missing shard, another model), and
+//      nothing in the checkpoint directory changes;
+//   5. bad options exit 2 with one line.
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "test.h"
+#include "labtest.h"
+#define STEPS 6
+#include "shardtest.h"
+
+static const char *labs_dir, *launcher, *san_labs;
+
+static const char *lab_bin(const char *dir, const char *lab) {
+    static char path[4][512];
+    static int which;
+    char *p = path[which++ % 4];
+    snprintf(p, 512, "%s/%s", dir, lab);
+    return p;
+}
+
+// The lab on n ranks with args (NULL-terminated), as run_lab does, into tmp/<name>.
+static void go(Run *r, const char *dir, const char *lab, const char *name, int n, char *const args[]) {
+    run_lab(r, lab_bin(dir, lab), name, n, args, NULL);
+}
+
+// Steps 4..6 of `full` against the resumed run's steps (its first three events).
+static double worst_after_resume(const RankLog *full, const RankLog *resumed, int *bitwise) {
+    double worst = 0;
+    *bitwise = resumed->n == STEPS - 3;
+    for (int s = 0; s < resumed->n && s + 3 < full->n; s++) {
+        double d = fabs(full->loss[s + 3] - resumed->loss[s]);
+        if (d > worst) worst = d;
+        *bitwise &= full->loss[s + 3] == resumed->loss[s] && strcmp(full->hash[s + 3], resumed->hash[s]) == 0;
+    }
+    if (resumed->n != STEPS - 3) worst = INFINITY;
+    return worst;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Every lab resumes bitwise at the same N
+
+static void resumes_bitwise(const char *lab, int n, char *const extra[]) {
+    char name[128], desc[128] = "", ck[512], full_name[160], save_name[160], resume_name[160];
+    snprintf(name, sizeof name, "%s", lab);
+    for (int i = 0; extra[i]; i++) {
+        snprintf(name + strlen(name), sizeof name - strlen(name), "%s", extra[i]);
+        snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " %s", extra[i]);
+    }
+    for (char *p = name; *p; p++)
+        if (*p == '-' || *p == ' ') *p = '_';
+    snprintf(ck, sizeof ck, "%s/ck_%s", tmp, name);
+    snprintf(full_name, sizeof full_name, "full_%s", name);
+    snprintf(save_name, sizeof save_name, "save_%s", name);
+    snprintf(resume_name, sizeof resume_name, "resume_%s", name);
+    char *a_full[16], *a_save[16], *a_resume[16];
+    int k = 0, ks = 0, kr = 0;
+    for (int i = 0; extra[i]; i++) a_full[k++] = a_save[ks++] = a_resume[kr++] = extra[i];
+    a_full[k] = NULL;
+    a_save[ks++] = "--steps", a_save[ks++] = "3", a_save[ks++] = "--save-every", a_save[ks++] = "3";
+    a_save[ks++] = "--ckpt", a_save[ks++] = ck, a_save[ks] = NULL;
+    a_resume[kr++] = "--resume", a_resume[kr++] = ck, a_resume[kr] = NULL;
+
+    static Run full, saved, resumed;
+    go(&full, labs_dir, lab, full_name, n, a_full);
+    go(&saved, labs_dir, lab, save_name, n, a_save);
+    go(&resumed, labs_dir, lab, resume_name, n, a_resume);
+    int bitwise;
+    worst_after_resume(&full.r[0], &resumed.r[0], &bitwise);
+    char manifest[600];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", ck);
+    // The save run committed a manifest; the resumed run trained steps 4..6 exactly as the
+    // run that never stopped: same losses, same hash of the whole model at the end.
+    EXPECT(full.status == 0 && saved.status == 0 && access(manifest, R_OK) == 0,
+           "%s -n %d%s: the 6-step run and the run saving at step 3 exit 0, and the save committed a manifest", lab, n,
+           desc);
+    EXPECT(resumed.status == 0 && bitwise && full.final_hash[0] && strcmp(full.final_hash, resumed.final_hash) == 0,
+           "%s -n %d%s: resumed at step 4, steps 4..6 and the final model hash %s are bitwise the uninterrupted run's "
+           "(got %s)", lab, n, desc, full.final_hash, resumed.final_hash);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Resharding: saved by one lab at one N, loaded by others at other Ns
+
+static void reshards(void) {
+    static Run full, saved, other;
+    char ck[512];
+    snprintf(ck, sizeof ck, "%s/ck_zero2_n4", tmp);
+    char *a_full[] = {"--stage", "2", NULL};
+    char *a_save[] = {"--stage", "2", "--steps", "3", "--save-every", "3", "--ckpt", ck, NULL};
+    go(&full, labs_dir, "zero", "reshard_full", 4, a_full);
+    go(&saved, labs_dir, "zero", "reshard_save", 4, a_save);
+    EXPECT(full.status == 0 && saved.status == 0, "zero --stage 2 -n 4: the full run and the save at step 3 exit 0");
+    struct {
+        const char *lab;
+        int n;
+        char *args[8];
+    } into[] = {
+        {"zero", 2, {"--stage", "2", "--resume", ck, NULL}},   // the example: ZeRO-2 at N=4 -> N=2
+        {"ddp", 2, {"--resume", ck, NULL}},
+        {"fsdp", 2, {"--resume", ck, NULL}},
+        {"tp", 2, {"--resume", ck, NULL}},
+        {"pp", 2, {"--resume", ck, NULL}},
+        {"single", 1, {"--resume", ck, NULL}},
+    };
+    for (size_t i = 0; i < sizeof into / sizeof into[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "reshard_%s_%zu", into[i].lab, i);
+        go(&other, labs_dir, into[i].lab, name, into[i].n, into[i].args);
+        int bitwise;
+        double worst = worst_after_resume(&full.r[0], &other.r[0], &bitwise);
+        // The same state resumed on another layout: only the order of fp32 additions differs.
+        EXPECT(other.status == 0 && worst <= 1e-5,
+               "reshard: zero stage 2 saved at N=%d, resumed by %s -n %d: steps 4..6 within 1e-5 of the uninterrupted "
+               "run (worst %.3g)", 4, into[i].lab, into[i].n, worst);
+    }
+
+    // Padding: at N=3 the units do not split evenly, so FSDP's shards end in padding, which
+    // is never saved; ZeRO-1 at N=2 reads the same elements back from other boundaries.
+    static Run pfull, psave, pres;
+    char pck[512];
+    snprintf(pck, sizeof pck, "%s/ck_fsdp_n3", tmp);
+    char *p_full[] = {"--batch", "6", NULL};
+    char *p_save[] = {"--batch", "6", "--steps", "3", "--save-every", "3", "--ckpt", pck, NULL};
+    char *p_res[] = {"--stage", "1", "--batch", "6", "--resume", pck, NULL};
+    go(&pfull, labs_dir, "fsdp", "pad_full", 3, p_full);
+    go(&psave, labs_dir, "fsdp", "pad_save", 3, p_save);
+    go(&pres, labs_dir, "zero", "pad_resume", 2, p_res);
+    int pbw;
+    double pworst = worst_after_resume(&pfull.r[0], &pres.r[0], &pbw);
+    EXPECT(pres.status == 0 && pworst <= 1e-5,
+           "reshard with padding: fsdp at N=3 -> zero stage 1 at N=2: steps 4..6 within 1e-5 (worst %.3g)", pworst);
+
+    // Mixed precision: the fp32 master weights are what is saved; bf16 weights are rounded
+    // from them again on load. ZeRO-3 at N=4 -> FSDP at N=2 (bf16 reductions over another
+    // number of ranks: tolerance 1e-4).
+    static Run mfull, msave, mres;
+    char mck[512];
+    snprintf(mck, sizeof mck, "%s/ck_zero3_mixed", tmp);
+    char *m_full[] = {"--stage", "3", "--mixed", NULL};
+    char *m_save[] = {"--stage", "3", "--mixed", "--steps", "3", "--save-every", "3", "--ckpt", mck, NULL};
+    char *m_res[] = {"--mixed", "--resume", mck, NULL};
+    go(&mfull, labs_dir, "zero", "mixed_full", 4, m_full);
+    go(&msave, labs_dir, "zero", "mixed_save", 4, m_save);
+    go(&mres, labs_dir, "fsdp", "mixed_resume", 2, m_res);
+    int bw;
+    double worst = worst_after_resume(&mfull.r[0], &mres.r[0], &bw);
+    EXPECT(mres.status == 0 && worst <= 1e-4,
+           "reshard --mixed: zero stage 3 at N=4 -> fsdp at N=2: steps 4..6 within 1e-4 (worst %.3g)", worst);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. kill -9 in the middle of saves
+
+#define CRASH_STEPS 24
+#define TRIALS 20
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int count_entries(const char *dir, const char *prefix) {
+    int k = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) k++;
+    if (d) closedir(d);
+    return k;
+}
+
+static void crash_trials(void) {
+    // The run that never stops, for the hash every trial must end with.
+    char steps[16];
+    snprintf(steps, sizeof steps, "%d", CRASH_STEPS);
+    static Run ref;
+    char *a_ref[] = {"--steps", steps, NULL};
+    go(&ref, labs_dir, "ddp", "crash_ref", 2, a_ref);
+    EXPECT(ref.status == 0 && ref.final_hash[0], "crash: the uninterrupted ddp -n 2 run of %d steps", CRASH_STEPS);
+
+    srand((unsigned)getpid());
+    int good = 0, resumed_from[TRIALS], killed = 0, clean = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        char ck[512], dir[512], tag[32], manifest[600];
+        snprintf(ck, sizeof ck, "%s/crash_ck_%d", tmp, t);
+        snprintf(dir, sizeof dir, "%s/crash_run_%d", tmp, t);
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", ck);
+        snprintf(tag, sizeof tag, "crash_%d", t);
+        char *argv[] = {(char *)launcher, "run", "ddp", "-n", "2", "--ui", "none", "--steps", steps, "--save-every", "1",
+                        "--ckpt", ck, "--run-dir", dir, NULL};
+        // Every save pauses 15 ms before and after each rank writes its file and before the
+        // manifest's rename: a save takes ~50 ms and a step ~5, so most moments are inside one.
+        char *env[] = {"SHARDLAB_TEST_SLOW_SAVE=15", "SHARDLAB_TIMEOUT_S=30", NULL};
+        pid_t pid = spawn_env(argv, tag, env);
+        double t0 = now_s();
+        while (access(manifest, R_OK) != 0 && now_s() - t0 < 30) usleep(2000);
+        usleep((useconds_t)(rand() % 400) * 1000);  // then a random moment: 0..400 ms (of ~1.2 s of saving)
+        pid_t pids[16];
+        int n = run_procs(dir, -1, pids, 16);
+        for (int i = 0; i < n && i < 16; i++) kill(pids[i], SIGKILL);  // the whole job, at once
+        int status = wait_status(pid);
+        killed += n == 2 && status != 0;
+
+        // Resume from whatever the directory holds, and keep saving into it.
+        char tag2[32], dir2[512];
+        snprintf(tag2, sizeof tag2, "crash_resume_%d", t);
+        snprintf(dir2, sizeof dir2, "%s/crash_resume_%d", tmp, t);
+        size_t len;
+        char *m = read_file(manifest, &len);
+        const char *at = m ? strstr(m, "\"step\":") : NULL;
+        resumed_from[t] = at ? atoi(at + 7) : -1;
+        free(m);
+        char *argv2[] = {(char *)launcher, "run", "ddp", "-n", "2", "--ui", "none", "--steps", steps, "--resume", ck,
+                         "--save-every", "50", "--run-dir", dir2, NULL};
+        int status2 = run(argv2, tag2);
+        JsonValue *summary = load_json_file(dir2, "summary.json");
+        const JsonValue *h = summary ? json_get(summary, "param_hash") : NULL;
+        int same = status2 == 0 && h && h->type == JSON_STRING && strcmp(h->string, ref.final_hash) == 0;
+        json_free(summary);
+        good += same;
+        if (!same) printf("# trial %d: resumed from step %d, status %d: %s\n", t, resumed_from[t], status2,
+                          one_line(captured(tag2, "err")));
+        // The final save of the resumed run committed step 24 and removed every other step
+        // directory, and the temporaries of the killed save.
+        char last[600];
+        snprintf(last, sizeof last, "%s/step-%08d", ck, CRASH_STEPS);
+        clean += count_entries(ck, "step-") == 1 && count_entries(ck, "manifest.json.tmp") == 0 &&
+                 count_entries(last, "rank-") == 2;
+    }
+    printf("# crash trials resumed from steps:");
+    for (int t = 0; t < TRIALS; t++) printf(" %d", resumed_from[t]);
+    printf("\n");
+    EXPECT(killed == TRIALS, "crash: all %d runs were killed (kill -9 of both ranks) before they finished (%d)", TRIALS,
+           killed);
+    EXPECT(good == TRIALS, "crash: after kill -9 at a random moment of saving, the directory resumed every time and the "
+           "final hash is the uninterrupted run's (%d of %d)", good, TRIALS);
+    EXPECT(clean == TRIALS, "crash: the resumed run's last save left one step directory with its 2 files and no "
+           "temporaries (%d of %d)", clean, TRIALS);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Damaged or mismatched checkpoints are refused, and left as they were
+
+// FNV-1a of every file's name and bytes in a checkpoint directory (two levels).
+static uint64_t dir_hash(const char *dir) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    struct dirent **list;
+    int n = scandir(dir, &list, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        struct stat st;
+        if (list[i]->d_name[0] != '.' && stat(path, &st) == 0) {
+            h = fnv(list[i]->d_name, strlen(list[i]->d_name), h);
+            if (S_ISDIR(st.st_mode)) h ^= dir_hash(path);
+            else {
+                size_t len;
+                char *b = read_file(path, &len);
+                h = fnv(b, len, h);
+                free(b);
+            }
+        }
+        free(list[i]);
+    }
+    if (n >= 0) free(list);
+    return h;
+}
+
+static void copy_dir(const char *from, const char *to) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    if (system(cmd) != 0) printf("# copy failed: %s\n", cmd);
+}
+
+static void flip_byte(const char *path, long at) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) return;
+    if (at < 0) {
+        fseek(f, 0, SEEK_END);
+        at = ftell(f) + at;
+    }
+    fseek(f, at, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 0x01, f);
+    fclose(f);
+}
+
+// The manifest rewritten with `from` replaced by `to` and a correct checksum: a consistent
+// file whose content lies (what a careless hand edit or a buggy tool would leave).
+static void rewrite_manifest(const char *path, const char *from, const char *to) {
+    size_t len;
+    char *m = read_file(path, &len);
+    char *at = strstr(m, from), *field = NULL;
+    if (!at) return free(m);
+    char body[1 << 16];
+    size_t pre = (size_t)(at - m);
+    snprintf(body, sizeof body, "%.*s%s%s", (int)pre, m, to, at + strlen(from));
+    for (char *p = strstr(body, ",\"checksum\":\""); p; p = strstr(p + 1, ",\"checksum\":\"")) field = p;
+    uint64_t h = fnv(body, (size_t)(field - body), 0xcbf29ce484222325ull);
+    snprintf(field, sizeof body - (size_t)(field - body), ",\"checksum\":\"%016llx\"}\n", (unsigned long long)h);
+    write_text(path, "w", body);
+    free(m);
+}
+
+static void refuses(void) {
+    char good[512];
+    snprintf(good, sizeof good, "%s/ck_good", tmp);
+    static Run saved;
+    char *a_save[] = {"--steps", "3", "--save-every", "3", "--ckpt", good, NULL};
+    go(&saved, labs_dir, "ddp", "refuse_save", 2, a_save);
+    EXPECT(saved.status == 0, "refuse: a good checkpoint saved by ddp -n 2 at step 3");
+    struct {
+        const char *what, *file, *check;  // the damage; the message names file and check
+    } cases[] = {
+        {"truncated shard", "rank-1-of-2.safetensors", "bytes"},
+        {"flipped byte in a shard", "rank-0-of-2.safetensors", "checksum"},
+        {"flipped byte in the manifest", "manifest.json", "checksum"},
+        {"world size 4 for 2 files", "manifest.json", "world 4"},
+        {"missing shard", "rank-1-of-2.safetensors", "missing"},
+        {"another model (--dim 32)", "manifest.json", "dim"},
+        {"a file from another rank", "rank-0-of-2.safetensors", "rank 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ck[512], shard0[700], shard1[700], manifest[600], tag[32];
+        snprintf(ck, sizeof ck, "%s/ck_bad_%zu", tmp, i);
+        copy_dir(good, ck);
+        snprintf(shard0, sizeof shard0, "%s/step-00000003/rank-0-of-2.safetensors", ck);
+        snprintf(shard1, sizeof shard1, "%s/step-00000003/rank-1-of-2.safetensors", ck);
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", ck);
+        if (i == 0 && truncate(shard1, 1000) != 0) printf("# truncate failed\n");
+        if (i == 1) flip_byte(shard0, -100);
+        if (i == 2) flip_byte(manifest, 40);
+        if (i == 3) rewrite_manifest(manifest, "\"world\":2", "\"world\":4");
+        if (i == 4) remove(shard1);
+        if (i == 6) {  // rank 1's file under rank 0's name, the manifest's size and checksum made to match
+            char cmd[2048];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s'", shard1, shard0);
+            if (system(cmd) != 0) printf("# cp failed\n");
+            size_t len0, len1;
+            char *m = read_file(manifest, NULL), *b0 = read_file(shard0, &len0), *b1 = read_file(shard1, &len1);
+            (void)len1;
+            // rank 0's entry: "bytes":N,"fnv1a64":"X" -> the copied file's
+            char *e0 = strstr(m, "\"rank\":0,"), *fb = strstr(e0, "\"bytes\":"), old[128], neu[128];
+            char *end = strstr(fb, "}");
+            snprintf(old, sizeof old, "%.*s", (int)(end - fb), fb);
+            snprintf(neu, sizeof neu, "\"bytes\":%zu,\"fnv1a64\":\"%016llx\"", len0,
+                     (unsigned long long)fnv(b0, len0, 0xcbf29ce484222325ull));
+            free(m), free(b0), free(b1);
+            rewrite_manifest(manifest, old, neu);
+        }
+        uint64_t before = dir_hash(ck);
+        char *args_bad[] = {"--resume", ck, NULL};
+        char *args_dim[] = {"--resume", ck, "--dim", "32", NULL};
+        snprintf(tag, sizeof tag, "refuse_%zu", i);
+        char dir[512], errpath[600];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+        int status = run_ranks(lab_bin(labs_dir, "ddp"), 2, tag, dir, i == 5 ? args_dim : args_bad, NULL);
+        snprintf(errpath, sizeof errpath, "%s/%s.r0.err", tmp, tag);
+        char *err = read_file(errpath, NULL);
+        int named = err && strstr(err, cases[i].file) && strstr(err, cases[i].check);
+        EXPECT(status == 2 && err && count_lines(err) == 1 && named,
+               "refuse (%s): exit 2, one line naming %s and '%s': %s", cases[i].what, cases[i].file, cases[i].check,
+               err ? one_line(err) : "(none)");
+        EXPECT(dir_hash(ck) == before, "refuse (%s): nothing in the checkpoint directory changed", cases[i].what);
+        free(err);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Bad options; and the sanitized labs_dir through a save and a resharded resume
+
+static void bad_options(void) {
+    char missing[512];
+    snprintf(missing, sizeof missing, "%s/no_such_dir", tmp);
+    char *a1[] = {"--resume", missing, NULL};
+    char *a2[] = {"--save-every", "0", NULL};
+    char *a3[] = {"--save-every", "-2", NULL};
+    char *a4[] = {"--ckpt", missing, NULL};
+    char good[512];
+    snprintf(good, sizeof good, "%s/ck_good", tmp);
+    char *a5[] = {"--resume", good, "--steps", "3", NULL};
+    exits_2_with_one_line(lab_bin(labs_dir, "ddp"), 2, a1, "--resume of a missing directory", "bad_resume");
+    exits_2_with_one_line(lab_bin(labs_dir, "ddp"), 2, a2, "--save-every 0", "bad_every0");
+    exits_2_with_one_line(lab_bin(labs_dir, "ddp"), 2, a3, "--save-every -2", "bad_every_neg");
+    exits_2_with_one_line(lab_bin(labs_dir, "ddp"), 2, a4, "--ckpt without --save-every", "bad_ckpt");
+    exits_2_with_one_line(lab_bin(labs_dir, "ddp"), 2, a5, "--steps not past the checkpoint's step", "bad_steps");
+}
+
+static void sanitized(void) {
+    static Run s1, s2;
+    char ck[512];
+    snprintf(ck, sizeof ck, "%s/ck_san", tmp);
+    char *a1[] = {"--stage", "3", "--mixed", "--steps", "2", "--save-every", "1", "--ckpt", ck, NULL};
+    char *a2[] = {"--steps", "3", "--resume", ck, NULL};
+    go(&s1, san_labs, "zero", "san_save", 2, a1);
+    go(&s2, san_labs, "tp", "san_resume", 2, a2);
+    EXPECT(s1.status == 0 && s2.status == 0 && s2.r[0].n == 1,
+           "sanitized: zero --stage 3 --mixed saves twice, tp resumes it at step 3: both exit 0 under ASan/UBSan "
+           "(status %d, %d)", s1.status, s2.status);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_dcp LABS_DIR SHARDLAB SAN_LABS_DIR\n");
+        return 2;
+    }
+    labs_dir = argv[1], launcher = argv[2], san_labs = argv[3];
+    snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-dcp-XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+
+    char *none[] = {NULL};
+    char *st1[] = {"--stage", "1", NULL}, *st3m[] = {"--stage", "3", "--mixed", NULL};
+    char *st2o[] = {"--stage", "2", "--offload", NULL}, *pre[] = {"--prefetch", NULL};
+    char *sp[] = {"--sp", NULL}, *pp[] = {"--schedule", "1f1b", NULL};
+    resumes_bitwise("single", 1, none);
+    resumes_bitwise("ddp", 2, none);
+    resumes_bitwise("zero", 2, st1);
+    resumes_bitwise("zero", 2, st3m);
+    resumes_bitwise("zero", 2, st2o);
+    resumes_bitwise("fsdp", 2, pre);
+    resumes_bitwise("pp", 2, pp);
+    resumes_bitwise("tp", 2, sp);
+    reshards();
+    crash_trials();
+    refuses();
+    bad_options();
+    sanitized();
+
+    if (test_failed == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
+    } else {
+        printf("# kept %s\n", tmp);
+    }
+    return test_done();
+}
