@@ -208,7 +208,7 @@ int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
     const char *policy_text = "every";
-    int reps = 3;
+    int reps = 5;
     LabOption opts[] = {
         {"policy", OPT_STRING, &policy_text, 0, 0, "P", "none, every, sqrt or K (checkpoint blocks K, 2K, ...)"},
         {"compare", OPT_INT, &reps, 0, 1000, "R", "timed passes per policy in the comparison table (0: skip it)"},
