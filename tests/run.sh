@@ -38,6 +38,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" ;;
         test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" ;;
         test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
+        test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" ;;
         test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;

@@ -24,6 +24,8 @@
 #        zero --stage 1, 2, 3 and fsdp --prefetch, -n 2 and 4: the loss vs single on the CPU, the
 #                          memory vs the same run on the CPU;
 #        pp --schedule gpipe and 1f1b, -n 2, and tp -n 2, 4 and --sp: the same two comparisons;
+#        ckpt --policy every and sqrt, -n 2: the same two (its own comparison pass also checks,
+#                          on the GPU, that every policy's gradients are bitwise policy none's);
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -301,6 +303,24 @@ for variant in "2 plain" "4 plain" "2 sp"; do
         compare fail --lab tp --n "$n" --run "$cuda" --why "tp $args --device cuda failed (log: $cuda.out)"
     elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
         compare train --lab tp --n "$n" --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
+    fi
+done
+
+echo
+echo "## ckpt: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
+# Activation checkpointing on 2 data-parallel ranks, over the default model's 2 blocks: every
+# (each block recomputed on its own) and sqrt (one segment of 2). Each rank holds a replica,
+# so --replicas 1.
+for policy in every sqrt; do
+    cpu=$tmp/ckpt-$policy-cpu cuda=$tmp/ckpt-$policy-cuda
+    mem_ref=""
+    if train ckpt 2 cpu "$cpu" --policy "$policy"; then mem_ref=$cpu; else
+        compare fail --lab ckpt --n 2 --run "$cpu" --why "ckpt --policy $policy --device cpu failed (log: $cpu.out)"
+    fi
+    if ! train ckpt 2 cuda "$cuda" --policy "$policy"; then
+        compare fail --lab ckpt --n 2 --run "$cuda" --why "ckpt --policy $policy --device cuda failed (log: $cuda.out)"
+    elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+        compare train --lab ckpt --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
     fi
 done
 

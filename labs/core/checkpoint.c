@@ -1,0 +1,161 @@
+// checkpoint.c — see checkpoint.h.
+#include "checkpoint.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+// ---------------------------------------------------------------------------------------
+// Policies, as segments
+// ---------------------------------------------------------------------------------------
+
+void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L) {
+    static const char *names[] = {"none", "every", "sqrt"};
+    if (L < 1 || L > CKPT_MAX_BLOCKS || (kind == CKPT_K && (K < 1 || K > L)))
+        die("this is a bug in shardlab", "checkpointing policy K=%d for %d blocks", K, L);
+    memset(p, 0, sizeof *p);
+    p->kind = kind, p->K = kind == CKPT_EVERY ? 1 : K;
+    if (kind == CKPT_K) snprintf(p->name, sizeof p->name, "%d", K);
+    else snprintf(p->name, sizeof p->name, "%s", names[kind]);
+    int s = 1;
+    while (s * s < L) s++;  // ceil(sqrt L)
+    if (kind == CKPT_SQRT)
+        for (int l = 1; l <= L; l += s) p->first[p->nseg] = l, p->last[p->nseg++] = l + s - 1 < L ? l + s - 1 : L;
+    else if (kind != CKPT_NONE)
+        for (int l = p->K; l <= L; l += p->K) p->first[p->nseg] = p->last[p->nseg] = l, p->nseg++;
+    for (int l = 0; l < L + 2; l++) p->seg_of[l] = -1;
+    for (int i = 0; i < p->nseg; i++) {
+        int len = p->last[i] - p->first[i] + 1;
+        p->width = len > p->width ? len : p->width;
+        p->recomputed += len;
+        for (int l = p->first[i]; l <= p->last[i]; l++) p->seg_of[l] = i;
+    }
+}
+
+// The closed form, computed from the shapes alone (not from the segments): the allocator's
+// count of the layout below is checked against it.
+double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p) {
+    double T = c->seq, C = c->dim, L = c->layers, b = 16 * C + 4 + (double)c->heads * T;
+    double per_token = 2 * C + 2 + c->vocab;
+    if (p->kind == CKPT_NONE) {
+        per_token += L * b;
+    } else if (p->kind == CKPT_SQRT) {
+        double s = ceil(sqrt(L)), n = ceil(L / s);
+        per_token += n * C + s * b - C;
+    } else {
+        double k = floor(L / p->K);  // checkpointed blocks
+        per_token += (L - k) * b + k * C + b - C;
+    }
+    return 4.0 * B * T * per_token;
+}
+
+const char *ckpt_acts_formula(const CkptPolicy *p) {
+    static const char *texts[] = {"4BT(2C+2+V+Lb)", "4BT(2C+2+V+LC+b-C)", "4BT(2C+2+V+nC+sb-C)",
+                                  "4BT(2C+2+V+(L-c)b+cC+b-C)"};
+    return texts[p->kind];
+}
+
+// ---------------------------------------------------------------------------------------
+// The layout: a GptActs whose checkpointed blocks point into the workspace
+// ---------------------------------------------------------------------------------------
+
+// Hands out the next n floats; with no base, only counts them (the layout's size).
+typedef struct {
+    float *base;
+    size_t used;
+} Cursor;
+
+static float *take(Cursor *k, size_t n) {
+    float *p = k->base ? k->base + k->used : NULL;
+    k->used += n;
+    return p;
+}
+
+// A block's insides: everything gpt_block_backward reads but its input; not its output,
+// which only the next layer reads.
+static void take_insides(BlockActs *b, Cursor *k, const GptConfig *c, int B) {
+    size_t BT = (size_t)B * c->seq, C = c->dim;
+    b->ln1 = take(k, BT * C), b->ln1_mean = take(k, BT), b->ln1_rstd = take(k, BT);
+    b->qkv = take(k, BT * 3 * C), b->att = take(k, (size_t)B * c->heads * c->seq * c->seq);
+    b->atty = take(k, BT * C), b->res1 = take(k, BT * C);
+    b->ln2 = take(k, BT * C), b->ln2_mean = take(k, BT), b->ln2_rstd = take(k, BT);
+    b->fch = take(k, BT * 4 * C), b->fch_gelu = take(k, BT * 4 * C);
+}
+
+// Lays the activations out from k->base; returns their floats. Block l of segment i uses
+// workspace slot l - first[i].
+static size_t lay_out(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, Cursor *k) {
+    size_t BT = (size_t)B * c->seq, BTC = BT * c->dim;
+    BlockActs slot[CKPT_MAX_BLOCKS];
+    a->x0 = take(k, BTC);
+    for (int i = 0; i < p->width; i++) {  // the workspace
+        take_insides(&slot[i], k, c, B);
+        slot[i].out = i < p->width - 1 ? take(k, BTC) : NULL;
+    }
+    for (int l = 1; l <= c->layers; l++) {
+        BlockActs *b = &a->blocks[l - 1];
+        int i = p->seg_of[l];
+        if (i < 0) take_insides(b, k, c, B);  // kept whole
+        else *b = slot[l - p->first[i]];
+        if (i < 0 || l == p->last[i]) b->out = take(k, BTC);  // kept: the next layer's input
+    }
+    a->head.lnf = take(k, BTC), a->head.lnf_mean = take(k, BT), a->head.lnf_rstd = take(k, BT);
+    a->head.probs = take(k, BT * c->vocab);
+    return k->used;
+}
+
+void ckpt_acts_alloc(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, Mem *mem) {
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
+    Cursor count = {NULL, 0};
+    Cursor k = {mem_alloc_floats(mem, MEM_ACTS, lay_out(a, c, B, p, &count), "activations"), 0};
+    a->buffer = k.base;
+    lay_out(a, c, B, p, &k);
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward, and backward with recomputation
+// ---------------------------------------------------------------------------------------
+
+static void span(const Gpt *g, CkptPass *x, const char *name, int layer, int64_t t0) {
+    if (!x->log) return;
+    device_sync(g->mem->dev);  // a GPU runs behind: the span ends when its work does
+    runlog_span(x->log, x->step, name, x->mb, layer, t0, runlog_now_us(), 0);
+}
+
+double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint8_t *tokens,
+                             const uint8_t *targets, float loss_scale, CkptPass *x) {
+    const GptConfig *c = &g->cfg;
+    const Ops *ops = g->mem->dev->ops;
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
+    double loss_sum = 0;
+    for (int l = 0; l < g->nlayers; l++) {  // a checkpointed block's insides land in the workspace
+        int64_t t0 = runlog_now_us();
+        loss_sum += gpt_layer_forward(ops, c, l, g->params[l], a, tokens, targets, scratch);
+        span(g, x, "fwd", l, t0);
+    }
+    for (int l = g->nlayers - 1; l >= 0; l--) {
+        int i = l >= 1 && l <= c->layers ? p->seg_of[l] : -1;
+        if (i >= 0 && l == p->last[i]) {  // the segment forward again, from its kept input
+            int64_t r0 = runlog_now_us();
+            for (int j = p->first[i]; j <= l; j++) {
+                int64_t t0 = runlog_now_us();
+                if (!x->skip_recompute) gpt_layer_forward(ops, c, j, g->params[j], a, tokens, targets, scratch);
+                span(g, x, "recompute", j, t0);
+            }
+            device_sync(g->mem->dev);
+            x->recompute_us += runlog_now_us() - r0;
+        }
+        int64_t t0 = runlog_now_us();
+        gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
+        span(g, x, "bwd", l, t0);
+    }
+    mem_free(g->mem, dx);
+    mem_free(g->mem, scratch);
+    return loss_sum;
+}
