@@ -22,7 +22,7 @@
 //   sqrt   segments of s = ceil(sqrt L) consecutive blocks, n = ceil(L/s) of them: only each
 //          segment's output is kept; in backward the whole segment is run forward again
 //          into a workspace of s blocks, then its blocks' backwards run
-// The pass (core/checkpoint.c: ckpt_forward_backward; the layout is ckpt_acts_alloc):
+// The pass (core/activation_checkpointing.c: ckpt_forward_backward; the layout is ckpt_acts_alloc):
 //     forward    layers 0 .. L+1 in order; a checkpointed block writes its insides into the
 //                workspace (overwriting the previous one's) and its output where it is kept
 //     backward   layers L+1 .. 0; when l ends a segment: its blocks forward again from the
@@ -65,8 +65,9 @@
 
 #include "args.h"
 #include "check.h"
-#include "checkpoint.h"
+#include "activation_checkpointing.h"
 #include "data.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -227,6 +228,9 @@ int main(int argc, char **argv) {
     dist_init(&dist, "ckpt", &dev);
     int N = dist.world, rank = dist.rank;
     train_check_batch(&a, "ckpt", N);
+    Dcp resume;  // checked before anything is written
+    GptConfig cfg = train_model_config(&a);
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "ckpt");
     char who[32];
     snprintf(who, sizeof who, "ckpt rank %d", rank);
     check_set_context(who);
@@ -247,7 +251,6 @@ int main(int argc, char **argv) {
     double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
     Mem mem;
     mem_init(&mem, &dev);
-    GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
@@ -293,13 +296,22 @@ int main(int argc, char **argv) {
     DistRecord *records = malloc_check(4096 * sizeof *records);
     dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
 
+    // Distributed checkpoints (dcp.h), as in ddp.c: every replica loads the whole state, and
+    // saves a 1/N chunk of it.
+    DcpState whole = {0}, chunk = {0};
+    dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
+    dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
+    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
+    DcpSaver saver;
+    dcp_saver_init(&saver, "ckpt", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+
     Progress progress;
     progress_init(&progress, &a);
     double first_loss = 0, loss = 0, step_ms_total = 0;
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -332,12 +344,12 @@ int main(int argc, char **argv) {
         int64_t t1 = runlog_now_us();
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
-        if (step == 1)  // the step's peak: the saved activations plus the pass's workspace
+        if (step == first_step)  // the step's peak: the saved activations plus the pass's workspace
             check_or_die(&log, "acts.peak_in_step_1", (double)mem_peak_in(&mem, MEM_ACTS), acts_bytes + W,
                          "this is a bug in shardlab: the pass holds more than the formula and its workspace");
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         step_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[256];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"policy\":\"%s\",\"recomputed_blocks\":%d,\"recompute_ms\":%.3f,"
@@ -349,10 +361,16 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = gpt_param_hash(&model), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            dcp_save(&saver, step, &chunk);
+            dist_drain_records(&dist, records, 4096);
+        }
     }
+    dcp_state_free(&whole);
+    dcp_state_free(&chunk);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);

@@ -437,6 +437,7 @@ int main(int argc, char **argv) {
     char *st1[] = {"--stage", "1", NULL}, *st3m[] = {"--stage", "3", "--mixed", NULL};
     char *st2o[] = {"--stage", "2", "--offload", NULL}, *pre[] = {"--prefetch", NULL};
     char *sp[] = {"--sp", NULL}, *pp[] = {"--schedule", "1f1b", NULL};
+    char *ck[] = {"--policy", "sqrt", "--layers", "4", "--compare", "0", NULL};
     resumes_bitwise("single", 1, none);
     resumes_bitwise("ddp", 2, none);
     resumes_bitwise("zero", 2, st1);
@@ -445,6 +446,7 @@ int main(int argc, char **argv) {
     resumes_bitwise("fsdp", 2, pre);
     resumes_bitwise("pp", 2, pp);
     resumes_bitwise("tp", 2, sp);
+    resumes_bitwise("ckpt", 2, ck);
     reshards();
     crash_trials();
     refuses();

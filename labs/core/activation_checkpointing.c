@@ -1,5 +1,5 @@
-// checkpoint.c — see checkpoint.h.
-#include "checkpoint.h"
+// activation_checkpointing.c — see activation_checkpointing.h.
+#include "activation_checkpointing.h"
 
 #include <math.h>
 #include <stdio.h>

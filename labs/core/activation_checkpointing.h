@@ -1,5 +1,6 @@
-// checkpoint.h — activation checkpointing: which blocks keep only their output, where their
-// insides go, and the backward pass that recomputes them.
+// activation_checkpointing.h — which blocks keep only their output, where their insides go,
+// and the backward pass that recomputes them. (Distributed checkpoints of the training state
+// are another thing: dcp.h.)
 //
 // Defines: CkptKind, CKPT_MAX_BLOCKS, CkptPolicy, ckpt_policy(), ckpt_acts_bytes(),
 //          ckpt_acts_formula(), ckpt_acts_alloc(), CkptPass, ckpt_forward_backward().
