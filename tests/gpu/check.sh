@@ -26,6 +26,9 @@
 #        pp --schedule gpipe and 1f1b, -n 2, and tp -n 2, 4 and --sp: the same two comparisons;
 #        ckpt --policy every and sqrt, -n 2: the same two (its own comparison pass also checks,
 #                          on the GPU, that every policy's gradients are bitwise policy none's);
+#        checkpoints: zero --stage 2 -n 2 on CUDA saves half way; ddp -n 2, tp -n 2 and single
+#                          on CUDA and zero -n 4 on the CPU resume it: the loss from there on
+#                          vs single on the CPU;
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -323,6 +326,29 @@ for policy in every sqrt; do
         compare train --lab ckpt --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
     fi
 done
+
+echo
+echo "## distributed checkpoints: saved by zero on CUDA, resumed on CUDA and on the CPU, at other N, by other labs"
+# zero --stage 2 -n 2 on CUDA trains STEPS/2 steps and saves; each resumed run trains the rest
+# and is compared with single on the CPU from the step after the checkpoint (core/dcp.h: the
+# state is device- and layout-neutral fp32, so any lab at any N on any device goes on from it).
+half=$((STEPS / 2))
+ck=$tmp/dcp-ck
+if train zero 2 cuda "$tmp/dcp-save" --stage 2 --steps "$half" --save-every "$half" --ckpt "$ck"; then
+    for spec in "ddp 2 cuda" "tp 2 cuda" "single 1 cuda" "zero 4 cpu"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        dir=$tmp/dcp-$1-$2-$3
+        if train "$1" "$2" "$3" "$dir" --resume "$ck"; then
+            [ "$ref_ok" = 1 ] && compare train --lab "resume:$1" --n "$2" --run "$dir" --ref "$ref" --tol "$TOL" \
+                --first-step $((half + 1)) --replicas 1
+        else
+            compare fail --lab "resume:$1" --n "$2" --run "$dir" --why "$1 --resume on $3 failed (log: $dir.out)"
+        fi
+    done
+else
+    compare fail --lab dcp --n 2 --run "$tmp/dcp-save" --why "zero --save-every on cuda failed (log: $tmp/dcp-save.out)"
+fi
 
 echo
 echo "## collectives on CUDA: every result checked against a serial computation"

@@ -103,6 +103,8 @@ def finish(args, row):
 def cmd_train(args):
     row = row_base(args.lab, args.n, args.run)
     run, ref = steps(args.run), steps(args.ref)
+    # A resumed run (--resume) starts at the checkpoint's step + 1: compare from there.
+    ref = {k: v for k, v in ref.items() if k >= args.first_step}
     # The same steps in both: a run that stopped early is a failure, not a shorter comparison.
     if not run or sorted(run) != sorted(ref):
         row["why"].append("steps differ: run has %d, reference %d" % (len(run), len(ref)))
@@ -261,6 +263,7 @@ def main():
     t.add_argument("--tol-first", type=float, default=1e-5, help="on the first step's loss")
     t.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the median ms/step")
     t.add_argument("--replicas", type=int, default=1, help="1: param_hash must agree across ranks")
+    t.add_argument("--first-step", type=int, default=1, help="a resumed run's first step")
 
     c = sub.add_parser("collectives")
     c.add_argument("--n", type=int, required=True)
