@@ -242,8 +242,11 @@ static void crash_trials(void) {
         int same = status2 == 0 && h && h->type == JSON_STRING && strcmp(h->string, ref.final_hash) == 0;
         json_free(summary);
         good += same;
-        if (!same) printf("# trial %d: resumed from step %d, status %d: %s\n", t, resumed_from[t], status2,
-                          one_line(captured(tag2, "err")));
+        if (!same) {
+            char *err = captured(tag2, "err");
+            printf("# trial %d: resumed from step %d, status %d: %s\n", t, resumed_from[t], status2, one_line(err));
+            free(err);
+        }
         // The final save of the resumed run committed step 24 and removed every other step
         // directory, and the temporaries of the killed save.
         char last[600];
