@@ -39,6 +39,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" ;;
         test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
         test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
+        test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;
         test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
         test_tui | test_tui_replay) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
