@@ -469,7 +469,7 @@ int main(int argc, char **argv) {
         runlog_printf(&log, "\ndata sharding, strategy %s: D = %lld items of T+1 = %d bytes, B = %d, N = %d, "
                             "P = (B/N)(T+1) = %zu bytes a part\n",
                       strategy_name, (long long)L.D, L.S, a.batch, N, part_bytes(&L));
-        runlog_printf(&log, "  %4s %12s  %-28s %10s  %-18s %10s  %s\n", "rank", "held", "formula", "recv/step", "formula",
+        runlog_printf(&log, "  %4s %12s  %-30s %10s  %-18s %10s  %s\n", "rank", "held", "formula", "recv/step", "formula",
                       "sent/step", "formula");
         int ok = 1;
         double total = 0, total_formula = 0;
@@ -482,7 +482,7 @@ int main(int argc, char **argv) {
             if (recv_formula(&L, r)) snprintf(rf, sizeof rf, "4 ceil(P/4) = %llu", (unsigned long long)recv_formula(&L, r));
             if (sent_formula(&L, r))
                 snprintf(sf, sizeof sf, "(N-1) 4 ceil(P/4) = %llu", (unsigned long long)sent_formula(&L, r));
-            runlog_printf(&log, "  %4d %12.0f  %-28s %10.0f  %-18s %10.0f  %s\n", r, f[0], hf, f[1], rf, f[2], sf);
+            runlog_printf(&log, "  %4d %12.0f  %-30s %10.0f  %-18s %10.0f  %s\n", r, f[0], hf, f[1], rf, f[2], sf);
             ok &= f[0] == (double)held_formula(&L, r) && f[1] == (double)recv_formula(&L, r) &&
                   f[2] == (double)sent_formula(&L, r);
             total += f[0], total_formula += (double)held_formula(&L, r);
