@@ -268,19 +268,23 @@ static void check_same_batches(void) {
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)indices_hash(idx, n));
             hashes_match &= n == B / 2 && strcmp(hex, sampler2.r[r].indices[s - 1]) == 0;
         }
+    // The strategies change where the bytes come from, never which: same batches, same training, bit for bit.
     EXPECT(same, "slice, sampler and dispatch at N=2: the same indices hash on every rank at every step, and so bitwise "
                  "the same losses and param_hash (step %d: %.9f %.9f %.9f)", STEPS, slice2.r[0].loss[STEPS - 1],
            sampler2.r[0].loss[STEPS - 1], dispatch2.r[0].loss[STEPS - 1]);
+    // The hash in the events and the lists on disk describe the same consumption.
     EXPECT(hashes_match, "every step event's indices_hash is the FNV-1a 64 of the indices its rank listed for the step");
     int replicas = 1;
     for (int s = 0; s < STEPS; s++) replicas &= strcmp(dispatch3.r[1].hash[s], dispatch3.r[0].hash[s]) == 0 &&
                                                 strcmp(dispatch3.r[2].hash[s], dispatch3.r[0].hash[s]) == 0;
+    // Dispatched parts feed a correct DDP: the replicas stay equal.
     EXPECT(replicas, "dispatch at N=3: the replicas hold bitwise equal weights after every step");
     int same3 = 1;
     for (int r = 0; r < 3; r++)
         for (int s = 0; s < STEPS; s++)
             same3 &= strcmp(sampler3.r[r].indices[s], dispatch3.r[r].indices[s]) == 0 &&
                      sampler3.r[r].loss[s] == dispatch3.r[r].loss[s];
+    // At N=3 too (padded parts), dispatch feeds each rank what the sampler would have read.
     EXPECT(same3, "sampler and dispatch at N=3: the same indices and bitwise the same losses");
 
     // N = 1 takes the same global batch: its indices of a step are rank 0's then rank 1's at N = 2.
@@ -295,6 +299,7 @@ static void check_same_batches(void) {
     EXPECT(concat, "N=1 consumes at each step the N=2 ranks' indices, rank 0's then rank 1's: the same global batches");
     double worst = 0;
     for (int s = 0; s < STEPS; s++) worst = fmax(worst, fabs(sampler1.r[0].loss[s] - sampler2.r[0].loss[s]));
+    // The global batch, not N, decides the training: N=1 and N=2 differ by fp32 rounding only.
     EXPECT(worst <= 1e-6, "N=1 (--accum 2) vs N=2: losses within 1e-6 at every step (worst %.3g): fp32 rounding only",
            worst);
 }
@@ -333,6 +338,7 @@ static void check_held(void) {
     // What each rank holds is its strategy's formula at every step; slice and sampler move nothing.
     EXPECT(ok, "held: slice D(T+1) = %d on every rank, sampler floor(D/B)(B/N)(T+1) = %d, dispatch %d on rank 0 and 0 "
            "elsewhere; slice and sampler send and receive nothing", D * S, E * (B / 2) * S, D * S);
+    // Summed over ranks: slice pays N copies, the sampler one (less what drop_last leaves out).
     EXPECT(held_total(&slice2) == 2.0 * D * S && held_total(&sampler2) == (double)E * B * S,
            "summed over ranks: slice N D(T+1) = %d, sampler floor(D/B) B (T+1) = %d (measured %.0f, %.0f)", 2 * D * S,
            E * B * S, held_total(&slice2), held_total(&sampler2));
@@ -381,6 +387,7 @@ static void check_weights(void) {
     EXPECT(worst <= 0.025 && count[2] == 0, "--weights 1,3,0 --temperature 2: source frequencies %.4f %.4f %.4f vs "
            "w^(1/tau) normalised %.4f %.4f %.4f (worst %.4f <= 0.025); the weight-0 source is never drawn",
            count[0] / WD, count[1] / WD, count[2] / WD, p[0] / total, p[1] / total, p[2] / total, worst);
+    // The mixture samples with replacement: within one epoch some items come back.
     EXPECT(repeats > 0, "--weights draws with replacement: %d items are drawn more than once in the epoch", repeats);
     free(times);
 }
@@ -412,6 +419,7 @@ static void check_file_data(void) {
     const JsonValue *cfg = meta ? json_get(meta, "config") : NULL;
     double items = cfg ? num(cfg, "items") : -1;
     json_free(meta);
+    // The file's whole items are the dataset, and file data has no known loss floor.
     EXPECT(clean(&run, "--data FILE") && items == 20 && run.r[0].held[0] == 20 * S && isnan(run.r[0].loss_floor),
            "--data FILE of 20 (T+1) + 5 bytes: D = 20 items, slice holds 20 (T+1) = %d bytes (%.0f), no loss floor",
            20 * S, run.r[0].held[0]);
@@ -422,10 +430,13 @@ static void check_broken_is_caught(void) {
     ShardRun run;
     run_shard(&run, shard, "broken", 2, E, args, "SHARDLAB_TEST_BREAK=shard-overlap");
     EpochCheck c = check_epoch(run.dir, 2, 0, D, B, NULL);
+    // The broken lab runs to the end (its own checks cannot see the overlap); the grader's
+    // disjointness check must.
     EXPECT(run.status == 0 && !c.disjoint, "the disjointness check catches ranks that overlap "
            "(SHARDLAB_TEST_BREAK=shard-overlap, status %d): %s", run.status, c.why);
 }
 
+// Every bad option is refused up front, on one line, with exit status 2 (never a crash).
 static void check_bad_input(void) {
     char *strategy[] = {"--strategy", "bogus", NULL};
     exits_2_with_one_line(shard, 2, strategy, "--strategy bogus", "bad-strategy");
@@ -452,10 +463,12 @@ static void check_sanitized(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/san-dispatch", tmp);
     int status = run_ranks(shard_san, 3, "san-dispatch", dir, dispatch, NULL);
+    // ASan/UBSan abort on the first error (-fno-sanitize-recover) and LeakSanitizer fails the exit: 0 means clean.
     EXPECT(status == 0, "the sanitized lab (dispatch with --weights, N=3, padded parts) exits 0 (status %d)", status);
     char *sampler[] = {"--steps", "3", MODEL, "--items", "13", "--strategy", "sampler", "--accum", "3", NULL};
     snprintf(dir, sizeof dir, "%s/san-sampler", tmp);
     status = run_ranks(shard_san, 2, "san-sampler", dir, sampler, NULL);
+    // The sampler re-reads its items at an epoch boundary, under the sanitizers.
     EXPECT(status == 0, "the sanitized lab (sampler across an epoch boundary, --accum 3) exits 0 (status %d)", status);
 }
 
