@@ -6,6 +6,7 @@
 #   make lab-zero STAGE=2 ZeRO at stage 0..3 on NGPU ranks
 #   make lab-pp SCHEDULE=1f1b MICRO=8  a pipeline of NGPU stages
 #   make lab-ckpt POLICY=sqrt  activation checkpointing on NGPU data-parallel ranks
+#   make lab-shard STRATEGY=dispatch  data sharding on NGPU ranks: slice, sampler or dispatch
 #   make tui RUN=runs/..  follow or replay a run in the terminal dashboard
 #   make test             every test; the last line says "N passed, N failed"
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
@@ -24,6 +25,7 @@ SCHEDULE ?= 1f1b
 MICRO   ?= 4
 STAGE   ?= 1
 POLICY  ?= every
+STRATEGY ?= sampler
 UI      ?= auto
 RUN     ?=
 
@@ -79,7 +81,7 @@ else
 CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 LDLIBS_CUDA :=
 endif
-LABS      := single collectives ddp zero fsdp tp pp ckpt
+LABS      := single collectives ddp zero fsdp tp pp ckpt shard
 LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
@@ -98,7 +100,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp lab-ckpt tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -117,6 +119,7 @@ help:
 	@echo "  make lab-tp NGPU=4     tensor parallelism, Megatron-style [ARGS=\"--sp --dp 2 --vocab-parallel\"]"
 	@echo "  make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8  pipeline parallelism: gpipe, 1f1b, interleaved [ARGS=\"--chunks 2 --dp 2\"]"
 	@echo "  make lab-ckpt NGPU=2 POLICY=sqrt  activation checkpointing: none, every, sqrt or K, on N DDP ranks [ARGS=\"--layers 8\"]"
+	@echo "  make lab-shard NGPU=2 STRATEGY=sampler  data sharding: slice, sampler or dispatch [ARGS=\"--weights 1,3 --temperature 2\"]"
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
@@ -224,6 +227,10 @@ lab-pp: all
 # Activation checkpointing with POLICY=none|every|sqrt|K, on NGPU data-parallel ranks.
 lab-ckpt: all
 	$(SHARDLAB) run ckpt -n $(NGPU) --ui $(UI) --policy $(POLICY) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# Data sharding on NGPU ranks: STRATEGY=slice|sampler|dispatch (who holds the data, what moves).
+lab-shard: all
+	$(SHARDLAB) run shard -n $(NGPU) --ui $(UI) --strategy $(STRATEGY) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all

@@ -29,6 +29,9 @@
 #        checkpoints: zero --stage 2 -n 2 on CUDA saves half way; ddp -n 2, tp -n 2 and single
 #                          on CUDA and zero -n 4 on the CPU resume it: the loss from there on
 #                          vs single on the CPU;
+#        shard --strategy slice, sampler and dispatch, -n 2: the loss and the memory vs the same
+#                          strategy on the CPU (its batches come from the epoch sampler, not
+#                          single's hash sampler, so single is no reference for it);
 #        collectives -n 1, 2, 4 --device cuda --max-bytes 64M: every row's #wrong is 0;
 #   3. times a training step against PyTorch eager on the same model (tests/gpu/torch_step.py),
 #      at the labs' default config and at a GPT-2-small-sized one (C=768, NH=12, L=12,
@@ -324,6 +327,21 @@ for policy in every sqrt; do
         compare fail --lab ckpt --n 2 --run "$cuda" --why "ckpt --policy $policy --device cuda failed (log: $cuda.out)"
     elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
         compare train --lab ckpt --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
+    fi
+done
+
+echo
+echo "## shard: CUDA vs the same strategy on the CPU (the loss and the memory)"
+# Each strategy at N = 2; the replicas' param_hash agree (--replicas 1). Dispatch's parts are host
+# buffers, staged through the GPU by NCCL send/recv (or the shm backend when the ranks share one).
+for strategy in slice sampler dispatch; do
+    cpu=$tmp/shard-$strategy-cpu cuda=$tmp/shard-$strategy-cuda
+    if ! train shard 2 cpu "$cpu" --strategy "$strategy"; then
+        compare fail --lab shard --n 2 --run "$cpu" --why "shard --strategy $strategy --device cpu failed (log: $cpu.out)"
+    elif ! train shard 2 cuda "$cuda" --strategy "$strategy"; then
+        compare fail --lab shard --n 2 --run "$cuda" --why "shard --strategy $strategy --device cuda failed (log: $cuda.out)"
+    else
+        compare train --lab shard --n 2 --run "$cuda" --ref "$cpu" --mem-ref "$cpu" --tol "$TOL" --replicas 1
     fi
 done
 
