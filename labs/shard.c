@@ -58,6 +58,7 @@
 #include "check.h"
 #include "data.h"
 #include "dataset.h"
+#include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
@@ -299,6 +300,9 @@ int main(int argc, char **argv) {
     dist_init(&dist, "shard", &dev);
     int N = dist.world, rank = dist.rank;
     train_check_batch(&a, "shard", N);
+    GptConfig cfg = train_model_config(&a);
+    Dcp resume;  // checked before anything is written
+    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "shard");
     char who[32];
     snprintf(who, sizeof who, "shard rank %d", rank);
     check_set_context(who);
@@ -348,7 +352,6 @@ int main(int argc, char **argv) {
     // The model, replicated as in DDP: every replica starts from rank 0's weights.
     Mem mem;
     mem_init(&mem, &dev);
-    GptConfig cfg = train_model_config(&a);
     Gpt model;
     gpt_create(&model, &cfg, &mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
@@ -389,6 +392,16 @@ int main(int argc, char **argv) {
     DistRecord *records = malloc_check(4096 * sizeof *records);
     dist_drain_records(&dist, records, 4096);  // the start-up broadcasts and barrier are not a step's
 
+    // Distributed checkpoints (dcp.h), as in ddp.c: every replica loads the whole state, and
+    // saves a 1/N chunk of it. The sampler's state is the step: epoch (s-1)/E, batch (s-1) mod E.
+    DcpState whole = {0}, chunk = {0};
+    dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
+    dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
+    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
+    DcpSaver saver;
+    dcp_saver_init(&saver, "shard", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    saver.sampler_name = "epochs of a seeded permutation (or mixture draws), drop_last";
+
     Progress progress;
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
@@ -398,7 +411,7 @@ int main(int argc, char **argv) {
     int64_t t_train0 = runlog_now_us();
 
     train_catch_signals();
-    for (int64_t step = 1; step <= a.steps; step++) {
+    for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = train_interrupted(&log, step - 1);
         if (interrupted) return interrupted;
         int64_t t0 = runlog_now_us();
@@ -414,7 +427,7 @@ int main(int argc, char **argv) {
                 "%llu, %llu and %llu", (long long)step, (unsigned long long)data_sent, (unsigned long long)data_recv,
                 (unsigned long long)L.held, (unsigned long long)sent_formula(&L, rank),
                 (unsigned long long)recv_formula(&L, rank), (unsigned long long)held_formula(&L, rank));
-        if (step == 1) {  // (a mismatch at any step has died above)
+        if (step == first_step) {  // (a mismatch at any step has died above)
             if (strategy == SAMPLER) runlog_check(&log, "data.held", 1, (double)L.held, (double)held_formula(&L, rank));
             runlog_check(&log, "data.bytes_moved", 1, (double)(data_sent + data_recv),
                          (double)(sent_formula(&L, rank) + recv_formula(&L, rank)));
@@ -445,7 +458,7 @@ int main(int argc, char **argv) {
 
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         step_ms_total += ms;
-        if (step == 1) first_loss = loss;
+        if (step == first_step) first_loss = loss;
         char extra[512];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"data\":{\"strategy\":\"%s\",\"held\":%llu,\"recv\":%llu,\"sent\":%llu,"
@@ -460,10 +473,20 @@ int main(int argc, char **argv) {
                           .mem = &mem, .param_hash = gpt_param_hash(&model), .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (dcp_due(&a, step)) {
+            snprintf(saver.sampler, sizeof saver.sampler,
+                     "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
+                     (long long)L.D, (long long)L.E, (long long)(step / L.E), (long long)(step % L.E));
+            dcp_save(&saver, step, &chunk);
+            dist_drain_records(&dist, records, 4096);
+        }
     }
+    dcp_state_free(&whole);
+    dcp_state_free(&chunk);
+    const double steps_run = (double)(a.steps - first_step + 1);
 
     // Every rank's figures, on rank 0, next to the formulas (a collective: every rank calls it).
-    double mine[3] = {(double)L.held, moved_recv / a.steps, moved_sent / a.steps}, *all = malloc_check(3 * (size_t)N * sizeof *all);
+    double mine[3] = {(double)L.held, moved_recv / steps_run, moved_sent / steps_run}, *all = malloc_check(3 * (size_t)N * sizeof *all);
     gather_figures(&dist.world_group, mine, 3, all);
     if (rank == 0) {
         runlog_printf(&log, "\ndata sharding, strategy %s: D = %lld items of T+1 = %d bytes, B = %d, N = %d, "
@@ -499,7 +522,7 @@ int main(int argc, char **argv) {
     free(all);
 
     double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * a.steps / (step_ms_total / 1000.0);
+    double tok_s = tokens_per_step * steps_run / (step_ms_total / 1000.0);
     train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);

@@ -441,6 +441,7 @@ int main(int argc, char **argv) {
     char *st2o[] = {"--stage", "2", "--offload", NULL}, *pre[] = {"--prefetch", NULL};
     char *sp[] = {"--sp", NULL}, *pp[] = {"--schedule", "1f1b", NULL};
     char *ck[] = {"--policy", "sqrt", "--layers", "4", "--compare", "0", NULL};
+    char *sh[] = {"--strategy", "dispatch", "--items", "20", NULL};  // 2 steps an epoch: resumed at an epoch's middle
     resumes_bitwise("single", 1, none);
     resumes_bitwise("ddp", 2, none);
     resumes_bitwise("zero", 2, st1);
@@ -450,6 +451,7 @@ int main(int argc, char **argv) {
     resumes_bitwise("pp", 2, pp);
     resumes_bitwise("tp", 2, sp);
     resumes_bitwise("ckpt", 2, ck);
+    resumes_bitwise("shard", 2, sh);
     reshards();
     crash_trials();
     refuses();

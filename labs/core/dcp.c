@@ -105,6 +105,7 @@ void dcp_saver_init(DcpSaver *s, const char *lab, const TrainArgs *a, const GptC
     else if (a->resume) snprintf(s->dir, sizeof s->dir, "%s", a->resume);
     else snprintf(s->dir, sizeof s->dir, "%s/checkpoints", run_dir);
     snprintf(s->config, sizeof s->config, "%s", config ? config : "{}");
+    s->sampler_name = "hash(seed, step, index)";
 }
 
 int dcp_due(const TrainArgs *a, int64_t step) {
@@ -158,8 +159,9 @@ static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world,
     sb_printf(m, "\n\"optimizer\":{\"name\":\"AdamW\",\"t\":%lld,\"lr\":%.9g,\"beta1\":0.9,\"beta2\":0.95,"
                  "\"eps\":1e-8,\"weight_decay\":%.9g,\"clip\":%.9g},",
               (long long)step, a->lr, a->weight_decay, a->clip);
-    sb_printf(m, "\n\"sampler\":{\"name\":\"hash(seed, step, index)\",\"seed\":%llu,\"next_step\":%lld%s%s},",
-              (unsigned long long)a->seed, (long long)step + 1, s->sampler[0] ? "," : "", s->sampler);
+    sb_printf(m, "\n\"sampler\":{\"name\":");
+    sb_json_string(m, s->sampler_name);
+    sb_printf(m, ",\"seed\":%llu,\"next_step\":%lld%s%s},", (unsigned long long)a->seed, (long long)step + 1, s->sampler[0] ? "," : "", s->sampler);
     sb_printf(m, "\n\"layout\":");
     sb_json_string(m, s->layout[0] ? s->layout : "replicas: each rank saves a 1/N chunk of every unit");
     sb_printf(m, ",\n\"config\":%s,\n\"files\":[", s->config);

@@ -92,6 +92,7 @@ typedef struct {
     RunLog *log;
     char dir[1024];        // where checkpoints go
     char layout[256];      // one line for the manifest: how this lab holds the state
+    const char *sampler_name;  // the manifest's "sampler.name" (dcp_saver_init: the hash sampler's)
     char sampler[256];     // "" or more fields for the manifest's "sampler" object: "\"epoch\":3"
     char config[4096];     // the run's config object (train_config_json)
     int64_t bytes_written; // by this rank, all saves
