@@ -324,11 +324,7 @@ int main(int argc, char **argv) {
 
         // 2. The replicas sum their gradients, layer by layer (a world of one has nothing to add).
         int64_t tc = runlog_now_us();
-        for (int l = 0; N > 1 && l < model.nlayers; l++) {
-            DistWork w;  // start + wait: a synchronous all-reduce whose record carries the layer
-            dist_all_reduce_start(&dist.world_group, model.grads[l], gpt_layer_size(&cfg, l), l, &w);
-            dist_wait(&w);
-        }
+        if (N > 1) train_all_reduce_layers(&dist.world_group, &model);
         loss = (N > 1 ? dist_sum_over_ranks(&dist.world_group, loss_sum) : loss_sum) / tokens_per_step;
         int64_t comm_us = runlog_now_us() - tc;
         if (!isfinite(loss))

@@ -439,11 +439,7 @@ int main(int argc, char **argv) {
         gpt_zero_grads(&model);
         double loss_sum = forward_backward(&model, &acts, part, L.per_rank, (float)(1.0 / tokens_per_step), &spans);
         int64_t t_comm = runlog_now_us();
-        for (int l = 0; l < model.nlayers; l++) {
-            DistWork w;
-            dist_all_reduce_start(&dist.world_group, model.grads[l], gpt_layer_size(&cfg, l), l, &w);
-            dist_wait(&w);
-        }
+        train_all_reduce_layers(&dist.world_group, &model);
         loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         int64_t comm_us = (strategy == DISPATCH ? t_data - t0 : 0) + (runlog_now_us() - t_comm);
         log_comm_spans(&log, &dist, records, step);

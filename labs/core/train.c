@@ -383,3 +383,11 @@ void train_write_summary(RunLog *log, const TrainArgs *a, double first_loss, dou
     runlog_summary(log, sb.data);
     sb_free(&sb);
 }
+
+void train_all_reduce_layers(DistGroup *g, Gpt *model) {
+    for (int l = 0; l < model->nlayers; l++) {
+        DistWork w;  // start + wait: a synchronous all-reduce whose record carries the layer
+        dist_all_reduce_start(g, model->grads[l], gpt_layer_size(&model->cfg, l), l, &w);
+        dist_wait(&w);
+    }
+}

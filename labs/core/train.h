@@ -8,7 +8,7 @@
 //          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
 //          train_accumulate(), train_clip_and_update(), MemRow, train_acts_formula(),
 //          train_report_memory(),
-//          train_interrupted(), train_write_summary().
+//          train_interrupted(), train_write_summary(), train_all_reduce_layers().
 //
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
@@ -22,6 +22,7 @@
 #include "adamw.h"
 #include "args.h"
 #include "data.h"
+#include "dist.h"
 #include "gpt.h"
 #include "json.h"
 #include "mem.h"
@@ -105,6 +106,10 @@ void gpt_adamw_destroy(GptAdamW *o);
 double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
                         int first, int count, float loss_scale, SpanLogger *spans,
                         const GptHooks *last_backward);
+// Data parallelism at its plainest (the ckpt and shard labs train on replicas this way): each
+// layer's gradient summed over the group's replicas in place, one synchronous all-reduce per
+// layer whose record carries the layer as its tag.
+void train_all_reduce_layers(DistGroup *g, Gpt *model);
 // Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer.
 // Returns the norm before clipping.
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step);
