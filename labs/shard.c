@@ -338,6 +338,9 @@ int main(int argc, char **argv) {
                 .per_rank = a.batch / N, .S = a.seq + 1, .seed = a.seed, .dir = log.dir,
                 .broken = test_break && strcmp(test_break, "shard-overlap") == 0};
     loader_open(&L, data_path, cap);
+    if (cap > L.ds.available)
+        usage_error("shard", "--items %lld: the data holds only %lld items of T+1 = %d bytes", cap,
+                    (long long)L.ds.available, L.S);
     if (L.E < 1)
         usage_error("shard", "%lld items make no global batch of %d (drop_last): lower --batch or raise --items",
                     (long long)L.D, a.batch);

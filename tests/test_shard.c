@@ -450,6 +450,8 @@ static void check_bad_input(void) {
     exits_2_with_one_line(shard, 2, empty, "--weights ''", "bad-empty");
     char *items[] = {"--items", "0", NULL};
     exits_2_with_one_line(shard, 2, items, "--items 0", "bad-items");
+    char *too_many[] = {"--items", "99999999", NULL};  // more than the data holds: refused, not capped
+    exits_2_with_one_line(shard, 2, too_many, "--items beyond the data", "bad-too-many");
     char *few[] = {"--items", "5", "--batch", "8", NULL};
     exits_2_with_one_line(shard, 2, few, "--items 5 with --batch 8: no whole batch", "bad-few");
     char *tau[] = {"--temperature", "2", NULL};
