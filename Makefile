@@ -87,12 +87,14 @@ LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').
-TUI_DRAW  := canvas dashboard lossplot timeline
+TUI_DRAW  := canvas dashboard lossplot timeline mdterm lexicon
 TUI_OBJS  := $(TUI_DRAW:%=$(BUILD)/tui/%.o) $(BUILD)/tui/tui.o
 TUI_SAN   := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o) $(BUILD)/san/tui/tui.o
 TUI_DRAW_SAN := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o)
 NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
 NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)
+# md4c's parser renders the lexicon and the lessons (tui/mdterm.c), for shardlab and the tests.
+MD4C_LIBS := -lmd4c
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
@@ -100,7 +102,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -123,6 +125,7 @@ help:
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
+	@echo "  make lexicon TERM=zero-stage-3  a lexicon entry in the terminal (no TERM: the index)"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
@@ -178,19 +181,19 @@ $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
-	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS)
+	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 $(SHARDLAB): labs/shardlab.c $(CORE_OBJS) $(TUI_OBJS) labs/core/*.h tui/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui $(CFLAGS) $< $(CORE_OBJS) $(TUI_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(LDLIBS_CUDA)
+	$(CC) $(BASE) -Itui $(CFLAGS) $< $(CORE_OBJS) $(TUI_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(MD4C_LIBS) $(LDLIBS_CUDA)
 
 $(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) labs/core/*.h tui/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS)
+	$(CC) $(BASE) -Itui $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(MD4C_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
 $(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/core/*.h tui/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) -o $@ $(LDLIBS)
+	clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 fuzz: $(BUILD)/fuzz/fuzz_runread
 	@mkdir -p $(BUILD)/fuzz/corpus
@@ -235,6 +238,12 @@ lab-shard: all
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
 	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# One lexicon entry in the terminal (TERM=zero-stage-3), or the index without TERM. Only a
+# TERM given on the command line counts: the environment's TERM is the terminal's type.
+LEXICON_TERM = $(if $(filter command line,$(origin TERM)),$(TERM))
+lexicon: $(SHARDLAB)
+	$(SHARDLAB) lexicon $(LEXICON_TERM)
 
 # The terminal dashboard on RUN (default: the newest run under runs/).
 tui: $(SHARDLAB)

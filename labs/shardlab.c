@@ -43,6 +43,7 @@
 #include "runlog.h"
 #include "runread.h"
 #include "shm.h"
+#include "lexicon.h"
 #include "tui.h"
 
 #define MAX_RANKS SHM_MAX_RANKS
@@ -57,7 +58,8 @@ static const char *USAGE =
     "commands:\n"
     "  run <lab> -n N [options]   start N ranks of a lab and watch them (shardlab run --help)\n"
     "  tui [RUN_DIR]              the terminal dashboard on a run, live or finished (shardlab tui --help)\n"
-    "  (web, lexicon and grade are not built yet)\n";
+    "  lexicon [TERM]             the lexicon's index, or one term in the terminal (shardlab lexicon --help)\n"
+    "  (web and grade are not built yet)\n";
 
 static const char *RUN_USAGE =
     "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
@@ -599,14 +601,20 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run or tui (web, lexicon and grade are not built yet)");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui or lexicon (web and grade are not built yet)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
-    const char *later[] = {"web", "lexicon", "grade"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(argv[1], later[i]) == 0) usage_error("shardlab", "'%s' is not built yet; the commands now are run and tui", argv[1]);
+    const char *later[] = {"web", "grade"};
+    for (int i = 0; i < 2; i++)
+        if (strcmp(argv[1], later[i]) == 0)
+            usage_error("shardlab", "'%s' is not built yet; the commands now are run, tui and lexicon", argv[1]);
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
+    if (strcmp(argv[1], "lexicon") == 0) {
+        char root[4096];
+        tui_find_root(root, sizeof root);
+        return lexicon_main(argc, argv, root);
+    }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run and tui (web, lexicon and grade are not built yet)",
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui and lexicon (web and grade are not built yet)",
                     argv[1]);
 
     static Launch L;

@@ -28,8 +28,8 @@ static void test_live(const char *dir) {
     path_in_tmp(root, sizeof root, "root");  // the project root the view looks for lexicon/ in: empty for now
     path_in_tmp(pager, sizeof pager, "pager.sh");
     mkdir(root, 0755);
-    // A pager that shows the file, then waits for a line from the terminal (as less waits for q).
-    write_text(pager, "w", "#!/bin/sh\ncat \"$1\"\necho 'PAGER-WAITING: Enter to go back'\nread answer\n");
+    // A pager that shows its input, then waits for a line from the terminal (as less waits for q).
+    write_text(pager, "w", "#!/bin/sh\ncat\necho 'PAGER-WAITING: Enter to go back'\nread answer < /dev/tty\n");
     chmod(pager, 0755);
     snprintf(env, sizeof env, "SHARDLAB_ROOT='%s' PAGER='%s'", root, pager);
     snprintf(args, sizeof args, "run ddp -n 2 --steps 400 --run-dir '%s' --ui tui", dir);
@@ -112,12 +112,13 @@ static void test_live(const char *dir) {
     snprintf(path, sizeof path, "%s/lexicon", root);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/lexicon/ddp.md", root);
-    write_text(path, "w", "# ddp\n\nLEXICON-TEST-LINE: every rank holds the whole model and averages the gradients.\n");
+    write_text(path, "w", "# ddp\n\n**LEXICON-TEST-LINE:** every rank holds the whole model and averages the gradients.\n");
     tmux("send-keys -t %s l", s);
-    int paged = wait_text(s, "LEXICON-TEST-LINE", 10) && wait_text(s, "PAGER-WAITING", 5);
-    // Proves: l runs $PAGER on <root>/lexicon/ddp.md, and the pager has the terminal (the
-    // dashboard is not drawn over it).
-    if (!EXPECT(paged && !on_screen(" 1 overview "), "live: l opens lexicon/ddp.md in $PAGER")) show_screen("pager");
+    int paged = wait_text(s, "LEXICON-TEST-LINE:", 10) && wait_text(s, "PAGER-WAITING", 5);
+    // Proves: l shows <root>/lexicon/ddp.md rendered (no ** left) in $PAGER, and the pager
+    // has the terminal (the dashboard is not drawn over it).
+    if (!EXPECT(paged && !on_screen("**LEXICON") && !on_screen(" 1 overview "), "live: l opens lexicon/ddp.md, rendered, in $PAGER"))
+        show_screen("pager");
     tmux("send-keys -t %s Enter", s);
     int back = 0;
     for (double t0 = now_s(); !back && now_s() - t0 < 10; usleep(50000))

@@ -21,6 +21,8 @@
 #include "canvas.h"
 #include "check.h"
 #include "dashboard.h"
+#include "lexicon.h"
+#include "mdterm.h"
 #include "runlog.h"
 #include "runread.h"
 
@@ -170,9 +172,7 @@ const char *tui_lexicon_slug(const char *lab) {
     return NULL;
 }
 
-// The project's root: $SHARDLAB_ROOT, else the first folder above this program that has
-// labs/core (build/shardlab -> the checkout).
-static void find_root(char *out, size_t n) {
+void tui_find_root(char *out, size_t n) {
     const char *env = getenv("SHARDLAB_ROOT");
     if (env && *env) {
         snprintf(out, n, "%s", env);
@@ -197,7 +197,8 @@ static void find_root(char *out, size_t n) {
 }
 
 // The pager runs in its own process group in the foreground of the terminal, so Ctrl-C in
-// it reaches the pager only, not us (and not the run we watch). tui_tick() waits for it.
+// it reaches the pager only, not us (and not the run we watch). tui_tick() waits for it. It
+// reads the entry rendered for the terminal on its stdin.
 static void open_lexicon(Tui *t, int64_t now_us) {
     const char *slug = t->view.lab[0] ? tui_lexicon_slug(t->view.lab) : NULL;
     if (!slug) {
@@ -224,10 +225,40 @@ static void open_lexicon(Tui *t, int64_t now_us) {
         signal(SIGTTOU, SIG_IGN);
         if (isatty(STDIN_FILENO)) tcsetpgrp(STDIN_FILENO, getpid());
         signal(SIGTTOU, SIG_DFL), signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGPIPE, SIG_DFL);
-        const char *pager = getenv("PAGER");
-        // The file is an argument of sh, never part of the command text.
-        execl("/bin/sh", "sh", "-c", "exec ${1:-less} \"$2\"", "sh", pager && *pager ? pager : "less", path, (char *)NULL);
-        _exit(127);
+        // The entry rendered for the terminal (mdterm.h, plain: any pager shows it), piped to
+        // the pager; the pager reads its keys from the terminal.
+        StrBuf md, text;
+        sb_init(&md), sb_init(&text);
+        FILE *f = fopen(path, "rb");
+        char buf[8192];
+        for (size_t n; f && (n = fread(buf, 1, sizeof buf, f)) > 0;) sb_append(&md, buf, n);
+        if (f) fclose(f);
+        Lexicon lx;
+        char dir[PATH_MAX + 16], err[256];
+        snprintf(dir, sizeof dir, "%s/lexicon", t->root);
+        int have = lexicon_load(&lx, dir, err, sizeof err) == 0;
+        MdTermOptions o = {.width = COLS > 100 ? 100 : COLS, .link_name = have ? lexicon_link_name : NULL, .link_ctx = &lx};
+        if (mdterm_render(md.data ? md.data : "", md.len, &o, &text) != 0) sb_printf(&text, "%s", md.data ? md.data : "");
+        int fd[2];
+        if (pipe(fd) != 0) _exit(127);
+        pid_t pager_pid = fork();
+        if (pager_pid == 0) {
+            dup2(fd[0], STDIN_FILENO);
+            close(fd[0]), close(fd[1]);
+            const char *pager = getenv("PAGER");
+            execl("/bin/sh", "sh", "-c", "exec ${1:-less}", "sh", pager && *pager ? pager : "less", (char *)NULL);
+            _exit(127);
+        }
+        close(fd[0]);
+        for (size_t off = 0; off < text.len;) {
+            ssize_t w = write(fd[1], text.data + off, text.len - off);
+            if (w <= 0) break;
+            off += (size_t)w;
+        }
+        close(fd[1]);
+        int status = 0;
+        waitpid(pager_pid, &status, 0);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
     }
     setpgid(pid, pid);
     t->pager = pid;
@@ -286,7 +317,7 @@ Tui *tui_open(const char *run_dir, const TuiOptions *o, char *err, size_t errlen
     set_escdelay(25);
     canvas_init(&t->canvas, COLS, LINES);
     sb_init(&t->log_text);
-    find_root(t->root, sizeof t->root);
+    tui_find_root(t->root, sizeof t->root);
     t->dirty = 1;
     return t;
 }
