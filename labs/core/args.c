@@ -76,7 +76,8 @@ static void print_help(const char *prog, const char *about, const LabOption *opt
         if (i == 0) printf("\ntraining options (shared by every lab):\n");
         if (i == ncommon) printf("\n%s options:\n", prog);
         char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].metavar[0] ? " " : "", opts[i].metavar);
+        const char *metavar = opts[i].metavar ? opts[i].metavar : "";  // flags may have none
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, metavar[0] ? " " : "", metavar);
         printf("  %-22s %s (default: ", left, opts[i].help);
         print_default(&opts[i]);
         printf(")\n");
