@@ -743,10 +743,11 @@ int main(int argc, char **argv) {
 
     // The schedule of a step, and its bubble three ways.
     if (rank == 0) {
+        char v_text[32];
+        snprintf(v_text, sizeof v_text, ", v=%d chunks per rank", pp.v);
         runlog_printf(&log, "\nthe %s schedule, p=%d m=%d%s (one column per unit of time: forward 1, backward 2; "
                             "a b c .. forward, A B C .. backward of micro-batch 0 1 2 .., '.' idle):\n",
-                      schedule_names[pp.sched], pp.p, pp.m, pp.v > 1 ? " v=" : "");
-        if (pp.v > 1) runlog_printf(&log, "  (v=%d chunks per rank)\n", pp.v);
+                      schedule_names[pp.sched], pp.p, pp.m, pp.v > 1 ? v_text : "");
         print_timeline(&log, &pp, all_ops, nops, start, makespan);
         runlog_printf(&log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
                             "measured (mean over ranks and steps): %.4f\n",
