@@ -1,0 +1,785 @@
+// test_lexicon.c — the lexicon (49 terms) and the lessons: their shape, their links, their
+// commands, their formulas, and `shardlab lexicon`.
+//
+// Usage: test_lexicon ROOT SHARDLAB LAUNCHER LABS_DIR
+//   ROOT      the checkout (lexicon/ and lessons/)
+//   SHARDLAB  the sanitized build/san/shardlab (its lexicon command runs under ASan)
+//   LAUNCHER  the optimized build/shardlab, which runs every command the text gives
+//   LABS_DIR  build/labs (the labs the formulas are checked against)
+//
+// What it proves:
+//   1. exactly the 49 terms of the course, one file each, each with its header block (title,
+//      also known as, the right category, related terms, labs), a definition of 80 to 250
+//      words, and its sections in order with a "Try it" that gives make commands;
+//   2. the 16 lessons, each with its sections in order, commands to run and folded answers;
+//   3. every [[link]] in terms and lessons resolves, every term is linked from somewhere and
+//      listed by `shardlab lexicon`, every lab is used by a term and by a lesson;
+//   4. every command in a "Try it" or "Run it" block runs: a one-step run of exactly those
+//      options through the launcher exits 0 (so no text names an option a lab lacks);
+//   5. the formulas the graders assert, as written in the ZeRO, pipeline-bubble and all-reduce
+//      entries, evaluate to what the labs log (memory per rank, bubble fraction, bytes sent);
+//   6. the terminal renderer on every file: no failure, and none of the markdown markers the
+//      files use left in its output; `shardlab lexicon` finds exact, partial and misspelt
+//      names and refuses unknown ones with exit 2.
+#include <ctype.h>
+#include <stdint.h>
+
+#include "test.h"
+#include "labtest.h"
+#define STEPS 1
+#include "shardtest.h"
+#include "lexicon.h"
+#include "mdterm.h"
+
+static const char *root, *shardlab, *launcher, *labs_dir;
+
+// ---------------------------------------------------------------------------------------
+// The course's terms, by category (the issue's list)
+
+static const struct {
+    const char *slug, *category;
+} TERMS[] = {
+    {"data-parallelism", "Parallelism strategies"}, {"ddp", "Parallelism strategies"},
+    {"model-parallelism", "Parallelism strategies"}, {"tensor-parallelism", "Parallelism strategies"},
+    {"sequence-parallelism", "Parallelism strategies"}, {"context-parallelism", "Parallelism strategies"},
+    {"pipeline-parallelism", "Parallelism strategies"}, {"expert-parallelism", "Parallelism strategies"},
+    {"nd-parallelism", "Parallelism strategies"}, {"device-mesh", "Parallelism strategies"},
+    {"zero", "Sharding and memory"}, {"zero-stage-1", "Sharding and memory"}, {"zero-stage-2", "Sharding and memory"},
+    {"zero-stage-3", "Sharding and memory"}, {"fsdp", "Sharding and memory"}, {"hsdp", "Sharding and memory"},
+    {"zero-offload", "Sharding and memory"}, {"activation-checkpointing", "Sharding and memory"},
+    {"gradient-accumulation", "Sharding and memory"}, {"mixed-precision", "Sharding and memory"},
+    {"training-memory-breakdown", "Sharding and memory"},
+    {"micro-batch", "Pipeline schedules"}, {"pipeline-bubble", "Pipeline schedules"}, {"gpipe", "Pipeline schedules"},
+    {"1f1b", "Pipeline schedules"}, {"interleaved-1f1b", "Pipeline schedules"}, {"zero-bubble", "Pipeline schedules"},
+    {"collective-communication", "Communication"}, {"send-recv", "Communication"}, {"broadcast", "Communication"},
+    {"reduce", "Communication"}, {"all-reduce", "Communication"}, {"ring-all-reduce", "Communication"},
+    {"reduce-scatter", "Communication"}, {"all-gather", "Communication"}, {"all-to-all", "Communication"},
+    {"barrier", "Communication"},
+    {"rank-and-world-size", "Runtime"}, {"process-group", "Runtime"}, {"nccl", "Runtime"},
+    {"gradient-bucketing", "Runtime"}, {"compute-communication-overlap", "Runtime"}, {"global-batch-size", "Runtime"},
+    {"data-sharding", "Runtime"}, {"distributed-checkpointing", "Runtime"},
+    {"nvlink-and-pcie", "Hardware and performance"}, {"infiniband-and-rdma", "Hardware and performance"},
+    {"alpha-beta-cost-model", "Hardware and performance"}, {"mfu", "Hardware and performance"},
+};
+#define NTERMS ((int)(sizeof TERMS / sizeof TERMS[0]))
+
+static const char *LESSONS[] = {
+    "01-why-distributed", "02-where-memory-goes", "03-collectives-and-their-cost", "04-data-sharding",
+    "05-ddp-from-scratch", "06-global-batch-and-accumulation", "07-bucketing-and-overlap", "08-zero", "09-fsdp",
+    "10-tensor-parallelism-basics", "11-tensor-and-sequence-parallelism", "12-pipeline-parallelism",
+    "13-pipeline-schedules", "14-activation-checkpointing", "15-checkpoints-and-fault-tolerance", "16-topology",
+};
+#define NLESSONS ((int)(sizeof LESSONS / sizeof LESSONS[0]))
+
+static const char *LABS[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
+#define NLABS ((int)(sizeof LABS / sizeof LABS[0]))
+
+static int is_term(const char *s, size_t n) {
+    for (int i = 0; i < NTERMS; i++)
+        if (strlen(TERMS[i].slug) == n && memcmp(TERMS[i].slug, s, n) == 0) return 1;
+    return 0;
+}
+
+static int is_lesson(const char *s, size_t n) {
+    for (int i = 0; i < NLESSONS; i++)
+        if (strlen(LESSONS[i]) == n && memcmp(LESSONS[i], s, n) == 0) return 1;
+    return 0;
+}
+
+static int lab_index(const char *s, size_t n) {
+    for (int i = 0; i < NLABS; i++)
+        if (strlen(LABS[i]) == n && memcmp(LABS[i], s, n) == 0) return i;
+    return -1;
+}
+
+static char *load(const char *dir, const char *slug) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/%s.md", root, dir, slug);
+    return read_file(path, NULL);
+}
+
+// The text between the line "## <name>" and the next "## " (NULL if there is no such section).
+static char *section(const char *md, const char *name, size_t *len) {
+    char want[96];
+    snprintf(want, sizeof want, "\n## %s\n", name);
+    const char *a = strstr(md, want);
+    if (!a) return NULL;
+    a += strlen(want);
+    const char *b = strstr(a, "\n## ");
+    *len = b ? (size_t)(b - a) : strlen(a);
+    return (char *)a;
+}
+
+// ---------------------------------------------------------------------------------------
+// Commands: every `make lab-...` line of a code block, collected, then run once each
+
+#define MAX_COMMANDS 400
+static char *commands[MAX_COMMANDS];
+static char command_from[MAX_COMMANDS][96];
+static int ncommands;
+static int lab_in_term[NLABS], lab_in_lesson[NLABS];
+
+static void collect_commands(const char *text, size_t n, const char *from, int lesson) {
+    const char *end = text + n;
+    for (const char *p = text; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *s = p;
+        while (s < p + len && *s == ' ') s++;
+        if ((size_t)(p + len - s) > 9 && strncmp(s, "make lab-", 9) == 0) {
+            char line[600];
+            snprintf(line, sizeof line, "%.*s", (int)(p + len - s), s);
+            const char *lab = line + 9;
+            int li = lab_index(lab, strcspn(lab, " "));
+            if (li >= 0) (lesson ? lab_in_lesson : lab_in_term)[li] = 1;
+            int seen = 0;
+            for (int i = 0; i < ncommands; i++) seen |= strcmp(commands[i], line) == 0;
+            if (!seen && ncommands < MAX_COMMANDS) {
+                snprintf(command_from[ncommands], sizeof command_from[0], "%s", from);
+                commands[ncommands++] = strdup(line);
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+}
+
+// An argv built in a fixed store; ok drops to 0 if either fills up.
+typedef struct {
+    char **argv;
+    int max, n;
+    char *store;
+    size_t cap, used;
+    int ok;
+} Argv;
+
+static void add(Argv *v, const char *s) {
+    size_t l = strlen(s) + 1;
+    if (v->n + 1 >= v->max || v->used + l > v->cap) {
+        v->ok = 0;
+        return;
+    }
+    memcpy(v->store + v->used, s, l);
+    v->argv[v->n++] = v->store + v->used;
+    v->used += l;
+}
+
+// "make lab-X VAR=value ... ARGS=\"...\"" -> the launcher's argv, as the Makefile builds it,
+// then --steps 1 (and, for collectives, small sizes) so that it runs in a moment. NULL if the
+// line is not in that form.
+static int translate(const char *line, char *argv[], int max, char *store, size_t storelen, const char *dir) {
+    char vars[8][2][256];
+    int nv = 0;
+    const char *p = line + 9;
+    char lab[32];
+    size_t ll = strcspn(p, " ");
+    if (ll >= sizeof lab || lab_index(p, ll) < 0) return 0;
+    snprintf(lab, sizeof lab, "%.*s", (int)ll, p);
+    p += ll;
+    while (*p) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        const char *eq = strchr(p, '=');
+        if (!eq || nv == 8) return 0;
+        size_t kl = (size_t)(eq - p);
+        if (kl == 0 || kl > 16) return 0;
+        snprintf(vars[nv][0], 256, "%.*s", (int)kl, p);
+        p = eq + 1;
+        size_t vl;
+        if (*p == '"') {
+            const char *q = strchr(p + 1, '"');
+            if (!q) return 0;
+            vl = (size_t)(q - p - 1);
+            snprintf(vars[nv][1], 256, "%.*s", (int)vl, p + 1);
+            p = q + 1;
+        } else {
+            vl = strcspn(p, " ");
+            snprintf(vars[nv][1], 256, "%.*s", (int)vl, p);
+            p += vl;
+        }
+        nv++;
+    }
+    const char *ngpu = strcmp(lab, "single") == 0 ? "1" : "2", *args = "";
+    const char *stage = "1", *schedule = "1f1b", *micro = "4", *policy = "every", *strategy = "sampler";
+    for (int i = 0; i < nv; i++) {
+        const char *k = vars[i][0], *v = vars[i][1];
+        if (strcmp(k, "NGPU") == 0) ngpu = v;
+        else if (strcmp(k, "ARGS") == 0) args = v;
+        else if (strcmp(k, "STAGE") == 0) stage = v;
+        else if (strcmp(k, "SCHEDULE") == 0) schedule = v;
+        else if (strcmp(k, "MICRO") == 0) micro = v;
+        else if (strcmp(k, "POLICY") == 0) policy = v;
+        else if (strcmp(k, "STRATEGY") == 0) strategy = v;
+        else if (strcmp(k, "STEPS") != 0 && strcmp(k, "UI") != 0) return 0;  // a variable the Makefile does not have
+    }
+    Argv v = {argv, max, 0, store, storelen, 0, 1};
+    // In the test's directory, so that paths in the text (runs/ckpt, ...) land there.
+    const char *head[] = {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", tmp, launcher, "run", lab, "-n", ngpu, "--ui", "none"};
+    for (int i = 0; i < 11; i++) add(&v, head[i]);
+    if (strcmp(lab, "zero") == 0) add(&v, "--stage"), add(&v, stage);
+    if (strcmp(lab, "pp") == 0) add(&v, "--schedule"), add(&v, schedule), add(&v, "--micro"), add(&v, micro);
+    if (strcmp(lab, "ckpt") == 0) add(&v, "--policy"), add(&v, policy);
+    if (strcmp(lab, "shard") == 0) add(&v, "--strategy"), add(&v, strategy);
+    // One step, unless the command saves or resumes a checkpoint: then up to its first save
+    // (--save-every K), or one step past the checkpoint it resumes (read from its manifest).
+    long steps = 1;
+    char words[256], *prev = NULL;
+    snprintf(words, sizeof words, "%s", args);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; prev = w, w = strtok_r(NULL, " ", &save)) {
+        add(&v, w);
+        if (prev && strcmp(prev, "--save-every") == 0 && atol(w) > steps) steps = atol(w);
+        if (prev && strcmp(prev, "--resume") == 0) {
+            char manifest[800];
+            snprintf(manifest, sizeof manifest, "%s/%s/manifest.json", tmp, w);
+            char *m = read_file(manifest, NULL);
+            const char *at = m ? strstr(m, "\"step\":") : NULL;
+            if (at && atol(at + 7) + 1 > steps) steps = atol(at + 7) + 1;
+            free(m);
+        }
+    }
+    char steps_text[32];
+    snprintf(steps_text, sizeof steps_text, "%ld", steps);
+    add(&v, "--steps"), add(&v, steps_text);
+    if (strcmp(lab, "collectives") == 0) add(&v, "--max-bytes"), add(&v, "64K"), add(&v, "--warmup"), add(&v, "0");
+    if (!strstr(args, "--run-dir")) add(&v, "--run-dir"), add(&v, dir);  // (a text's own run dir is kept: a later --ref reads it)
+    argv[v.n] = NULL;
+    return v.ok;
+}
+
+static void run_commands(void) {
+    int ran = 0, bad = 0;
+    for (int i = 0; i < ncommands; i++) {
+        char *argv[64], store[4096], dir[512], tag[32];
+        snprintf(dir, sizeof dir, "%s/cmd-%d", tmp, i);
+        snprintf(tag, sizeof tag, "cmd-%d", i);
+        if (!translate(commands[i], argv, 64, store, sizeof store, dir)) {
+            EXPECT(0, "%s: '%s' is a make lab-<lab> command with the Makefile's variables", command_from[i], commands[i]);
+            bad++;
+            continue;
+        }
+        int status = run(argv, tag);
+        ran++;
+        if (status != 0) {
+            char *err = captured(tag, "err"), *out = captured(tag, "out");
+            EXPECT(0, "%s: '%s' runs (one step): exit %d: %s %s", command_from[i], commands[i], status, one_line(err),
+                   one_line(out));
+            free(err), free(out);
+            bad++;
+        }
+    }
+    EXPECT(bad == 0 && ran > 0, "every command of every Try it and Run it block runs one step and exits 0 (%d commands, "
+           "%d failed)", ncommands, bad);
+}
+
+// ---------------------------------------------------------------------------------------
+// Links
+
+static int links_ok(const char *md, const char *from, int *linked) {
+    int bad = 0;
+    for (const char *p = strstr(md, "[["); p; p = strstr(p + 2, "[[")) {
+        const char *q = strstr(p, "]]");
+        if (!q) return EXPECT(0, "%s: an unclosed [[", from), 1;
+        const char *s = p + 2;
+        size_t n = (size_t)(q - s);
+        if (is_term(s, n)) {
+            for (int i = 0; i < NTERMS; i++)
+                if (strlen(TERMS[i].slug) == n && memcmp(TERMS[i].slug, s, n) == 0) linked[i] = 1;
+        } else if (!is_lesson(s, n)) {
+            EXPECT(0, "%s: [[%.*s]] is neither a term nor a lesson", from, (int)n, s);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Terms
+
+static int count_words(const char *s, size_t n) {
+    int w = 0, in = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = !isspace((unsigned char)s[i]);
+        if (c && !in) w++;
+        in = c;
+    }
+    return w;
+}
+
+static void check_terms(int *linked) {
+    // Exactly the 49 files.
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/lexicon", root);
+    int files = 0, unknown = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l > 3 && strcmp(e->d_name + l - 3, ".md") == 0) {
+            files++;
+            if (!is_term(e->d_name, l - 3)) unknown++, printf("# not a term of the course: %s\n", e->d_name);
+        }
+    }
+    if (d) closedir(d);
+    EXPECT(files == NTERMS && unknown == 0, "lexicon/: exactly the %d terms, one file each (%d files, %d unknown)",
+           NTERMS, files, unknown);
+
+    int header_bad = 0, words_bad = 0, sections_bad = 0, links_bad = 0, labs_bad = 0;
+    for (int i = 0; i < NTERMS; i++) {
+        char *md = load("lexicon", TERMS[i].slug);
+        if (!md) {
+            EXPECT(0, "lexicon/%s.md exists", TERMS[i].slug);
+            continue;
+        }
+        // The header block: "# Title", a blank line, the four fields in order.
+        char want_cat[128], title[200] = "";
+        snprintf(want_cat, sizeof want_cat, "- **Category:** %s\n", TERMS[i].category);
+        const char *f1 = strstr(md, "\n- **Also known as:** "), *f2 = strstr(md, "\n- **Category:** "),
+                   *f3 = strstr(md, "\n- **Related:** "), *f4 = strstr(md, "\n- **Labs:** ");
+        sscanf(md, "# %199[^\n]", title);
+        int header = strncmp(md, "# ", 2) == 0 && title[0] && f1 && f2 && f3 && f4 && f1 < f2 && f2 < f3 && f3 < f4 &&
+                     strncmp(f2 + 1, want_cat, strlen(want_cat)) == 0 && strstr(f3, "[[") &&
+                     strstr(f3, "[[") < strstr(f3 + 1, "\n");
+        if (!header) {
+            header_bad++;
+            printf("# %s: header block (title, also known as, category '%s', related with links, labs)\n",
+                   TERMS[i].slug, TERMS[i].category);
+        }
+        // Labs field: lab names in backticks, or a dash.
+        if (f4) {
+            const char *p = f4 + strlen("\n- **Labs:** "), *eol = strchr(p, '\n');
+            while ((p = strchr(p, '`')) && eol && p < eol) {
+                const char *q = strchr(p + 1, '`');
+                if (!q || q > eol) break;
+                int li = lab_index(p + 1, (size_t)(q - p - 1));
+                if (li < 0) labs_bad++, printf("# %s: Labs names '%.*s', not a lab\n", TERMS[i].slug, (int)(q - p - 1), p + 1);
+                else lab_in_term[li] = 1;
+                p = q + 1;
+            }
+        }
+        // The definition: from the end of the header block to the first section.
+        const char *def = f4 ? strchr(f4 + 1, '\n') : NULL, *first = strstr(md, "\n## ");
+        int words = def && first && first > def ? count_words(def, (size_t)(first - def)) : 0;
+        if (words < 80 || words > 250) words_bad++, printf("# %s: definition of %d words (80..250)\n", TERMS[i].slug, words);
+        // Sections: Formula? Diagram? Try it, in that order, nothing else.
+        int order = 0, ok = 1, has_try = 0;
+        for (const char *h = strstr(md, "\n## "); h; h = strstr(h + 1, "\n## ")) {
+            int which = strncmp(h, "\n## Formula\n", 12) == 0 ? 1 : strncmp(h, "\n## Diagram\n", 12) == 0 ? 2
+                      : strncmp(h, "\n## Try it\n", 11) == 0 ? 3 : 0;
+            if (which <= order) ok = 0;
+            order = which;
+            has_try |= which == 3;
+        }
+        size_t tl = 0;
+        char *try_it = section(md, "Try it", &tl);
+        int has_make = try_it && memmem(try_it, tl, "```sh\nmake lab-", 15);
+        if (!ok || !has_try || !has_make)
+            sections_bad++, printf("# %s: sections Formula?, Diagram?, Try it (with a ```sh block of make lab- lines)\n",
+                                   TERMS[i].slug);
+        if (try_it) collect_commands(try_it, tl, TERMS[i].slug, 0);
+        links_bad += links_ok(md, TERMS[i].slug, linked);
+        free(md);
+    }
+    EXPECT(header_bad == 0, "every term has its header block: title, also known as, its category, related terms "
+           "(linked), labs (%d wrong)", header_bad);
+    EXPECT(labs_bad == 0, "every Labs field names labs that exist (%d unknown)", labs_bad);
+    EXPECT(words_bad == 0, "every definition is 80 to 250 words (%d outside)", words_bad);
+    EXPECT(sections_bad == 0, "every term's sections are Formula?, Diagram?, Try it, in order, Try it with make "
+           "commands (%d wrong)", sections_bad);
+    EXPECT(links_bad == 0, "every [[link]] in the lexicon is a term or a lesson (%d dangling)", links_bad);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Lessons
+
+static void check_lessons(int *linked) {
+    int bad = 0, links_bad = 0, present = 0;
+    for (int i = 0; i < NLESSONS; i++) {
+        char *md = load("lessons", LESSONS[i]);
+        if (!md) {
+            EXPECT(0, "lessons/%s.md exists", LESSONS[i]);
+            continue;
+        }
+        present++;
+        static const char *order[] = {"Predict first", "Run it", "What to look for", "Exercises", "Terms"};
+        const char *at = md;
+        int ok = strncmp(md, "# ", 2) == 0;
+        for (int k = 0; k < 5; k++) {
+            char want[64];
+            snprintf(want, sizeof want, "\n## %s\n", order[k]);
+            const char *h = strstr(at, want);
+            if (!h) ok = 0;
+            else at = h + 1;
+        }
+        size_t rl = 0, el = 0, tl = 0;
+        char *run_it = section(md, "Run it", &rl), *ex = section(md, "Exercises", &el), *terms = section(md, "Terms", &tl);
+        ok &= run_it && memmem(run_it, rl, "make lab-", 9) != NULL;
+        ok &= ex && memmem(ex, el, "<details><summary>Answer</summary>", 34) != NULL;
+        ok &= terms && memmem(terms, tl, "[[", 2) != NULL;
+        if (!ok) bad++, printf("# %s: title; Predict first, Run it (make lab- lines), What to look for, Exercises (folded "
+                               "answers), Terms (links), in order\n", LESSONS[i]);
+        if (run_it) collect_commands(run_it, rl, LESSONS[i], 1);
+        links_bad += links_ok(md, LESSONS[i], linked);
+        free(md);
+    }
+    EXPECT(present == NLESSONS, "lessons/: the %d lessons, in order 01..16 (%d present)", NLESSONS, present);
+    EXPECT(bad == 0, "every lesson has its sections in order, commands to run, folded answers and its terms (%d wrong)", bad);
+    EXPECT(links_bad == 0, "every [[link]] in the lessons is a term or a lesson (%d dangling)", links_bad);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Formulas: the entries' formula blocks evaluated against what the labs log
+
+typedef struct {
+    const char *s;
+    const char *names[8];
+    double values[8];
+    int n, error;
+} Expr;
+
+static double expr_sum(Expr *e);
+
+static void skip(Expr *e) {
+    while (*e->s == ' ') e->s++;
+}
+
+static double expr_atom(Expr *e) {
+    skip(e);
+    if (*e->s == '(') {
+        e->s++;
+        double v = expr_sum(e);
+        skip(e);
+        if (*e->s == ')') e->s++;
+        else e->error = 1;
+        return v;
+    }
+    if (*e->s == '-') return e->s++, -expr_atom(e);
+    if (isdigit((unsigned char)*e->s) || *e->s == '.') {
+        char *end;
+        double v = strtod(e->s, &end);
+        e->s = end;
+        return v;
+    }
+    if (isalpha((unsigned char)*e->s)) {
+        const char *a = e->s;
+        while (isalnum((unsigned char)*e->s) || *e->s == '_') e->s++;
+        size_t n = (size_t)(e->s - a);
+        if (n == 4 && strncmp(a, "sqrt", 4) == 0) return sqrt(expr_atom(e));
+        for (int i = 0; i < e->n; i++)
+            if (strlen(e->names[i]) == n && strncmp(e->names[i], a, n) == 0) return e->values[i];
+    }
+    e->error = 1;
+    return 0;
+}
+
+static double expr_power(Expr *e) {
+    double b = expr_atom(e);
+    skip(e);
+    if (*e->s == '^') return e->s++, pow(b, expr_power(e));
+    return b;
+}
+
+static double expr_product(Expr *e) {
+    double v = expr_power(e);
+    for (skip(e); *e->s == '*' || *e->s == '/'; skip(e)) {
+        char op = *e->s++;
+        double r = expr_power(e);
+        v = op == '*' ? v * r : v / r;
+    }
+    return v;
+}
+
+static double expr_sum(Expr *e) {
+    double v = expr_product(e);
+    for (skip(e); *e->s == '+' || *e->s == '-'; skip(e)) {
+        char op = *e->s++;
+        double r = expr_product(e);
+        v = op == '+' ? v + r : v - r;
+    }
+    return v;
+}
+
+// The value of `name = expression` in the ```formula block of lexicon/<slug>.md, with the
+// variables given; NAN if the line is missing or does not evaluate.
+static double formula(const char *slug, const char *name, const char *vars, const double *values) {
+    char *md = load("lexicon", slug);
+    if (!md) return NAN;
+    double result = NAN;
+    const char *block = strstr(md, "```formula\n");
+    const char *end = block ? strstr(block + 11, "```") : NULL;
+    for (const char *p = block ? block + 11 : NULL; p && p < end;) {
+        const char *nl = strchr(p, '\n');
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
+        char *eq = strchr(line, '=');
+        if (eq) {
+            char lhs[64];
+            snprintf(lhs, sizeof lhs, "%.*s", (int)(eq - line), line);
+            for (char *q = lhs + strlen(lhs); q > lhs && q[-1] == ' ';) *--q = 0;
+            if (strcmp(lhs, name) == 0) {
+                Expr e = {.s = eq + 1};
+                char names[128];
+                snprintf(names, sizeof names, "%s", vars);
+                for (char *save = NULL, *v = strtok_r(names, ",", &save); v && e.n < 8; v = strtok_r(NULL, ",", &save))
+                    e.names[e.n] = strdup(v), e.values[e.n] = values[e.n], e.n++;
+                double v = expr_sum(&e);
+                skip(&e);
+                if (!e.error && *e.s == 0) result = v;
+                for (int i = 0; i < e.n; i++) free((char *)e.names[i]);
+                break;
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    free(md);
+    return result;
+}
+
+// The first step event of rank 0 in a run directory.
+static JsonValue *first_step(const char *dir, Events *ev) {
+    load_rank_events(dir, 0, ev);
+    for (int i = 0; i < ev->n; i++)
+        if (strcmp(kind(ev->lines[i]), "step") == 0) return ev->lines[i];
+    return NULL;
+}
+
+static void check_formulas(void) {
+    // ZeRO at N = 3 (uneven units: padding, so Psi is the padded Psi'): memory per rank.
+    Layout lay = layout(3, 1, 64, 64, 2);
+    for (int stage = 1; stage <= 3; stage++) {
+        char slug[32], st[16], name[32], dir[600];
+        snprintf(slug, sizeof slug, "zero-stage-%d", stage);
+        snprintf(st, sizeof st, "%d", stage);
+        snprintf(name, sizeof name, "formula-zero%d", stage);
+        snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+        char *args[] = {"--stage", st, "--batch", "6", "--steps", "1", NULL};
+        char bin[600];
+        snprintf(bin, sizeof bin, "%s/zero", labs_dir);
+        int status = run_ranks(bin, 3, name, dir, args, NULL);
+        Events ev;
+        JsonValue *s = status == 0 ? first_step(dir, &ev) : NULL;
+        const JsonValue *mem = s ? json_get(s, "mem") : NULL;
+        double vals[2] = {lay.padded, 3};
+        static const char *cats[] = {"params", "grads", "optim"};
+        for (int c = 0; c < 3; c++) {
+            double f = formula(slug, cats[c], "Psi,N", vals), got = mem ? num(mem, cats[c]) : NAN;
+            EXPECT(f == got, "%s.md's %s = ... at Psi' = %.0f, N = 3: %.0f bytes; zero --stage %d logs %.0f", slug, cats[c],
+                   lay.padded, f, stage, got);
+        }
+        if (s) free_events(&ev);
+    }
+
+    // The pipeline bubble: (p-1)/(m+p-1) at p = 4, m = 8, and interleaved at p = 2, m = 4, v = 2.
+    struct {
+        const char *name, *n, *extra[12];
+        double p, m, v;
+    } pipes[] = {
+        {"bubble", "4", {"--schedule", "1f1b", "--micro", "8", "--layers", "4", NULL}, 4, 8, 1},
+        {"bubble_interleaved", "2", {"--schedule", "interleaved", "--chunks", "2", "--micro", "4", "--layers", "4", NULL}, 2, 4, 2},
+    };
+    for (int i = 0; i < 2; i++) {
+        char dir[600], name[32], bin[600];
+        snprintf(name, sizeof name, "formula-pp-%d", i);
+        snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+        snprintf(bin, sizeof bin, "%s/pp", labs_dir);
+        char *args[16];
+        int a = 0;
+        for (int k = 0; pipes[i].extra[k]; k++) args[a++] = (char *)pipes[i].extra[k];
+        args[a++] = "--steps", args[a++] = "1", args[a] = NULL;
+        int status = run_ranks(bin, atoi(pipes[i].n), name, dir, args, NULL);
+        Events ev;
+        JsonValue *s = status == 0 ? first_step(dir, &ev) : NULL;
+        const JsonValue *b = s ? json_get(s, "bubble") : NULL;
+        double vals[3] = {pipes[i].p, pipes[i].m, pipes[i].v};
+        double f = formula("pipeline-bubble", pipes[i].name, "p,m,v", vals), got = b ? num(b, "formula") : NAN;
+        EXPECT(fabs(f - got) < 1e-6, "pipeline-bubble.md's %s at p = %.0f, m = %.0f, v = %.0f: %.6f; pp logs %.6f",
+               pipes[i].name, pipes[i].p, pipes[i].m, pipes[i].v, f, got);
+        if (s) free_events(&ev);
+    }
+
+    // The ring all-reduce: bytes sent per rank for S bytes, against ddp's gradient all-reduces
+    // at N = 2 (S = 4 Psi: fp32 gradients), the count its own check event asserts.
+    char dir[600], bin[600];
+    snprintf(dir, sizeof dir, "%s/formula-ddp", tmp);
+    snprintf(bin, sizeof bin, "%s/ddp", labs_dir);
+    char *args[] = {"--steps", "1", "--algo", "ring", NULL};
+    int status = run_ranks(bin, 2, "formula-ddp", dir, args, NULL);
+    Events ev;
+    load_rank_events(dir, 0, &ev);
+    double got = NAN;
+    for (int i = 0; status == 0 && i < ev.n; i++)
+        if (strcmp(kind(ev.lines[i]), "check") == 0 && strcmp(json_get(ev.lines[i], "name")->string, "comm.grad_bytes_sent") == 0)
+            got = num(ev.lines[i], "value");
+    free_events(&ev);
+    double vals[2] = {2, 4.0 * 136960};
+    for (int k = 0; k < 2; k++) {
+        const char *slug = k ? "ring-all-reduce" : "all-reduce";
+        double f = formula(slug, "bytes_sent_per_rank", "N,S", vals);
+        EXPECT(f == got, "%s.md's bytes_sent_per_rank at N = 2, S = 4 Psi = %.0f: %.0f; ddp's ring sends %.0f", slug,
+               vals[1], f, got);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Rendering, and the command
+
+// Markers the files use that a reader must never see in the terminal.
+static const char *raw_marker(const char *out) {
+    static const char *markers[] = {"**", "[[", "]]", "```", "`", "<details", "<summary", "</", "|---", "| --"};
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++)
+        if (strstr(out, markers[i])) return markers[i];
+    for (const char *l = out; l; l = strchr(l, '\n')) {
+        if (*l == '\n') l++;
+        if (l[0] == '#' && (l[1] == ' ' || l[1] == '#')) return "# at a line's start";
+    }
+    return NULL;
+}
+
+static void check_rendering(void) {
+    char dir[600], err[256];
+    snprintf(dir, sizeof dir, "%s/lexicon", root);
+    Lexicon lx;
+    int loaded = lexicon_load(&lx, dir, err, sizeof err) == 0;
+    EXPECT(loaded, "the lexicon loads: %s", loaded ? "ok" : err);
+    if (!loaded) return;
+    int bad = 0, files = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < (pass ? NLESSONS : NTERMS); i++) {
+            char *md = load(pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
+            if (!md) continue;
+            files++;
+            for (int color = 0; color < 2; color++) {
+                StrBuf out;
+                sb_init(&out);
+                MdTermOptions o = {.width = 72, .color = color, .link_name = lexicon_link_name, .link_ctx = &lx};
+                int rc = mdterm_render(md, strlen(md), &o, &out);
+                const char *left = color ? NULL : raw_marker(out.data ? out.data : "");
+                if (rc != 0 || out.len < 200 || left) {
+                    bad++;
+                    printf("# %s: rendered rc %d, %zu bytes, raw marker left: %s\n", pass ? LESSONS[i] : TERMS[i].slug, rc,
+                           out.len, left ? left : "none");
+                }
+                sb_free(&out);
+            }
+            free(md);
+        }
+    EXPECT(bad == 0 && files > 0, "the terminal renderer on every term and lesson (%d files, plain and in colour): no "
+           "failure, no markdown marker left (%d bad)", files, bad);
+    lexicon_free(&lx);
+}
+
+static int lexicon_cmd(const char *tag, const char *a1, const char *a2) {
+    char *argv[] = {(char *)shardlab, "lexicon", (char *)a1, (char *)a2, NULL};
+    char rootenv[700];
+    snprintf(rootenv, sizeof rootenv, "SHARDLAB_ROOT=%s", root);
+    char *env[] = {rootenv, "NO_COLOR=1", NULL};
+    return run_env(argv, tag, env);
+}
+
+static void check_command(int *linked) {
+    // The index lists every term, in its category.
+    int status = lexicon_cmd("index", NULL, NULL);
+    char *out = captured("index", "out");
+    int missing = 0;
+    for (int i = 0; i < NTERMS; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "\n  %s ", TERMS[i].slug);
+        if (!strstr(out, want)) missing++, printf("# the index does not list %s\n", TERMS[i].slug);
+        else linked[i] = 1;  // reachable from the index
+    }
+    int cats = 1;
+    for (int c = 0; c < LEXICON_NCATEGORIES; c++) cats &= strstr(out, LEXICON_CATEGORIES[c]) != NULL;
+    EXPECT(status == 0 && missing == 0 && cats, "shardlab lexicon: the index lists all %d terms under the 6 categories "
+           "(%d missing)", NTERMS, missing);
+    free(out);
+
+    struct {
+        const char *name, *expect_in_out;
+    } finds[] = {
+        {"zero-stage-3", "ZeRO stage 3"},       // the slug
+        {"ZeRO stage 3", "ZeRO stage 3"},       // the title
+        {"Ring all-reduce", "Ring all-reduce"}, // case and punctuation do not matter
+        {"ringallred", "Ring all-reduce"},      // part of one name only
+        {"fsdpp", "FSDP"},                      // one letter too many
+        {"pipline-bubble", "Pipeline bubble"},  // one letter missing
+    };
+    for (size_t i = 0; i < sizeof finds / sizeof finds[0]; i++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "find-%zu", i);
+        int st = lexicon_cmd(tag, finds[i].name, NULL);
+        char *o = captured(tag, "out");
+        EXPECT(st == 0 && strstr(o, finds[i].expect_in_out) && !raw_marker(o),
+               "shardlab lexicon '%s' shows %s, rendered (status %d)", finds[i].name, finds[i].expect_in_out, st);
+        free(o);
+    }
+    status = lexicon_cmd("unknown", "qwertyuiop", NULL);
+    char *e = captured("unknown", "err");
+    EXPECT(status == 2 && count_lines(e) == 1, "shardlab lexicon qwertyuiop: exit 2, one line: %s", one_line(e));
+    free(e);
+    status = lexicon_cmd("ambiguous", "zero", NULL);  // exact: the umbrella term, not its stages
+    out = captured("ambiguous", "out");
+    EXPECT(status == 0 && strstr(out, "ZeRO"), "shardlab lexicon zero: the ZeRO entry (exact beats partial)");
+    free(out);
+    status = lexicon_cmd("partial", "stage", NULL);  // part of three names: suggestions, exit 2
+    e = captured("partial", "err");
+    EXPECT(status == 2 && strstr(e, "zero-stage-1") && strstr(e, "zero-stage-3"),
+           "shardlab lexicon stage: exit 2 with the closest terms: %s", one_line(e));
+    free(e);
+    status = lexicon_cmd("badopt", "--bogus", NULL);
+    EXPECT(status == 2, "shardlab lexicon --bogus: exit 2");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: test_lexicon ROOT SHARDLAB LAUNCHER LABS_DIR\n");
+        return 2;
+    }
+    static char launcher_abs[4096], labs_abs[4096], shardlab_abs[4096], root_abs[4096];
+    if (!realpath(argv[1], root_abs) || !realpath(argv[2], shardlab_abs) || !realpath(argv[3], launcher_abs) ||
+        !realpath(argv[4], labs_abs)) {
+        fprintf(stderr, "test_lexicon: a path given does not exist\n");
+        return 2;
+    }
+    root = root_abs, shardlab = shardlab_abs, launcher = launcher_abs, labs_dir = labs_abs;
+    snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-lexicon-XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+
+    int linked[NTERMS] = {0};
+    check_terms(linked);
+    check_lessons(linked);
+    check_command(linked);
+    int unlinked = 0;
+    for (int i = 0; i < NTERMS; i++) unlinked += !linked[i];
+    EXPECT(unlinked == 0, "every term is reachable: linked from a term or a lesson, or listed by the index (%d not)",
+           unlinked);
+    int without_term = 0, without_lesson = 0;
+    for (int i = 0; i < NLABS; i++) {
+        if (!lab_in_term[i]) without_term++, printf("# no term uses lab %s\n", LABS[i]);
+        if (!lab_in_lesson[i]) without_lesson++, printf("# no lesson runs lab %s\n", LABS[i]);
+    }
+    EXPECT(without_term == 0 && without_lesson == 0, "every lab is used by a term and run by a lesson (%d, %d missing)",
+           without_term, without_lesson);
+    // Every lab's --help (what a reader checks options with) exits 0 and lists the shared options.
+    int helps = 0;
+    for (int i = 0; i < NLABS; i++) {
+        char bin[600], tag[32];
+        snprintf(bin, sizeof bin, "%s/%s", labs_dir, LABS[i]);
+        snprintf(tag, sizeof tag, "help-%s", LABS[i]);
+        char *argv_help[] = {bin, "--help", NULL};
+        int st = run(argv_help, tag);
+        char *o = captured(tag, "out");
+        if (st == 0 && strstr(o, "--")) helps++;
+        else printf("# %s --help: status %d\n", LABS[i], st);
+        free(o);
+    }
+    EXPECT(helps == NLABS, "every lab's --help exits 0 and lists its options (%d of %d)", helps, NLABS);
+    check_formulas();
+    check_rendering();
+    run_commands();
+
+    if (test_failed == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
+    } else {
+        printf("# kept %s\n", tmp);
+    }
+    return test_done();
+}
