@@ -112,8 +112,19 @@ const LexTerm *lexicon_term(const Lexicon *lx, const char *slug) {
 
 const char *lexicon_link_name(const char *target, size_t n, void *ctx) {
     const Lexicon *lx = ctx;
+    // A term's title as it reads inside a sentence: "All-gather" -> "all-gather", but "ZeRO
+    // stage 2", "FSDP", "1F1B" as they are. Rotating buffers: a few names may be live at once.
+    static char names[8][160];
+    static int next;
     for (int i = 0; i < lx->n; i++)
-        if (strlen(lx->t[i].slug) == n && memcmp(lx->t[i].slug, target, n) == 0) return lx->t[i].title;
+        if (strlen(lx->t[i].slug) == n && memcmp(lx->t[i].slug, target, n) == 0) {
+            char *out = names[next++ % 8];
+            snprintf(out, sizeof names[0], "%s", lx->t[i].title);
+            int proper = 0;  // an upper-case letter after the first, in the first word: ZeRO, DDP
+            for (const char *c = out + 1; *c && *c != ' ' && *c != '-'; c++) proper |= isupper((unsigned char)*c);
+            if (!proper) out[0] = (char)tolower((unsigned char)out[0]);
+            return out;
+        }
     for (int i = 0; i < lx->nlessons; i++)
         if (strlen(lx->lessons[i].slug) == n && memcmp(lx->lessons[i].slug, target, n) == 0) return lx->lessons[i].title;
     return NULL;
@@ -186,9 +197,9 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
         out[0] = partial, *k = 1;
         rc = 1;
     } else {
-        // Closest first: the partial matches, then by edit distance (then by slug).
+        // Closest first: the partial matches if there are (only them), else by edit distance.
         int used = 0;
-        for (int pass = -1; pass < 99 && used < max; pass++)
+        for (int pass = -1; pass < (npartial ? 0 : 99) && used < max; pass++)
             for (int i = 0; i < lx->n && used < max; i++)
                 if (dist[i] == pass) out[used++] = i;
         *k = used;

@@ -53,8 +53,8 @@ const LexTerm *lexicon_term(const Lexicon *lx, const char *slug);
 // *k gets how many are in out.
 int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k);
 
-// For mdterm: a wiki link's name (the term's title, or the lesson's heading), NULL if unknown.
-// ctx: a Lexicon.
+// For mdterm: a wiki link's name (the term's title as it reads in a sentence, "all-gather",
+// "ZeRO stage 2"; or the lesson's heading), NULL if unknown. ctx: a Lexicon.
 const char *lexicon_link_name(const char *target, size_t n, void *ctx);
 
 // `shardlab lexicon [--plain] [TERM]`: the index grouped by category, or one term rendered
