@@ -44,7 +44,7 @@ LDLIBS  := -lm -pthread
 
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the
 # dashboard's tests (they drive it in a terminal as a person would).
-DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux
+DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js
 
 # ---- CUDA: built when nvcc is found (CUDA_HOME, then PATH), unless CUDA=0 ---------------
 # labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;
@@ -95,14 +95,23 @@ NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
 NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)
 # md4c's parser renders the lexicon and the lessons (tui/mdterm.c), for shardlab and the tests.
 MD4C_LIBS := -lmd4c
+# The web server (web/): CivetWeb (no pkg-config file) and md4c's HTML renderer.
+WEB_SRCS  := web runs
+WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
+WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
+WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
+# It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
+# libraries carry so much thread-local storage that CivetWeb's worker threads, created with
+# a small fixed stack, cannot start in a process that loads them.
+SHARDLAB_CORE := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -125,6 +134,7 @@ help:
 	@echo "  make lab-collectives NGPU=4   every collective timed and checked, nccl-tests style"
 	@echo "  make lab-single       train one rank: where training memory goes [STEPS=N] [ARGS=\"--dim 128\"]"
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
+	@echo "  make web              the course in the browser at http://127.0.0.1:8080 [PORT=8081]"
 	@echo "  make lexicon TERM=zero-stage-3  a lexicon entry in the terminal (no TERM: the index)"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
@@ -183,11 +193,17 @@ $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(SHARDLAB): labs/shardlab.c $(CORE_OBJS) $(TUI_OBJS) labs/core/*.h tui/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui $(CFLAGS) $< $(CORE_OBJS) $(TUI_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(MD4C_LIBS) $(LDLIBS_CUDA)
+$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/web
+	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) labs/core/*.h tui/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(MD4C_LIBS)
+$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/san/web
+	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) -c $< -o $@
+
+$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) labs/core/*.h tui/*.h web/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) $< $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+
+$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) labs/core/*.h tui/*.h web/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
@@ -211,7 +227,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
 $(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
 	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
@@ -238,6 +254,10 @@ lab-shard: all
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
 	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
+web: deps $(SHARDLAB) $(LAB_BINS)
+	$(SHARDLAB) web $(if $(PORT),--port $(PORT))
 
 # One lexicon entry in the terminal (TERM=zero-stage-3), or the index without TERM. Only a
 # TERM given on the command line counts: the environment's TERM is the terminal's type.

@@ -45,6 +45,7 @@
 #include "shm.h"
 #include "lexicon.h"
 #include "tui.h"
+#include "web.h"
 
 #define MAX_RANKS SHM_MAX_RANKS
 #define POLL_US 20000          // how often we look at the ranks and their logs
@@ -59,7 +60,8 @@ static const char *USAGE =
     "  run <lab> -n N [options]   start N ranks of a lab and watch them (shardlab run --help)\n"
     "  tui [RUN_DIR]              the terminal dashboard on a run, live or finished (shardlab tui --help)\n"
     "  lexicon [TERM]             the lexicon's index, or one term in the terminal (shardlab lexicon --help)\n"
-    "  (web and grade are not built yet)\n";
+    "  web [--port P]             the course, the labs and live runs in the browser (shardlab web --help)\n"
+    "  (grade is not built yet)\n";
 
 static const char *RUN_USAGE =
     "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
@@ -601,20 +603,18 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run, tui or lexicon (web and grade are not built yet)");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon or web (grade is not built yet)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
-    const char *later[] = {"web", "grade"};
-    for (int i = 0; i < 2; i++)
-        if (strcmp(argv[1], later[i]) == 0)
-            usage_error("shardlab", "'%s' is not built yet; the commands now are run, tui and lexicon", argv[1]);
+    if (strcmp(argv[1], "grade") == 0)
+        usage_error("shardlab", "'grade' is not built yet; the commands now are run, tui, lexicon and web");
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
-    if (strcmp(argv[1], "lexicon") == 0) {
+    if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "web") == 0) {
         char root[4096];
         tui_find_root(root, sizeof root);
-        return lexicon_main(argc, argv, root);
+        return argv[1][0] == 'l' ? lexicon_main(argc, argv, root) : web_main(argc, argv, root);
     }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui and lexicon (web and grade are not built yet)",
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon and web (grade is not built yet)",
                     argv[1]);
 
     static Launch L;

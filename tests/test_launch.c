@@ -185,7 +185,9 @@ static void test_bad_input(void) {
     const char *cases[][2] = {
         {"", "no command"},
         {"frobnicate", "an unknown command"},
-        {"web", "a command not built yet"},
+        {"grade", "a command not built yet"},
+        {"web --port x", "web --port that is not a number"},
+        {"web --bogus 1", "web with an unknown option"},
         {"tui /nonexistent-run-dir", "tui on a directory that does not exist"},
         {"tui --panel nine", "tui --panel with an unknown panel"},
         {"run ranklab -n 0", "-n 0"},

@@ -1,0 +1,605 @@
+// runs.c — the runs, for the web server: the list, one run's events from any index, the live
+// stream of them (Server-Sent Events), and starting a lab. See web.h.
+//
+// A run's events live in rank-<r>.jsonl, one file per rank, each appended by its rank. The
+// server gives every event of a run an index: it reads the files incrementally (a run is
+// polled at most every 50 ms, by whichever request asks first) and appends the complete new
+// lines of rank 0, then rank 1, ... to one list. An index so means the same event for as long
+// as the server runs, which is what ?from=N and Last-Event-ID resume from. Lines that are not
+// JSON objects are skipped (a dashboard must not crash on a damaged log).
+#include <civetweb.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runlog.h"
+#include "web.h"
+
+#define MAX_RUN_RANKS 64
+#define MAX_CACHED_RUNS 64
+#define MAX_LINES_PER_RUN 2000000
+#define POLL_EVERY_US 50000
+#define STREAM_IDLE_MS 100
+#define KEEPALIVE_S 10
+
+typedef struct {
+    char id[256], dir[4400];
+    int world;                      // rank files looked for
+    off_t offset[MAX_RUN_RANKS];
+    StrBuf partial[MAX_RUN_RANKS];  // a line without its newline yet
+    int ended[MAX_RUN_RANKS];
+    char status[16];                // "running", then "ok" / "error" when every rank ended
+    char **lines;                   // every event so far, in index order
+    long n, cap;
+    int64_t polled_us;
+    pthread_mutex_t lock;
+} Run;
+
+static Run *cache[MAX_CACHED_RUNS];
+static int ncached;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static char *read_small(const char *path, size_t max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc_check(max + 1);
+    size_t n = fread(buf, 1, max, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static int world_of(const char *dir) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    char *m = read_small(path, 1 << 16), err[64];
+    int world = 0;
+    JsonValue *v = m ? json_parse(m, strlen(m), err, sizeof err) : NULL;
+    const JsonValue *ws = json_get(v, "world_size");
+    if (!ws) ws = json_get(v, "world");
+    if (ws && ws->type == JSON_NUMBER && ws->number >= 1 && ws->number <= MAX_RUN_RANKS) world = (int)ws->number;
+    json_free(v);
+    free(m);
+    if (world == 0)  // no meta.json yet: count the rank files
+        for (int r = 0; r < MAX_RUN_RANKS; r++) {
+            snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+            if (access(path, F_OK) != 0) break;
+            world = r + 1;
+        }
+    return world ? world : 1;
+}
+
+static void add_line(Run *r, const char *s, size_t n) {
+    if (n == 0 || r->n >= MAX_LINES_PER_RUN) return;
+    char err[64];
+    JsonValue *v = json_parse(s, n, err, sizeof err);
+    int ok = v && v->type == JSON_OBJECT && json_get(v, "ev") && json_get(v, "ev")->type == JSON_STRING;
+    if (ok && strcmp(json_get(v, "ev")->string, "end") == 0) {
+        const JsonValue *rk = json_get(v, "rank"), *st = json_get(v, "status");
+        if (rk && rk->type == JSON_NUMBER && rk->number >= 0 && rk->number < MAX_RUN_RANKS) r->ended[(int)rk->number] = 1;
+        if (st && st->type == JSON_STRING && strcmp(st->string, "ok") != 0) snprintf(r->status, sizeof r->status, "error");
+    }
+    json_free(v);
+    if (!ok) return;
+    if (r->n == r->cap) r->lines = realloc_check(r->lines, (size_t)(r->cap = r->cap ? 2 * r->cap : 1024) * sizeof *r->lines);
+    char *copy = malloc_check(n + 1);
+    memcpy(copy, s, n);
+    copy[n] = 0;
+    r->lines[r->n++] = copy;
+}
+
+// What the rank files gained since the last poll (r->lock held).
+static void poll_run(Run *r) {
+    int64_t now = runlog_now_us();
+    if (now - r->polled_us < POLL_EVERY_US) return;
+    r->polled_us = now;
+    if (strcmp(r->status, "running") == 0) r->world = world_of(r->dir);
+    // (CivetWeb's worker threads have small stacks: the read buffer is on the heap)
+    enum { READ_BYTES = 1 << 16 };
+    char *buf = malloc_check(READ_BYTES);
+    for (int k = 0; k < r->world; k++) {
+        char path[4600];
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", r->dir, k);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t got;
+        while ((got = pread(fd, buf, READ_BYTES, r->offset[k])) > 0) {
+            r->offset[k] += got;
+            for (ssize_t i = 0, start = 0; i < got; i++)
+                if (buf[i] == '\n') {
+                    StrBuf *p = &r->partial[k];
+                    if (p->len) {
+                        sb_append(p, buf + start, (size_t)(i - start));
+                        add_line(r, p->data, p->len);
+                        sb_reset(p);
+                    } else {
+                        add_line(r, buf + start, (size_t)(i - start));
+                    }
+                    start = i + 1;
+                } else if (i == got - 1) {
+                    sb_append(&r->partial[k], buf + start, (size_t)(got - start));
+                }
+        }
+        close(fd);
+    }
+    free(buf);
+    int all = 1;
+    for (int k = 0; k < r->world; k++) all &= r->ended[k];
+    if (all && strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "ok");
+}
+
+// A run is a directory under w->runs (a freshly started one may not have its logs yet).
+static int run_exists(Web *w, const char *id, char *dir, size_t n) {
+    if (!id[0] || strchr(id, '/') || strstr(id, "..") || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                  "0123456789._-") != strlen(id))
+        return 0;
+    snprintf(dir, n, "%s/%s", w->runs, id);
+    struct stat st;
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The cached run (created on first use), or NULL if there is no such run.
+static Run *get_run(Web *w, const char *id) {
+    char dir[4400];
+    if (!run_exists(w, id, dir, sizeof dir)) return NULL;
+    pthread_mutex_lock(&cache_lock);
+    Run *r = NULL;
+    for (int i = 0; i < ncached && !r; i++)
+        if (strcmp(cache[i]->id, id) == 0) r = cache[i];
+    if (!r) {
+        if (ncached == MAX_CACHED_RUNS) {  // forget the oldest finished one
+            for (int i = 0; i < ncached; i++)
+                if (strcmp(cache[i]->status, "running") != 0 && pthread_mutex_trylock(&cache[i]->lock) == 0) {
+                    Run *old = cache[i];
+                    pthread_mutex_unlock(&old->lock);
+                    // (readers hold no pointer to a run outside get_run + its lock: streams
+                    // re-fetch it each round)
+                    for (long k = 0; k < old->n; k++) free(old->lines[k]);
+                    free(old->lines);
+                    for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&old->partial[k]);
+                    free(old);
+                    cache[i] = cache[--ncached];
+                    break;
+                }
+        }
+        if (ncached < MAX_CACHED_RUNS) {
+            r = calloc_check(1, sizeof *r);
+            snprintf(r->id, sizeof r->id, "%s", id);
+            snprintf(r->dir, sizeof r->dir, "%s", dir);
+            snprintf(r->status, sizeof r->status, "running");
+            for (int k = 0; k < MAX_RUN_RANKS; k++) sb_init(&r->partial[k]);
+            pthread_mutex_init(&r->lock, NULL);
+            r->world = world_of(dir);
+            cache[ncached++] = r;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return r;
+}
+
+void runs_free_all(void) {
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < ncached; i++) {
+        for (long k = 0; k < cache[i]->n; k++) free(cache[i]->lines[k]);
+        free(cache[i]->lines);
+        for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&cache[i]->partial[k]);
+        pthread_mutex_destroy(&cache[i]->lock);
+        free(cache[i]);
+    }
+    ncached = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+// ---------------------------------------------------------------------------------------
+// GET /api/runs, /api/runs/<id>, /api/runs/<id>/events
+
+typedef struct {
+    char id[256];
+    time_t mtime;
+} Entry;
+
+static int newest_first(const void *a, const void *b) {
+    const Entry *x = a, *y = b;
+    return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : strcmp(x->id, y->id);
+}
+
+// A run's status without reading all of it: summary.json means it finished; else the end of
+// rank 0's log says how far it got.
+static void quick_status(const char *dir, StrBuf *out) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    int finished = access(path, R_OK) == 0;
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    char tail[8193] = "";
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        off_t from = st.st_size > 8192 ? st.st_size - 8192 : 0;
+        ssize_t got = pread(fd, tail, 8192, from);
+        tail[got > 0 ? got : 0] = 0;
+    }
+    if (fd >= 0) close(fd);
+    long last_step = -1;
+    double loss = 0;
+    const char *status = finished ? "ok" : "running";
+    for (char *line = tail, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char err[32];
+        JsonValue *v = json_parse(line, strlen(line), err, sizeof err);
+        const JsonValue *ev = json_get(v, "ev");
+        if (ev && ev->type == JSON_STRING) {
+            if (strcmp(ev->string, "step") == 0 && json_get(v, "step") && json_get(v, "loss")) {
+                last_step = (long)json_get(v, "step")->number;
+                loss = json_get(v, "loss")->number;
+            }
+            if (strcmp(ev->string, "end") == 0 && json_get(v, "status") && json_get(v, "status")->type == JSON_STRING)
+                status = strcmp(json_get(v, "status")->string, "ok") == 0 ? "ok" : "error";
+        }
+        json_free(v);
+    }
+    if (!finished && strcmp(status, "running") == 0 && fd >= 0 && time(NULL) - st.st_mtime > 120) status = "stopped";
+    sb_printf(out, "\"status\":\"%s\",\"last_step\":%ld,\"loss\":%.9g", status, last_step, loss);
+}
+
+void runs_list_json(Web *w, StrBuf *out) {
+    Entry *e = NULL;
+    int n = 0, cap = 0;
+    DIR *d = opendir(w->runs);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof e->id) continue;
+        char probe[4600];
+        snprintf(probe, sizeof probe, "%s/%s/rank-0.jsonl", w->runs, de->d_name);
+        struct stat st;
+        if (stat(probe, &st) != 0) continue;
+        if (n == cap) e = realloc_check(e, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *e);
+        snprintf(e[n].id, sizeof e[n].id, "%s", de->d_name);
+        e[n++].mtime = st.st_mtime;
+    }
+    if (d) closedir(d);
+    qsort(e, (size_t)n, sizeof *e, newest_first);
+    sb_printf(out, "{\"runs\":[");
+    for (int i = 0; i < n && i < 50; i++) {
+        char dir[4400], path[4600];
+        snprintf(dir, sizeof dir, "%s/%s", w->runs, e[i].id);
+        snprintf(path, sizeof path, "%s/meta.json", dir);
+        char *m = read_small(path, 1 << 16), err[64];
+        JsonValue *meta = m ? json_parse(m, strlen(m), err, sizeof err) : NULL;
+        const JsonValue *lab = json_get(meta, "lab"), *cfg = json_get(meta, "config"), *start = json_get(meta, "start_time");
+        const JsonValue *steps = json_get(cfg, "steps");
+        sb_printf(out, "%s{\"id\":", i ? "," : "");
+        sb_json_string(out, e[i].id);
+        sb_printf(out, ",\"lab\":");
+        sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
+        sb_printf(out, ",\"world\":%d,\"steps\":%d,\"start\":", world_of(dir),
+                  steps && steps->type == JSON_NUMBER ? (int)steps->number : 0);
+        sb_json_string(out, start && start->type == JSON_STRING ? start->string : "");
+        sb_printf(out, ",");
+        quick_status(dir, out);
+        sb_printf(out, "}");
+        json_free(meta);
+        free(m);
+    }
+    sb_printf(out, "]}");
+    free(e);
+}
+
+int runs_info_json(Web *w, const char *id, StrBuf *out) {
+    Run *r = get_run(w, id);
+    if (!r) return -1;
+    pthread_mutex_lock(&r->lock);
+    poll_run(r);
+    char path[4600];
+    snprintf(path, sizeof path, "%s/meta.json", r->dir);
+    char *meta = read_small(path, 1 << 20), *summary = NULL, err[64];
+    snprintf(path, sizeof path, "%s/summary.json", r->dir);
+    summary = read_small(path, 1 << 20);
+    JsonValue *mv = meta ? json_parse(meta, strlen(meta), err, sizeof err) : NULL;
+    JsonValue *sv = summary ? json_parse(summary, strlen(summary), err, sizeof err) : NULL;
+    const JsonValue *lab = json_get(mv, "lab"), *ref = json_get(json_get(mv, "config"), "ref");
+    sb_printf(out, "{\"id\":");
+    sb_json_string(out, id);
+    sb_printf(out, ",\"lab\":");
+    sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
+    sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"meta\":%s,\"summary\":%s,\"ref\":", r->status,
+              r->world, r->n, mv ? meta : "null", sv ? summary : "null");
+    // A reference run is named by its directory; it is linked only if it is one of ours.
+    const char *base = ref && ref->type == JSON_STRING ? strrchr(ref->string, '/') : NULL;
+    char refdir[4400];
+    if (base && run_exists(w, base + 1, refdir, sizeof refdir)) sb_json_string(out, base + 1);
+    else sb_printf(out, "null");
+    sb_printf(out, "}");
+    pthread_mutex_unlock(&r->lock);
+    json_free(mv);
+    json_free(sv);
+    free(meta);
+    free(summary);
+    return 0;
+}
+
+static int line_matches(const char *line, const char *kind, int rank) {
+    if (kind) {
+        char want[48];
+        snprintf(want, sizeof want, "{\"ev\":\"%s\"", kind);
+        if (strncmp(line, want, strlen(want)) != 0) return 0;
+    }
+    if (rank >= 0) {
+        char want[32];
+        snprintf(want, sizeof want, "\"rank\":%d,", rank);
+        if (!strstr(line, want)) return 0;
+    }
+    return 1;
+}
+
+int runs_events_json(Web *w, const char *id, long from, const char *kind, int rank, StrBuf *out) {
+    Run *r = get_run(w, id);
+    if (!r) return -1;
+    pthread_mutex_lock(&r->lock);
+    poll_run(r);
+    if (from < 0) from = 0;
+    long i = from, sent = 0;
+    sb_printf(out, "{\"events\":[");
+    for (; i < r->n && sent < 5000; i++)
+        if (line_matches(r->lines[i], kind, rank)) sb_printf(out, "%s%s", sent++ ? "," : "", r->lines[i]);
+    int done = strcmp(r->status, "running") != 0 && i >= r->n;
+    sb_printf(out, "],\"next\":%ld,\"done\":%s,\"status\":\"%s\"}", i, done ? "true" : "false", r->status);
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The live stream
+
+void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) {
+    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                    "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n");
+    mg_printf(conn, "retry: 1000\n\n");
+    long next = from < 0 ? 0 : from;
+    time_t last_write = time(NULL);
+    StrBuf chunk;
+    sb_init(&chunk);
+    while (!w->stopping) {
+        Run *r = get_run(w, id);
+        if (!r) break;
+        sb_reset(&chunk);
+        pthread_mutex_lock(&r->lock);
+        poll_run(r);
+        for (; next < r->n && chunk.len < (1 << 20); next++) sb_printf(&chunk, "id: %ld\ndata: %s\n\n", next, r->lines[next]);
+        int ended = strcmp(r->status, "running") != 0 && next >= r->n;
+        char status[16];
+        snprintf(status, sizeof status, "%s", r->status);
+        pthread_mutex_unlock(&r->lock);
+        if (chunk.len) {
+            if (mg_write(conn, chunk.data, chunk.len) <= 0) break;  // the client left
+            last_write = time(NULL);
+        }
+        if (ended) {
+            mg_printf(conn, "event: end\ndata: {\"status\":\"%s\"}\n\n", status);
+            break;
+        }
+        if (time(NULL) - last_write >= KEEPALIVE_S) {  // a comment: keeps proxies open, finds gone clients
+            if (mg_printf(conn, ": keep-alive\n\n") <= 0) break;
+            last_write = time(NULL);
+        }
+        struct timespec ts = {0, STREAM_IDLE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    sb_free(&chunk);
+}
+
+// ---------------------------------------------------------------------------------------
+// Starting a lab: known labs, bounded options, an argv (no shell)
+
+static const LabField COMMON[] = {
+    {"batch", FIELD_INT, 1, 4096, NULL, "sequences in the global batch"},
+    {"seq", FIELD_INT, 1, 1024, NULL, "tokens per sequence"},
+    {"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
+    {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
+    {"heads", FIELD_INT, 1, 64, NULL, "attention heads"},
+    {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"},
+    {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
+    {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},
+};
+#define NCOMMON ((int)(sizeof COMMON / sizeof COMMON[0]))
+
+static const LabField DDP[] = {
+    {"sync", FIELD_CHOICE, 0, 0, "overlap|bucket|per-tensor", "how gradients are all-reduced"},
+    {"bucket-mb", FIELD_REAL, 0.001, 64, NULL, "bucket size in MiB"},
+    {"algo", FIELD_CHOICE, 0, 0, "auto|ring|direct", "all-reduce algorithm"},
+};
+static const LabField ZERO[] = {
+    {"stage", FIELD_INT, 0, 3, NULL, "ZeRO stage"},
+    {"mixed", FIELD_FLAG, 0, 0, NULL, "bf16 weights and gradients, fp32 master weights"},
+    {"offload", FIELD_FLAG, 0, 0, NULL, "optimizer on the host (stages 1-3)"},
+};
+static const LabField FSDP[] = {
+    {"prefetch", FIELD_FLAG, 0, 0, NULL, "gather the next unit early"},
+    {"no-reshard", FIELD_FLAG, 0, 0, NULL, "keep gathered weights for backward"},
+    {"mixed", FIELD_FLAG, 0, 0, NULL, "bf16 storage, fp32 master weights"},
+};
+static const LabField TP[] = {
+    {"sp", FIELD_FLAG, 0, 0, NULL, "sequence parallelism"},
+    {"vocab-parallel", FIELD_FLAG, 0, 0, NULL, "split the head by vocabulary"},
+    {"dp", FIELD_INT, 1, 8, NULL, "data-parallel replicas (N = dp x t)"},
+};
+static const LabField PP[] = {
+    {"schedule", FIELD_CHOICE, 0, 0, "1f1b|gpipe|interleaved", "pipeline schedule"},
+    {"micro", FIELD_INT, 1, 64, NULL, "micro-batches per step"},
+    {"chunks", FIELD_INT, 1, 8, NULL, "model chunks per stage (interleaved)"},
+    {"dp", FIELD_INT, 1, 8, NULL, "pipelines (PP x DP)"},
+};
+static const LabField CKPT[] = {
+    {"policy", FIELD_TEXT, 0, 0, "abcdefghijklmnopqrstuvwxyz0123456789", "none, every, sqrt or K"},
+};
+static const LabField SHARD[] = {
+    {"strategy", FIELD_CHOICE, 0, 0, "sampler|slice|dispatch", "who holds the data"},
+    {"items", FIELD_INT, 1, 1e7, NULL, "items in the dataset"},
+    {"weights", FIELD_TEXT, 0, 0, "0123456789.,", "source weights, e.g. 1,3"},
+    {"temperature", FIELD_REAL, 0.01, 100, NULL, "sampling temperature"},
+};
+static const LabField COLLECTIVES[] = {
+    {"max-bytes", FIELD_CHOICE, 0, 0, "64K|1M|16M|64M", "largest buffer"},
+    {"algo", FIELD_CHOICE, 0, 0, "auto|ring|direct", "algorithm"},
+};
+
+const LabForm web_lab_forms[] = {
+    {"single", "one rank: where training memory goes", NULL, 0, 1},
+    {"collectives", "every collective timed and checked", COLLECTIVES, 2, 2},
+    {"ddp", "data parallelism from scratch", DDP, 3, 2},
+    {"zero", "ZeRO stages 0-3", ZERO, 3, 2},
+    {"fsdp", "fully sharded data parallel", FSDP, 3, 2},
+    {"tp", "tensor parallelism", TP, 3, 2},
+    {"pp", "pipeline parallelism", PP, 4, 2},
+    {"ckpt", "activation checkpointing", CKPT, 1, 1},
+    {"shard", "data sharding", SHARD, 4, 1},
+};
+const int web_nlab_forms = (int)(sizeof web_lab_forms / sizeof web_lab_forms[0]);
+
+const LabForm *web_lab_form(const char *lab) {
+    for (int i = 0; i < web_nlab_forms; i++)
+        if (strcmp(web_lab_forms[i].lab, lab) == 0) return &web_lab_forms[i];
+    return NULL;
+}
+
+static const LabField *find_field(const LabForm *f, const char *name) {
+    for (int i = 0; i < f->nfields; i++)
+        if (strcmp(f->fields[i].name, name) == 0) return &f->fields[i];
+    for (int i = 0; strcmp(f->lab, "collectives") != 0 && i < NCOMMON; i++)
+        if (strcmp(COMMON[i].name, name) == 0) return &COMMON[i];
+    return NULL;
+}
+
+// One option's value, checked against its field, as the text to pass; -1 with why.
+static int field_value(const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
+    switch (fd->kind) {
+    case FIELD_INT:
+    case FIELD_REAL: {
+        double x = v->type == JSON_NUMBER ? v->number : v->type == JSON_STRING ? strtod(v->string, NULL) : -1e300;
+        if (v->type == JSON_STRING) {
+            char *end;
+            x = strtod(v->string, &end);
+            if (end == v->string || *end) x = -1e300;
+        }
+        if (x < fd->min || x > fd->max || (fd->kind == FIELD_INT && x != (double)(long long)x))
+            return snprintf(why, whylen, "%s must be %s from %g to %g", fd->name,
+                            fd->kind == FIELD_INT ? "a whole number" : "a number", fd->min, fd->max), -1;
+        if (fd->kind == FIELD_INT) snprintf(out, n, "%lld", (long long)x);
+        else snprintf(out, n, "%.9g", x);
+        return 0;
+    }
+    case FIELD_FLAG:
+        if (v->type != JSON_BOOL) return snprintf(why, whylen, "%s is true or false", fd->name), -1;
+        snprintf(out, n, "%s", v->boolean ? "1" : "");
+        return 0;
+    case FIELD_CHOICE:
+    case FIELD_TEXT: {
+        if (v->type != JSON_STRING || !v->string[0] || strlen(v->string) > 64)
+            return snprintf(why, whylen, "%s must be a short text", fd->name), -1;
+        if (fd->kind == FIELD_TEXT) {
+            if (strspn(v->string, fd->choices) != strlen(v->string))
+                return snprintf(why, whylen, "%s may hold only %s", fd->name, fd->choices), -1;
+        } else {
+            int ok = 0;
+            char choices[256];
+            snprintf(choices, sizeof choices, "%s", fd->choices);
+            for (char *s = NULL, *c = strtok_r(choices, "|", &s); c; c = strtok_r(NULL, "|", &s)) ok |= strcmp(c, v->string) == 0;
+            if (!ok) return snprintf(why, whylen, "%s must be one of %s", fd->name, fd->choices), -1;
+        }
+        snprintf(out, n, "%s", v->string);
+        return 0;
+    }
+    }
+    return -1;
+}
+
+void runs_reap(void) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+}
+
+int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen) {
+    if (!req || req->type != JSON_OBJECT) return snprintf(why, whylen, "the body must be a JSON object"), 400;
+    const JsonValue *lab = json_get(req, "lab"), *n = json_get(req, "n"), *steps = json_get(req, "steps"),
+                    *opts = json_get(req, "options");
+    const LabForm *form = lab && lab->type == JSON_STRING ? web_lab_form(lab->string) : NULL;
+    if (!form) return snprintf(why, whylen, "lab must be one of the labs (single, collectives, ddp, ...)"), 400;
+    if (!n || n->type != JSON_NUMBER || n->number < 1 || n->number > 8 || n->number != (int)n->number)
+        return snprintf(why, whylen, "n must be a whole number of ranks from 1 to 8"), 400;
+    if (strcmp(form->lab, "single") == 0 && n->number != 1) return snprintf(why, whylen, "single runs on 1 rank"), 400;
+    if (!steps || steps->type != JSON_NUMBER || steps->number < 1 || steps->number > 100000 ||
+        steps->number != (int)steps->number)
+        return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
+    if (opts && opts->type != JSON_OBJECT) return snprintf(why, whylen, "options must be an object"), 400;
+
+    char *argv[64], store[4096], ntext[16], stext[16], dir[4400];
+    size_t used = 0;
+    int a = 0;
+#define PUSH(text)                                                            \
+    do {                                                                      \
+        size_t l_ = strlen(text) + 1;                                         \
+        if (a >= 62 || used + l_ > sizeof store) return snprintf(why, whylen, "too many options"), 400; \
+        memcpy(store + used, text, l_);                                       \
+        argv[a++] = store + used;                                             \
+        used += l_;                                                           \
+    } while (0)
+    snprintf(ntext, sizeof ntext, "%d", (int)n->number);
+    snprintf(stext, sizeof stext, "%d", (int)steps->number);
+    PUSH(w->launcher);
+    PUSH("run");
+    PUSH(form->lab);
+    PUSH("-n");
+    PUSH(ntext);
+    PUSH("--ui");
+    PUSH("none");
+    PUSH("--steps");
+    PUSH(stext);
+    for (size_t i = 0; opts && i < opts->count; i++) {
+        const LabField *fd = find_field(form, opts->keys[i]);
+        if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->lab, opts->keys[i]), 400;
+        char value[80], flag[48];
+        if (field_value(fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
+        if (fd->kind == FIELD_FLAG && !value[0]) continue;  // false: leave it out
+        snprintf(flag, sizeof flag, "--%s", fd->name);
+        PUSH(flag);
+        if (fd->kind != FIELD_FLAG) PUSH(value);
+    }
+    // The run's directory, named as the launcher names them, so the page can follow it at once.
+    char name[256];
+    runlog_make_dirs(w->runs);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (int tries = 0;; tries++) {
+        snprintf(name, sizeof name, "%s-%s-%04x", form->lab, stamp, (unsigned)(rand() & 0xffff));
+        snprintf(dir, sizeof dir, "%s/%s", w->runs, name);
+        if (mkdir(dir, 0755) == 0) break;
+        if (errno != EEXIST || tries > 20) return snprintf(why, whylen, "cannot create a run directory in %s", w->runs), 500;
+    }
+    PUSH("--run-dir");
+    PUSH(dir);
+    argv[a] = NULL;
+#undef PUSH
+    pid_t pid = fork();  // (reaped by runs_reap(), which the server calls as it waits)
+    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
+    if (pid == 0) {
+        setsid();  // its own session: the server's Ctrl-C is not the run's
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    snprintf(id, idlen, "%s", name);
+    return 0;
+}

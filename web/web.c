@@ -1,0 +1,657 @@
+// web.c — the web server: start and stop, the router, the checks on every request, the pages
+// and the static files. See web.h (the routes, the API, and why the checks are what they are).
+#include "web.h"
+
+#include <civetweb.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <md4c-html.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "check.h"
+#include "lexicon.h"
+
+#define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"
+
+static Web *the_web;  // for the signal handler
+static Lexicon lexicon;
+
+// ---------------------------------------------------------------------------------------
+// Replies
+
+static void reply(struct mg_connection *c, int status, const char *type, const char *body, size_t n,
+                  const char *extra_headers) {
+    const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 302 ? "Found"
+                       : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
+                       : status == 405 ? "Method Not Allowed" : status == 413 ? "Payload Too Large" : "Error";
+    mg_printf(c,
+              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Content-Type-Options: nosniff\r\n"
+              "Content-Security-Policy: default-src 'self'; style-src 'self' 'unsafe-inline'\r\n"
+              "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n%s\r\n",
+              status, reason, type, n, extra_headers ? extra_headers : "");
+    mg_write(c, body, n);
+}
+
+static int reply_json_error(struct mg_connection *c, int status, const char *why) {
+    StrBuf b;
+    sb_init(&b);
+    sb_printf(&b, "{\"error\":");
+    sb_json_string(&b, why);
+    sb_printf(&b, "}");
+    reply(c, status, "application/json", b.data, b.len, NULL);
+    sb_free(&b);
+    return status;
+}
+
+static int not_found(struct mg_connection *c) {
+    const char *body = "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found. <a href=\"/\">Home</a>\n";
+    reply(c, 404, "text/html; charset=utf-8", body, strlen(body), NULL);
+    return 404;
+}
+
+// ---------------------------------------------------------------------------------------
+// The checks
+
+// Host must name this server: a page on another site that got the browser to resolve its own
+// name to 127.0.0.1 (DNS rebinding) still sends its own name here.
+static int host_ok(Web *w, struct mg_connection *c) {
+    const char *host = mg_get_header(c, "Host");
+    if (!host) return 0;
+    char want[300];
+    const char *names[] = {"127.0.0.1", "localhost", w->host};
+    for (int i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, "%s:%d", names[i], w->port);
+        if (strcmp(host, want) == 0) return 1;
+    }
+    return 0;
+}
+
+static int token_eq(const char *a, const char *b) {  // in constant time: the token is a secret
+    size_t n = strlen(b);
+    if (strlen(a) != n) return 0;
+    unsigned d = 0;
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)a[i] ^ (unsigned char)b[i];
+    return d == 0;
+}
+
+// The token from the cookie, the X-Shardlab-Token header or ?token=; 1 if it is ours.
+static int has_token(Web *w, struct mg_connection *c) {
+    char v[128];
+    const char *h = mg_get_header(c, "X-Shardlab-Token");
+    if (h && token_eq(h, w->token)) return 1;
+    const char *cookie = mg_get_header(c, "Cookie");
+    if (cookie && mg_get_cookie(cookie, "shardlab_token", v, sizeof v) > 0 && token_eq(v, w->token)) return 1;
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    if (ri->query_string && mg_get_var(ri->query_string, strlen(ri->query_string), "token", v, sizeof v) > 0 &&
+        token_eq(v, w->token))
+        return 1;
+    return 0;
+}
+
+// A request that acts: the token, and if the browser says where it comes from, from us.
+static int may_act(Web *w, struct mg_connection *c) {
+    if (!has_token(w, c)) return 0;
+    const char *origin = mg_get_header(c, "Origin");
+    if (!origin) return 1;  // not a browser's cross-site request (curl, a test)
+    char want[300];
+    const char *host = mg_get_header(c, "Host");
+    snprintf(want, sizeof want, "http://%s", host ? host : "");
+    return strcmp(origin, want) == 0;
+}
+
+// A slug, lab or file name: letters, digits and - _ . only, no "..".
+static int safe_name(const char *s) {
+    if (!s[0] || strlen(s) > 200 || strstr(s, "..")) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') return 0;
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Pages
+
+static void html_escape(StrBuf *b, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': sb_printf(b, "&lt;"); break;
+        case '>': sb_printf(b, "&gt;"); break;
+        case '&': sb_printf(b, "&amp;"); break;
+        case '"': sb_printf(b, "&quot;"); break;
+        case '\'': sb_printf(b, "&#39;"); break;
+        default: sb_append(b, s, 1);
+        }
+    }
+}
+
+static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs) {
+    sb_printf(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    if (has_token(w, c)) sb_printf(b, "<meta name=\"shardlab-token\" content=\"%s\">", w->token);
+    sb_printf(b, "<title>");
+    html_escape(b, title);
+    sb_printf(b, " · shardlab</title><link rel=\"stylesheet\" href=\"/static/app.css\"></head><body>\n"
+                 "<header><nav aria-label=\"site\"><a class=\"brand\" href=\"/\">shardlab</a> "
+                 "<a href=\"/#lessons\">Lessons</a> <a href=\"/#lexicon\">Lexicon</a> <a href=\"/#labs\">Labs</a> "
+                 "<a href=\"/#runs\">Runs</a></nav></header>\n<main %s>\n", main_attrs ? main_attrs : "");
+}
+
+static void page_end(StrBuf *b, const char *script1, const char *script2) {
+    sb_printf(b, "</main>\n");
+    if (script1) sb_printf(b, "<script src=\"%s\"></script>\n", script1);
+    if (script2) sb_printf(b, "<script src=\"%s\"></script>\n", script2);
+    sb_printf(b, "</body></html>\n");
+}
+
+// The token in the URL the server printed: remembered in a cookie only this site sends.
+static int send_page(Web *w, struct mg_connection *c, StrBuf *b) {
+    char cookie[160] = "";
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    char v[128];
+    if (ri->query_string && mg_get_var(ri->query_string, strlen(ri->query_string), "token", v, sizeof v) > 0 &&
+        token_eq(v, w->token))
+        snprintf(cookie, sizeof cookie, "Set-Cookie: shardlab_token=%s; Path=/; HttpOnly; SameSite=Strict\r\n", w->token);
+    reply(c, 200, "text/html; charset=utf-8", b->data, b->len, cookie);
+    return 200;
+}
+
+// Markdown to HTML (md4c-html), then wiki links made real: [[slug]] becomes a link to the term
+// or lesson, named as the term is.
+static void md_out(const MD_CHAR *t, MD_SIZE n, void *u) { sb_append(u, t, n); }
+
+static void render_md(StrBuf *b, const char *md, size_t n) {
+    StrBuf raw;
+    sb_init(&raw);
+    sb_append(&raw, "", 0);
+    md_html(md, (MD_SIZE)n, md_out, &raw, MD_DIALECT_GITHUB | MD_FLAG_WIKILINKS, 0);
+    const char *open = "<x-wikilink data-target=\"", *close = "</x-wikilink>";
+    const char *p = raw.data;
+    for (const char *at; (at = strstr(p, open));) {
+        sb_append(b, p, (size_t)(at - p));
+        const char *t = at + strlen(open), *q = strchr(t, '"'), *gt = q ? strchr(q, '>') : NULL,
+                   *end = gt ? strstr(gt, close) : NULL;
+        if (!end) {
+            p = at;
+            break;
+        }
+        char target[128];
+        snprintf(target, sizeof target, "%.*s", (int)(q - t), t);
+        const char *name = lexicon_link_name(target, strlen(target), &lexicon);
+        int is_term = lexicon_term(&lexicon, target) != NULL;
+        if (name && safe_name(target)) {
+            sb_printf(b, "<a class=\"%s\" href=\"/%s/%s\">", is_term ? "term" : "lesson", is_term ? "lexicon" : "lessons", target);
+            html_escape(b, name);
+            sb_printf(b, "</a>");
+        } else {  // a link to nothing: its text, marked
+            sb_printf(b, "<span class=\"dangling\">");
+            sb_append(b, gt + 1, (size_t)(end - gt - 1));
+            sb_printf(b, "</span>");
+        }
+        p = end + strlen(close);
+    }
+    sb_printf(b, "%s", p);
+    sb_free(&raw);
+}
+
+static char *read_text(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    StrBuf b;
+    sb_init(&b);
+    sb_append(&b, "", 0);
+    char buf[8192];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) sb_append(&b, buf, k);
+    fclose(f);
+    *n = b.len;
+    return b.data;
+}
+
+// The labs a term names in its header ("`ddp`, `zero`"), as Run buttons.
+static void lab_buttons(StrBuf *b, const char *labs) {
+    int any = 0;
+    for (const char *p = strchr(labs, '`'); p; p = strchr(p + 1, '`')) {
+        const char *q = strchr(p + 1, '`');
+        if (!q) break;
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
+        if (web_lab_form(name)) {
+            if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
+            sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s\">Run %s</a></li>", name, name);
+        }
+        p = q;
+    }
+    if (any) sb_printf(b, "</ul></aside>\n");
+}
+
+static int page_markdown(Web *w, struct mg_connection *c, const char *kind, const char *slug) {
+    if (!safe_name(slug)) return not_found(c);
+    const LexTerm *term = strcmp(kind, "lexicon") == 0 ? lexicon_term(&lexicon, slug) : NULL;
+    const char *title = NULL;
+    if (term) title = term->title;
+    for (int i = 0; !title && strcmp(kind, "lessons") == 0 && i < lexicon.nlessons; i++)
+        if (strcmp(lexicon.lessons[i].slug, slug) == 0) title = lexicon.lessons[i].title;
+    if (!title) return not_found(c);
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s/%s.md", w->root, kind, slug);
+    size_t n;
+    char *md = read_text(path, &n);
+    if (!md) return not_found(c);
+    StrBuf b;
+    sb_init(&b);
+    page_start(w, c, &b, title, NULL);
+    sb_printf(&b, "<article class=\"md\">\n");
+    render_md(&b, md, n);
+    sb_printf(&b, "</article>\n");
+    if (term) lab_buttons(&b, term->labs);
+    page_end(&b, NULL, NULL);
+    int st = send_page(w, c, &b);
+    sb_free(&b);
+    free(md);
+    return st;
+}
+
+static int page_home(Web *w, struct mg_connection *c) {
+    StrBuf b;
+    sb_init(&b);
+    page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"");
+    sb_printf(&b, "<h1>shardlab</h1><p>Distributed training from scratch: read a lesson, run its lab, watch it live.</p>\n");
+    sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ol>");
+    for (int i = 0; i < lexicon.nlessons; i++) {
+        sb_printf(&b, "<li><a href=\"/lessons/%s\">", lexicon.lessons[i].slug);
+        html_escape(&b, lexicon.lessons[i].title);
+        sb_printf(&b, "</a></li>");
+    }
+    sb_printf(&b, "</ol></section>\n<section id=\"lexicon\"><h2>Lexicon</h2>"
+                  "<label for=\"lexicon-search\">Search the lexicon</label> "
+                  "<input id=\"lexicon-search\" type=\"search\" placeholder=\"all-reduce, zero 3, bubble...\" autocomplete=\"off\">");
+    for (int cat = 0; cat < LEXICON_NCATEGORIES; cat++) {
+        sb_printf(&b, "<div class=\"category\"><h3>%s</h3><ul>", LEXICON_CATEGORIES[cat]);
+        for (int i = 0; i < lexicon.n; i++) {
+            const LexTerm *t = &lexicon.t[i];
+            if (strcmp(t->category, LEXICON_CATEGORIES[cat]) != 0) continue;
+            sb_printf(&b, "<li data-search=\"");
+            html_escape(&b, t->slug);
+            sb_printf(&b, " ");
+            html_escape(&b, t->title);
+            sb_printf(&b, " ");
+            html_escape(&b, t->aka);
+            sb_printf(&b, "\"><a href=\"/lexicon/%s\">", t->slug);
+            html_escape(&b, t->title);
+            sb_printf(&b, "</a></li>");
+        }
+        sb_printf(&b, "</ul></div>");
+    }
+    sb_printf(&b, "</section>\n<section id=\"labs\"><h2>Labs</h2><ul>");
+    for (int i = 0; i < web_nlab_forms; i++)
+        sb_printf(&b, "<li><a href=\"/labs/%s\">%s</a>: %s</li>", web_lab_forms[i].lab, web_lab_forms[i].lab,
+                  web_lab_forms[i].about);
+    sb_printf(&b, "</ul></section>\n<section id=\"runs\"><h2>Recent runs</h2><ul id=\"run-list\"></ul></section>\n");
+    page_end(&b, "/static/home.js", NULL);
+    int st = send_page(w, c, &b);
+    sb_free(&b);
+    return st;
+}
+
+static void field_input(StrBuf *b, const LabField *f) {
+    sb_printf(b, "<p><label for=\"f-%s\">--%s</label> ", f->name, f->name);
+    switch (f->kind) {
+    case FIELD_FLAG: sb_printf(b, "<input type=\"checkbox\" id=\"f-%s\" name=\"%s\">", f->name, f->name); break;
+    case FIELD_CHOICE: {
+        sb_printf(b, "<select id=\"f-%s\" name=\"%s\"><option value=\"\">(default)</option>", f->name, f->name);
+        char choices[256];
+        snprintf(choices, sizeof choices, "%s", f->choices);
+        for (char *s = NULL, *o = strtok_r(choices, "|", &s); o; o = strtok_r(NULL, "|", &s))
+            sb_printf(b, "<option>%s</option>", o);
+        sb_printf(b, "</select>");
+        break;
+    }
+    case FIELD_TEXT: sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\">", f->name, f->name); break;
+    default:
+        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\">", f->name, f->name,
+                  f->min, f->max, f->kind == FIELD_INT ? "1" : "any");
+    }
+    sb_printf(b, " <small>%s</small></p>", f->help);
+}
+
+static int page_lab(Web *w, struct mg_connection *c, const char *name) {
+    const LabForm *form = safe_name(name) ? web_lab_form(name) : NULL;
+    if (!form) return not_found(c);
+    StrBuf b;
+    sb_init(&b);
+    char attrs[96];
+    snprintf(attrs, sizeof attrs, "id=\"lab\" data-lab=\"%s\"", form->lab);
+    page_start(w, c, &b, form->lab, attrs);
+    sb_printf(&b, "<h1>Lab: %s</h1><p>%s. Runs as <code>shardlab run %s -n N</code>.</p>\n", form->lab, form->about, form->lab);
+    sb_printf(&b, "<form id=\"lab-form\"><fieldset><legend>Run</legend>"
+                  "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"8\" value=\"%d\"></p>"
+                  "<p><label for=\"f-steps\">steps</label> <input type=\"number\" id=\"f-steps\" name=\"steps\" min=\"1\" max=\"100000\" value=\"100\"></p>",
+              strcmp(form->lab, "single") == 0 ? 1 : 2);
+    for (int i = 0; i < form->nfields; i++) field_input(&b, &form->fields[i]);
+    sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
+    if (strcmp(form->lab, "collectives") != 0) {
+        static const LabField model[] = {{"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
+                                         {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
+                                         {"batch", FIELD_INT, 1, 4096, NULL, "global batch"},
+                                         {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"}};
+        for (int i = 0; i < 4; i++) field_input(&b, &model[i]);
+    }
+    sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
+                  "</form>\n");
+    page_end(&b, "/static/lab.js", NULL);
+    int st = send_page(w, c, &b);
+    sb_free(&b);
+    return st;
+}
+
+static int page_run(Web *w, struct mg_connection *c, const char *id) {
+    StrBuf info;
+    sb_init(&info);
+    int found = safe_name(id) && runs_info_json(w, id, &info) == 0;
+    sb_free(&info);
+    if (!found) return not_found(c);
+    StrBuf b;
+    sb_init(&b);
+    char attrs[400];
+    snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
+    page_start(w, c, &b, id, attrs);
+    sb_printf(&b, "<h1>Run %s</h1><div id=\"dashboard\"><p>Loading…</p></div>\n", id);
+    page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
+    int st = send_page(w, c, &b);
+    sb_free(&b);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------
+// Static files: web/static/ and Debian's Chart.js, nothing else
+
+static const char *mime(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (!dot) return "application/octet-stream";
+    if (!strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
+    if (!strcmp(dot, ".css")) return "text/css; charset=utf-8";
+    if (!strcmp(dot, ".html")) return "text/html; charset=utf-8";
+    if (!strcmp(dot, ".svg")) return "image/svg+xml";
+    if (!strcmp(dot, ".png")) return "image/png";
+    if (!strcmp(dot, ".json")) return "application/json";
+    return "application/octet-stream";
+}
+
+static int send_static(Web *w, struct mg_connection *c, const char *rel) {
+    // rel: what follows /static/; each segment a safe name, no "..".
+    char copy[512];
+    if (strlen(rel) >= sizeof copy) return not_found(c);
+    snprintf(copy, sizeof copy, "%s", rel);
+    for (char *s = NULL, *seg = strtok_r(copy, "/", &s); seg; seg = strtok_r(NULL, "/", &s))
+        if (!safe_name(seg)) return not_found(c);
+    char base[4200], path[4800], real[PATH_MAX], real_base[PATH_MAX];
+    if (strncmp(rel, "vendor/", 7) == 0) {
+        snprintf(base, sizeof base, "%s", DEBIAN_CHARTJS);
+        snprintf(path, sizeof path, "%s/%s", base, rel + 7);
+    } else {
+        snprintf(base, sizeof base, "%s/web/static", w->root);
+        snprintf(path, sizeof path, "%s/%s", base, rel);
+    }
+    // A symbolic link that leads out of the directory is not ours to serve.
+    if (!realpath(path, real) || !realpath(base, real_base) || strncmp(real, real_base, strlen(real_base)) != 0 ||
+        real[strlen(real_base)] != '/')
+        return not_found(c);
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) return not_found(c);
+    size_t n;
+    char *data = read_text(real, &n);
+    if (!data) return not_found(c);
+    mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Content-Type-Options: nosniff\r\n"
+                 "Cache-Control: max-age=60\r\n\r\n", mime(real), n);
+    mg_write(c, data, n);
+    free(data);
+    return 200;
+}
+
+// ---------------------------------------------------------------------------------------
+// The router
+
+static long query_long(const char *qs, const char *name, long dflt) {
+    char v[32];
+    if (!qs || mg_get_var(qs, strlen(qs), name, v, sizeof v) <= 0) return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return end == v || *end ? dflt : x;
+}
+
+static int api(Web *w, struct mg_connection *c, const char *method, const char *rest, const char *qs) {
+    if (strcmp(rest, "runs") == 0) {
+        if (strcmp(method, "POST") == 0) {
+            if (!may_act(w, c)) return reply_json_error(c, 403, "starting a lab needs this server's token (open the URL it printed) and a request from its own pages");
+            const char *type = mg_get_header(c, "Content-Type");
+            if (!type || strncmp(type, "application/json", 16) != 0) return reply_json_error(c, 400, "send application/json");
+            long long len = mg_get_request_info(c)->content_length;
+            if (len < 0 || len > WEB_MAX_BODY) return reply_json_error(c, 413, "the body is missing or over 64 KiB");
+            char *body = malloc_check((size_t)len + 1);
+            long long got = 0;
+            for (int k; got < len && (k = mg_read(c, body + got, (size_t)(len - got))) > 0;) got += k;
+            body[got] = 0;
+            char err[128], id[256], why[300];
+            JsonValue *req = json_parse(body, (size_t)got, err, sizeof err);
+            free(body);
+            if (!req) return reply_json_error(c, 400, "the body is not JSON");
+            int st = runs_start(w, req, id, sizeof id, why, sizeof why);
+            json_free(req);
+            if (st) return reply_json_error(c, st, why);
+            StrBuf b;
+            sb_init(&b);
+            sb_printf(&b, "{\"id\":");
+            sb_json_string(&b, id);
+            sb_printf(&b, ",\"url\":\"/runs/%s\"}", id);
+            reply(c, 201, "application/json", b.data, b.len, NULL);
+            sb_free(&b);
+            return 201;
+        }
+        if (strcmp(method, "GET") != 0) return reply_json_error(c, 405, "GET or POST");
+        StrBuf b;
+        sb_init(&b);
+        runs_list_json(w, &b);
+        reply(c, 200, "application/json", b.data, b.len, NULL);
+        sb_free(&b);
+        return 200;
+    }
+    if (strncmp(rest, "runs/", 5) != 0 || strcmp(method, "GET") != 0) return reply_json_error(c, 404, "no such API");
+    char id[256];
+    const char *slash = strchr(rest + 5, '/');
+    snprintf(id, sizeof id, "%.*s", (int)(slash ? slash - rest - 5 : (long)strlen(rest + 5)), rest + 5);
+    if (!safe_name(id)) return reply_json_error(c, 404, "no such run");
+    StrBuf b;
+    sb_init(&b);
+    int rc = -1;
+    if (!slash) rc = runs_info_json(w, id, &b);
+    else if (strcmp(slash, "/events") == 0) {
+        char kind[24] = "", *k = NULL;
+        if (qs && mg_get_var(qs, strlen(qs), "kind", kind, sizeof kind) > 0 && safe_name(kind)) k = kind;
+        rc = runs_events_json(w, id, query_long(qs, "from", 0), k, (int)query_long(qs, "rank", -1), &b);
+    } else if (strcmp(slash, "/stream") == 0) {
+        sb_free(&b);
+        char probe[16];
+        StrBuf tmp;
+        sb_init(&tmp);
+        int exists = runs_info_json(w, id, &tmp) == 0;
+        sb_free(&tmp);
+        (void)probe;
+        if (!exists) return reply_json_error(c, 404, "no such run");
+        long from = query_long(qs, "from", 0);
+        const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume
+        if (last && *last) from = strtol(last, NULL, 10) + 1;
+        runs_stream(w, c, id, from);
+        return 200;
+    }
+    if (rc != 0) {
+        sb_free(&b);
+        return reply_json_error(c, 404, "no such run");
+    }
+    reply(c, 200, "application/json", b.data, b.len, NULL);
+    sb_free(&b);
+    return 200;
+}
+
+int web_route(struct mg_connection *c, void *cbdata) {
+    Web *w = cbdata;
+    runs_reap();
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    const char *raw = ri->local_uri_raw ? ri->local_uri_raw : ri->local_uri;
+    if (!host_ok(w, c)) {
+        const char *body = "this server answers only to its own name (127.0.0.1, localhost)\n";
+        reply(c, 403, "text/plain; charset=utf-8", body, strlen(body), NULL);
+        return 403;
+    }
+    // "..", in any spelling the decoder left, never reaches a file name.
+    if (!raw || raw[0] != '/' || strstr(raw, "..") || strstr(ri->local_uri, "..") || strchr(raw, '\\')) return not_found(c);
+    const char *u = ri->local_uri, *m = ri->request_method;
+    if (strncmp(u, "/api/", 5) == 0) return api(w, c, m, u + 5, ri->query_string);
+    if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
+        reply(c, 405, "text/plain", "GET only\n", 9, "Allow: GET\r\n");
+        return 405;
+    }
+    if (strcmp(u, "/") == 0 || strcmp(u, "/index.html") == 0) return page_home(w, c);
+    if (strncmp(u, "/static/", 8) == 0) return send_static(w, c, u + 8);
+    if (strncmp(u, "/lexicon/", 9) == 0) return page_markdown(w, c, "lexicon", u + 9);
+    if (strncmp(u, "/lessons/", 9) == 0) return page_markdown(w, c, "lessons", u + 9);
+    if (strncmp(u, "/labs/", 6) == 0) return page_lab(w, c, u + 6);
+    if (strncmp(u, "/runs/", 6) == 0) return page_run(w, c, u + 6);
+    if (strcmp(u, "/lexicon") == 0 || strcmp(u, "/lessons") == 0 || strcmp(u, "/labs") == 0 || strcmp(u, "/runs") == 0) {
+        char loc[64];
+        snprintf(loc, sizeof loc, "Location: /#%s\r\n", u + 1);
+        reply(c, 302, "text/plain", "", 0, loc);
+        return 302;
+    }
+    return not_found(c);
+}
+
+// ---------------------------------------------------------------------------------------
+// Start and stop
+
+static const char *WEB_USAGE =
+    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR]\n"
+    "\n"
+    "The course in the browser: lessons, the lexicon, the labs, and runs live. Prints the URL to\n"
+    "open, with this server's token (starting a lab from the browser needs it).\n"
+    "  --host ADDR   the address to listen on (default 127.0.0.1: this machine only; anything\n"
+    "                else is reachable from the network, and the server says so)\n"
+    "  --port P      the port (default 8080; 0: any free one)\n"
+    "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
+    "Ctrl-C stops it.\n";
+
+// CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each.
+static int on_log(const struct mg_connection *c, const char *message) {
+    (void)c;
+    fprintf(stderr, "shardlab web: civetweb: %s\n", message);
+    return 1;
+}
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (the_web) the_web->stopping = 1;
+}
+
+// --port 0: a port the system says is free now (CivetWeb wants a number).
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+static void make_token(char *out) {
+    unsigned char r[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    ssize_t got = fd >= 0 ? read(fd, r, sizeof r) : -1;
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)sizeof r) die("the system has no /dev/urandom", "cannot make a token");
+    for (int i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", r[i]);
+}
+
+int web_main(int argc, char **argv, const char *root) {
+    static Web w;
+    snprintf(w.root, sizeof w.root, "%s", root);
+    snprintf(w.host, sizeof w.host, "127.0.0.1");
+    const char *runs = getenv("SHARDLAB_RUNS");
+    snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
+    w.port = 8080;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
+        if (!v) usage_error("shardlab web", "%s needs a value, or is not an option", a);
+        if (!strcmp(a, "--host")) {
+            if (strlen(v) >= sizeof w.host || strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz-:") != strlen(v))
+                usage_error("shardlab web", "--host: '%s' is not an address", v);
+            snprintf(w.host, sizeof w.host, "%s", v);
+        } else if (!strcmp(a, "--port")) {
+            char *end;
+            long p = strtol(v, &end, 10);
+            if (*end || end == v || p < 0 || p > 65535) usage_error("shardlab web", "--port must be 0 to 65535 (got '%s')", v);
+            w.port = (int)p;
+        } else if (!strcmp(a, "--runs")) {
+            snprintf(w.runs, sizeof w.runs, "%s", v);
+        } else {
+            usage_error("shardlab web", "unknown option '%s'", a);
+        }
+        i++;
+    }
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) die(NULL, "cannot find this program's path");
+    exe[k] = 0;
+    snprintf(w.launcher, sizeof w.launcher, "%s", exe);
+    char err[512], dir[4200];
+    snprintf(dir, sizeof dir, "%s/lexicon", root);
+    if (lexicon_load(&lexicon, dir, err, sizeof err) != 0) usage_error("shardlab web", "%s (set SHARDLAB_ROOT)", err);
+    make_token(w.token);
+    srand((unsigned)(getpid() ^ time(NULL)));  // run names' last 4 hex digits
+
+    if (w.port == 0 && (w.port = free_port()) == 0) die("check the network settings", "no free port on 127.0.0.1");
+    char ports[320];
+    snprintf(ports, sizeof ports, "%s:%d", w.host, w.port);
+    const char *options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms", "30000",
+                             "enable_keep_alive", "yes", NULL};
+    mg_init_library(0);
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.log_message = on_log;
+    struct mg_context *ctx = mg_start(&cb, &w, options);
+    if (!ctx) usage_error("shardlab web", "cannot listen on %s (in use? try --port 0)", ports);
+    mg_set_request_handler(ctx, "/", web_route, &w);
+    the_web = &w;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (strcmp(w.host, "127.0.0.1") != 0 && strcmp(w.host, "localhost") != 0)
+        fprintf(stderr, "shardlab web: warning: listening on %s, not 127.0.0.1: other machines can reach this server "
+                        "(starting labs still needs the token)\n", w.host);
+    printf("shardlab web: serving %s (lexicon: %d terms, %d lessons; runs: %s)\n", root, lexicon.n, lexicon.nlessons, w.runs);
+    printf("shardlab web: open http://%s:%d/?token=%s\n", strcmp(w.host, "0.0.0.0") == 0 ? "127.0.0.1" : w.host, w.port, w.token);
+    fflush(stdout);
+    while (!w.stopping) {
+        struct timespec ts = {0, 200000000L};
+        nanosleep(&ts, NULL);
+        runs_reap();
+    }
+    printf("shardlab web: stopping\n");
+    fflush(stdout);
+    mg_stop(ctx);  // every stream sees `stopping` within STREAM_IDLE_MS and returns
+    runs_free_all();
+    lexicon_free(&lexicon);
+    return 0;
+}

@@ -1,0 +1,84 @@
+// web.h — the web server: the course (lexicon, lessons), the labs and their runs, live, in the
+// browser. CivetWeb serves, md4c renders.
+//
+// Defines: Web, WEB_MAX_BODY, web_main(), web_route(), runs_list_json(), runs_info_json(),
+//          runs_events_json(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
+//          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form().
+//
+// What it serves (everything else is 404):
+//   /                           home: lessons in order, lexicon index with instant search, labs, recent runs
+//   /lexicon/<slug>             a term, rendered (wiki links become real links), its labs with a Run button
+//   /lessons/<slug>             a lesson, rendered
+//   /labs/<name>                a form to start the lab (N 1-8, steps, the lab's options)
+//   /runs/<id>                  the live dashboard of a run (web/static/run.js draws it)
+//   /static/<file>              web/static/, and /static/vendor/chart.min.js (Debian's libjs-chart.js)
+//   GET  /api/runs              recent runs
+//   GET  /api/runs/<id>         one run: meta.json, summary.json, status
+//   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
+//   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
+//   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
+//                               bounded options only, run through the launcher, never a shell
+//
+// Safety (a page on another website must not be able to start processes on a student's
+// machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
+// every request's Host must name this server (DNS rebinding); a POST must carry the server's
+// token (printed with the URL, as notebook servers do: opening that URL sets a SameSite=Strict
+// cookie, and pages echo the token to their own scripts) and, if the browser sent an Origin,
+// come from this server's origin. Files are served only from the server's own directories,
+// never through "..", encoded or not, nor through symbolic links that lead out.
+#ifndef SHARDLAB_WEB_H
+#define SHARDLAB_WEB_H
+
+#include <stddef.h>
+
+#include "json.h"
+
+#define WEB_MAX_BODY (64 * 1024)
+
+struct mg_connection;
+
+typedef struct {
+    char root[4096];       // the checkout: lexicon/, lessons/, web/static/
+    char runs[4096];       // the run directories
+    char launcher[4096];   // build/shardlab, to start labs with
+    char host[256];        // what we listen on
+    int port;
+    char token[33];
+    volatile int stopping; // set on SIGINT/SIGTERM: streams end, so mg_stop() returns
+} Web;
+
+// `shardlab web [--host H] [--port P] [--runs DIR]`; root: the checkout.
+int web_main(int argc, char **argv, const char *root);
+
+// ---- runs (web/runs.c) ------------------------------------------------------------------
+// id: a run directory's name under w->runs; callers check it is one (web_valid_run).
+void runs_list_json(Web *w, StrBuf *out);
+int runs_info_json(Web *w, const char *id, StrBuf *out);   // 0, or -1: no such run
+int runs_events_json(Web *w, const char *id, long from, const char *kind, int rank, StrBuf *out);
+// Writes the SSE stream to conn until the run ends, the client leaves, or the server stops.
+void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from);
+// Starts a lab from a JSON request; 0 with the run's id, or the HTTP status (400) with why.
+int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen);
+void runs_reap(void);
+void runs_free_all(void);
+
+// ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_FLAG, FIELD_CHOICE, FIELD_TEXT } FieldKind;
+typedef struct {
+    const char *name;      // the lab's option, without "--"
+    FieldKind kind;
+    double min, max;       // INT, REAL
+    const char *choices;   // CHOICE: "a|b|c"; TEXT: the characters allowed
+    const char *help;
+} LabField;
+typedef struct {
+    const char *lab, *about;
+    const LabField *fields;
+    int nfields;
+    int min_n;             // the fewest ranks it makes sense on
+} LabForm;
+extern const LabForm web_lab_forms[];
+extern const int web_nlab_forms;
+const LabForm *web_lab_form(const char *lab);
+
+#endif
