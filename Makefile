@@ -164,9 +164,9 @@ deps:
 	     echo "  apt-get update && apt-get install -y$$missing"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing
 
-# ncursesw is the one package the build itself needs (for build/shardlab): install it if missing.
+# What the build itself needs for build/shardlab (ncursesw, md4c, CivetWeb): installed if missing.
 deps-ncurses:
-	@pkg-config --exists ncursesw 2>/dev/null || $(MAKE) --no-print-directory deps
+	@(pkg-config --exists ncursesw md4c-html 2>/dev/null && test -f /usr/include/civetweb.h) || $(MAKE) --no-print-directory deps
 
 # ---- build ----------------------------------------------------------------------------
 $(BUILD)/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/core
@@ -193,10 +193,10 @@ $(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/web
+$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/web deps-ncurses
 	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/san/web
+$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/san/web deps-ncurses
 	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) -c $< -o $@
 
 $(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) labs/core/*.h tui/*.h web/*.h | $(BUILD)/labs
