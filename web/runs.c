@@ -307,10 +307,14 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
     JsonValue *mv = meta ? json_parse(meta, strlen(meta), err, sizeof err) : NULL;
     JsonValue *sv = summary ? json_parse(summary, strlen(summary), err, sizeof err) : NULL;
     const JsonValue *lab = json_get(mv, "lab"), *ref = json_get(json_get(mv, "config"), "ref");
+    // A run started a moment ago has no meta.json yet: its name starts with its lab.
+    char lab_name[64];
+    snprintf(lab_name, sizeof lab_name, "%s", lab && lab->type == JSON_STRING ? lab->string : id);
+    if (!(lab && lab->type == JSON_STRING)) lab_name[strcspn(lab_name, "-")] = 0;
     sb_printf(out, "{\"id\":");
     sb_json_string(out, id);
     sb_printf(out, ",\"lab\":");
-    sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
+    sb_json_string(out, lab_name);
     sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"meta\":%s,\"summary\":%s,\"ref\":", r->status,
               r->world, r->n, mv ? meta : "null", sv ? summary : "null");
     // A reference run is named by its directory; it is linked only if it is one of ours.

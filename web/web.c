@@ -32,7 +32,7 @@ static Lexicon lexicon;
 
 static void reply(struct mg_connection *c, int status, const char *type, const char *body, size_t n,
                   const char *extra_headers) {
-    const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 302 ? "Found"
+    const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
                        : status == 405 ? "Method Not Allowed" : status == 413 ? "Payload Too Large" : "Error";
     mg_printf(c,
@@ -265,13 +265,13 @@ static int page_home(Web *w, struct mg_connection *c) {
     sb_init(&b);
     page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"");
     sb_printf(&b, "<h1>shardlab</h1><p>Distributed training from scratch: read a lesson, run its lab, watch it live.</p>\n");
-    sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ol>");
+    sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ul class=\"lessons\">");  // (titles carry their numbers)
     for (int i = 0; i < lexicon.nlessons; i++) {
         sb_printf(&b, "<li><a href=\"/lessons/%s\">", lexicon.lessons[i].slug);
         html_escape(&b, lexicon.lessons[i].title);
         sb_printf(&b, "</a></li>");
     }
-    sb_printf(&b, "</ol></section>\n<section id=\"lexicon\"><h2>Lexicon</h2>"
+    sb_printf(&b, "</ul></section>\n<section id=\"lexicon\"><h2>Lexicon</h2>"
                   "<label for=\"lexicon-search\">Search the lexicon</label> "
                   "<input id=\"lexicon-search\" type=\"search\" placeholder=\"all-reduce, zero 3, bubble...\" autocomplete=\"off\">");
     for (int cat = 0; cat < LEXICON_NCATEGORIES; cat++) {
@@ -364,7 +364,7 @@ static int page_run(Web *w, struct mg_connection *c, const char *id) {
     char attrs[400];
     snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
     page_start(w, c, &b, id, attrs);
-    sb_printf(&b, "<h1>Run %s</h1><div id=\"dashboard\"><p>Loading…</p></div>\n", id);
+    sb_printf(&b, "<div id=\"dashboard\"><p>Loading run %s…</p></div>\n", id);
     page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
     int st = send_page(w, c, &b);
     sb_free(&b);
@@ -520,6 +520,10 @@ int web_route(struct mg_connection *c, void *cbdata) {
         return 405;
     }
     if (strcmp(u, "/") == 0 || strcmp(u, "/index.html") == 0) return page_home(w, c);
+    if (strcmp(u, "/favicon.ico") == 0) {  // none: say so without an error in the console
+        reply(c, 204, "image/x-icon", "", 0, NULL);
+        return 204;
+    }
     if (strncmp(u, "/static/", 8) == 0) return send_static(w, c, u + 8);
     if (strncmp(u, "/lexicon/", 9) == 0) return page_markdown(w, c, "lexicon", u + 9);
     if (strncmp(u, "/lessons/", 9) == 0) return page_markdown(w, c, "lessons", u + 9);

@@ -1,0 +1,469 @@
+// test_web.c — the web server over HTTP, as a browser or an attacker would talk to it.
+//
+// Usage: test_web ROOT SHARDLAB
+//   ROOT      the checkout (lexicon/, lessons/, web/static/)
+//   SHARDLAB  the sanitized build/san/shardlab: the server runs under ASan; the labs it starts
+//             are the sanitized ones next to it
+//
+// What it proves:
+//   1. every lexicon and lesson page answers 200 with its title, the home page links every
+//      term, every lab has a form; unknown slugs, labs and runs are 404;
+//   2. files come only from the server's own directories: "..", encoded or not, and a
+//      symbolic link out of web/static are 404;
+//   3. nothing acts without the token and from another site: a POST without the token, with a
+//      foreign Origin, or with a foreign Host is 403; bad labs and options are 400, and none
+//      of them starts anything;
+//   4. a lab started from the API runs; its events come through /events and as Server-Sent
+//      Events, every one, in the order of the logs, and a stream resumes after Last-Event-ID;
+//   5. clients that leave free their threads (more streams opened and dropped than the server
+//      has threads, and it still answers), and the server stops on SIGTERM with a stream open.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "test.h"
+#include "labtest.h"
+
+static const char *root, *shardlab;
+static char server_root[600], runs_dir[600];
+static int port;
+static char token[64];
+static pid_t server;
+
+// ---------------------------------------------------------------------------------------
+// A small HTTP client: one request per connection, the whole response back
+
+static int connect_server(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+typedef struct {
+    int status;
+    char *body, *all;
+} Resp;
+
+// raw: the request without its final blank line... given whole, e.g. "GET / HTTP/1.1\r\nHost: ...\r\n\r\n".
+static Resp request_raw(const char *raw, size_t n) {
+    Resp r = {0};
+    int fd = connect_server();
+    if (fd < 0) return r;
+    if (write(fd, raw, n) != (ssize_t)n) {
+        close(fd);
+        return r;
+    }
+    size_t cap = 1 << 16, len = 0;
+    r.all = malloc(cap);
+    for (ssize_t k; (k = read(fd, r.all + len, cap - len - 1)) > 0;) {
+        len += (size_t)k;
+        if (cap - len < 1024) r.all = realloc(r.all, cap *= 2);
+    }
+    close(fd);
+    r.all[len] = 0;
+    sscanf(r.all, "HTTP/1.%*d %d", &r.status);
+    char *b = strstr(r.all, "\r\n\r\n");
+    r.body = b ? b + 4 : r.all + len;
+    return r;
+}
+
+static Resp request(const char *method, const char *path, const char *headers, const char *body) {
+    char req[8192];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s", method, path, port,
+                     headers ? headers : "");
+    if (body) n += snprintf(req + n, sizeof req - (size_t)n, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                            strlen(body), body);
+    else n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
+    return request_raw(req, (size_t)n);
+}
+
+static void resp_free(Resp *r) { free(r->all); }
+
+static int get_status(const char *path) {
+    Resp r = request("GET", path, NULL, NULL);
+    int s = r.status;
+    resp_free(&r);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// The server
+
+static void start_server(void) {
+    char url_file[700], env_root[700], env_runs[700];
+    snprintf(url_file, sizeof url_file, "%s/server.out", tmp);
+    snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
+    snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs_dir);
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
+    char *env[] = {env_root, env_runs, "SHARDLAB_TIMEOUT_S=60", NULL};
+    server = spawn_env(argv, "server", env);
+    for (double t0 = now_s(); now_s() - t0 < 20 && !port; usleep(50000)) {
+        char *out = read_file(url_file, NULL);
+        const char *at = out ? strstr(out, "http://127.0.0.1:") : NULL;
+        if (at && strstr(at, "token=")) {
+            port = atoi(at + 17);
+            sscanf(strstr(at, "token=") + 6, "%63[0-9a-f]", token);
+        }
+        free(out);
+    }
+}
+
+// A copy of the course with a symbolic link out of web/static, for the server to serve.
+static void make_root(void) {
+    snprintf(server_root, sizeof server_root, "%s/root", tmp);
+    snprintf(runs_dir, sizeof runs_dir, "%s/runs", tmp);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/web' '%s/labs' '%s' && cp -r '%s/lexicon' '%s/lessons' '%s/' && cp -r '%s/web/static' '%s/web/' "
+             "&& mkdir -p '%s/labs/core' && ln -s /etc/passwd '%s/web/static/passwd-link'",
+             server_root, server_root, runs_dir, root, root, server_root, root, server_root, server_root, server_root);
+    if (system(cmd) != 0) printf("# setting up the root failed: %s\n", cmd);
+}
+
+// ---------------------------------------------------------------------------------------
+// 1-2. Pages and files
+
+static void check_pages(void) {
+    Resp home = request("GET", "/", NULL, NULL);
+    int pages = 0, bad = 0, linked = 0;
+    char dir[700];
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(dir, sizeof dir, "%s/%s", root, pass ? "lessons" : "lexicon");
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            size_t l = strlen(e->d_name);
+            if (l < 4 || strcmp(e->d_name + l - 3, ".md") != 0) continue;
+            char slug[128], path[256], mdpath[1024], title[256] = "", want[700];
+            snprintf(slug, sizeof slug, "%.*s", (int)(l - 3), e->d_name);
+            snprintf(path, sizeof path, "/%s/%s", pass ? "lessons" : "lexicon", slug);
+            snprintf(mdpath, sizeof mdpath, "%s/%s", dir, e->d_name);
+            char *md = read_file(mdpath, NULL);
+            if (md) sscanf(md, "# %255[^\n]", title);
+            free(md);
+            // the title as HTML would escape it
+            char esc[600] = "";
+            for (const char *p = title; *p; p++) {
+                const char *rep = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : NULL;
+                size_t k = strlen(esc);
+                if (rep) snprintf(esc + k, sizeof esc - k, "%s", rep);
+                else if (k + 1 < sizeof esc) esc[k] = *p, esc[k + 1] = 0;
+            }
+            snprintf(want, sizeof want, "<title>%s · shardlab</title>", esc);
+            Resp r = request("GET", path, NULL, NULL);
+            pages++;
+            if (r.status != 200 || !strstr(r.body, want) || strstr(r.body, "x-wikilink") || strstr(r.body, "[["))
+                bad++, printf("# %s: status %d, title or links wrong\n", path, r.status);
+            resp_free(&r);
+            char href[300];
+            snprintf(href, sizeof href, "href=\"%s\"", path);
+            if (home.body && strstr(home.body, href)) linked++;
+        }
+        if (d) closedir(d);
+    }
+    EXPECT(pages == 65 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
+           pages, bad);
+    EXPECT(home.status == 200 && linked == 65 && strstr(home.body, "id=\"lexicon-search\""),
+           "the home page links every term and lesson (%d of 65) and has the lexicon search", linked);
+    resp_free(&home);
+    const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
+    int forms = 0;
+    for (int i = 0; i < 9; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/labs/%s", labs[i]);
+        Resp r = request("GET", path, NULL, NULL);
+        forms += r.status == 200 && strstr(r.body, "id=\"lab-form\"") != NULL;
+        resp_free(&r);
+    }
+    EXPECT(forms == 9, "every lab has a form page (%d of 9)", forms);
+    EXPECT(get_status("/lexicon/no-such-term") == 404 && get_status("/lessons/99-nothing") == 404 &&
+           get_status("/labs/rm") == 404 && get_status("/runs/no-such-run") == 404 && get_status("/nowhere") == 404 &&
+           get_status("/api/runs/no-such-run") == 404,
+           "unknown term, lesson, lab, run and path: 404");
+    EXPECT(get_status("/static/app.css") == 200 && get_status("/static/vendor/chart.min.js") == 200,
+           "the stylesheet and Debian's Chart.js are served");
+
+    // Traversal, in the spellings a client can send (raw, so nothing normalizes it first).
+    const char *attempts[] = {
+        "/static/../../Makefile",        "/static/..%2f..%2fMakefile",      "/static/%2e%2e/%2e%2e/Makefile",
+        "/static/%2e%2e%2f%2e%2e%2fMakefile", "/lexicon/..%2f..%2fMakefile", "/lexicon/../Makefile",
+        "/static/vendor/../../../../etc/passwd", "/static/vendor/..%2f..%2f..%2f..%2fetc%2fpasswd",
+        "/static/passwd-link",           "/static//etc/passwd",             "/static/%00",
+        "/static/.%2e/web.h",            "/runs/..%2f..%2fetc",             "/static/..\\..\\Makefile",
+    };
+    int leaked = 0;
+    for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
+        Resp r = request("GET", attempts[i], NULL, NULL);
+        int bad_one = r.status != 404 && r.status != 400;
+        if (bad_one || (r.body && (strstr(r.body, "root:") || strstr(r.body, "CFLAGS"))))
+            leaked++, printf("# %s: status %d\n", attempts[i], r.status);
+        resp_free(&r);
+    }
+    EXPECT(leaked == 0, "path traversal (%zu spellings, and a symbolic link out of web/static): 404, nothing read",
+           sizeof attempts / sizeof attempts[0]);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Acting needs the token, this site, this host
+
+static int runs_count(void) {
+    int n = 0;
+    DIR *d = opendir(runs_dir);
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static void check_safety(void) {
+    char with_token[200], foreign[300], own[300];
+    snprintf(with_token, sizeof with_token, "X-Shardlab-Token: %s\r\n", token);
+    snprintf(foreign, sizeof foreign, "X-Shardlab-Token: %s\r\nOrigin: http://evil.example\r\n", token);
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    const char *good = "{\"lab\":\"ddp\",\"n\":2,\"steps\":3}";
+    int before = runs_count();
+    Resp r = request("POST", "/api/runs", NULL, good);
+    EXPECT(r.status == 403, "POST /api/runs without the token: 403 (%d)", r.status);
+    resp_free(&r);
+    r = request("POST", "/api/runs", "X-Shardlab-Token: 0123456789abcdef0123456789abcdef\r\n", good);
+    EXPECT(r.status == 403, "POST /api/runs with a wrong token: 403 (%d)", r.status);
+    resp_free(&r);
+    r = request("POST", "/api/runs", foreign, good);
+    EXPECT(r.status == 403, "POST /api/runs with the token but from another site's page (Origin): 403 (%d)", r.status);
+    resp_free(&r);
+    char req[1024];
+    int n = snprintf(req, sizeof req, "POST /api/runs HTTP/1.1\r\nHost: evil.example:%d\r\nConnection: close\r\n%s"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", port, with_token, strlen(good), good);
+    r = request_raw(req, (size_t)n);
+    EXPECT(r.status == 403, "a request naming another Host (DNS rebinding): 403 (%d)", r.status);
+    resp_free(&r);
+
+    const char *bad[] = {
+        "{\"lab\":\"rm -rf /\",\"n\":2,\"steps\":3}",
+        "{\"lab\":\"ddp\",\"n\":9,\"steps\":3}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":0}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bogus\":1}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"sync\":\"overlap; rm -rf /\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"batch\":99999}}",
+        "{\"lab\":\"ckpt\",\"n\":2,\"steps\":3,\"options\":{\"policy\":\"--run-dir\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"run-dir\":\"/tmp\"}}",
+        "not json",
+        "[1,2]",
+    };
+    int ok400 = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = request("POST", "/api/runs", own, bad[i]);
+        if (r.status == 400 && strstr(r.body, "\"error\"")) ok400++;
+        else printf("# %s: %d %s\n", bad[i], r.status, r.body ? r.body : "");
+        resp_free(&r);
+    }
+    EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]), "bad labs and options (%zu kinds): 400 with a reason", sizeof bad / sizeof bad[0]);
+    EXPECT(runs_count() == before, "none of the refused requests started anything (%d runs before, %d after)", before,
+           runs_count());
+}
+
+// ---------------------------------------------------------------------------------------
+// 4-5. A run started from the API, its events, its stream
+
+// Every line of every rank's log, counted; and rank 0's lines, for the order.
+static int log_lines(const char *dir, int world, char ***rank0) {
+    int total = 0;
+    for (int k = 0; k < world; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
+        char *s = read_file(path, NULL);
+        int n = 0;
+        for (char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+            if (*p != '\n' && *p) n++;
+        total += n;
+        if (k == 0 && rank0) {
+            *rank0 = calloc((size_t)n + 1, sizeof **rank0);
+            int i = 0;
+            for (char *p = s, *nl; p && *p && i < n; p = nl + 1, i++) {
+                nl = strchr(p, '\n');
+                if (!nl) break;
+                (*rank0)[i] = strndup(p, (size_t)(nl - p));
+            }
+        }
+        free(s);
+    }
+    return total;
+}
+
+// The stream from `from` (or after last_id), read until the end event or `max_s` seconds.
+static char *stream(const char *id, long from, long last_id, double max_s) {
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET /api/runs/%s/stream?from=%ld HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n", id,
+                     from, port);
+    if (last_id >= 0) n += snprintf(req + n, sizeof req - (size_t)n, "Last-Event-ID: %ld\r\n", last_id);
+    n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
+    int fd = connect_server();
+    if (fd < 0) return strdup("");
+    if (write(fd, req, (size_t)n) != n) return close(fd), strdup("");
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    struct timeval tv = {0, 200000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (double t0 = now_s(); now_s() - t0 < max_s;) {
+        ssize_t k = read(fd, buf + len, cap - len - 1);
+        if (k == 0) break;
+        if (k > 0) {
+            len += (size_t)k;
+            buf[len] = 0;
+            if (strstr(buf, "event: end")) break;
+            if (cap - len < 65536) buf = realloc(buf, cap *= 2);
+        }
+    }
+    close(fd);
+    buf[len] = 0;
+    return buf;
+}
+
+static void check_run(void) {
+    char own[300];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    Resp r = request("POST", "/api/runs", own, "{\"lab\":\"pp\",\"n\":2,\"steps\":6,\"options\":{\"schedule\":\"1f1b\",\"micro\":4}}");
+    char id[256] = "";
+    const char *at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", id);
+    EXPECT(r.status == 201 && id[0], "POST /api/runs with the token from our own page: 201 and the run's id (%d %s)", r.status,
+           r.body ? r.body : "");
+    resp_free(&r);
+    if (!id[0]) return;
+
+    // Live: the stream from the start, while the ranks write.
+    char *live = stream(id, 0, -1, 120);
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    char **rank0 = NULL;
+    int total = log_lines(dir, 2, &rank0);
+    int events = 0, in_order = 1, ids_ok = 1, r0 = 0;
+    long expect_id = 0;
+    for (char *p = live; (p = strstr(p, "\nid: ")); p++) {
+        long got = strtol(p + 5, NULL, 10);
+        ids_ok &= got == expect_id++;
+        char *data = strstr(p, "\ndata: ");
+        if (!data) break;
+        char *nl = strchr(data + 7, '\n');
+        events++;
+        if (strncmp(data + 7, "{\"ev\":", 6) == 0 && strstr(data, "\"rank\":0,") && strstr(data, "\"rank\":0,") < nl) {
+            in_order &= rank0 && rank0[r0] && strncmp(data + 7, rank0[r0], (size_t)(nl - data - 7)) == 0;
+            r0++;
+        }
+    }
+    EXPECT(events == total && total > 0 && ids_ok && in_order && strstr(live, "event: end"),
+           "SSE on a live run: every event (%d of %d in the logs), ids 0,1,2,..., rank 0's in its log's order, then "
+           "'end'", events, total);
+    free(live);
+    for (int i = 0; rank0 && rank0[i]; i++) free(rank0[i]);
+    free(rank0);
+
+    // Resumed: after Last-Event-ID k, the stream starts at k + 1.
+    char *resumed = stream(id, 0, 9, 20);
+    EXPECT(strncmp(strstr(resumed, "id: ") ? strstr(resumed, "id: ") : "", "id: 10\n", 7) == 0,
+           "SSE resumes after Last-Event-ID 9 at id 10");
+    free(resumed);
+    char path[400];
+    snprintf(path, sizeof path, "/api/runs/%s/events?from=5&kind=step&rank=0", id);
+    r = request("GET", path, NULL, NULL);
+    int steps = 0;
+    for (char *p = r.body; p && (p = strstr(p, "{\"ev\":\"step\",\"rank\":0")); p++) steps++;
+    EXPECT(r.status == 200 && steps == 6 && strstr(r.body, "\"done\":true"),
+           "GET events?from=5&kind=step&rank=0: rank 0's 6 step events, and done (%d)", steps);
+    resp_free(&r);
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    r = request("GET", path, NULL, NULL);
+    EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && strstr(r.body, "\"summary\":{"),
+           "GET /api/runs/<id>: status ok, with the summary");
+    resp_free(&r);
+
+    // Threads: a stream on a run that goes on holds a thread until its client leaves. More
+    // streams than the server has threads, each dropped after its first bytes: if a thread
+    // stayed behind per client, the server would stop answering.
+    char long_id[256] = "";
+    r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":100000}");
+    at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", long_id);
+    resp_free(&r);
+    int opened = 0;
+    for (int i = 0; i < 150 && long_id[0]; i++) {
+        int fd = connect_server();
+        if (fd < 0) continue;
+        char req[512];
+        int n = snprintf(req, sizeof req, "GET /api/runs/%s/stream?from=0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", long_id, port);
+        char first[64];
+        if (write(fd, req, (size_t)n) == n && read(fd, first, sizeof first) > 0) opened++;
+        close(fd);
+    }
+    usleep(500000);
+    EXPECT(opened == 150 && get_status("/") == 200, "150 streams opened and dropped (the server has 64 threads): it "
+           "still answers (%d opened)", opened);
+
+    // Stopping with a stream open: SIGTERM, and the server is gone within 3 s.
+    int fd = connect_server();
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET /api/runs/%s/stream?from=0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", long_id, port);
+    if (fd >= 0 && write(fd, req, (size_t)n) != n) printf("# write failed\n");
+    usleep(300000);
+    kill(server, SIGTERM);
+    int gone = 0, status = -1;
+    for (double t0 = now_s(); !gone && now_s() - t0 < 3; usleep(20000))
+        if (waitpid(server, &status, WNOHANG) == server) gone = 1;
+    EXPECT(gone && WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGTERM with a stream open: the server exits 0 within 3 s");
+    if (!gone) kill(server, SIGKILL), waitpid(server, NULL, 0);
+    server = 0;
+    if (fd >= 0) close(fd);
+    // The long run goes on without the server: stop it (its launcher runs in its own session).
+    char runs_pids[900];
+    snprintf(runs_pids, sizeof runs_pids, "%s/%s", runs_dir, long_id);
+    pid_t pids[16];
+    for (int round = 0; round < 20 && run_procs(runs_pids, -1, pids, 16) > 0; round++) {
+        int k = run_procs(runs_pids, -1, pids, 16);
+        for (int i = 0; i < k && i < 16; i++) kill(pids[i], SIGTERM);
+        usleep(100000);
+    }
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "pkill -TERM -f -- '--run-dir %s' 2>/dev/null", runs_pids);
+    if (system(cmd) < 0) printf("# pkill failed\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_web ROOT SHARDLAB\n");
+        return 2;
+    }
+    static char root_abs[4096], shardlab_abs[4096];
+    if (!realpath(argv[1], root_abs) || !realpath(argv[2], shardlab_abs)) return fprintf(stderr, "test_web: no such path\n"), 2;
+    root = root_abs, shardlab = shardlab_abs;
+    snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-web-XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    make_root();
+    start_server();
+    if (!EXPECT(port > 0 && token[0], "shardlab web --port 0 prints the URL with its port and token")) {
+        if (server) kill(server, SIGKILL);
+        return test_done();
+    }
+    check_pages();
+    check_safety();
+    check_run();
+    if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
+    char *err = captured("server", "err");
+    EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"),
+           "the server ran clean under ASan/UBSan: %s", one_line(err));
+    free(err);
+    if (test_failed == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
+    } else {
+        printf("# kept %s\n", tmp);
+    }
+    return test_done();
+}

@@ -1,0 +1,501 @@
+// charts.js — how a run's dashboard draws: the loss chart and the per-rank bar charts (with
+// Chart.js), the timeline (on a canvas of its own), and what they share: colours, hatch
+// patterns, text that stays legible on any fill, legends. run.js decides what to show and
+// loads this file; nothing here knows about the stream or the run's state.
+//
+// Readable without colour: lines differ by dash and marker, bar segments by hatching and by
+// their printed names, timeline bars by a letter. Under forced colours (high contrast) the
+// canvases, which the system does not recolour, are drawn in its two colours only, so those
+// cues are all that is left: the proof that they suffice.
+'use strict';
+
+window.ShardlabCharts = (function () {
+  const MiB = 1048576;
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v == null) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) e.append(k);
+    return e;
+  }
+  const fmt = (v, d) => (typeof v === 'number' && isFinite(v) ? v.toFixed(d) : '\u2013');
+  const fmtMiB = (b) => { const m = b / MiB; return m.toFixed(m >= 100 ? 0 : m >= 10 ? 1 : 2); };
+  const fmtMs = (ms) => ms.toFixed(ms >= 100 ? 0 : ms >= 10 ? 1 : 2);
+
+  // ================================================================ theme and patterns
+
+  // Colours come from app.css (light or dark), by name: a series says "compute" and gets
+  // --c-compute. Under forced colours every series is the system's text colour.
+  let th = null;
+  const patterns = new Map();
+
+  function theme() {
+    if (th) return th;
+    const cs = getComputedStyle(document.documentElement);
+    const v = (name) => cs.getPropertyValue(name).trim();
+    const forced = window.matchMedia('(forced-colors: active)').matches;
+    const t = { forced, fg: v('--fg'), bg: v('--panel'), muted: v('--muted'), grid: v('--c-grid'), hatch: v('--c-hatch'), c: {} };
+    for (const k of ['loss', 'ref', 'floor', 'compute', 'comm', 'other', 'params', 'grads', 'optim', 'acts',
+      'commbuf', 'host', 'fwd', 'bwd', 'recompute', 'optim-span', 'coll', 'send', 'recv']) t.c[k] = v('--c-' + k);
+    if (forced) {
+      // getComputedStyle resolves system colour keywords to the colours actually in use.
+      const probe = el('span', { style: 'color:CanvasText;background-color:Canvas;forced-color-adjust:none' });
+      document.body.append(probe);
+      const ps = getComputedStyle(probe);
+      t.fg = ps.color; t.bg = ps.backgroundColor; t.muted = t.fg; t.hatch = t.bg;
+      t.grid = t.fg.replace(/^rgb\((.*)\)$/, 'rgba($1, 0.3)');  // faint, so the data stays in front
+      probe.remove();
+      for (const k of Object.keys(t.c)) t.c[k] = t.fg;
+    }
+    const family = getComputedStyle(document.body).fontFamily || 'sans-serif';
+    t.font = '12px ' + family;
+    t.bold = 'bold 12px ' + family;
+    th = t;
+    return t;
+  }
+
+  // After a change of colour scheme: the next drawing reads the colours again.
+  function retheme() {
+    th = null;
+    patterns.clear();
+  }
+
+  // A fill for a bar: the series colour, hatched so that it reads in grey too. Under forced
+  // colours 'solid' is the text colour and the others are its lines on the background.
+  function fill(kind, colourName) {
+    const t = theme();
+    const colour = t.c[colourName] || colourName;
+    const base = t.forced ? (kind === 'solid' ? t.fg : t.bg) : colour;
+    const ink = t.forced ? t.fg : t.hatch;
+    const key = kind + '|' + base + '|' + ink;
+    if (patterns.has(key)) return patterns.get(key);
+    const s = 8, c = el('canvas', { width: s, height: s }), g = c.getContext('2d');
+    g.fillStyle = base; g.fillRect(0, 0, s, s);
+    g.strokeStyle = ink; g.fillStyle = ink; g.lineWidth = 1.4;
+    const line = (x0, y0, x1, y1) => { g.beginPath(); g.moveTo(x0, y0); g.lineTo(x1, y1); g.stroke(); };
+    // Three parallel strokes per tile, so the lines run on across tile edges.
+    const diag = () => { line(0, s, s, 0); line(-s, s, s, -s); line(0, 2 * s, 2 * s, 0); };
+    const back = () => { line(0, 0, s, s); line(-s, 0, s, 2 * s); line(0, -s, 2 * s, s); };
+    if (kind === 'diag') diag();
+    else if (kind === 'back') back();
+    else if (kind === 'cross') { diag(); back(); }
+    else if (kind === 'horiz') line(0, s / 2, s, s / 2);
+    else if (kind === 'vert') line(s / 2, 0, s / 2, s);
+    else if (kind === 'dots') { g.beginPath(); g.arc(2, 2, 1.3, 0, 7); g.arc(6, 6, 1.3, 0, 7); g.fill(); }
+    const p = g.createPattern(c, 'repeat');
+    patterns.set(key, p);
+    return p;
+  }
+
+  // Text with a halo of the background colour: legible on any fill, hatched or not.
+  function haloText(ctx, text, x, y, align, font) {
+    const t = theme();
+    ctx.save();
+    ctx.font = font || t.font;
+    ctx.textAlign = align || 'center';
+    ctx.textBaseline = 'middle';
+    ctx.lineJoin = 'round';
+    ctx.lineWidth = 3.5;
+    ctx.strokeStyle = t.bg;
+    ctx.strokeText(text, x, y);
+    ctx.fillStyle = t.fg;
+    ctx.fillText(text, x, y);
+    ctx.restore();
+  }
+
+  // A canvas sized for the screen's pixel density, drawn on in CSS pixels.
+  function hidpi(canvas, w, h) {
+    const r = window.devicePixelRatio || 1;
+    canvas.width = Math.round(w * r); canvas.height = Math.round(h * r);
+    canvas.style.width = w + 'px'; canvas.style.height = h + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(r, 0, 0, r, 0, 0);
+    return ctx;
+  }
+
+  function marker(g, style, x, y, r, colour) {
+    g.fillStyle = colour; g.beginPath();
+    if (style === 'triangle') { g.moveTo(x, y - r); g.lineTo(x + r, y + r * 0.8); g.lineTo(x - r, y + r * 0.8); g.closePath(); }
+    else g.arc(x, y, r * 0.85, 0, 7);
+    g.fill();
+  }
+
+  // Legends are HTML (text a screen reader reads, that wraps on a phone) with a drawn sample:
+  // a line with its dash and marker, or a patch of the bar's fill with its letter.
+  // items: [{label, line: true, colour, dash, point}] or [{label, pattern, colour, letter}].
+  function legend(items) {
+    const t = theme();
+    const ul = el('ul', { class: 'legend' });
+    for (const it of items) {
+      const sw = el('canvas', { 'aria-hidden': 'true' });
+      const g = hidpi(sw, 30, 16);
+      g.fillStyle = t.bg; g.fillRect(0, 0, 30, 16);
+      if (it.line) {
+        const colour = t.c[it.colour];
+        g.strokeStyle = colour; g.lineWidth = 2; g.setLineDash(it.dash || []);
+        g.beginPath(); g.moveTo(1, 8); g.lineTo(29, 8); g.stroke(); g.setLineDash([]);
+        if (it.point) marker(g, it.point, 15, 8, 4, colour);
+      } else {
+        g.fillStyle = fill(it.pattern, it.colour); g.fillRect(0, 0, 30, 16);
+        if (it.letter) haloText(g, it.letter, 15, 8, 'center', t.bold);
+      }
+      ul.append(el('li', null, sw, it.label));
+    }
+    return ul;
+  }
+
+  // Rebuilding a legend on every redraw would flicker and re-announce it: only on change.
+  function setLegend(holder, items) {
+    const key = JSON.stringify(items) + theme().fg;
+    if (holder.dataset.key === key) return;
+    holder.dataset.key = key;
+    holder.replaceChildren(legend(items));
+  }
+
+  // ================================================================ Chart.js charts
+
+  function baseOptions() {
+    return {
+      animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
+      plugins: { legend: { display: false } },
+    };
+  }
+
+  function setDefaults() {
+    const t = theme();
+    window.Chart.defaults.color = t.fg;
+    window.Chart.defaults.borderColor = t.grid;
+    window.Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
+  }
+
+  // The chart and everything added under it go into one <div>, so that destroy() can take
+  // them all away (a new colour scheme, or a new number of ranks, builds them again).
+  function chartBox(panel, height) {
+    const canvas = el('canvas', { role: 'img' });
+    const wrap = el('div', null, el('div', { class: 'chart-box', style: 'height:' + height + 'px' }, canvas));
+    panel.s.append(wrap);
+    return { canvas, wrap };
+  }
+
+  // (1) Loss: rank 0's curve, the reference run's and the floor. Markers every few points,
+  // so the lines differ even where they lie on each other.
+  const LOSS = { colour: 'loss', dash: [], point: 'circle' };
+  const REF = { colour: 'ref', dash: [2, 3], point: 'triangle' };
+  const FLOOR = { colour: 'floor', dash: [9, 5], point: null };
+
+  function LossChart(panel) {
+    setDefaults();
+    const t = theme();
+    const { canvas, wrap } = chartBox(panel, 300);
+    const every = (ctx) => Math.max(1, Math.ceil(ctx.dataset.data.length / 14));
+    // The reference is drawn over the loss (order 0): where the two curves agree, as the
+    // graders expect them to, the dotted line lies on the solid one and both stay visible;
+    // its markers sit half a period later, so that they do not hide under the loss's.
+    const ds = (s, label, order) => ({
+      label, data: [], order, borderColor: t.c[s.colour], backgroundColor: t.c[s.colour], borderWidth: 2,
+      borderDash: s.dash, pointStyle: s.point || 'circle', pointHoverRadius: 4,
+      pointRadius: s.point ? (ctx) => ((ctx.dataIndex + (s === REF ? Math.floor(every(ctx) / 2) : 0)) % every(ctx) === 0 ? 3.5 : 0) : 0,
+    });
+    const chart = new window.Chart(canvas, {
+      type: 'line',
+      data: { datasets: [ds(LOSS, 'loss', 1), ds(REF, 'reference', 0), ds(FLOOR, 'loss floor', 2)] },
+      options: Object.assign(baseOptions(), {
+        interaction: { mode: 'nearest', axis: 'x', intersect: false },
+        scales: {
+          x: { type: 'linear', min: 1, title: { display: true, text: 'step' }, ticks: { precision: 0 } },
+          y: { title: { display: true, text: 'loss (nats/token)' } },
+        },
+      }),
+    });
+    const leg = el('div');
+    wrap.append(leg);
+
+    // d: {loss: [{x, y}], ref: [{x, y}] or null, refName, refNote, floor (number or null), maxX}
+    function update(d) {
+      const ref = d.ref || [];
+      chart.options.scales.x.max = d.maxX;
+      chart.data.datasets[0].data = d.loss;
+      chart.data.datasets[1].data = ref;
+      chart.data.datasets[2].data = d.floor == null ? [] : [{ x: 1, y: d.floor }, { x: d.maxX, y: d.floor }];
+      chart.update('none');
+      const last = d.loss[d.loss.length - 1];
+      const items = [Object.assign({ line: true, label: 'loss, rank 0' + (last ? ' (now ' + fmt(last.y, 4) + ' at step ' + last.x + ')' : '') }, LOSS)];
+      if (d.refName) items.push(Object.assign({ line: true, label: 'reference run ' + d.refName + (d.refNote ? ' (' + d.refNote + ')' : '') }, REF));
+      items.push(Object.assign({ line: true, label: d.floor == null ? 'no loss floor (file data: its entropy is unknown)'
+        : 'loss floor, the data\u2019s entropy: ' + fmt(d.floor, 4) }, FLOOR));
+      setLegend(leg, items);
+      canvas.setAttribute('aria-label', 'Loss curve: ' + (last ? 'step ' + last.x + ', loss ' + fmt(last.y, 4) : 'no steps yet') +
+        (d.floor != null ? '; floor ' + fmt(d.floor, 4) : ''));
+    }
+    return { update, destroy: () => { chart.destroy(); wrap.remove(); } };
+  }
+
+  // (2), (3) Horizontal stacked bars, one bar per rank and a segment per part; a segment
+  // prints its name and value, or its letter and value, or its letter, whichever fits.
+  // unit: {name, fmt}; parts: [{key, label, short, letter, colour, pattern}].
+  function BarChart(panel, unit, world) {
+    setDefaults();
+    const t = theme();
+    const { canvas, wrap } = chartBox(panel, 56 + 44 * world);
+    let cur = { parts: [], marks: [], totals: [] };
+    const labels = {
+      id: 'shardlabBarLabels',
+      afterDatasetsDraw(chart) {
+        const ctx = chart.ctx, xs = chart.scales.x;
+        const metas = chart.data.datasets.map((_, i) => chart.getDatasetMeta(i));
+        metas.forEach((meta, i) => meta.data.forEach((bar, j) => {
+          const v = chart.data.datasets[i].data[j];
+          if (!v) return;
+          const { x, base, y } = bar.getProps(['x', 'base', 'y'], true);
+          const room = Math.abs(x - base) - 6, p = cur.parts[i], num = unit.fmt(v);
+          ctx.font = t.font;
+          const text = [p.short + ' ' + num, p.letter + ' ' + num, p.letter].find((s) => ctx.measureText(s).width <= room);
+          if (text) haloText(ctx, text, (x + base) / 2, y);
+        }));
+        if (!metas.length) return;
+        // Beyond the stack: the marks (the memory peak, a dashed tick) and the bar's total.
+        metas[0].data.forEach((bar0, j) => {
+          const { y, height } = bar0.getProps(['y', 'height'], true);
+          const end = metas.reduce((m, meta) => Math.max(m, meta.data[j] ? meta.data[j].getProps(['x'], true).x : 0), xs.left);
+          const marks = cur.marks[j] || [];
+          for (const mk of marks) {
+            const px = xs.getPixelForValue(mk.x);
+            ctx.save();
+            ctx.strokeStyle = t.fg; ctx.lineWidth = 2; ctx.setLineDash([4, 2]);
+            ctx.beginPath(); ctx.moveTo(px, y - height / 2 - 4); ctx.lineTo(px, y + height / 2 + 4); ctx.stroke();
+            ctx.restore();
+            haloText(ctx, mk.text, px + 4, y - height / 2 + 1, 'left');
+          }
+          if (cur.totals[j]) haloText(ctx, cur.totals[j], end + 4, y + (marks.length ? height / 4 : 0), 'left');
+        });
+      },
+    };
+    const chart = new window.Chart(canvas, {
+      type: 'bar',
+      data: { labels: [], datasets: [] },
+      options: Object.assign(baseOptions(), {
+        indexAxis: 'y',
+        parsing: true,
+        scales: {
+          x: { stacked: true, beginAtZero: true, grace: '16%', title: { display: true, text: unit.name } },
+          y: { stacked: true },
+        },
+        plugins: {
+          legend: { display: false },
+          tooltip: { callbacks: { label: (c) => c.dataset.label + ': ' + unit.fmt(c.raw) + ' ' + unit.name } },
+        },
+      }),
+      plugins: [labels],
+    });
+    const leg = el('div'), table = el('details', { class: 'data' });
+    wrap.append(leg, table);
+
+    // d: {parts, values: [rank][part] in the unit, steps: [rank], marks: [rank][{x, text}],
+    //     totals: [rank] text or null, title (for the canvas's description)}
+    function update(d) {
+      cur = d;
+      const ranks = d.values.map((_, r) => r);
+      chart.data.labels = ranks.map((r) => 'rank ' + r);
+      chart.data.datasets = d.parts.map((p, i) => ({
+        label: p.label, data: ranks.map((r) => d.values[r][i]),
+        backgroundColor: fill(p.pattern, p.colour), borderColor: t.fg, borderWidth: 1,
+        barPercentage: 0.85, categoryPercentage: 0.9,
+      }));
+      const peak = Math.max(0, ...d.marks.flat().map((m) => m.x));
+      chart.options.scales.x.suggestedMax = peak ? peak * 1.2 : undefined;  // room for the caption
+      chart.update('none');
+      // The legend shows each part's letter on its fill, as a narrow segment prints it.
+      setLegend(leg, d.parts.map((p) => ({ pattern: p.pattern, colour: p.colour, letter: p.letter, label: p.label })));
+      // The same numbers as a table, for screen readers and for copying.
+      const withMarks = d.marks.some((m) => m.length);
+      const head = el('tr', null, el('th', { text: 'rank' }), el('th', { text: 'step' }),
+        ...d.parts.map((p) => el('th', { class: 'num', text: p.short })), ...(withMarks ? [el('th', { class: 'num', text: 'peak' })] : []));
+      const rows = ranks.map((r) => el('tr', null, el('td', { text: String(r) }), el('td', { text: d.steps[r] == null ? '' : String(d.steps[r]) }),
+        ...d.values[r].map((v) => el('td', { class: 'num', text: unit.fmt(v) })),
+        ...(withMarks ? [el('td', { class: 'num', text: (d.marks[r] || []).map((m) => unit.fmt(m.x)).join(' ') })] : [])));
+      const open = table.open;
+      table.replaceChildren(el('summary', { text: 'the numbers, as a table (' + unit.name + ')' }),
+        el('table', { class: 'data' }, el('thead', null, head), el('tbody', null, ...rows)));
+      table.open = open;
+      canvas.setAttribute('aria-label', d.title + ': ' + ranks.map((r) => 'rank ' + r + ' ' +
+        d.parts.map((p, i) => p.short + ' ' + unit.fmt(d.values[r][i])).join(', ')).join('; ') + ' ' + unit.name);
+    }
+    return { update, world, destroy: () => { chart.destroy(); wrap.remove(); } };
+  }
+
+  // ================================================================ (4) the timeline
+
+  // Every span is a bar with a letter, so the chart reads in black and white. Compute and
+  // communication get a lane each per rank: with overlap they happen at the same time.
+  const KINDS = {
+    fwd: { letter: 'F', label: 'F forward', colour: 'fwd', pattern: 'solid', lane: 0 },
+    bwd: { letter: 'B', label: 'B backward', colour: 'bwd', pattern: 'back', lane: 0 },
+    recompute: { letter: 'R', label: 'R recompute (checkpointed forward)', colour: 'recompute', pattern: 'dots', lane: 0 },
+    optim: { letter: 'O', label: 'O optimizer step', colour: 'optim-span', pattern: 'cross', lane: 0 },
+    coll: { letter: 'C', label: 'C collective (all-reduce, reduce-scatter, all-gather, ...)', colour: 'coll', pattern: 'diag', lane: 1 },
+    send: { letter: 'S', label: 'S send', colour: 'send', pattern: 'horiz', lane: 1 },
+    recv: { letter: 'V', label: 'V receive', colour: 'recv', pattern: 'vert', lane: 1 },
+    io: { letter: 'K', label: 'K checkpoint save/load', colour: 'other', pattern: 'solid', lane: 1 },
+  };
+  // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
+  const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
+    : KINDS[name] && name !== 'coll' && name !== 'io' ? name : 'coll');
+
+  // Exact figures by interval arithmetic, as the terminal dashboard computes them: "busy" is
+  // the part of the step the rank spent on anything, "hidden" the part of its communication
+  // that ran while it computed.
+  function merged(iv) {
+    iv.sort((a, b) => a[0] - b[0]);
+    const out = [];
+    for (const x of iv) {
+      if (out.length && x[0] <= out[out.length - 1][1]) out[out.length - 1][1] = Math.max(out[out.length - 1][1], x[1]);
+      else out.push([x[0], x[1]]);
+    }
+    return out;
+  }
+  const length = (iv) => iv.reduce((s, x) => s + x[1] - x[0], 0);
+  function overlap(a, b) {
+    let s = 0;
+    for (let i = 0, j = 0; i < a.length && j < b.length;) {
+      const lo = Math.max(a[i][0], b[j][0]), hi = Math.min(a[i][1], b[j][1]);
+      if (hi > lo) s += hi - lo;
+      if (a[i][1] < b[j][1]) i++; else j++;
+    }
+    return s;
+  }
+
+  // panel: {s, h, n}; draw({step, rows}) with rows[r] the spans of rank r in that step.
+  function Timeline(panel) {
+    const canvas = el('canvas', { role: 'img' });
+    const tip = el('div', { class: 'gantt-tip', hidden: '' });
+    const box = el('div', { class: 'gantt-box' }, canvas, tip);
+    const leg = el('div'), note = el('p', { class: 'note' });
+    panel.s.append(box, leg, note);
+    let hits = [], t0 = 0, width = 0, last = null;
+
+    canvas.addEventListener('mousemove', (e) => {
+      const rect = canvas.getBoundingClientRect();
+      const x = e.clientX - rect.left, y = e.clientY - rect.top;
+      const h = hits.find((b) => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h);
+      if (!h) { tip.hidden = true; return; }
+      const s = h.span, a = (s.t0_us - t0) / 1000, b = (s.t1_us - t0) / 1000;
+      const lines = [s.name + ' \u00b7 rank ' + s.rank + (s.mb >= 0 ? ' \u00b7 micro-batch ' + s.mb : '') + (s.layer >= 0 ? ' \u00b7 layer ' + s.layer : ''),
+        fmt(a, 3) + ' \u2192 ' + fmt(b, 3) + ' ms (' + fmt(b - a, 3) + ' ms)'];
+      if (s.bytes) lines.push(s.bytes >= 1024 ? fmt(s.bytes / 1024, 1) + ' KiB' : s.bytes + ' bytes');
+      if (s.issued_us && s.t0_us > s.issued_us) lines.push('queued ' + fmt((s.t0_us - s.issued_us) / 1000, 3) + ' ms before it started');
+      tip.textContent = lines.join('\n');
+      tip.hidden = false;
+      tip.style.left = Math.max(0, Math.min(x + 12, box.clientWidth - tip.offsetWidth - 4)) + 'px';
+      tip.style.top = (y + 14) + 'px';
+    });
+    canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
+    // The canvas has a fixed pixel size: a new width (a turned phone, a resized window)
+    // draws it again.
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => { if (last && box.clientWidth !== width) draw(last); }).observe(box);
+    }
+
+    function draw(d) {
+      last = d;
+      const t = theme(), rows = d.rows, world = rows.length;
+      let a = Infinity, b = -Infinity;
+      for (const spans of rows) for (const s of spans) { a = Math.min(a, s.t0_us); b = Math.max(b, s.t1_us); }
+      if (d.step < 0 || !isFinite(a)) {
+        panel.h.textContent = 'Timeline';
+        panel.n.textContent = d.step < 0 ? 'waiting for a step that every rank has finished ...' : 'step ' + d.step + ' logged no spans';
+        box.hidden = true;
+        return;
+      }
+      box.hidden = false;
+      if (b <= a) b = a + 1;
+      t0 = a;
+      const ms = (b - a) / 1000;
+      panel.h.textContent = 'Timeline of step ' + d.step;
+      panel.n.textContent = fmt(ms, 2) + ' ms from the first span to the last, on every rank\u2019s clock. ' +
+        'Gaps are idle time: a pipeline bubble, or a rank waiting for a slower one.';
+
+      const W = box.clientWidth || 600;
+      width = W;
+      // On a phone the labels shrink ("r0", "cmp") so that the bars keep most of the width.
+      const narrow = W < 640;
+      const padL = narrow ? 62 : 128, padR = narrow ? 62 : 100, top = 26, laneH = 22, gap = 12, rowH = 2 * laneH + gap;
+      const H = top + world * rowH + 8;
+      const ctx = hidpi(canvas, W, H);
+      const pw = W - padL - padR, X = (us) => padL + ((us - a) / (b - a)) * pw;
+      ctx.fillStyle = t.bg; ctx.fillRect(0, 0, W, H);
+
+      // The time axis: ms from the step's first span, ticks at a round interval.
+      const raw = ms / Math.max(2, Math.floor(pw / 90));
+      const p10 = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p10;
+      const tick = (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p10;
+      const dec = Math.max(0, -Math.floor(Math.log10(tick)));
+      ctx.font = t.font; ctx.textBaseline = 'alphabetic'; ctx.textAlign = 'center';
+      for (let k = 0; k * tick <= ms + 1e-9; k++) {
+        const x = padL + ((k * tick) / ms) * pw;
+        ctx.strokeStyle = t.grid; ctx.lineWidth = 1;
+        ctx.beginPath(); ctx.moveTo(x, top - 4); ctx.lineTo(x, H - 8); ctx.stroke();
+        ctx.fillStyle = t.muted; ctx.fillText((k * tick).toFixed(dec), x, top - 8);
+      }
+      ctx.textAlign = 'left'; ctx.fillText('ms', padL + pw + 8, top - 8);
+
+      const mbs = new Set();
+      rows.forEach((sp) => sp.forEach((s) => { if (s.mb >= 0) mbs.add(s.mb); }));
+      const showMb = mbs.size > 1;  // micro-batch numbers matter in a pipeline or with accumulation
+      hits = [];
+      const said = [];
+      rows.forEach((spans, r) => {
+        const y = top + r * rowH;
+        haloText(ctx, (narrow ? 'r' : 'rank ') + r, 2, y + laneH / 2, 'left', t.bold);
+        ctx.fillStyle = t.muted; ctx.font = t.font; ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
+        ctx.fillText(narrow ? 'cmp' : 'compute', padL - 6, y + laneH / 2);
+        ctx.fillText('comm', padL - 6, y + laneH * 1.5);
+        ctx.strokeStyle = t.fg; ctx.lineWidth = 1;
+        ctx.strokeRect(padL - 0.5, y - 0.5, pw + 1, 2 * laneH + 1);
+        const comp = [], comm = [];
+        for (const s of spans) {
+          const k = KINDS[kindOf(s.name)];
+          (k.lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
+          const x0 = X(s.t0_us), w = Math.max(1, X(s.t1_us) - x0), yy = y + k.lane * laneH + 2, hh = laneH - 4;
+          ctx.fillStyle = fill(k.pattern, k.colour);
+          ctx.fillRect(x0, yy, w, hh);
+          // An outline keeps neighbours of one kind (layer after layer) apart.
+          if (w >= 3) { ctx.strokeStyle = t.fg; ctx.lineWidth = 1; ctx.strokeRect(x0 + 0.5, yy + 0.5, w - 1, hh - 1); }
+          ctx.font = t.bold;
+          const txt = [showMb && s.mb >= 0 ? k.letter + s.mb : null, k.letter].find((x) => x && ctx.measureText(x).width + 4 <= w);
+          if (txt) haloText(ctx, txt, x0 + w / 2, yy + hh / 2, 'center', t.bold);
+          hits.push({ x: x0, y: yy, w, h: hh, span: s });
+        }
+        if (!spans.length) {
+          ctx.fillStyle = t.muted; ctx.font = t.font; ctx.textAlign = 'left';
+          ctx.fillText('(no spans for this step yet)', padL + 6, y + laneH);
+        }
+        const mc = merged(comp), mm = merged(comm);
+        const busy = length(merged(comp.concat(comm))) / (b - a), hidden = mm.length ? overlap(mc, mm) / length(mm) : -1;
+        ctx.font = t.font; ctx.fillStyle = t.fg; ctx.textAlign = 'left'; ctx.textBaseline = 'middle';
+        ctx.fillText((narrow ? '' : 'busy ') + Math.round(100 * busy) + '%', padL + pw + 8, y + laneH / 2);
+        if (hidden >= 0) ctx.fillText(Math.round(100 * hidden) + (narrow ? '% hid' : '% hidden'), padL + pw + 8, y + laneH * 1.5);
+        said.push('rank ' + r + ' busy ' + Math.round(100 * busy) + '%' +
+          (hidden >= 0 ? ', ' + Math.round(100 * hidden) + '% of its communication hidden' : ''));
+      });
+      canvas.setAttribute('aria-label', 'Timeline of step ' + d.step + ', ' + fmt(ms, 2) + ' ms: ' + said.join('; '));
+
+      // The legend lists the kinds this step has, in the table's order.
+      const present = new Set();
+      rows.forEach((sp) => sp.forEach((s) => present.add(kindOf(s.name))));
+      setLegend(leg, Object.keys(KINDS).filter((k) => present.has(k))
+        .map((k) => ({ pattern: KINDS[k].pattern, colour: KINDS[k].colour, letter: KINDS[k].letter, label: KINDS[k].label })));
+      const text = (narrow ? 'The right column: busy, and hidden. ' : '') +
+        'busy: the part of the step the rank worked; hidden: the part of its communication that overlapped its compute' +
+        (showMb ? '; the number after a letter is the micro-batch' : '') + '. Hover a bar for its details.';
+      if (note.textContent !== text) note.textContent = text;
+    }
+    return { draw, redraw: () => { if (last) draw(last); } };
+  }
+
+  return { MiB, fmtMiB, fmtMs, theme, retheme, LossChart, BarChart, Timeline };
+})();
