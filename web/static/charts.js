@@ -12,17 +12,8 @@
 window.ShardlabCharts = (function () {
   const MiB = 1048576;
 
-  function el(tag, attrs, ...kids) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v == null) continue;
-      if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
-      else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k);
-    return e;
-  }
+  // run.js loads this file, and lends it its DOM helper (one copy of it).
+  const el = window.ShardlabDom.el;
   const fmt = (v, d) => (typeof v === 'number' && isFinite(v) ? v.toFixed(d) : '\u2013');
   const fmtMiB = (b) => { const m = b / MiB; return m.toFixed(m >= 100 ? 0 : m >= 10 ? 1 : 2); };
   const fmtMs = (ms) => ms.toFixed(ms >= 100 ? 0 : ms >= 10 ? 1 : 2);

@@ -34,6 +34,8 @@
     for (const k of kids) e.append(k);
     return e;
   }
+  window.ShardlabDom = { el };  // charts.js draws with the same helper
+
   const fmtMiB = (b) => { const m = b / MiB; return m.toFixed(m >= 100 ? 0 : m >= 10 ? 1 : 2); };
   const fmtMs = (ms) => ms.toFixed(ms >= 100 ? 0 : ms >= 10 ? 1 : 2);
   const plural = (n, w) => n + ' ' + w + (n === 1 ? '' : 's');
