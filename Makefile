@@ -111,7 +111,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -163,6 +163,14 @@ deps:
 	else echo "deps: not root and no sudo; run as root:"; \
 	     echo "  apt-get update && apt-get install -y$$missing"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing
+
+# The browser test (tests/browser): Debian's Chromium, Node.js and npm if missing, then
+# playwright-core from npm at the version package-lock.json pins.
+deps-browser:
+	@pkgs=""; [ -x /usr/bin/chromium ] || pkgs="$$pkgs chromium"; \
+	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs nodejs npm"; \
+	if [ -n "$$pkgs" ]; then $(MAKE) --no-print-directory deps DEB_PACKAGES="$$pkgs"; fi
+	@[ -d tests/browser/node_modules/playwright-core ] || npm ci --prefix tests/browser --no-audit --no-fund
 
 # What the build itself needs for build/shardlab (ncursesw, md4c, CivetWeb): installed if missing.
 deps-ncurses:
@@ -301,7 +309,7 @@ gpu-check:
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
 GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops)
-test: deps all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS)
+test: deps deps-browser all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:

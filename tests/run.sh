@@ -55,5 +55,9 @@ done
 # usable GPU it reports one skip (so CI proves it compiles and links, a GPU machine runs it).
 if [ -x "$BUILD/gpu/test_cuda_ops" ]; then run test_cuda_ops "$BUILD/gpu/test_cuda_ops"; fi
 
+# The course in a real browser (headless Chromium through playwright-core; make deps-browser
+# installs them): it starts the optimized server and a lab, and prints ok / not ok lines.
+run test_browser node tests/browser/e2e.js "$BUILD/shardlab" "$BUILD/browser"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -108,6 +108,9 @@
         if (ev.world) S.world = Math.max(S.world, ev.world);
         if (ev.device) S.device = ev.device;
         if (ev.backend) S.backend = ev.backend;
+        // The start event carries the config too: the step count is known from it even when
+        // the page opened before the run had written meta.json.
+        if (ev.config && ev.config.steps > S.stepsTotal) S.stepsTotal = ev.config.steps;
         break;
       case 'step':
         if (!S.last[r] || ev.step >= S.last[r].step) S.last[r] = ev;

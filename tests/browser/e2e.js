@@ -1,0 +1,95 @@
+// e2e.js — the course in a real browser, as a student uses it: headless Chromium (Debian's
+// package) driven by playwright-core, against `shardlab web` started here.
+//
+// Usage: node tests/browser/e2e.js SHARDLAB OUT_DIR
+//   SHARDLAB  build/shardlab;  OUT_DIR  where the screenshots go (build/browser)
+//
+// Prints "ok - ..." / "not ok - ..." lines, which tests/run.sh counts. What it proves: the home
+// page's lexicon search filters as one types and Enter opens the term; the term page's Run
+// button leads to its lab's form; the form starts a 2-rank run (with the token the server
+// printed) and the browser lands on its dashboard; the dashboard follows the live run (the
+// step counter moves, the loss chart and the memory bars are drawn) and shows the summary at
+// the end; no page logs an error. The screenshots are for a person to look at.
+'use strict';
+const { spawn } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const [shardlab, outDir] = process.argv.slice(2);
+let failed = 0;
+function check(ok, what) {
+  console.log((ok ? 'ok - ' : 'not ok - ') + 'browser: ' + what);
+  if (!ok) failed++;
+}
+
+async function main() {
+  fs.mkdirSync(outDir, { recursive: true });
+  const runs = fs.mkdtempSync(path.join(os.tmpdir(), 'shardlab-browser-'));
+  const server = spawn(shardlab, ['web', '--port', '0', '--runs', runs], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    let text = '';
+    const t = setTimeout(() => reject(new Error('no URL from shardlab web within 20 s')), 20000);
+    server.stdout.on('data', (d) => {
+      text += d;
+      const m = text.match(/open (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/);
+      if (m) { clearTimeout(t); resolve(m[1]); }
+    });
+  });
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const errors = [];
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', (e) => errors.push(String(e)));
+
+    // Home: the lexicon search narrows the list as one types.
+    await page.goto(url);
+    const all = await page.locator('#lexicon li[data-search]:visible').count();
+    await page.fill('#lexicon-search', 'zero stage 2');
+    await page.waitForTimeout(300);
+    const shown = await page.locator('#lexicon li[data-search]:visible').count();
+    check(all === 49 && shown === 1, `the lexicon search narrows 49 terms to 1 for "zero stage 2" (${all} -> ${shown})`);
+    await page.screenshot({ path: path.join(outDir, 'home-search.png') });
+
+    // Enter opens the term; its Run button leads to the lab's form.
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/lexicon\/zero-stage-2$/);
+    check((await page.title()).startsWith('ZeRO stage 2'), 'Enter opens the term page');
+    await page.click('a.button[href="/labs/zero"]');
+    await page.waitForSelector('#lab-form');
+    check(/\/labs\/zero$/.test(page.url()), "the term's Run button opens the zero lab's form");
+
+    // The form starts a 2-rank run and the browser follows it.
+    await page.fill('input[name=n]', '2');
+    await page.fill('input[name=steps]', '600');  // long enough to watch it move
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    check(true, 'the form starts the run and opens its dashboard');
+    const status = page.locator('#dashboard');
+    await page.waitForFunction(() => /step [1-9]\d* of 600/.test(document.querySelector('#dashboard').textContent), null, { timeout: 30000 });
+    const stepOf = async () => Number(((await status.textContent()).match(/step (\d+) of 600/) || [0, 0])[1]);
+    const first = await stepOf();
+    await page.screenshot({ path: path.join(outDir, 'run-live.png'), fullPage: true });
+    await page.waitForFunction((n) => {
+      const m = document.querySelector('#dashboard').textContent.match(/step (\d+) of 600/);
+      return m && Number(m[1]) > n;
+    }, first, { timeout: 30000 });
+    check(await stepOf() > first, `the dashboard follows the live run (step ${first}, then ${await stepOf()})`);
+    const canvases = await page.locator('#dashboard canvas').count();
+    check(canvases >= 3, `the loss chart, the step-time and memory bars and the timeline are drawn (${canvases} canvases)`);
+
+    // The end: the summary.
+    await page.waitForFunction(() => /final_loss/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });
+    await page.screenshot({ path: path.join(outDir, 'run-end.png'), fullPage: true });
+    check(await page.locator('#run-status .st-ok').count() === 1, 'at the end: status ok, and the summary');
+    check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
+  } finally {
+    await browser.close();
+    server.kill('SIGTERM');
+    fs.rmSync(runs, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => { check(false, String(e).split('\n')[0]); }).finally(() => process.exit(failed ? 1 : 0));
