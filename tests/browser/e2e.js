@@ -87,7 +87,11 @@ async function main() {
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();
+    const exited = new Promise((resolve) => server.on('exit', (code) => resolve(code)));
     server.kill('SIGTERM');
+    const code = await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 5000))]);
+    check(code === 0, 'the server stops on SIGTERM within 5 s, exit 0 (' + code + ')');
+    if (code !== 0) server.kill('SIGKILL');
     fs.rmSync(runs, { recursive: true, force: true });
   }
 }
