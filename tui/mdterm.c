@@ -153,7 +153,7 @@ static void emit(R *r, const char *s, size_t n) {
 
 static void attr(char *out, size_t max, const MD_ATTRIBUTE *a) {
     size_t n = a->size < max - 1 ? a->size : max - 1;
-    memcpy(out, a->text, n);
+    if (n) memcpy(out, a->text, n);  // (an empty attribute, [text](), has no text at all)
     out[n] = 0;
 }
 

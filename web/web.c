@@ -180,9 +180,10 @@ static void render_md(StrBuf *b, const char *md, size_t n) {
         sb_append(b, p, (size_t)(at - p));
         const char *t = at + strlen(open), *q = strchr(t, '"'), *gt = q ? strchr(q, '>') : NULL,
                    *end = gt ? strstr(gt, close) : NULL;
-        if (!end) {
-            p = at;
-            break;
+        if (!end || !q) {  // not one md4c wrote (raw HTML in the text): shown as text
+            sb_printf(b, "&lt;");
+            p = at + 1;
+            continue;
         }
         char target[128];
         snprintf(target, sizeof target, "%.*s", (int)(q - t), t);
