@@ -460,6 +460,47 @@ static void check_run(void) {
            "GET /api/runs/<id>: status ok, with the summary");
     resp_free(&r);
 
+    // 50 clients on one live run, joining at different moments: each gets every event, in order.
+    char many_id[256] = "";
+    r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":40}");
+    at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", many_id);
+    resp_free(&r);
+    enum { CLIENTS = 50 };
+    pid_t kids[CLIENTS];
+    for (int i = 0; i < CLIENTS && many_id[0]; i++) {
+        fflush(stdout);
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            usleep((useconds_t)(i % 10) * 30000);  // some join late: they catch up from index 0
+            char *text = stream(many_id, 0, -1, 120);
+            long count = 0, expect = 0;
+            int ordered = 1;
+            for (char *p = text; (p = strstr(p, "\nid: ")); p++, count++) ordered &= strtol(p + 5, NULL, 10) == expect++;
+            char out_path[900];
+            snprintf(out_path, sizeof out_path, "%s/client-%d", tmp, i);
+            FILE *f = fopen(out_path, "w");
+            if (f) fprintf(f, "%ld %d %d\n", count, ordered, strstr(text, "event: end") != NULL), fclose(f);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < CLIENTS && many_id[0]; i++) waitpid(kids[i], NULL, 0);
+    char many_dir[900];
+    snprintf(many_dir, sizeof many_dir, "%s/%s", runs_dir, many_id);
+    int want = log_lines(many_dir, 2, NULL), complete = 0;
+    for (int i = 0; i < CLIENTS && many_id[0]; i++) {
+        char in_path[900];
+        snprintf(in_path, sizeof in_path, "%s/client-%d", tmp, i);
+        char *t = read_file(in_path, NULL);
+        long count = 0;
+        int ordered = 0, ended = 0;
+        if (t) sscanf(t, "%ld %d %d", &count, &ordered, &ended);
+        complete += count == want && ordered && ended;
+        free(t);
+    }
+    EXPECT(complete == CLIENTS && want > 0, "50 SSE clients on one live run, joining at different moments: each got all %d "
+           "events in order and the end (%d of 50)", want, complete);
+
     // Threads: a stream on a run that goes on holds a thread until its client leaves. More
     // streams than the server has threads, each dropped after its first bytes: if a thread
     // stayed behind per client, the server would stop answering.
