@@ -111,7 +111,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui gpu-check clean cuda-status
+.PHONY: all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -142,6 +142,7 @@ help:
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-zero       ZeRO stages 0-3 and FSDP vs DDP, N=2 and 4: step time ratio and peak memory"
 	@echo "  make bench-parallel   TP and each pipeline schedule vs single, N=2 and 4: step time ratio, bubble"
+	@echo "  make bench-web        shardlab web vs nginx on the same rendered page (wrk): requests/s and the ratio"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
@@ -291,6 +292,10 @@ bench-zero: $(BUILD)/labs/ddp $(BUILD)/labs/zero $(BUILD)/labs/fsdp
 # TP (and --sp) and each pipeline schedule against single, N=2 and 4: step time ratio, bubble.
 bench-parallel: $(BUILD)/labs/single $(BUILD)/labs/tp $(BUILD)/labs/pp
 	BUILD=$(BUILD) sh tests/bench/bench_parallel.sh $(or $(STEPS),40) $(ARGS)
+
+# shardlab web against nginx serving the same rendered page (wrk): requests/s side by side.
+bench-web: $(SHARDLAB)
+	BUILD=$(BUILD) sh tests/bench/bench_web.sh $(or $(SECS),10)
 
 # The same run with and without the dashboard watching: step time side by side, and the ratio.
 bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)

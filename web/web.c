@@ -30,17 +30,23 @@ static Lexicon lexicon;
 // ---------------------------------------------------------------------------------------
 // Replies
 
+// Headers and body in one write: two small writes on a kept-alive connection meet Nagle's
+// algorithm and the client's delayed ACK, and every reply would wait ~40 ms for nothing.
 static void reply(struct mg_connection *c, int status, const char *type, const char *body, size_t n,
                   const char *extra_headers) {
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
                        : status == 405 ? "Method Not Allowed" : status == 413 ? "Payload Too Large" : "Error";
-    mg_printf(c,
+    StrBuf r;
+    sb_init(&r);
+    sb_printf(&r,
               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Content-Type-Options: nosniff\r\n"
               "Content-Security-Policy: default-src 'self'; style-src 'self' 'unsafe-inline'\r\n"
               "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n%s\r\n",
               status, reason, type, n, extra_headers ? extra_headers : "");
-    mg_write(c, body, n);
+    sb_append(&r, body, n);
+    mg_write(c, r.data, r.len);
+    sb_free(&r);
 }
 
 static int reply_json_error(struct mg_connection *c, int status, const char *why) {
@@ -411,9 +417,7 @@ static int send_static(Web *w, struct mg_connection *c, const char *rel) {
     size_t n;
     char *data = read_text(real, &n);
     if (!data) return not_found(c);
-    mg_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %zu\r\nX-Content-Type-Options: nosniff\r\n"
-                 "Cache-Control: max-age=60\r\n\r\n", mime(real), n);
-    mg_write(c, data, n);
+    reply(c, 200, mime(real), data, n, NULL);
     free(data);
     return 200;
 }
