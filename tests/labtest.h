@@ -3,7 +3,7 @@
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
 //          load_json_file(), write_text(), count_lines(), run_procs(), procs_left(), now_s(),
-//          run_ranks().
+//          run_ranks(), tmp_finish().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
 // stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
@@ -262,6 +262,17 @@ static inline int run_ranks(const char *bin, int n, const char *tag, const char 
         if (s > worst) worst = s;
     }
     return worst;
+}
+
+// At the end of a test: tmp removed if nothing failed, else kept (and named) as evidence.
+static inline void tmp_finish(int failed) {
+    if (failed) {
+        printf("# kept %s\n", tmp);
+        return;
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
 }
 
 #endif

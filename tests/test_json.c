@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // Parse a NUL-terminated document (the common case in these tests).
 static JsonValue *parse(const char *text, char *err, size_t errlen) {
@@ -231,7 +232,33 @@ static void test_string_builder(void) {
     EXPECT(sb.data == NULL && sb.len == 0, "sb_free leaves an empty buffer");
 }
 
+// sb_read_file: a file's bytes appended, at most max of them, and what it says when it stops.
+static void test_read_file(void) {
+    char path[] = "/tmp/shardlab-test-json-XXXXXX";
+    int fd = mkstemp(path);
+    const char text[] = "0123456789abcdefghij";  // 20 bytes
+    int wrote = fd >= 0 && write(fd, text, 20) == 20;
+    if (fd >= 0) close(fd);
+    StrBuf sb;
+    sb_init(&sb);
+    sb_append(&sb, ">", 1);
+    int rc = sb_read_file(&sb, path, 100);
+    EXPECT(wrote && rc == 0 && sb.len == 21 && strcmp(sb.data, ">0123456789abcdefghij") == 0,
+           "sb_read_file appends the whole file (rc %d, '%s')", rc, sb.data);
+    sb_reset(&sb);
+    rc = sb_read_file(&sb, path, 8);
+    EXPECT(rc == 1 && sb.len == 8 && strcmp(sb.data, "01234567") == 0,
+           "sb_read_file stops at max bytes and says there was more (rc %d, '%s')", rc, sb.data);
+    sb_reset(&sb);
+    rc = sb_read_file(&sb, path, 20);
+    EXPECT(rc == 0 && sb.len == 20, "sb_read_file at exactly max bytes: all of it, nothing more (rc %d)", rc);
+    unlink(path);
+    EXPECT(sb_read_file(&sb, path, 100) == -1, "sb_read_file on a missing file: -1");
+    sb_free(&sb);
+}
+
 int main(void) {
+    test_read_file();
     test_scalars();
     test_escapes();
     test_containers();

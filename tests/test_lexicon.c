@@ -799,12 +799,6 @@ int main(int argc, char **argv) {
     check_rendering();
     run_commands();
 
-    if (test_failed == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
-    } else {
-        printf("# kept %s\n", tmp);
-    }
+    tmp_finish(test_failed);
     return test_done();
 }

@@ -576,12 +576,6 @@ int main(int argc, char **argv) {
     EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"),
            "the server ran clean under ASan/UBSan: %s", one_line(err));
     free(err);
-    if (test_failed == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
-    } else {
-        printf("# kept %s\n", tmp);
-    }
+    tmp_finish(test_failed);
     return test_done();
 }

@@ -286,14 +286,10 @@ int lexicon_main(int argc, char **argv, const char *root) {
     const LexTerm *t = &lx.t[found[0]];
     char path[4400];
     snprintf(path, sizeof path, "%s/%s.md", dir, t->slug);
-    size_t len = 0;
-    FILE *f = fopen(path, "rb");
     StrBuf md, out;
     sb_init(&md);
     sb_init(&out);
-    char buf[8192];
-    while (f && (len = fread(buf, 1, sizeof buf, f)) > 0) sb_append(&md, buf, len);
-    if (f) fclose(f);
+    sb_read_file(&md, path, (size_t)1 << 20);
     char q[96], s[96];
     norm(term, q, sizeof q);
     norm(t->slug, s, sizeof s);

@@ -229,10 +229,7 @@ static void open_lexicon(Tui *t, int64_t now_us) {
         // the pager; the pager reads its keys from the terminal.
         StrBuf md, text;
         sb_init(&md), sb_init(&text);
-        FILE *f = fopen(path, "rb");
-        char buf[8192];
-        for (size_t n; f && (n = fread(buf, 1, sizeof buf, f)) > 0;) sb_append(&md, buf, n);
-        if (f) fclose(f);
+        sb_read_file(&md, path, (size_t)1 << 20);
         Lexicon lx;
         char dir[PATH_MAX + 16], err[256];
         snprintf(dir, sizeof dir, "%s/lexicon", t->root);

@@ -35,6 +35,7 @@
 typedef struct {
     char id[256], dir[4400];
     int world;                      // rank files looked for
+    int world_known;                // world came from meta.json: no need to read it again
     off_t offset[MAX_RUN_RANKS];
     StrBuf partial[MAX_RUN_RANKS];  // a line without its newline yet
     int ended[MAX_RUN_RANKS];
@@ -49,17 +50,15 @@ static Run *cache[MAX_CACHED_RUNS];
 static int ncached;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
+// meta.json, summary.json: the first max bytes, or NULL; free() it.
 static char *read_small(const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc_check(max + 1);
-    size_t n = fread(buf, 1, max, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
+    StrBuf b;
+    sb_init(&b);
+    return sb_read_file(&b, path, max) < 0 ? NULL : b.data;
 }
 
-static int world_of(const char *dir) {
+// The run's world size: meta.json's (*from_meta = 1), else the rank files there are so far.
+static int world_of(const char *dir, int *from_meta) {
     char path[4600];
     snprintf(path, sizeof path, "%s/meta.json", dir);
     char *m = read_small(path, 1 << 16), err[64];
@@ -70,6 +69,7 @@ static int world_of(const char *dir) {
     if (ws && ws->type == JSON_NUMBER && ws->number >= 1 && ws->number <= MAX_RUN_RANKS) world = (int)ws->number;
     json_free(v);
     free(m);
+    if (from_meta) *from_meta = world > 0;
     if (world == 0)  // no meta.json yet: count the rank files
         for (int r = 0; r < MAX_RUN_RANKS; r++) {
             snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
@@ -103,7 +103,7 @@ static void poll_run(Run *r) {
     int64_t now = runlog_now_us();
     if (now - r->polled_us < POLL_EVERY_US) return;
     r->polled_us = now;
-    if (strcmp(r->status, "running") == 0) r->world = world_of(r->dir);
+    if (!r->world_known) r->world = world_of(r->dir, &r->world_known);
     // (CivetWeb's worker threads have small stacks: the read buffer is on the heap)
     enum { READ_BYTES = 1 << 16 };
     char *buf = malloc_check(READ_BYTES);
@@ -148,7 +148,22 @@ static int run_exists(Web *w, const char *id, char *dir, size_t n) {
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// The cached run (created on first use), or NULL if there is no such run.
+int runs_exists(Web *w, const char *id) {
+    char dir[4400];
+    return run_exists(w, id, dir, sizeof dir);
+}
+
+static void run_free(Run *r) {
+    for (long k = 0; k < r->n; k++) free(r->lines[k]);
+    free(r->lines);
+    for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&r->partial[k]);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+// The cached run (created on first use), LOCKED (the caller unlocks r->lock), or NULL if there
+// is no such run. The run is locked before the cache is let go, so a run is never forgotten
+// (freed) between a reader finding it and locking it: forgetting needs both locks.
 static Run *get_run(Web *w, const char *id) {
     char dir[4400];
     if (!run_exists(w, id, dir, sizeof dir)) return NULL;
@@ -157,17 +172,12 @@ static Run *get_run(Web *w, const char *id) {
     for (int i = 0; i < ncached && !r; i++)
         if (strcmp(cache[i]->id, id) == 0) r = cache[i];
     if (!r) {
-        if (ncached == MAX_CACHED_RUNS) {  // forget the oldest finished one
+        if (ncached == MAX_CACHED_RUNS) {  // forget a finished one nobody is reading
             for (int i = 0; i < ncached; i++)
                 if (strcmp(cache[i]->status, "running") != 0 && pthread_mutex_trylock(&cache[i]->lock) == 0) {
                     Run *old = cache[i];
                     pthread_mutex_unlock(&old->lock);
-                    // (readers hold no pointer to a run outside get_run + its lock: streams
-                    // re-fetch it each round)
-                    for (long k = 0; k < old->n; k++) free(old->lines[k]);
-                    free(old->lines);
-                    for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&old->partial[k]);
-                    free(old);
+                    run_free(old);
                     cache[i] = cache[--ncached];
                     break;
                 }
@@ -179,23 +189,18 @@ static Run *get_run(Web *w, const char *id) {
             snprintf(r->status, sizeof r->status, "running");
             for (int k = 0; k < MAX_RUN_RANKS; k++) sb_init(&r->partial[k]);
             pthread_mutex_init(&r->lock, NULL);
-            r->world = world_of(dir);
+            r->world = world_of(dir, &r->world_known);
             cache[ncached++] = r;
         }
     }
+    if (r) pthread_mutex_lock(&r->lock);
     pthread_mutex_unlock(&cache_lock);
     return r;
 }
 
 void runs_free_all(void) {
     pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < ncached; i++) {
-        for (long k = 0; k < cache[i]->n; k++) free(cache[i]->lines[k]);
-        free(cache[i]->lines);
-        for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&cache[i]->partial[k]);
-        pthread_mutex_destroy(&cache[i]->lock);
-        free(cache[i]);
-    }
+    for (int i = 0; i < ncached; i++) run_free(cache[i]);
     ncached = 0;
     pthread_mutex_unlock(&cache_lock);
 }
@@ -281,7 +286,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         sb_json_string(out, e[i].id);
         sb_printf(out, ",\"lab\":");
         sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
-        sb_printf(out, ",\"world\":%d,\"steps\":%d,\"start\":", world_of(dir),
+        sb_printf(out, ",\"world\":%d,\"steps\":%d,\"start\":", world_of(dir, NULL),
                   steps && steps->type == JSON_NUMBER ? (int)steps->number : 0);
         sb_json_string(out, start && start->type == JSON_STRING ? start->string : "");
         sb_printf(out, ",");
@@ -295,9 +300,8 @@ void runs_list_json(Web *w, StrBuf *out) {
 }
 
 int runs_info_json(Web *w, const char *id, StrBuf *out) {
-    Run *r = get_run(w, id);
+    Run *r = get_run(w, id);  // (locked)
     if (!r) return -1;
-    pthread_mutex_lock(&r->lock);
     poll_run(r);
     char path[4600];
     snprintf(path, sizeof path, "%s/meta.json", r->dir);
@@ -346,9 +350,8 @@ static int line_matches(const char *line, const char *kind, int rank) {
 }
 
 int runs_events_json(Web *w, const char *id, long from, const char *kind, int rank, StrBuf *out) {
-    Run *r = get_run(w, id);
+    Run *r = get_run(w, id);  // (locked)
     if (!r) return -1;
-    pthread_mutex_lock(&r->lock);
     poll_run(r);
     if (from < 0) from = 0;
     long i = from, sent = 0;
@@ -373,10 +376,9 @@ void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) 
     StrBuf chunk;
     sb_init(&chunk);
     while (!w->stopping) {
-        Run *r = get_run(w, id);
+        Run *r = get_run(w, id);  // (locked; fetched each round: the cache may have forgotten it)
         if (!r) break;
         sb_reset(&chunk);
-        pthread_mutex_lock(&r->lock);
         poll_run(r);
         for (; next < r->n && chunk.len < (1 << 20); next++) sb_printf(&chunk, "id: %ld\ndata: %s\n\n", next, r->lines[next]);
         int ended = strcmp(r->status, "running") != 0 && next >= r->n;
@@ -404,7 +406,7 @@ void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) 
 // ---------------------------------------------------------------------------------------
 // Starting a lab: known labs, bounded options, an argv (no shell)
 
-static const LabField COMMON[] = {
+const LabField web_common_fields[] = {
     {"batch", FIELD_INT, 1, 4096, NULL, "sequences in the global batch"},
     {"seq", FIELD_INT, 1, 1024, NULL, "tokens per sequence"},
     {"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
@@ -414,7 +416,7 @@ static const LabField COMMON[] = {
     {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
     {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},
 };
-#define NCOMMON ((int)(sizeof COMMON / sizeof COMMON[0]))
+const int web_ncommon_fields = (int)(sizeof web_common_fields / sizeof web_common_fields[0]);
 
 static const LabField DDP[] = {
     {"sync", FIELD_CHOICE, 0, 0, "overlap|bucket|per-tensor", "how gradients are all-reduced"},
@@ -457,15 +459,15 @@ static const LabField COLLECTIVES[] = {
 };
 
 const LabForm web_lab_forms[] = {
-    {"single", "one rank: where training memory goes", NULL, 0, 1},
-    {"collectives", "every collective timed and checked", COLLECTIVES, 2, 2},
-    {"ddp", "data parallelism from scratch", DDP, 3, 2},
-    {"zero", "ZeRO stages 0-3", ZERO, 3, 2},
-    {"fsdp", "fully sharded data parallel", FSDP, 3, 2},
-    {"tp", "tensor parallelism", TP, 3, 2},
-    {"pp", "pipeline parallelism", PP, 4, 2},
-    {"ckpt", "activation checkpointing", CKPT, 1, 1},
-    {"shard", "data sharding", SHARD, 4, 1},
+    {"single", "one rank: where training memory goes", NULL, 0},
+    {"collectives", "every collective timed and checked", COLLECTIVES, 2},
+    {"ddp", "data parallelism from scratch", DDP, 3},
+    {"zero", "ZeRO stages 0-3", ZERO, 3},
+    {"fsdp", "fully sharded data parallel", FSDP, 3},
+    {"tp", "tensor parallelism", TP, 3},
+    {"pp", "pipeline parallelism", PP, 4},
+    {"ckpt", "activation checkpointing", CKPT, 1},
+    {"shard", "data sharding", SHARD, 4},
 };
 const int web_nlab_forms = (int)(sizeof web_lab_forms / sizeof web_lab_forms[0]);
 
@@ -478,8 +480,8 @@ const LabForm *web_lab_form(const char *lab) {
 static const LabField *find_field(const LabForm *f, const char *name) {
     for (int i = 0; i < f->nfields; i++)
         if (strcmp(f->fields[i].name, name) == 0) return &f->fields[i];
-    for (int i = 0; strcmp(f->lab, "collectives") != 0 && i < NCOMMON; i++)
-        if (strcmp(COMMON[i].name, name) == 0) return &COMMON[i];
+    for (int i = 0; strcmp(f->lab, "collectives") != 0 && i < web_ncommon_fields; i++)
+        if (strcmp(web_common_fields[i].name, name) == 0) return &web_common_fields[i];
     return NULL;
 }
 

@@ -210,15 +210,11 @@ static void render_md(StrBuf *b, const char *md, size_t n) {
     sb_free(&raw);
 }
 
+// A file's bytes (markdown, a static file), or NULL; free() it.
 static char *read_text(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
     StrBuf b;
     sb_init(&b);
-    sb_append(&b, "", 0);
-    char buf[8192];
-    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) sb_append(&b, buf, k);
-    fclose(f);
+    if (sb_read_file(&b, path, (size_t)64 << 20) < 0) return NULL;
     *n = b.len;
     return b.data;
 }
@@ -346,11 +342,11 @@ static int page_lab(Web *w, struct mg_connection *c, const char *name) {
     for (int i = 0; i < form->nfields; i++) field_input(&b, &form->fields[i]);
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
     if (strcmp(form->lab, "collectives") != 0) {
-        static const LabField model[] = {{"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
-                                         {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
-                                         {"batch", FIELD_INT, 1, 4096, NULL, "global batch"},
-                                         {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"}};
-        for (int i = 0; i < 4; i++) field_input(&b, &model[i]);
+        // The shape of the run, from the table POST /api/runs checks against.
+        static const char *const shape[] = {"layers", "dim", "batch", "accum"};
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < web_ncommon_fields; i++)
+                if (strcmp(web_common_fields[i].name, shape[k]) == 0) field_input(&b, &web_common_fields[i]);
     }
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");
@@ -361,11 +357,7 @@ static int page_lab(Web *w, struct mg_connection *c, const char *name) {
 }
 
 static int page_run(Web *w, struct mg_connection *c, const char *id) {
-    StrBuf info;
-    sb_init(&info);
-    int found = safe_name(id) && runs_info_json(w, id, &info) == 0;
-    sb_free(&info);
-    if (!found) return not_found(c);
+    if (!safe_name(id) || !runs_exists(w, id)) return not_found(c);
     StrBuf b;
     sb_init(&b);
     char attrs[400];
@@ -484,13 +476,7 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
         rc = runs_events_json(w, id, query_long(qs, "from", 0), k, (int)query_long(qs, "rank", -1), &b);
     } else if (strcmp(slash, "/stream") == 0) {
         sb_free(&b);
-        char probe[16];
-        StrBuf tmp;
-        sb_init(&tmp);
-        int exists = runs_info_json(w, id, &tmp) == 0;
-        sb_free(&tmp);
-        (void)probe;
-        if (!exists) return reply_json_error(c, 404, "no such run");
+        if (!runs_exists(w, id)) return reply_json_error(c, 404, "no such run");
         long from = query_long(qs, "from", 0);
         const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume
         if (last && *last) from = strtol(last, NULL, 10) + 1;

@@ -2,8 +2,9 @@
 // browser. CivetWeb serves, md4c renders.
 //
 // Defines: Web, WEB_MAX_BODY, web_main(), web_route(), runs_list_json(), runs_info_json(),
-//          runs_events_json(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
-//          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form().
+//          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
+//          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
+//          web_ncommon_fields.
 //
 // What it serves (everything else is 404):
 //   /                           home: lessons in order, lexicon index with instant search, labs, recent runs
@@ -51,7 +52,8 @@ typedef struct {
 int web_main(int argc, char **argv, const char *root);
 
 // ---- runs (web/runs.c) ------------------------------------------------------------------
-// id: a run directory's name under w->runs; callers check it is one (web_valid_run).
+// id: a run directory's name under w->runs; 1 if there is such a run (a directory there).
+int runs_exists(Web *w, const char *id);
 void runs_list_json(Web *w, StrBuf *out);
 int runs_info_json(Web *w, const char *id, StrBuf *out);   // 0, or -1: no such run
 int runs_events_json(Web *w, const char *id, long from, const char *kind, int rank, StrBuf *out);
@@ -75,10 +77,11 @@ typedef struct {
     const char *lab, *about;
     const LabField *fields;
     int nfields;
-    int min_n;             // the fewest ranks it makes sense on
 } LabForm;
 extern const LabForm web_lab_forms[];
 extern const int web_nlab_forms;
+extern const LabField web_common_fields[];  // the model and data options every training lab takes
+extern const int web_ncommon_fields;
 const LabForm *web_lab_form(const char *lab);
 
 #endif

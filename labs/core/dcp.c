@@ -315,23 +315,6 @@ __attribute__((format(printf, 3, 4), noreturn)) static void refuse(const Refuse 
     usage_error(r->prog, "--resume %s: checkpoint refused: %s: %s", r->dir, file, why);
 }
 
-static char *read_whole(const char *path, size_t limit, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc_check(cap + 1);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n > limit) break;
-        if (n == cap) buf = realloc_check(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int json_uint(const JsonValue *v, double max, int64_t *out) {
     if (!v || v->type != JSON_NUMBER || v->number < 0 || v->number > max || v->number != (double)(int64_t)v->number)
         return 0;
@@ -495,10 +478,13 @@ void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, const TrainArgs *a, 
     snprintf(path, sizeof path, "%s/%s", dir, DCP_MANIFEST);
 
     // The manifest: whole, and its checksum first (a damaged manifest says nothing else).
-    size_t len = 0;
-    char *text = read_whole(path, DCP_MAX_MANIFEST_BYTES, &len);
-    if (!text) refuse(&rf, DCP_MANIFEST, "cannot read it: %s", strerror(errno));
-    if (len > DCP_MAX_MANIFEST_BYTES) refuse(&rf, DCP_MANIFEST, "over %u bytes", DCP_MAX_MANIFEST_BYTES);
+    StrBuf manifest;
+    sb_init(&manifest);
+    int over = sb_read_file(&manifest, path, DCP_MAX_MANIFEST_BYTES);
+    if (over < 0) refuse(&rf, DCP_MANIFEST, "cannot read it: %s", strerror(errno));
+    if (over) refuse(&rf, DCP_MANIFEST, "over %u bytes", DCP_MAX_MANIFEST_BYTES);
+    char *text = manifest.data;
+    size_t len = manifest.len;
     char *field = NULL;
     for (char *p = strstr(text, DCP_CHECKSUM_FIELD); p; p = strstr(p + 1, DCP_CHECKSUM_FIELD)) field = p;
     unsigned long long said;
@@ -511,7 +497,7 @@ void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, const TrainArgs *a, 
                said, (unsigned long long)h);
     char jerr[200];
     ck->manifest = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
+    sb_free(&manifest);
     if (!ck->manifest || ck->manifest->type != JSON_OBJECT) refuse(&rf, DCP_MANIFEST, "not a JSON object: %s", jerr);
     const JsonValue *m = ck->manifest, *fmt = json_get(m, "format"), *lab = json_get(m, "lab");
     if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->string, DCP_FORMAT) != 0)

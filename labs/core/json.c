@@ -530,3 +530,23 @@ void sb_json_string(StrBuf *sb, const char *s) {
     sb_append(sb, run, (size_t)(s - run));
     sb_append(sb, "\"", 1);
 }
+
+int sb_read_file(StrBuf *sb, const char *path, size_t max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    sb_append(sb, "", 0);
+    char buf[8192];
+    size_t total = 0, got;
+    int more = 0;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (total + got > max) {
+            got = max - total;
+            more = 1;
+        }
+        sb_append(sb, buf, got);
+        total += got;
+        if (more) break;
+    }
+    fclose(f);
+    return more;
+}
