@@ -100,6 +100,10 @@ WEB_SRCS  := web runs
 WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
 WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
 WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
+# The grader (labs/grade/): `shardlab grade`, linked into the launcher.
+GRADE_SRCS := load rubric methods grade
+GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
+GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
 # It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
 # libraries carry so much thread-local storage that CivetWeb's worker threads, created with
@@ -208,11 +212,17 @@ $(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/web deps-ncur
 $(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/san/web deps-ncurses
 	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) -c $< -o $@
 
-$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) labs/core/*.h tui/*.h web/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) $< $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/grade
+	$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) labs/core/*.h tui/*.h web/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/san/grade
+	$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
+
+$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+
+$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
@@ -236,7 +246,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
 $(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
 	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "grade.h"
 #include "json.h"
 #include "runlog.h"
 #include "runread.h"
@@ -61,7 +62,8 @@ static const char *USAGE =
     "  tui [RUN_DIR]              the terminal dashboard on a run, live or finished (shardlab tui --help)\n"
     "  lexicon [TERM]             the lexicon's index, or one term in the terminal (shardlab lexicon --help)\n"
     "  web [--port P]             the course, the labs and live runs in the browser (shardlab web --help)\n"
-    "  (grade is not built yet)\n";
+    "  grade RUN_DIR [--ref DIR]  a run checked against its lab's invariants: the rubric, grade.json,\n"
+    "                             JUnit XML; --labs DIR grades a student's build (shardlab grade --help)\n";
 
 static const char *RUN_USAGE =
     "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
@@ -107,18 +109,25 @@ static void on_signal(int sig) { last_signal = sig; signal_count++; }
 // Arguments
 // ---------------------------------------------------------------------------------------
 
+// The directory this program is in (its labs/ holds the lab programs).
+static void program_dir(char *out, size_t n) {
+    char exe[PATH_MAX - 8];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) die("set SHARDLAB_LABS to the folder of the lab programs", "cannot find this program's path: %s", strerror(errno));
+    exe[k] = 0;
+    *strrchr(exe, '/') = 0;
+    snprintf(out, n, "%s", exe);
+}
+
 static void labs_dir(char *out, size_t n) {
     const char *env = getenv("SHARDLAB_LABS");
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return;
     }
-    char exe[PATH_MAX - 8];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) die("set SHARDLAB_LABS to the folder of the lab programs", "cannot find this program's path: %s", strerror(errno));
-    exe[k] = 0;
-    *strrchr(exe, '/') = 0;
-    snprintf(out, n, "%s/labs", exe);
+    char dir[PATH_MAX - 16];
+    program_dir(dir, sizeof dir);
+    snprintf(out, n, "%s/labs", dir);
 }
 
 static int is_program(const char *path) {
@@ -603,10 +612,13 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon or web (grade is not built yet)");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, web or grade");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
-    if (strcmp(argv[1], "grade") == 0)
-        usage_error("shardlab", "'grade' is not built yet; the commands now are run, tui, lexicon and web");
+    if (strcmp(argv[1], "grade") == 0) {
+        char dir[PATH_MAX];
+        program_dir(dir, sizeof dir);
+        return grade_main(argc, argv, dir);
+    }
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
     if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "web") == 0) {
         char root[4096];
@@ -614,8 +626,7 @@ int main(int argc, char **argv) {
         return argv[1][0] == 'l' ? lexicon_main(argc, argv, root) : web_main(argc, argv, root);
     }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon and web (grade is not built yet)",
-                    argv[1]);
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, web and grade", argv[1]);
 
     static Launch L;
     parse_run(&L, argc, argv);

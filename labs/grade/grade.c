@@ -1,0 +1,542 @@
+// grade.c — the `shardlab grade` command: reference runs, the rubric printed and written as
+// grade.json and JUnit XML, and the graded configurations of a student's copy of the labs.
+//
+//   shardlab grade RUN_DIR [--ref DIR]      one run: its lab's rubric; grade.json and
+//                                           grade.xml written into RUN_DIR
+//   shardlab grade --labs DIR [--only L,..] every lab's graded configurations run with the
+//                  [--out DIR]              programs in DIR (a student's build), each graded;
+//                                           a rubric per configuration, a total per lab
+// Exit status: 0 every check passed, 1 a check failed, 2 bad arguments.
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "grade.h"
+#include "grade_internal.h"
+
+// ---- starting a run through the launcher ----------------------------------------------------
+
+// `shardlab run <lab> -n N --ui none --run-dir DIR args...` with the lab programs of labs_dir;
+// the launcher's output goes to log_path. Returns its exit status (127: could not start).
+static int start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir,
+                     const char *log_path) {
+    char exe[PATH_MAX], nbuf[16];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return 127;
+    exe[k] = 0;
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    char *argv[64] = {exe, "run", (char *)lab, "-n", nbuf, "--ui", "none", "--run-dir", (char *)dir};
+    int a = 9;
+    for (int i = 0; args[i] && a < 63; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return 127;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        setenv("SHARDLAB_LABS", labs_dir, 1);
+        execv(exe, argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return 127;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+static void remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// The last non-empty line of a file (the launcher's reason when a run failed).
+static void last_line(const char *path, char *out, size_t n) {
+    StrBuf sb;
+    sb_init(&sb);
+    out[0] = 0;
+    if (sb_read_file(&sb, path, 1 << 20) >= 0 && sb.data) {
+        char *end = sb.data + sb.len;
+        while (end > sb.data && (end[-1] == '\n' || end[-1] == ' ')) *--end = 0;
+        char *start = strrchr(sb.data, '\n');
+        snprintf(out, n, "%s", start ? start + 1 : sb.data);
+    }
+    sb_free(&sb);
+}
+
+// ---- reference runs ----------------------------------------------------------------------------
+
+// Appends "--key value" for a config number, written so that it reads back the same double.
+static void add_num(char **args, int *n, StrBuf *text, const GradeRun *run, const char *key, const char *opt) {
+    char buf[64];
+    double v = grade_cfg_num(run, key, 0);
+    for (int digits = 6; digits <= 17; digits++) {  // the shortest text that reads back as v
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    args[(*n)++] = strdup(opt);
+    args[(*n)++] = strdup(buf);
+    sb_printf(text, "%s %s ", opt, buf);
+}
+static void add_str(char **args, int *n, StrBuf *text, const char *opt, const char *value) {
+    args[(*n)++] = strdup(opt);
+    args[(*n)++] = strdup(value);
+    sb_printf(text, "%s %s ", opt, value);
+}
+
+const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
+    if (x->tried[k]) {
+        if (!x->ok[k]) snprintf(why, n, "%s", x->ref_problem[k]);
+        return x->ok[k] ? &x->ref[k] : NULL;
+    }
+    x->tried[k] = 1;
+    const GradeRun *run = x->run;
+    if (k == REF_SINGLE && x->refs->ref_dir) {  // --ref: a finished run given
+        snprintf(x->ref_label[k], sizeof x->ref_label[k], "the reference run %s", x->refs->ref_dir);
+        if (grade_run_load(&x->ref[k], x->refs->ref_dir) < 0)
+            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "--ref %.100s: %.500s", x->refs->ref_dir,
+                     x->ref[k].problem);
+        else x->ok[k] = 1;
+        if (!x->ok[k]) snprintf(why, n, "%s", x->ref_problem[k]);
+        return x->ok[k] ? &x->ref[k] : NULL;
+    }
+
+    // Which lab, how many ranks, and the arguments: the run's model, data, optimizer and
+    // global batch, split into micro-batches as the run split it (the same fp32 sums).
+    const char *lab = "single";
+    int world = 1, dp = (int)grade_cfg_num(run, "dp", 1);
+    double accum = grade_cfg_num(run, "accum", 1);
+    if (!strcmp(run->lab, "ddp") || !strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp") ||
+        !strcmp(run->lab, "ckpt") || !strcmp(run->lab, "shard"))
+        accum *= run->world;
+    else if (!strcmp(run->lab, "tp")) accum *= dp;
+    else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
+    if (!strcmp(run->lab, "shard")) lab = "shard";
+    if (k == REF_CKPT_NONE) lab = "ckpt", world = run->world, accum = grade_cfg_num(run, "accum", 1);
+
+    char *args[64] = {0};
+    int na = 0;
+    StrBuf text;
+    sb_init(&text);
+    sb_printf(&text, "%s -n %d ", lab, world);
+    static const char *const nums[][2] = {{"steps", "--steps"}, {"batch", "--batch"},          {"seq", "--seq"},
+                                          {"layers", "--layers"}, {"dim", "--dim"},            {"heads", "--heads"},
+                                          {"lr", "--lr"},         {"weight_decay", "--weight-decay"},
+                                          {"clip", "--clip"},     {"seed", "--seed"}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) add_num(args, &na, &text, run, nums[i][0], nums[i][1]);
+    char abuf[32];
+    snprintf(abuf, sizeof abuf, "%.0f", accum);
+    add_str(args, &na, &text, "--accum", abuf);
+    add_str(args, &na, &text, "--data", grade_cfg_str(run, "data", "synthetic"));
+    if (grade_cfg_str(run, "init", NULL)) add_str(args, &na, &text, "--init", grade_cfg_str(run, "init", NULL));
+    if (!strcmp(lab, "shard")) {
+        add_str(args, &na, &text, "--strategy", grade_cfg_str(run, "strategy", "sampler"));
+        add_num(args, &na, &text, run, "items", "--items");
+        if (grade_cfg_str(run, "weights", NULL)) {
+            add_str(args, &na, &text, "--weights", grade_cfg_str(run, "weights", NULL));
+            add_num(args, &na, &text, run, "temperature", "--temperature");
+        }
+    }
+    if (k == REF_CKPT_NONE) add_str(args, &na, &text, "--policy", "none");
+
+    char dir[2400], log_path[2500], args_path[2500];
+    snprintf(dir, sizeof dir, "%s/ref-%s", run->dir, k == REF_SINGLE ? lab : "ckpt-none");
+    snprintf(log_path, sizeof log_path, "%s.log", dir);
+    snprintf(args_path, sizeof args_path, "%s/grade-args.txt", dir);
+    snprintf(x->ref_label[k], sizeof x->ref_label[k], "%s -n %d --accum %s%s (%.300s, its arguments in grade-args.txt)",
+             lab, world, abuf, k == REF_CKPT_NONE ? " --policy none" : "", dir);
+
+    // Reused when it ran with these arguments and is whole; otherwise run again.
+    StrBuf old;
+    sb_init(&old);
+    int same = sb_read_file(&old, args_path, 1 << 16) == 0 && old.data && !strcmp(old.data, text.data);
+    sb_free(&old);
+    if (same && grade_run_load(&x->ref[k], dir) == 0) {
+        x->ok[k] = 1;
+    } else {
+        grade_run_free(&x->ref[k]);
+        remove_tree(dir);
+        if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", text.data);
+        int rc = start_run(x->refs->labs_dir, lab, world, args, dir, log_path);
+        char last[200];
+        last_line(log_path, last, sizeof last);
+        if (rc != 0) {
+            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "the reference run failed (exit %d): %s", rc, last);
+        } else if (grade_run_load(&x->ref[k], dir) < 0) {
+            char whole[sizeof x->ref[k].problem];
+            memcpy(whole, x->ref[k].problem, sizeof whole);
+            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "the reference run is not whole: %.500s", whole);
+        } else {
+            FILE *f = fopen(args_path, "w");
+            if (f) fputs(text.data, f), fclose(f);
+            x->ok[k] = 1;
+        }
+    }
+    for (int i = 0; i < na; i++) free(args[i]);
+    sb_free(&text);
+    if (!x->ok[k]) snprintf(why, n, "%s", x->ref_problem[k]);
+    return x->ok[k] ? &x->ref[k] : NULL;
+}
+
+void ctx_free(Ctx *x) {
+    for (int k = 0; k < REF_COUNT; k++) grade_run_free(&x->ref[k]);
+}
+
+// ---- output ---------------------------------------------------------------------------------
+
+void grade_print(const Grade *g, FILE *out) {
+    fprintf(out, "\nshardlab grade: %s (%s)\n", g->run_dir, g->label);
+    for (int i = 0; i < g->n; i++) {
+        const GradeCheck *c = &g->checks[i];
+        fprintf(out, "  %-4s  %-20s %2d/%-2d  %s\n", c->skipped ? "SKIP" : c->pass ? "PASS" : "FAIL", c->name, c->points,
+                c->max, c->what);
+        if (c->skipped) {
+            fprintf(out, "        %s\n", c->reason);
+            continue;
+        }
+        fprintf(out, "        measured: %s\n        expected: %s\n", c->measured, c->expected);
+        if (!c->pass) fprintf(out, "        why: %s\n", c->reason);
+    }
+    fprintf(out, "  total %d/%d%s", g->points, g->max, g->failed ? "" : ": every check passed\n");
+    if (g->failed) fprintf(out, ": %d check%s failed\n", g->failed, g->failed == 1 ? "" : "s");
+}
+
+void grade_to_json(const Grade *g, StrBuf *sb) {
+    sb_printf(sb, "{\"run_dir\":");
+    sb_json_string(sb, g->run_dir);
+    sb_printf(sb, ",\"lab\":");
+    sb_json_string(sb, g->lab);
+    sb_printf(sb, ",\"label\":");
+    sb_json_string(sb, g->label);
+    sb_printf(sb, ",\"points\":%d,\"max\":%d,\"failed\":%d,\"pass\":%s,\"checks\":[", g->points, g->max, g->failed,
+              g->failed ? "false" : "true");
+    for (int i = 0; i < g->n; i++) {
+        const GradeCheck *c = &g->checks[i];
+        sb_printf(sb, "%s{\"name\":", i ? "," : "");
+        sb_json_string(sb, c->name);
+        sb_printf(sb, ",\"result\":\"%s\",\"points\":%d,\"max\":%d,\"what\":", c->skipped ? "SKIP" : c->pass ? "PASS" : "FAIL",
+                  c->points, c->max);
+        sb_json_string(sb, c->what);
+        sb_printf(sb, ",\"measured\":");
+        sb_json_string(sb, c->measured);
+        sb_printf(sb, ",\"expected\":");
+        sb_json_string(sb, c->expected);
+        sb_printf(sb, ",\"reason\":");
+        sb_json_string(sb, c->reason);
+        sb_printf(sb, "}");
+    }
+    sb_printf(sb, "]}");
+}
+
+static void xml_text(StrBuf *sb, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': sb_printf(sb, "&lt;"); break;
+        case '>': sb_printf(sb, "&gt;"); break;
+        case '&': sb_printf(sb, "&amp;"); break;
+        case '"': sb_printf(sb, "&quot;"); break;
+        default:
+            if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') sb_printf(sb, " ");  // not allowed in XML 1.0
+            else sb_append(sb, s, 1);
+        }
+    }
+}
+
+void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf *sb) {
+    int tests = 0, failures = 0, skipped = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < grades[i]->n; k++) {
+            tests++;
+            failures += !grades[i]->checks[k].pass;
+            skipped += grades[i]->checks[k].skipped;
+        }
+    sb_printf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"");
+    xml_text(sb, suite);
+    sb_printf(sb, "\" tests=\"%d\" failures=\"%d\" skipped=\"%d\">\n", tests, failures, skipped);
+    for (int i = 0; i < n; i++) {
+        const Grade *g = grades[i];
+        sb_printf(sb, "  <testsuite name=\"");
+        xml_text(sb, g->label);
+        sb_printf(sb, "\" tests=\"%d\" failures=\"%d\">\n", g->n, g->failed);
+        for (int k = 0; k < g->n; k++) {
+            const GradeCheck *c = &g->checks[k];
+            sb_printf(sb, "    <testcase classname=\"shardlab.");
+            xml_text(sb, g->label);
+            sb_printf(sb, "\" name=\"");
+            xml_text(sb, c->name);
+            sb_printf(sb, "\">");
+            if (c->skipped) {
+                sb_printf(sb, "<skipped message=\"");
+                xml_text(sb, c->reason);
+                sb_printf(sb, "\"/>");
+            } else if (!c->pass) {
+                sb_printf(sb, "<failure message=\"");
+                xml_text(sb, c->reason);
+                sb_printf(sb, "\">measured: ");
+                xml_text(sb, c->measured);
+                sb_printf(sb, "\nexpected: ");
+                xml_text(sb, c->expected);
+                sb_printf(sb, "</failure>");
+            }
+            sb_printf(sb, "</testcase>\n");
+        }
+        sb_printf(sb, "  </testsuite>\n");
+    }
+    sb_printf(sb, "</testsuites>\n");
+}
+
+// Writes text to dir/name through a temporary file; returns 0 or -1 (errno set).
+static int write_file(const char *dir, const char *name, const StrBuf *sb) {
+    char path[2400], tmp_path[2500];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
+    FILE *f = fopen(tmp_path, "w");
+    if (!f) return -1;
+    int ok = fwrite(sb->data, 1, sb->len, f) == sb->len;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp_path, path) != 0) return unlink(tmp_path), -1;
+    return 0;
+}
+
+// grade.json (one grade, or {"grades":[...]} with totals) and grade.xml into dir.
+static int write_outputs(const char *dir, const Grade *const *grades, int n, const char *labs_json) {
+    StrBuf js, xml;
+    sb_init(&js), sb_init(&xml);
+    if (n == 1 && !labs_json) {
+        grade_to_json(grades[0], &js);
+    } else {
+        int points = 0, max = 0, failed = 0;
+        for (int i = 0; i < n; i++) points += grades[i]->points, max += grades[i]->max, failed += grades[i]->failed;
+        sb_printf(&js, "{\"points\":%d,\"max\":%d,\"failed\":%d,\"pass\":%s,\"labs\":%s,\"grades\":[", points, max, failed,
+                  failed ? "false" : "true", labs_json ? labs_json : "[]");
+        for (int i = 0; i < n; i++) {
+            if (i) sb_printf(&js, ",");
+            grade_to_json(grades[i], &js);
+        }
+        sb_printf(&js, "]}");
+    }
+    sb_printf(&js, "\n");
+    grade_to_junit(grades, n, "shardlab grade", &xml);
+    int rc = 0;
+    if (write_file(dir, "grade.json", &js) < 0 || write_file(dir, "grade.xml", &xml) < 0) {
+        fprintf(stderr, "shardlab grade: cannot write grade.json and grade.xml into %s: %s\n", dir, strerror(errno));
+        rc = -1;
+    }
+    sb_free(&js), sb_free(&xml);
+    return rc;
+}
+
+// ---- the graded configurations of `make grade LABS=dir` ---------------------------------------
+//
+// Small and quick (seconds each on two cores), and each chosen so that its checks bite: four
+// ranks, so ring chunks and shards are not trivially halves; ddp on the ring; the pipeline
+// with more micro-batches than stages; a dataset small enough that an epoch ends.
+typedef struct {
+    const char *label, *lab;
+    int n;
+    const char *args[12];
+} GradedConfig;
+
+static const GradedConfig CONFIGS[] = {
+    {"single", "single", 1, {"--steps", "6"}},
+    {"collectives", "collectives", 4, {"--max-bytes", "256K", "--iters", "2", "--warmup", "1"}},
+    {"ddp", "ddp", 4, {"--steps", "6", "--algo", "ring"}},
+    {"zero-1", "zero", 4, {"--steps", "6", "--stage", "1"}},
+    {"zero-2", "zero", 4, {"--steps", "6", "--stage", "2"}},
+    {"zero-3", "zero", 4, {"--steps", "6", "--stage", "3"}},
+    {"fsdp", "fsdp", 4, {"--steps", "6"}},
+    {"tp", "tp", 2, {"--steps", "6"}},
+    {"pp-gpipe", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "gpipe", "--micro", "8"}},
+    {"pp-1f1b", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "8"}},
+    {"ckpt", "ckpt", 2, {"--steps", "6", "--policy", "sqrt", "--layers", "4"}},
+    {"shard", "shard", 2, {"--steps", "10", "--strategy", "sampler", "--items", "64"}},
+};
+#define NCONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
+
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+static int grade_labs(const char *labs, const char *only, const char *out_dir, const GradeRefs *refs) {
+    // Every name in --only must be a lab or a configuration.
+    for (const char *p = only; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int known = 0;
+        for (int i = 0; i < NCONFIGS; i++)
+            known |= (strlen(CONFIGS[i].lab) == len && !strncmp(CONFIGS[i].lab, p, len)) ||
+                     (strlen(CONFIGS[i].label) == len && !strncmp(CONFIGS[i].label, p, len));
+        if (!known) usage_error("shardlab grade", "--only: '%.*s' is not a lab or a graded configuration", (int)len, p);
+        p = comma ? comma + 1 : NULL;
+    }
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "shardlab grade: cannot create %s: %s\n", out_dir, strerror(errno));
+        return 2;
+    }
+    static Grade grades[NCONFIGS];
+    const Grade *list[NCONFIGS];
+    int n = 0;
+    for (int i = 0; i < NCONFIGS; i++) {
+        const GradedConfig *gc = &CONFIGS[i];
+        if (only && !in_list(only, gc->lab) && !in_list(only, gc->label)) continue;
+        char dir[2400], log_path[2500], prog[2400];
+        snprintf(dir, sizeof dir, "%s/%s", out_dir, gc->label);
+        snprintf(log_path, sizeof log_path, "%s/%s.log", out_dir, gc->label);
+        snprintf(prog, sizeof prog, "%s/%s", labs, gc->lab);
+        remove_tree(dir);
+        char args_text[256] = "";
+        for (int a = 0; gc->args[a]; a++)
+            snprintf(args_text + strlen(args_text), sizeof args_text - strlen(args_text), " %s", gc->args[a]);
+        fprintf(stderr, "shardlab grade: [%d/%d] %s: %s -n %d%s\n", i + 1, NCONFIGS, gc->label, gc->lab, gc->n, args_text);
+        int rc = access(prog, X_OK) == 0 ? start_run(labs, gc->lab, gc->n, (char *const *)gc->args, dir, log_path) : -1;
+        grade_rubric(&grades[n], dir, gc->lab, refs);
+        snprintf(grades[n].label, sizeof grades[n].label, "%s", gc->label);
+        GradeCheck *first = &grades[n].checks[0];
+        if (rc == -1) snprintf(first->reason, sizeof first->reason, "%.250s: no such program: the lab did not build",
+                               prog);
+        else if (rc != 0 && first->pass == 0) {
+            char last[200];
+            last_line(log_path, last, sizeof last);
+            size_t used = strlen(first->reason);
+            snprintf(first->reason + used, sizeof first->reason - used, " (exit %d: %s)", rc, last);
+        }
+        grade_print(&grades[n], stdout);
+        list[n] = &grades[n];
+        n++;
+    }
+
+    // The totals per lab.
+    StrBuf labs_json;
+    sb_init(&labs_json);
+    sb_printf(&labs_json, "[");
+    printf("\nshardlab grade: %s\n  %-12s %8s  %s\n", labs, "lab", "points", "configurations");
+    int points = 0, max = 0, failed = 0, nl = 0;
+    for (int i = 0; i < NCONFIGS; i++) {
+        int seen = 0;
+        for (int k = 0; k < i; k++) seen |= !strcmp(CONFIGS[k].lab, CONFIGS[i].lab);
+        if (seen) continue;
+        int lp = 0, lm = 0, lf = 0, configs = 0;
+        char names[200] = "";
+        for (int g = 0; g < n; g++)
+            if (!strcmp(grades[g].lab, CONFIGS[i].lab) || !strcmp(list[g]->label, CONFIGS[i].label) ||
+                !strncmp(list[g]->label, CONFIGS[i].lab, strlen(CONFIGS[i].lab))) {
+                lp += grades[g].points, lm += grades[g].max, lf += grades[g].failed, configs++;
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", configs > 1 ? ", " : "", list[g]->label);
+            }
+        if (!configs) continue;
+        printf("  %-12s %3d/%-4d  %s%s\n", CONFIGS[i].lab, lp, lm, names, lf ? "  (FAIL)" : "");
+        sb_printf(&labs_json, "%s{\"lab\":\"%s\",\"points\":%d,\"max\":%d,\"failed\":%d}", nl++ ? "," : "", CONFIGS[i].lab,
+                  lp, lm, lf);
+        points += lp, max += lm, failed += lf;
+    }
+    sb_printf(&labs_json, "]");
+    printf("  %-12s %3d/%-4d  %s\n", "total", points, max, failed ? "" : "every check passed");
+    if (failed) printf("  %d check%s failed\n", failed, failed == 1 ? "" : "s");
+    write_outputs(out_dir, list, n, labs_json.data);
+    printf("grade.json and grade.xml written to %s\n", out_dir);
+    sb_free(&labs_json);
+    return failed ? 1 : 0;
+}
+
+// ---- the command -------------------------------------------------------------------------------
+
+static const char USAGE[] =
+    "usage: shardlab grade RUN_DIR [--ref DIR] [--quiet]\n"
+    "       shardlab grade --labs DIR [--only LAB,...] [--out DIR]\n"
+    "\n"
+    "Checks a run against its lab's invariants and prints the rubric: each check, PASS or\n"
+    "FAIL, measured against expected, and its points. Writes grade.json and grade.xml (JUnit)\n"
+    "next to the run. The references are independent of the run: the single-rank run on the\n"
+    "same global batch, which the grader starts with its own lab programs (build/labs) into\n"
+    "RUN_DIR/ref-<lab>, or the finished run given with --ref; and the paper's formulas.\n"
+    "\n"
+    "  --ref DIR     a finished single-rank run on the same global batch to compare with\n"
+    "  --quiet       no progress lines on stderr\n"
+    "  --labs DIR    run every lab's graded configurations with the lab programs in DIR\n"
+    "                (a student's build: make grade LABS=<student copy> builds and runs this)\n"
+    "  --only LIST   only these labs or configurations (comma-separated: ddp,zero-3,...)\n"
+    "  --out DIR     where the graded runs, grade.json and grade.xml go (default\n"
+    "                runs/grade-<time>)\n"
+    "\n"
+    "Rubrics: run.complete on every lab, then\n"
+    "  single       loss.reference, mem.formula\n"
+    "  collectives  collectives.correct\n"
+    "  ddp zero fsdp  replicas.equal, loss.reference, grads.reference, mem.formula, comm.bytes\n"
+    "  tp           loss.reference, grads.reference, comm.bytes\n"
+    "  pp           loss.reference, grads.reference, mem.formula, schedule.in_flight, schedule.bubble\n"
+    "  ckpt         replicas.equal, loss.reference, recompute.bitwise, recompute.count, mem.formula\n"
+    "  shard        replicas.equal, loss.reference, data.coverage\n"
+    "Exit status: 0 every check passed, 1 a check failed (or the run is not gradable), 2 bad\n"
+    "arguments.\n";
+
+int grade_main(int argc, char **argv, const char *prog_dir) {
+    const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL;
+    GradeRefs refs = {0};
+    snprintf(refs.labs_dir, sizeof refs.labs_dir, "%s/labs", prog_dir);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(USAGE, stdout), 0;
+        else if (!strcmp(a, "--quiet")) refs.quiet = 1;
+        else if (!strcmp(a, "--ref") || !strcmp(a, "--labs") || !strcmp(a, "--only") || !strcmp(a, "--out")) {
+            if (!has_value || !argv[i + 1][0]) usage_error("shardlab grade", "%s needs a value", a);
+            const char **slot = a[2] == 'r' ? &refs.ref_dir : a[2] == 'l' ? &labs : a[3] == 'n' ? &only : &out;
+            *slot = argv[++i];
+        } else if (a[0] == '-') usage_error("shardlab grade", "unknown option '%s'", a);
+        else if (dir) usage_error("shardlab grade", "one run directory at a time ('%s' and '%s')", dir, a);
+        else dir = a;
+    }
+    if (labs && dir) usage_error("shardlab grade", "give a run directory or --labs, not both");
+    if (!labs && (only || out)) usage_error("shardlab grade", "--only and --out go with --labs");
+    if (!labs && !dir) usage_error("shardlab grade", "expected a run directory (or --labs DIR)");
+    if (labs) {
+        if (refs.ref_dir) usage_error("shardlab grade", "--ref goes with one run directory, not --labs");
+        struct stat st;
+        if (stat(labs, &st) != 0 || !S_ISDIR(st.st_mode))
+            usage_error("shardlab grade", "--labs %s: not a directory of lab programs", labs);
+        char out_buf[256];
+        if (!out) {
+            time_t now = time(NULL);
+            struct tm tm;
+            localtime_r(&now, &tm);
+            const char *runs = getenv("SHARDLAB_RUNS");
+            runs = runs && *runs ? runs : "runs";
+            mkdir(runs, 0755);
+            snprintf(out_buf, sizeof out_buf, "%s/grade-%04d%02d%02d-%02d%02d%02d", runs, tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+            out = out_buf;
+        }
+        return grade_labs(labs, only, out, &refs);
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "shardlab grade: %s: %s\n", dir, errno == ENOENT ? "no such directory" : "not a directory");
+        return 2;
+    }
+    static Grade g;
+    grade_rubric(&g, dir, NULL, &refs);
+    grade_print(&g, stdout);
+    const Grade *list[1] = {&g};
+    if (write_outputs(dir, list, 1, NULL) == 0) printf("grade.json and grade.xml written to %s\n", dir);
+    return g.failed ? 1 : 0;
+}

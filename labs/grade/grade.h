@@ -1,0 +1,109 @@
+// grade.h — `shardlab grade`: a lab's invariants checked on what its run wrote.
+//
+// Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
+//          grade_run_load(), grade_run_free(), grade_steps(), grade_cfg_num(), grade_cfg_str(),
+//          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_main().
+//
+// The grader reads only the run directory (DESIGN.md: meta.json, rank-<r>.jsonl,
+// summary.json, and files a lab documents, such as shard's index lists), never trusts it,
+// and checks what the lab's tests assert, each against an independent reference:
+//   - the single-rank run on the same global batch, which the grader starts itself with
+//     ITS OWN lab binaries (or is given with --ref), so a student's bug in shared code
+//     cannot hide by also being in the reference;
+//   - the formula of the paper: memory per category, bytes sent per step, the pipeline
+//     bubble (p-1)/(m+p-1), micro-batches in flight;
+//   - the algorithm's promise: replicas bitwise equal, recomputation bitwise equal to none,
+//     every item of an epoch consumed once.
+// The rubric is one row per check: PASS or FAIL, measured against expected, points.
+//
+// Files: load.c reads and checks a run directory, rubric.c holds the checks and which lab
+// gets which, grade.c the command (references, output, and the graded configurations that
+// `make grade LABS=dir` runs on a student's copy).
+#ifndef SHARDLAB_GRADE_H
+#define SHARDLAB_GRADE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "json.h"
+
+// ---- a run directory, read whole ------------------------------------------------------
+
+typedef struct {
+    JsonValue **ev;           // every line that is an event of the schema, in file order
+    size_t n, cap;
+    const JsonValue *start, *end;
+    const JsonValue **steps;  // the step events, in order
+    size_t nsteps;
+    long lines, bad;          // lines read; lines that were not events (JSON or schema)
+} GradeRank;
+
+typedef struct {
+    char dir[2048];
+    JsonValue *meta, *summary;
+    const JsonValue *config;  // meta.json's "config" (never NULL once loaded: {} if absent)
+    char lab[32];
+    int world;
+    int64_t steps;            // config "steps"
+    int64_t first_step;       // 1, or the step after a resumed checkpoint's
+    GradeRank *ranks;         // world of them
+    // Why the run cannot be graded ("" if it can): the first problem found, naming the file.
+    char problem[512];
+} GradeRun;
+
+// Reads dir. Returns 0 when the run is complete and well formed; -1 with run->problem set
+// otherwise (what was readable is still there). Never exits on bad input.
+int grade_run_load(GradeRun *run, const char *dir);
+void grade_run_free(GradeRun *run);
+// The step events of rank r (NULL, 0 if r is out of range).
+const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n);
+// Config fields, with a default when absent or of another type.
+double grade_cfg_num(const GradeRun *run, const char *key, double dflt);
+const char *grade_cfg_str(const GradeRun *run, const char *key, const char *dflt);
+
+// ---- the rubric -----------------------------------------------------------------------
+
+#define GRADE_MAX_CHECKS 16
+
+typedef struct {
+    char name[40];            // "loss.reference"
+    const char *what;         // one line: what it proves
+    int points;               // earned: points if PASS, else 0
+    int max;                  // what it is worth
+    int pass;
+    int skipped;              // not applicable to this configuration (worth 0)
+    char measured[240], expected[240];
+    char reason[640];         // why it failed or was skipped ("" on PASS)
+} GradeCheck;
+
+typedef struct {
+    char run_dir[2048];
+    char lab[32];
+    char label[64];           // the graded configuration ("ddp-ring-n4"), or the lab
+    GradeCheck checks[GRADE_MAX_CHECKS];
+    int n;
+    int points, max, failed;
+} Grade;
+
+// Where the references come from: the lab binaries to start them with (the grader's own,
+// next to the shardlab program), or a finished single-rank run given with --ref.
+typedef struct {
+    char labs_dir[2048];
+    const char *ref_dir;      // --ref, or NULL: start one
+    int quiet;                // no progress lines on stderr
+} GradeRefs;
+
+// Grades the run at dir with the rubric of `lab` (NULL: the lab its meta.json names); fills
+// g always, even for a run that cannot be read.
+void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *refs);
+// The rubric as a table (plain text), the grade.json object, the JUnit XML test suite.
+void grade_print(const Grade *g, FILE *out);
+void grade_to_json(const Grade *g, StrBuf *sb);
+void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf *sb);
+
+// `shardlab grade ...`; prog_dir is the directory of the shardlab program (its labs/ holds
+// the reference binaries). Returns the exit status.
+int grade_main(int argc, char **argv, const char *prog_dir);
+
+#endif

@@ -1,0 +1,74 @@
+// grade_internal.h — what the grader's files share: the context a check runs in, the
+// reference runs, small readers of event fields, and the checks rubric.c lists from methods.c.
+//
+// Defines: RefKind, Ctx, ctx_reference(), ctx_free(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+//          grade_say(), MEASURED(), EXPECTED(), REASON(), check_in_flight(), check_bubble(),
+//          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives().
+#ifndef SHARDLAB_GRADE_INTERNAL_H
+#define SHARDLAB_GRADE_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "grade.h"
+
+// The runs a check compares with, started on first use by the grader's own lab binaries:
+//   REF_SINGLE     the single-rank run on the same global batch (shard: shard -n 1, the same
+//                  dataset and strategy); --ref replaces it
+//   REF_CKPT_NONE  the same ckpt run with --policy none (recomputation must not change a bit)
+typedef enum { REF_SINGLE, REF_CKPT_NONE, REF_COUNT } RefKind;
+
+typedef struct {
+    const GradeRun *run;
+    const GradeRefs *refs;
+    GradeRun ref[REF_COUNT];
+    int tried[REF_COUNT], ok[REF_COUNT];
+    char ref_problem[REF_COUNT][640];
+    char ref_label[REF_COUNT][640];   // "single --accum 4 (runs/x/ref-single)"
+} Ctx;
+
+// The reference of kind k, started (or reused) on first use; NULL with the reason in why.
+const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n);
+void ctx_free(Ctx *x);
+
+static inline double ev_num(const JsonValue *v, const char *key) {
+    const JsonValue *x = json_get(v, key);
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+static inline double ev_num2(const JsonValue *v, const char *obj, const char *key) {
+    return ev_num(json_get(v, obj), key);
+}
+static inline double ev_num_at(const JsonValue *v, size_t i) {
+    const JsonValue *x = json_at(v, i);
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+static inline const char *ev_str(const JsonValue *v, const char *key) {
+    const JsonValue *x = json_get(v, key);
+    return x && x->type == JSON_STRING ? x->string : "";
+}
+
+static inline void grade_say(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline void grade_say(char *dst, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+}
+// In a check function, with its GradeCheck *c.
+#define MEASURED(...) grade_say(c->measured, sizeof c->measured, __VA_ARGS__)
+#define EXPECTED(...) grade_say(c->expected, sizeof c->expected, __VA_ARGS__)
+#define REASON(...) grade_say(c->reason, sizeof c->reason, __VA_ARGS__)
+
+// methods.c: the checks of one method each.
+void check_in_flight(Ctx *x, GradeCheck *c);
+void check_bubble(Ctx *x, GradeCheck *c);
+void check_recompute_bitwise(Ctx *x, GradeCheck *c);
+void check_recompute_count(Ctx *x, GradeCheck *c);
+void check_coverage(Ctx *x, GradeCheck *c);
+void check_collectives(Ctx *x, GradeCheck *c);
+// The activation bytes a ckpt run's policy keeps per rank (ckpt_acts_bytes), NaN if its
+// config does not describe one.
+double grade_ckpt_acts(const GradeRun *run);
+
+#endif

@@ -1,0 +1,201 @@
+// load.c — a run directory read whole for grading, and everything that makes it ungradable.
+//
+// A grader must not be fooled by a run that stopped early, a log cut mid-line, a rank's file
+// missing or edited into nonsense: each of those is a clear reason in run->problem, never a
+// crash. A run is gradable when meta.json and summary.json are valid (runschema.h), and every
+// rank 0..world-1 has a log whose every line is an event of the schema, with a start, the
+// step events first_step..steps in order, and an end with status "ok".
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "grade.h"
+#include "runschema.h"
+
+#define GRADE_MAX_FILE (256u << 20)  // a rank log larger than this is refused, not read
+#define GRADE_MAX_WORLD 64
+
+static int problem(GradeRun *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int problem(GradeRun *run, const char *fmt, ...) {
+    if (run->problem[0]) return -1;  // keep the first
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->problem, sizeof run->problem, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+// A whole JSON file; NULL with a problem recorded if it is missing, too large or not JSON.
+static JsonValue *load_json(GradeRun *run, const char *name) {
+    char path[2200], err[256];
+    snprintf(path, sizeof path, "%s/%s", run->dir, name);
+    StrBuf sb;
+    sb_init(&sb);
+    int rc = sb_read_file(&sb, path, 1 << 24);
+    if (rc < 0) {
+        problem(run, "%s: %s", name, errno == ENOENT ? "missing (the run did not get that far)" : strerror(errno));
+        sb_free(&sb);
+        return NULL;
+    }
+    if (rc > 0) {
+        problem(run, "%s: larger than 16 MiB, not a file shardlab wrote", name);
+        sb_free(&sb);
+        return NULL;
+    }
+    JsonValue *v = json_parse(sb.data ? sb.data : "", sb.len, err, sizeof err);
+    sb_free(&sb);
+    if (!v) problem(run, "%s: not valid JSON (%s)", name, err);
+    return v;
+}
+
+static void add_event(GradeRank *rk, JsonValue *ev) {
+    if (rk->n == rk->cap) {
+        rk->cap = rk->cap ? 2 * rk->cap : 256;
+        rk->ev = realloc_check(rk->ev, rk->cap * sizeof *rk->ev);
+    }
+    rk->ev[rk->n++] = ev;
+}
+
+// rank-<r>.jsonl: every line an event of the schema (the first bad one is the problem).
+static void load_rank(GradeRun *run, int r) {
+    GradeRank *rk = &run->ranks[r];
+    char name[64], path[2200];
+    snprintf(name, sizeof name, "rank-%d.jsonl", r);
+    snprintf(path, sizeof path, "%s/%s", run->dir, name);
+    StrBuf sb;
+    sb_init(&sb);
+    int rc = sb_read_file(&sb, path, GRADE_MAX_FILE);
+    if (rc != 0) {
+        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : strerror(errno));
+        else problem(run, "%s: larger than 256 MiB, refused", name);
+        sb_free(&sb);
+        return;
+    }
+    char *text = sb.data ? sb.data : "";
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        rk->lines++;
+        char err[256];
+        JsonValue *ev = nl ? json_parse(line, len, err, sizeof err) : NULL;
+        if (!nl) snprintf(err, sizeof err, "the last line has no end (the file was cut mid-line)");
+        else if (ev && !runschema_check_event(ev, err, sizeof err)) json_free(ev), ev = NULL;
+        if (ev && json_get(ev, "rank")->number != r) {
+            snprintf(err, sizeof err, "an event of rank %.0f in rank %d's file", json_get(ev, "rank")->number, r);
+            json_free(ev), ev = NULL;
+        }
+        if (!ev) {
+            if (!rk->bad++) problem(run, "%s line %ld: %s", name, rk->lines, err);
+        } else {
+            add_event(rk, ev);
+        }
+        if (!nl) break;
+        line = nl + 1;
+    }
+    sb_free(&sb);
+
+    // What the events say: start, steps in order, an ok end.
+    rk->steps = calloc_check(rk->n + 1, sizeof *rk->steps);
+    for (size_t i = 0; i < rk->n; i++) {
+        const JsonValue *ev = rk->ev[i];
+        const char *kind = json_get(ev, "ev")->string;
+        if (!strcmp(kind, "start") && !rk->start) rk->start = ev;
+        else if (!strcmp(kind, "step")) rk->steps[rk->nsteps++] = ev;
+        else if (!strcmp(kind, "end")) rk->end = ev;
+        else if (!strcmp(kind, "error")) problem(run, "%s: rank %d failed: %s", name, r, json_get(ev, "msg")->string);
+    }
+    if (!rk->start) problem(run, "%s: no start event", name);
+    if (rk->nsteps > 0) run->first_step = r == 0 ? (int64_t)json_get(rk->steps[0], "step")->number : run->first_step;
+    for (size_t i = 0; i < rk->nsteps; i++) {
+        int64_t want = run->first_step + (int64_t)i, got = (int64_t)json_get(rk->steps[i], "step")->number;
+        if (got != want) {
+            problem(run, "%s: step %lld where step %lld should be (steps out of order, repeated or missing)", name,
+                    (long long)got, (long long)want);
+            break;
+        }
+    }
+    int64_t expect = run->steps - run->first_step + 1;
+    if ((int64_t)rk->nsteps != expect)
+        problem(run, "%s: %zu step events, the config's steps %lld..%lld are %lld", name, rk->nsteps,
+                (long long)run->first_step, (long long)run->steps, (long long)expect);
+    if (!rk->end) problem(run, "%s: no end event: the rank stopped before finishing", name);
+    else if (strcmp(json_get(rk->end, "status")->string, "ok") != 0)
+        problem(run, "%s: the rank ended with status \"%s\"", name, json_get(rk->end, "status")->string);
+}
+
+int grade_run_load(GradeRun *run, const char *dir) {
+    static const JsonValue empty = {.type = JSON_OBJECT};
+    memset(run, 0, sizeof *run);
+    snprintf(run->dir, sizeof run->dir, "%s", dir);
+    run->config = &empty;
+    run->first_step = 1;
+    char err[256];
+    run->meta = load_json(run, "meta.json");
+    if (!run->meta) return -1;
+    if (!runschema_check_meta(run->meta, err, sizeof err)) return problem(run, "meta.json: %s", err);
+    run->config = json_get(run->meta, "config");
+    snprintf(run->lab, sizeof run->lab, "%s", json_get(run->meta, "lab")->string);
+    double world = json_get(run->meta, "world_size")->number;
+    if (world < 1 || world > GRADE_MAX_WORLD)
+        return problem(run, "meta.json: world_size %.0f is not a world shardlab runs (1 to %d)", world, GRADE_MAX_WORLD);
+    run->world = (int)world;
+    // Every lab trains for config "steps" but collectives, which logs rows, not steps.
+    run->steps = (int64_t)grade_cfg_num(run, "steps", -1);
+    if (!strcmp(run->lab, "collectives")) run->steps = 0;
+    else if (run->steps < 1) return problem(run, "meta.json: the config has no \"steps\" of at least 1");
+
+    run->ranks = calloc_check((size_t)run->world, sizeof *run->ranks);
+    for (int r = 0; r < run->world; r++) load_rank(run, r);
+    // Ranks agree on the lab and the world they ran in.
+    for (int r = 0; r < run->world; r++) {
+        const JsonValue *s = run->ranks[r].start;
+        if (!s) continue;
+        if (strcmp(json_get(s, "lab")->string, run->lab) != 0 || json_get(s, "world")->number != run->world)
+            problem(run, "rank-%d.jsonl: its start event says lab %s, world %.0f; meta.json says %s, %d", r,
+                    json_get(s, "lab")->string, json_get(s, "world")->number, run->lab, run->world);
+    }
+    run->summary = load_json(run, "summary.json");
+    // The training labs' summary has the schema's fields; collectives' has its table.
+    const JsonValue *status = run->summary ? json_get(run->summary, "status") : NULL;
+    if (run->summary && run->steps && !runschema_check_summary(run->summary, err, sizeof err))
+        problem(run, "%s", err);
+    else if (run->summary && (!status || status->type != JSON_STRING || strcmp(status->string, "ok") != 0))
+        problem(run, "summary.json: the status is not \"ok\"");
+    return run->problem[0] ? -1 : 0;
+}
+
+void grade_run_free(GradeRun *run) {
+    for (int r = 0; run->ranks && r < run->world; r++) {
+        for (size_t i = 0; i < run->ranks[r].n; i++) json_free(run->ranks[r].ev[i]);
+        free(run->ranks[r].ev);
+        free(run->ranks[r].steps);
+    }
+    free(run->ranks);
+    json_free(run->meta);
+    json_free(run->summary);
+    memset(run, 0, sizeof *run);
+}
+
+const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n) {
+    if (r < 0 || r >= run->world || !run->ranks) {
+        *n = 0;
+        return NULL;
+    }
+    *n = run->ranks[r].nsteps;
+    return run->ranks[r].steps;
+}
+
+double grade_cfg_num(const GradeRun *run, const char *key, double dflt) {
+    const JsonValue *v = json_get(run->config, key);
+    if (v && v->type == JSON_BOOL) return v->boolean;
+    return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : dflt;
+}
+
+const char *grade_cfg_str(const GradeRun *run, const char *key, const char *dflt) {
+    const JsonValue *v = json_get(run->config, key);
+    return v && v->type == JSON_STRING ? v->string : dflt;
+}
