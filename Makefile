@@ -30,7 +30,9 @@ UI      ?= auto
 RUN     ?=
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -Ilabs/core
+# The labs' sources: labs/, or a student's copy of them (make grade builds one with LABS_SRC).
+LABS_SRC ?= labs
+BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -I$(LABS_SRC)/core
 ifeq ($(NATIVE),1)
 ARCH    := -march=native
 else
@@ -53,7 +55,7 @@ DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-CU_SRCS := $(wildcard labs/core/cuda/*.cu)
+CU_SRCS := $(wildcard $(LABS_SRC)/core/cuda/*.cu)
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
               -gencode arch=compute_90,code=compute_90
 NVCCFLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
@@ -71,19 +73,19 @@ endif
 # ---- sources --------------------------------------------------------------------------
 # Every core file but nocuda.c, then the CUDA backend or nocuda.c. The sanitized build (the
 # tests) is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
-CORE_SRCS := $(filter-out labs/core/nocuda.c,$(wildcard labs/core/*.c))
-CORE_SAN  := $(CORE_SRCS:labs/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o
+CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/*.c))
+CORE_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o
 ifeq ($(CUDA_BUILD),1)
-CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:labs/core/cuda/%.cu=$(BUILD)/core/cuda/%.o)
+CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o)
 CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib))
 LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) -lnccl -lcublas -lcudart -lstdc++
 else
-CORE_OBJS := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
+CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 LDLIBS_CUDA :=
 endif
-LABS      := single collectives ddp zero fsdp tp pp ckpt shard
-LAB_BINS  := $(LABS:%=$(BUILD)/labs/%)
-LAB_SAN   := $(LABS:%=$(BUILD)/san/labs/%)
+LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
+LAB_BINS  := $(LABS_ALL:%=$(BUILD)/labs/%)
+LAB_SAN   := $(LABS_ALL:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').
@@ -108,14 +110,14 @@ GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
 # libraries carry so much thread-local storage that CivetWeb's worker threads, created with
 # a small fixed stack, cannot start in a process that loads them.
-SHARDLAB_CORE := $(CORE_SRCS:labs/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
+SHARDLAB_CORE := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
+.PHONY: starter grade grade-labs all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -140,6 +142,8 @@ help:
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
 	@echo "  make web              the course in the browser at http://127.0.0.1:8080 [PORT=8081]"
 	@echo "  make lexicon TERM=zero-stage-3  a lexicon entry in the terminal (no TERM: the index)"
+	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
+	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [OUT=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
@@ -182,14 +186,14 @@ deps-ncurses:
 	@(pkg-config --exists ncursesw md4c-html 2>/dev/null && test -f /usr/include/civetweb.h) || $(MAKE) --no-print-directory deps
 
 # ---- build ----------------------------------------------------------------------------
-$(BUILD)/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/core
+$(BUILD)/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/core
 	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/core/%.o: labs/core/%.c labs/core/*.h | $(BUILD)/san/core
+$(BUILD)/san/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/san/core
 	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/core/cuda/%.o: labs/core/cuda/%.cu labs/core/cuda/*.cuh labs/core/*.h | $(BUILD)/core/cuda
-	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -Ilabs/core -I$(NCCL_HOME)/include -c $< -o $@
+$(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h | $(BUILD)/core/cuda
+	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
 
 $(BUILD)/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
 	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
@@ -197,10 +201,10 @@ $(BUILD)/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
 $(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
 	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/labs/%: labs/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/labs
+$(BUILD)/labs/%: $(LABS_SRC)/%.c $(CORE_OBJS) $(LABS_SRC)/core/*.h | $(BUILD)/labs
 	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/san/labs/%: labs/%.c $(CORE_SAN) labs/core/*.h | $(BUILD)/san/labs
+$(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(CORE_SAN) $(LABS_SRC)/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
@@ -273,6 +277,33 @@ lab-shard: all
 # Every other lab runs on NGPU ranks through the launcher.
 lab-%: all
 	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
+
+# ---- grading ----------------------------------------------------------------------------
+# make starter OUT=dir: a student's copy of the project, the solution regions of labs/
+# replaced by TODO stubs (labs/grade/starter.sh). make grade LABS=dir: build the labs of a
+# student's copy (of the project, or of its labs/) on the CPU into build/student/<hash>, run
+# every lab's graded configurations with them and grade each with this build's shardlab,
+# whose references run this build's labs. ONLY=ddp,zero-3 picks labs or configurations;
+# OUT=dir keeps the graded runs, grade.json and grade.xml there (default runs/grade-<time>).
+LABS    ?= labs
+ONLY    ?=
+GRADE_SRC = $(if $(wildcard $(LABS)/labs/core/*.c),$(LABS)/labs,$(LABS))
+GRADE_BUILD = $(BUILD)/student/$(firstword $(shell echo '$(abspath $(GRADE_SRC))' | cksum))
+
+starter:
+	@if [ -z "$(OUT)" ]; then echo "make starter: say where: make starter OUT=dir" >&2; exit 2; fi
+	@sh labs/grade/starter.sh "$(OUT)"
+
+grade: all
+	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
+	  echo "make grade: $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
+	@echo "make grade: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU)"
+	@rm -f $(addprefix $(GRADE_BUILD)/labs/,$(LABS_ALL))
+	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 grade-labs
+	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(OUT),--out $(OUT))
+
+# The lab programs alone, from LABS_SRC into BUILD (what make grade builds).
+grade-labs: $(LAB_BINS)
 
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
 web: deps $(SHARDLAB) $(LAB_BINS)

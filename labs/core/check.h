@@ -1,6 +1,6 @@
 // check.h — checked wrappers for every call that can fail.
 //
-// Defines: die(), usage_error(), check_set_context(), check_on_die(), check_forget_die(),
+// Defines: die(), todo(), usage_error(), check_set_context(), check_on_die(), check_forget_die(),
 //          malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
 //          fwrite_check(), fclose_check().
 //
@@ -29,6 +29,13 @@ void check_forget_die(DieHook hook, void *arg);
 void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5), noreturn));
 #define die(hint, ...) die_at(__FILE__, __LINE__, (hint), __VA_ARGS__)
+
+// Starter code (make starter): where a student writes part of an algorithm, the stub that
+// stands in for it. It dies naming the place, so a lab run before the part is written fails
+// loudly (an error event in the run log, a FAIL in the grade), never quietly wrong.
+#define todo(what) \
+    die("write it where the TODO is (the file and line above), then: make grade LABS=<your copy>", \
+        "not written yet: %s", (what))
 
 // Print "<prog>: <message>" and "Try '<prog> --help'." then exit(2).
 void usage_error(const char *prog, const char *fmt, ...)

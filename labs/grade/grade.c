@@ -339,6 +339,11 @@ static int write_outputs(const char *dir, const Grade *const *grades, int n, con
     return rc;
 }
 
+int grade_write_run(const Grade *g) {
+    const Grade *list[1] = {g};
+    return write_outputs(g->run_dir, list, 1, NULL);
+}
+
 // ---- the graded configurations of `make grade LABS=dir` ---------------------------------------
 //
 // Small and quick (seconds each on two cores), and each chosen so that its checks bite: four
@@ -536,7 +541,6 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
     static Grade g;
     grade_rubric(&g, dir, NULL, &refs);
     grade_print(&g, stdout);
-    const Grade *list[1] = {&g};
-    if (write_outputs(dir, list, 1, NULL) == 0) printf("grade.json and grade.xml written to %s\n", dir);
+    if (grade_write_run(&g) == 0) printf("grade.json and grade.xml written to %s\n", dir);
     return g.failed ? 1 : 0;
 }

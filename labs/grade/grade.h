@@ -2,7 +2,8 @@
 //
 // Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
 //          grade_run_load(), grade_run_free(), grade_steps(), grade_cfg_num(), grade_cfg_str(),
-//          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_main().
+//          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
+//          grade_main().
 //
 // The grader reads only the run directory (DESIGN.md: meta.json, rank-<r>.jsonl,
 // summary.json, and files a lab documents, such as shard's index lists), never trusts it,
@@ -101,6 +102,9 @@ void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *r
 void grade_print(const Grade *g, FILE *out);
 void grade_to_json(const Grade *g, StrBuf *sb);
 void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf *sb);
+// grade.json and grade.xml into g->run_dir (through temporary files). Returns 0, or -1 with
+// a message on stderr.
+int grade_write_run(const Grade *g);
 
 // `shardlab grade ...`; prog_dir is the directory of the shardlab program (its labs/ holds
 // the reference binaries). Returns the exit status.
