@@ -210,11 +210,11 @@ $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(CORE_SAN) $(LABS_SRC)/core/*.h | $(BUILD)
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/web deps-ncurses
-	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
+$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/web deps-ncurses
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h | $(BUILD)/san/web deps-ncurses
-	$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/san/web deps-ncurses
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/grade
 	$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@

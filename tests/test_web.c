@@ -16,7 +16,12 @@
 //   4. a lab started from the API runs; its events come through /events and as Server-Sent
 //      Events, every one, in the order of the logs, and a stream resumes after Last-Event-ID;
 //   5. clients that leave free their threads (more streams opened and dropped than the server
-//      has threads, and it still answers), and the server stops on SIGTERM with a stream open.
+//      has threads, and it still answers), and the server stops on SIGTERM with a stream open;
+//   6. grading from the browser's API: a run without grade.json has none (404); grading needs
+//      the token and this site (403), a run that exists (404) and has ended (409); a finished
+//      run is graded (200, every check PASS for the reference lab), grade.json written next to
+//      it and served back; two requests at once both get the same grade (one grading at a
+//      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,6 +39,7 @@ static char server_root[600], runs_dir[600];
 static int port;
 static char token[64];
 static pid_t server;
+static int recv_timeout_s = 10;  // how long a reply may take (grading starts a reference run)
 
 // ---------------------------------------------------------------------------------------
 // A small HTTP client: one request per connection, the whole response back
@@ -46,7 +52,7 @@ static int connect_server(void) {
         close(fd);
         return -1;
     }
-    struct timeval tv = {10, 0};
+    struct timeval tv = {recv_timeout_s, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
 }
@@ -402,6 +408,158 @@ static char *stream(const char *id, long from, long last_id, double max_s) {
     return buf;
 }
 
+// ---------------------------------------------------------------------------------------
+// 6. Grading a run
+
+// POST /api/runs/<id>/grade with these headers; grading may take seconds (a reference run).
+static Resp post_grade(const char *id, const char *headers) {
+    char path[400], hdr[600];
+    snprintf(path, sizeof path, "/api/runs/%s/grade", id);
+    snprintf(hdr, sizeof hdr, "%sContent-Length: 0\r\n", headers ? headers : "");
+    recv_timeout_s = 300;
+    Resp r = request("POST", path, hdr, NULL);
+    recv_timeout_s = 10;
+    return r;
+}
+
+// A grade's JSON: its check named `name` ("run.complete"), or NULL.
+static const JsonValue *grade_check(const JsonValue *g, const char *name) {
+    const JsonValue *checks = json_get(g, "checks");
+    for (size_t i = 0; checks && i < checks->count; i++) {
+        const JsonValue *n = json_get(json_at(checks, i), "name");
+        if (n && n->type == JSON_STRING && strcmp(n->string, name) == 0) return json_at(checks, i);
+    }
+    return NULL;
+}
+
+// Every check of the grade PASS (or SKIP, worth nothing), and points == max > 0.
+static int grade_all_pass(const JsonValue *g, int *nchecks) {
+    const JsonValue *checks = json_get(g, "checks"), *pts = json_get(g, "points"), *max = json_get(g, "max");
+    int ok = checks && checks->type == JSON_ARRAY && checks->count > 0 && pts && max && pts->number == max->number &&
+             max->number > 0;
+    for (size_t i = 0; ok && i < checks->count; i++) {
+        const JsonValue *res = json_get(json_at(checks, i), "result");
+        ok = res && res->type == JSON_STRING && (strcmp(res->string, "PASS") == 0 || strcmp(res->string, "SKIP") == 0);
+    }
+    *nchecks = checks ? (int)checks->count : 0;
+    return ok;
+}
+
+// A copy of a finished run's directory (its logs, meta.json and summary.json only) as a new run.
+static void copy_run(const char *id, const char *new_id) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/%s' && cp '%s/%s'/meta.json '%s/%s'/summary.json '%s/%s'/rank-*.jsonl '%s/%s/'",
+             runs_dir, new_id, runs_dir, id, runs_dir, id, runs_dir, id, runs_dir, new_id);
+    if (system(cmd) != 0) printf("# copying the run failed: %s\n", cmd);
+}
+
+static void check_grade(const char *id) {
+    char own[300], foreign[300], path[400], file[1200];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    snprintf(foreign, sizeof foreign, "X-Shardlab-Token: %s\r\nOrigin: http://evil.example\r\n", token);
+    snprintf(path, sizeof path, "/api/runs/%s/grade", id);
+    snprintf(file, sizeof file, "%s/%s/grade.json", runs_dir, id);
+    // Copies of the finished run, made before it is graded: one to grade twice at once, one
+    // with rank 1's log cut in the middle of a line (a run that died mid-write).
+    char twice[300], cut[300], cut_log[1400];
+    snprintf(twice, sizeof twice, "%s-twice", id);
+    snprintf(cut, sizeof cut, "%s-cut", id);
+    copy_run(id, twice);
+    copy_run(id, cut);
+    snprintf(cut_log, sizeof cut_log, "%s/%s/rank-1.jsonl", runs_dir, cut);
+    struct stat st;
+    if (stat(cut_log, &st) != 0 || truncate(cut_log, st.st_size / 2) != 0) printf("# cutting %s failed\n", cut_log);
+
+    // (a) Not graded yet: GET says so, with a reason; an unknown run has none either.
+    Resp r = request("GET", path, NULL, NULL);
+    EXPECT(r.status == 404 && strstr(r.body, "\"error\"") && strstr(r.body, "no grade yet"),
+           "GET /api/runs/<id>/grade on a run without grade.json: 404 with a reason (%d)", r.status);
+    resp_free(&r);
+    EXPECT(get_status("/api/runs/no-such-run/grade") == 404, "GET grade of an unknown run: 404");
+
+    // (b) Grading starts processes: the token and this site, as for starting a lab.
+    r = post_grade(id, NULL);
+    EXPECT(r.status == 403 && strstr(r.body, "token"), "POST grade without the token: 403 (%d)", r.status);
+    resp_free(&r);
+    r = post_grade(id, foreign);
+    EXPECT(r.status == 403, "POST grade with the token but from another site's page (Origin): 403 (%d)", r.status);
+    resp_free(&r);
+    EXPECT(access(file, F_OK) != 0, "the refused requests graded nothing (no grade.json)");
+
+    // ... with them, the finished run is graded: the rubric of its lab, every check PASS (the
+    // run is the reference lab's own), grade.json and grade.xml written into the run.
+    double t0 = now_s();
+    r = post_grade(id, own);
+    char err[256];
+    JsonValue *g = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    int nchecks = 0, all_pass = g && grade_all_pass(g, &nchecks);
+    const JsonValue *lab = json_get(g, "lab");
+    if (!EXPECT(r.status == 200 && g && json_get(g, "points") && lab && lab->type == JSON_STRING && !strcmp(lab->string, "pp") &&
+                all_pass, "POST grade with the token on a finished pp run: 200, its rubric, %d checks all PASS, in %.1f s (%d)",
+                nchecks, now_s() - t0, r.status))
+        printf("# %s\n", r.body ? r.body : "");
+    json_free(g);
+    char *written = read_file(file, NULL);
+    char xml[1300];
+    snprintf(xml, sizeof xml, "%s/%s/grade.xml", runs_dir, id);
+    EXPECT(written && r.body && strncmp(written, r.body, strlen(r.body)) == 0 && access(xml, F_OK) == 0,
+           "grade.json (the same grade) and grade.xml written into the run's directory");
+    resp_free(&r);
+    // GET now serves that file.
+    r = request("GET", path, NULL, NULL);
+    EXPECT(r.status == 200 && written && strcmp(r.body, written) == 0, "GET grade then returns grade.json (%d)", r.status);
+    resp_free(&r);
+    free(written);
+
+    // (c) A run that is not there: 404, nothing graded.
+    r = post_grade("no-such-run", own);
+    EXPECT(r.status == 404 && strstr(r.body, "\"error\""), "POST grade of an unknown run: 404 (%d)", r.status);
+    resp_free(&r);
+
+    // Two requests for one run at once: one grades (starting the reference run into
+    // ref-single/), the other waits for it and reuses that reference; neither sees the other's
+    // half-written reference, so both answer the same full marks.
+    fflush(stdout);
+    pid_t kid = fork();
+    if (kid == 0) {
+        Resp k = post_grade(twice, own);
+        char out_path[900];
+        snprintf(out_path, sizeof out_path, "%s/twice-kid", tmp);
+        FILE *f = fopen(out_path, "w");
+        if (f) fprintf(f, "%d\n%s", k.status, k.body ? k.body : ""), fclose(f);
+        _exit(0);
+    }
+    Resp mine = post_grade(twice, own);
+    waitpid(kid, NULL, 0);
+    char kid_path[900];
+    snprintf(kid_path, sizeof kid_path, "%s/twice-kid", tmp);
+    char *theirs = read_file(kid_path, NULL), *theirs_body = theirs ? strchr(theirs, '\n') : NULL;
+    g = mine.status == 200 ? json_parse(mine.body, strlen(mine.body), err, sizeof err) : NULL;
+    all_pass = g && grade_all_pass(g, &nchecks);
+    if (!EXPECT(mine.status == 200 && theirs && atoi(theirs) == 200 && theirs_body && strcmp(theirs_body + 1, mine.body) == 0 &&
+                all_pass, "two POSTs grading one run at once: both 200 with the same grade, every check PASS (%d, %d)",
+                mine.status, theirs ? atoi(theirs) : 0))
+        printf("# one: %s\n# the other: %s\n", mine.body ? mine.body : "", theirs ? theirs : "no reply");
+    json_free(g);
+    free(theirs);
+    resp_free(&mine);
+
+    // (d) The cut log: the grade still answers (200) and says why: run.complete FAIL, naming
+    // rank 1's log; the other checks are not graded. Written like any grade.
+    r = post_grade(cut, own);
+    g = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *complete = grade_check(g, "run.complete");
+    const JsonValue *res = json_get(complete, "result"), *why = json_get(complete, "reason"), *pass = json_get(g, "pass");
+    EXPECT(r.status == 200 && res && res->type == JSON_STRING && !strcmp(res->string, "FAIL") && why &&
+           why->type == JSON_STRING && strstr(why->string, "rank-1.jsonl") && pass && pass->type == JSON_BOOL && !pass->boolean,
+           "a run whose rank-1.jsonl was cut mid-line: 200, run.complete FAIL naming the log (%s)",
+           why && why->type == JSON_STRING ? why->string : r.body ? r.body : "");
+    json_free(g);
+    resp_free(&r);
+    snprintf(file, sizeof file, "%s/%s/grade.json", runs_dir, cut);
+    EXPECT(access(file, F_OK) == 0, "and its grade.json is written");
+}
+
 static void check_run(void) {
     char own[300];
     snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
@@ -459,6 +617,7 @@ static void check_run(void) {
     EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && strstr(r.body, "\"summary\":{"),
            "GET /api/runs/<id>: status ok, with the summary");
     resp_free(&r);
+    check_grade(id);
 
     // 50 clients on one live run, joining at different moments: each gets every event, in order.
     char many_id[256] = "";
@@ -508,6 +667,11 @@ static void check_run(void) {
     r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":100000}");
     at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
     if (at) sscanf(at + 6, "%255[^\"]", long_id);
+    resp_free(&r);
+    // Grading waits for the end: a run still going is refused with a reason, not graded.
+    r = post_grade(long_id, own);
+    EXPECT(r.status == 409 && strstr(r.body, "still going"), "POST grade on a run still going: 409 with a reason (%d %s)",
+           r.status, r.body ? r.body : "");
     resp_free(&r);
     int opened = 0;
     for (int i = 0; i < 150 && long_id[0]; i++) {

@@ -1,5 +1,5 @@
 // runs.c — the runs, for the web server: the list, one run's events from any index, the live
-// stream of them (Server-Sent Events), and starting a lab. See web.h.
+// stream of them (Server-Sent Events), starting a lab, and grading a run. See web.h.
 //
 // A run's events live in rank-<r>.jsonl, one file per rank, each appended by its rank. The
 // server gives every event of a run an index: it reads the files incrementally (a run is
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "grade.h"
 #include "runlog.h"
 #include "web.h"
 
@@ -31,6 +32,8 @@
 #define POLL_EVERY_US 50000
 #define STREAM_IDLE_MS 100
 #define KEEPALIVE_S 10
+#define STOPPED_S 120               // logs still this long, and no end: the run stopped
+#define GRADE_STACK_BYTES (16u << 20)
 
 typedef struct {
     char id[256], dir[4400];
@@ -49,6 +52,38 @@ typedef struct {
 static Run *cache[MAX_CACHED_RUNS];
 static int ncached;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// The launchers this server started, by run: reaped one by one (never waitpid(-1): the grader
+// forks a reference run and waits for it, and must get its own child's status), and kept
+// after they exit, so that a run whose launcher is gone counts as ended (runs_ended).
+typedef struct {
+    pid_t pid;
+    int exited;
+    char id[256];
+} Launched;
+static Launched *launched;
+static int nlaunched, caplaunched;
+static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void launched_add(pid_t pid, const char *id) {
+    pthread_mutex_lock(&launched_lock);
+    if (nlaunched == caplaunched)
+        launched = realloc_check(launched, (size_t)(caplaunched = caplaunched ? 2 * caplaunched : 64) * sizeof *launched);
+    launched[nlaunched] = (Launched){.pid = pid};
+    snprintf(launched[nlaunched].id, sizeof launched[nlaunched].id, "%s", id);
+    nlaunched++;
+    pthread_mutex_unlock(&launched_lock);
+}
+
+// 1 if this server started the run's launcher and it has exited.
+static int launched_exited(const char *id) {
+    int exited = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++)
+        if (strcmp(launched[i].id, id) == 0) exited = launched[i].exited;
+    pthread_mutex_unlock(&launched_lock);
+    return exited;
+}
 
 // meta.json, summary.json: the first max bytes, or NULL; free() it.
 static char *read_small(const char *path, size_t max) {
@@ -203,6 +238,11 @@ void runs_free_all(void) {
     for (int i = 0; i < ncached; i++) run_free(cache[i]);
     ncached = 0;
     pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_lock(&launched_lock);
+    free(launched);
+    launched = NULL;
+    nlaunched = caplaunched = 0;
+    pthread_mutex_unlock(&launched_lock);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -253,7 +293,7 @@ static void quick_status(const char *dir, StrBuf *out) {
         }
         json_free(v);
     }
-    if (!finished && strcmp(status, "running") == 0 && fd >= 0 && time(NULL) - st.st_mtime > 120) status = "stopped";
+    if (!finished && strcmp(status, "running") == 0 && fd >= 0 && time(NULL) - st.st_mtime > STOPPED_S) status = "stopped";
     sb_printf(out, "\"status\":\"%s\",\"last_step\":%ld,\"loss\":%.9g", status, last_step, loss);
 }
 
@@ -319,8 +359,10 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
     sb_json_string(out, id);
     sb_printf(out, ",\"lab\":");
     sb_json_string(out, lab_name);
-    sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"meta\":%s,\"summary\":%s,\"ref\":", r->status,
-              r->world, r->n, mv ? meta : "null", sv ? summary : "null");
+    snprintf(path, sizeof path, "%s/grade.json", r->dir);
+    int graded = access(path, F_OK) == 0;  // (the page asks for the grade only then: no 404 to log)
+    sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"graded\":%s,\"meta\":%s,\"summary\":%s,\"ref\":",
+              r->status, r->world, r->n, graded ? "true" : "false", mv ? meta : "null", sv ? summary : "null");
     // A reference run is named by its directory; it is linked only if it is one of ours.
     const char *base = ref && ref->type == JSON_STRING ? strrchr(ref->string, '/') : NULL;
     char refdir[4400];
@@ -529,7 +571,10 @@ static int field_value(const LabField *fd, const JsonValue *v, char *out, size_t
 }
 
 void runs_reap(void) {
-    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++)
+        if (!launched[i].exited && waitpid(launched[i].pid, NULL, WNOHANG) == launched[i].pid) launched[i].exited = 1;
+    pthread_mutex_unlock(&launched_lock);
 }
 
 int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen) {
@@ -606,6 +651,127 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
         execv(argv[0], argv);
         _exit(127);
     }
+    launched_add(pid, name);
     snprintf(id, idlen, "%s", name);
     return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Grading a run: GET and POST /api/runs/<id>/grade
+
+// The newest change to the run's files (its directory, meta.json, the rank logs).
+static time_t run_last_write(const char *dir, int world) {
+    struct stat st;
+    time_t newest = stat(dir, &st) == 0 ? st.st_mtime : 0;
+    char path[4600];
+    for (int k = -1; k < world; k++) {
+        if (k < 0) snprintf(path, sizeof path, "%s/meta.json", dir);
+        else snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
+        if (stat(path, &st) == 0 && st.st_mtime > newest) newest = st.st_mtime;
+    }
+    return newest;
+}
+
+int runs_ended(Web *w, const char *id) {
+    Run *r = get_run(w, id);  // (locked)
+    if (!r) return -1;
+    poll_run(r);
+    int ended = strcmp(r->status, "running") != 0, world = r->world;
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s", r->dir);
+    pthread_mutex_unlock(&r->lock);
+    if (ended) return 1;
+    // A rank that died logs no end: rank 0's summary.json, the launcher's exit or a long
+    // silence says the run is over all the same (quick_status calls that "stopped").
+    char path[4600];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    if (access(path, F_OK) == 0 || launched_exited(id)) return 1;
+    return time(NULL) - run_last_write(dir, world) > STOPPED_S;
+}
+
+int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {
+    char dir[4400], path[4600];
+    if (!run_exists(w, id, dir, sizeof dir)) return snprintf(why, whylen, "no such run"), 404;
+    snprintf(path, sizeof path, "%s/grade.json", dir);
+    StrBuf b;
+    sb_init(&b);
+    int rc = sb_read_file(&b, path, 1 << 20);
+    if (rc != 0) {
+        sb_free(&b);
+        if (rc < 0 && errno == ENOENT)
+            return snprintf(why, whylen, "run %.200s has no grade yet: POST /api/runs/%.200s/grade grades it", id, id), 404;
+        return snprintf(why, whylen, "cannot read grade.json of run %.200s: %s", id,
+                        rc > 0 ? "larger than 1 MiB" : strerror(errno)), 500;
+    }
+    // The file is the grader's, but the directory is the student's: say so if it is not JSON.
+    char err[128];
+    JsonValue *v = json_parse(b.data ? b.data : "", b.len, err, sizeof err);
+    if (!v || v->type != JSON_OBJECT) {
+        json_free(v);
+        sb_free(&b);
+        return snprintf(why, whylen, "grade.json of run %.200s is not a JSON object (%s): grade the run again", id,
+                        v ? "another value" : err), 500;
+    }
+    json_free(v);
+    sb_append(out, b.data, b.len);
+    sb_free(&b);
+    return 0;
+}
+
+// Grading runs on a thread of its own: the grader keeps a GradeRun and its references on the
+// stack, more than CivetWeb's worker threads (small, fixed stacks) can hold under ASan.
+typedef struct {
+    Grade *g;
+    const char *dir;
+    const GradeRefs *refs;
+    int written;
+} GradeJob;
+
+static void *grade_thread(void *arg) {
+    GradeJob *job = arg;
+    grade_rubric(job->g, job->dir, NULL, job->refs);
+    job->written = grade_write_run(job->g) == 0;
+    return NULL;
+}
+
+// One grading at a time: two requests for the same run would both start its reference run
+// into the same ref-<lab>/ (and two of different runs would share the machine's cores).
+// A second request waits here; it then finds the reference whole and reuses it.
+static pthread_mutex_t grade_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {
+    char dir[4400];
+    if (!run_exists(w, id, dir, sizeof dir)) return snprintf(why, whylen, "no such run"), 404;
+    int ended = runs_ended(w, id);
+    if (ended < 0) return snprintf(why, whylen, "no such run"), 404;
+    if (!ended)
+        return snprintf(why, whylen, "run %.200s is still going: it can be graded once it has ended", id), 409;
+    Grade *g = calloc_check(1, sizeof *g);  // (~20 KB: never on a worker's stack)
+    GradeRefs *refs = calloc_check(1, sizeof *refs);
+    if (strlen(dir) + 64 > sizeof g->run_dir || strlen(w->labs) >= sizeof refs->labs_dir) {
+        free(g), free(refs);
+        return snprintf(why, whylen, "the run's path (or the labs' %.100s) is too long for the grader", w->labs), 500;
+    }
+    memcpy(refs->labs_dir, w->labs, strlen(w->labs) + 1);  // (its length checked above)
+    refs->ref_dir = NULL;  // the grader starts its own single-rank reference
+    refs->quiet = 1;
+    GradeJob job = {.g = g, .dir = dir, .refs = refs};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, GRADE_STACK_BYTES);
+    pthread_mutex_lock(&grade_lock);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, grade_thread, &job);
+    if (rc == 0) pthread_join(t, NULL);
+    pthread_mutex_unlock(&grade_lock);
+    pthread_attr_destroy(&attr);
+    int status = 0;
+    if (rc != 0) status = 500, snprintf(why, whylen, "cannot start the grader: %s", strerror(rc));
+    else if (!job.written)
+        status = 500, snprintf(why, whylen, "graded %d/%d, but cannot write grade.json and grade.xml into %.200s", g->points,
+                               g->max, dir);
+    else grade_to_json(g, out);
+    free(g);
+    free(refs);
+    return status;
 }

@@ -36,7 +36,8 @@ static void reply(struct mg_connection *c, int status, const char *type, const c
                   const char *extra_headers) {
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
-                       : status == 405 ? "Method Not Allowed" : status == 413 ? "Payload Too Large" : "Error";
+                       : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 413 ? "Payload Too Large"
+                       : status == 500 ? "Internal Server Error" : "Error";
     StrBuf r;
     sb_init(&r);
     sb_printf(&r,
@@ -425,6 +426,27 @@ static long query_long(const char *qs, const char *name, long dflt) {
     return end == v || *end ? dflt : x;
 }
 
+// GET: the run's grade.json. POST: grade it now (seconds: the grader may start a reference
+// run), with the same checks as starting a lab, since it starts processes too.
+static int api_grade(Web *w, struct mg_connection *c, const char *method, const char *id) {
+    int post = strcmp(method, "POST") == 0;
+    if (!post && strcmp(method, "GET") != 0) return reply_json_error(c, 405, "GET or POST");
+    if (post && !may_act(w, c))
+        return reply_json_error(c, 403, "grading a run needs this server's token (open the URL it printed) and a request from its own pages");
+    if (!safe_name(id)) return reply_json_error(c, 404, "no such run");
+    StrBuf b;
+    sb_init(&b);
+    char why[400];
+    int st = post ? runs_grade(w, id, &b, why, sizeof why) : runs_grade_json(w, id, &b, why, sizeof why);
+    if (st) {
+        sb_free(&b);
+        return reply_json_error(c, st, why);
+    }
+    reply(c, 200, "application/json", b.data, b.len, NULL);
+    sb_free(&b);
+    return 200;
+}
+
 static int api(Web *w, struct mg_connection *c, const char *method, const char *rest, const char *qs) {
     if (strcmp(rest, "runs") == 0) {
         if (strcmp(method, "POST") == 0) {
@@ -461,10 +483,12 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
         sb_free(&b);
         return 200;
     }
-    if (strncmp(rest, "runs/", 5) != 0 || strcmp(method, "GET") != 0) return reply_json_error(c, 404, "no such API");
+    if (strncmp(rest, "runs/", 5) != 0) return reply_json_error(c, 404, "no such API");
     char id[256];
     const char *slash = strchr(rest + 5, '/');
     snprintf(id, sizeof id, "%.*s", (int)(slash ? slash - rest - 5 : (long)strlen(rest + 5)), rest + 5);
+    if (slash && strcmp(slash, "/grade") == 0) return api_grade(w, c, method, id);
+    if (strcmp(method, "GET") != 0) return reply_json_error(c, 404, "no such API");
     if (!safe_name(id)) return reply_json_error(c, 404, "no such run");
     StrBuf b;
     sb_init(&b);
@@ -608,6 +632,10 @@ int web_main(int argc, char **argv, const char *root) {
     if (k <= 0) die(NULL, "cannot find this program's path");
     exe[k] = 0;
     snprintf(w.launcher, sizeof w.launcher, "%s", exe);
+    // The lab programs, found as the launcher finds them (labs_dir() in shardlab.c).
+    const char *labs = getenv("SHARDLAB_LABS");
+    if (labs && *labs) snprintf(w.labs, sizeof w.labs, "%s", labs);
+    else snprintf(w.labs, sizeof w.labs, "%.*s/labs", (int)(strrchr(exe, '/') - exe), exe);
     char err[512], dir[4200];
     snprintf(dir, sizeof dir, "%s/lexicon", root);
     if (lexicon_load(&lexicon, dir, err, sizeof err) != 0) usage_error("shardlab web", "%s (set SHARDLAB_ROOT)", err);

@@ -3,6 +3,7 @@
 //
 // Defines: Web, WEB_MAX_BODY, web_main(), web_route(), runs_list_json(), runs_info_json(),
 //          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
+//          runs_ended(), runs_grade_json(), runs_grade(),
 //          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
 //          web_ncommon_fields.
 //
@@ -14,11 +15,14 @@
 //   /runs/<id>                  the live dashboard of a run (web/static/run.js draws it)
 //   /static/<file>              web/static/, and /static/vendor/chart.min.js (Debian's libjs-chart.js)
 //   GET  /api/runs              recent runs
-//   GET  /api/runs/<id>         one run: meta.json, summary.json, status
+//   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a grade.json
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
 //   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
 //                               bounded options only, run through the launcher, never a shell
+//   GET  /api/runs/<id>/grade   the run's grade.json (404 until it has one)
+//   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
+//                               (409 before): writes grade.json and grade.xml, answers the grade
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
@@ -42,6 +46,8 @@ typedef struct {
     char root[4096];       // the checkout: lexicon/, lessons/, web/static/
     char runs[4096];       // the run directories
     char launcher[4096];   // build/shardlab, to start labs with
+    char labs[4096];       // the lab programs it runs ($SHARDLAB_LABS, else labs/ next to it): the
+                           // grader's references run these too
     char host[256];        // what we listen on
     int port;
     char token[33];
@@ -61,8 +67,20 @@ int runs_events_json(Web *w, const char *id, long from, const char *kind, int ra
 void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from);
 // Starts a lab from a JSON request; 0 with the run's id, or the HTTP status (400) with why.
 int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen);
+// Reaps the launchers runs_start() started (only those: the grader waits for its own children).
 void runs_reap(void);
 void runs_free_all(void);
+// 1 once the run has ended (every rank logged its end, summary.json is there, the launcher
+// this server started has exited, or its logs have been still for 2 minutes), 0 while it
+// goes on, -1: no such run.
+int runs_ended(Web *w, const char *id);
+// The run's grade.json into out: 0, or the HTTP status (404: no such run or no grade yet;
+// 500: not JSON) with why.
+int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
+// Grades the run (one grading at a time; the references run w->labs' programs), writes
+// grade.json and grade.xml into it and the grade into out: 0, or the HTTP status (404 no
+// such run, 409 still running, 500) with why. Takes seconds: it may start a reference run.
+int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
 
 // ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
 typedef enum { FIELD_INT, FIELD_REAL, FIELD_FLAG, FIELD_CHOICE, FIELD_TEXT } FieldKind;

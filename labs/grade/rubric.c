@@ -18,6 +18,7 @@
 //   ckpt         replicas.equal [2]  loss.reference [3]  recompute.bitwise [3]  recompute.count [1]  mem.formula [1]
 //   shard        replicas.equal [2]  loss.reference [3]  data.coverage [3]
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,18 @@
 #include "grade_internal.h"
 
 // The tolerances. Losses: the distributed run adds the same fp32 numbers in another order
-// (all-reduce, micro-batches), nothing else; measured differences are below 1e-7 over the
-// graded runs, and a lost or doubled gradient moves the loss by 1e-3 within a few steps.
-// Gradient norms are logged with 6 significant digits, hence a relative 1e-4.
+// (all-reduce, micro-batches), nothing else. Over the first STRICT_STEPS steps that stays
+// below 1e-7 (measured on every graded configuration), so 1e-5 there; a lost or doubled
+// gradient moves the loss by 1e-3 within a few steps. Later, training itself amplifies those
+// last-bit differences (measured over 200 steps of ddp, zero and tp at the default settings:
+// up to 5.5e-5 in the loss and 2.7e-3 in the gradient norm around the loss spike near step
+// 39), so later steps are held to a looser bound that a real mistake still breaks. Gradient
+// norms are logged with 6 significant digits, hence a relative 1e-4 at first.
+#define STRICT_STEPS 10
 #define LOSS_TOL 1e-5
+#define LOSS_TOL_LATER 1e-3
 #define GRAD_NORM_RTOL 1e-4
+#define GRAD_NORM_RTOL_LATER 3e-2
 
 // The model the run trained, from its config (GptConfig as the labs build it).
 static GptConfig model_of(const GradeRun *run) {
@@ -109,14 +117,16 @@ static void check_replicas(Ctx *x, GradeCheck *c) {
 // ---- loss.reference and grads.reference: against the single-rank run ------------------
 
 // The worst difference between a step field of rank 0 and the reference's at the same
-// steps; relative: divided by the reference's magnitude. Returns the steps compared.
-static size_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *field, int relative, double *worst,
-                         int64_t *at, double *got, double *want) {
+// steps, over the steps from..to; relative: divided by the reference's magnitude. Returns the
+// steps compared.
+static size_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *field, int relative, int64_t from,
+                         int64_t to, double *worst, int64_t *at, double *got, double *want) {
     size_t n, nr, compared = 0;
     const JsonValue **s = grade_steps(run, 0, &n), **t = grade_steps(ref, 0, &nr);
     *worst = 0, *at = 0, *got = *want = NAN;
     for (size_t i = 0; i < n; i++) {
         double step = ev_num(s[i], "step");
+        if (step < from || step > to) continue;
         for (size_t j = 0; j < nr; j++) {
             if (ev_num(t[j], "step") != step) continue;
             double a = ev_num(s[i], field), b = ev_num(t[j], field);
@@ -129,34 +139,38 @@ static size_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *f
     return compared;
 }
 
-static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol) {
+static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double tol_later) {
     const GradeRun *ref = ctx_reference(x, REF_SINGLE, c->reason, sizeof c->reason);
+    EXPECTED("within %g%s of %s over steps 1..%d, %g after", tol, relative ? " (relative)" : "", x->ref_label[REF_SINGLE],
+             STRICT_STEPS, tol_later);
     if (!ref) {
         MEASURED("no reference");
-        EXPECTED("within %g of the single-rank run", tol);
         return;
     }
-    double worst, got, want;
-    int64_t at;
-    size_t n = worst_diff(x->run, ref, field, relative, &worst, &at, &got, &want);
-    EXPECTED("within %g%s of %s at every step", tol, relative ? " (relative)" : "", x->ref_label[REF_SINGLE]);
+    double worst[2], got[2], want[2];
+    int64_t at[2];
+    size_t n = worst_diff(x->run, ref, field, relative, 1, STRICT_STEPS, &worst[0], &at[0], &got[0], &want[0]);
+    n += worst_diff(x->run, ref, field, relative, STRICT_STEPS + 1, INT64_MAX, &worst[1], &at[1], &got[1], &want[1]);
     if (n < x->run->ranks[0].nsteps) {
         MEASURED("%zu of %zu steps in the reference", n, x->run->ranks[0].nsteps);
         REASON("the reference run does not cover this run's steps");
         return;
     }
-    if (!(worst <= tol)) {
-        MEASURED("%s %.8g vs %.8g at step %lld (off by %.3g)", field, got, want, (long long)at, worst);
-        REASON("%s", !strcmp(field, "loss") ? "the loss curve is not the single-rank one on the same global batch"
-                                             : "the gradients are not those of the global batch's mean loss");
-        return;
-    }
-    MEASURED("worst difference %.3g over %zu steps", worst, n);
+    for (int k = 0; k < 2; k++)
+        if (!(worst[k] <= (k ? tol_later : tol))) {
+            MEASURED("%s %.8g vs %.8g at step %lld (off by %.3g)", field, got[k], want[k], (long long)at[k], worst[k]);
+            REASON("%s", !strcmp(field, "loss") ? "the loss curve is not the single-rank one on the same global batch"
+                                                 : "the gradients are not those of the global batch's mean loss");
+            return;
+        }
+    MEASURED("worst difference %.3g over the first steps, %.3g after, %zu steps", worst[0], worst[1], n);
     c->pass = 1;
 }
 
-static void check_loss(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "loss", 0, LOSS_TOL); }
-static void check_grads(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL); }
+static void check_loss(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_TOL_LATER); }
+static void check_grads(Ctx *x, GradeCheck *c) {
+    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_NORM_RTOL_LATER);
+}
 
 // ---- mem.formula: params, grads, optim of every rank after the first step ---------------
 

@@ -9,7 +9,9 @@
 // button leads to its lab's form; the form starts a 2-rank run (with the token the server
 // printed) and the browser lands on its dashboard; the dashboard follows the live run (the
 // step counter moves, the loss chart and the memory bars are drawn) and shows the summary at
-// the end; no page logs an error. The screenshots are for a person to look at.
+// the end; a short run's "Grade this run" button grades it and shows the rubric, every check
+// PASS for the reference lab, and the saved grade comes back on reload; no page logs an
+// error. The screenshots are for a person to look at.
 'use strict';
 const { spawn } = require('child_process');
 const fs = require('fs');
@@ -84,6 +86,36 @@ async function main() {
     await page.waitForFunction(() => /final_loss/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });
     await page.screenshot({ path: path.join(outDir, 'run-end.png'), fullPage: true });
     check(await page.locator('#run-status .st-ok').count() === 1, 'at the end: status ok, and the summary');
+
+    // Grading from the page. A short run of the same lab: over a few steps the distributed
+    // loss equals the single-rank reference's within the rubric's tolerance (fp32 sums in
+    // another order drift apart over hundreds of steps).
+    await page.goto(new URL('/labs/zero', url).href);
+    await page.fill('input[name=n]', '2');
+    await page.fill('input[name=steps]', '6');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await page.waitForSelector('#run-status .st-ok', { timeout: 60000 });
+    const gradeButton = page.getByRole('button', { name: 'Grade this run' });
+    await gradeButton.waitFor({ timeout: 15000 });
+    await gradeButton.click();
+    const caption = page.locator('#p-grade table.rubric caption');
+    await caption.waitFor({ timeout: 120000 });
+    const totalOf = async () => ((await caption.textContent()).match(/Total (\d+)\/(\d+) points/) || []).slice(1);
+    const [got, max] = await totalOf();
+    const results = await page.locator('#p-grade table.rubric tbody td.res').allTextContents();
+    const heads = await page.locator('#p-grade table.rubric thead th').allTextContents();
+    check(got !== undefined && got === max && results.length >= 5 && results.every((r) => r === 'PASS') &&
+      heads.join(',').startsWith('Check,Result,Points,Measured,Expected'),
+      `"Grade this run" shows the rubric: total ${got}/${max}, ${results.length} checks, all PASS (${results.join(' ')})`);
+    await page.screenshot({ path: path.join(outDir, 'run-grade.png'), fullPage: true });
+    await page.locator('#p-grade').screenshot({ path: path.join(outDir, 'run-grade-panel.png') });
+    // The grade was saved with the run (grade.json): the page shows it again, without the button.
+    await page.reload();
+    await caption.waitFor({ timeout: 30000 });
+    const [again, againMax] = await totalOf();
+    check(again === got && againMax === max && await page.getByRole('button', { name: 'Grade this run' }).count() === 0,
+      `reloaded, the page shows the saved grade (${again}/${againMax}) instead of the button`);
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

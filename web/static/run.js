@@ -8,8 +8,9 @@
 //
 // Panels: status line; (1) loss of rank 0 with the loss floor and a reference run; (2) step
 // time per rank, compute and communication; (3) memory per rank by category; (4) the timeline
-// of the last complete step; (5) at the end, summary and checks. This file decides what they
-// show; charts.js (loaded from here) draws them.
+// of the last complete step; (5) at the end, summary and checks; (6) the grade: the lab's
+// rubric (GET/POST /api/runs/ID/grade). This file decides what they show; charts.js (loaded
+// from here) draws them.
 'use strict';
 
 (function () {
@@ -193,12 +194,16 @@
     ui.gantt = panel('p-gantt', 'Timeline', 'waiting for a complete step ...', true);
     ui.summary = panel('p-summary', 'Summary', '', false);
     ui.checks = panel('p-checks', 'Checks the lab made on itself', '', false);
+    ui.grade = panel('p-grade', 'Grade', 'the lab\u2019s invariants checked on this run\u2019s logs, against a single-rank ' +
+      'reference run on the same global batch and the method\u2019s formulas', true);
     ui.summary.s.hidden = true;
     ui.checks.s.hidden = true;
+    ui.grade.s.hidden = true;
     ui.config = el('details', { class: 'data' });
     root.textContent = '';
     root.append(ui.h1, ui.status, ui.progress, ui.argv, ui.errors,
-      el('div', { class: 'panels' }, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s), ui.config);
+      el('div', { class: 'panels' }, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
+      ui.config);
   }
 
   // ================================================================ status line
@@ -355,26 +360,16 @@
       el('tbody', null, ...pairs.map(([k, v]) => el('tr', null, el('th', { scope: 'row', text: k }), el('td', { text: show(k, v) })))));
   }
 
-  // Grading comes later, from the command line; the line names the run's directory (the
-  // summary knows it; otherwise the run's id is its name under runs/).
-  function gradeLine(sum) {
-    const dir = (sum && sum.run_dir) || 'runs/' + RUN;
-    return el('p', { class: 'grade-line' }, 'grade: run ', el('code', { text: 'shardlab grade ' + dir }),
-      ' (the lab\u2019s invariants checked on this run\u2019s log)');
-  }
-
   function renderSummary() {
     if (!S.final) return;
     const sum = S.info && S.info.summary;
     ui.summary.s.hidden = false;
     if (!sum) {
-      if (!ui.summary.grade) ui.summary.s.append(ui.summary.grade = gradeLine(null));
       ui.summary.n.textContent = 'the run ended without a summary.json (rank 0 writes it last; a run that failed early has none)';
       return;
     }
     if (ui.summary.done) return;
     ui.summary.done = true;
-    if (ui.summary.grade) ui.summary.grade.remove();
     ui.summary.n.textContent = 'summary.json, written by rank 0 at the end';
     // Scalars (and small objects, flattened) in one table; a list of records (the
     // collectives lab's measurements) as a table of its own, folded when long.
@@ -393,7 +388,6 @@
         ? el('details', { class: 'data' }, el('summary', { text: k + ': ' + plural(rows.length, 'row') }), table)
         : el('div', null, el('h3', { text: k }), table));
     }
-    ui.summary.s.append(gradeLine(sum));
   }
 
   function renderChecks() {
@@ -424,6 +418,130 @@
     } else if (passes.length) {
       ui.checks.s.append(el('ul', { class: 'checks' }, ...passes));
     }
+  }
+
+  // ================================================================ (6) the grade
+
+  // Once the run has ended: its grade.json when it has one, else a button that grades it.
+  // Grading runs `shardlab grade` in the server, which may first start a single-rank reference
+  // run: seconds, during which the button waits and says so. It starts processes, so the
+  // server wants the token the page was given (as the lab form does); the command stays in a
+  // note for the terminal.
+  const tokenMeta = document.querySelector('meta[name="shardlab-token"]');
+  const TOKEN = tokenMeta ? tokenMeta.content : '';
+  const NO_TOKEN = 'This page cannot grade: open it with the URL that shardlab web printed when it started ' +
+    '(it ends in ?token=...), or grade in a terminal.';
+  const G = { state: 'idle' };  // idle, loading, none, grading, graded
+
+  function gradeSay(text, isError, done) {
+    G.status.textContent = text;
+    G.status.classList.toggle('error', !!isError);
+    G.status.classList.toggle('done', !!done);
+  }
+
+  function gradeButton(label, secondary) {
+    const b = el('button', { type: 'button', class: secondary ? 'secondary' : null, text: label });
+    b.addEventListener('click', gradeNow);
+    return b;
+  }
+
+  async function gradeNow(e) {
+    const button = e.currentTarget;
+    if (!TOKEN) { gradeSay(NO_TOKEN, true); return; }
+    button.disabled = true;
+    G.state = 'grading';
+    ui.grade.s.setAttribute('aria-busy', 'true');
+    gradeSay('grading\u2026 the grader reads the logs and may start a single-rank reference run; this takes a few seconds', false);
+    let res = null, reply = null;
+    try {
+      res = await fetch(api + '/grade', {
+        method: 'POST',
+        headers: { 'X-Shardlab-Token': TOKEN, Accept: 'application/json' },
+      });
+      try { reply = await res.json(); } catch (_) { /* the status code says enough */ }
+    } catch (err) {
+      reply = { error: 'could not reach the server (' + err.message + '); is shardlab web still running?' };
+    }
+    ui.grade.s.removeAttribute('aria-busy');
+    button.disabled = false;
+    if (res && res.ok && reply) {
+      showGrade(reply, true);
+      return;
+    }
+    G.state = G.table ? 'graded' : 'none';
+    gradeSay((reply && reply.error) || 'the server answered HTTP ' + (res ? res.status : '?'), true);
+  }
+
+  function showGrade(g, fresh) {
+    if (!g || !Array.isArray(g.checks)) {
+      G.state = 'none';
+      G.body.replaceChildren(gradeButton('Grade this run'));
+      gradeSay('grade.json is not one run\u2019s grade (it has no list of checks): grade the run again', true);
+      return;
+    }
+    G.state = 'graded';
+    const failed = g.checks.filter((c) => c.result === 'FAIL').length;
+    const total = g.points + '/' + g.max;
+    const verdict = failed ? plural(failed, 'check') + ' failed' : 'every check passed';
+    // The reason column only when a check failed or was skipped; it is what a student reads.
+    const why = g.checks.some((c) => c.reason);
+    const head = ['Check', 'Result', 'Points', 'Measured', 'Expected'].concat(why ? ['Why'] : []);
+    const rows = g.checks.map((c) => {
+      const res = ['PASS', 'FAIL', 'SKIP'].includes(c.result) ? c.result : String(c.result);
+      return el('tr', { class: 'res-' + res.toLowerCase() },
+        el('th', { scope: 'row' }, el('code', { text: c.name }), el('span', { class: 'what', text: c.what || '' })),
+        el('td', { class: 'res', text: res }),
+        el('td', { class: 'num', text: res === 'SKIP' ? '\u2013' : c.points + '/' + c.max }),
+        el('td', { class: 'val', text: c.measured || '' }),
+        el('td', { class: 'val', text: c.expected || '' }),
+        ...(why ? [el('td', { class: 'why', text: res === 'PASS' ? '' : c.reason || '' })] : []));
+    });
+    G.table = el('table', { class: 'data rubric' },
+      el('caption', null, 'Total ', el('strong', { class: 'grade-total', text: total }), ' points \u00b7 ' + verdict),
+      el('thead', null, el('tr', null, ...head.map((h) => el('th', { scope: 'col', class: h === 'Points' ? 'num' : null, text: h })))),
+      el('tbody', null, ...rows));
+    G.body.replaceChildren(el('div', { class: 'rubric-box' }, G.table),
+      el('p', { class: 'grade-actions' }, gradeButton('Grade again', true)));
+    ui.grade.n.textContent = 'rubric of ' + (g.label || g.lab || 'the lab') + ': each check PASS or FAIL, measured against expected, '
+      + 'from grade.json in the run\u2019s directory';
+    gradeSay(fresh ? 'graded: ' + total + ' points, ' + verdict : '', false, true);
+  }
+
+  function offerGrading() {
+    G.state = 'none';
+    G.body.replaceChildren(gradeButton('Grade this run'));
+    gradeSay(TOKEN ? '' : NO_TOKEN, false);
+  }
+
+  async function loadGrade() {
+    // The run's description says whether it has a grade.json: asking for one it does not
+    // have would be a 404, which browsers log as an error.
+    if (!(S.info && S.info.graded)) { offerGrading(); return; }
+    G.state = 'loading';
+    gradeSay('looking for a grade\u2026', false);
+    let res = null, reply = null;
+    try {
+      res = await fetch(api + '/grade', { headers: { Accept: 'application/json' } });
+      try { reply = await res.json(); } catch (_) { /* below */ }
+    } catch (_) { /* below: offer to grade */ }
+    if (res && res.ok) { showGrade(reply, false); return; }
+    offerGrading();
+    if (!(res && res.status === 404)) gradeSay((reply && reply.error) || 'could not read the grade', true);
+  }
+
+  function renderGrade() {
+    if (!S.final) return;
+    if (G.state === 'idle') {
+      G.body = el('div', { class: 'grade-body' });
+      G.status = el('p', { class: 'grade-status', role: 'status' });
+      G.cmd = el('code');
+      ui.grade.s.append(G.body, G.status, el('p', { class: 'note grade-cmd' }, 'In a terminal: ', G.cmd));
+      ui.grade.s.hidden = false;
+      loadGrade();
+    }
+    // The summary (and so the run's directory as the launcher wrote it) may arrive later.
+    const sum = S.info && S.info.summary;
+    setText(G.cmd, 'shardlab grade ' + ((sum && sum.run_dir) || 'runs/' + RUN));
   }
 
   // ================================================================ drawing, batched
@@ -465,6 +583,7 @@
     const nchecks = Array.from(S.checks.values()).reduce((n, l) => n + l.length, 0);
     if (nchecks !== checksSeen) { checksSeen = nchecks; renderChecks(); }
     renderSummary();
+    renderGrade();
   }
 
   // A change of colour scheme (or of forced colours) draws everything again in the new
