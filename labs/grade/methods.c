@@ -54,14 +54,9 @@ static StageOrder stage_order(const GradeRun *run, int r, int64_t step) {
 
 // The pipeline config, or a reason it is not graded (then returns 0).
 static int pipe_config(const GradeRun *run, GradeCheck *c, int *p, int *m) {
-    int dp = (int)grade_cfg_num(run, "dp", 1), chunks = (int)grade_cfg_num(run, "chunks", 1);
+    int dp = (int)grade_cfg_num(run, "dp", 1);
     *m = (int)grade_cfg_num(run, "micro", 0);
     *p = dp >= 1 ? run->world / dp : 0;
-    if (chunks != 1) {
-        c->skipped = 1;
-        REASON("graded for one model chunk per stage (gpipe, 1f1b); the interleaved schedule is not");
-        return 0;
-    }
     if (*p < 1 || *p * dp != run->world || *m < 1 || *m > 4096) {
         MEASURED("stages %d, micro-batches %d", *p, *m);
         EXPECTED("a world of p x dp ranks and m >= 1 micro-batches");
@@ -84,11 +79,6 @@ void check_in_flight(Ctx *x, GradeCheck *c) {
     if (!pipe_config(run, c, &p, &m)) return;
     const char *sched = grade_cfg_str(run, "schedule", "");
     int gpipe = !strcmp(sched, "gpipe");
-    if (!gpipe && strcmp(sched, "1f1b") != 0) {
-        c->skipped = 1;
-        REASON("schedule \"%s\" is not graded here", sched);
-        return;
-    }
     EXPECTED("%s: %s", sched, gpipe ? "m on every stage" : "min(m, p - s) on stage s");
     for (int r = 0; r < run->world; r++) {
         int s = stage_of(run, r, p), bound = gpipe ? m : (p - s < m ? p - s : m);

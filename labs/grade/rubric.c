@@ -91,11 +91,6 @@ static void check_complete(Ctx *x, GradeCheck *c) {
 
 static void check_replicas(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    if (!strcmp(run->lab, "zero") && grade_cfg_num(run, "stage", 0) == 3) {
-        c->skipped = 1;
-        REASON("ZeRO-3 keeps no replica: each rank holds its own shard of the parameters");
-        return;
-    }
     size_t n0;
     const JsonValue **s0 = grade_steps(run, 0, &n0);
     EXPECTED("param_hash identical on all %d ranks after each of %zu steps", run->world, n0);
@@ -369,12 +364,6 @@ static void check_comm(Ctx *x, GradeCheck *c) {
         c->pass = 1;
         return;
     }
-    if (!strcmp(run->lab, "tp") &&
-        (grade_cfg_num(run, "sp", 0) || grade_cfg_num(run, "vocab_parallel", 0) || grade_cfg_num(run, "dp", 1) != 1)) {
-        c->skipped = 1;
-        REASON("graded for plain tensor parallelism only (no --sp, --vocab-parallel or --dp)");
-        return;
-    }
     for (int64_t step = run->first_step; step <= run->steps; step++) {
         int ok = !strcmp(run->lab, "ddp")  ? comm_ddp(x, c, step, (double)gpt_num_params(&m))
                  : !strcmp(run->lab, "tp") ? comm_tp(x, c, step, &m)
@@ -426,6 +415,22 @@ static const LabRubric RUBRICS[] = {
     {"shard", {"run.complete", "replicas.equal", "loss.reference", "data.coverage"}},
 };
 
+// Why a check does not apply to this run's configuration (NULL if it does). Known from the
+// config alone, so a run that failed is graded out of the same points as one that passed.
+static const char *not_applicable(const char *check, const GradeRun *run) {
+    if (!strcmp(check, "replicas.equal") && !strcmp(run->lab, "zero") && grade_cfg_num(run, "stage", 0) == 3)
+        return "ZeRO-3 keeps no replica: each rank holds its own shard of the parameters";
+    if (!strcmp(check, "comm.bytes") && !strcmp(run->lab, "tp") &&
+        (grade_cfg_num(run, "sp", 0) || grade_cfg_num(run, "vocab_parallel", 0) || grade_cfg_num(run, "dp", 1) != 1))
+        return "graded for plain tensor parallelism only (no --sp, --vocab-parallel or --dp)";
+    if (!strncmp(check, "schedule.", 9) && grade_cfg_num(run, "chunks", 1) != 1)
+        return "graded for one model chunk per stage (gpipe, 1f1b); the interleaved schedule is not";
+    if (!strcmp(check, "schedule.in_flight") && strcmp(grade_cfg_str(run, "schedule", ""), "gpipe") &&
+        strcmp(grade_cfg_str(run, "schedule", ""), "1f1b"))
+        return "only GPipe's and 1F1B's bounds are graded";
+    return NULL;
+}
+
 void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *refs) {
     memset(g, 0, sizeof *g);
     snprintf(g->run_dir, sizeof g->run_dir, "%s", dir);
@@ -452,7 +457,11 @@ void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *r
         snprintf(c->name, sizeof c->name, "%s", d->name);
         c->what = d->what;
         c->max = d->points;
-        if (i > 0 && run.problem[0]) {
+        const char *skip = run.meta ? not_applicable(d->name, &run) : NULL;
+        if (skip) {
+            c->skipped = 1;
+            snprintf(c->reason, sizeof c->reason, "%s", skip);
+        } else if (i > 0 && run.problem[0]) {
             snprintf(c->measured, sizeof c->measured, "-");
             snprintf(c->expected, sizeof c->expected, "-");
             snprintf(c->reason, sizeof c->reason, "not graded: the run is not gradable (see run.complete)");

@@ -50,12 +50,13 @@ for f in $(cd "$tmp" && grep -rl --include='*.c' --include='*.h' --include='*.cu
             if (!inside) fail("END SOLUTION without a BEGIN")
             inside = 0; count++
             printf "%s/* TODO: %s. Write it here (%d lines in the reference solution). */\n", indent, what, lines
-            printf "%stodo(\"%s (%s:%d)\");\n", indent, what, file, start
+            out += 2
+            printf "%stodo(\"%s (%s:%d)\");\n", indent, what, file, out
             next
         }
         /SOLUTION \*\// { fail("a SOLUTION marker must be alone on its line: /* BEGIN SOLUTION */ or /* END SOLUTION */") }
         inside { lines++; next }
-        { print }
+        { print; out++ }
         END {
             if (bad) exit 2
             if (inside) { printf "starter: %s:%d: BEGIN SOLUTION is never closed\n", file, start > "/dev/stderr"; exit 2 }
