@@ -85,6 +85,11 @@ typedef struct {
 static void buckets_build(Buckets *bs, const Gpt *g, size_t cap, int flat, Mem *mem) {
     bs->b = calloc_check((size_t)g->nlayers * GPT_MAX_TENSORS, sizeof *bs->b);  // at most one per tensor
     bs->n = 0;
+    // Layers from L+1 down to 0, each layer's tensors (gpt_layer_tensors) last to first: a
+    // tensor joins the current bucket as a Segment, unless that bucket already holds cap
+    // floats (or 64 segments): then it opens the next bucket, bs->b[bs->n++]. A bucket's
+    // last_layer is the layer of the last tensor it took.
+    /* BEGIN SOLUTION: fill the buckets with whole tensors in the order the backward pass makes them */
     Bucket *cur = NULL;
     for (int l = g->nlayers - 1; l >= 0; l--) {
         GptTensor t[GPT_MAX_TENSORS];
@@ -96,6 +101,7 @@ static void buckets_build(Buckets *bs, const Gpt *g, size_t cap, int flat, Mem *
             cur->last_layer = l;
         }
     }
+    /* END SOLUTION */
     for (int i = 0; flat && i < bs->n; i++) bs->b[i].flat = mem_alloc_floats(mem, MEM_COMM, bs->b[i].count, "DDP bucket");
 }
 
@@ -129,8 +135,12 @@ typedef struct {
 
 // Overlap: called as each layer's backward ends (last micro-batch only). Every bucket whose
 // last tensor came from this layer is complete: pack it and start its all-reduce; the
-// communication thread runs it while the backward pass computes the layers below.
+// communication thread runs it while the backward pass computes the layers below. Buckets
+// complete in order, so bs->next_to_start is the next one to start; the all-reduce is
+// asynchronous (dist_all_reduce_start, tagged with the bucket's index, into b->work), and
+// sync_gradients() waits for it after the backward pass.
 static void on_layer_backward_done(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
+    /* BEGIN SOLUTION: start the all-reduce of every bucket this layer completed */
     Sync *s = ctx;
     Buckets *bs = &s->buckets;
     while (bs->next_to_start < bs->n && bs->b[bs->next_to_start].last_layer == layer) {
@@ -139,6 +149,7 @@ static void on_layer_backward_done(void *ctx, GptPhase phase, int layer, int64_t
         dist_all_reduce_start(s->group, b->flat, b->count, bs->next_to_start, &b->work);
         bs->next_to_start++;
     }
+    /* END SOLUTION */
 }
 
 // After the backward pass. Returns the microseconds the caller spent waiting for

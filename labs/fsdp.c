@@ -118,14 +118,19 @@ static void fsdp_destroy(Fsdp *f) {
     shard_layout_free(&f->lay);
 }
 
-// Start gathering unit u's weights (nothing to do if they are here or on their way).
+// Start gathering unit u's weights (nothing to do if they are here or on their way): a
+// buffer for the whole padded unit ("params" memory), and an all-gather of every rank's
+// shard into it, started, not waited for (its DistWork is x->gather; tag: the unit), so
+// that unit_materialize() can wait for it later.
 static void unit_start_gather(Fsdp *f, int u) {
+    /* BEGIN SOLUTION: start the all-gather of unit u's shards into a full buffer */
     FsdpUnit *x = &f->unit[u];
     if (x->full) return;
     size_t n = shard_padded(&f->lay, u);
     x->full = mem_alloc(f->mem, MEM_PARAMS, n * f->e, "gathered flat parameter");
     sharded_all_gather(f->group, f->prec, x->shard, x->full, n, u, &x->gather);
     x->in_flight = 1;
+    /* END SOLUTION */
 }
 
 // Unit u's full weights, here: gathered now, or the prefetched gather waited for.
@@ -193,8 +198,12 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
             if (f->reshard_after_forward) unit_reshard(f, u);
         }
         // Backward, from the head down: gather again (unless kept), compute the unit's
-        // gradient, reshard, reduce-scatter the gradient into this rank's shard.
+        // gradient, reshard, reduce-scatter the gradient into this rank's shard. As forward,
+        // with the unit below prefetched; the unit's fp32 gradient goes in a buffer of its
+        // own ("grads" memory, the whole padded unit), which sharded_reduce_gradient() sums
+        // into f->unit[u].grad_shard, and which is freed right after.
         for (int u = U - 1; u >= 0; u--) {
+            /* BEGIN SOLUTION: the backward of unit u: gather, compute its gradient, reshard, reduce-scatter */
             unit_start_gather(f, u);
             if (f->prefetch && u > 0) unit_start_gather(f, u - 1);
             unit_materialize(f, u);
@@ -204,6 +213,7 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
             if (!(f->broken && u == 0))  // the graders' own test: a forgotten reduce-scatter must be caught
                 sharded_reduce_gradient(f->group, f->prec, f->mem, g32, f->unit[u].grad_shard, shard_padded(&f->lay, u), u);
             mem_free(f->mem, g32);
+            /* END SOLUTION */
         }
     }
     mem_free(f->mem, dx);

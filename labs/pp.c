@@ -91,6 +91,11 @@ typedef struct {
 static int schedule_ops(const Pipe *pp, int s, Op *out) {
     int p = pp->p, m = pp->m, v = pp->v, n = 0;
     if (pp->sched != SCHED_INTERLEAVED) {
+        // One chunk per stage (chunk s). Warm-up: forwards only (GPipe all m; 1F1B p-s-1, at
+        // most m); steady state: one forward, then one backward, until every forward is out;
+        // cool-down: the backwards left. Each op is (Op){bwd, micro-batch, chunk}, appended
+        // to out[n++].
+        /* BEGIN SOLUTION: stage s's order of forwards and backwards under GPipe and 1F1B */
         int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);
         int f = 0, b = 0;
         while (f < warmup) out[n++] = (Op){0, f++, s};
@@ -99,6 +104,7 @@ static int schedule_ops(const Pipe *pp, int s, Op *out) {
             out[n++] = (Op){1, b++, s};
         }
         while (b < m) out[n++] = (Op){1, b++, s};
+        /* END SOLUTION */
         return n;
     }
     // Interleaved: the i-th forward of a rank is micro-batch (i / pv) p + i mod p of its local

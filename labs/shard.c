@@ -138,10 +138,16 @@ static void loader_start_epoch(Loader *L, int64_t e) {
     L->epoch = e;
     sampler_epoch(L->order, L->D, L->seed, e, L->mix);
     if (L->strategy == SAMPLER) {
+        // Read (dataset_read, one item of S bytes at a time) only the items this rank consumes
+        // this epoch, in the order it consumes them, into L->mine: for each of the E batches
+        // b, the per_rank items at positions b B + shard_first(L, rank) + j of the order. Then
+        // L->held is the bytes now held.
+        /* BEGIN SOLUTION: sampler: read this rank's part of every global batch of the epoch */
         for (int64_t b = 0, k = 0; b < L->E; b++)
             for (int j = 0; j < L->per_rank; j++, k++)
                 dataset_read(&L->ds, L->order[b * L->B + shard_first(L, L->rank) + j], 1, L->mine + k * L->S);
         L->held = (uint64_t)(L->E * L->per_rank) * (uint64_t)L->S;
+        /* END SOLUTION */
     }
     if (L->list) fclose_check(L->list, "the indices list");
     char path[3200], order[600] = "";

@@ -232,22 +232,28 @@ static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss
 
 // After the backward pass: stages 0-1 reduce-scatter the whole gradients in place (rank r's
 // shard of each unit now holds the sum over ranks); stage 0 then all-gathers them, which
-// completes DDP's all-reduce.
+// completes DDP's all-reduce. (Stages 2-3 did theirs unit by unit: nothing to do here.) Unit
+// u is shard_padded() elements long, rank r's shard starts r shard[u] elements in (at()),
+// and each collective is tagged with its unit; NULL work: synchronous.
 static void reduce_gradients(Zero *z) {
+    /* BEGIN SOLUTION: stages 0-1: reduce-scatter each unit's gradient in place (stage 0: then all-gather it) */
     for (int u = 0; u < z->lay.units && z->stage <= 1; u++) {
         size_t full = shard_padded(&z->lay, u), mine = (size_t)z->lay.rank * z->lay.shard[u];
         sharded_reduce_scatter(z->group, z->prec, z->grads[u], at(z->grads[u], mine, z->e), full, u, NULL);
         if (z->stage == 0) sharded_all_gather(z->group, z->prec, at(z->grads[u], mine, z->e), z->grads[u], full, u, NULL);
     }
+    /* END SOLUTION */
 }
 
 // After the optimizer step: stages 1-2 hold the updated shard of weights that every rank needs
-// whole for the next forward pass: all-gather them in place. (Stage 0 updated everything;
-// stage 3 gathers per unit when it runs.)
+// whole for the next forward pass: all-gather them in place, from each unit's param_slice
+// into its params. (Stage 0 updated everything; stage 3 gathers per unit when it runs.)
 static void gather_updated_weights(Zero *z) {
+    /* BEGIN SOLUTION: stages 1-2: all-gather each unit's updated shard into the whole unit */
     for (int u = 0; u < z->lay.units && (z->stage == 1 || z->stage == 2); u++)
         if (!(z->broken && u == 0))  // the graders' own test: a ZeRO that forgets one unit must be caught
             sharded_all_gather(z->group, z->prec, z->param_slice[u], z->params[u], shard_padded(&z->lay, u), u, NULL);
+    /* END SOLUTION */
 }
 
 static void zero_zero_grads(Zero *z) {

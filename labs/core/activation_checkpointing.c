@@ -140,6 +140,12 @@ double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint
         span(g, x, "fwd", l, t0);
     }
     for (int l = g->nlayers - 1; l >= 0; l--) {
+        // Block l is the LAST block of segment i (p->seg_of[l]; only blocks 1..L have one):
+        // the workspace holds another segment's insides, so run segment i's blocks
+        // first[i]..l forward again from the segment's kept input before l's backward: each
+        // a "recompute" span; x->recompute_us adds up the time. (x->skip_recompute: the
+        // graders' broken variant, which only logs the spans.)
+        /* BEGIN SOLUTION: recompute the segment that ends at block l, before its backward */
         int i = l >= 1 && l <= c->layers ? p->seg_of[l] : -1;
         if (i >= 0 && l == p->last[i]) {  // the segment forward again, from its kept input
             int64_t r0 = runlog_now_us();
@@ -151,6 +157,7 @@ double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint
             device_sync(g->mem->dev);
             x->recompute_us += runlog_now_us() - r0;
         }
+        /* END SOLUTION */
         int64_t t0 = runlog_now_us();
         gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
         span(g, x, "bwd", l, t0);

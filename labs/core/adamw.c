@@ -3,8 +3,14 @@
 
 #include <math.h>
 
+#include "check.h"  // todo(), in the starter code (make starter)
+
+// Step t of AdamW on n elements, the formulas of adamw.h element by element: the moments m
+// and v move towards g and g^2, their bias corrections 1 - b1^t and 1 - b2^t undo their
+// start at zero, and the weight decay is decoupled (wd p, outside the adaptive ratio).
 void adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
                   size_t n) {
+    /* BEGIN SOLUTION: the AdamW update of n elements: moments, bias corrections, decoupled weight decay */
     float b1 = opt->beta1, b2 = opt->beta2;
     // Bias corrections: m and v start at zero, so early averages are scaled up.
     float c1 = 1.0f - (float)pow(b1, (double)t);
@@ -16,6 +22,7 @@ void adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads
         float mhat = m[i] / c1, vhat = v[i] / c2;
         params[i] -= opt->lr * (mhat / (sqrtf(vhat) + opt->eps) + opt->weight_decay * params[i]);
     }
+    /* END SOLUTION */
 }
 
 double sum_of_squares(const float *x, size_t n) {

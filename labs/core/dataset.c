@@ -149,12 +149,17 @@ void sampler_epoch(int64_t *out, int64_t D, uint64_t seed, int64_t epoch, const 
     Rng r;
     rng_seed(&r, rng_hash(seed, STREAM_EPOCH, (uint64_t)epoch));
     if (!mix) {
-        // Fisher-Yates: position i takes one of the items not yet placed, uniformly.
+        // Fisher-Yates: position i takes one of the items not yet placed, uniformly. Start
+        // from 0..D-1 in order; for i from D-1 down to 1, swap out[i] with out[j], j drawn by
+        // uniform_below(&r, i + 1) (the draws in exactly this order: every rank must compute
+        // the same permutation).
+        /* BEGIN SOLUTION: the epoch's permutation of the D items, by Fisher-Yates */
         for (int64_t i = 0; i < D; i++) out[i] = i;
         for (int64_t i = D - 1; i > 0; i--) {
             int64_t j = uniform_below(&r, i + 1), t = out[i];
             out[i] = out[j], out[j] = t;
         }
+        /* END SOLUTION */
         return;
     }
     for (int64_t i = 0; i < D; i++) {

@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "algos.h"
+#include "check.h"  // todo(), in the starter code (make starter)
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
@@ -101,6 +102,9 @@ void ring_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *i
             shm_commit(s, right, m);
         }
         // Rounds 2..p-1: the partial sum of chunk r-k arrives from the left; add ours, pass it on.
+        // (Piece i of that chunk: shm_peek() it from the left, add_words() our values into
+        // shm_reserve(right), shm_release() the left channel, shm_commit() the right one.)
+        /* BEGIN SOLUTION: ring reduce-scatter, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom) */
         for (int k = 2; k <= p - 1; k++) {
             shm_set_what(s, "reduce_scatter", "ring reduce-scatter", k, p - 1);
             if ((m = piece(n, p, mod(r - k, p), i, &off)) == 0) continue;
@@ -109,6 +113,7 @@ void ring_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *i
             shm_release(s, left);
             shm_commit(s, right, m);
         }
+        /* END SOLUTION */
         // The last partial sum is of chunk r: with ours added, it is the full sum.
         shm_set_what(s, "reduce_scatter", "ring reduce-scatter", p - 1, p - 1);
         if ((m = piece(n, p, r, i, &off)) > 0) {
@@ -136,6 +141,7 @@ void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, si
             shm_commit(s, right, m);
         }
         // Rounds 2..p-1: keep what arrives from the left (chunk r-k+1) and pass it on.
+        /* BEGIN SOLUTION: ring all-gather, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom) */
         for (int k = 2; k <= p - 1; k++) {
             shm_set_what(s, "all_gather", "ring all-gather", k, p - 1);
             if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;
@@ -145,6 +151,7 @@ void ring_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, si
             shm_release(s, left);
             shm_commit(s, right, m);
         }
+        /* END SOLUTION */
         // The last chunk to arrive is r+1's, which went all the way round.
         shm_set_what(s, "all_gather", "ring all-gather", p - 1, p - 1);
         if ((m = piece(n, p, mod(r + 1, p), i, &off)) > 0) {

@@ -53,8 +53,12 @@ void shard_layout_init(ShardLayout *s, const GptConfig *c, int world, int rank, 
     s->shard = calloc_check((size_t)s->units, sizeof *s->shard);
     for (int u = 0; u < s->units; u++) {
         s->count[u] = gpt_layer_size(c, u);
+        // The length of every rank's shard of unit u (sharded.h): ceil(count / N), rounded up
+        // to a multiple of align, so that N shards cover the unit and its padding.
+        /* BEGIN SOLUTION: the shard length of unit u, s->shard[u] */
         size_t per_rank = (s->count[u] + (size_t)world - 1) / (size_t)world;  // ceil(count / N)
         s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;
+        /* END SOLUTION */
         s->psi += s->count[u];
         s->shard_total += s->shard[u];
     }

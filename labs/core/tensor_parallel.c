@@ -355,9 +355,13 @@ void tp_f_backward(Tp *tp, float *in, float *out, int layer, const char *at) {
         if (tp->sp) tp->ops->copy(out, in + (size_t)tp->row0 * tp->cfg.dim, (size_t)tp->rows * tp->cfg.dim);
         return;
     }
+    // The gradient at all BT rows of X, BT C floats: in is this rank's partial; the sum goes
+    // in place (without SP), or rank r's rows of it into out (with SP).
+    /* BEGIN SOLUTION: f backward: sum the ranks' partial input gradients (SP: reduce-scatter) */
     size_t n = (size_t)tp->BT * tp->cfg.dim;
     if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);
     else dist_all_reduce(tp->group, in, n);
+    /* END SOLUTION */
     tp_log_collectives(tp, "tp", "f", at, layer, &tp->model);
 }
 
@@ -367,9 +371,13 @@ void tp_f_backward(Tp *tp, float *in, float *out, int layer, const char *at) {
 // and the next LayerNorm, then runs on 1/t of the rows).
 void tp_g_forward(Tp *tp, float *in, float *out, int layer, const char *at) {
     check_rows(tp, in, out, "g");
+    // in: this rank's partial output at all BT rows, BT C floats; the sum goes in place
+    // (without SP), or rank r's rows of it into out (with SP).
+    /* BEGIN SOLUTION: g forward: sum the ranks' partial outputs of the row-parallel linear (SP: reduce-scatter) */
     size_t n = (size_t)tp->BT * tp->cfg.dim;
     if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);
     else dist_all_reduce(tp->group, in, n);
+    /* END SOLUTION */
     tp_log_collectives(tp, "tp", "g", at, layer, &tp->model);
 }
 
