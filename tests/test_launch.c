@@ -185,7 +185,9 @@ static void test_bad_input(void) {
     const char *cases[][2] = {
         {"", "no command"},
         {"frobnicate", "an unknown command"},
-        {"grade", "a command not built yet"},
+        {"grade", "grade without a run directory"},
+        {"grade --bogus", "grade with an unknown option"},
+        {"grade /nonexistent-run-dir", "grade on a directory that does not exist"},
         {"web --port x", "web --port that is not a number"},
         {"web --bogus 1", "web with an unknown option"},
         {"tui /nonexistent-run-dir", "tui on a directory that does not exist"},
