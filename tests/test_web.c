@@ -127,6 +127,59 @@ static void start_server(void) {
     }
 }
 
+// --host 0.0.0.0: a browser on the network names the server by this machine's address or
+// name, and those Hosts must be served; any other name is still refused (DNS rebinding), and
+// a server bound to 127.0.0.1 still refuses the machine's network address.
+static void check_lan_host(void) {
+    char out_file[700], env_root[700], env_runs[700], addr[64] = "", name[256] = "";
+    snprintf(out_file, sizeof out_file, "%s/lan.out", tmp);
+    snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
+    snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs_dir);
+    char *argv[] = {(char *)shardlab, "web", "--host", "0.0.0.0", "--port", "0", NULL};
+    char *env[] = {env_root, env_runs, NULL};
+    pid_t lan = spawn_env(argv, "lan", env);
+    int lan_port = 0, main_port = port;
+    for (double t0 = now_s(); now_s() - t0 < 20 && !lan_port; usleep(50000)) {
+        char *text = read_file(out_file, NULL);
+        const char *at = text ? strstr(text, "http://127.0.0.1:") : NULL;
+        if (at) lan_port = atoi(at + 17);
+        free(text);
+    }
+    // This machine's first non-loopback IPv4 address, and its name.
+    FILE *p = popen("hostname -I 2>/dev/null", "r");
+    if (p && fscanf(p, "%63s", addr) != 1) addr[0] = 0;
+    if (p) pclose(p);
+    gethostname(name, sizeof name - 1);
+    port = lan_port;
+    char hdr[400];
+    int ok_local = get_status("/") == 200, ok_addr = 1, ok_name, bad;
+    if (addr[0]) {
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n", addr, lan_port);
+        Resp r = request_raw(hdr, strlen(hdr));
+        ok_addr = r.status == 200;
+        resp_free(&r);
+    }
+    snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n", name, lan_port);
+    Resp r = request_raw(hdr, strlen(hdr));
+    ok_name = r.status == 200;
+    resp_free(&r);
+    snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: evil.example:%d\r\nConnection: close\r\n\r\n", lan_port);
+    r = request_raw(hdr, strlen(hdr));
+    bad = r.status == 403;
+    resp_free(&r);
+    EXPECT(lan_port && ok_local && ok_addr && ok_name && bad,
+           "--host 0.0.0.0: served as 127.0.0.1, as %s and as %s (this machine); evil.example refused", addr[0] ? addr : "(no address)", name);
+    port = main_port;
+    if (addr[0]) {
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n", addr, port);
+        r = request_raw(hdr, strlen(hdr));
+        EXPECT(r.status == 403, "bound to 127.0.0.1, the machine's network address %s is refused (%d)", addr, r.status);
+        resp_free(&r);
+    }
+    kill(lan, SIGTERM);
+    wait_status(lan);
+}
+
 // A copy of the course with a symbolic link out of web/static, for the server to serve.
 static void make_root(void) {
     snprintf(server_root, sizeof server_root, "%s/root", tmp);
@@ -732,6 +785,7 @@ int main(int argc, char **argv) {
         return test_done();
     }
     check_pages();
+    check_lan_host();
     check_fuzz();
     check_safety();
     check_run();

@@ -2,7 +2,10 @@
 // and the static files. See web.h (the routes, the API, and why the checks are what they are).
 #include "web.h"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +84,35 @@ static int host_ok(Web *w, struct mg_connection *c) {
         snprintf(want, sizeof want, "%s:%d", names[i], w->port);
         if (strcmp(host, want) == 0) return 1;
     }
-    return 0;
+    // Listening on every interface (--host 0.0.0.0 or ::), the server is also this machine's
+    // name and each of its addresses, as a browser on the network names it. A rebinding page
+    // still sends its own name, which is none of these.
+    if (strcmp(w->host, "0.0.0.0") != 0 && strcmp(w->host, "::") != 0) return 0;
+    char name[256];
+    if (gethostname(name, sizeof name) == 0) {
+        name[sizeof name - 1] = 0;
+        snprintf(want, sizeof want, "%s:%d", name, w->port);
+        if (strcmp(host, want) == 0) return 1;
+    }
+    struct ifaddrs *ifs = NULL;
+    int ok = 0;
+    if (getifaddrs(&ifs) != 0) return 0;
+    for (struct ifaddrs *i = ifs; i && !ok; i = i->ifa_next) {
+        char addr[INET6_ADDRSTRLEN];
+        if (!i->ifa_addr) continue;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, addr, sizeof addr);
+            snprintf(want, sizeof want, "%s:%d", addr, w->port);
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, addr, sizeof addr);
+            snprintf(want, sizeof want, "[%s]:%d", addr, w->port);
+        } else {
+            continue;
+        }
+        ok = strcmp(host, want) == 0;
+    }
+    freeifaddrs(ifs);
+    return ok;
 }
 
 static int token_eq(const char *a, const char *b) {  // in constant time: the token is a secret
