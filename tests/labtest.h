@@ -2,7 +2,7 @@
 //
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
-//          load_json_file(), write_text(), count_lines(), run_procs(), procs_left(), now_s(),
+//          load_json_file(), write_text(), splice_file(), count_lines(), run_procs(), procs_left(), now_s(),
 //          run_ranks(), tmp_finish().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
@@ -187,6 +187,22 @@ static inline void write_text(const char *path, const char *mode, const char *te
     }
     fputs(text, f);
     fclose(f);
+}
+
+// Writes text to path with the old_len bytes at `at` (a pointer into text) replaced by
+// new_text; frees text. Returns 1.
+static inline int splice_file(const char *path, char *text, const char *at, size_t old_len, const char *new_text) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fwrite(text, 1, (size_t)(at - text), f);
+    fputs(new_text, f);
+    fputs(at + old_len, f);
+    fclose(f);
+    free(text);
+    return 1;
 }
 
 static inline int count_lines(const char *text) {

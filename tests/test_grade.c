@@ -79,13 +79,7 @@ static int edit(const char *dir, const char *file, const char *line_has, int nth
     }
     char *at = p ? strstr(p, old) : NULL;
     if (!at) return free(text), 0;
-    FILE *f = fopen(path, "w");
-    fwrite(text, 1, (size_t)(at - text), f);
-    fputs(new_text, f);
-    fputs(at + strlen(old), f);
-    fclose(f);
-    free(text);
-    return 1;
+    return splice_file(path, text, at, strlen(old), new_text);
 }
 
 // The nth line containing line_has removed from dir/file.
@@ -106,12 +100,7 @@ static int drop_line(const char *dir, const char *file, const char *line_has, in
     }
     if (!start) return free(text), 0;
     char *end = strchr(start, '\n');
-    FILE *f = fopen(path, "w");
-    fwrite(text, 1, (size_t)(start - text), f);
-    if (end) fputs(end + 1, f);
-    fclose(f);
-    free(text);
-    return 1;
+    return splice_file(path, text, start, end ? (size_t)(end + 1 - start) : strlen(start), "");
 }
 
 static void truncate_file(const char *dir, const char *file, double fraction) {

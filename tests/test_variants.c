@@ -43,13 +43,7 @@ static int replace_once(const char *path, const char *old, const char *new_text)
     char *text = read_file(path, NULL);
     char *at = text ? strstr(text, old) : NULL;
     if (!at || strstr(at + 1, old)) return free(text), 0;
-    FILE *f = fopen(path, "w");
-    fwrite(text, 1, (size_t)(at - text), f);
-    fputs(new_text, f);
-    fputs(at + strlen(old), f);
-    fclose(f);
-    free(text);
-    return 1;
+    return splice_file(path, text, at, strlen(old), new_text);
 }
 
 // Builds the labs of src (a copy of labs/) into build; 0 on success. Warnings to tmp/<tag>.build.

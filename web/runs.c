@@ -729,7 +729,7 @@ typedef struct {
 
 static void *grade_thread(void *arg) {
     GradeJob *job = arg;
-    grade_rubric(job->g, job->dir, NULL, job->refs);
+    grade_rubric(job->g, job->dir, NULL, NULL, job->refs);
     job->written = grade_write_run(job->g) == 0;
     return NULL;
 }

@@ -1,7 +1,7 @@
 // grade.h — `shardlab grade`: a lab's invariants checked on what its run wrote.
 //
 // Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
-//          grade_run_load(), grade_run_free(), grade_steps(), grade_cfg_num(), grade_cfg_str(),
+//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_str(),
 //          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
 //          grade_main().
 //
@@ -37,6 +37,8 @@ typedef struct {
     const JsonValue *start, *end;
     const JsonValue **steps;  // the step events, in order
     size_t nsteps;
+    const JsonValue **spans;  // the span events of steps 0..run steps, grouped by step
+    size_t *span_at;          // step s's are spans[span_at[s] .. span_at[s + 1])
     long lines, bad;          // lines read; lines that were not events (JSON or schema)
 } GradeRank;
 
@@ -59,6 +61,8 @@ int grade_run_load(GradeRun *run, const char *dir);
 void grade_run_free(GradeRun *run);
 // The step events of rank r (NULL, 0 if r is out of range).
 const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n);
+// Rank r's span events of `step`, in file order (NULL, 0 if none).
+const JsonValue **grade_spans(const GradeRun *run, int r, int64_t step, size_t *n);
 // Config fields, with a default when absent or of another type.
 double grade_cfg_num(const GradeRun *run, const char *key, double dflt);
 const char *grade_cfg_str(const GradeRun *run, const char *key, const char *dflt);
@@ -96,8 +100,10 @@ typedef struct {
 } GradeRefs;
 
 // Grades the run at dir with the rubric of `lab` (NULL: the lab its meta.json names); fills
-// g always, even for a run that cannot be read.
-void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *refs);
+// g always, even for a run that cannot be read. config: for a run without a meta.json, the
+// config fields (a JSON object, or NULL) that say which checks apply, so that it is graded
+// out of the same points as when it runs.
+void grade_rubric(Grade *g, const char *dir, const char *lab, const char *config, const GradeRefs *refs);
 // The rubric as a table (plain text), the grade.json object, the JUnit XML test suite.
 void grade_print(const Grade *g, FILE *out);
 void grade_to_json(const Grade *g, StrBuf *sb);

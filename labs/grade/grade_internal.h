@@ -1,7 +1,7 @@
 // grade_internal.h — what the grader's files share: the context a check runs in, the
 // reference runs, small readers of event fields, and the checks rubric.c lists from methods.c.
 //
-// Defines: RefKind, Ctx, ctx_reference(), ctx_free(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+// Defines: RefKind, Ctx, ctx_reference(), ctx_free(), grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives().
 #ifndef SHARDLAB_GRADE_INTERNAL_H
@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "gpt.h"
 #include "grade.h"
 
 // The runs a check compares with, started on first use by the grader's own lab binaries:
@@ -59,6 +60,11 @@ static inline void grade_say(char *dst, size_t n, const char *fmt, ...) {
 #define MEASURED(...) grade_say(c->measured, sizeof c->measured, __VA_ARGS__)
 #define EXPECTED(...) grade_say(c->expected, sizeof c->expected, __VA_ARGS__)
 #define REASON(...) grade_say(c->reason, sizeof c->reason, __VA_ARGS__)
+
+// rubric.c: the model a run trained, from its config (GptConfig as the labs build it), and
+// whether it is one shardlab builds.
+GptConfig grade_model(const GradeRun *run);
+int grade_model_ok(const GptConfig *m);
 
 // methods.c: the checks of one method each.
 void check_in_flight(Ctx *x, GradeCheck *c);

@@ -108,8 +108,25 @@ static void load_rank(GradeRun *run, int r) {
         else if (!strcmp(kind, "end")) rk->end = ev;
         else if (!strcmp(kind, "error")) problem(run, "%s: rank %d failed: %s", name, r, json_get(ev, "msg")->string);
     }
+    // The spans grouped by step once, so a check reads one step's without scanning the log.
+    int64_t last = run->steps > 0 ? run->steps : 0;
+    rk->span_at = calloc_check((size_t)last + 2, sizeof *rk->span_at);
+    for (size_t i = 0; i < rk->n; i++) {
+        double st = json_get(rk->ev[i], "step") ? json_get(rk->ev[i], "step")->number : -1;
+        if (!strcmp(json_get(rk->ev[i], "ev")->string, "span") && st <= last) rk->span_at[(size_t)st + 1]++;
+    }
+    for (int64_t s = 0; s <= last; s++) rk->span_at[s + 1] += rk->span_at[s];
+    rk->spans = calloc_check(rk->span_at[last + 1] + 1, sizeof *rk->spans);
+    size_t *fill = calloc_check((size_t)last + 1, sizeof *fill);
+    for (size_t i = 0; i < rk->n; i++) {
+        double st = json_get(rk->ev[i], "step") ? json_get(rk->ev[i], "step")->number : -1;
+        if (!strcmp(json_get(rk->ev[i], "ev")->string, "span") && st <= last)
+            rk->spans[rk->span_at[(size_t)st] + fill[(size_t)st]++] = rk->ev[i];
+    }
+    free(fill);
+
     if (!rk->start) problem(run, "%s: no start event", name);
-    if (rk->nsteps > 0) run->first_step = r == 0 ? (int64_t)json_get(rk->steps[0], "step")->number : run->first_step;
+    if (r == 0 && rk->nsteps > 0) run->first_step = (int64_t)json_get(rk->steps[0], "step")->number;
     for (size_t i = 0; i < rk->nsteps; i++) {
         int64_t want = run->first_step + (int64_t)i, got = (int64_t)json_get(rk->steps[i], "step")->number;
         if (got != want) {
@@ -173,6 +190,8 @@ void grade_run_free(GradeRun *run) {
         for (size_t i = 0; i < run->ranks[r].n; i++) json_free(run->ranks[r].ev[i]);
         free(run->ranks[r].ev);
         free(run->ranks[r].steps);
+        free(run->ranks[r].spans);
+        free(run->ranks[r].span_at);
     }
     free(run->ranks);
     json_free(run->meta);
@@ -187,6 +206,16 @@ const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n) {
     }
     *n = run->ranks[r].nsteps;
     return run->ranks[r].steps;
+}
+
+const JsonValue **grade_spans(const GradeRun *run, int r, int64_t step, size_t *n) {
+    *n = 0;
+    if (r < 0 || r >= run->world || !run->ranks || !run->ranks[r].span_at || step < 0 ||
+        step > (run->steps > 0 ? run->steps : 0))
+        return NULL;
+    const GradeRank *rk = &run->ranks[r];
+    *n = rk->span_at[step + 1] - rk->span_at[step];
+    return rk->spans + rk->span_at[step];
 }
 
 double grade_cfg_num(const GradeRun *run, const char *key, double dflt) {

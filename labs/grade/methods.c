@@ -35,12 +35,13 @@ static int cmp_t0(const void *a, const void *b) {
 
 // Rank r's fwd/bwd ops at `step`, in the order they started.
 static StageOrder stage_order(const GradeRun *run, int r, int64_t step) {
-    const GradeRank *rk = &run->ranks[r];
-    const JsonValue **sp = calloc_check(rk->n + 1, sizeof *sp);
+    size_t all;
+    const JsonValue **of_step = grade_spans(run, r, step, &all);
+    const JsonValue **sp = calloc_check(all + 1, sizeof *sp);
     int n = 0;
-    for (size_t i = 0; i < rk->n; i++) {
-        const JsonValue *ev = rk->ev[i];
-        if (strcmp(ev_str(ev, "ev"), "span") || ev_num(ev, "step") != (double)step || ev_num(ev, "mb") < 0) continue;
+    for (size_t i = 0; i < all; i++) {
+        const JsonValue *ev = of_step[i];
+        if (ev_num(ev, "mb") < 0) continue;
         if (!strcmp(ev_str(ev, "name"), "fwd") || !strcmp(ev_str(ev, "name"), "bwd")) sp[n++] = ev;
     }
     // qsort is not stable; spans that start in the same microsecond keep file order because
@@ -228,30 +229,22 @@ static int run_policy(const GradeRun *run, const GptConfig *m, CkptPolicy *p, Gr
     return 0;
 }
 
-static GptConfig model_from(const GradeRun *run) {
-    GptConfig m = {.vocab = (int)grade_cfg_num(run, "vocab", 256)};
-    m.seq = (int)grade_cfg_num(run, "seq", 0), m.dim = (int)grade_cfg_num(run, "dim", 0);
-    m.layers = (int)grade_cfg_num(run, "layers", 0), m.heads = (int)grade_cfg_num(run, "heads", 0);
-    return m;
-}
-
 double grade_ckpt_acts(const GradeRun *run) {
-    GptConfig m = model_from(run);
+    GptConfig m = grade_model(run);
     CkptPolicy p;
     GradeCheck scratch = {0}, *c = &scratch;
     int B = (int)grade_cfg_num(run, "batch", 0), per = run->world * (int)grade_cfg_num(run, "accum", 1);
-    if (m.layers < 1 || m.layers > CKPT_MAX_BLOCKS || m.seq < 1 || m.dim < 1 || per < 1 || B % per ||
-        run_policy(run, &m, &p, c) < 0)
+    if (!grade_model_ok(&m) || per < 1 || B % per || run_policy(run, &m, &p, c) < 0)
         return NAN;
     return ckpt_acts_bytes(&m, B / per, &p);
 }
 
 void check_recompute_count(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    GptConfig m = model_from(run);
+    GptConfig m = grade_model(run);
     CkptPolicy p;
-    if (m.layers < 1 || m.layers > CKPT_MAX_BLOCKS || run_policy(run, &m, &p, c) < 0) {
-        if (!c->reason[0]) REASON("the config's layers are not 1..%d", CKPT_MAX_BLOCKS);
+    if (!grade_model_ok(&m) || run_policy(run, &m, &p, c) < 0) {
+        if (!c->reason[0]) REASON("the config's model (seq, dim, layers, heads) is not one shardlab builds");
         return;
     }
     int micro = (int)grade_cfg_num(run, "accum", 1);
@@ -261,11 +254,9 @@ void check_recompute_count(Ctx *x, GradeCheck *c) {
     for (int r = 0; r < run->world; r++)
         for (int64_t step = run->first_step; step <= run->steps; step++) {
             int got = 0;
-            for (size_t i = 0; i < run->ranks[r].n; i++) {
-                const JsonValue *ev = run->ranks[r].ev[i];
-                got += !strcmp(ev_str(ev, "ev"), "span") && ev_num(ev, "step") == (double)step &&
-                       !strcmp(ev_str(ev, "name"), "recompute");
-            }
+            size_t n;
+            const JsonValue **sp = grade_spans(run, r, step, &n);
+            for (size_t i = 0; i < n; i++) got += !strcmp(ev_str(sp[i], "name"), "recompute");
             if (got != want) {
                 MEASURED("rank %d, step %lld: %d recompute spans", r, (long long)step, got);
                 REASON("the backward pass recomputed %s blocks than the policy checkpoints", got < want ? "fewer" : "more");

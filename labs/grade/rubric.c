@@ -44,17 +44,14 @@
 #define GRAD_NORM_RTOL 1e-4
 #define GRAD_NORM_RTOL_LATER 3e-2
 
-// The model the run trained, from its config (GptConfig as the labs build it).
-static GptConfig model_of(const GradeRun *run) {
-    GptConfig m = {.vocab = 256};
-    m.seq = (int)grade_cfg_num(run, "seq", 0);
-    m.dim = (int)grade_cfg_num(run, "dim", 0);
-    m.layers = (int)grade_cfg_num(run, "layers", 0);
-    m.heads = (int)grade_cfg_num(run, "heads", 0);
-    m.vocab = (int)grade_cfg_num(run, "vocab", 256);
+GptConfig grade_model(const GradeRun *run) {
+    GptConfig m = {.vocab = (int)grade_cfg_num(run, "vocab", 256)};
+    m.seq = (int)grade_cfg_num(run, "seq", 0), m.dim = (int)grade_cfg_num(run, "dim", 0);
+    m.layers = (int)grade_cfg_num(run, "layers", 0), m.heads = (int)grade_cfg_num(run, "heads", 0);
     return m;
 }
-static int model_ok(const GptConfig *m) {
+
+int grade_model_ok(const GptConfig *m) {
     return m->seq >= 1 && m->dim >= 1 && m->layers >= 1 && m->layers <= 256 && m->heads >= 1 && m->vocab >= 1 &&
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }
@@ -171,8 +168,8 @@ static void check_grads(Ctx *x, GradeCheck *c) {
 
 static void check_mem(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    GptConfig m = model_of(run);
-    if (!model_ok(&m)) {
+    GptConfig m = grade_model(run);
+    if (!grade_model_ok(&m)) {
         MEASURED("-");
         EXPECTED("-");
         REASON("the config's model (seq, dim, layers, heads) is not one shardlab builds");
@@ -248,14 +245,6 @@ static void check_mem(Ctx *x, GradeCheck *c) {
 
 // ---- comm.bytes --------------------------------------------------------------------------
 
-// The span events of rank r at `step` named one of names (NULL-terminated).
-static int is_span(const JsonValue *ev, int64_t step, const char *const *names) {
-    if (strcmp(ev_str(ev, "ev"), "span") != 0 || ev_num(ev, "step") != (double)step) return 0;
-    for (int i = 0; names[i]; i++)
-        if (!strcmp(ev_str(ev, "name"), names[i])) return 1;
-    return 0;
-}
-
 // DDP: every gradient element all-reduced exactly once per step. A bucket's all-reduce of n
 // floats sends 2(N-1) n floats summed over the ranks with the ring, N(N-1) n with the direct
 // algorithm; so the buckets' bytes, summed over ranks, say how many elements each reduced.
@@ -265,11 +254,12 @@ static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
     double total[1024] = {0};
     const char *algo[1024] = {0};
     int nb = 0;
-    static const char *const names[] = {"all_reduce", NULL};
-    for (int r = 0; r < N; r++)
-        for (size_t i = 0; i < run->ranks[r].n; i++) {
-            const JsonValue *ev = run->ranks[r].ev[i];
-            if (!is_span(ev, step, names)) continue;
+    for (int r = 0; r < N; r++) {
+        size_t n;
+        const JsonValue **sp = grade_spans(run, r, step, &n);
+        for (size_t i = 0; i < n; i++) {
+            const JsonValue *ev = sp[i];
+            if (strcmp(ev_str(ev, "name"), "all_reduce") != 0) continue;
             double b = ev_num(ev, "bucket");
             if (!(b >= 0 && b < 1024)) continue;  // not a gradient bucket (the loss, a norm)
             int k = (int)b;
@@ -277,6 +267,7 @@ static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
             algo[k] = ev_str(ev, "algo");
             if (k + 1 > nb) nb = k + 1;
         }
+    }
     double elements = 0;
     for (int k = 0; k < nb; k++) {
         double f = algo[k] && !strcmp(algo[k], "direct") ? (double)N * (N - 1) : 2.0 * (N - 1);
@@ -302,12 +293,15 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
     if (!strcmp(run->lab, "fsdp")) passes = grade_cfg_num(run, "reshard_after_forward", 1) ? 3 : 2;
     else passes = (int)grade_cfg_num(run, "stage", 0) == 3 ? 3 : 2;
     double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * padded_shard_sum(m, N, mixed ? 2 : 1);
-    static const char *const names[] = {"all_gather", "reduce_scatter", NULL};
     for (int r = 0; r < N; r++) {
         double sent = 0;
-        for (size_t i = 0; i < run->ranks[r].n; i++)
-            if (is_span(run->ranks[r].ev[i], step, names) && ev_num(run->ranks[r].ev[i], "unit") >= 0)
-                sent += ev_num(run->ranks[r].ev[i], "bytes");
+        size_t n;
+        const JsonValue **sp = grade_spans(run, r, step, &n);
+        for (size_t i = 0; i < n; i++) {
+            const char *name = ev_str(sp[i], "name");
+            if ((!strcmp(name, "all_gather") || !strcmp(name, "reduce_scatter")) && ev_num(sp[i], "unit") >= 0)
+                sent += ev_num(sp[i], "bytes");
+        }
         if (sent != want) {
             MEASURED("rank %d, step %lld: %.0f bytes in all-gathers and reduce-scatters", r, (long long)step, sent);
             EXPECTED("%.0f = %d x (N-1) x %d x Psi'/N", want, passes, mixed ? 2 : 4);
@@ -328,13 +322,14 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
     int t = run->world, B = (int)grade_cfg_num(run, "batch", 0);
     double n = (double)B * m->seq * m->dim;
-    static const char *const names[] = {"all_reduce", NULL};
     for (int r = 0; r < t; r++) {
         double sent = 0, want = 0;
         int calls = 0;
-        for (size_t i = 0; i < run->ranks[r].n; i++) {
-            const JsonValue *ev = run->ranks[r].ev[i];
-            if (!is_span(ev, step, names) || strcmp(ev_str(ev, "group"), "tp") != 0) continue;
+        size_t nsp;
+        const JsonValue **sp = grade_spans(run, r, step, &nsp);
+        for (size_t i = 0; i < nsp; i++) {
+            const JsonValue *ev = sp[i];
+            if (strcmp(ev_str(ev, "name"), "all_reduce") != 0 || strcmp(ev_str(ev, "group"), "tp") != 0) continue;
             calls++;
             sent += ev_num(ev, "bytes");
             want += !strcmp(ev_str(ev, "algo"), "direct") ? 4 * (t - 1) * n : 4 * 2.0 * (t - 1) / t * n;
@@ -353,8 +348,8 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
 
 static void check_comm(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    GptConfig m = model_of(run);
-    if (!model_ok(&m)) {
+    GptConfig m = grade_model(run);
+    if (!grade_model_ok(&m)) {
         REASON("the config's model is not one shardlab builds");
         return;
     }
@@ -431,7 +426,7 @@ static const char *not_applicable(const char *check, const GradeRun *run) {
     return NULL;
 }
 
-void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *refs) {
+void grade_rubric(Grade *g, const char *dir, const char *lab, const char *config, const GradeRefs *refs) {
     memset(g, 0, sizeof *g);
     snprintf(g->run_dir, sizeof g->run_dir, "%s", dir);
     GradeRun run;
@@ -445,6 +440,11 @@ void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *r
     for (size_t i = 0; i < sizeof RUBRICS / sizeof RUBRICS[0]; i++)
         if (!strcmp(RUBRICS[i].lab, lab)) rub = &RUBRICS[i];
     Ctx x = {.run = &run, .refs = refs};
+    // A run that stopped before its meta.json: the caller's config says which checks apply.
+    char err[64];
+    JsonValue *hint = config && !run.meta ? json_parse(config, strlen(config), err, sizeof err) : NULL;
+    GradeRun hinted = {.config = hint};
+    snprintf(hinted.lab, sizeof hinted.lab, "%s", lab);
     const char *only_complete[GRADE_MAX_CHECKS] = {"run.complete"};
     const char *const *names = rub ? rub->checks : only_complete;
     if (!rub && !run.problem[0])
@@ -457,9 +457,9 @@ void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *r
         snprintf(c->name, sizeof c->name, "%s", d->name);
         c->what = d->what;
         c->max = d->points;
-        const char *skip = run.meta ? not_applicable(d->name, &run) : NULL;
+        const char *skip = run.meta ? not_applicable(d->name, &run) : hint ? not_applicable(d->name, &hinted) : NULL;
         if (skip) {
-            c->skipped = 1;
+            c->skipped = c->pass = 1, c->max = 0;
             snprintf(c->reason, sizeof c->reason, "%s", skip);
         } else if (i > 0 && run.problem[0]) {
             snprintf(c->measured, sizeof c->measured, "-");
@@ -468,12 +468,13 @@ void grade_rubric(Grade *g, const char *dir, const char *lab, const GradeRefs *r
         } else {
             d->fn(&x, c);
         }
-        if (c->skipped) c->max = 0, c->pass = 1;
-        if (c->pass) c->points = c->max, c->reason[0] = c->skipped ? c->reason[0] : 0;
+        if (c->pass && !c->skipped) c->reason[0] = 0;
+        if (c->pass) c->points = c->max;
         else g->failed++;
         g->points += c->points;
         g->max += c->max;
     }
+    json_free(hint);
     ctx_free(&x);
     grade_run_free(&run);
 }
