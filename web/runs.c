@@ -457,6 +457,7 @@ const LabField web_common_fields[] = {
     {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"},
     {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
     {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},
+    {"ref", FIELD_RUN, 0, 0, NULL, "a finished run to compare with: the dashboard draws its loss beside this one's"},
 };
 const int web_ncommon_fields = (int)(sizeof web_common_fields / sizeof web_common_fields[0]);
 
@@ -528,8 +529,20 @@ static const LabField *find_field(const LabForm *f, const char *name) {
 }
 
 // One option's value, checked against its field, as the text to pass; -1 with why.
-static int field_value(const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
+static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
     switch (fd->kind) {
+    case FIELD_RUN: {  // a run of ours that has ended, with a log to read the loss from
+        char dir[4400], log[4600];
+        if (v->type != JSON_STRING || !run_exists(w, v->string, dir, sizeof dir))
+            return snprintf(why, whylen, "%s must name one of this server's runs (GET /api/runs lists them)", fd->name), -1;
+        snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
+        if (access(log, R_OK) != 0 || runs_ended(w, v->string) != 1)
+            return snprintf(why, whylen, "%s: run %.100s has not ended: compare with a finished run", fd->name, v->string), -1;
+        size_t len = strlen(dir);
+        if (len >= n) return snprintf(why, whylen, "%s: the run's path is too long", fd->name), -1;
+        memcpy(out, dir, len + 1);
+        return 0;
+    }
     case FIELD_INT:
     case FIELD_REAL: {
         double x = v->type == JSON_NUMBER ? v->number : v->type == JSON_STRING ? strtod(v->string, NULL) : -1e300;
@@ -616,8 +629,8 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     for (size_t i = 0; opts && i < opts->count; i++) {
         const LabField *fd = find_field(form, opts->keys[i]);
         if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->lab, opts->keys[i]), 400;
-        char value[80], flag[48];
-        if (field_value(fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
+        char value[1024], flag[48];
+        if (field_value(w, fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
         if (fd->kind == FIELD_FLAG && !value[0]) continue;  // false: leave it out
         snprintf(flag, sizeof flag, "--%s", fd->name);
         PUSH(flag);

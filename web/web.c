@@ -351,6 +351,9 @@ static void field_input(StrBuf *b, const LabField *f) {
         break;
     }
     case FIELD_TEXT: sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\">", f->name, f->name); break;
+    case FIELD_RUN:  // lab.js offers the finished runs (GET /api/runs)
+        sb_printf(b, "<select id=\"f-%s\" name=\"%s\" data-runs><option value=\"\">(none)</option></select>", f->name, f->name);
+        break;
     default:
         sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\">", f->name, f->name,
                   f->min, f->max, f->kind == FIELD_INT ? "1" : "any");
@@ -372,8 +375,11 @@ static int page_lab(Web *w, struct mg_connection *c, const char *name) {
                   "<p><label for=\"f-steps\">steps</label> <input type=\"number\" id=\"f-steps\" name=\"steps\" min=\"1\" max=\"100000\" value=\"100\"></p>",
               strcmp(form->lab, "single") == 0 ? 1 : 2);
     for (int i = 0; i < form->nfields; i++) field_input(&b, &form->fields[i]);
+    int trains = strcmp(form->lab, "collectives") != 0;
+    for (int i = 0; trains && i < web_ncommon_fields; i++)
+        if (web_common_fields[i].kind == FIELD_RUN) field_input(&b, &web_common_fields[i]);
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
-    if (strcmp(form->lab, "collectives") != 0) {
+    if (trains) {
         // The shape of the run, from the table POST /api/runs checks against.
         static const char *const shape[] = {"layers", "dim", "batch", "accum"};
         for (int k = 0; k < 4; k++)

@@ -83,7 +83,8 @@ int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whyle
 int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
 
 // ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_FLAG, FIELD_CHOICE, FIELD_TEXT } FieldKind;
+// RUN: the id of one of this server's finished runs, passed to the lab as its directory.
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_FLAG, FIELD_CHOICE, FIELD_TEXT, FIELD_RUN } FieldKind;
 typedef struct {
     const char *name;      // the lab's option, without "--"
     FieldKind kind;

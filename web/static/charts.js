@@ -216,11 +216,18 @@ window.ShardlabCharts = (function () {
       chart.update('none');
       const last = d.loss[d.loss.length - 1];
       const items = [Object.assign({ line: true, label: 'loss, rank 0' + (last ? ' (now ' + fmt(last.y, 4) + ' at step ' + last.x + ')' : '') }, LOSS)];
-      if (d.refName) items.push(Object.assign({ line: true, label: 'reference run ' + d.refName + (d.refNote ? ' (' + d.refNote + ')' : '') }, REF));
+      // The reference at this run's latest step, and how far apart the two are there: a
+      // method that matches the single-rank run keeps the gap near zero.
+      const same = last ? ref.find((p) => p.x === last.x) : null;
+      const diff = same ? last.y - same.y : 0;
+      const gap = same ? ' (' + fmt(same.y, 4) + ' at step ' + same.x + '; ' + (diff === 0 ? 'the same loss as this run, to every digit logged'
+        : 'this run minus it: ' + (diff > 0 ? '+' : '\u2212') + Math.abs(diff).toExponential(1)) + ')' : '';
+      if (d.refName) items.push(Object.assign({ line: true, label: 'reference run ' + d.refName + (d.refNote ? ' (' + d.refNote + ')' : gap) }, REF));
       items.push(Object.assign({ line: true, label: d.floor == null ? 'no loss floor (file data: its entropy is unknown)'
         : 'loss floor, the data\u2019s entropy: ' + fmt(d.floor, 4) }, FLOOR));
       setLegend(leg, items);
       canvas.setAttribute('aria-label', 'Loss curve: ' + (last ? 'step ' + last.x + ', loss ' + fmt(last.y, 4) : 'no steps yet') +
+        (ref.length ? '; reference run ' + d.refName + ', ' + ref.length + ' steps' + (same ? ', ' + fmt(same.y, 4) + ' at step ' + same.x : '') : '') +
         (d.floor != null ? '; floor ' + fmt(d.floor, 4) : ''));
     }
     return { update, destroy: () => { chart.destroy(); wrap.remove(); } };

@@ -90,5 +90,29 @@
     if (submit) submit.disabled = false;
   }
 
+  // --ref: the finished runs this server knows, newest first, to draw beside the new one.
+  // The run page's "compare" link names one in ?ref=, which comes selected.
+  async function offerRuns(select) {
+    const wanted = new URLSearchParams(window.location.search).get('ref') || '';
+    let runs = [];
+    try {
+      const res = await fetch('/api/runs', { headers: { Accept: 'application/json' } });
+      if (res.ok) runs = (await res.json()).runs || [];
+    } catch (_) {
+      // No list: the select keeps "(none)", and a wanted run is still offered below.
+    }
+    const finished = runs.filter((r) => r.status === 'ok' && r.lab !== 'collectives');
+    if (wanted && !finished.some((r) => r.id === wanted)) finished.unshift({ id: wanted });
+    for (const r of finished) {
+      const o = document.createElement('option');
+      o.value = r.id;
+      o.textContent = r.lab ? r.id + ' (' + r.lab + ', ' + r.world + ' rank' + (r.world === 1 ? '' : 's') + ', ' +
+        r.last_step + ' steps, final loss ' + Number(r.loss).toFixed(4) + ')' : r.id;
+      o.selected = r.id === wanted;
+      select.append(o);
+    }
+  }
+  for (const select of form.querySelectorAll('select[data-runs]')) offerRuns(select);
+
   form.addEventListener('submit', start);
 })();

@@ -66,6 +66,8 @@
     lossFloor: null,
     loss: [],             // rank 0: [{x: step, y: loss}], in step order
     ref: null,            // the reference run's [{x, y}], or a string saying why there is none
+    refName: '',          // its id, when it is one of this server's runs
+    refAsked: false,      // the server has been asked which run the reference is
     last: [],             // per rank: its latest step event
     ended: [],            // per rank: its end event
     spans: [],            // per rank: Map(step -> [span]) for steps the timeline may still show
@@ -112,6 +114,9 @@
         // The start event carries the config too: the step count is known from it even when
         // the page opened before the run had written meta.json.
         if (ev.config && ev.config.steps > S.stepsTotal) S.stepsTotal = ev.config.steps;
+        // So does the reference (--ref): rank 0 wrote meta.json before this event, so the
+        // server can now say whether the reference is one of its runs, to draw it.
+        if (r === 0 && ev.config && ev.config.ref && !S.refAsked) askRef();
         break;
       case 'step':
         if (!S.last[r] || ev.step >= S.last[r].step) S.last[r] = ev;
@@ -304,7 +309,7 @@
     const lastX = (pts) => (pts && pts.length ? pts[pts.length - 1].x : 1);
     charts.loss.update({
       loss: S.loss, ref, floor: S.lossFloor,
-      refName: S.info && S.info.ref, refNote: typeof S.ref === 'string' ? S.ref : '',
+      refName: S.refName, refNote: typeof S.ref === 'string' ? S.ref : '',
       // The axis spans the whole run from the start, so the curve grows into it (and the
       // reference's length, when that is longer).
       maxX: Math.max(S.stepsTotal, lastX(S.loss), lastX(ref), 2),
@@ -379,6 +384,12 @@
       else flatten({ [k]: v }, '', pairs);
     }
     ui.summary.s.append(kvTable(pairs, 'summary of run ' + RUN));
+    // A finished training run is a reference for the next: its loss drawn beside theirs.
+    if (S.status === 'ok' && S.lab && S.lab !== 'collectives') {
+      ui.summary.s.append(el('p', null, el('a', { class: 'button', id: 'compare', href: '/labs/' + encodeURIComponent(S.lab) + '?ref=' +
+        encodeURIComponent(RUN), text: 'Start a run compared with this one' }),
+        ' (its dashboard draws this run\u2019s loss as the reference; every lab\u2019s form offers it under --ref)'));
+    }
     for (const [k, rows] of lists) {
       const cols = Array.from(new Set(rows.flatMap((r) => Object.keys(r))));
       const table = el('table', { class: 'data' },
@@ -599,7 +610,19 @@
 
   // ================================================================ data in
 
+  async function askRef() {
+    S.refAsked = true;
+    try {
+      const info = await getJSON(api);
+      if (info.ref) loadRef(info.ref);
+    } catch (err) {
+      S.ref = 'could not be loaded: ' + err.message;
+      invalidate();
+    }
+  }
+
   async function loadRef(ref) {
+    S.refName = ref;
     const pts = [];
     let from = 0;
     try {
@@ -694,7 +717,7 @@
       ui.config.replaceChildren(el('summary', { text: 'configuration (meta.json)' }),
         kvTable(Object.entries(meta.config), 'configuration of run ' + RUN));
     }
-    if (info.ref) loadRef(info.ref);
+    if (info.ref) S.refAsked = true, loadRef(info.ref);
     await drawing;
     invalidate();
     stream();
