@@ -21,7 +21,8 @@
 //      the token and this site (403), a run that exists (404) and has ended (409); a finished
 //      run is graded (200, every check PASS for the reference lab), grade.json written next to
 //      it and served back; two requests at once both get the same grade (one grading at a
-//      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on.
+//      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on;
+//   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -613,6 +614,61 @@ static void check_grade(const char *id) {
     EXPECT(access(file, F_OK) == 0, "and its grade.json is written");
 }
 
+// --ref from the browser: a run of this server that has ended, passed to the lab as its
+// directory; anything else is 400 and starts nothing. The new run's description names the
+// reference, so its dashboard can draw it.
+static void check_ref(const char *done_id, const char *running_id, const char *own) {
+    Resp r = request("GET", "/labs/ddp", NULL, NULL);
+    int offered = r.status == 200 && strstr(r.body, "<select id=\"f-ref\" name=\"ref\" data-runs>");
+    resp_free(&r);
+    r = request("GET", "/labs/collectives", NULL, NULL);
+    offered &= r.status == 200 && !strstr(r.body, "name=\"ref\"");
+    resp_free(&r);
+    EXPECT(offered, "the training labs' forms offer --ref, the collectives lab's does not");
+
+    char bad[5][400];
+    snprintf(bad[0], sizeof bad[0], "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"ref\":\"no-such-run\"}}");
+    snprintf(bad[1], sizeof bad[1], "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"ref\":\"../%s\"}}", done_id);
+    snprintf(bad[2], sizeof bad[2], "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"ref\":\"%s\"}}", running_id);
+    snprintf(bad[3], sizeof bad[3], "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"ref\":42}}");
+    snprintf(bad[4], sizeof bad[4], "{\"lab\":\"collectives\",\"n\":2,\"steps\":3,\"options\":{\"ref\":\"%s\"}}", done_id);
+    int before = runs_count(), ok400 = 0;
+    for (int i = 0; i < 5; i++) {
+        r = request("POST", "/api/runs", own, bad[i]);
+        if (r.status == 400 && strstr(r.body, "ref")) ok400++;
+        else printf("# %s: %d %s\n", bad[i], r.status, r.body ? r.body : "");
+        if (i == 2) EXPECT(r.status == 400 && strstr(r.body, "has not ended"), "--ref naming a run still going: 400, \"has not ended\"");
+        resp_free(&r);
+    }
+    EXPECT(ok400 == 5 && runs_count() == before, "--ref that is no run, a path out, a run still going, a number, or on the "
+           "collectives lab: 400 naming ref, nothing started (%d of 5)", ok400);
+
+    char body[400], id[256] = "";
+    snprintf(body, sizeof body, "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"ref\":\"%s\"}}", done_id);
+    r = request("POST", "/api/runs", own, body);
+    const char *at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", id);
+    EXPECT(r.status == 201 && id[0], "--ref naming a finished run: 201 (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
+    if (!id[0]) return;
+    free(stream(id, 0, -1, 120));  // (to its end)
+    char path[400], want_ref[300];
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    snprintf(want_ref, sizeof want_ref, "\"ref\":\"%s\"}", done_id);
+    r = request("GET", path, NULL, NULL);
+    char err[128];
+    JsonValue *info = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *cfg_ref = json_get(json_get(json_get(info, "meta"), "config"), "ref");
+    const char *dir_ref = cfg_ref && cfg_ref->type == JSON_STRING ? cfg_ref->string : "";
+    size_t dl = strlen(dir_ref), il = strlen(done_id);
+    EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && strstr(r.body, want_ref) && dir_ref[0] == '/' &&
+           dl > il && dir_ref[dl - il - 1] == '/' && strcmp(dir_ref + dl - il, done_id) == 0,
+           "the run compared with it ends ok; its description names the reference (\"ref\"), its config the "
+           "reference's directory (%s)", dir_ref);
+    json_free(info);
+    resp_free(&r);
+}
+
 static void check_run(void) {
     char own[300];
     snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
@@ -721,6 +777,7 @@ static void check_run(void) {
     at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
     if (at) sscanf(at + 6, "%255[^\"]", long_id);
     resp_free(&r);
+    check_ref(id, long_id, own);
     // Grading waits for the end: a run still going is refused with a reason, not graded.
     r = post_grade(long_id, own);
     EXPECT(r.status == 409 && strstr(r.body, "still going"), "POST grade on a run still going: 409 with a reason (%d %s)",

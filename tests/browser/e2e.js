@@ -9,9 +9,10 @@
 // button leads to its lab's form; the form starts a 2-rank run (with the token the server
 // printed) and the browser lands on its dashboard; the dashboard follows the live run (the
 // step counter moves, the loss chart and the memory bars are drawn) and shows the summary at
-// the end; a short run's "Grade this run" button grades it and shows the rubric, every check
-// PASS for the reference lab, and the saved grade comes back on reload; no page logs an
-// error. The screenshots are for a person to look at.
+// the end; its "compare" link starts a short run with it as the reference (--ref), whose loss
+// chart draws the reference's curve beside its own; that run's "Grade this run" button grades
+// it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
+// back on reload; no page logs an error. The screenshots are for a person to look at.
 'use strict';
 const { spawn } = require('child_process');
 const fs = require('fs');
@@ -87,14 +88,35 @@ async function main() {
     await page.screenshot({ path: path.join(outDir, 'run-end.png'), fullPage: true });
     check(await page.locator('#run-status .st-ok').count() === 1, 'at the end: status ok, and the summary');
 
-    // Grading from the page. A short run of the same lab: over a few steps the distributed
-    // loss equals the single-rank reference's within the rubric's tolerance (fp32 sums in
-    // another order drift apart over hundreds of steps).
-    await page.goto(new URL('/labs/zero', url).href);
+    // The finished run as the reference of the next: its page links to the lab's form with
+    // the run chosen under --ref, and the new run's loss chart draws the reference's 600 steps
+    // beside its own, with the gap between the two at its latest step.
+    const firstId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop());
+    await page.click('a#compare');
+    await page.waitForURL(/\/labs\/zero\?ref=/);
+    await page.waitForFunction((id) => Array.from(document.querySelectorAll('select[name=ref] option')).some((o) => o.value === id), firstId);
+    const chosen = await page.locator('select[name=ref]').inputValue();
+    await page.screenshot({ path: path.join(outDir, 'lab-ref.png') });
+    check(chosen === firstId, `the run's "compare" link opens the lab's form with the run chosen under --ref (${chosen})`);
+
+    // Grading from the page, on that short run of the same lab: over a few steps the
+    // distributed loss equals the single-rank reference's within the rubric's tolerance (fp32
+    // sums in another order drift apart over hundreds of steps).
     await page.fill('input[name=n]', '2');
     await page.fill('input[name=steps]', '6');
     await page.click('button[type=submit]');
     await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    const lossPanel = page.locator('#p-loss');
+    await page.waitForFunction(() => /reference run \S+ \(\d/.test(document.querySelector('#p-loss').textContent), null, { timeout: 60000 });
+    const legend = await lossPanel.textContent();
+    const label = await page.locator('#p-loss .chart-box canvas').getAttribute('aria-label');
+    const drawn = await page.locator('#p-loss .chart-box canvas').evaluate((c) => {
+      const chart = window.Chart.getChart(c);
+      return chart ? chart.data.datasets.map((d) => d.label + ':' + d.data.length).join(' ') : 'no chart';
+    });
+    check(legend.includes('reference run ' + firstId + ' (') && label.includes('reference run ' + firstId + ', 600 steps') &&
+      /reference:600\b/.test(drawn),
+      `the new run's loss chart draws the reference run's 600 steps beside its own (${label}; datasets ${drawn})`);
     await page.waitForSelector('#run-status .st-ok', { timeout: 60000 });
     const gradeButton = page.getByRole('button', { name: 'Grade this run' });
     await gradeButton.waitFor({ timeout: 15000 });
@@ -109,6 +131,7 @@ async function main() {
       heads.join(',').startsWith('Check,Result,Points,Measured,Expected'),
       `"Grade this run" shows the rubric: total ${got}/${max}, ${results.length} checks, all PASS (${results.join(' ')})`);
     await page.screenshot({ path: path.join(outDir, 'run-grade.png'), fullPage: true });
+    await lossPanel.screenshot({ path: path.join(outDir, 'run-ref-loss.png') });
     await page.locator('#p-grade').screenshot({ path: path.join(outDir, 'run-grade-panel.png') });
     // The grade was saved with the run (grade.json): the page shows it again, without the button.
     await page.reload();
