@@ -307,8 +307,8 @@ int main(int argc, char **argv) {
 
     Progress progress;
     progress_init(&progress, &a);
-    double first_loss = 0, loss = 0, step_ms_total = 0;
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -325,7 +325,7 @@ int main(int argc, char **argv) {
         // 2. The replicas sum their gradients, layer by layer (a world of one has nothing to add).
         int64_t tc = runlog_now_us();
         if (N > 1) train_all_reduce_layers(&dist.world_group, &model);
-        loss = (N > 1 ? dist_sum_over_ranks(&dist.world_group, loss_sum) : loss_sum) / tokens_per_step;
+        double loss = (N > 1 ? dist_sum_over_ranks(&dist.world_group, loss_sum) : loss_sum) / tokens_per_step;
         int64_t comm_us = runlog_now_us() - tc;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
@@ -344,8 +344,7 @@ int main(int argc, char **argv) {
             check_or_die(&log, "acts.peak_in_step_1", (double)mem_peak_in(&mem, MEM_ACTS), acts_bytes + W,
                          "this is a bug in shardlab: the pass holds more than the formula and its workspace");
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[256];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"policy\":\"%s\",\"recomputed_blocks\":%d,\"recompute_ms\":%.3f,"
@@ -365,18 +364,13 @@ int main(int argc, char **argv) {
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[96];
     snprintf(extra, sizeof extra, "\"policy\":\"%s\",\"recomputed_blocks\":%d", policy.name, policy.recomputed);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

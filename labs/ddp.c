@@ -332,8 +332,8 @@ int main(int argc, char **argv) {
     SpanLogger spans = {.log = &log};
     GptHooks sync_hooks = {on_layer_backward_done, &sync};
     const double tokens_per_step = (double)a.batch * a.seq;
-    double first_loss = 0, loss = 0, step_ms_total = 0;
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -361,7 +361,7 @@ int main(int argc, char **argv) {
         double loss_total = dist_sum_over_ranks(&dist.world_group, loss_sum);
         comm_us += runlog_now_us() - tl;
         log_comm_spans(&log, &dist, records, step, -1, 0);
-        loss = loss_total / tokens_per_step;
+        double loss = loss_total / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
@@ -372,8 +372,7 @@ int main(int argc, char **argv) {
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[160];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d", grad_norm,
                  (unsigned long long)grad_sent, sync.buckets.n);
@@ -391,18 +390,13 @@ int main(int argc, char **argv) {
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[96];
     snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

@@ -345,8 +345,8 @@ int main(int argc, char **argv) {
     // Per micro-batch, every unit: all-gather (forward), all-gather again (backward, unless
     // kept), reduce-scatter; each sends (N-1) shards.
     const double expect_bytes = (no_reshard ? 2.0 : 3.0) * a.accum * (N - 1) * (double)f.lay.shard_total * e;
-    double first_loss = 0, loss = 0, step_ms_total = 0;
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -376,7 +376,7 @@ int main(int argc, char **argv) {
         }
 
         // 3. The loss of the global batch, for the log: the ranks' sums, added in rank order.
-        loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         dist_drain_records(&dist, records, 4096);
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
@@ -385,8 +385,7 @@ int main(int argc, char **argv) {
         // all-gathers that ran under a unit's compute cost nothing here.
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, compute_ms = (double)batch.compute_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[256];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"unit_bytes_sent\":%llu,\"param_hash_of\":\"shard\","
                                       "\"precision\":\"%s\"",
@@ -404,20 +403,15 @@ int main(int argc, char **argv) {
     }
     dcp_state_free(&ck_state);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     uint64_t hash = sharded_model_hash(&f.lay, prec, &mem, &dist.world_group, f.shards, 0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save) {
         sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, f.shards);
         if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[160];
     snprintf(extra, sizeof extra, "\"precision\":\"%s\",\"prefetch\":%s,\"reshard_after_forward\":%s,\"psi_padded\":%zu",
              precision_name(prec), prefetch ? "true" : "false", no_reshard ? "false" : "true", f.lay.psi_padded);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, hash, mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, hash, mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

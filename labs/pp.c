@@ -634,8 +634,9 @@ int main(int argc, char **argv) {
     Progress progress;
     progress_init(&progress, &a);
     const double tokens_per_step = (double)a.batch * a.seq;
-    double first_loss = 0, loss = 0, step_ms_total = 0, measured_sum = 0;
-    int64_t t_train0 = runlog_now_us();
+    double measured_sum = 0;
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
     int L2 = st.nlayers;
     double *sq = malloc_check((size_t)L2 * sizeof *sq), *sq_all = malloc_check((size_t)L2 * pp.p * sizeof *sq_all);
     int *layer_stage = malloc_check((size_t)L2 * sizeof *layer_stage);  // which stage holds layer l
@@ -680,7 +681,7 @@ int main(int argc, char **argv) {
         // 4. The loss of the global batch (the last stages have it) and the bubble, for the log.
         double loss_total = dist_sum_over_ranks(&dist.world_group, loss_sum);
         double measured_mean = dist_sum_over_ranks(&dist.world_group, measured) / N;
-        loss = loss_total / tokens_per_step;
+        double loss = loss_total / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
@@ -717,9 +718,8 @@ int main(int argc, char **argv) {
                          expected_in_flight(&pp, s), run.live_max, expected_in_flight(&pp, s));
         }
         double ms = (double)(t1 - t0) / 1000.0;
-        step_ms_total += ms;
+        train_tally_step(&tally, step, loss, ms);
         measured_sum += measured_mean;
-        if (step == first_step) first_loss = loss;
         char extra[320];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"stage\":%d,\"pipeline\":%d,\"inflight_max\":%d,\"acts_held_max\":%zu,"
@@ -742,10 +742,6 @@ int main(int argc, char **argv) {
     dcp_state_free(&my_layers);
     dcp_state_free(&my_chunk);
     const double steps_run = (double)(a.steps - first_step + 1);
-
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * steps_run / (step_ms_total / 1000.0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
 
     // The schedule of a step, and its bubble three ways.
     if (rank == 0) {
@@ -789,15 +785,13 @@ int main(int argc, char **argv) {
         train_save_weights(&whole, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[256];
     snprintf(extra, sizeof extra,
              "\"schedule\":\"%s\",\"stages\":%d,\"micro\":%d,\"chunks\":%d,\"dp\":%d,\"bubble\":{\"formula\":%.6f,"
              "\"logical\":%.6f,\"measured\":%.6f}",
              schedule_names[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), logical_bubble,
              measured_sum / steps_run);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, whole_hash, mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, whole_hash, mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);
     dist_destroy(&dist);

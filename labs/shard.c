@@ -415,9 +415,10 @@ int main(int argc, char **argv) {
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
     const double tokens_per_step = (double)a.batch * a.seq;
-    double first_loss = 0, loss = 0, step_ms_total = 0, moved_sent = 0, moved_recv = 0;
+    double moved_sent = 0, moved_recv = 0;
     int64_t *idx = malloc_check((size_t)L.per_rank * sizeof *idx);
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -449,7 +450,7 @@ int main(int argc, char **argv) {
         double loss_sum = forward_backward(&model, &acts, part, L.per_rank, (float)(1.0 / tokens_per_step), &spans);
         int64_t t_comm = runlog_now_us();
         train_all_reduce_layers(&dist.world_group, &model);
-        loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         int64_t comm_us = (strategy == DISPATCH ? t_data - t0 : 0) + (runlog_now_us() - t_comm);
         log_comm_spans(&log, &dist, records, step);
         if (!isfinite(loss))
@@ -462,8 +463,7 @@ int main(int argc, char **argv) {
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[512];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"data\":{\"strategy\":\"%s\",\"held\":%llu,\"recv\":%llu,\"sent\":%llu,"
@@ -526,19 +526,14 @@ int main(int argc, char **argv) {
     }
     free(all);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * steps_run / (step_ms_total / 1000.0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char summary[160];
     snprintf(summary, sizeof summary, "\"strategy\":\"%s\",\"items\":%lld,\"held\":%llu", strategy_name, (long long)L.D,
              (unsigned long long)L.held);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem), summary);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), summary);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

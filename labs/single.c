@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
     const double tokens_per_step = (double)a.batch * a.seq;
-    double first_loss = 0, loss = 0, compute_ms_total = 0;
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
         gpt_zero_grads(&model);
         double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, 0, a.batch,
                                            (float)(1.0 / tokens_per_step), &spans, NULL);
-        loss = loss_sum / tokens_per_step;
+        double loss = loss_sum / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
@@ -139,8 +139,7 @@ int main(int argc, char **argv) {
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
         double ms = (double)(t1 - t0) / 1000.0;
-        compute_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[64];
         snprintf(extra, sizeof extra, "\"grad_norm\":%.6g", grad_norm);
         StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)tokens_per_step,
@@ -152,22 +151,11 @@ int main(int argc, char **argv) {
     }
     dcp_state_free(&state);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (compute_ms_total / 1000.0);
-    char peak[32];
-    runlog_printf(&log, "done: loss %.4f -> %.4f", first_loss, loss);
-    if (floor >= 0) runlog_printf(&log, " (floor %.4f, %.4f above it)", floor, loss - floor);
-    runlog_printf(&log, "; %.0f tokens/s; peak memory %s\n", tok_s, format_bytes(peak, sizeof peak, (double)mem_peak(&mem)));
-
     if (a.save) {
         train_save_weights(&model, a.save);
         runlog_printf(&log, "weights: saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
-
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, gpt_param_hash(&model), mem_peak(&mem),
-                        NULL);
-    runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, 1, gpt_param_hash(&model), mem_peak(&mem), NULL);
 
     sb_free(&config);
     runlog_close(&log);

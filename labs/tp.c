@@ -486,12 +486,12 @@ int main(int argc, char **argv) {
     progress_init(&progress, &a);
     Batch batch = {&corpus, &a, d * per_replica, per_replica};
     const double tokens_per_step = (double)a.batch * a.seq;
-    double first_loss = 0, loss = 0, step_ms_total = 0;
     uint64_t model_hash = 0;
     Mem host;
     mem_init(&host, NULL);
     Gpt full;  // the whole model, gathered at the last step (summary hash, --save)
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -527,7 +527,7 @@ int main(int argc, char **argv) {
             total = dist_sum_over_ranks(&dp_group, replica_loss);
             tp_log_collectives(&tp, "dp", "loss", "", -1, NULL);
         }
-        loss = total / tokens_per_step;
+        double loss = total / tokens_per_step;
         if (!isfinite(loss))
             die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
@@ -543,8 +543,7 @@ int main(int argc, char **argv) {
 
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[768], last[48] = "";
         if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
         snprintf(extra, sizeof extra,
@@ -573,19 +572,14 @@ int main(int argc, char **argv) {
     dcp_state_free(&ck_load);
     dcp_state_free(&ck_save);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save && rank == 0) {
         train_save_weights(&full, a.save);
         runlog_printf(&log, "weights: the whole model gathered and saved to %s\n", a.save);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[128];
     snprintf(extra, sizeof extra, "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s", t, dp, sp ? "true" : "false",
              vp ? "true" : "false");
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, model_hash, mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, model_hash, mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

@@ -420,8 +420,8 @@ int main(int argc, char **argv) {
     Batch batch = {&corpus, &a, &acts, &log, rank * per_rank, per_rank};
     const double tokens_per_step = (double)a.batch * a.seq;
     const double expect_bytes = expected_unit_bytes(&z, a.accum);
-    double first_loss = 0, loss = 0, step_ms_total = 0;
-    int64_t t_train0 = runlog_now_us();
+    TrainTally tally;
+    train_tally_start(&tally, first_step);
 
     train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
@@ -452,7 +452,7 @@ int main(int argc, char **argv) {
 
         // 5. The loss of the global batch, for the log: the ranks' sums, added in rank order.
         int64_t tl = runlog_now_us();
-        loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
         comm_us += runlog_now_us() - tl;
         dist_drain_records(&dist, records, 4096);
         if (!isfinite(loss))
@@ -460,8 +460,7 @@ int main(int argc, char **argv) {
 
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
-        step_ms_total += ms;
-        if (step == first_step) first_loss = loss;
+        train_tally_step(&tally, step, loss, ms);
         char extra[320];
         snprintf(extra, sizeof extra,
                  "\"grad_norm\":%.6g,\"unit_bytes_sent\":%llu,\"param_hash_of\":\"%s\",\"precision\":\"%s\","
@@ -483,12 +482,9 @@ int main(int argc, char **argv) {
     dcp_state_free(&load_state);
     dcp_state_free(&save_state);
 
-    double wall_s = (double)(runlog_now_us() - t_train0) / 1e6;
-    double tok_s = tokens_per_step * (double)(a.steps - first_step + 1) / (step_ms_total / 1000.0);
     // The summary's hash is of the whole model, gathered unit by unit for stage 3, so that
     // runs of every stage compare.
     uint64_t hash = sharded_model_hash(&z.lay, prec, &mem, &dist.world_group, z.params, stage < 3);
-    train_say_done(&log, first_loss, loss, floor, tok_s, N, mem_peak(&mem));
     if (a.save) {
         sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, z.param_slice);
         if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);
@@ -499,12 +495,10 @@ int main(int argc, char **argv) {
         sharded_save_optim(path, &adam);
         runlog_printf(&log, "optimizer state: rank %d's slices saved to %s\n", rank, path);
     }
-    runlog_end(&log, "ok", a.steps);
     char extra[160];
     snprintf(extra, sizeof extra, "\"stage\":%d,\"precision\":\"%s\",\"offload\":%s,\"psi_padded\":%zu", stage,
              precision_name(prec), offload ? "true" : "false", z.lay.psi_padded);
-    train_write_summary(&log, &a, first_loss, loss, floor, wall_s, tok_s, hash, mem_peak(&mem), extra);
-    if (rank == 0) runlog_printf(&log, "run written to %s\n", log.dir);
+    train_finish(&log, &a, &tally, tokens_per_step, floor, N, hash, mem_peak(&mem), extra);
 
     dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
     dist_destroy(&dist);

@@ -92,15 +92,6 @@ void train_check_batch(const TrainArgs *a, const char *prog, int ranks) {
                     a->accum, a->batch / ranks, a->batch, ranks);
 }
 
-void train_say_done(RunLog *log, double first_loss, double loss, double loss_floor, double tokens_per_s, int ranks,
-                    size_t mem_peak) {
-    char peak[32];
-    runlog_printf(log, "done: loss %.4f -> %.4f", first_loss, loss);
-    if (loss_floor >= 0) runlog_printf(log, " (floor %.4f, %.4f above it)", loss_floor, loss - loss_floor);
-    runlog_printf(log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tokens_per_s, ranks,
-                  format_bytes(peak, sizeof peak, (double)mem_peak));
-}
-
 // Every tensor of the model as safetensors entries, GPT-2 names, pointing into a host copy
 // of g's layer buffers (host[l]: the device's memory is not the file reader's to write).
 typedef struct {
@@ -362,32 +353,56 @@ int train_interrupted(RunLog *log, int64_t steps_done) {
     return 128 + sig;
 }
 
-void train_write_summary(RunLog *log, const TrainArgs *a, double first_loss, double loss,
-                         double loss_floor, double wall_s, double tokens_per_s, uint64_t param_hash,
-                         size_t mem_peak, const char *extra) {
-    StrBuf sb;
-    sb_init(&sb);
-    sb_printf(&sb, "{\"lab\":");
-    sb_json_string(&sb, log->lab);
-    sb_printf(&sb, ",\"status\":\"ok\",\"world_size\":%d,\"steps\":%d,\"first_loss\":%.9g,\"final_loss\":%.9g,"
-                   "\"loss_floor\":",
-              log->world, a->steps, first_loss, loss);
-    if (loss_floor >= 0) sb_printf(&sb, "%.9g", loss_floor);
-    else sb_printf(&sb, "null");
-    sb_printf(&sb, ",\"tokens\":%.0f,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,\"param_hash\":\"%016llx\","
-                   "\"mem_peak\":%zu,\"run_dir\":",
-              (double)a->batch * a->seq * a->steps, wall_s, tokens_per_s, (unsigned long long)param_hash, mem_peak);
-    sb_json_string(&sb, log->dir);
-    if (extra && *extra) sb_printf(&sb, ",%s", extra);
-    sb_append(&sb, "}", 1);
-    runlog_summary(log, sb.data);
-    sb_free(&sb);
-}
-
 void train_all_reduce_layers(DistGroup *g, Gpt *model) {
     for (int l = 0; l < model->nlayers; l++) {
         DistWork w;  // start + wait: a synchronous all-reduce whose record carries the layer
         dist_all_reduce_start(g, model->grads[l], gpt_layer_size(&model->cfg, l), l, &w);
         dist_wait(&w);
     }
+}
+
+void train_tally_start(TrainTally *t, int64_t first_step) {
+    *t = (TrainTally){.first_step = first_step, .t0_us = runlog_now_us()};
+    t->t1_us = t->t0_us;
+}
+
+void train_tally_step(TrainTally *t, int64_t step, double loss, double ms) {
+    if (step == t->first_step) t->first_loss = loss;
+    t->loss = loss;
+    t->step_ms += ms;
+    t->t1_us = runlog_now_us();
+}
+
+void train_finish(RunLog *log, const TrainArgs *a, const TrainTally *t, double tokens_per_step, double loss_floor,
+                  int ranks, uint64_t param_hash, size_t mem_peak, const char *extra) {
+    double wall_s = (double)(t->t1_us - t->t0_us) / 1e6;
+    double steps_run = (double)(a->steps - t->first_step + 1);  // (fewer when resumed)
+    double tok_s = t->step_ms > 0 ? tokens_per_step * steps_run / (t->step_ms / 1000.0) : 0;
+    char peak[32];
+    runlog_printf(log, "done: loss %.4f -> %.4f", t->first_loss, t->loss);
+    if (loss_floor >= 0) runlog_printf(log, " (floor %.4f, %.4f above it)", loss_floor, t->loss - loss_floor);
+    if (ranks > 1) runlog_printf(log, "; %.0f tokens/s over %d ranks; peak memory per rank %s\n", tok_s, ranks,
+                                 format_bytes(peak, sizeof peak, (double)mem_peak));
+    else runlog_printf(log, "; %.0f tokens/s; peak memory %s\n", tok_s, format_bytes(peak, sizeof peak, (double)mem_peak));
+    runlog_end(log, "ok", a->steps);
+
+    // summary.json (rank 0 writes it): the fields of runlog.h's schema, then the lab's.
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "{\"lab\":");
+    sb_json_string(&sb, log->lab);
+    sb_printf(&sb, ",\"status\":\"ok\",\"world_size\":%d,\"steps\":%d,\"first_loss\":%.9g,\"final_loss\":%.9g,"
+                   "\"loss_floor\":",
+              log->world, a->steps, t->first_loss, t->loss);
+    if (loss_floor >= 0) sb_printf(&sb, "%.9g", loss_floor);
+    else sb_printf(&sb, "null");
+    sb_printf(&sb, ",\"tokens\":%.0f,\"wall_s\":%.3f,\"tokens_per_s\":%.1f,\"param_hash\":\"%016llx\","
+                   "\"mem_peak\":%zu,\"run_dir\":",
+              (double)a->batch * a->seq * a->steps, wall_s, tok_s, (unsigned long long)param_hash, mem_peak);
+    sb_json_string(&sb, log->dir);
+    if (extra && *extra) sb_printf(&sb, ",%s", extra);
+    sb_append(&sb, "}", 1);
+    runlog_summary(log, sb.data);
+    sb_free(&sb);
+    if (log->rank == 0) runlog_printf(log, "run written to %s\n", log->dir);
 }

@@ -1,14 +1,14 @@
 // train.h — what every training lab does the same way around its own algorithm.
 //
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
-//          train_micro_batch(), train_config_json(), train_device(), train_say_device(), train_check_batch(), train_say_done(),
-//          train_load_weights(),
-//          train_save_weights(), Progress, progress_init(), progress_update(),
-//          format_bytes(), SpanLogger, span_logger_hooks(), train_catch_signals(),
-//          train_stop_signal(), GptAdamW, gpt_adamw_create(), gpt_adamw_destroy(),
-//          train_accumulate(), train_clip_and_update(), MemRow, train_acts_formula(),
-//          train_report_memory(),
-//          train_interrupted(), train_write_summary(), train_all_reduce_layers().
+//          train_micro_batch(), train_config_json(), train_device(), train_say_device(),
+//          train_check_batch(), train_load_weights(), train_save_weights(), Progress,
+//          progress_init(), progress_update(), format_bytes(), SpanLogger, span_logger_hooks(),
+//          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
+//          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
+//          train_acts_formula(), train_report_memory(), train_interrupted(),
+//          train_all_reduce_layers(), TrainTally, train_tally_start(), train_tally_step(),
+//          train_finish().
 //
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
@@ -65,10 +65,22 @@ const char *format_bytes(char *buf, size_t n, double bytes);
 // A data-parallel lab's batch checks: --batch divides over `ranks`, and --accum divides each
 // rank's share. Exits 2 with one line otherwise.
 void train_check_batch(const TrainArgs *a, const char *prog, int ranks);
-// The last line of a data-parallel run: loss first -> last (and above the floor), tokens/s,
-// peak memory per rank.
-void train_say_done(RunLog *log, double first_loss, double loss, double loss_floor, double tokens_per_s, int ranks,
-                    size_t mem_peak);
+// What the training loop keeps for the end of the run: the first and the latest loss, and
+// the time the steps took. Tokens/s counts the steps' own time; wall_s runs from the start of
+// the loop to the end of its last step (start-up, the lab's closing reports and saving are
+// not training).
+typedef struct {
+    int64_t first_step, t0_us, t1_us;
+    double first_loss, loss, step_ms;
+} TrainTally;
+void train_tally_start(TrainTally *t, int64_t first_step);  // just before the loop
+void train_tally_step(TrainTally *t, int64_t step, double loss, double ms);
+
+// The end of a run that trained, after the lab's own reports and --save: the last line (loss
+// first -> last and above the floor, tokens/s, peak memory per rank), the end event,
+// summary.json (extra: the lab's fields, or NULL) and where the run was written.
+void train_finish(RunLog *log, const TrainArgs *a, const TrainTally *t, double tokens_per_step, double loss_floor,
+                  int ranks, uint64_t param_hash, size_t mem_peak, const char *extra);
 
 // The progress line: rewritten in place on a terminal, else one line every `every` steps.
 typedef struct {
@@ -135,11 +147,6 @@ void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const
 // At a step boundary: if a stop signal came, log it, end the run log with an error and
 // return the exit status (128 + signal); else 0. steps_done: steps completed so far.
 int train_interrupted(RunLog *log, int64_t steps_done);
-
-// summary.json (rank 0): the fields of runlog.h's schema; extra: NULL or more fields.
-void train_write_summary(RunLog *log, const TrainArgs *a, double first_loss, double loss,
-                         double loss_floor, double wall_s, double tokens_per_s, uint64_t param_hash,
-                         size_t mem_peak, const char *extra);
 
 // Ctrl-C (SIGINT) or SIGTERM asks the lab to stop at the next step boundary, so that the run
 // log still ends with an error event and an end event (a dashboard must not take an
