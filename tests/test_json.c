@@ -197,7 +197,8 @@ static void test_rejects(void) {
     EXPECT(v == NULL, "err may be NULL");
 }
 
-// sb_json_string must write what json_parse reads back to the same bytes.
+// sb_json_string must write what json_parse reads back to the same bytes; sb_markup_text
+// writes text HTML and XML read as it was.
 static void test_string_builder(void) {
     StrBuf sb;
     char err[256];
@@ -217,6 +218,12 @@ static void test_string_builder(void) {
     sb_reset(&sb);
     sb_json_string(&sb, "a\"b\x01");
     EXPECT(strcmp(sb.data, "\"a\\\"b\\u0001\"") == 0, "escapes are the short forms and \\u00XX");
+
+    sb_reset(&sb);
+    sb_markup_text(&sb, "<a href=\"x\">it's R&D</a>\x01\ttab\nline caf\xC3\xA9");
+    EXPECT(strcmp(sb.data, "&lt;a href=&quot;x&quot;&gt;it&#39;s R&amp;D&lt;/a&gt; \ttab\nline caf\xC3\xA9") == 0,
+           "sb_markup_text escapes < > & \" ' for HTML and XML, and writes a control character (not tab or newline) "
+           "as a space: %s", sb.data);
 
     sb_reset(&sb);
     sb_printf(&sb, "{\"step\":%d,", 7);

@@ -159,25 +159,12 @@ static int safe_name(const char *s) {
 // ---------------------------------------------------------------------------------------
 // Pages
 
-static void html_escape(StrBuf *b, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '&': sb_printf(b, "&amp;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        case '\'': sb_printf(b, "&#39;"); break;
-        default: sb_append(b, s, 1);
-        }
-    }
-}
-
 static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs) {
     sb_printf(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
     if (has_token(w, c)) sb_printf(b, "<meta name=\"shardlab-token\" content=\"%s\">", w->token);
     sb_printf(b, "<title>");
-    html_escape(b, title);
+    sb_markup_text(b, title);
     sb_printf(b, " · shardlab</title><link rel=\"stylesheet\" href=\"/static/app.css\"></head><body>\n"
                  "<header><nav aria-label=\"site\"><a class=\"brand\" href=\"/\">shardlab</a> "
                  "<a href=\"/#lessons\">Lessons</a> <a href=\"/#lexicon\">Lexicon</a> <a href=\"/#labs\">Labs</a> "
@@ -229,7 +216,7 @@ static void render_md(StrBuf *b, const char *md, size_t n) {
         int is_term = lexicon_term(&lexicon, target) != NULL;
         if (name && safe_name(target)) {
             sb_printf(b, "<a class=\"%s\" href=\"/%s/%s\">", is_term ? "term" : "lesson", is_term ? "lexicon" : "lessons", target);
-            html_escape(b, name);
+            sb_markup_text(b, name);
             sb_printf(b, "</a>");
         } else {  // a link to nothing: its text, marked
             sb_printf(b, "<span class=\"dangling\">");
@@ -303,7 +290,7 @@ static int page_home(Web *w, struct mg_connection *c) {
     sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ul class=\"lessons\">");  // (titles carry their numbers)
     for (int i = 0; i < lexicon.nlessons; i++) {
         sb_printf(&b, "<li><a href=\"/lessons/%s\">", lexicon.lessons[i].slug);
-        html_escape(&b, lexicon.lessons[i].title);
+        sb_markup_text(&b, lexicon.lessons[i].title);
         sb_printf(&b, "</a></li>");
     }
     sb_printf(&b, "</ul></section>\n<section id=\"lexicon\"><h2>Lexicon</h2>"
@@ -315,13 +302,13 @@ static int page_home(Web *w, struct mg_connection *c) {
             const LexTerm *t = &lexicon.t[i];
             if (strcmp(t->category, LEXICON_CATEGORIES[cat]) != 0) continue;
             sb_printf(&b, "<li data-search=\"");
-            html_escape(&b, t->slug);
+            sb_markup_text(&b, t->slug);
             sb_printf(&b, " ");
-            html_escape(&b, t->title);
+            sb_markup_text(&b, t->title);
             sb_printf(&b, " ");
-            html_escape(&b, t->aka);
+            sb_markup_text(&b, t->aka);
             sb_printf(&b, "\"><a href=\"/lexicon/%s\">", t->slug);
-            html_escape(&b, t->title);
+            sb_markup_text(&b, t->title);
             sb_printf(&b, "</a></li>");
         }
         sb_printf(&b, "</ul></div>");

@@ -508,6 +508,19 @@ void sb_printf(StrBuf *sb, const char *fmt, ...) {
     sb->len += (size_t)n;
 }
 
+void sb_markup_text(StrBuf *sb, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': sb_append(sb, "&lt;", 4); break;
+        case '>': sb_append(sb, "&gt;", 4); break;
+        case '&': sb_append(sb, "&amp;", 5); break;
+        case '"': sb_append(sb, "&quot;", 6); break;
+        case '\'': sb_append(sb, "&#39;", 5); break;
+        default: sb_append(sb, (unsigned char)*s < 0x20 && *s != '\n' && *s != '\t' ? " " : s, 1);
+        }
+    }
+}
+
 void sb_json_string(StrBuf *sb, const char *s) {
     sb_append(sb, "\"", 1);
     const char *run = s;  // bytes that need no escape are copied in one go

@@ -2,7 +2,7 @@
 //
 // Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
 //          json_type_name(); StrBuf, sb_init(), sb_free(), sb_reset(), sb_printf(),
-//          sb_append(), sb_json_string(), sb_read_file().
+//          sb_append(), sb_json_string(), sb_markup_text(), sb_read_file().
 //
 // The reader is for run logs (one object per line), meta.json and safetensors headers:
 // strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
@@ -57,6 +57,9 @@ void sb_append(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Append s as a quoted JSON string, escaping ", \, and control characters.
 void sb_json_string(StrBuf *sb, const char *s);
+// s as HTML or XML text (or an attribute's value): < > & " ' escaped, and control characters
+// other than tab and newline, which XML 1.0 does not allow, as spaces.
+void sb_markup_text(StrBuf *sb, const char *s);
 // Append the bytes of the file at path, at most max of them (sb is NUL-terminated after).
 // Returns 0, 1 if the file has more than max bytes (the first max are appended), or -1 if it
 // cannot be opened (errno says why).

@@ -253,20 +253,6 @@ void grade_to_json(const Grade *g, StrBuf *sb) {
     sb_printf(sb, "]}");
 }
 
-static void xml_text(StrBuf *sb, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': sb_printf(sb, "&lt;"); break;
-        case '>': sb_printf(sb, "&gt;"); break;
-        case '&': sb_printf(sb, "&amp;"); break;
-        case '"': sb_printf(sb, "&quot;"); break;
-        default:
-            if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') sb_printf(sb, " ");  // not allowed in XML 1.0
-            else sb_append(sb, s, 1);
-        }
-    }
-}
-
 void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf *sb) {
     int tests = 0, failures = 0, skipped = 0;
     for (int i = 0; i < n; i++)
@@ -276,31 +262,31 @@ void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf
             skipped += grades[i]->checks[k].skipped;
         }
     sb_printf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"");
-    xml_text(sb, suite);
+    sb_markup_text(sb, suite);
     sb_printf(sb, "\" tests=\"%d\" failures=\"%d\" skipped=\"%d\">\n", tests, failures, skipped);
     for (int i = 0; i < n; i++) {
         const Grade *g = grades[i];
         sb_printf(sb, "  <testsuite name=\"");
-        xml_text(sb, g->label);
+        sb_markup_text(sb, g->label);
         sb_printf(sb, "\" tests=\"%d\" failures=\"%d\">\n", g->n, g->failed);
         for (int k = 0; k < g->n; k++) {
             const GradeCheck *c = &g->checks[k];
             sb_printf(sb, "    <testcase classname=\"shardlab.");
-            xml_text(sb, g->label);
+            sb_markup_text(sb, g->label);
             sb_printf(sb, "\" name=\"");
-            xml_text(sb, c->name);
+            sb_markup_text(sb, c->name);
             sb_printf(sb, "\">");
             if (c->skipped) {
                 sb_printf(sb, "<skipped message=\"");
-                xml_text(sb, c->reason);
+                sb_markup_text(sb, c->reason);
                 sb_printf(sb, "\"/>");
             } else if (!c->pass) {
                 sb_printf(sb, "<failure message=\"");
-                xml_text(sb, c->reason);
+                sb_markup_text(sb, c->reason);
                 sb_printf(sb, "\">measured: ");
-                xml_text(sb, c->measured);
+                sb_markup_text(sb, c->measured);
                 sb_printf(sb, "\nexpected: ");
-                xml_text(sb, c->expected);
+                sb_markup_text(sb, c->expected);
                 sb_printf(sb, "</failure>");
             }
             sb_printf(sb, "</testcase>\n");
