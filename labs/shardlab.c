@@ -621,9 +621,11 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
     if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "web") == 0) {
-        char root[4096];
+        char root[4096], labs[PATH_MAX];
         tui_find_root(root, sizeof root);
-        return argv[1][0] == 'l' ? lexicon_main(argc, argv, root) : web_main(argc, argv, root);
+        if (argv[1][0] == 'l') return lexicon_main(argc, argv, root);
+        labs_dir(labs, sizeof labs);
+        return web_main(argc, argv, root, labs);
     }
     if (strcmp(argv[1], "run") != 0)
         usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, web and grade", argv[1]);

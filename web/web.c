@@ -18,8 +18,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "check.h"
@@ -624,9 +622,10 @@ static void make_token(char *out) {
     for (int i = 0; i < 16; i++) sprintf(out + 2 * i, "%02x", r[i]);
 }
 
-int web_main(int argc, char **argv, const char *root) {
+int web_main(int argc, char **argv, const char *root, const char *labs) {
     static Web w;
     snprintf(w.root, sizeof w.root, "%s", root);
+    snprintf(w.labs, sizeof w.labs, "%s", labs);
     snprintf(w.host, sizeof w.host, "127.0.0.1");
     const char *runs = getenv("SHARDLAB_RUNS");
     snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
@@ -656,10 +655,6 @@ int web_main(int argc, char **argv, const char *root) {
     if (k <= 0) die(NULL, "cannot find this program's path");
     exe[k] = 0;
     snprintf(w.launcher, sizeof w.launcher, "%s", exe);
-    // The lab programs, found as the launcher finds them (labs_dir() in shardlab.c).
-    const char *labs = getenv("SHARDLAB_LABS");
-    if (labs && *labs) snprintf(w.labs, sizeof w.labs, "%s", labs);
-    else snprintf(w.labs, sizeof w.labs, "%.*s/labs", (int)(strrchr(exe, '/') - exe), exe);
     char err[512], dir[4200];
     snprintf(dir, sizeof dir, "%s/lexicon", root);
     if (lexicon_load(&lexicon, dir, err, sizeof err) != 0) usage_error("shardlab web", "%s (set SHARDLAB_ROOT)", err);

@@ -54,8 +54,9 @@ typedef struct {
     volatile int stopping; // set on SIGINT/SIGTERM: streams end, so mg_stop() returns
 } Web;
 
-// `shardlab web [--host H] [--port P] [--runs DIR]`; root: the checkout.
-int web_main(int argc, char **argv, const char *root);
+// `shardlab web [--host H] [--port P] [--runs DIR]`; root: the checkout; labs: the lab
+// programs, as the launcher finds them.
+int web_main(int argc, char **argv, const char *root, const char *labs);
 
 // ---- runs (web/runs.c) ------------------------------------------------------------------
 // id: a run directory's name under w->runs; 1 if there is such a run (a directory there).
