@@ -286,7 +286,7 @@ static void quick_status(const char *dir, StrBuf *out) {
         if (ev && ev->type == JSON_STRING) {
             if (strcmp(ev->string, "step") == 0 && json_get(v, "step") && json_get(v, "loss")) {
                 last_step = (long)json_get(v, "step")->number;
-                loss = json_get(v, "loss")->number;
+                if (!json_number(json_get(v, "loss"), &loss)) loss = 0;
             }
             if (strcmp(ev->string, "end") == 0 && json_get(v, "status") && json_get(v, "status")->type == JSON_STRING)
                 status = strcmp(json_get(v, "status")->string, "ok") == 0 ? "ok" : "error";
@@ -294,7 +294,8 @@ static void quick_status(const char *dir, StrBuf *out) {
         json_free(v);
     }
     if (!finished && strcmp(status, "running") == 0 && fd >= 0 && time(NULL) - st.st_mtime > STOPPED_S) status = "stopped";
-    sb_printf(out, "\"status\":\"%s\",\"last_step\":%ld,\"loss\":%.9g", status, last_step, loss);
+    sb_printf(out, "\"status\":\"%s\",\"last_step\":%ld,\"loss\":", status, last_step);
+    sb_json_number(out, loss);
 }
 
 void runs_list_json(Web *w, StrBuf *out) {

@@ -15,11 +15,13 @@
 
 #include "check.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 // Deeper nesting is refused, so a hostile input cannot overflow the C stack through the
 // recursion. 64 is far more than any run log, meta.json or safetensors header needs.
@@ -542,6 +544,71 @@ void sb_json_string(StrBuf *sb, const char *s) {
     }
     sb_append(sb, run, (size_t)(s - run));
     sb_append(sb, "\"", 1);
+}
+
+int json_number(const JsonValue *v, double *out) {
+    if (v && v->type == JSON_NUMBER) return *out = v->number, 1;
+    if (!v || v->type != JSON_STRING) return 0;
+    if (!strcmp(v->string, "NaN")) return *out = NAN, 1;
+    if (!strcmp(v->string, "Infinity")) return *out = INFINITY, 1;
+    if (!strcmp(v->string, "-Infinity")) return *out = -INFINITY, 1;
+    return 0;
+}
+
+// The length of a printf-style non-finite token at s (without its sign), and which it is.
+static size_t nonfinite_token(const char *s, int *is_nan) {
+    static const char *const words[] = {"infinity", "inf", "nan"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if (strncasecmp(s, words[i], n) == 0 && !isalnum((unsigned char)s[n]) && s[n] != '_') {
+            *is_nan = i == 2;
+            return n;
+        }
+    }
+    return 0;
+}
+
+int sb_json_quote_nonfinite(StrBuf *sb) {
+    if (!sb->data) return 0;
+    StrBuf out;
+    sb_init(&out);
+    int in_string = 0, escaped = 0, rewritten = 0;
+    const char *s = sb->data, *copied = s;
+    for (; *s; s++) {
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (*s == '\\') escaped = 1;
+            else if (*s == '"') in_string = 0;
+            continue;
+        }
+        if (*s == '"') {
+            in_string = 1;
+            continue;
+        }
+        // Outside strings a letter can only start true, false, null or a non-finite token.
+        int negative = *s == '-', is_nan = 0;
+        size_t n = nonfinite_token(s + negative, &is_nan);
+        if (!n || (s > sb->data && (isalnum((unsigned char)s[-1]) || s[-1] == '.'))) continue;
+        sb_append(&out, copied, (size_t)(s - copied));
+        const char *word = is_nan ? "\"NaN\"" : negative ? "\"-Infinity\"" : "\"Infinity\"";
+        sb_append(&out, word, strlen(word));
+        s += negative + n - 1;
+        copied = s + 1;
+        rewritten++;
+    }
+    if (rewritten) {
+        sb_append(&out, copied, (size_t)(s - copied));
+        sb_reset(sb);
+        sb_append(sb, out.data, out.len);
+    }
+    sb_free(&out);
+    return rewritten;
+}
+
+void sb_json_number(StrBuf *sb, double x) {
+    if (isnan(x)) sb_append(sb, "\"NaN\"", 5);
+    else if (isinf(x)) sb_printf(sb, "\"%sInfinity\"", x < 0 ? "-" : "");
+    else sb_printf(sb, "%.9g", x);
 }
 
 int sb_read_file(StrBuf *sb, const char *path, size_t max) {

@@ -1,8 +1,9 @@
 // json.h — a small JSON reader and the string builder the run log writes with.
 //
 // Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
-//          json_type_name(); StrBuf, sb_init(), sb_free(), sb_reset(), sb_printf(),
-//          sb_append(), sb_json_string(), sb_markup_text(), sb_read_file().
+//          json_type_name(), json_number(); StrBuf, sb_init(), sb_free(), sb_reset(),
+//          sb_printf(), sb_append(), sb_json_string(), sb_json_quote_nonfinite(), sb_json_number(),
+//          sb_markup_text(), sb_read_file().
 //
 // The reader is for run logs (one object per line), meta.json and safetensors headers:
 // strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
@@ -43,6 +44,12 @@ const JsonValue *json_get(const JsonValue *v, const char *key);
 const JsonValue *json_at(const JsonValue *v, size_t i);
 const char *json_type_name(JsonType t);
 
+// Non-finite numbers. JSON has no NaN or infinity, so shardlab writes them as the strings
+// "NaN", "Infinity" and "-Infinity" (the spelling of JavaScript's Number() and of proto3's
+// JSON mapping). json_number() reads a number or one of those strings into *out and returns
+// 1; anything else (missing, another type, another string) returns 0 and leaves *out.
+int json_number(const JsonValue *v, double *out);
+
 // A growable NUL-terminated string. data is NULL after sb_init() until the first append
 // (sb_append(sb, "", 0) makes it ""); out of memory exits through die().
 typedef struct {
@@ -57,6 +64,13 @@ void sb_append(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Append s as a quoted JSON string, escaping ", \, and control characters.
 void sb_json_string(StrBuf *sb, const char *s);
+// Rewrites sb, a JSON text printed with %g-style formats, so that every bare nan, -nan,
+// inf or -inf (any case, "infinity" too) where a value goes becomes "NaN", "Infinity" or
+// "-Infinity": printf's spelling of a non-finite double is not JSON. Text inside strings is
+// left alone. Returns the number of values rewritten.
+int sb_json_quote_nonfinite(StrBuf *sb);
+// Append x as a JSON number with 9 significant digits, or as "NaN", "Infinity", "-Infinity".
+void sb_json_number(StrBuf *sb, double x);
 // s as HTML or XML text (or an attribute's value): < > & " ' escaped, and control characters
 // other than tab and newline, which XML 1.0 does not allow, as spaces.
 void sb_markup_text(StrBuf *sb, const char *s);

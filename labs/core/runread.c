@@ -27,6 +27,12 @@ static double num(const JsonValue *v, double otherwise) {
     return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : otherwise;
 }
 
+// A float the lab measured: a number, or NaN and the infinities as the schema writes them.
+static double flt(const JsonValue *v, double otherwise) {
+    double x;
+    return json_number(v, &x) ? x : otherwise;
+}
+
 // An integer field, clamped to what int64 holds (a double outside that range would make the
 // conversion undefined).
 static int64_t int_of(const JsonValue *v, int64_t otherwise) {
@@ -138,8 +144,8 @@ static void on_start(RunView *v, RunRank *rk, const JsonValue *ev) {
 static void on_step(RunView *v, RunRank *rk, int r, const JsonValue *ev) {
     RunStep s = {0};
     s.step = int_of(json_get(ev, "step"), 0);
-    s.loss = num(json_get(ev, "loss"), NAN);
-    s.lr = num(json_get(ev, "lr"), 0);
+    s.loss = flt(json_get(ev, "loss"), NAN);
+    s.lr = flt(json_get(ev, "lr"), 0);
     s.tokens = int_of(json_get(ev, "tokens"), 0);
     const JsonValue *ms = json_get(ev, "ms"), *bytes = json_get(ev, "bytes"), *mem = json_get(ev, "mem");
     s.ms_step = num(json_get(ms, "step"), 0);
@@ -302,8 +308,8 @@ static int read_summary(RunView *v) {
     }
     v->has_summary = 1;
     copy_str(v->status, sizeof v->status, json_get(s, "status"));
-    v->first_loss = num(json_get(s, "first_loss"), NAN);
-    v->final_loss = num(json_get(s, "final_loss"), NAN);
+    v->first_loss = flt(json_get(s, "first_loss"), NAN);
+    v->final_loss = flt(json_get(s, "final_loss"), NAN);
     v->wall_s = num(json_get(s, "wall_s"), 0);
     v->tokens_per_s = num(json_get(s, "tokens_per_s"), 0);
     v->mem_peak = num(json_get(s, "mem_peak"), 0);

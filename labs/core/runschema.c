@@ -7,8 +7,9 @@
 #include <string.h>
 
 // A field: its name and the type it must have. "u" means a non-negative integer,
-// "i" any integer, "n" a number, "s" a string, "b" a boolean, "o" an object,
-// "a" an array, "n?" a number or null.
+// "i" any integer, "n" a number, "f" a float: a number, or "NaN", "Infinity" or "-Infinity"
+// (how a non-finite one is written), "s" a string, "b" a boolean, "o" an object, "a" an
+// array; "n?" and "f?" also take null.
 typedef struct {
     const char *name, *type;
 } Field;
@@ -26,6 +27,10 @@ static int has_type(const JsonValue *v, const char *type) {
     if (nullable && v->type == JSON_NULL) return 1;
     switch (type[0]) {
     case 'n': return v->type == JSON_NUMBER && isfinite(v->number);
+    case 'f': {
+        double x;
+        return json_number(v, &x);
+    }
     case 'i': return v->type == JSON_NUMBER && v->number == floor(v->number);
     case 'u': return v->type == JSON_NUMBER && v->number == floor(v->number) && v->number >= 0;
     case 's': return v->type == JSON_STRING;
@@ -41,6 +46,8 @@ static const char *type_words(const char *type) {
     case 'u': return "a non-negative integer";
     case 'i': return "an integer";
     case 'n': return type[1] == '?' ? "a number or null" : "a finite number";
+    case 'f': return type[1] == '?' ? "a number, \"NaN\", \"Infinity\", \"-Infinity\" or null"
+                                    : "a number, \"NaN\", \"Infinity\" or \"-Infinity\"";
     case 's': return "a string";
     case 'b': return "true or false";
     case 'o': return "an object";
@@ -70,16 +77,16 @@ int runschema_check_event(const JsonValue *ev, char *err, size_t errlen) {
     const char *kind = ev->items[0].string;
     static const Field start[] = {{"rank", "u"},     {"world", "u"},  {"lab", "s"},    {"device", "s"},
                                   {"backend", "s"},  {"params", "u"}, {"config", "o"}, {"loss_floor", "n?"}};
-    static const Field step[] = {{"rank", "u"}, {"step", "u"},  {"loss", "n"},  {"lr", "n"},
+    static const Field step[] = {{"rank", "u"}, {"step", "u"},  {"loss", "f"},  {"lr", "f"},
                                  {"tokens", "u"}, {"ms", "o"},  {"bytes", "o"}, {"mem", "o"},
                                  {"param_hash", "s"}};
-    static const Field ms[] = {{"step", "n"}, {"compute", "n"}, {"comm", "n"}};
+    static const Field ms[] = {{"step", "f"}, {"compute", "f"}, {"comm", "f"}};
     static const Field bytes[] = {{"sent", "u"}, {"recv", "u"}};
     static const Field mem[] = {{"params", "u"}, {"grads", "u"}, {"optim", "u"},
                                 {"acts", "u"},   {"comm", "u"},  {"peak", "u"}};
     static const Field span[] = {{"rank", "u"}, {"step", "u"},  {"name", "s"},  {"mb", "i"},
                                  {"layer", "i"}, {"t0_us", "u"}, {"t1_us", "u"}, {"bytes", "u"}};
-    static const Field check[] = {{"rank", "u"}, {"name", "s"}, {"ok", "b"}, {"value", "n"}, {"expect", "n"}};
+    static const Field check[] = {{"rank", "u"}, {"name", "s"}, {"ok", "b"}, {"value", "f"}, {"expect", "f"}};
     static const Field end[] = {{"rank", "u"}, {"status", "s"}, {"steps", "i"}};
     static const Field error[] = {{"rank", "u"}, {"msg", "s"}};
 
@@ -90,6 +97,11 @@ int runschema_check_event(const JsonValue *ev, char *err, size_t errlen) {
             !check_fields(json_get(ev, "bytes"), "step event \"bytes\"", bytes, COUNT(bytes), err, errlen) ||
             !check_fields(json_get(ev, "mem"), "step event \"mem\"", mem, COUNT(mem), err, errlen))
             return 0;
+        const JsonValue *gn = json_get(ev, "grad_norm");  // every training lab writes it
+        double x;
+        if (gn && !json_number(gn, &x))
+            return fail(err, errlen, "step event: field \"grad_norm\" must be %s, found %s", type_words("f"),
+                        json_type_name(gn->type));
         const JsonValue *h = json_get(ev, "param_hash");
         if (h->string_len != 16 || strspn(h->string, "0123456789abcdef") != 16)
             return fail(err, errlen, "step event: \"param_hash\" must be 16 lower-case hex digits, found \"%s\"",
@@ -122,7 +134,7 @@ int runschema_check_meta(const JsonValue *meta, char *err, size_t errlen) {
 
 int runschema_check_summary(const JsonValue *summary, char *err, size_t errlen) {
     static const Field f[] = {{"lab", "s"},        {"status", "s"},     {"world_size", "u"}, {"steps", "u"},
-                              {"first_loss", "n"}, {"final_loss", "n"}, {"loss_floor", "n?"}, {"tokens", "u"},
+                              {"first_loss", "f"}, {"final_loss", "f"}, {"loss_floor", "n?"}, {"tokens", "u"},
                               {"wall_s", "n"},     {"tokens_per_s", "n"}, {"param_hash", "s"}, {"mem_peak", "u"}};
     return check_fields(summary, "summary.json", f, COUNT(f), err, errlen);
 }
