@@ -362,26 +362,28 @@ int main(int argc, char **argv) {
         comm_us += runlog_now_us() - tl;
         log_comm_spans(&log, &dist, records, step, -1, 0);
         double loss = loss_total / tokens_per_step;
-        if (!isfinite(loss))
-            die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
         // 4. The same update on every rank, from the same gradient: the replicas stay equal.
         int64_t t_opt = runlog_now_us();
-        double grad_norm = train_clip_and_update(&model, &adam, a.clip, step);
+        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
+        double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
         int64_t t1 = runlog_now_us();
         runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
 
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
-        train_tally_step(&tally, step, loss, ms);
         char extra[160];
-        snprintf(extra, sizeof extra, "\"grad_norm\":%.6g,\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d", grad_norm,
+        snprintf(extra, sizeof extra, "\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d",
                  (unsigned long long)grad_sent, sync.buckets.n);
-        StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_step = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+        uint64_t hash = gpt_param_hash(&model);
+        // The step as the clock on the wall saw it: everything since the last step's record
+        // (logging, hashing, checkpoints too); ms above is its work alone.
+        double wall_ms = train_tally_step(&tally, step, loss);
+        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
+                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
                           .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = gpt_param_hash(&model), .extra = extra};
+                          .mem = &mem, .param_hash = hash, .extra = extra};
         runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
         if (dcp_due(&a, step)) {
             dcp_save(&saver, step, &chunk);
             dist_drain_records(&dist, records, 4096);  // the save's collectives are not the next step's

@@ -117,7 +117,8 @@ static void tp_adamw_destroy(TpAdamW *o, Tp *tp) {
     }
 }
 
-static double clip_and_update(Tp *tp, TpAdamW *o, double clip, int64_t step) {
+static double clip_and_update(Tp *tp, TpAdamW *o, double clip, double lr, int64_t step) {
+    o->hyper.lr = (float)lr;
     const Ops *ops = tp->ops;
     double sq[2] = {0, 0};
     for (int p = 0; p < 2; p++)
@@ -466,7 +467,7 @@ int main(int argc, char **argv) {
     TpCkpt ck = {0};
     DcpState ck_load = {0}, ck_save = {0};
     int64_t first_step = 1;
-    if (a.resume || a.save_every) {
+    if (a.resume || a.save_every || a.replay_every) {
         tp_ckpt_create(&ck, &tp);
         tp_ckpt_pieces(&ck_load, &ck, &cfg, 0, 1);
         tp_ckpt_pieces(&ck_save, &ck, &cfg, rank, N);
@@ -528,12 +529,11 @@ int main(int argc, char **argv) {
             tp_log_collectives(&tp, "dp", "loss", "", -1, NULL);
         }
         double loss = total / tokens_per_step;
-        if (!isfinite(loss))
-            die("lower --lr, or set --clip", "the loss is %f at step %lld: training diverged", loss, (long long)step);
 
         // 5. Clip and update: every rank its slices, and the replicated weights identically.
         int64_t t_opt = runlog_now_us();
-        double grad_norm = clip_and_update(&tp, &adam, a.clip, step);
+        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
+        double grad_norm = clip_and_update(&tp, &adam, a.clip, lr, step);
         runlog_span(&log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         if (step == a.steps) {  // the whole model, for the summary's hash and --save
             gpt_create(&full, &cfg, &host, 0);
@@ -543,32 +543,35 @@ int main(int argc, char **argv) {
 
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
-        train_tally_step(&tally, step, loss, ms);
         char extra[768], last[48] = "";
         if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
         snprintf(extra, sizeof extra,
-                 "\"grad_norm\":%.6g,\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s,"
+                 "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s,"
                  "\"tp_collectives\":{\"all_reduce\":%d,\"reduce_scatter\":%d,\"all_gather\":%d,\"bytes\":%llu},"
                  "\"replicated_grad_all_reduces\":%d,\"replicated_grad_bytes\":%llu,\"dp_all_reduces\":%d,"
                  "\"dp_bytes\":%llu,\"split_param_bytes\":%llu,\"replicated_param_bytes\":%llu,\"shard_hash\":\"%016llx\"%s",
-                 grad_norm, t, dp, sp ? "true" : "false", vp ? "true" : "false", tp.model.calls[TP_ALL_REDUCE],
+                 t, dp, sp ? "true" : "false", vp ? "true" : "false", tp.model.calls[TP_ALL_REDUCE],
                  tp.model.calls[TP_REDUCE_SCATTER], tp.model.calls[TP_ALL_GATHER], (unsigned long long)tp.model.bytes,
                  rep_count.calls[TP_ALL_REDUCE], (unsigned long long)rep_count.bytes, dp_count.calls[TP_ALL_REDUCE],
                  (unsigned long long)dp_count.bytes, (unsigned long long)split_bytes, (unsigned long long)rep_bytes,
                  (unsigned long long)tp_hash(&tp, 1), last);
-        StepRecord rec = {.step = step, .loss = loss, .lr = a.lr, .tokens = (int64_t)per_replica * a.seq,
-                          .ms_step = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+        uint64_t hash = tp_hash(&tp, 0);
+        // The step as the clock on the wall saw it: everything since the last step's record
+        // (logging, hashing, checkpoints too); ms above is its work alone.
+        double wall_ms = train_tally_step(&tally, step, loss);
+        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)per_replica * a.seq,
+                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
                           .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = tp_hash(&tp, 0), .extra = extra};
+                          .mem = &mem, .param_hash = hash, .extra = extra};
         runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, ms);
+        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
         if (dcp_due(&a, step)) {
             tp_ckpt_gather(&ck, &tp, &adam);
             dcp_save(&saver, step, &ck_save);
             while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the save's calls are not a step's
         }
     }
-    if (a.resume || a.save_every) tp_ckpt_destroy(&ck, &tp);
+    if (a.resume || a.save_every || a.replay_every) tp_ckpt_destroy(&ck, &tp);
     dcp_state_free(&ck_load);
     dcp_state_free(&ck_save);
 

@@ -25,6 +25,15 @@ void adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads
     /* END SOLUTION */
 }
 
+double lr_schedule_at(const LrSchedule *s, int64_t step) {
+    if (step < 1) step = 1;
+    if (step <= s->warmup) return s->lr * (double)step / (double)s->warmup;
+    if (s->shape == LR_CONSTANT || s->steps <= s->warmup) return s->lr;
+    double progress = (double)(step - s->warmup) / (double)(s->steps - s->warmup);
+    if (progress > 1) progress = 1;
+    return s->lr_min + (s->lr - s->lr_min) * 0.5 * (1.0 + cos(M_PI * progress));
+}
+
 double sum_of_squares(const float *x, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];

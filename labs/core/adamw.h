@@ -1,6 +1,7 @@
 // adamw.h — the AdamW optimizer over flat buffers, and global-norm gradient clipping.
 //
-// Defines: AdamW, adamw_update(), sum_of_squares(), scale_floats().
+// Defines: AdamW, adamw_update(), LrShape, LrSchedule, lr_schedule_at(), sum_of_squares(),
+//          scale_floats().
 //
 // AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), per element, at
 // step t = 1, 2, ...:
@@ -25,6 +26,34 @@ typedef struct {
 // One step (t >= 1) over n elements.
 void adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
                   size_t n);
+
+// The learning-rate schedule every lab shares, a pure function of the step (so every rank,
+// the single-rank reference and a resumed run compute the same rate):
+//
+//   lr |      ____
+//      |     /    `-.__                      cosine: linear warmup over the first W steps,
+//      |    /          `--.__                then half a cosine from lr down to lr_min at
+//      |   /                 `--.___         step S (the last step); constant: the warmup,
+//      |  /                         `--.___  then lr to the end.
+//      | /                                 lr_min
+//      +---------------------------------------- step
+//        1    W                            S
+//
+//   warmup (step <= W):   lr * step / W
+//   cosine (W < step):    lr_min + (lr - lr_min) (1 + cos(pi (step - W) / (S - W))) / 2
+// Why: Adam's first steps divide by a second moment estimated from a handful of gradients,
+// so a full learning rate from step 1 overshoots (the loss spikes); warming up lets the
+// estimate settle first. Decaying the rate at the end lets the weights settle into a minimum
+// instead of bouncing around it, which is also what keeps two runs that differ only in the
+// order of fp32 additions (N ranks against one) close at any length.
+typedef enum { LR_COSINE, LR_CONSTANT } LrShape;
+typedef struct {
+    LrShape shape;
+    double lr, lr_min;
+    int64_t warmup, steps;  // W and S above
+} LrSchedule;
+// The learning rate of step `step` (1-based); past S it stays at the schedule's end value.
+double lr_schedule_at(const LrSchedule *s, int64_t step);
 
 // sum of x[i]^2 in double: the squared global gradient norm is the sum of this over every
 // buffer (and, later, over every rank's shard).

@@ -1,6 +1,7 @@
 // args.h — the command-line options every training lab shares, parsed from one table.
 //
-// Defines: TrainArgs, LabOption, OptKind, train_args_defaults(), train_args_parse().
+// Defines: TrainArgs, LabOption, OptKind, TRAIN_GIVEN_*, train_args_defaults(), train_lr_schedule(),
+//          train_lr(), train_args_parse().
 //
 // Every lab takes the same model/data/optimizer options with the same defaults, so a run at
 // N ranks is comparable with the single-rank run. A lab adds its own options (e.g.
@@ -11,6 +12,8 @@
 #define SHARDLAB_ARGS_H
 
 #include <stdint.h>
+
+#include "adamw.h"
 
 typedef enum { OPT_INT, OPT_DOUBLE, OPT_U64, OPT_STRING, OPT_FLAG } OptKind;  // FLAG: no value, sets an int to 1
 
@@ -30,6 +33,14 @@ typedef struct {
     int layers, dim, heads;
     int accum;            // micro-batches per step (gradient accumulation)
     double lr, weight_decay, clip;  // clip: max global gradient norm, 0 = off
+    // The learning-rate schedule (adamw.h): warmup steps, then cosine decay to lr_min, or
+    // constant. Left to their defaults (given = 0) they are derived from --steps and --lr
+    // after parsing, and a resumed run takes its checkpoint's (dcp.h).
+    const char *schedule;  // "cosine" or "constant"
+    int warmup;
+    double lr_min;
+    int decay_steps;       // the step where the cosine reaches lr_min (default: steps)
+    unsigned given;        // TRAIN_GIVEN_* bits: schedule options set on the command line
     uint64_t seed;
     const char *data;     // "synthetic" or a file path
     const char *init;     // safetensors file to start from, or NULL
@@ -44,9 +55,18 @@ typedef struct {
     int save_every;
     const char *ckpt;
     const char *resume;
+    // Replay points (dcp.h): the training state every replay_every steps (0: never) kept in
+    // <run dir>/replay/step-<s>/, so that a grader can restart the reference from the run's
+    // own state and compare the next steps exactly, at any length.
+    int replay_every;
 } TrainArgs;
 
+enum { TRAIN_GIVEN_SCHEDULE = 1, TRAIN_GIVEN_WARMUP = 2, TRAIN_GIVEN_LR_MIN = 4, TRAIN_GIVEN_DECAY_STEPS = 8 };
+
 void train_args_defaults(TrainArgs *a);
+// The schedule of these arguments (adamw.h), and the rate of one step.
+LrSchedule train_lr_schedule(const TrainArgs *a);
+double train_lr(const TrainArgs *a, int64_t step);
 
 // Parses argv[1..argc) into a (after train_args_defaults) and the lab's own options.
 // prog is the lab's name, about one line saying what it shows. Exits 0 after --help and 2

@@ -104,13 +104,20 @@ void dcp_saver_init(DcpSaver *s, const char *lab, const TrainArgs *a, const GptC
     if (a->ckpt) snprintf(s->dir, sizeof s->dir, "%s", a->ckpt);
     else if (a->resume) snprintf(s->dir, sizeof s->dir, "%s", a->resume);
     else snprintf(s->dir, sizeof s->dir, "%s/checkpoints", run_dir);
+    snprintf(s->replay_dir, sizeof s->replay_dir, "%s/replay", run_dir);
     snprintf(s->config, sizeof s->config, "%s", config ? config : "{}");
     s->sampler_name = "hash(seed, step, index)";
 }
 
-int dcp_due(const TrainArgs *a, int64_t step) {
+static int checkpoint_due(const TrainArgs *a, int64_t step) {
     return a->save_every > 0 && (step % a->save_every == 0 || step == a->steps);
 }
+
+static int replay_due(const TrainArgs *a, int64_t step) {
+    return a->replay_every > 0 && step % a->replay_every == 0 && step < a->steps;
+}
+
+int dcp_due(const TrainArgs *a, int64_t step) { return checkpoint_due(a, step) || replay_due(a, step); }
 
 // Each rank's (size, checksum) to every rank, exactly: floats hold integers below 2^24, so
 // the numbers travel as 16-bit digits, each rank filling its own row of a zeroed table that
@@ -157,8 +164,11 @@ static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world,
         sb_printf(m, "%s%zu", u ? "," : "", gpt_layer_size(&s->cfg, u));
     sb_printf(m, "],\"kinds\":[\"params\",\"m\",\"v\"],");
     sb_printf(m, "\n\"optimizer\":{\"name\":\"AdamW\",\"t\":%lld,\"lr\":%.9g,\"beta1\":0.9,\"beta2\":0.95,"
-                 "\"eps\":1e-8,\"weight_decay\":%.9g,\"clip\":%.9g},",
+                 "\"eps\":1e-8,\"weight_decay\":%.9g,\"clip\":%.9g,\"schedule\":{\"shape\":",
               (long long)step, a->lr, a->weight_decay, a->clip);
+    sb_json_string(m, a->schedule);
+    sb_printf(m, ",\"lr\":%.17g,\"lr_min\":%.17g,\"warmup\":%d,\"decay_steps\":%d,\"lr_at_step\":%.9g}},", a->lr,
+              a->lr_min, a->warmup, a->decay_steps, train_lr(a, step));
     sb_printf(m, "\n\"sampler\":{\"name\":");
     sb_json_string(m, s->sampler_name);
     sb_printf(m, ",\"seed\":%llu,\"next_step\":%lld%s%s},", (unsigned long long)a->seed, (long long)step + 1, s->sampler[0] ? "," : "", s->sampler);
@@ -200,10 +210,10 @@ static void remove_stale(const char *dir, const char *keep) {
     closedir(d);
 }
 
-static void write_manifest(const DcpSaver *s, const StrBuf *body) {
+static void write_manifest(const char *dir, const StrBuf *body) {
     uint64_t h = fnv1a64(body->data, body->len, FNV1A64_INIT);
     char path[1200], tmp[1300];
-    snprintf(path, sizeof path, "%s/%s", s->dir, DCP_MANIFEST);
+    snprintf(path, sizeof path, "%s/%s", dir, DCP_MANIFEST);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) die("check that the checkpoint directory is writable", "cannot create '%s': %s", tmp, strerror(errno));
@@ -220,15 +230,16 @@ static void write_manifest(const DcpSaver *s, const StrBuf *body) {
         remove(tmp);
         die("check the checkpoint directory", "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
     }
-    fsync_dir(s->dir);
+    fsync_dir(dir);
 }
 
-void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
+// One save of the state into dir (a checkpoint directory: its manifest and step-* files).
+static void save_to(DcpSaver *s, const char *dir, const char *what, int64_t step, const DcpState *state) {
     int64_t t0 = runlog_now_us();
     int rank = s->world ? s->world->rank : 0, world = s->world ? s->world->size : 1;
     char sd[32], sub[1100], name[128], path[1300];
     step_dir_name(sd, sizeof sd, step);
-    snprintf(sub, sizeof sub, "%s/%s", s->dir, sd);
+    snprintf(sub, sizeof sub, "%s/%s", dir, sd);
     runlog_make_dirs(sub);  // every rank: mkdir -p is idempotent
 
     // This rank's file: its pieces copied to the host, one 1-D tensor each.
@@ -248,7 +259,7 @@ void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
     snprintf(meta, sizeof meta, "{\"format\":\"%s\",\"rank\":\"%d\",\"world\":\"%d\",\"step\":\"%lld\",\"lab\":\"%s\"}",
              DCP_FORMAT, rank, world, (long long)step, s->lab);
     shard_name(name, sizeof name, step, rank, world);
-    snprintf(path, sizeof path, "%s/%s", s->dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     test_pause();
     if (safetensors_save(path, t, state->n, meta, err, sizeof err) != 0)
         die("check that the checkpoint directory is writable and the disk not full", "checkpoint: %s", err);
@@ -277,8 +288,8 @@ void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
                       r, fname, (unsigned long long)bytes[r], (unsigned long long)fnv[r]);
         }
         manifest_body(&body, s, step, world, &files);
-        write_manifest(s, &body);
-        remove_stale(s->dir, sd);
+        write_manifest(dir, &body);
+        remove_stale(dir, sd);
         sb_free(&files);
         sb_free(&body);
     }
@@ -292,8 +303,18 @@ void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
     if (s->log) {
         runlog_span(s->log, step, "save", -1, -1, t0, t1, payload);
         if (rank == 0)
-            runlog_printf(s->log, "checkpoint: step %lld saved to %s (%d file(s)) in %.1f ms\n", (long long)step,
-                          s->dir, world, (double)(t1 - t0) / 1000.0);
+            runlog_printf(s->log, "%s: step %lld saved to %s (%d file(s)) in %.1f ms\n", what, (long long)step, dir, world,
+                          (double)(t1 - t0) / 1000.0);
+    }
+}
+
+void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
+    if (checkpoint_due(s->args, step)) save_to(s, s->dir, "checkpoint", step, state);
+    if (replay_due(s->args, step)) {  // its own checkpoint directory: replay/step-<s>/
+        char dir[1200], sd[32];
+        step_dir_name(sd, sizeof sd, step);
+        snprintf(dir, sizeof dir, "%s/%s", s->replay_dir, sd);
+        save_to(s, dir, "replay point", step, state);
     }
 }
 
@@ -446,16 +467,46 @@ static void check_tiling(const Refuse *rf, const Dcp *ck, const GptConfig *c) {
     free(s);
 }
 
+// The learning-rate schedule goes on as it was saved: the settings this run left to their
+// defaults (--schedule, --warmup, --lr-min, --decay-steps) are the checkpoint's, so a resumed
+// run takes the rates the saved one would have (and stays bitwise on it), even with another
+// --steps. Settings given on the command line win.
+static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {
+    const JsonValue *s = json_get(json_get(ck->manifest, "optimizer"), "schedule");
+    const JsonValue *shape = json_get(s, "shape"), *warmup = json_get(s, "warmup"), *lr_min = json_get(s, "lr_min");
+    if (!s) return used;  // saved before schedules: nothing to restore
+    static char shape_text[16];
+    if (!(a->given & TRAIN_GIVEN_SCHEDULE) && shape && shape->type == JSON_STRING &&
+        (!strcmp(shape->string, "cosine") || !strcmp(shape->string, "constant")))
+        snprintf(shape_text, sizeof shape_text, "%s", shape->string), a->schedule = shape_text;
+    if (!(a->given & TRAIN_GIVEN_WARMUP) && warmup && warmup->type == JSON_NUMBER && warmup->number >= 0 &&
+        warmup->number <= a->steps)
+        a->warmup = (int)warmup->number;
+    if (!(a->given & TRAIN_GIVEN_LR_MIN) && lr_min && lr_min->type == JSON_NUMBER && lr_min->number >= 0 &&
+        lr_min->number <= a->lr)
+        a->lr_min = lr_min->number;
+    const JsonValue *decay = json_get(s, "decay_steps");
+    if (!(a->given & TRAIN_GIVEN_DECAY_STEPS) && decay && decay->type == JSON_NUMBER && decay->number >= a->warmup &&
+        decay->number <= 1e7)
+        a->decay_steps = (int)decay->number;
+    if (used < sizeof ck->notes)
+        used += (size_t)snprintf(ck->notes + used, sizeof ck->notes - used,
+                                 "resume: learning rate: %s, warmup %d, to %.3g at step %d; step %lld's is %.6g\n",
+                                 a->schedule, a->warmup, a->lr_min, a->decay_steps, (long long)ck->step + 1,
+                                 train_lr(a, ck->step + 1));
+    return used < sizeof ck->notes ? used : sizeof ck->notes;
+}
+
 // Training settings that change what the next steps do; noted, not refused (going on with
 // another learning rate is a legitimate thing to do).
-static void note_differences(Dcp *ck, const TrainArgs *a) {
+static void note_differences(Dcp *ck, TrainArgs *a) {
     const JsonValue *cfg = json_get(ck->manifest, "config");
     struct {
         const char *key;
         double now;
     } nums[] = {{"batch", a->batch}, {"accum", a->accum}, {"lr", a->lr}, {"weight_decay", a->weight_decay},
                 {"clip", a->clip}, {"seed", (double)a->seed}};
-    size_t used = 0;
+    size_t used = restore_schedule(ck, a, 0);
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         const JsonValue *v = json_get(cfg, nums[i].key);
         if (v && v->type == JSON_NUMBER && (float)v->number != (float)nums[i].now)
@@ -470,7 +521,7 @@ static void note_differences(Dcp *ck, const TrainArgs *a) {
                  a->data, d->string);
 }
 
-void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, const TrainArgs *a, const char *prog) {
+void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const char *prog) {
     memset(ck, 0, sizeof *ck);
     Refuse rf = {prog, dir};
     snprintf(ck->dir, sizeof ck->dir, "%s", dir);

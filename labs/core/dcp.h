@@ -91,6 +91,7 @@ typedef struct {
     DistGroup *world;      // all ranks (each saves a file); NULL: a world of one
     RunLog *log;
     char dir[1024];        // where checkpoints go
+    char replay_dir[1100]; // <run dir>/replay: replay points, each a checkpoint directory
     char layout[256];      // one line for the manifest: how this lab holds the state
     const char *sampler_name;  // the manifest's "sampler.name" (dcp_saver_init: the hash sampler's)
     char sampler[256];     // "" or more fields for the manifest's "sampler" object: "\"epoch\":3"
@@ -103,11 +104,15 @@ typedef struct {
 // JSON (meta.json's). The lab may fill layout and sampler afterwards.
 void dcp_saver_init(DcpSaver *s, const char *lab, const TrainArgs *a, const GptConfig *c, const Device *dev,
                     DistGroup *world, RunLog *log, const char *run_dir, const char *config);
-// Is a save due after `step`? Every --save-every steps, and after the last.
+// Is a save due after `step`? A checkpoint every --save-every steps and after the last; a
+// replay point every --replay-every steps before the last.
 int dcp_due(const TrainArgs *a, int64_t step);
 // Every rank of the world calls it with the pieces it holds (pieces of the same tensor must
-// not overlap across ranks: dedupe replicas with dcp_add_replica(whole = 0)). Logs a "save"
-// span and one line on rank 0. Dies on any I/O error (the previous checkpoint stays intact).
+// not overlap across ranks: dedupe replicas with dcp_add_replica(whole = 0)), when dcp_due()
+// says so: it writes what is due, the checkpoint into dir (replacing the previous one) and
+// the replay point into replay_dir/step-<s>/ (kept: each is a checkpoint directory of its
+// own, which --resume takes). Logs a "save" span and one line on rank 0 for each. Dies on
+// any I/O error (the previous checkpoint stays intact).
 void dcp_save(DcpSaver *s, int64_t step, const DcpState *state);
 
 // ---- loading ----------------------------------------------------------------------------
@@ -134,8 +139,9 @@ typedef struct {
 // prog names the lab in the message. Any failure: one line naming the file and the check, and
 // exit 2. Call it before anything is written. ck->notes: "" or lines for the run log naming
 // training settings (batch, lr, seed, ...) that differ from the saved run's, so that this run
-// goes on differently from how the saved one would have.
-void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, const TrainArgs *a, const char *prog);
+// goes on differently from how the saved one would have. The learning-rate schedule's
+// settings that a left to their defaults are restored from the checkpoint into a.
+void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const char *prog);
 // Fills every piece of state (this rank's layout, any N) from the checkpoint's files.
 void dcp_load(Dcp *ck, const Device *dev, const DcpState *state);
 void dcp_close(Dcp *ck);

@@ -2,6 +2,7 @@
 #include "runlog.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +20,28 @@ int64_t runlog_now_us(void) {
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-void runlog_make_dirs(const char *path) {
+int runlog_try_make_dirs(const char *path, char *failed, size_t n) {
     char buf[sizeof ((RunLog *)0)->dir];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
         *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            die("check the path and its permissions", "cannot create directory '%s': %s", buf, strerror(errno));
-        *p = '/';
+        struct stat st;
+        if (mkdir(buf, 0755) != 0 && (errno != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            int e = errno == EEXIST ? ENOTDIR : errno;
+            snprintf(failed, n, "%s", buf);
+            errno = e;
+            return -1;
+        }
+        if (!(*p = c)) return 0;
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        die("check the path and its permissions", "cannot create directory '%s': %s", buf, strerror(errno));
+}
+
+void runlog_make_dirs(const char *path) {
+    char failed[sizeof ((RunLog *)0)->dir];
+    if (runlog_try_make_dirs(path, failed, sizeof failed) != 0)
+        die("check the path and its permissions", "cannot create directory '%s': %s", failed, strerror(errno));
 }
 
 // runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>, a name no other run has.
@@ -56,6 +67,7 @@ void runlog_new_dir(char *out, size_t n, const char *lab) {
 }
 
 static void write_line(RunLog *r) {
+    sb_json_quote_nonfinite(&r->line);  // a NaN printed by %g is not JSON: see the schema
     sb_append(&r->line, "\n", 1);
     // One fwrite and a flush per event: a reader tailing the file sees whole lines.
     if (fwrite(r->line.data, 1, r->line.len, r->events) != r->line.len || fflush(r->events) != 0) {
@@ -135,10 +147,15 @@ static void write_file_atomic(const RunLog *r, const char *name, const char *tex
     char path[sizeof r->dir + 64], tmp[sizeof r->dir + 80];
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    StrBuf sb;
+    sb_init(&sb);
+    sb_append(&sb, text, strlen(text));
+    sb_json_quote_nonfinite(&sb);  // as every event line (the schema)
     FILE *f = fopen_check(tmp, "w");
-    fwrite_check(text, 1, strlen(text), f, name);
+    fwrite_check(sb.data, 1, sb.len, f, name);
     fwrite_check("\n", 1, 1, f, name);
     fclose_check(f, name);
+    sb_free(&sb);
     if (rename(tmp, path) != 0) die(NULL, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
 }
 
@@ -201,8 +218,8 @@ void runlog_step(RunLog *r, const StepRecord *s) {
     begin_event(r, "step");
     sb_printf(&r->line, ",\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"tokens\":%lld", (long long)s->step, s->loss,
               s->lr, (long long)s->tokens);
-    sb_printf(&r->line, ",\"ms\":{\"step\":%.3f,\"compute\":%.3f,\"comm\":%.3f}", s->ms_step, s->ms_compute,
-              s->ms_comm);
+    sb_printf(&r->line, ",\"ms\":{\"step\":%.3f,\"work\":%.3f,\"compute\":%.3f,\"comm\":%.3f}", s->ms_step,
+              s->ms_work, s->ms_compute, s->ms_comm);
     sb_printf(&r->line, ",\"bytes\":{\"sent\":%llu,\"recv\":%llu}", (unsigned long long)s->bytes_sent,
               (unsigned long long)s->bytes_recv);
     sb_printf(&r->line, ",\"mem\":{");
@@ -215,11 +232,23 @@ void runlog_step(RunLog *r, const StepRecord *s) {
         sb_printf(&r->line, "%s\"%s\":%zu", c ? "," : "", mem_category_name((MemCategory)c),
                   mem_peak_in(s->mem, (MemCategory)c));
     sb_printf(&r->line, "}");
-    sb_printf(&r->line, ",\"param_hash\":\"%016llx\"", (unsigned long long)s->param_hash);
+    sb_printf(&r->line, ",\"param_hash\":\"%016llx\",\"grad_norm\":%.9g", (unsigned long long)s->param_hash,
+              s->grad_norm);
     if (s->extra && *s->extra) sb_printf(&r->line, ",%s", s->extra);
     sb_append(&r->line, "}", 1);
     write_line(r);
     r->steps_logged = s->step;
+
+    // A non-finite loss or gradient norm: the weights are (or are about to be) NaN, and every
+    // later step would only repeat it. Stop here, saying where and what.
+    const char *what = !isfinite(s->loss) ? "the loss" : !isfinite(s->grad_norm) ? "the gradient norm"
+                     : !isfinite(s->lr) ? "the learning rate" : NULL;
+    if (what) {
+        double v = !isfinite(s->loss) ? s->loss : !isfinite(s->grad_norm) ? s->grad_norm : s->lr;
+        die("lower --lr (or raise --warmup); keep --clip on",
+            "step %lld: %s is %s: the training diverged; lower --lr or raise --warmup", (long long)s->step, what,
+            isnan(v) ? "NaN" : v > 0 ? "infinite" : "-infinite");
+    }
 }
 
 void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,

@@ -1,6 +1,6 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_try_make_dirs(), runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
 //          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
@@ -22,9 +22,9 @@
 //   {"ev":"start","rank":0,"world":2,"lab":"ddp","device":"cpu","backend":"shm",
 //    "params":N,"config":{...},"loss_floor":F}                  loss_floor: null for file data
 //   {"ev":"step","rank":0,"step":3,"loss":2.31,"lr":0.001,"tokens":2048,
-//    "ms":{"step":..,"compute":..,"comm":..},"bytes":{"sent":..,"recv":..},
+//    "ms":{"step":..,"work":..,"compute":..,"comm":..},"bytes":{"sent":..,"recv":..},
 //    "mem":{"params":B,"grads":B,"optim":B,"acts":B,"comm":B,"peak":B},
-//    "param_hash":"16 hex"}
+//    "param_hash":"16 hex","grad_norm":G}
 //   {"ev":"span","rank":0,"step":3,"name":"fwd","mb":k,"layer":l,"t0_us":..,"t1_us":..,
 //    "bytes":..}
 //   {"ev":"check","rank":0,"name":"...","ok":true,"value":..,"expect":..}
@@ -34,12 +34,24 @@
 //   context, library workspace) and other processes on the same GPU.
 //   {"ev":"error","rank":1,"msg":"..."}
 //
+// Non-finite numbers: JSON has none, so a float that is NaN or infinite is written as the
+// string "NaN", "Infinity" or "-Infinity" wherever a number would go (json.h: json_number()
+// reads both). A step whose loss, lr or grad_norm is not finite is still written; then the
+// lab stops: an error event naming the step and the quantity, with a hint, and an end event
+// with status "error" (exit status 1).
+//
 // Units and meanings:
 //   step      1-based optimizer step; "loss" is the mean cross-entropy (nats/token) over
-//             the step's whole global batch, as the model was BEFORE the update
+//             the step's whole global batch, as the model was BEFORE the update; "lr" the
+//             learning rate of its update (the schedule, adamw.h); "grad_norm" the global
+//             gradient norm of the whole batch, before clipping
 //   tokens    tokens this rank processed in the step
-//   ms        wall time of the step; compute and comm are the parts spent computing and
-//             in collectives (single rank: comm 0)
+//   ms        "step": wall clock per step, everything between the previous step's record and
+//             this one's (the first step: since the training loop began), so the steps add
+//             up to the run's time and tokens/s = tokens / step; "work": the timed region,
+//             the step's forward, backward, communication and update without the loop's
+//             bookkeeping (logging, hashing, checkpoints); compute + comm = work, comm the
+//             part spent in (or waiting for) collectives (single rank: 0)
 //   bytes     bytes this rank sent and received in collectives during the step
 //   mem       bytes of device memory this rank holds by category after the step (mem.h);
 //             peak: high-water mark of the total since start, transient buffers included;
@@ -82,9 +94,10 @@ typedef struct {
 
 typedef struct {
     int64_t step;
-    double loss, lr;
+    double loss, lr, grad_norm;  // grad_norm: the global gradient norm, before clipping
     int64_t tokens;
-    double ms_step, ms_compute, ms_comm;
+    double ms_step;              // wall clock since the previous step's record (the schema)
+    double ms_work, ms_compute, ms_comm;  // the step's own work, and its two parts
     uint64_t bytes_sent, bytes_recv;
     const Mem *mem;       // the mem object is filled from this
     const Mem *host_mem;  // NULL, or host memory the lab keeps for the device (ZeRO-Offload):
@@ -100,6 +113,8 @@ typedef struct {
 void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *dir);
 // mkdir -p; dies with a clear message if a directory cannot be made.
 void runlog_make_dirs(const char *path);
+// mkdir -p without dying: 0, or -1 with errno set and the directory that failed in failed.
+int runlog_try_make_dirs(const char *path, char *failed, size_t n);
 // Creates a new, unique runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set)
 // and writes its path to out (the launcher names the run before it starts the ranks).
 void runlog_new_dir(char *out, size_t n, const char *lab);
@@ -113,6 +128,9 @@ void runlog_meta(RunLog *r, int argc, char **argv, const char *device, const cha
                  const char *config_json);
 void runlog_start(RunLog *r, const Device *dev, const char *backend, uint64_t params,
                   const char *config_json, double loss_floor /* < 0: null */);
+// Writes the step event. If its loss, lr or grad_norm is not finite, the training diverged:
+// the step is written all the same, then the lab stops through die() (an error event naming
+// the step and the quantity, with a hint; the end event; exit status 1).
 void runlog_step(RunLog *r, const StepRecord *s);
 void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
                  int64_t t1_us, uint64_t bytes);

@@ -237,8 +237,9 @@ static float *grad_fp32(ShardedAdamW *o, void *const *grads, char *staged, size_
     return tmp;
 }
 
-double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, void *const *grads, double clip,
+double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, void *const *grads, double clip, double lr,
                           int64_t step) {
+    o->hyper.lr = (float)lr;
     const ShardLayout *lay = o->lay;
     const Ops *dops = o->mem->dev->ops;
     const Ops *ops = o->offload ? &ops_cpu : dops;  // where the update runs

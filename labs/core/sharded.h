@@ -141,8 +141,9 @@ size_t sharded_slice_len(const ShardedAdamW *o, int u);
 // params[u], grads[u]: this rank's slice of unit u on the device, in the storage precision.
 // Clips to the global gradient norm (the sum over the group's shards, or over the whole
 // units computed shard by shard in the same order, so every stage gets the same bits), then
-// one AdamW step; params are written back in storage precision. Returns the norm.
-double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, void *const *grads, double clip,
+// one AdamW step at learning rate lr; params are written back in storage precision. Returns
+// the norm.
+double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, void *const *grads, double clip, double lr,
                           int64_t step);
 
 // FNV-1a 64 of units' first count[u] (whole = 1) or shard[u] elements, storage precision,

@@ -38,9 +38,12 @@ void train_micro_batch(const Corpus *c, const TrainArgs *a, int64_t step, int fi
 
 void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, "{\"steps\":%d,\"batch\":%d,\"seq\":%d,\"layers\":%d,\"dim\":%d,\"heads\":%d,\"vocab\":%d,"
-                  "\"accum\":%d,\"lr\":%.9g,\"weight_decay\":%.9g,\"clip\":%.9g,\"seed\":%llu,\"data\":",
-              a->steps, a->batch, a->seq, a->layers, a->dim, a->heads, GPT_VOCAB, a->accum, a->lr,
-              a->weight_decay, a->clip, (unsigned long long)a->seed);
+                  "\"accum\":%d,\"lr\":%.9g,\"schedule\":",
+              a->steps, a->batch, a->seq, a->layers, a->dim, a->heads, GPT_VOCAB, a->accum, a->lr);
+    sb_json_string(sb, a->schedule);
+    sb_printf(sb, ",\"warmup\":%d,\"lr_min\":%.17g,\"decay_steps\":%d,\"weight_decay\":%.9g,\"clip\":%.9g,"
+                  "\"seed\":%llu,\"data\":",
+              a->warmup, a->lr_min, a->decay_steps, a->weight_decay, a->clip, (unsigned long long)a->seed);
     sb_json_string(sb, a->data);
     sb_printf(sb, ",\"device\":");
     sb_json_string(sb, a->device);
@@ -53,7 +56,7 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, ",\"ref\":");
     if (a->ref) sb_json_string(sb, a->ref);
     else sb_printf(sb, "null");
-    sb_printf(sb, ",\"save_every\":%d,\"ckpt\":", a->save_every);
+    sb_printf(sb, ",\"save_every\":%d,\"replay_every\":%d,\"ckpt\":", a->save_every, a->replay_every);
     if (a->ckpt) sb_json_string(sb, a->ckpt);
     else sb_printf(sb, "null");
     sb_printf(sb, ",\"resume\":");
@@ -278,8 +281,9 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
     return loss_sum;
 }
 
-double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step) {
+double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step) {
     const Ops *ops = g->mem->dev->ops;
+    o->hyper.lr = (float)lr;
     double norm_sq = 0;
     for (int l = 0; l < g->nlayers; l++) norm_sq += ops->sum_of_squares(g->grads[l], gpt_layer_size(&g->cfg, l));
     double norm = sqrt(norm_sq);
@@ -366,18 +370,19 @@ void train_tally_start(TrainTally *t, int64_t first_step) {
     t->t1_us = t->t0_us;
 }
 
-void train_tally_step(TrainTally *t, int64_t step, double loss, double ms) {
+double train_tally_step(TrainTally *t, int64_t step, double loss) {
     if (step == t->first_step) t->first_loss = loss;
     t->loss = loss;
-    t->step_ms += ms;
-    t->t1_us = runlog_now_us();
+    int64_t now = runlog_now_us(), prev = t->t1_us;
+    t->t1_us = now;
+    return (double)(now - prev) / 1000.0;
 }
 
 void train_finish(RunLog *log, const TrainArgs *a, const TrainTally *t, double tokens_per_step, double loss_floor,
                   int ranks, uint64_t param_hash, size_t mem_peak, const char *extra) {
     double wall_s = (double)(t->t1_us - t->t0_us) / 1e6;
     double steps_run = (double)(a->steps - t->first_step + 1);  // (fewer when resumed)
-    double tok_s = t->step_ms > 0 ? tokens_per_step * steps_run / (t->step_ms / 1000.0) : 0;
+    double tok_s = wall_s > 0 ? tokens_per_step * steps_run / wall_s : 0;
     char peak[32];
     runlog_printf(log, "done: loss %.4f -> %.4f", t->first_loss, t->loss);
     if (loss_floor >= 0) runlog_printf(log, " (floor %.4f, %.4f above it)", loss_floor, t->loss - loss_floor);

@@ -66,15 +66,17 @@ const char *format_bytes(char *buf, size_t n, double bytes);
 // rank's share. Exits 2 with one line otherwise.
 void train_check_batch(const TrainArgs *a, const char *prog, int ranks);
 // What the training loop keeps for the end of the run: the first and the latest loss, and
-// the time the steps took. Tokens/s counts the steps' own time; wall_s runs from the start of
-// the loop to the end of its last step (start-up, the lab's closing reports and saving are
-// not training).
+// the clock. A step's time is the wall clock from the previous step's record to this one's
+// (the first: from the start of the loop), so the steps' times add up to the loop's, and
+// tokens/s and wall_s count everything the loop does (start-up, the lab's closing reports
+// and --save are not training).
 typedef struct {
     int64_t first_step, t0_us, t1_us;
-    double first_loss, loss, step_ms;
+    double first_loss, loss;
 } TrainTally;
 void train_tally_start(TrainTally *t, int64_t first_step);  // just before the loop
-void train_tally_step(TrainTally *t, int64_t step, double loss, double ms);
+// Just before a step's record is written: notes its loss, returns its wall-clock ms.
+double train_tally_step(TrainTally *t, int64_t step, double loss);
 
 // The end of a run that trained, after the lab's own reports and --save: the last line (loss
 // first -> last and above the floor, tokens/s, peak memory per rank), the end event,
@@ -122,9 +124,9 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
 // layer's gradient summed over the group's replicas in place, one synchronous all-reduce per
 // layer whose record carries the layer as its tag.
 void train_all_reduce_layers(DistGroup *g, Gpt *model);
-// Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer.
-// Returns the norm before clipping.
-double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, int64_t step);
+// Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer at
+// learning rate lr (train_lr()). Returns the norm before clipping.
+double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step);
 
 // The memory table: each category's formula next to what the allocator measured, and a check
 // event for each. A mismatch is a bug in shardlab: die. Labs that replace DDP's memory (ZeRO,

@@ -272,7 +272,7 @@
       { key: 'comm', label: 'communication (collectives, send/recv)', short: 'comm', letter: 'com', colour: 'comm', pattern: 'diag' },
     ];
     if (S.last.some((e) => e && e.ms && timeValue(e, 'other') > 0.01 * e.ms.step)) {
-      parts.push({ key: 'other', label: 'other (step time counted as neither)', short: 'other', letter: 'o', colour: 'other', pattern: 'dots' });
+      parts.push({ key: 'other', label: 'other (the loop\u2019s bookkeeping: logging, hashing, checkpoints)', short: 'other', letter: 'o', colour: 'other', pattern: 'dots' });
     }
     return parts;
   }
