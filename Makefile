@@ -143,7 +143,7 @@ help:
 	@echo "  make web              the course in the browser at http://127.0.0.1:8080 [PORT=8081]"
 	@echo "  make lexicon TERM=zero-stage-3  a lexicon entry in the terminal (no TERM: the index)"
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
-	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [OUT=dir]"
+	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
@@ -284,7 +284,9 @@ lab-%: all
 # student's copy (of the project, or of its labs/) on the CPU into build/student/<hash>, run
 # every lab's graded configurations with them and grade each with this build's shardlab,
 # whose references run this build's labs. ONLY=ddp,zero-3 picks labs or configurations;
-# OUT=dir keeps the graded runs, grade.json and grade.xml there (default runs/grade-<time>).
+# STEPS=1000 runs the training configurations that long; OUT=dir keeps the graded runs,
+# grade.json and grade.xml there (default runs/grade-<time>); the single-rank references are
+# kept in REFS (default build/grade-refs) and shared by every student graded with this build.
 LABS    ?= labs
 ONLY    ?=
 GRADE_SRC = $(if $(wildcard $(LABS)/labs/core/*.c),$(LABS)/labs,$(LABS))
@@ -300,7 +302,7 @@ grade: all
 	@echo "make grade: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU)"
 	@rm -f $(addprefix $(GRADE_BUILD)/labs/,$(LABS_ALL))
 	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 grade-labs
-	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(OUT),--out $(OUT))
+	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(STEPS),--steps $(STEPS)) $(if $(OUT),--out $(OUT)) --refs $(or $(REFS),$(BUILD)/grade-refs)
 
 # The lab programs alone, from LABS_SRC into BUILD (what make grade builds).
 grade-labs: $(LAB_BINS)

@@ -9,6 +9,7 @@
 // Exit status: 0 every check passed, 1 a check failed, 2 bad arguments.
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runlog.h"
 #include "grade.h"
 #include "grade_internal.h"
 
@@ -79,22 +81,135 @@ static void last_line(const char *path, char *out, size_t n) {
 
 // ---- reference runs ----------------------------------------------------------------------------
 
+// A reference run's command: which lab, how many ranks, the arguments (args[0..na), owned),
+// and the same as one line of text (what grade-args.txt keeps, to know when to reuse it).
+typedef struct {
+    const char *lab;
+    int world;
+    char *args[64];
+    int na;
+    StrBuf text;
+    char accum[32];
+} RefCmd;
+
 // Appends "--key value" for a config number, written so that it reads back the same double.
-static void add_num(char **args, int *n, StrBuf *text, const GradeRun *run, const char *key, const char *opt) {
+static void add_num(RefCmd *c, const GradeRun *run, const char *key, const char *opt) {
     char buf[64];
     double v = grade_cfg_num(run, key, 0);
     for (int digits = 6; digits <= 17; digits++) {  // the shortest text that reads back as v
         snprintf(buf, sizeof buf, "%.*g", digits, v);
         if (strtod(buf, NULL) == v) break;
     }
-    args[(*n)++] = strdup(opt);
-    args[(*n)++] = strdup(buf);
-    sb_printf(text, "%s %s ", opt, buf);
+    c->args[c->na++] = strdup(opt);
+    c->args[c->na++] = strdup(buf);
+    sb_printf(&c->text, "%s %s ", opt, buf);
 }
-static void add_str(char **args, int *n, StrBuf *text, const char *opt, const char *value) {
-    args[(*n)++] = strdup(opt);
-    args[(*n)++] = strdup(value);
-    sb_printf(text, "%s %s ", opt, value);
+static void add_str(RefCmd *c, const char *opt, const char *value) {
+    c->args[c->na++] = strdup(opt);
+    c->args[c->na++] = strdup(value);
+    sb_printf(&c->text, "%s %s ", opt, value);
+}
+static void add_int(RefCmd *c, const char *opt, long long value) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", value);
+    add_str(c, opt, buf);
+}
+static void ref_cmd_free(RefCmd *c) {
+    for (int i = 0; i < c->na; i++) free(c->args[i]);
+    sb_free(&c->text);
+}
+
+// The reference of kind k for this run: the run's model, data, optimizer, schedule and global
+// batch, split into micro-batches as the run split it (the same fp32 sums). resume: a replay
+// point of the run (a checkpoint directory) to start from, running `steps` steps in all.
+static void ref_command(const GradeRun *run, RefKind k, const char *resume, int64_t steps, RefCmd *c) {
+    memset(c, 0, sizeof *c);
+    sb_init(&c->text);
+    c->lab = "single", c->world = 1;
+    int dp = (int)grade_cfg_num(run, "dp", 1);
+    double accum = grade_cfg_num(run, "accum", 1);
+    if (!strcmp(run->lab, "ddp") || !strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp") ||
+        !strcmp(run->lab, "ckpt") || !strcmp(run->lab, "shard"))
+        accum *= run->world;
+    else if (!strcmp(run->lab, "tp")) accum *= dp;
+    else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
+    if (!strcmp(run->lab, "shard")) c->lab = "shard";
+    if (k == REF_CKPT_NONE) c->lab = "ckpt", c->world = run->world, accum = grade_cfg_num(run, "accum", 1);
+    sb_printf(&c->text, "%s -n %d ", c->lab, c->world);
+
+    static const char *const nums[][2] = {{"batch", "--batch"}, {"seq", "--seq"},   {"layers", "--layers"},
+                                          {"dim", "--dim"},     {"heads", "--heads"}, {"lr", "--lr"},
+                                          {"weight_decay", "--weight-decay"},        {"clip", "--clip"},
+                                          {"seed", "--seed"}};
+    add_int(c, "--steps", steps);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) add_num(c, run, nums[i][0], nums[i][1]);
+    // The learning-rate schedule as the run resolved it (a run from before schedules had a
+    // constant rate from step 1). Its horizon is the run's, whatever steps the reference runs.
+    if (json_get(run->config, "warmup")) {
+        add_str(c, "--schedule", !strcmp(grade_cfg_str(run, "schedule", ""), "constant") ? "constant" : "cosine");
+        add_num(c, run, "warmup", "--warmup");
+        add_num(c, run, "lr_min", "--lr-min");
+        add_int(c, "--decay-steps", (long long)grade_cfg_num(run, "decay_steps", (double)run->steps));
+    } else {
+        add_str(c, "--schedule", "constant"), add_str(c, "--warmup", "0");
+    }
+    snprintf(c->accum, sizeof c->accum, "%.0f", accum);
+    add_str(c, "--accum", c->accum);
+    add_str(c, "--data", grade_cfg_str(run, "data", "synthetic"));
+    if (grade_cfg_str(run, "init", NULL)) add_str(c, "--init", grade_cfg_str(run, "init", NULL));
+    if (!strcmp(c->lab, "shard")) {
+        add_str(c, "--strategy", grade_cfg_str(run, "strategy", "sampler"));
+        add_num(c, run, "items", "--items");
+        if (grade_cfg_str(run, "weights", NULL)) {
+            add_str(c, "--weights", grade_cfg_str(run, "weights", NULL));
+            add_num(c, run, "temperature", "--temperature");
+        }
+    }
+    if (k == REF_CKPT_NONE) add_str(c, "--policy", "none"), add_str(c, "--compare", "0");
+    add_str(c, "--replay-every", "0");  // a reference needs no replay points of its own
+    if (resume) add_str(c, "--resume", resume);
+}
+
+// FNV-1a 64 of a file's bytes (0 if unreadable): which build a cached reference came from.
+static uint64_t file_hash(const char *path) {
+    StrBuf sb;
+    sb_init(&sb);
+    uint64_t h = sb_read_file(&sb, path, 64u << 20) == 0 && sb.data ? fnv1a64(sb.data, sb.len, FNV1A64_INIT) : 0;
+    sb_free(&sb);
+    return h;
+}
+
+// Runs c into dir with the lab programs of labs_dir, or reuses what is there when it ran with
+// the same command and is whole. 0 with out loaded, or -1 with the reason in problem.
+static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, const char *labs_dir, GradeRun *out, char *problem,
+                   size_t n) {
+    char log_path[2500], args_path[2500];
+    snprintf(log_path, sizeof log_path, "%s.log", dir);
+    snprintf(args_path, sizeof args_path, "%s/grade-args.txt", dir);
+    StrBuf old;
+    sb_init(&old);
+    int same = sb_read_file(&old, args_path, 1 << 16) == 0 && old.data && !strcmp(old.data, c->text.data);
+    sb_free(&old);
+    if (same && grade_run_load(out, dir) == 0) return 0;
+    grade_run_free(out);
+    remove_tree(dir);
+    if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", c->text.data);
+    int rc = start_run(labs_dir, c->lab, c->world, c->args, dir, log_path);
+    char last[200];
+    last_line(log_path, last, sizeof last);
+    if (rc != 0) {
+        snprintf(problem, n, "the reference run failed (exit %d): %s", rc, last);
+        return -1;
+    }
+    if (grade_run_load(out, dir) < 0) {
+        char whole[sizeof out->problem];
+        memcpy(whole, out->problem, sizeof whole);
+        snprintf(problem, n, "the reference run is not whole: %.500s", whole);
+        return -1;
+    }
+    FILE *f = fopen(args_path, "w");
+    if (f) fputs(c->text.data, f), fclose(f);
+    return 0;
 }
 
 const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
@@ -114,97 +229,103 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
         return x->ok[k] ? &x->ref[k] : NULL;
     }
 
-    // Which lab, how many ranks, and the arguments: the run's model, data, optimizer and
-    // global batch, split into micro-batches as the run split it (the same fp32 sums).
-    const char *lab = "single";
-    int world = 1, dp = (int)grade_cfg_num(run, "dp", 1);
-    double accum = grade_cfg_num(run, "accum", 1);
-    if (!strcmp(run->lab, "ddp") || !strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp") ||
-        !strcmp(run->lab, "ckpt") || !strcmp(run->lab, "shard"))
-        accum *= run->world;
-    else if (!strcmp(run->lab, "tp")) accum *= dp;
-    else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
-    if (!strcmp(run->lab, "shard")) lab = "shard";
-    if (k == REF_CKPT_NONE) lab = "ckpt", world = run->world, accum = grade_cfg_num(run, "accum", 1);
-
-    char *args[64] = {0};
-    int na = 0;
-    StrBuf text;
-    sb_init(&text);
-    sb_printf(&text, "%s -n %d ", lab, world);
-    static const char *const nums[][2] = {{"steps", "--steps"}, {"batch", "--batch"},          {"seq", "--seq"},
-                                          {"layers", "--layers"}, {"dim", "--dim"},            {"heads", "--heads"},
-                                          {"lr", "--lr"},         {"weight_decay", "--weight-decay"},
-                                          {"clip", "--clip"},     {"seed", "--seed"}};
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) add_num(args, &na, &text, run, nums[i][0], nums[i][1]);
-    char abuf[32];
-    snprintf(abuf, sizeof abuf, "%.0f", accum);
-    add_str(args, &na, &text, "--accum", abuf);
-    add_str(args, &na, &text, "--data", grade_cfg_str(run, "data", "synthetic"));
-    if (grade_cfg_str(run, "init", NULL)) add_str(args, &na, &text, "--init", grade_cfg_str(run, "init", NULL));
-    if (!strcmp(lab, "shard")) {
-        add_str(args, &na, &text, "--strategy", grade_cfg_str(run, "strategy", "sampler"));
-        add_num(args, &na, &text, run, "items", "--items");
-        if (grade_cfg_str(run, "weights", NULL)) {
-            add_str(args, &na, &text, "--weights", grade_cfg_str(run, "weights", NULL));
-            add_num(args, &na, &text, run, "temperature", "--temperature");
-        }
+    RefCmd c;
+    ref_command(run, k, NULL, run->steps, &c);
+    char dir[2400];
+    const char *ref_labs = x->refs->labs_dir;
+    // --policy none runs with the run's own lab programs (the directory of meta.json's
+    // argv[0]) when they are there: "recomputation changes no bit" compares two runs of one
+    // build, as other compilers or flags may round differently.
+    char own[2048];
+    const JsonValue *argv0 = json_at(json_get(run->meta, "argv"), 0);
+    if (k == REF_CKPT_NONE && argv0 && argv0->type == JSON_STRING && strrchr(argv0->string, '/')) {
+        snprintf(own, sizeof own, "%.*s", (int)(strrchr(argv0->string, '/') - argv0->string), argv0->string);
+        char prog[2100];
+        snprintf(prog, sizeof prog, "%s/ckpt", own);
+        if (access(prog, X_OK) == 0) ref_labs = own;
     }
-    if (k == REF_CKPT_NONE) add_str(args, &na, &text, "--policy", "none"), add_str(args, &na, &text, "--compare", "0");
-
-    char dir[2400], log_path[2500], args_path[2500];
-    snprintf(dir, sizeof dir, "%s/ref-%s", run->dir, k == REF_SINGLE ? lab : "ckpt-none");
-    snprintf(log_path, sizeof log_path, "%s.log", dir);
-    snprintf(args_path, sizeof args_path, "%s/grade-args.txt", dir);
-    snprintf(x->ref_label[k], sizeof x->ref_label[k], "%s -n %d --accum %s%s (%.300s, its arguments in grade-args.txt)",
-             lab, world, abuf, k == REF_CKPT_NONE ? " --policy none" : "", dir);
-
-    // Reused when it ran with these arguments and is whole; otherwise run again.
-    StrBuf old;
-    sb_init(&old);
-    int same = sb_read_file(&old, args_path, 1 << 16) == 0 && old.data && !strcmp(old.data, text.data);
-    sb_free(&old);
-    if (same && grade_run_load(&x->ref[k], dir) == 0) {
-        x->ok[k] = 1;
+    if (k == REF_SINGLE && x->refs->cache_dir) {
+        // The same reference serves every run of the same configuration (every student's):
+        // kept under the cache, named by its command and the reference program's bytes.
+        char prog[2200];
+        snprintf(prog, sizeof prog, "%s/%s", ref_labs, c.lab);
+        uint64_t key = fnv1a64(c.text.data, c.text.len, file_hash(prog));
+        char failed[2048];
+        if (runlog_try_make_dirs(x->refs->cache_dir, failed, sizeof failed) != 0) {
+            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "--refs %.200s: cannot create %.200s: %s",
+                     x->refs->cache_dir, failed, strerror(errno));
+            ref_cmd_free(&c);
+            snprintf(why, n, "%s", x->ref_problem[k]);
+            return NULL;
+        }
+        snprintf(dir, sizeof dir, "%s/%s-%016llx", x->refs->cache_dir, c.lab, (unsigned long long)key);
     } else {
-        grade_run_free(&x->ref[k]);
-        remove_tree(dir);
-        if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", text.data);
-        // --policy none runs with the run's own lab programs (the directory of meta.json's
-        // argv[0]) when they are there: "recomputation changes no bit" compares two runs of
-        // one build, as other compilers or flags may round differently.
-        char own[2048];
-        const char *ref_labs = x->refs->labs_dir;
-        const JsonValue *argv0 = json_at(json_get(run->meta, "argv"), 0);
-        if (k == REF_CKPT_NONE && argv0 && argv0->type == JSON_STRING && strrchr(argv0->string, '/')) {
-            snprintf(own, sizeof own, "%.*s", (int)(strrchr(argv0->string, '/') - argv0->string), argv0->string);
-            char prog[2100];
-            snprintf(prog, sizeof prog, "%s/ckpt", own);
-            if (access(prog, X_OK) == 0) ref_labs = own;
-        }
-        int rc = start_run(ref_labs, lab, world, args, dir, log_path);
-        char last[200];
-        last_line(log_path, last, sizeof last);
-        if (rc != 0) {
-            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "the reference run failed (exit %d): %s", rc, last);
-        } else if (grade_run_load(&x->ref[k], dir) < 0) {
-            char whole[sizeof x->ref[k].problem];
-            memcpy(whole, x->ref[k].problem, sizeof whole);
-            snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "the reference run is not whole: %.500s", whole);
-        } else {
-            FILE *f = fopen(args_path, "w");
-            if (f) fputs(text.data, f), fclose(f);
-            x->ok[k] = 1;
-        }
+        snprintf(dir, sizeof dir, "%s/ref-%s", run->dir, k == REF_SINGLE ? c.lab : "ckpt-none");
     }
-    for (int i = 0; i < na; i++) free(args[i]);
-    sb_free(&text);
+    snprintf(x->ref_label[k], sizeof x->ref_label[k], "%s -n %d --accum %s%s (%.300s, its arguments in grade-args.txt)",
+             c.lab, c.world, c.accum, k == REF_CKPT_NONE ? " --policy none" : "", dir);
+    x->ok[k] = ref_run(x, &c, dir, ref_labs, &x->ref[k], x->ref_problem[k], sizeof x->ref_problem[k]) == 0;
+    ref_cmd_free(&c);
     if (!x->ok[k]) snprintf(why, n, "%s", x->ref_problem[k]);
     return x->ok[k] ? &x->ref[k] : NULL;
 }
 
+// ---- replays: the reference restarted from the run's own state --------------------------------
+
+static int by_step(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The run's replay points: RUN_DIR/replay/step-<s>, real directories (no links) with a manifest,
+// for steps the run went past, in order.
+static int find_replays(const GradeRun *run, int64_t *steps, int max) {
+    char dir[2200];
+    snprintf(dir, sizeof dir, "%s/replay", run->dir);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        long long s;
+        char tail, path[2600];
+        if (sscanf(e->d_name, "step-%lld%c", &s, &tail) != 1 || s < 1 || s >= run->last_step) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        steps[n++] = s;
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof *steps, by_step);
+    return n;
+}
+
+const GradeReplay *ctx_replays(Ctx *x, int *count) {
+    if (!x->replays_tried) {
+        x->replays_tried = 1;
+        const GradeRun *run = x->run;
+        int64_t steps[GRADE_MAX_REPLAYS];
+        x->nreplays = x->refs->ref_dir ? 0 : find_replays(run, steps, GRADE_MAX_REPLAYS);
+        for (int i = 0; i < x->nreplays; i++) {
+            GradeReplay *r = &x->replays[i];
+            r->from = steps[i];
+            r->to = steps[i] + GRADE_REPLAY_STEPS < run->last_step ? steps[i] + GRADE_REPLAY_STEPS : run->last_step;
+            char resume[2400], dir[2400];
+            snprintf(resume, sizeof resume, "%s/replay/step-%08lld", run->dir, (long long)r->from);
+            snprintf(dir, sizeof dir, "%s/ref-replay-%08lld", run->dir, (long long)r->from);
+            RefCmd c;
+            ref_command(run, REF_SINGLE, resume, r->to, &c);
+            r->ok = ref_run(x, &c, dir, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
+            ref_cmd_free(&c);
+        }
+    }
+    *count = x->nreplays;
+    return x->replays;
+}
+
 void ctx_free(Ctx *x) {
     for (int k = 0; k < REF_COUNT; k++) grade_run_free(&x->ref[k]);
+    for (int i = 0; i < x->nreplays; i++) grade_run_free(&x->replays[i].ref);
 }
 
 // ---- output ---------------------------------------------------------------------------------
@@ -383,7 +504,7 @@ static int in_list(const char *list, const char *name) {
     return 0;
 }
 
-static int grade_labs(const char *labs, const char *only, const char *out_dir, const GradeRefs *refs) {
+static int grade_labs(const char *labs, const char *only, const char *out_dir, const char *steps, const GradeRefs *refs) {
     // Every name in --only must be a lab or a configuration.
     for (const char *p = only; p && *p;) {
         const char *comma = strchr(p, ',');
@@ -395,8 +516,9 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         if (!known) usage_error("shardlab grade", "--only: '%.*s' is not a lab or a graded configuration", (int)len, p);
         p = comma ? comma + 1 : NULL;
     }
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "shardlab grade: cannot create %s: %s\n", out_dir, strerror(errno));
+    char bad_dir[2048];
+    if (runlog_try_make_dirs(out_dir, bad_dir, sizeof bad_dir) != 0) {
+        fprintf(stderr, "shardlab grade: --out %s: cannot create %s: %s\n", out_dir, bad_dir, strerror(errno));
         return 2;
     }
     static Grade grades[NCONFIGS];
@@ -410,11 +532,15 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         snprintf(log_path, sizeof log_path, "%s/%s.log", out_dir, gc->label);
         snprintf(prog, sizeof prog, "%s/%s", labs, gc->lab);
         remove_tree(dir);
+        // The configuration's arguments, with --steps N (the course's length) in place of its own.
+        const char *args[16] = {0};
         char args_text[256] = "";
-        for (int a = 0; gc->args[a]; a++)
-            snprintf(args_text + strlen(args_text), sizeof args_text - strlen(args_text), " %s", gc->args[a]);
+        for (int a = 0; gc->args[a]; a++) {
+            args[a] = steps && a > 0 && !strcmp(gc->args[a - 1], "--steps") ? steps : gc->args[a];
+            snprintf(args_text + strlen(args_text), sizeof args_text - strlen(args_text), " %s", args[a]);
+        }
         fprintf(stderr, "shardlab grade: [%d/%d] %s: %s -n %d%s\n", i + 1, NCONFIGS, gc->label, gc->lab, gc->n, args_text);
-        int rc = access(prog, X_OK) == 0 ? start_run(labs, gc->lab, gc->n, (char *const *)gc->args, dir, log_path) : -1;
+        int rc = access(prog, X_OK) == 0 ? start_run(labs, gc->lab, gc->n, (char *const *)args, dir, log_path) : -1;
         grade_rubric(&grades[n], dir, gc->lab, gc->config, refs);
         snprintf(grades[n].label, sizeof grades[n].label, "%s", gc->label);
         GradeCheck *first = &grades[n].checks[0];
@@ -466,8 +592,8 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
 // ---- the command -------------------------------------------------------------------------------
 
 static const char USAGE[] =
-    "usage: shardlab grade RUN_DIR [--ref DIR] [--quiet]\n"
-    "       shardlab grade --labs DIR [--only LAB,...] [--out DIR]\n"
+    "usage: shardlab grade RUN_DIR [--ref DIR] [--refs DIR] [--quiet]\n"
+    "       shardlab grade --labs DIR [--only LAB,...] [--steps N] [--out DIR] [--refs DIR]\n"
     "\n"
     "Checks a run against its lab's invariants and prints the rubric: each check, PASS or\n"
     "FAIL, measured against expected, and its points. Writes grade.json and grade.xml (JUnit)\n"
@@ -476,10 +602,13 @@ static const char USAGE[] =
     "RUN_DIR/ref-<lab>, or the finished run given with --ref; and the paper's formulas.\n"
     "\n"
     "  --ref DIR     a finished single-rank run on the same global batch to compare with\n"
+    "  --refs DIR    keep the single-rank references here and reuse them for every run of\n"
+    "                the same configuration (every student's), instead of in each run\n"
     "  --quiet       no progress lines on stderr\n"
     "  --labs DIR    run every lab's graded configurations with the lab programs in DIR\n"
     "                (a student's build: make grade LABS=<student copy> builds and runs this)\n"
     "  --only LIST   only these labs or configurations (comma-separated: ddp,zero-3,...)\n"
+    "  --steps N     run the training labs' configurations for N steps (default: a few)\n"
     "  --out DIR     where the graded runs, grade.json and grade.xml go (default\n"
     "                runs/grade-<time>)\n"
     "\n"
@@ -495,7 +624,7 @@ static const char USAGE[] =
     "arguments.\n";
 
 int grade_main(int argc, char **argv, const char *prog_dir) {
-    const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL;
+    const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL, *steps = NULL;
     GradeRefs refs = {0};
     snprintf(refs.labs_dir, sizeof refs.labs_dir, "%s/labs", prog_dir);
     for (int i = 2; i < argc; i++) {
@@ -503,16 +632,29 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
         int has_value = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(USAGE, stdout), 0;
         else if (!strcmp(a, "--quiet")) refs.quiet = 1;
-        else if (!strcmp(a, "--ref") || !strcmp(a, "--labs") || !strcmp(a, "--only") || !strcmp(a, "--out")) {
+        else if (!strcmp(a, "--ref") || !strcmp(a, "--refs") || !strcmp(a, "--labs") || !strcmp(a, "--only") ||
+                 !strcmp(a, "--out") || !strcmp(a, "--steps")) {
             if (!has_value || !argv[i + 1][0]) usage_error("shardlab grade", "%s needs a value", a);
-            const char **slot = a[2] == 'r' ? &refs.ref_dir : a[2] == 'l' ? &labs : a[3] == 'n' ? &only : &out;
+            const char **slot = !strcmp(a, "--ref")    ? &refs.ref_dir
+                              : !strcmp(a, "--refs")   ? &refs.cache_dir
+                              : !strcmp(a, "--labs")   ? &labs
+                              : !strcmp(a, "--only")   ? &only
+                              : !strcmp(a, "--steps")  ? &steps
+                                                       : &out;
             *slot = argv[++i];
         } else if (a[0] == '-') usage_error("shardlab grade", "unknown option '%s'", a);
         else if (dir) usage_error("shardlab grade", "one run directory at a time ('%s' and '%s')", dir, a);
         else dir = a;
     }
     if (labs && dir) usage_error("shardlab grade", "give a run directory or --labs, not both");
-    if (!labs && (only || out)) usage_error("shardlab grade", "--only and --out go with --labs");
+    if (!labs && (only || out || steps)) usage_error("shardlab grade", "--only, --steps and --out go with --labs");
+    if (steps) {
+        char *end;
+        long v = strtol(steps, &end, 10);
+        if (*end || end == steps || v < 1 || v > 10000000)
+            usage_error("shardlab grade", "--steps must be a whole number from 1 to 10000000 (got '%s')", steps);
+    }
+    if (refs.ref_dir && refs.cache_dir) usage_error("shardlab grade", "--ref gives the reference; --refs keeps references: one or the other");
     if (!labs && !dir) usage_error("shardlab grade", "expected a run directory (or --labs DIR)");
     if (labs) {
         if (refs.ref_dir) usage_error("shardlab grade", "--ref goes with one run directory, not --labs");
@@ -531,7 +673,7 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
             out = out_buf;
         }
-        return grade_labs(labs, only, out, &refs);
+        return grade_labs(labs, only, out, steps, &refs);
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

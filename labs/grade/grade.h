@@ -50,6 +50,13 @@ typedef struct {
     int world;
     int64_t steps;            // config "steps"
     int64_t first_step;       // 1, or the step after a resumed checkpoint's
+    int64_t last_step;        // the last step every rank logged: steps, or where it diverged
+    // The training diverged: the first step event (over ranks) whose loss, lr or grad_norm is
+    // not finite (0: none), and what ("rank 1: grad_norm is NaN"). The labs stop there, so a
+    // diverged run is graded on its steps up to there; loss.reference and grads.reference
+    // fail naming it.
+    int64_t diverged_step;
+    char diverged[160];
     GradeRank *ranks;         // world of them
     // Why the run cannot be graded ("" if it can): the first problem found, naming the file.
     char problem[512];
@@ -96,6 +103,8 @@ typedef struct {
 typedef struct {
     char labs_dir[2048];
     const char *ref_dir;      // --ref, or NULL: start one
+    const char *cache_dir;    // --refs: single-rank references kept and reused across runs, or
+                              // NULL: each in its run directory (ref-single/)
     int quiet;                // no progress lines on stderr
 } GradeRefs;
 

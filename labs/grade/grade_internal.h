@@ -1,7 +1,7 @@
 // grade_internal.h — what the grader's files share: the context a check runs in, the
 // reference runs, small readers of event fields, and the checks rubric.c lists from methods.c.
 //
-// Defines: RefKind, Ctx, ctx_reference(), ctx_free(), grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+// Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(), grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives().
 #ifndef SHARDLAB_GRADE_INTERNAL_H
@@ -20,6 +20,19 @@
 //   REF_CKPT_NONE  the same ckpt run with --policy none (recomputation must not change a bit)
 typedef enum { REF_SINGLE, REF_CKPT_NONE, REF_COUNT } RefKind;
 
+// A replay: the single-rank reference restarted from one of the run's replay points (the
+// state after step `from`, saved by the run: RUN_DIR/replay/step-<from>) for steps
+// from+1..to. It starts where the run was, bit for bit, so the two agree as closely as at
+// step 1 whatever the step: chaos in fp32 has had no time to grow.
+#define GRADE_MAX_REPLAYS 32
+#define GRADE_REPLAY_STEPS 10
+typedef struct {
+    int64_t from, to;
+    GradeRun ref;
+    int ok;
+    char problem[640];
+} GradeReplay;
+
 typedef struct {
     const GradeRun *run;
     const GradeRefs *refs;
@@ -27,15 +40,20 @@ typedef struct {
     int tried[REF_COUNT], ok[REF_COUNT];
     char ref_problem[REF_COUNT][640];
     char ref_label[REF_COUNT][640];   // "single --accum 4 (runs/x/ref-single)"
+    GradeReplay replays[GRADE_MAX_REPLAYS];
+    int nreplays, replays_tried;
 } Ctx;
 
 // The reference of kind k, started (or reused) on first use; NULL with the reason in why.
 const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n);
+// The replays of the run's replay points, started (or reused) on first use; *count of them.
+const GradeReplay *ctx_replays(Ctx *x, int *count);
 void ctx_free(Ctx *x);
 
+// A number field (NaN and the infinities as the schema writes them); NaN if absent.
 static inline double ev_num(const JsonValue *v, const char *key) {
-    const JsonValue *x = json_get(v, key);
-    return x && x->type == JSON_NUMBER ? x->number : NAN;
+    double x;
+    return json_number(json_get(v, key), &x) ? x : NAN;
 }
 static inline double ev_num2(const JsonValue *v, const char *obj, const char *key) {
     return ev_num(json_get(v, obj), key);

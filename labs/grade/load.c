@@ -5,6 +5,11 @@
 // crash. A run is gradable when meta.json and summary.json are valid (runschema.h), and every
 // rank 0..world-1 has a log whose every line is an event of the schema, with a start, the
 // step events first_step..steps in order, and an end with status "ok".
+//
+// One exception: a run whose training diverged (a step with a NaN or infinite loss, lr or
+// gradient norm: the lab writes that step and stops, runlog.h). Its logs are whole up to
+// there, so it is gradable on the steps every rank logged (last_step), with no summary; the
+// divergence itself is what loss.reference and grads.reference report.
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -60,8 +65,23 @@ static void add_event(GradeRank *rk, JsonValue *ev) {
     rk->ev[rk->n++] = ev;
 }
 
-// rank-<r>.jsonl: every line an event of the schema (the first bad one is the problem).
-static void load_rank(GradeRun *run, int r) {
+// The first non-finite value of a step event, as "grad_norm is NaN" (0 if every one is finite).
+static int nonfinite_in(const JsonValue *step, char *what, size_t n) {
+    static const char *const fields[] = {"loss", "grad_norm", "lr"};
+    for (int i = 0; i < 3; i++) {
+        double x;
+        if (json_number(json_get(step, fields[i]), &x) && !isfinite(x)) {
+            snprintf(what, n, "%s is %s", fields[i], isnan(x) ? "NaN" : x > 0 ? "infinite" : "-infinite");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// rank-<r>.jsonl: every line an event of the schema (the first bad one is the problem). How
+// the rank ended (its error, its end, how many steps) goes to `ending`: that is a problem
+// only if the run did not diverge (grade_run_load decides).
+static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     GradeRank *rk = &run->ranks[r];
     char name[64], path[2200];
     snprintf(name, sizeof name, "rank-%d.jsonl", r);
@@ -106,7 +126,19 @@ static void load_rank(GradeRun *run, int r) {
         if (!strcmp(kind, "start") && !rk->start) rk->start = ev;
         else if (!strcmp(kind, "step")) rk->steps[rk->nsteps++] = ev;
         else if (!strcmp(kind, "end")) rk->end = ev;
-        else if (!strcmp(kind, "error")) problem(run, "%s: rank %d failed: %s", name, r, json_get(ev, "msg")->string);
+        else if (!strcmp(kind, "error") && !ending[0])
+            snprintf(ending, ending_len, "%s: rank %d failed: %s", name, r, json_get(ev, "msg")->string);
+    }
+    for (size_t i = 0; i < rk->nsteps; i++) {
+        char what[96];
+        int64_t st = (int64_t)json_get(rk->steps[i], "step")->number;
+        if (nonfinite_in(rk->steps[i], what, sizeof what)) {
+            if (!run->diverged_step || st < run->diverged_step) {
+                run->diverged_step = st;
+                snprintf(run->diverged, sizeof run->diverged, "rank %d: %s at step %lld", r, what, (long long)st);
+            }
+            break;
+        }
     }
     // The spans grouped by step once, so a check reads one step's without scanning the log.
     int64_t last = run->steps > 0 ? run->steps : 0;
@@ -136,12 +168,17 @@ static void load_rank(GradeRun *run, int r) {
         }
     }
     int64_t expect = run->steps - run->first_step + 1;
-    if ((int64_t)rk->nsteps != expect)
+    if ((int64_t)rk->nsteps > expect)
         problem(run, "%s: %zu step events, the config's steps %lld..%lld are %lld", name, rk->nsteps,
                 (long long)run->first_step, (long long)run->steps, (long long)expect);
-    if (!rk->end) problem(run, "%s: no end event: the rank stopped before finishing", name);
+    char why[300] = "";
+    if ((int64_t)rk->nsteps < expect)
+        snprintf(why, sizeof why, "%s: %zu step events, the config's steps %lld..%lld are %lld", name, rk->nsteps,
+                 (long long)run->first_step, (long long)run->steps, (long long)expect);
+    else if (!rk->end) snprintf(why, sizeof why, "%s: no end event: the rank stopped before finishing", name);
     else if (strcmp(json_get(rk->end, "status")->string, "ok") != 0)
-        problem(run, "%s: the rank ended with status \"%s\"", name, json_get(rk->end, "status")->string);
+        snprintf(why, sizeof why, "%s: the rank ended with status \"%s\"", name, json_get(rk->end, "status")->string);
+    if (why[0] && !ending[0]) snprintf(ending, ending_len, "%s", why);
 }
 
 int grade_run_load(GradeRun *run, const char *dir) {
@@ -166,7 +203,24 @@ int grade_run_load(GradeRun *run, const char *dir) {
     else if (run->steps < 1) return problem(run, "meta.json: the config has no \"steps\" of at least 1");
 
     run->ranks = calloc_check((size_t)run->world, sizeof *run->ranks);
-    for (int r = 0; r < run->world; r++) load_rank(run, r);
+    char (*ending)[640] = calloc_check((size_t)run->world, sizeof *ending);
+    for (int r = 0; r < run->world; r++) load_rank(run, r, ending[r], sizeof ending[r]);
+    // How the ranks ended. A diverged run: every rank got at least to the step before the
+    // divergence (the others stop one way or another once a rank has stopped).
+    run->last_step = run->steps;
+    for (int r = 0; r < run->world; r++) {
+        const GradeRank *rk = &run->ranks[r];
+        int64_t last = run->first_step + (int64_t)rk->nsteps - 1;
+        if (!run->diverged_step) {
+            if (ending[r][0]) problem(run, "%s", ending[r]);
+        } else if (last < run->diverged_step - 1) {
+            problem(run, "rank-%d.jsonl: the rank stopped after step %lld, before the training diverged (%s)", r,
+                    (long long)last, run->diverged);
+        } else if (last < run->last_step) {
+            run->last_step = last;
+        }
+    }
+    free(ending);
     // Ranks agree on the lab and the world they ran in.
     for (int r = 0; r < run->world; r++) {
         const JsonValue *s = run->ranks[r].start;
@@ -175,6 +229,7 @@ int grade_run_load(GradeRun *run, const char *dir) {
             problem(run, "rank-%d.jsonl: its start event says lab %s, world %.0f; meta.json says %s, %d", r,
                     json_get(s, "lab")->string, json_get(s, "world")->number, run->lab, run->world);
     }
+    if (run->diverged_step) return run->problem[0] ? -1 : 0;  // it stopped: no summary
     run->summary = load_json(run, "summary.json");
     // The training labs' summary has the schema's fields; collectives' has its table.
     const JsonValue *status = run->summary ? json_get(run->summary, "status") : NULL;

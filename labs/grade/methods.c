@@ -83,7 +83,7 @@ void check_in_flight(Ctx *x, GradeCheck *c) {
     EXPECTED("%s: %s", sched, gpipe ? "m on every stage" : "min(m, p - s) on stage s");
     for (int r = 0; r < run->world; r++) {
         int s = stage_of(run, r, p), bound = gpipe ? m : (p - s < m ? p - s : m);
-        for (int64_t step = run->first_step; step <= run->steps; step++) {
+        for (int64_t step = run->first_step; step <= run->last_step; step++) {
             StageOrder o = stage_order(run, r, step);
             int held = 0, most = 0, fwd = 0, bwd = 0;
             for (int i = 0; i < o.n; i++) {
@@ -150,7 +150,7 @@ void check_bubble(Ctx *x, GradeCheck *c) {
     double formula = (double)(p - 1) / (m + p - 1);
     EXPECTED("(p-1)/(m+p-1) = %.4f (p = %d, m = %d; forward 1, backward 2)", formula, p, m);
     int pipelines = run->world / p;
-    for (int64_t step = run->first_step; step <= run->steps; step++)
+    for (int64_t step = run->first_step; step <= run->last_step; step++)
         for (int pipe = 0; pipe < pipelines; pipe++) {
             StageOrder *st = calloc_check((size_t)p, sizeof *st);
             for (int r = 0; r < run->world; r++) {
@@ -252,7 +252,7 @@ void check_recompute_count(Ctx *x, GradeCheck *c) {
     EXPECTED("%d recomputed blocks per rank per step (policy %s: %d per micro-batch, %d micro-batches)", want, p.name,
              p.recomputed, micro);
     for (int r = 0; r < run->world; r++)
-        for (int64_t step = run->first_step; step <= run->steps; step++) {
+        for (int64_t step = run->first_step; step <= run->last_step; step++) {
             int got = 0;
             size_t n;
             const JsonValue **sp = grade_spans(run, r, step, &n);
@@ -302,7 +302,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
     for (int r = 0; r < N; r++) {
         FILE *f = NULL;
         int64_t file_epoch = -1, line = 0;
-        for (int64_t step = run->first_step; step <= run->steps; step++) {
+        for (int64_t step = run->first_step; step <= run->last_step; step++) {
             int64_t e = (step - 1) / E, b = (step - 1) % E;
             if (e != epoch_loaded) sampler_epoch(order, D, seed, e, mixp), epoch_loaded = e;
             char path[2300];
@@ -349,7 +349,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
         if (f) fclose(f);
     }
     MEASURED("%d ranks x %lld steps: every position of every batch once, items in the epoch's order", N,
-             (long long)(run->steps - run->first_step + 1));
+             (long long)(run->last_step - run->first_step + 1));
     c->pass = 1;
 out:
     free(order);

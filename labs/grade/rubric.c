@@ -30,19 +30,23 @@
 #include "grade.h"
 #include "grade_internal.h"
 
-// The tolerances. Losses: the distributed run adds the same fp32 numbers in another order
-// (all-reduce, micro-batches), nothing else. Over the first STRICT_STEPS steps that stays
-// below 1e-7 (measured on every graded configuration), so 1e-5 there; a lost or doubled
-// gradient moves the loss by 1e-3 within a few steps. Later, training itself amplifies those
-// last-bit differences (measured over 200 steps of ddp, zero and tp at the default settings:
-// up to 5.5e-5 in the loss and 2.7e-3 in the gradient norm around the loss spike near step
-// 39), so later steps are held to a looser bound that a real mistake still breaks. Gradient
-// norms are logged with 6 significant digits, hence a relative 1e-4 at first.
-#define STRICT_STEPS 10
+// The tolerances (README, "Grading"). A distributed run adds the same fp32 numbers as the
+// single-rank run in another order (all-reduce, micro-batches), nothing else. Started from the
+// same state, the two stay within 1e-7 in the loss for ten steps (measured on every graded
+// configuration, from step 1 and from replay points up to step 800 of 1000); a lost, doubled or
+// misplaced gradient moves the loss by 1e-3 within a few steps and the gradient norm by far
+// more. Left to run, training amplifies the last-bit differences like any chaotic system
+// (measured: 1e-6 at step 250 of the default ddp run, 1.7e-3 by step 700), so after the first
+// steps exact agreement is only asked where the reference restarts from the run's own state:
+// the ten steps after each replay point. Everywhere else the two curves must tell the same
+// story: each tenth of the run's mean within 2% of the reference's (the gradient norm's within
+// 20%; measured: 0.03% and 0.2% for correct runs, 12% and 55% for a run on another seed).
+#define STRICT_STEPS GRADE_REPLAY_STEPS
 #define LOSS_TOL 1e-5
-#define LOSS_TOL_LATER 1e-3
 #define GRAD_NORM_RTOL 1e-4
-#define GRAD_NORM_RTOL_LATER 3e-2
+#define CURVE_BINS 10
+#define LOSS_CURVE_RTOL 0.02
+#define GRAD_CURVE_RTOL 0.2
 
 GptConfig grade_model(const GradeRun *run) {
     GptConfig m = {.vocab = (int)grade_cfg_num(run, "vocab", 256)};
@@ -78,10 +82,17 @@ static void check_complete(Ctx *x, GradeCheck *c) {
         REASON("%s", run->problem);
         return;
     }
-    MEASURED("%d rank%s, steps %lld..%lld, every rank ended ok", run->world, run->world == 1 ? "" : "s",
-             (long long)run->first_step, (long long)run->steps);
     EXPECTED("every rank's log whole, status ok");
     c->pass = 1;
+    if (run->diverged_step) {  // whole logs of a run the lab stopped: graded on what it did
+        MEASURED("%d rank%s, steps %lld..%lld of %lld: the lab stopped where the training diverged (%s); "
+                 "loss.reference and grads.reference grade that",
+                 run->world, run->world == 1 ? "" : "s", (long long)run->first_step, (long long)run->last_step,
+                 (long long)run->steps, run->diverged);
+        return;
+    }
+    MEASURED("%d rank%s, steps %lld..%lld, every rank ended ok", run->world, run->world == 1 ? "" : "s",
+             (long long)run->first_step, (long long)run->steps);
 }
 
 // ---- replicas.equal: param_hash identical on every rank after every step -----------------
@@ -108,60 +119,137 @@ static void check_replicas(Ctx *x, GradeCheck *c) {
 
 // ---- loss.reference and grads.reference: against the single-rank run ------------------
 
-// The worst difference between a step field of rank 0 and the reference's at the same
-// steps, over the steps from..to; relative: divided by the reference's magnitude. Returns the
-// steps compared.
-static size_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *field, int relative, int64_t from,
-                         int64_t to, double *worst, int64_t *at, double *got, double *want) {
-    size_t n, nr, compared = 0;
-    const JsonValue **s = grade_steps(run, 0, &n), **t = grade_steps(ref, 0, &nr);
-    *worst = 0, *at = 0, *got = *want = NAN;
-    for (size_t i = 0; i < n; i++) {
-        double step = ev_num(s[i], "step");
-        if (step < from || step > to) continue;
-        for (size_t j = 0; j < nr; j++) {
-            if (ev_num(t[j], "step") != step) continue;
-            double a = ev_num(s[i], field), b = ev_num(t[j], field);
-            double d = fabs(a - b) / (relative ? fmax(fabs(b), 1e-30) : 1);
-            if (!(d <= *worst)) *worst = isnan(d) ? INFINITY : d, *at = (int64_t)step, *got = a, *want = b;
-            compared++;
-            break;
-        }
+// Rank 0's step event of `step` (the loader checked that steps come in order), or NULL.
+static const JsonValue *step_event(const GradeRun *run, int64_t step) {
+    size_t n;
+    const JsonValue **s = grade_steps(run, 0, &n);
+    int64_t i = step - run->first_step;
+    return n && i >= 0 && (size_t)i < n ? s[i] : NULL;
+}
+
+// The worst difference of a step field between the run and ref over steps from..to (relative:
+// divided by the reference's magnitude). Returns the steps compared, or -1 at the first step
+// the reference lacks (*at says which).
+typedef struct {
+    double worst, got, want;
+    int64_t at;
+} Diff;
+static int64_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *field, int relative, int64_t from,
+                          int64_t to, Diff *d) {
+    int64_t compared = 0;
+    for (int64_t step = from; step <= to; step++) {
+        const JsonValue *a = step_event(run, step), *b = step_event(ref, step);
+        if (!a) continue;
+        if (!b) return d->at = step, -1;
+        double x = ev_num(a, field), y = ev_num(b, field);
+        double e = fabs(x - y) / (relative ? fmax(fabs(y), 1e-30) : 1);
+        if (!(e <= d->worst)) d->worst = isnan(e) ? INFINITY : e, d->at = step, d->got = x, d->want = y;
+        compared++;
     }
     return compared;
 }
 
-static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double tol_later) {
+static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double curve_rtol) {
+    const GradeRun *run = x->run;
+    const char *what = !strcmp(field, "loss") ? "the loss" : "the gradient norm";
     const GradeRun *ref = ctx_reference(x, REF_SINGLE, c->reason, sizeof c->reason);
-    EXPECTED("within %g%s of %s over steps 1..%d, %g after", tol, relative ? " (relative)" : "", x->ref_label[REF_SINGLE],
-             STRICT_STEPS, tol_later);
+    EXPECTED("within %g%s of %s over steps 1..%d and the %d steps after each of the run's replay points; "
+             "each tenth of the curve's mean within %g%%",
+             tol, relative ? " (relative)" : "", x->ref_label[REF_SINGLE], STRICT_STEPS, GRADE_REPLAY_STEPS,
+             100 * curve_rtol);
     if (!ref) {
         MEASURED("no reference");
         return;
     }
-    double worst[2], got[2], want[2];
-    int64_t at[2];
-    size_t n = worst_diff(x->run, ref, field, relative, 1, STRICT_STEPS, &worst[0], &at[0], &got[0], &want[0]);
-    n += worst_diff(x->run, ref, field, relative, STRICT_STEPS + 1, INT64_MAX, &worst[1], &at[1], &got[1], &want[1]);
-    if (n < x->run->ranks[0].nsteps) {
-        MEASURED("%zu of %zu steps in the reference", n, x->run->ranks[0].nsteps);
+    if (run->diverged_step) {
+        MEASURED("the training diverged: %s; the run stopped at step %lld of %lld", run->diverged,
+                 (long long)run->last_step, (long long)run->steps);
+        REASON("the single-rank run on the same global batch trains on: %s",
+               !strcmp(field, "loss") ? "a NaN or infinite value means the sums went wrong before it"
+                                      : "the gradients blew up where the reference's did not");
+        return;
+    }
+    const char *wrong = !strcmp(field, "loss") ? "the loss is not the single-rank run's on the same global batch"
+                                               : "the gradients are not those of the global batch's mean loss";
+
+    // 1. The first steps, from the same initial weights.
+    Diff first = {0};
+    if (run->first_step == 1 &&
+        worst_diff(run, ref, field, relative, 1, STRICT_STEPS < run->last_step ? STRICT_STEPS : run->last_step, &first) < 0) {
+        MEASURED("the reference has no step %lld", (long long)first.at);
         REASON("the reference run does not cover this run's steps");
         return;
     }
-    for (int k = 0; k < 2; k++)
-        if (!(worst[k] <= (k ? tol_later : tol))) {
-            MEASURED("%s %.8g vs %.8g at step %lld (off by %.3g)", field, got[k], want[k], (long long)at[k], worst[k]);
-            REASON("%s", !strcmp(field, "loss") ? "the loss curve is not the single-rank one on the same global batch"
-                                                 : "the gradients are not those of the global batch's mean loss");
+    if (!(first.worst <= tol)) {
+        MEASURED("%s %.9g vs %.9g at step %lld (off by %.3g)", what, first.got, first.want, (long long)first.at, first.worst);
+        REASON("%s", wrong);
+        return;
+    }
+
+    // 2. After each replay point, from the run's own state.
+    int nrep;
+    const GradeReplay *rep = ctx_replays(x, &nrep);
+    Diff later = {0};
+    char spans[160] = "";
+    for (int i = 0; i < nrep; i++) {
+        if (!rep[i].ok) {
+            MEASURED("no replay from step %lld", (long long)rep[i].from);
+            REASON("the replay from the run's state after step %lld: %s", (long long)rep[i].from, rep[i].problem);
             return;
         }
-    MEASURED("worst difference %.3g over the first steps, %.3g after, %zu steps", worst[0], worst[1], n);
+        if (worst_diff(run, &rep[i].ref, field, relative, rep[i].from + 1, rep[i].to, &later) < 0) {
+            MEASURED("the replay from step %lld has no step %lld", (long long)rep[i].from, (long long)later.at);
+            REASON("the replay stopped early (its log: %s/ref-replay-%08lld)", run->dir, (long long)rep[i].from);
+            return;
+        }
+        if (!(later.worst <= tol)) {
+            MEASURED("%s %.9g vs %.9g at step %lld, replayed from the run's state after step %lld (off by %.3g)", what,
+                     later.got, later.want, (long long)later.at, (long long)rep[i].from, later.worst);
+            REASON("%s", wrong);
+            return;
+        }
+        if (strlen(spans) < sizeof spans - 40)
+            snprintf(spans + strlen(spans), sizeof spans - strlen(spans), "%s%lld-%lld", i ? ", " : "",
+                     (long long)rep[i].from + 1, (long long)rep[i].to);
+    }
+
+    // 3. The whole curve, tenth by tenth: the same story, whatever chaos did to single steps.
+    int64_t len = run->last_step - run->first_step + 1;
+    int bins = len >= CURVE_BINS * 10 ? CURVE_BINS : (int)(len / 10 > 1 ? len / 10 : 1);
+    double curve = 0;
+    for (int b = 0; b < bins; b++) {
+        int64_t lo = run->first_step + len * b / bins, hi = run->first_step + len * (b + 1) / bins - 1;
+        double sa = 0, sb = 0;
+        for (int64_t step = lo; step <= hi; step++) {
+            const JsonValue *ea = step_event(run, step), *eb = step_event(ref, step);
+            if (!ea || !eb) {
+                MEASURED("the reference has no step %lld", (long long)step);
+                REASON("the reference run does not cover this run's steps");
+                return;
+            }
+            sa += ev_num(ea, field), sb += ev_num(eb, field);
+        }
+        double e = fabs(sa - sb) / fmax(fabs(sb), 1e-30);
+        if (!(e <= curve_rtol)) {
+            MEASURED("%s's mean over steps %lld-%lld is %.6g, the reference's %.6g (%.3g%% apart)", what, (long long)lo,
+                     (long long)hi, sa / (double)(hi - lo + 1), sb / (double)(hi - lo + 1), 100 * e);
+            REASON("the run does not train like the single-rank run on the same global batch");
+            return;
+        }
+        if (e > curve) curve = e;
+    }
+    if (nrep)
+        MEASURED("worst %.3g over steps 1-%d, %.3g over %d replay%s (steps %s); the curve within %.3g%%", first.worst,
+                 STRICT_STEPS, later.worst, nrep, nrep == 1 ? "" : "s", spans, 100 * curve);
+    else
+        MEASURED("worst %.3g over steps 1-%d; the curve within %.3g%%%s", first.worst, STRICT_STEPS, 100 * curve,
+                 len > STRICT_STEPS ? " (no replay points: later steps compared as a curve only)" : "");
     c->pass = 1;
 }
 
-static void check_loss(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_TOL_LATER); }
+static void check_loss(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_CURVE_RTOL); }
 static void check_grads(Ctx *x, GradeCheck *c) {
-    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_NORM_RTOL_LATER);
+    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_CURVE_RTOL);
 }
 
 // ---- mem.formula: params, grads, optim of every rank after the first step ---------------
@@ -359,7 +447,7 @@ static void check_comm(Ctx *x, GradeCheck *c) {
         c->pass = 1;
         return;
     }
-    for (int64_t step = run->first_step; step <= run->steps; step++) {
+    for (int64_t step = run->first_step; step <= run->last_step; step++) {
         int ok = !strcmp(run->lab, "ddp")  ? comm_ddp(x, c, step, (double)gpt_num_params(&m))
                  : !strcmp(run->lab, "tp") ? comm_tp(x, c, step, &m)
                                            : comm_sharded(x, c, step, &m);
