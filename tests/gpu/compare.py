@@ -4,12 +4,15 @@
 Each subcommand checks one thing, prints one line saying what it found, and appends one row
 (a JSON object) to the results file; `table` prints every row and exits 1 if any failed.
 
-    compare.py train --results F --lab ddp --n 2 --run DIR --ref DIR [--mem-ref DIR] [--tol 1e-4]
-                     [--tol-first 1e-5]
+    compare.py train --results F --lab ddp --n 2 --run DIR --ref DIR [--mem-ref DIR] [--tol 2e-3]
+                     [--tol-first 1e-5] [--steps S]
         the loss of every step of DIR against the reference run (single on the CPU, same
-        global batch), and of the first step on its own (same weights, same batch: only the
-        kernels differ); with --mem-ref, the memory categories of every step against that run
-        (the same lab and N on the CPU); replicas (param_hash) equal across DIR's ranks.
+        global batch): the first ten steps within --tol-first (the same weights, barely moved
+        under the warmup: only the kernels' order of additions differs), the later ones within
+        --tol (training amplifies that order; check.sh says how the bound was measured); with
+        --mem-ref, the memory categories of every step against that run (the same lab and N
+        on the CPU); replicas (param_hash) equal across DIR's ranks. --steps: the run's
+        length, shown in the table.
     compare.py collectives --results F --n 4 --run DIR
         the nccl-tests-style table in DIR/rank-0.log: every row's #wrong must be 0.
     compare.py timing --results F --label L --run DIR --torch-ms X [--skip K]
@@ -87,8 +90,9 @@ def add_row(path, row):
 
 def row_base(lab, n, run_dir):
     m = meta(run_dir) if run_dir else {}
-    return {"lab": lab, "n": n, "device": m.get("device", "?"), "backend": m.get("backend", "?"),
-            "dloss": None, "mem": None, "wrong": None, "ms": None, "ratio": None, "ok": True, "why": []}
+    return {"lab": lab, "n": n, "steps": None, "device": m.get("device", "?"), "backend": m.get("backend", "?"),
+            "dloss_first": None, "dloss": None, "mem": None, "wrong": None, "ms": None, "ratio": None, "ok": True,
+            "why": []}
 
 
 def finish(args, row):
@@ -109,28 +113,28 @@ def cmd_train(args):
     if not run or sorted(run) != sorted(ref):
         row["why"].append("steps differ: run has %d, reference %d" % (len(run), len(ref)))
     common = sorted(set(run) & set(ref))
+    row["steps"] = args.steps or (max(run) if run else None)
     if common:
-        diffs = [abs(run[k]["loss"] - ref[k]["loss"]) for k in common]
-        worst = max(range(len(common)), key=lambda i: diffs[i])
-        row["dloss"] = diffs[worst]
-        print("compare: %s N=%d: max |loss - reference loss| over %d steps = %.3g (step %d: %.9g vs %.9g); "
-              "tolerance %g" % (args.lab, args.n, len(common), diffs[worst], common[worst],
-                                run[common[worst]]["loss"], ref[common[worst]]["loss"], args.tol))
-        # fp32 on both sides; only the order of additions differs (cuBLAS and the reduction
-        # kernels vs the CPU's loops, and the all-reduce). That moves the loss by ~1e-6 per
-        # step, and 50 steps of AdamW do not amplify it past 1e-4; a wrong kernel, a missed
-        # gradient or a scaled-twice all-reduce moves it by 1e-2 or more within a few steps.
-        if diffs[worst] > args.tol:
-            row["why"].append("loss differs from the reference by %.3g at step %d (tolerance %g)"
-                              % (diffs[worst], common[worst], args.tol))
-        # Step 1 runs the same weights on the same batch: only the kernels' order of additions
-        # differs, about 1e-6 on a loss of 5.5. Above 1e-5 a kernel is wrong, however the
-        # later steps go.
-        if common[0] == 1 and diffs[0] > args.tol_first:
-            row["why"].append("the first step's loss differs by %.3g (tolerance %g): the forward pass differs"
-                              % (diffs[0], args.tol_first))
-        print("compare: %s N=%d: step 1 |loss - reference loss| = %.3g (tolerance %g)"
-              % (args.lab, args.n, diffs[0], args.tol_first))
+        # The first ten steps: the same weights on the same batches, barely moved under the
+        # warmup; only the kernels' order of additions differs (about 1e-6). Above 1e-5 a
+        # kernel is wrong or a gradient lost, however the later steps go. After them, training
+        # amplifies the order of additions, within --tol (see check.sh for the measurement);
+        # a wrong kernel, a missed gradient or a scaled-twice all-reduce is off by 1e-2 or
+        # more within a few steps.
+        for name, part, tol in (("steps %d-%d" % (common[0], min(common[0] + 9, common[-1])),
+                                 [k for k in common if k < common[0] + 10], args.tol_first),
+                                ("steps %d-%d" % (common[0] + 10, common[-1]),
+                                 [k for k in common if k >= common[0] + 10], args.tol)):
+            if not part:
+                continue
+            diffs = {k: abs(run[k]["loss"] - ref[k]["loss"]) for k in part}
+            worst = max(part, key=lambda k: diffs[k])
+            row["dloss_first" if tol is args.tol_first else "dloss"] = diffs[worst]
+            print("compare: %s N=%d: %s: max |loss - reference loss| = %.3g (step %d: %.9g vs %.9g); tolerance %g"
+                  % (args.lab, args.n, name, diffs[worst], worst, run[worst]["loss"], ref[worst]["loss"], tol))
+            if not diffs[worst] <= tol:
+                row["why"].append("loss differs from the reference by %.3g at step %d (%s: tolerance %g)"
+                                  % (diffs[worst], worst, name, tol))
 
     if args.mem_ref:
         mref = steps(args.mem_ref)
@@ -218,6 +222,7 @@ def cmd_timing(args):
 
 def cmd_fail(args):
     row = row_base(args.lab, args.n, args.run)
+    row["steps"] = args.steps
     row["why"].append(args.why)
     finish(args, row)
 
@@ -231,10 +236,12 @@ def cmd_table(args):
     def fmt(v, spec):
         return "-" if v is None else spec % v
 
-    head = ("lab", "N", "device", "backend", "max|dloss|", "mem equal", "#wrong", "ms/step", "vs torch", "result")
+    head = ("lab", "N", "steps", "device", "backend", "dloss 1-10", "dloss after", "mem equal", "#wrong", "ms/step",
+            "vs torch", "result")
     lines = [head]
     for r in rows:
-        lines.append((r["lab"], str(r["n"]), r["device"], r["backend"], fmt(r["dloss"], "%.2e"),
+        lines.append((r["lab"], str(r["n"]), fmt(r.get("steps"), "%s"), r["device"], r["backend"],
+                      fmt(r.get("dloss_first"), "%.2e"), fmt(r["dloss"], "%.2e"),
                       "-" if r["mem"] is None else ("yes" if r["mem"] else "NO"), fmt(r["wrong"], "%d"),
                       fmt(r["ms"], "%.2f"), fmt(r["ratio"], "%.2fx"), "ok" if r["ok"] else "FAIL"))
     widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
@@ -259,8 +266,9 @@ def main():
     t.add_argument("--run", required=True)
     t.add_argument("--ref", required=True)
     t.add_argument("--mem-ref")
-    t.add_argument("--tol", type=float, default=1e-4, help="on every step's loss")
-    t.add_argument("--tol-first", type=float, default=1e-5, help="on the first step's loss")
+    t.add_argument("--tol", type=float, default=2e-3, help="on the loss of the steps after the first ten")
+    t.add_argument("--tol-first", type=float, default=1e-5, help="on the loss of the first ten steps")
+    t.add_argument("--steps", type=int, default=None, help="the run's length (for the table)")
     t.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the median ms/step")
     t.add_argument("--replicas", type=int, default=1, help="1: param_hash must agree across ranks")
     t.add_argument("--first-step", type=int, default=1, help="a resumed run's first step")
@@ -280,6 +288,7 @@ def main():
     f.add_argument("--n", default="-")
     f.add_argument("--run")
     f.add_argument("--why", required=True)
+    f.add_argument("--steps", type=int, default=None)
 
     sub.add_parser("table")
     for s in (t, c, m, f, sub.choices["table"]):
@@ -294,7 +303,8 @@ def main():
         if args.cmd == "table":
             raise
         lab = getattr(args, "lab", None) or getattr(args, "label", None) or args.cmd
-        add_row(args.results, {"lab": lab, "n": getattr(args, "n", "-"), "device": "?", "backend": "?", "dloss": None,
+        add_row(args.results, {"lab": lab, "n": getattr(args, "n", "-"), "device": "?", "backend": "?",
+                               "steps": getattr(args, "steps", None), "dloss_first": None, "dloss": None,
                                "mem": None, "wrong": None, "ms": None, "ratio": None, "ok": False,
                                "why": ["cannot read the run: %s: %s" % (type(e).__name__, e)]})
         print("compare: %s: FAIL: cannot read the run: %s: %s" % (lab, type(e).__name__, e))
