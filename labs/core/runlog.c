@@ -238,16 +238,22 @@ void runlog_step(RunLog *r, const StepRecord *s) {
     sb_append(&r->line, "}", 1);
     write_line(r);
     r->steps_logged = s->step;
+    r->step_events++;
 
     // A non-finite loss or gradient norm: the weights are (or are about to be) NaN, and every
-    // later step would only repeat it. Stop here, saying where and what.
+    // later step would only repeat it. Stop here, saying where and what. At the run's first
+    // step no update has happened yet: the weights it started from, or a kernel, made it.
     const char *what = !isfinite(s->loss) ? "the loss" : !isfinite(s->grad_norm) ? "the gradient norm"
                      : !isfinite(s->lr) ? "the learning rate" : NULL;
     if (what) {
         double v = !isfinite(s->loss) ? s->loss : !isfinite(s->grad_norm) ? s->grad_norm : s->lr;
+        const char *value = isnan(v) ? "NaN" : v > 0 ? "infinite" : "-infinite";
+        if (r->step_events == 1)
+            die("check the weights given with --init or --resume, or the forward and backward kernels",
+                "step %lld: %s is %s before any update: the starting weights or a kernel produce it", (long long)s->step,
+                what, value);
         die("lower --lr (or raise --warmup); keep --clip on",
-            "step %lld: %s is %s: the training diverged; lower --lr or raise --warmup", (long long)s->step, what,
-            isnan(v) ? "NaN" : v > 0 ? "infinite" : "-infinite");
+            "step %lld: %s is %s: the training diverged; lower --lr or raise --warmup", (long long)s->step, what, value);
     }
 }
 

@@ -89,6 +89,7 @@ typedef struct {
     StrBuf line;
     int ended;     // an end event was written
     int64_t steps_logged;  // the last step event's step, for the end event after a failure
+    int64_t step_events;   // how many step events this rank wrote
     const Device *dev;     // from runlog_start: its memory figure goes into start and end
 } RunLog;
 

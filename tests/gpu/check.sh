@@ -362,14 +362,14 @@ for STEPS in $LENGTHS; do
 
     echo
     echo "## distributed checkpoints: saved by zero on CUDA, resumed on CUDA and on the CPU, at other N, by other labs"
-    # zero --stage 2 -n 2 on CUDA trains STEPS/2 steps of the STEPS-step schedule (--decay-steps,
-    # and the warmup the full run has) and saves; each resumed run trains the rest
+    # zero --stage 2 -n 2 on CUDA trains STEPS/2 steps of the STEPS-step schedule (--decay-steps)
+    # and saves; each resumed run trains the rest
     # and is compared with single on the CPU from the step after the checkpoint (core/dcp.h: the
     # state is device- and layout-neutral fp32, so any lab at any N on any device goes on from it).
-    half=$((STEPS / 2)) warmup=$((STEPS < 100 ? STEPS : 100))
+    half=$((STEPS / 2))
     ck=$tmp/$STEPS/dcp-ck
     if train zero 2 cuda "$tmp/$STEPS/dcp-save" --stage 2 --steps "$half" --save-every "$half" --ckpt "$ck" \
-        --decay-steps "$STEPS" --warmup "$warmup"; then
+        --decay-steps "$STEPS"; then
         for spec in "ddp 2 cuda" "tp 2 cuda" "single 1 cuda" "zero 4 cpu"; do
             # shellcheck disable=SC2086
             set -- $spec
