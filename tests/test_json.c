@@ -8,6 +8,7 @@
 #include "json.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -239,6 +240,49 @@ static void test_string_builder(void) {
     EXPECT(sb.data == NULL && sb.len == 0, "sb_free leaves an empty buffer");
 }
 
+// Non-finite numbers: printf's nan and inf rewritten as the strings the schema uses, read
+// back by json_number(); text inside strings, and finite numbers, untouched.
+static void test_nonfinite(void) {
+    StrBuf sb;
+    char err[256], line[256];
+    sb_init(&sb);
+    snprintf(line, sizeof line, "{\"loss\":%.9g,\"g\":%.6g,\"up\":%g,\"down\":%g,\"s\":\"nan inf \\\"nan\\\"\",\"big\":%g,"
+             "\"n\":null,\"t\":true,\"a\":[%f,1,%G]}", NAN, -NAN, INFINITY, -INFINITY, 1e300, NAN, INFINITY);
+    sb_append(&sb, line, strlen(line));
+    JsonValue *raw = json_parse(sb.data, sb.len, err, sizeof err);
+    EXPECT(raw == NULL, "printf's non-finite numbers are not JSON: %s", line);
+    json_free(raw);
+    int n = sb_json_quote_nonfinite(&sb);
+    JsonValue *v = json_parse(sb.data, sb.len, err, sizeof err);
+    // Each of the six bare tokens became a string; the rest of the line is as it was.
+    EXPECT(n == 6 && v, "sb_json_quote_nonfinite rewrites the 6 non-finite values into JSON (%d: %s %s)", n, sb.data,
+           v ? "" : err);
+    double x[8] = {0};
+    int read = v && json_number(json_get(v, "loss"), &x[0]) && json_number(json_get(v, "g"), &x[1]) &&
+               json_number(json_get(v, "up"), &x[2]) && json_number(json_get(v, "down"), &x[3]) &&
+               json_number(json_get(v, "big"), &x[4]) && json_number(json_at(json_get(v, "a"), 0), &x[5]) &&
+               json_number(json_at(json_get(v, "a"), 2), &x[6]);
+    EXPECT(read && isnan(x[0]) && isnan(x[1]) && x[2] == INFINITY && x[3] == -INFINITY && x[4] == 1e300 && isnan(x[5]) &&
+               x[6] == INFINITY,
+           "json_number reads them back: NaN, NaN, Infinity, -Infinity, and 1e300 and a finite number as numbers");
+    const JsonValue *s = json_get(v, "s");
+    EXPECT(s && s->type == JSON_STRING && !strcmp(s->string, "nan inf \"nan\""), "text inside strings is untouched");
+    double y = 42;
+    EXPECT(!json_number(json_get(v, "n"), &y) && !json_number(json_get(v, "t"), &y) && !json_number(s, &y) && y == 42,
+           "json_number refuses null, true and other strings, leaving the value as it was");
+    json_free(v);
+    sb_reset(&sb);
+    const char *plain = "{\"note\":\"information\",\"x\":1}";
+    sb_append(&sb, plain, strlen(plain));
+    EXPECT(sb_json_quote_nonfinite(&sb) == 0 && !strcmp(sb.data, plain),
+           "a line with no non-finite number is left byte for byte (%s)", sb.data);
+    sb_reset(&sb);
+    sb_json_number(&sb, NAN), sb_append(&sb, ",", 1), sb_json_number(&sb, -INFINITY), sb_append(&sb, ",", 1);
+    sb_json_number(&sb, 0.1);
+    EXPECT(!strcmp(sb.data, "\"NaN\",\"-Infinity\",0.1"), "sb_json_number writes NaN, -Infinity and 0.1 (%s)", sb.data);
+    sb_free(&sb);
+}
+
 // sb_read_file: a file's bytes appended, at most max of them, and what it says when it stops.
 static void test_read_file(void) {
     char path[] = "/tmp/shardlab-test-json-XXXXXX";
@@ -271,5 +315,6 @@ int main(void) {
     test_containers();
     test_rejects();
     test_string_builder();
+    test_nonfinite();
     return test_done();
 }

@@ -261,6 +261,14 @@ static void test_wrong_types(void) {
         with_value(&sb, step.m, COUNT(step.m), cases[i].key, cases[i].value);
         expect_invalid(runschema_check_event, sb.data, want[i], cases[i].what);
     }
+    // Non-finite floats are written as "NaN", "Infinity", "-Infinity" (runlog.h): those pass
+    // where a float goes, and only those (the "nan" above, "inf" and "Inf" do not).
+    with_value(&sb, step.m, COUNT(step.m), "loss", "\"NaN\"");
+    expect_valid(runschema_check_event, sb.data, "a NaN loss written as the schema says, \"NaN\"");
+    with_value(&sb, step.m, COUNT(step.m), "lr", "\"-Infinity\"");
+    expect_valid(runschema_check_event, sb.data, "an lr of \"-Infinity\"");
+    with_value(&sb, step.m, COUNT(step.m), "loss", "\"inf\"");
+    expect_invalid(runschema_check_event, sb.data, "\"loss\"", "a loss of \"inf\" (not the schema's spelling)");
     step_doc_free(&step);
     // JSON itself has no NaN: a NaN loss printed with %g ("nan") is not even parsed.
     char err[256];
@@ -287,6 +295,8 @@ static void test_wrong_types(void) {
     expect_invalid(runschema_check_meta, sb.data, "\"argv\"", "meta.json with argv a string, not an array");
     with_value(&sb, summary_doc, COUNT(summary_doc), "final_loss", "\"nan\"");
     expect_invalid(runschema_check_summary, sb.data, "\"final_loss\"", "summary.json with final_loss \"nan\"");
+    with_value(&sb, summary_doc, COUNT(summary_doc), "final_loss", "\"NaN\"");
+    expect_valid(runschema_check_summary, sb.data, "summary.json with final_loss \"NaN\" (the schema's spelling)");
     with_value(&sb, summary_doc, COUNT(summary_doc), "mem_peak", "-4096");
     expect_invalid(runschema_check_summary, sb.data, "\"mem_peak\"", "summary.json with a negative mem_peak");
     sb_free(&sb);

@@ -25,6 +25,56 @@
 
 static const char *lab, *lab_san;
 
+// ---- the recipe: a spike, and the learning-rate schedule ---------------------------------
+
+// A loss spike, as the course defines one: after the warmup, a step whose loss exceeds the
+// lowest loss of the 50 steps before it by more than 0.3 nats. (The recipe before warmup and
+// decay jumped to 8-13 nats around steps 25-60; batch-to-batch noise of the default shape
+// stays under about 0.28 nats.) Returns the worst such excess; *at is its step.
+static double worst_jump(const JsonValue **steps, int n, int warmup, int *at) {
+    double worst = -INFINITY;
+    *at = 0;
+    for (int i = 1; i < n; i++) {
+        int step = (int)num(steps[i], "step");
+        if (step <= warmup) continue;
+        double low = INFINITY;
+        for (int j = i - 1; j >= 0 && j >= i - 50; j--) low = fmin(low, num(steps[j], "loss"));
+        double jump = num(steps[i], "loss") - low;
+        if (jump > worst) worst = jump, *at = step;
+    }
+    return worst;
+}
+
+// The schedule the labs follow (adamw.h), written again here from its definition: linear
+// warmup over W steps, then half a cosine from lr to lr_min at step S.
+static double schedule_lr(const JsonValue *cfg, int step) {
+    double lr = num(cfg, "lr"), lr_min = num(cfg, "lr_min"), W = num(cfg, "warmup"), S = num(cfg, "decay_steps");
+    if (step <= W) return lr * step / W;
+    double p = fmin(1.0, (step - W) / (S - W));
+    return lr_min + (lr - lr_min) * 0.5 * (1 + cos(M_PI * p));
+}
+
+// 1000 steps of a shape with no spike, and every step's logged rate the schedule's.
+static void check_recipe(const char *name, const JsonValue **steps, int n, const JsonValue *cfg) {
+    int at;
+    double jump = worst_jump(steps, n, (int)num(cfg, "warmup"), &at);
+    // What the recipe promises: no spike at any step after the warmup.
+    EXPECT(jump <= 0.3, "%s: no loss spike: the worst step after the warmup is %.3f nats above the lowest of the "
+           "50 before it (step %d; a spike is more than 0.3)", name, jump, at);
+    int bad = 0, first_bad = 0;
+    for (int i = 0; i < n; i++) {
+        int step = (int)num(steps[i], "step");
+        double want = schedule_lr(cfg, step), got = num(steps[i], "lr");
+        if (!(fabs(got - want) <= 1e-8 * want)) bad++, first_bad = first_bad ? first_bad : step;
+    }
+    // The rate of every step is the schedule's (warmup to lr, cosine to lr_min at the end).
+    EXPECT(bad == 0, "%s: every step's lr is the schedule's (warmup %.0f, cosine from %g to %g at step %.0f); %d differ, "
+           "the first at step %d", name, num(cfg, "warmup"), num(cfg, "lr"), num(cfg, "lr_min"), num(cfg, "decay_steps"),
+           bad, first_bad);
+    EXPECT(n > 0 && fabs(num(steps[n - 1], "lr") - num(cfg, "lr_min")) <= 1e-8 * num(cfg, "lr"),
+           "%s: the last step trains at lr_min (%g)", name, num(cfg, "lr_min"));
+}
+
 // ---- the checks -------------------------------------------------------------------------
 
 // A full default run: the loss falls from ln(256) to near the floor.
@@ -59,15 +109,19 @@ static void check_default_run(void) {
         return;
     }
     double floor = num(ev.lines[0], "loss_floor");
+    check_recipe("the default shape", steps, n, json_get(ev.lines[0], "config"));
     // A freshly initialized model predicts nearly uniformly over 256 bytes: loss ln(256).
     EXPECT_NEAR(num(steps[0], "loss"), log(256.0), 0.02, "the first loss is ln(256) = 5.545 within 0.02");
-    // Margin: the default run ends about 0.2 nats above the floor (the model is small and
-    // trained briefly); 0.4 leaves room for machine-to-machine rounding, and still fails for
-    // a model that learned only symbol frequencies (~2.6) or nothing.
+    // Margin: the default run ends about 0.6 nats above the floor (measured 1.84 over its last
+    // 50 steps): the model spends its first 500-700 steps on the symbols' frequencies (a loss
+    // of about 2.6) before it finds which two earlier tokens to attend to, and the steps left
+    // after that are few. When it gets there varies with the seed (1.68 to 2.07 at step 1000
+    // over four seeds); 0.9 allows for that, and still fails for a model that learned only
+    // symbol frequencies (~2.6) or nothing.
     double tail = 0;
     for (int i = n - 50; i < n; i++) tail += num(steps[i], "loss");
     tail /= 50;
-    EXPECT(tail < floor + 0.4, "mean loss of the last 50 steps %.4f is within 0.4 of the floor %.4f", tail, floor);
+    EXPECT(tail < floor + 0.9, "mean loss of the last 50 steps %.4f is within 0.9 of the floor %.4f", tail, floor);
     EXPECT(tail > floor - 0.05, "no loss below the floor (%.4f vs %.4f): the floor is a true lower bound", tail, floor);
     EXPECT_NEAR(num(summary, "final_loss"), num(steps[n - 1], "loss"), 1e-9, "summary.json final_loss is the last step's loss");
     EXPECT_NEAR(num(summary, "loss_floor"), floor, 1e-9, "summary.json loss_floor equals the start event's");
@@ -101,6 +155,35 @@ static void check_default_run(void) {
            "one fwd and one bwd span per layer (L+2 = %.0f) and one optim span per step", L + 2);
     json_free(meta);
     json_free(summary);
+    free_events(&ev);
+}
+
+// The recipe on a second shape, and the spike detector shown to bite: the default learning
+// rate reached by step 40 and held there (what the recipe was before its warmup and decay)
+// blows the loss up within 80 steps.
+static void check_recipe_shapes(void) {
+    static const JsonValue *steps[2000];
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/batch16", tmp);
+    char *argv[] = {(char *)lab, "--batch", "16", "--replay-every", "0", "--run-dir", dir, NULL};
+    int status = run(argv, "batch16");
+    Events ev;
+    load_events(dir, &ev);
+    int n = step_events(&ev, steps, 2000);
+    EXPECT(status == 0 && n == 1000, "--batch 16 trains its 1000 steps (status %d, %d steps)", status, n);
+    if (n > 0) check_recipe("--batch 16", steps, n, json_get(ev.lines[0], "config"));
+    free_events(&ev);
+
+    snprintf(dir, sizeof dir, "%s/spike", tmp);
+    char *spiky[] = {(char *)lab, "--steps", "80", "--warmup", "40", "--schedule", "constant", "--run-dir", dir, NULL};
+    run(spiky, "spike");
+    load_events(dir, &ev);
+    n = step_events(&ev, steps, 2000);
+    int at;
+    double jump = n ? worst_jump(steps, n, 40, &at) : 0;
+    // The detector is not blind: the old recipe's spike (8-13 nats) is seen.
+    EXPECT(n == 80 && jump > 1, "without the decay and with a short warmup the loss spikes: %.2f nats above the 50 steps "
+           "before it at step %d", jump, at);
     free_events(&ev);
 }
 
@@ -232,6 +315,15 @@ static void check_bad_arguments(void) {
         {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},
         {"a value for a flag", {"--tf32=1"}, "--tf32 takes no value"},
         {"lr out of range", {"--lr", "-1"}, "--lr"},
+        {"warmup longer than the run", {"--steps", "50", "--warmup", "60"}, "--warmup 60"},
+        {"negative warmup", {"--warmup", "-1"}, "--warmup"},
+        {"warmup not a number", {"--warmup", "ten"}, "--warmup"},
+        {"lr-min above lr", {"--lr", "1e-3", "--lr-min", "2e-3"}, "--lr-min"},
+        {"negative lr-min", {"--lr-min", "-0.1"}, "--lr-min"},
+        {"lr-min not a number", {"--lr-min", "nan"}, "--lr-min"},
+        {"unknown schedule", {"--schedule", "linear"}, "--schedule"},
+        {"warmup longer than the decay", {"--decay-steps", "50", "--warmup", "60"}, "--decay-steps"},
+        {"negative replay-every", {"--replay-every", "-3"}, "--replay-every"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *argv[8] = {(char *)lab};
@@ -325,6 +417,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     check_bad_arguments();
+    check_recipe_shapes();
     check_accumulation();
     check_save_init();
     check_file_data();

@@ -406,6 +406,53 @@ static void check_safety(void) {
 }
 
 // ---------------------------------------------------------------------------------------
+// A run whose training diverged: its log holds NaN as the schema writes it ("NaN"), and the
+// server's list, description and events of it are JSON a browser can parse.
+
+static void check_nonfinite_run(void) {
+    const char *id = "single-20260101-000000-0bad";
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w",
+               "{\"lab\":\"single\",\"argv\":[\"single\"],\"world_size\":1,\"device\":\"cpu\",\"backend\":\"none\","
+               "\"config\":{\"steps\":5},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1}\n");
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w",
+               "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"single\",\"device\":\"cpu\",\"backend\":\"none\","
+               "\"params\":10,\"config\":{\"steps\":5},\"loss_floor\":1.2}\n"
+               "{\"ev\":\"step\",\"rank\":0,\"step\":1,\"loss\":\"NaN\",\"lr\":0.001,\"tokens\":8,\"ms\":{\"step\":1,"
+               "\"work\":1,\"compute\":1,\"comm\":0},\"bytes\":{\"sent\":0,\"recv\":0},\"mem\":{\"params\":40,\"grads\":40,"
+               "\"optim\":80,\"acts\":8,\"comm\":0,\"peak\":200},\"param_hash\":\"0123456789abcdef\",\"grad_norm\":\"Infinity\"}\n"
+               "{\"ev\":\"error\",\"rank\":0,\"msg\":\"step 1: the loss is NaN\"}\n"
+               "{\"ev\":\"end\",\"rank\":0,\"status\":\"error\",\"steps\":1}\n");
+    char err[128], url[300];
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    JsonValue *list = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const char *entry = r.body ? strstr(r.body, id) : NULL;
+    // The list stays JSON with the run's NaN loss in it, spelled as the schema spells it.
+    EXPECT(list && entry && strstr(entry, "\"loss\":\"NaN\""), "GET /api/runs with a NaN run: valid JSON, its loss "
+           "\"NaN\" (%d %s)", r.status, list ? "" : err);
+    json_free(list);
+    resp_free(&r);
+    snprintf(url, sizeof url, "/api/runs/%s", id);
+    r = request("GET", url, NULL, NULL);
+    JsonValue *one = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    EXPECT(one != NULL, "GET /api/runs/<id> of the NaN run: 200 and valid JSON (%d)", r.status);
+    json_free(one);
+    resp_free(&r);
+    snprintf(url, sizeof url, "/api/runs/%s/events?from=0", id);
+    r = request("GET", url, NULL, NULL);
+    JsonValue *events = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    EXPECT(events && strstr(r.body, "\"grad_norm\":\"Infinity\""),
+           "GET /api/runs/<id>/events: valid JSON, the step's non-finite numbers as strings (%d %s)", r.status,
+           events ? "" : err);
+    json_free(events);
+    resp_free(&r);
+}
+
+// ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
 // Every line of every rank's log, counted; and rank 0's lines, for the order.
@@ -845,6 +892,7 @@ int main(int argc, char **argv) {
     check_lan_host();
     check_fuzz();
     check_safety();
+    check_nonfinite_run();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");
