@@ -7,6 +7,9 @@
 # model and global batch, three times each, and prints the median ms/step of each run, the
 # median over the three, and the ratio ddp/single. On a machine with at least N cores, the
 # ideal is 1/N plus the communication the backward pass could not hide.
+# The step time is ms.step: the wall clock per step, from one step's record to the next
+# (forward, backward, communication, the update, and the lab's logging and parameter hash), so
+# the ratios compare what a run costs. (ms.work, the timed region alone, is in the logs too.)
 set -eu
 BUILD=${BUILD:-build}
 N=${1:-2}
@@ -35,7 +38,7 @@ run_ddp() {  # dir, then ddp options
 }
 
 echo "# DDP on $N ranks vs single, $STEPS steps, default model (global batch 8 x 64 tokens), $(nproc) cores"
-echo "# each figure: median ms/step of a run; three runs; then their median and the ratio to single"
+echo "# each figure: median wall-clock ms/step (ms.step) of a run; three runs; then their median and the ratio to single"
 s1= s2= s3=
 for i in 1 2 3; do run_single "$tmp/single$i"; eval "s$i=\$(median_ms $tmp/single$i)"; done
 single=$(median3 "$s1" "$s2" "$s3")

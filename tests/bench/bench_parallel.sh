@@ -10,6 +10,9 @@
 # each in turn (so the machine's noise falls on every variant alike). Prints the median
 # ms/step of each run, the median of the three, its ratio to single's, and for the pipelines
 # the bubble fraction from the formula and the one measured (summary.json).
+# The step time is ms.step: the wall clock per step, from one step's record to the next
+# (forward, backward, communication, the update, and the lab's logging and parameter hash), so
+# the ratios compare what a run costs. (ms.work, the timed region alone, is in the logs too.)
 set -eu
 BUILD=${BUILD:-build}
 STEPS=${1:-40}
@@ -43,7 +46,7 @@ run_lab() {  # ranks, lab, dir, then options (sh has no locals: these names are 
 
 VARIANTS="single tp tp-sp pp-gpipe pp-1f1b pp-interleaved"
 echo "# TP and PP vs single, $STEPS steps, $MODEL, 8 micro-batches, ARGS ($*), $(nproc) cores"
-echo "# each figure: median ms/step of one run; three runs; their median; ratio to single; pipelines: bubble"
+echo "# each figure: median wall-clock ms/step (ms.step) of one run; three runs; their median; ratio to single; pipelines: bubble"
 for n in 2 4; do
     for i in 1 2 3; do
         for v in $VARIANTS; do

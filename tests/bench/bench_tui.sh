@@ -6,6 +6,9 @@
 # means no cost). The machine is shared and noisy: read the ratio, not the milliseconds.
 #
 #   sh tests/bench/bench_tui.sh [NGPU] [STEPS]       (make bench-tui)
+# The step time is ms.step: the wall clock per step, from one step's record to the next
+# (forward, backward, communication, the update, and the lab's logging and parameter hash), so
+# the ratios compare what a run costs. (ms.work, the timed region alone, is in the logs too.)
 set -eu
 BUILD=${BUILD:-build}
 N=${1:-2}
@@ -22,7 +25,7 @@ mean_step_ms() {  # the mean of rank 0's ms.step
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "# ddp, $N ranks, $STEPS steps, $REPEATS runs each way, alternating"
+echo "# ddp, $N ranks, $STEPS steps, $REPEATS runs each way, alternating; step time: wall clock (ms.step)"
 echo "#  run   ui    mean step (ms)"
 for i in $(seq 1 "$REPEATS"); do
     "$BUILD/shardlab" run ddp -n "$N" --steps "$STEPS" --run-dir "$tmp/none-$i" --ui none >/dev/null

@@ -9,6 +9,9 @@
 # so that the machine's noise falls on every variant alike. Prints the median ms/step of
 # each run, the median of the three, its ratio to DDP's median, and rank 0's peak memory
 # (summary.json's mem_peak) next to DDP's.
+# The step time is ms.step: the wall clock per step, from one step's record to the next
+# (forward, backward, communication, the update, and the lab's logging and parameter hash), so
+# the ratios compare what a run costs. (ms.work, the timed region alone, is in the logs too.)
 set -eu
 BUILD=${BUILD:-build}
 STEPS=${1:-60}
@@ -36,7 +39,7 @@ run_lab() {  # n, lab, dir, then options
 }
 
 echo "# ZeRO and FSDP vs DDP, $STEPS steps, default model unless ARGS ($*), $(nproc) cores"
-echo "# each figure: median ms/step of one run; three runs; their median; ratio to DDP; rank 0's peak memory"
+echo "# each figure: median wall-clock ms/step (ms.step) of one run; three runs; their median; ratio to DDP; rank 0's peak memory"
 for n in 2 4; do
     for i in 1 2 3; do
         for v in ddp zero0 zero1 zero2 zero3 fsdp fsdp-prefetch; do

@@ -17,7 +17,9 @@ labs/core/args.c's.
 Prints `torch_ms_per_step X`: the median over --steps timed steps after --warmup untimed ones,
 each step bracketed by torch.cuda.synchronize(). With --shardlab-run DIR (a `single --device
 cuda` run with the same settings) it also prints `shardlab_ms_per_step Y` (the median of that
-run's "ms.step", after the same warm-up) and `ratio_shardlab_over_torch Y/X`.
+run's "ms.work" after the same warm-up: forward, backward, clip and AdamW, the region timed
+here; its wall clock per step, "ms.step", which adds the lab's logging and parameter hash, is
+printed beside it) and `ratio_shardlab_over_torch Y/X`.
 
 --attn manual (default) computes attention as shardlab does, materializing the [B,NH,T,T]
 probabilities; --attn sdpa uses torch.nn.functional.scaled_dot_product_attention, the fused
@@ -93,12 +95,12 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.reshape(-1))  # mean over B*T
 
 
-def shardlab_median_ms(run_dir, skip):
-    """The median ms.step of a shardlab run (tests/gpu/compare.py reads runs)."""
+def shardlab_median_ms(run_dir, skip, field):
+    """The median ms.<field> of a shardlab run (tests/gpu/compare.py reads runs)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import compare
 
-    return compare.median_step_ms(run_dir, skip), compare.run_config(run_dir)
+    return compare.median_step_ms(run_dir, skip, field), compare.run_config(run_dir)
 
 
 def main():
@@ -164,14 +166,16 @@ def main():
     print("torch_ms_per_step %.3f" % torch_ms)
 
     if a.shardlab_run:
-        (ms, counted), cfg = shardlab_median_ms(a.shardlab_run, a.warmup)
+        (ms, counted), cfg = shardlab_median_ms(a.shardlab_run, a.warmup, "work")
+        (wall, _), _ = shardlab_median_ms(a.shardlab_run, a.warmup, "step")
         # A ratio between different models means nothing: the run must have these settings.
         want = {"batch": a.batch, "seq": a.seq, "layers": a.layers, "dim": a.dim, "heads": a.heads}
         differ = {k: (cfg.get(k), v) for k, v in want.items() if cfg.get(k) != v}
         if differ:
             print("torch_step: the shardlab run has other settings (run, here): %s" % differ, file=sys.stderr)
             return 1
-        print("shardlab_ms_per_step %.3f  # median of %d steps of %s" % (ms, counted, a.shardlab_run))
+        print("shardlab_ms_per_step %.3f  # ms.work, median of %d steps of %s; wall clock %.3f ms/step (ms.step, with "
+              "logging and hashing)" % (ms, counted, a.shardlab_run, wall))
         print("ratio_shardlab_over_torch %.3f" % (ms / torch_ms))
     return 0
 
