@@ -117,7 +117,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: starter grade grade-labs all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -153,6 +153,7 @@ help:
 	@echo "  make bench-web        shardlab web vs nginx on the same rendered page (wrk): requests/s and the ratio"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
+	@echo "  make grade-sweep      the README's lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
@@ -347,6 +348,10 @@ bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)
 # shardlab's all-reduce against Open MPI's (installed on demand), N=2 and 4, with the ratio.
 bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
 	BUILD=$(BUILD) sh tests/bench/bench_collectives.sh
+
+# The reference labs as the README runs them, at 200 and 1000 steps, graded: full marks or exit 1.
+grade-sweep: all
+	BUILD=$(BUILD) sh tests/bench/grade_sweep.sh $(if $(LENGTHS),"$(LENGTHS)")
 
 # The GPU validation (tests/gpu/check.sh): on a machine with a GPU, every lab on CUDA against
 # the CPU, the kernels against the CPU's, a step against PyTorch. Without a GPU it says so.

@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
     // ---- a run that blows up later: the learning rate ------------------------------------------
     char later[600];
     snprintf(later, sizeof later, "%s/single-lr", tmp);
-    char *blowup[] = {single_san, "--steps", "60", "--lr", "10", "--weight-decay", "10", "--warmup", "0", "--schedule",
+    char *blowup[] = {single_san, "--steps", "60", "--lr", "10", "--weight-decay", "10", "--warmup", "0", "--lr-schedule",
                       "constant", "--run-dir", later, NULL};
     status = run(blowup, "single-lr");
     load_events(later, &ev);

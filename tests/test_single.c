@@ -175,7 +175,7 @@ static void check_recipe_shapes(void) {
     free_events(&ev);
 
     snprintf(dir, sizeof dir, "%s/spike", tmp);
-    char *spiky[] = {(char *)lab, "--steps", "80", "--warmup", "40", "--schedule", "constant", "--run-dir", dir, NULL};
+    char *spiky[] = {(char *)lab, "--steps", "80", "--warmup", "40", "--lr-schedule", "constant", "--run-dir", dir, NULL};
     run(spiky, "spike");
     load_events(dir, &ev);
     n = step_events(&ev, steps, 2000);
@@ -321,7 +321,7 @@ static void check_bad_arguments(void) {
         {"lr-min above lr", {"--lr", "1e-3", "--lr-min", "2e-3"}, "--lr-min"},
         {"negative lr-min", {"--lr-min", "-0.1"}, "--lr-min"},
         {"lr-min not a number", {"--lr-min", "nan"}, "--lr-min"},
-        {"unknown schedule", {"--schedule", "linear"}, "--schedule"},
+        {"unknown schedule", {"--lr-schedule", "linear"}, "--lr-schedule"},
         {"warmup longer than the decay", {"--decay-steps", "50", "--warmup", "60"}, "--decay-steps"},
         {"negative replay-every", {"--replay-every", "-3"}, "--replay-every"},
     };

@@ -33,7 +33,7 @@ void train_args_defaults(TrainArgs *a) {
         .heads = 4,
         .accum = 1,
         .lr = 3e-3,
-        .schedule = "cosine",
+        .lr_schedule = "cosine",
         .warmup = -1,  // auto: see resolve_schedule()
         .lr_min = -1,  // auto
         .decay_steps = -1,  // auto: --steps
@@ -57,7 +57,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"heads", OPT_INT, &a->heads, 1, 256, "NH", "attention heads (must divide --dim)"};
     out[n++] = (LabOption){"accum", OPT_INT, &a->accum, 1, 1 << 16, "K", "micro-batches per step (gradient accumulation; must divide the batch)"};
     out[n++] = (LabOption){"lr", OPT_DOUBLE, &a->lr, 0, 10, "LR", "AdamW learning rate"};
-    out[n++] = (LabOption){"schedule", OPT_STRING, &a->schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};
+    out[n++] = (LabOption){"lr-schedule", OPT_STRING, &a->lr_schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};
     out[n++] = (LabOption){"warmup", OPT_INT, &a->warmup, 0, 1e7, "N", "steps of linear warmup to --lr; auto: " WARMUP_AUTO_TEXT};
     out[n++] = (LabOption){"lr-min", OPT_DOUBLE, &a->lr_min, 0, 10, "LR", "where the cosine ends; auto: --lr / " LR_MIN_AUTO_TEXT};
     out[n++] = (LabOption){"decay-steps", OPT_INT, &a->decay_steps, 1, 1e7, "N", "the step where the cosine reaches --lr-min (after it, --lr-min); auto: --steps, or the warmup if longer"};
@@ -87,8 +87,8 @@ enum { MAX_OPTIONS = 64 };
 // warmup rather than rush to the full rate), the cosine ends at a tenth of --lr at the last
 // step (or at the warmup's end, for a run shorter than it).
 static void resolve_schedule(TrainArgs *a, const char *prog) {
-    if (strcmp(a->schedule, "cosine") != 0 && strcmp(a->schedule, "constant") != 0)
-        usage_error(prog, "--schedule must be cosine or constant (got '%s')", a->schedule);
+    if (strcmp(a->lr_schedule, "cosine") != 0 && strcmp(a->lr_schedule, "constant") != 0)
+        usage_error(prog, "--lr-schedule must be cosine or constant (got '%s')", a->lr_schedule);
     if (a->warmup > a->steps && a->decay_steps < 0)
         usage_error(prog, "--warmup %d is longer than the run (--steps %d): the learning rate would never reach --lr",
                     a->warmup, a->steps);
@@ -112,7 +112,7 @@ static void resolve_replay(TrainArgs *a) {
 }
 
 LrSchedule train_lr_schedule(const TrainArgs *a) {
-    return (LrSchedule){.shape = strcmp(a->schedule, "constant") == 0 ? LR_CONSTANT : LR_COSINE,
+    return (LrSchedule){.shape = strcmp(a->lr_schedule, "constant") == 0 ? LR_CONSTANT : LR_COSINE,
                         .lr = a->lr, .lr_min = a->lr_min, .warmup = a->warmup, .steps = a->decay_steps};
 }
 
@@ -204,7 +204,13 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
     LabOption opts[MAX_OPTIONS];
     int ncommon = common_options(a, opts);
     if (ncommon + nextra > MAX_OPTIONS) die("this is a bug in shardlab", "too many options");
-    for (int i = 0; i < nextra; i++) opts[ncommon + i] = extra[i];
+    for (int i = 0; i < nextra; i++) {
+        for (int k = 0; k < ncommon; k++)  // a lab's option may not hide a shared one
+            if (strcmp(extra[i].name, opts[k].name) == 0)
+                die("this is a bug in shardlab: rename the lab's option", "%s: option --%s is also a shared option", prog,
+                    extra[i].name);
+        opts[ncommon + i] = extra[i];
+    }
     int n = ncommon + nextra;
 
     for (int i = 1; i < argc; i++) {
@@ -231,7 +237,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
             value = argv[++i];
         }
         parse_value(prog, o, value);
-        a->given |= o->value == (void *)&a->schedule      ? TRAIN_GIVEN_SCHEDULE
+        a->given |= o->value == (void *)&a->lr_schedule   ? TRAIN_GIVEN_LR_SCHEDULE
                   : o->value == (void *)&a->warmup      ? TRAIN_GIVEN_WARMUP
                   : o->value == (void *)&a->lr_min      ? TRAIN_GIVEN_LR_MIN
                   : o->value == (void *)&a->decay_steps ? TRAIN_GIVEN_DECAY_STEPS

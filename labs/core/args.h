@@ -36,7 +36,7 @@ typedef struct {
     // The learning-rate schedule (adamw.h): warmup steps, then cosine decay to lr_min, or
     // constant. Left to their defaults (given = 0) they are derived from --steps and --lr
     // after parsing, and a resumed run takes its checkpoint's (dcp.h).
-    const char *schedule;  // "cosine" or "constant"
+    const char *lr_schedule;  // "cosine" or "constant"
     int warmup;
     double lr_min;
     int decay_steps;       // the step where the cosine reaches lr_min (default: steps)
@@ -61,7 +61,7 @@ typedef struct {
     int replay_every;
 } TrainArgs;
 
-enum { TRAIN_GIVEN_SCHEDULE = 1, TRAIN_GIVEN_WARMUP = 2, TRAIN_GIVEN_LR_MIN = 4, TRAIN_GIVEN_DECAY_STEPS = 8 };
+enum { TRAIN_GIVEN_LR_SCHEDULE = 1, TRAIN_GIVEN_WARMUP = 2, TRAIN_GIVEN_LR_MIN = 4, TRAIN_GIVEN_DECAY_STEPS = 8 };
 
 void train_args_defaults(TrainArgs *a);
 // The schedule of these arguments (adamw.h), and the rate of one step.

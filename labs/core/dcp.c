@@ -166,7 +166,7 @@ static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world,
     sb_printf(m, "\n\"optimizer\":{\"name\":\"AdamW\",\"t\":%lld,\"lr\":%.9g,\"beta1\":0.9,\"beta2\":0.95,"
                  "\"eps\":1e-8,\"weight_decay\":%.9g,\"clip\":%.9g,\"schedule\":{\"shape\":",
               (long long)step, a->lr, a->weight_decay, a->clip);
-    sb_json_string(m, a->schedule);
+    sb_json_string(m, a->lr_schedule);
     sb_printf(m, ",\"lr\":%.17g,\"lr_min\":%.17g,\"warmup\":%d,\"decay_steps\":%d,\"lr_at_step\":%.9g}},", a->lr,
               a->lr_min, a->warmup, a->decay_steps, train_lr(a, step));
     sb_printf(m, "\n\"sampler\":{\"name\":");
@@ -468,7 +468,7 @@ static void check_tiling(const Refuse *rf, const Dcp *ck, const GptConfig *c) {
 }
 
 // The learning-rate schedule goes on as it was saved: the settings this run left to their
-// defaults (--schedule, --warmup, --lr-min, --decay-steps) are the checkpoint's, so a resumed
+// defaults (--lr-schedule, --warmup, --lr-min, --decay-steps) are the checkpoint's, so a resumed
 // run takes the rates the saved one would have (and stays bitwise on it), even with another
 // --steps. Settings given on the command line win.
 static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {
@@ -476,9 +476,9 @@ static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {
     const JsonValue *shape = json_get(s, "shape"), *warmup = json_get(s, "warmup"), *lr_min = json_get(s, "lr_min");
     if (!s) return used;  // saved before schedules: nothing to restore
     static char shape_text[16];
-    if (!(a->given & TRAIN_GIVEN_SCHEDULE) && shape && shape->type == JSON_STRING &&
+    if (!(a->given & TRAIN_GIVEN_LR_SCHEDULE) && shape && shape->type == JSON_STRING &&
         (!strcmp(shape->string, "cosine") || !strcmp(shape->string, "constant")))
-        snprintf(shape_text, sizeof shape_text, "%s", shape->string), a->schedule = shape_text;
+        snprintf(shape_text, sizeof shape_text, "%s", shape->string), a->lr_schedule = shape_text;
     if (!(a->given & TRAIN_GIVEN_WARMUP) && warmup && warmup->type == JSON_NUMBER && warmup->number >= 0 &&
         warmup->number <= a->steps)
         a->warmup = (int)warmup->number;
@@ -492,7 +492,7 @@ static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {
     if (used < sizeof ck->notes)
         used += (size_t)snprintf(ck->notes + used, sizeof ck->notes - used,
                                  "resume: learning rate: %s, warmup %d, to %.3g at step %d; step %lld's is %.6g\n",
-                                 a->schedule, a->warmup, a->lr_min, a->decay_steps, (long long)ck->step + 1,
+                                 a->lr_schedule, a->warmup, a->lr_min, a->decay_steps, (long long)ck->step + 1,
                                  train_lr(a, ck->step + 1));
     return used < sizeof ck->notes ? used : sizeof ck->notes;
 }

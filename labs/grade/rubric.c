@@ -152,6 +152,14 @@ static int64_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *
 static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double curve_rtol) {
     const GradeRun *run = x->run;
     const char *what = !strcmp(field, "loss") ? "the loss" : "the gradient norm";
+    if (run->diverged_step) {  // nothing to compare after a NaN: say where it came
+        EXPECTED("%s finite at every step, as the single-rank run's on the same global batch", what);
+        MEASURED("the training diverged: %s; the run stopped at step %lld of %lld", run->diverged,
+                 (long long)run->last_step, (long long)run->steps);
+        REASON("a NaN or infinite value: the sums went wrong before it, or the learning rate is too high for this "
+               "model (the hint in the run's error event says what to try)");
+        return;
+    }
     const GradeRun *ref = ctx_reference(x, REF_SINGLE, c->reason, sizeof c->reason);
     EXPECTED("within %g%s of %s over steps 1..%d and the %d steps after each of the run's replay points; "
              "each tenth of the curve's mean within %g%%",
@@ -159,14 +167,6 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
              100 * curve_rtol);
     if (!ref) {
         MEASURED("no reference");
-        return;
-    }
-    if (run->diverged_step) {
-        MEASURED("the training diverged: %s; the run stopped at step %lld of %lld", run->diverged,
-                 (long long)run->last_step, (long long)run->steps);
-        REASON("the single-rank run on the same global batch trains on: %s",
-               !strcmp(field, "loss") ? "a NaN or infinite value means the sums went wrong before it"
-                                      : "the gradients blew up where the reference's did not");
         return;
     }
     const char *wrong = !strcmp(field, "loss") ? "the loss is not the single-rank run's on the same global batch"
