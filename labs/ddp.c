@@ -303,15 +303,10 @@ int main(int argc, char **argv) {
     train_config_json(&config, &a, lab_fields);
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-    double psi = (double)gpt_num_params(&cfg);
-    MemRow rows[] = {
-        {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
-        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
-        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
-        {.cat = MEM_COMM, .formula = mode == SYNC_PER_TENSOR ? "0 (in place)" : "4 Psi (bucket buffers)",
-         .expect = mode == SYNC_PER_TENSOR ? 0 : 4 * psi},
-    };
+    // The memory table (train.h's DdpMemory: the labs that replace DDP print the same figures).
+    DdpMemory held = train_ddp_memory(&cfg, a.batch, N, a.accum, 4, 8, mode != SYNC_PER_TENSOR);
+    MemRow rows[MEM_CATEGORIES];
+    for (int c = 0; c < MEM_CATEGORIES; c++) rows[c] = (MemRow){.cat = c, .formula = held.formula[c], .expect = held.bytes[c]};
     train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
     mem_reset_peak(&mem);
     DistRecord *records = malloc_check(4096 * sizeof *records);

@@ -302,24 +302,23 @@ int main(int argc, char **argv) {
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
 
-    // The memory table: ZeRO stage 3's, beside DDP's.
+    // The memory table: ZeRO stage 3's, beside DDP's at the same N and --accum (train.h).
     double e = (double)f.e, pp = (double)f.lay.psi_padded, psi = (double)f.lay.psi, k = mixed ? 12 : 8;
-    char fp[32], fo[48], dp[32], dopt[32];
+    char fp[32], fo[48];
     snprintf(fp, sizeof fp, "%g Psi'/N", e);
     snprintf(fo, sizeof fo, "%g Psi'/N (%s)", k, mixed ? "master, m, v" : "AdamW m, v");
-    snprintf(dp, sizeof dp, "%g Psi", e);
-    snprintf(dopt, sizeof dopt, "%g Psi", k);
     MemRow rows[] = {
-        {MEM_PARAMS, fp, e * pp / N, dp, e * psi, 0},
-        {MEM_GRADS, fp, e * pp / N, dp, e * psi, 0},
-        {MEM_OPTIM, fo, k * pp / N, dopt, k * psi, 0},
-        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(&cfg, micro), NULL, 0, 0},
-        {MEM_COMM, "0 (transient buffers only)", 0, NULL, 0, 0},
+        {.cat = MEM_PARAMS, .formula = fp, .expect = e * pp / N},
+        {.cat = MEM_GRADS, .formula = fp, .expect = e * pp / N},
+        {.cat = MEM_OPTIM, .formula = fo, .expect = k * pp / N},
+        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
+        {.cat = MEM_COMM, .formula = "0 (transient buffers only)", .expect = 0},
     };
+    DdpMemory ddp = train_ddp_memory(&cfg, a.batch, N, a.accum, (int)f.e, (int)k, 1);
     runlog_printf(&log, "\nFSDP, %s flat parameters: %d units (embedding, %d blocks, head), Psi = %.0f parameters, "
                         "each unit padded to %d equal shards: Psi' = %.0f (padding: %.0f elements)\n",
                   precision_name(prec), f.lay.units, cfg.layers, psi, N, pp, pp - psi);
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
+    train_report_memory_vs_ddp(&log, &mem, NULL, &cfg, micro, rows, 5, &ddp);
     runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
                   rank, rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
     mem_reset_peak(&mem);

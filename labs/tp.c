@@ -250,11 +250,13 @@ static void check_collectives(RunLog *log, const Tp *tp, int K, int broken) {
             want.calls[1], want.calls[2], (unsigned long long)want.bytes);
 }
 
-// The memory table. Psi_rep: replicated parameters; Psi_split: the split ones, whole.
-static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t, int sp, int vp, int micro) {
+// The memory table. Psi_rep: replicated parameters; Psi_split: the split ones, whole. Beside
+// it, DDP on the same N = D t ranks and --accum (train.h): a replica each, B/(N K) sequences.
+static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t, int sp, int vp, int micro,
+                          const TrainArgs *a, int ranks) {
     double C = c->dim, V = c->vocab, T = c->seq, L = c->layers, NH = c->heads;
     double rep = (V + T) * C + 6 * L * C + 2 * C + (vp ? 0 : V * C), split = L * (12 * C * C + 7 * C) + (vp ? V * C : 0);
-    double mine = rep + split / t, psi = rep + split;
+    double mine = rep + split / t;
     // Activations: the residual stream and LayerNorm statistics on R rows (BT, or BT/t with
     // --sp), the LayerNorm outputs the column-parallel linears read on all BT rows, the
     // heads' and hidden units' share 1/t; the head on H rows (BT with --vocab-parallel) of
@@ -265,17 +267,18 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
                                 : (vp ? "C + (C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)"
                                       : "(2C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)");
     MemRow rows[] = {
-        {MEM_PARAMS, "4 (Psi_rep + Psi_split/t)", 4 * mine, "4 Psi", 4 * psi, 0},
-        {MEM_GRADS, "4 (Psi_rep + Psi_split/t)", 4 * mine, "4 Psi", 4 * psi, 0},
-        {MEM_OPTIM, "8 (Psi_rep + Psi_split/t)", 8 * mine, "8 Psi", 8 * psi, 0},
-        {MEM_ACTS, "4 BT a (a: floats per token)", acts, "single's", train_acts_formula(c, micro), 0},
-        {MEM_COMM, "0 (no buffers of its own)", 0, NULL, 0, 0},
+        {.cat = MEM_PARAMS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},
+        {.cat = MEM_GRADS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},
+        {.cat = MEM_OPTIM, .formula = "8 (Psi_rep + Psi_split/t)", .expect = 8 * mine},
+        {.cat = MEM_ACTS, .formula = "4 BT a (a: floats per token)", .expect = acts},
+        {.cat = MEM_COMM, .formula = "0 (no buffers of its own)", .expect = 0},
     };
+    DdpMemory ddp = train_ddp_memory(c, a->batch, ranks, a->accum, 4, 8, 1);
     runlog_printf(log, "\nPsi_rep = %.0f replicated parameters (LayerNorms, row-parallel biases, embeddings%s), "
                        "Psi_split = %.0f split over t = %d (this rank: %.0f)\n",
                   rep, vp ? "" : ", lm_head", split, t, split / t);
     runlog_printf(log, "activations: a = %s floats per token of a micro-batch's BT = %.0f rows\n", per_token, BT);
-    train_report_memory(log, mem, NULL, c, micro, rows, 5);
+    train_report_memory_vs_ddp(log, mem, NULL, c, micro, rows, 5, &ddp);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -458,7 +461,7 @@ int main(int argc, char **argv) {
     train_config_json(&config, &a, lab_fields);
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-    report_memory(&log, &mem, &cfg, t, sp, vp, micro);
+    report_memory(&log, &mem, &cfg, t, sp, vp, micro, &a, N);
     mem_reset_peak(&mem);
     while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the start-up calls are not a step's
 

@@ -44,6 +44,9 @@
 //   stage 3       e Psi'/N    e Psi'/N    k Psi'/N        mixed: 16 Psi/N
 //   --offload     optim 0 on the device; host 12 Psi'/N (fp32 master weights, m, v), and
 //                 e Psi'/N bytes each way between host and device per step
+//   acts, comm    DDP's activations (B/(N K) sequences), 0 comm: the memory table prints
+//                 DDP's own figures beside these (train_ddp_memory(), with its e Psi of
+//                 bucket buffers), so DDP's total is what ddp.c's table prints
 //   bytes sent per rank per step in reduce-scatters and all-gathers (ring, equal shards):
 //     stages 0, 1 2 (N-1)/N Psi' e                         (= DDP's ring all-reduce)
 //     stage 2     (K+1) (N-1)/N Psi' e                     (K reduce-scatters, 1 all-gather)
@@ -281,32 +284,31 @@ static double expected_unit_bytes(const Zero *z, int K) {
 // ---------------------------------------------------------------------------------------
 
 static void report_memory(RunLog *log, const Zero *z, const Mem *mem, const Mem *host, int offload,
-                          const GptConfig *cfg, int micro) {
+                          const GptConfig *cfg, int micro, const TrainArgs *a) {
     double N = z->lay.world, e = (double)z->e, pp = (double)z->lay.psi_padded, psi = (double)z->lay.psi;
     int mixed = z->prec == PREC_BF16, st = z->stage;
     double k = mixed ? 12 : 8;
-    char fp[48], fg[48], fo[48], fh[48], dp[32], dg[32], dopt[32];
+    char fp[48], fg[48], fo[48], fh[48];
     snprintf(fp, sizeof fp, st == 3 ? "%g Psi'/N" : "%g Psi'", e);
     snprintf(fg, sizeof fg, st >= 2 ? "%g Psi'/N" : "%g Psi'", e);
     if (offload) snprintf(fo, sizeof fo, "0 (offloaded to the host)");
     else snprintf(fo, sizeof fo, st == 0 ? "%g Psi' (%s)" : "%g Psi'/N (%s)", k, mixed ? "master, m, v" : "AdamW m, v");
     snprintf(fh, sizeof fh, "12 Psi'/N (master, m, v)");
-    snprintf(dp, sizeof dp, "%g Psi", e);
-    snprintf(dg, sizeof dg, "%g Psi", e);
-    snprintf(dopt, sizeof dopt, "%g Psi", k);
     MemRow rows[6] = {
-        {MEM_PARAMS, fp, e * (st == 3 ? pp / N : pp), dp, e * psi, 0},
-        {MEM_GRADS, fg, e * (st >= 2 ? pp / N : pp), dg, e * psi, 0},
-        {MEM_OPTIM, fo, offload ? 0 : k * (st == 0 ? pp : pp / N), dopt, k * psi, 0},
-        {MEM_ACTS, "4 B T (2C+2+V+L(16C+4+NH T))", train_acts_formula(cfg, micro), NULL, 0, 0},
-        {MEM_COMM, "0 (transient buffers only)", 0, NULL, 0, 0},
-        {MEM_OPTIM, fh, 12 * pp / N, NULL, 0, 1},
+        {.cat = MEM_PARAMS, .formula = fp, .expect = e * (st == 3 ? pp / N : pp)},
+        {.cat = MEM_GRADS, .formula = fg, .expect = e * (st >= 2 ? pp / N : pp)},
+        {.cat = MEM_OPTIM, .formula = fo, .expect = offload ? 0 : k * (st == 0 ? pp : pp / N)},
+        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(cfg, micro)},
+        {.cat = MEM_COMM, .formula = "0 (transient buffers only)", .expect = 0},
+        {.cat = MEM_OPTIM, .formula = fh, .expect = 12 * pp / N, .host = 1},
     };
+    // DDP at the same N and --accum, in the same precision, with its bucket buffers.
+    DdpMemory ddp = train_ddp_memory(cfg, a->batch, z->lay.world, a->accum, (int)z->e, (int)k, 1);
     runlog_printf(log, "\nZeRO stage %d, %s storage%s: Psi = %.0f parameters in %d units, each padded to split into %d "
                        "equal shards%s: Psi' = %.0f (padding: %.0f elements)\n",
                   st, precision_name(z->prec), offload ? ", optimizer offloaded to the host" : "", psi, z->lay.units,
                   z->lay.world, z->lay.align > 1 ? " of an even length" : "", pp, pp - psi);
-    train_report_memory(log, mem, host, cfg, micro, rows, offload ? 6 : 5);
+    train_report_memory_vs_ddp(log, mem, host, cfg, micro, rows, offload ? 6 : 5, &ddp);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -391,7 +393,7 @@ int main(int argc, char **argv) {
     train_config_json(&config, &a, lab_fields);
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-    report_memory(&log, &z, &mem, &host, offload, &cfg, micro);
+    report_memory(&log, &z, &mem, &host, offload, &cfg, micro, &a);
     runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
                   rank, rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
     mem_reset_peak(&mem);

@@ -1,9 +1,10 @@
 // shardtest.h — reading and grading the runs of the sharded labs (zero, fsdp).
 //
-// Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), Layout, layout(),
-//          worst_vs(), same_losses(), replicas_equal(), exits_2_with_one_line().
+// Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), ddp_lab_total(),
+//          Layout, layout(), worst_vs(), same_losses(), replicas_equal(), exits_2_with_one_line().
 //
-// A test includes labtest.h and test.h first and defines STEPS (steps per run).
+// A test includes labtest.h and test.h first and defines STEPS (steps per run). (tp's test
+// reads its runs with it too.)
 #ifndef SHARDLAB_SHARDTEST_H
 #define SHARDLAB_SHARDTEST_H
 
@@ -16,6 +17,8 @@ typedef struct {
     double unit_bytes[MAX_STEPS];
     double params[MAX_STEPS], grads[MAX_STEPS], optim[MAX_STEPS], comm[MAX_STEPS], host[MAX_STEPS];
     double peak, peak_params, d2h, h2d;
+    double table_total;  // the memory table's total line: its device rows' measured bytes
+    double ddp_total;    // its "DDP: X per rank" (check mem.ddp_total), NAN if it has none
     int checks, checks_failed, ended_ok, schema_errors;
     char problem[600];
 } RankLog;
@@ -29,6 +32,7 @@ typedef struct {
 
 static inline void read_rank(const char *dir, int rank, RankLog *r) {
     memset(r, 0, sizeof *r);
+    r->ddp_total = NAN;
     Events ev;
     load_rank_events(dir, rank, &ev);
     r->schema_errors = ev.bad_lines;
@@ -52,6 +56,11 @@ static inline void read_rank(const char *dir, int rank, RankLog *r) {
         } else if (strcmp(k, "check") == 0) {
             r->checks++;
             r->checks_failed += !json_get(e, "ok")->boolean;
+            const char *name = json_get(e, "name")->string;
+            if (strcmp(name, "mem.ddp_total") == 0) r->ddp_total = num(e, "value");
+            else if (!strcmp(name, "mem.params") || !strcmp(name, "mem.grads") || !strcmp(name, "mem.optim") ||
+                     !strcmp(name, "mem.acts") || !strcmp(name, "mem.comm"))
+                r->table_total += num(e, "value");
         } else if (strcmp(k, "end") == 0) {
             r->ended_ok = strcmp(json_get(e, "status")->string, "ok") == 0;
         }
@@ -89,6 +98,27 @@ static inline int ran_clean(const Run *run, const char *what) {
     }
     return EXPECT(ok && schema == 0, "%s: all %d ranks exit 0 with %d schema-valid steps, an ok end and their checks "
                                      "passed (status %d; %s)", what, run->n, STEPS, run->status, run->r[0].problem);
+}
+
+// What DDP's own memory table totals per rank at n ranks and --accum K (the ddp lab beside
+// `lab`, build/labs/zero -> build/labs/ddp, one step, default buckets): the figure the "DDP:
+// X per rank" line of zero, fsdp and tp must print at the same n and K. NAN if it did not run.
+static inline double ddp_lab_total(const char *lab, int n, int K) {
+    static double known[9][9];  // [n][K]: one run each
+    if (n < 1 || n > 8 || K < 1 || K > 8) return NAN;
+    if (known[n][K] != 0) return known[n][K];
+    char bin[600], dir[512], tag[64], acc[16];
+    const char *slash = strrchr(lab, '/');
+    snprintf(bin, sizeof bin, "%.*sddp", slash ? (int)(slash - lab + 1) : 0, lab);
+    snprintf(tag, sizeof tag, "ddp-total-n%d-k%d", n, K);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+    snprintf(acc, sizeof acc, "%d", K);
+    char *args[] = {"--steps", "1", "--accum", acc, NULL};
+    RankLog r;
+    int status = run_ranks(bin, n, tag, dir, args, NULL);
+    read_rank(dir, 0, &r);
+    known[n][K] = status == 0 && r.ended_ok ? r.table_total : NAN;
+    return known[n][K];
 }
 
 // ---------------------------------------------------------------------------------------

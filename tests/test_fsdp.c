@@ -13,6 +13,9 @@
 //     fp32 copy with bf16), two neighbours with --prefetch, every unit gathered so far with
 //     --no-reshard. So --no-reshard raises it by e (Psi' - the largest unit);
 //   - bytes per step per rank: 3 K (N-1)/N Psi' e, and 2 K (N-1)/N Psi' e with --no-reshard;
+//   - the "DDP: X per rank" line (check mem.ddp_total) is the total the ddp lab's own table
+//     prints at the same N and --accum (its bucket buffers and activations included), 2 Psi
+//     less with --mixed (DDP in bf16);
 //   - --prefetch: in every step, forward and backward, the next unit's all-gather is issued
 //     (the span's issued_us) before the current unit computes, and without it only after;
 //     the timeline shows the overlap: unit 1's gather running while unit 0 computes (in at
@@ -149,6 +152,9 @@ static void check_world_sizes(void) {
         EXPECT(worst <= LOSS_TOL, "%s: loss equals single's within %g at every step (worst %.2g at step %d)", what,
                LOSS_TOL, worst, at);
         grade(&run, what, 0, 0, 1, 1, NULL);
+        double ddp = ddp_lab_total(fsdp, N, 1), psi = layout(N, 1, 64, 64, 2).psi;
+        EXPECT(run.r[0].ddp_total == ddp, "%s: \"DDP: X per rank\" is the total of ddp's own table at N=%d, buckets "
+                                          "and activations included: %.0f bytes (ddp: %.0f)", what, N, run.r[0].ddp_total, ddp);
         // --mixed at the same N: bf16 close to fp32 single, and the loss falls.
         char *mixed[] = {"--mixed", NULL};
         snprintf(name, sizeof name, "n%d-mixed", N);
@@ -160,11 +166,20 @@ static void check_world_sizes(void) {
                "%s: loss within 1e-2 of fp32 single (worst %.3g at step %d; test_zero.c says why) and falling", what,
                worst, at);
         grade(&run, what, 1, 0, 1, 1, NULL);
+        EXPECT(run.r[0].ddp_total == ddp - 2 * psi, "%s: DDP's total in bf16, 2 Psi less than fp32's (2 bytes instead of "
+                                                    "4 for weights, gradients and buckets, 12 instead of 8 of optimizer "
+                                                    "state): %.0f bytes (expected %.0f)", what, run.r[0].ddp_total,
+               ddp - 2 * psi);
     }
     char *accum[] = {"--accum", "2", "--prefetch", NULL};
     Run run;
     run_lab(&run, fsdp, "accum", 2, accum, NULL);
-    if (ran_clean(&run, "FSDP --accum 2 --prefetch N=2")) grade(&run, "FSDP --accum 2 --prefetch N=2", 0, 1, 1, 2, NULL);
+    if (ran_clean(&run, "FSDP --accum 2 --prefetch N=2")) {
+        grade(&run, "FSDP --accum 2 --prefetch N=2", 0, 1, 1, 2, NULL);
+        double ddp = ddp_lab_total(fsdp, 2, 2);
+        EXPECT(run.r[0].ddp_total == ddp, "FSDP --accum 2 N=2: \"DDP: X per rank\" is what ddp --accum 2 totals (its "
+                                          "micro-batch of 2 sequences): %.0f bytes (ddp: %.0f)", run.r[0].ddp_total, ddp);
+    }
     char *pad[] = {"--batch", "6", "--mixed", NULL};
     run_lab(&run, fsdp, "pad", 3, pad, NULL);
     if (ran_clean(&run, "FSDP --mixed N=3 (padded)")) grade(&run, "FSDP --mixed N=3 (padded)", 1, 0, 1, 1, NULL);

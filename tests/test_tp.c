@@ -37,6 +37,10 @@
 //     forward, f's all-reduce (--sp: all-gather, reduce-scatter) of BT C; --sp: one
 //     all-reduce of each layer's replicated gradients per step over the group; --dp: one
 //     all-reduce per gradient buffer per step over the replicas, with the ring's bytes;
+//   - the memory table's "DDP: X per rank" (check mem.ddp_total) is the total the ddp lab's
+//     own table prints on the same N = D t ranks with the same --accum: DDP's activations of
+//     B/(N K) sequences and its bucket buffers, not single's (where N K divides B: else DDP
+//     cannot run that configuration);
 //   - the graders catch a deliberately broken TP (SHARDLAB_TEST_BREAK=tp-skip-f);
 //   - bad input exits 2 with one line; the sanitized lab runs clean (N=2 --sp, and N=4 with
 //     --dp 2 --sp --vocab-parallel --accum 2).
@@ -277,6 +281,12 @@ static void check_config(const Config *c) {
     run_lab(&run, tp_bin, name, c->n, args, NULL);
     if (!ran_clean(&run, c->what)) return;
     int t = tp_of(c);
+    if (BATCH % (c->n * c->K) == 0) {
+        double ddp = ddp_lab_total(tp_bin, c->n, c->K);
+        EXPECT(run.r[0].ddp_total == ddp, "%s: \"DDP: X per rank\" is the total of ddp's own table on %d rank(s) with "
+                                          "--accum %d (micro-batch %d, buckets included): %.0f bytes (ddp: %.0f)",
+               c->what, c->n, c->K, BATCH / (c->n * c->K), run.r[0].ddp_total, ddp);
+    }
 
     // The training: single's, up to the order of fp32 additions.
     const RankLog *ref = reference(c->D * c->K);

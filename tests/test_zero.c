@@ -22,6 +22,9 @@
 //   - the sharded optimizer state: the ranks' AdamW slices, concatenated in rank order,
 //     equal the unsharded (stage 0) run's state bitwise after the run;
 //   - offload: the same losses bit for bit, e Psi'/N bytes each way per step;
+//   - the "DDP: X per rank" line (check mem.ddp_total) is the total the ddp lab's own table
+//     prints at the same N and --accum, bucket buffers and DDP's activations included (with
+//     --mixed, DDP in bf16: 2 Psi less); offload leaves it unchanged;
 //   - the graders catch a ZeRO that skips one all-gather of updated weights;
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
@@ -238,6 +241,9 @@ static void check_accumulation(void) {
         run_lab(&run, zero, name, 2, args, NULL);
         if (!ran_clean(&run, what)) continue;
         bytes_are_formula(&run, what, stage, 0, 2, layout(2, 1, 64, 64, 2));
+        double ddp = ddp_lab_total(zero, 2, 2);
+        EXPECT(run.r[0].ddp_total == ddp, "%s: \"DDP: X per rank\" is what ddp --accum 2 at N=2 totals, micro-batch "
+                                          "of 2 sequences included: %.0f bytes (ddp: %.0f)", what, run.r[0].ddp_total, ddp);
         int at;
         double worst = worst_vs(&run.r[0], &reference, &at);
         EXPECT(worst <= LOSS_TOL, "%s: loss equals single's within %g (worst %.2g at step %d)", what, LOSS_TOL, worst, at);
@@ -298,6 +304,28 @@ static void check_offload(void) {
         const Run *same = mixed ? &mixed_runs[2][stage] : &fp32_runs[2][stage];
         EXPECT(same_losses(&run.r[0], &same->r[0]) && strcmp(run.final_hash, same->final_hash) == 0,
                "%s: the same losses and weights, bit for bit, as without offload (the update moved, not changed)", what);
+        EXPECT(run.r[0].ddp_total == same->r[0].ddp_total,
+               "%s: DDP's total is the one printed without offload, %.0f bytes (the host row is not DDP's; got %.0f)",
+               what, same->r[0].ddp_total, run.r[0].ddp_total);
+    }
+}
+
+// One memory model: the comparison ZeRO prints is DDP's own table at the same N, every row of
+// it (params, grads, optim, DDP's activations of B/N sequences, its bucket buffers). A column
+// that drops the buckets, or uses single's activations, is off by 4 Psi or more.
+static void check_ddp_column(void) {
+    for (int N = 2; N <= 8; N *= 2) {
+        double ddp = ddp_lab_total(zero, N, 1), psi = layout(N, 1, 64, 64, 2).psi;
+        int fp32 = 1, mixed = 1;
+        for (int stage = 0; stage <= 3; stage++) {
+            fp32 &= fp32_runs[N][stage].r[0].ddp_total == ddp;
+            mixed &= mixed_runs[N][stage].r[0].ddp_total == ddp - 2 * psi;
+        }
+        EXPECT(fp32, "N=%d: every stage's \"DDP: X per rank\" is the total of ddp's own table at N=%d, %.0f bytes "
+                     "(stage 2 prints %.0f)", N, N, ddp, fp32_runs[N][2].r[0].ddp_total);
+        EXPECT(mixed, "N=%d --mixed: every stage's is that total less 2 Psi, DDP in the same precision (2 bytes instead "
+                      "of 4 for weights, gradients and buckets, 12 instead of 8 of optimizer state): %.0f bytes (stage "
+                      "2 prints %.0f)", N, ddp - 2 * psi, mixed_runs[N][2].r[0].ddp_total);
     }
 }
 
@@ -354,6 +382,7 @@ int main(int argc, char **argv) {
     check_padding();
     check_accumulation();
     check_mixed();
+    check_ddp_column();
     check_offload();
     check_broken_is_caught();
     check_bad_input();

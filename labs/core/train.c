@@ -304,18 +304,40 @@ double train_acts_formula(const GptConfig *c, int B) {
     return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
 }
 
-void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
-                         const MemRow *rows, int nrows) {
+DdpMemory train_ddp_memory(const GptConfig *c, int batch, int ranks, int accum, int e, int k, int buckets) {
+    DdpMemory d = {.micro_batch = (double)batch / ((double)ranks * accum)};
     double psi = (double)gpt_num_params(c);
-    int with_ddp = 0;
-    for (int i = 0; i < nrows; i++) with_ddp |= rows[i].ddp_formula != NULL;
+    d.bytes[MEM_PARAMS] = e * psi;
+    d.bytes[MEM_GRADS] = e * psi;
+    d.bytes[MEM_OPTIM] = k * psi;
+    d.bytes[MEM_ACTS] = d.micro_batch * train_acts_formula(c, 1);  // linear in B: exact for whole B
+    d.bytes[MEM_COMM] = buckets ? e * psi : 0;
+    snprintf(d.formula[MEM_PARAMS], sizeof d.formula[0], "%d Psi (a full replica)", e);
+    snprintf(d.formula[MEM_GRADS], sizeof d.formula[0], "%d Psi", e);
+    snprintf(d.formula[MEM_OPTIM], sizeof d.formula[0], "%d Psi (%s)", k, k == 8 ? "AdamW m and v" : "master, m and v");
+    snprintf(d.formula[MEM_ACTS], sizeof d.formula[0], "4 B T (2C+2+V+L(16C+4+NH T))");
+    if (buckets) snprintf(d.formula[MEM_COMM], sizeof d.formula[0], "%d Psi (bucket buffers)", e);
+    else snprintf(d.formula[MEM_COMM], sizeof d.formula[0], "0 (in place)");
+    snprintf(d.brief[MEM_PARAMS], sizeof d.brief[0], "%d Psi", e);
+    snprintf(d.brief[MEM_GRADS], sizeof d.brief[0], "%d Psi", e);
+    snprintf(d.brief[MEM_OPTIM], sizeof d.brief[0], "%d Psi", k);
+    snprintf(d.brief[MEM_ACTS], sizeof d.brief[0], "B = %g", d.micro_batch);
+    if (buckets) snprintf(d.brief[MEM_COMM], sizeof d.brief[0], "%d Psi", e);
+    else snprintf(d.brief[MEM_COMM], sizeof d.brief[0], "0");
+    for (int i = 0; i < MEM_CATEGORIES; i++) d.total += d.bytes[i];
+    return d;
+}
+
+static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
+                          const MemRow *rows, int nrows, const DdpMemory *ddp) {
+    double psi = (double)gpt_num_params(c);
     runlog_printf(log, "\nwhere the memory goes on rank %d: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, "
                        "L=%d, NH=%d, V=%d\n",
                   log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab);
     runlog_printf(log, "  %-7s %-30s %14s %14s", "", "formula", "expected", "measured");
-    if (with_ddp) runlog_printf(log, "            DDP holds");
+    if (ddp) runlog_printf(log, "            DDP holds");
     runlog_printf(log, "\n");
-    double total = 0, total_ddp = 0;
+    double total = 0, column = 0;
     for (int i = 0; i < nrows; i++) {
         const char *name = rows[i].host ? "host" : mem_category_name(rows[i].cat);
         double measured = rows[i].host ? (double)(host_mem ? mem_total(host_mem) : 0)
@@ -324,8 +346,11 @@ void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const
         int ok = measured == rows[i].expect;
         runlog_printf(log, "  %-7s %-30s %14s %14s  %s", name, rows[i].formula, format_bytes(e, sizeof e, rows[i].expect),
                       format_bytes(m, sizeof m, measured), ok ? "ok" : "MISMATCH");
-        if (rows[i].ddp_formula)
-            runlog_printf(log, "%s  %-8s %12s", ok ? "      " : "", rows[i].ddp_formula, format_bytes(d, sizeof d, rows[i].ddp));
+        if (ddp && !rows[i].host) {  // DDP keeps nothing on the host
+            runlog_printf(log, "%s  %-8s %12s", ok ? "      " : "", ddp->brief[rows[i].cat],
+                          format_bytes(d, sizeof d, ddp->bytes[rows[i].cat]));
+            column += ddp->bytes[rows[i].cat];
+        }
         runlog_printf(log, "\n");
         snprintf(check, sizeof check, "mem.%s", name);
         runlog_check(log, check, ok, measured, rows[i].expect);
@@ -334,15 +359,29 @@ void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const
                 "%s memory is %.0f bytes, the formula %s gives %.0f", name, measured, rows[i].formula,
                 rows[i].expect);
         if (!rows[i].host) total += measured;
-        total_ddp += rows[i].ddp_formula ? rows[i].ddp : rows[i].host ? 0 : measured;
     }
     char t[32], w[32], td[32];
     runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n", "total", "", format_bytes(t, sizeof t, total),
                   total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
-    if (with_ddp)
-        runlog_printf(log, "  %-7s %-30s %14s   DDP: %s per rank (%.1fx this)\n", "", "", "", format_bytes(td, sizeof td, total_ddp),
-                      total_ddp / total);
+    if (ddp) {
+        runlog_printf(log, "  %-7s %-30s %14s   DDP: %s per rank (%.1fx this)\n", "", "", "",
+                      format_bytes(td, sizeof td, column), column / total);
+        runlog_check(log, "mem.ddp_total", column == ddp->total, column, ddp->total);
+        if (column != ddp->total)
+            die("this is a bug in shardlab: the DDP column leaves out a category",
+                "the column adds up to %.0f bytes, DDP holds %.0f per rank", column, ddp->total);
+    }
     runlog_printf(log, "\n");
+}
+
+void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
+                         const MemRow *rows, int nrows) {
+    report_memory(log, mem, host_mem, c, micro_batch, rows, nrows, NULL);
+}
+
+void train_report_memory_vs_ddp(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c,
+                                int micro_batch, const MemRow *rows, int nrows, const DdpMemory *ddp) {
+    report_memory(log, mem, host_mem, c, micro_batch, rows, nrows, ddp);
 }
 
 int train_interrupted(RunLog *log, int64_t steps_done) {

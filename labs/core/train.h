@@ -6,7 +6,8 @@
 //          progress_init(), progress_update(), format_bytes(), SpanLogger, span_logger_hooks(),
 //          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
 //          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
-//          train_acts_formula(), train_report_memory(), train_interrupted(),
+//          train_acts_formula(), DdpMemory, train_ddp_memory(), train_report_memory(),
+//          train_report_memory_vs_ddp(), train_interrupted(),
 //          train_all_reduce_layers(), TrainTally, train_tally_start(), train_tally_step(),
 //          train_finish().
 //
@@ -129,22 +130,42 @@ void train_all_reduce_layers(DistGroup *g, Gpt *model);
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step);
 
 // The memory table: each category's formula next to what the allocator measured, and a check
-// event for each. A mismatch is a bug in shardlab: die. Labs that replace DDP's memory (ZeRO,
-// FSDP) give DDP's figure beside theirs; rows with host = 1 measure host_mem (ZeRO-Offload's
-// host memory) instead of a category of mem.
+// event for each. A mismatch is a bug in shardlab: die. Rows with host = 1 measure host_mem
+// (ZeRO-Offload's host memory) instead of a category of mem.
 typedef struct {
     MemCategory cat;
     const char *formula;  // "4 Psi"
     double expect;        // bytes
-    const char *ddp_formula;  // NULL, or DDP's figure for this row: "4 Psi"
-    double ddp;               // bytes
     int host;
 } MemRow;
 // The activation memory of a micro-batch of B sequences in closed form (bytes):
 // 4 B T (2C + 2 + V + L (16C + 4 + NH T)), what each layer keeps for the backward pass.
 double train_acts_formula(const GptConfig *c, int B);
+
+// DDP's memory per rank, the one model of it: ddp.c's own table is made of it, and the labs
+// that replace DDP (zero, fsdp, tp) print it beside theirs, so that "DDP holds" always means
+// what `shardlab run ddp` at the same N and --accum prints. A full replica of Psi parameters:
+// e bytes per weight and per gradient (4 fp32, 2 bf16), k bytes of optimizer state per
+// parameter (8: AdamW m, v; 12 with fp32 master weights), the activations of DDP's own
+// micro-batch of B/(N K) sequences (N counts every rank, whatever mesh another lab makes of
+// them), and, with buckets, bucket buffers of e Psi (a second copy of the gradients; 0 when
+// each tensor is all-reduced in place).
+typedef struct {
+    double bytes[MEM_CATEGORIES];
+    char formula[MEM_CATEGORIES][40];  // DDP's own table: "4 Psi (a full replica)"
+    char brief[MEM_CATEGORIES][24];    // beside another lab's: "4 Psi", "B = 2"
+    double micro_batch;                // B/(N K), fractional when N K does not divide B
+    double total;
+} DdpMemory;
+DdpMemory train_ddp_memory(const GptConfig *c, int batch, int ranks, int accum, int e, int k, int buckets);
+
 void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
                          const MemRow *rows, int nrows);
+// The same table with DDP's figure beside each device row ("DDP holds") and DDP's total under
+// it; the rows must cover every category, so that the column adds up to that total (a check
+// event, "mem.ddp_total": value the column's sum, expect DDP's total).
+void train_report_memory_vs_ddp(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c,
+                                int micro_batch, const MemRow *rows, int nrows, const DdpMemory *ddp);
 
 // At a step boundary: if a stop signal came, log it, end the run log with an error and
 // return the exit status (128 + signal); else 0. steps_done: steps completed so far.
