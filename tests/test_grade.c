@@ -2,7 +2,8 @@
 // check shown failing, alone, on a run edited to break exactly what it checks; runs cut short,
 // missing files, nonsense and random damage give a FAIL with a reason, never a crash.
 //
-// Usage: test_grade SHARDLAB LABS_DIR   (the sanitized shardlab, the optimized labs)
+// Usage: test_grade SHARDLAB LABS_DIR [FAST_SHARDLAB]   (the sanitized shardlab, the optimized
+//                                                      labs, the optimized shardlab)
 //
 // The grader's references (the single-rank run it starts) run the lab programs next to the
 // shardlab it is given (build/san/labs for build/san/shardlab): sanitized, so the grader's
@@ -12,11 +13,18 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *shardlab, *labs_dir;
+static const char *shardlab, *labs_dir, *fast_shardlab;
 
 // Runs `shardlab grade args...`; stdout and stderr go to tmp/<tag>.{out,err}.
 static int grade(const char *tag, const char *a1, const char *a2, const char *a3, const char *a4) {
     char *argv[] = {(char *)shardlab, "grade", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
+    return run(argv, tag);
+}
+
+// The same with the optimized shardlab, whose references run the optimized labs (the edited
+// copies of one run, once the sanitized grader has graded the run itself).
+static int grade_fast(const char *tag, const char *a1, const char *a2, const char *a3, const char *a4) {
+    char *argv[] = {(char *)fast_shardlab, "grade", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
     return run(argv, tag);
 }
 
@@ -133,6 +141,122 @@ static void expect_breaks(const char *good, const char *what, const char *want, 
 
 static const char *ALL_DDP = "run.complete,replicas.equal,loss.reference,grads.reference,mem.formula,comm.bytes";
 
+// The measured text of check `name` in dir/grade.json (a static copy; "" if none).
+static const char *measured_of(const char *dir, const char *name) {
+    static char text[512];
+    text[0] = 0;
+    JsonValue *g = load_json_file(dir, "grade.json");
+    const JsonValue *checks = g ? json_get(g, "checks") : NULL;
+    for (size_t i = 0; checks && i < checks->count; i++)
+        if (!strcmp(json_get(json_at(checks, i), "name")->string, name))
+            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), "measured")->string);
+    json_free(g);
+    return text;
+}
+
+// Adds `delta` to rank 0's loss at `step` (the line is rewritten with the new number).
+static int shift_loss(const char *dir, int step, double delta) {
+    char path[900], key[64];
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    snprintf(key, sizeof key, "\"ev\":\"step\",\"rank\":0,\"step\":%d,\"loss\":", step);
+    char *text = read_file(path, NULL), *at = text ? strstr(text, key) : NULL;
+    if (!at) return free(text), 0;
+    at += strlen(key);
+    char *end;
+    double loss = strtod(at, &end), now = loss + delta;
+    char num_text[64];
+    snprintf(num_text, sizeof num_text, "%.9g", now);
+    return splice_file(path, text, at, (size_t)(end - at), num_text);
+}
+
+// Replays: a 60-step run keeps its state every 12 steps (replay/step-12 .. step-48), and the
+// grader restarts the single-rank reference from each of them for 10 steps. Exact agreement is
+// asked there; elsewhere only the curve, tenth by tenth.
+static void check_replays(void) {
+    char run60[600], refs[600];
+    snprintf(run60, sizeof run60, "%s/ddp60", tmp);
+    snprintf(refs, sizeof refs, "%s/refs", tmp);
+    char *args[] = {"--steps", "60", NULL};
+    EXPECT(lab_run("ddp", 2, run60, args) == 0, "ddp -n 2 --steps 60 ran");
+    char replay[700];
+    snprintf(replay, sizeof replay, "%s/replay/step-00000048/manifest.json", run60);
+    // The lab keeps its replay points: the state after steps 12, 24, 36 and 48.
+    EXPECT(access(replay, R_OK) == 0, "the run kept replay points (replay/step-00000048 has a manifest)");
+    int rc = grade("replay", run60, "--refs", refs, NULL);
+    const char *m = measured_of(run60, "loss.reference");
+    EXPECT(rc == 0 && strstr(m, "4 replays (steps 13-22, 25-34, 37-46, 49-58)"),
+           "graded with 4 replays of 10 steps from the run's own state: full marks (exit %d: %s)", rc, m);
+    char *err = captured("replay", "err");
+    EXPECT(strstr(err, "--resume") && strstr(err, "replay/step-00000012"), "the replays resume the run's own checkpoints");
+    free(err);
+
+    // From here on the optimized grader grades edited copies (its references are the optimized
+    // labs: it keeps its own in the same --refs folder, named by the program that ran them).
+    // A loss off by 2e-5 inside a replayed window (step 25, the first after replay point 24):
+    // far inside the curve's 2%, but the replay from the same state catches it.
+    char copy[700];
+    snprintf(copy, sizeof copy, "%s/ddp60-window", tmp);
+    copy_dir(run60, copy);
+    EXPECT(shift_loss(copy, 25, 2e-5), "the edit of step 25's loss applied");
+    rc = grade_fast("replay-window", copy, "--quiet", "--refs", refs);
+    char failed[400];
+    failed_checks(copy, failed, sizeof failed);
+    m = measured_of(copy, "loss.reference");
+    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "at step 25, replayed from the run's state after step 24"),
+           "a loss 2e-5 off at step 25: loss.reference FAIL, naming the replay from step 24 (%s: %s)", failed, m);
+
+    // --refs: another run of the same configuration reuses the single-rank reference the
+    // grade above kept there.
+    snprintf(copy, sizeof copy, "%s/ddp60-copy", tmp);
+    copy_dir(run60, copy);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/ref-replay-* '%s'/grade.json", copy, copy);
+    if (system(cmd) != 0) printf("# cleaning the copy failed\n");
+    rc = grade_fast("replay-again", copy, "--refs", refs, NULL);
+    err = captured("replay-again", "err");
+    EXPECT(rc == 0 && !strstr(err, "--steps 60 ") && strstr(err, "--resume"),
+           "--refs: another run of the configuration reuses the 60-step reference, and replays its own points");
+    free(err);
+
+    // Steps 59 and 60 lie after the last window; lifted by 1 nat, the mean of their part of the
+    // curve (steps 51-60: a 60-step run is cut into parts of 10 steps) is 7% above the
+    // reference's: the curve check catches what no window sees.
+    snprintf(copy, sizeof copy, "%s/ddp60-curve", tmp);
+    copy_dir(run60, copy);
+    EXPECT(shift_loss(copy, 59, 1.0) && shift_loss(copy, 60, 1.0), "the edits of steps 59 and 60 applied");
+    rc = grade_fast("replay-curve", copy, "--quiet", "--refs", refs);
+    failed_checks(copy, failed, sizeof failed);
+    m = measured_of(copy, "loss.reference");
+    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "mean over steps 51-60"),
+           "steps 59-60 lifted by 1 nat (outside every window): loss.reference FAIL on the curve (%s: %s)", failed, m);
+
+    // A replay point tampered with (a flipped byte in a shard): the reference refuses to resume
+    // it, and loss.reference fails saying so, instead of trusting the file.
+    snprintf(copy, sizeof copy, "%s/ddp60-tampered", tmp);
+    copy_dir(run60, copy);
+    char shard_file[800];
+    snprintf(shard_file, sizeof shard_file, "%s/replay/step-00000036/step-00000036/rank-1-of-2.safetensors", copy);
+    size_t len;
+    char *bytes = read_file(shard_file, &len);
+    if (bytes && len > 100) {
+        bytes[len - 7] ^= 0x5a;
+        FILE *f = fopen(shard_file, "wb");
+        if (f) fwrite(bytes, 1, len, f), fclose(f);
+    }
+    free(bytes);
+    rc = grade_fast("replay-tampered", copy, "--quiet", "--refs", refs);
+    failed_checks(copy, failed, sizeof failed);
+    JsonValue *g = load_json_file(copy, "grade.json");
+    const JsonValue *checks = g ? json_get(g, "checks") : NULL;
+    const char *reason = "";
+    for (size_t i = 0; checks && i < checks->count; i++)
+        if (!strcmp(json_get(json_at(checks, i), "name")->string, "loss.reference"))
+            reason = json_get(json_at(checks, i), "reason")->string;
+    EXPECT(rc == 1 && strstr(failed, "loss.reference") && strstr(reason, "after step 36") && strstr(reason, "checksum"),
+           "a damaged replay point: loss.reference FAIL, the resume refused naming the checksum (%s: %s)", failed, reason);
+    json_free(g);
+}
+
 // The edits. Each returns 1 if it applied.
 
 // Rank 1's param_hash after step 3 with its first hex digit changed.
@@ -182,7 +306,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_grade SHARDLAB LABS_DIR\n");
         return 2;
     }
-    shardlab = argv[1], labs_dir = argv[2];
+    shardlab = argv[1], labs_dir = argv[2], fast_shardlab = argc > 3 ? argv[3] : argv[1];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-grade-XXXXXX");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
 
@@ -370,6 +494,8 @@ int main(int argc, char **argv) {
                !strcmp(result_of(g, "run.complete"), "PASS"),
            "pp: stage 0 logged in GPipe's order under 1f1b: schedule.in_flight FAIL, the loss still PASS");
     json_free(g);
+
+    check_replays();
 
     // ---- every lab's graded configurations, with the reference programs: full marks ---------------
     char all[600];

@@ -213,7 +213,8 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
                      (long long)rep[i].from + 1, (long long)rep[i].to);
     }
 
-    // 3. The whole curve, tenth by tenth: the same story, whatever chaos did to single steps.
+    // 3. The whole curve in tenths (parts of 10 steps for a run under 100): the same story,
+    //    whatever chaos did to single steps.
     int64_t len = run->last_step - run->first_step + 1;
     int bins = len >= CURVE_BINS * 10 ? CURVE_BINS : (int)(len / 10 > 1 ? len / 10 : 1);
     double curve = 0;
