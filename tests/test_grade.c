@@ -169,73 +169,80 @@ static int shift_loss(const char *dir, int step, double delta) {
     return splice_file(path, text, at, (size_t)(end - at), num_text);
 }
 
-// Replays: a 60-step run keeps its state every 12 steps (replay/step-12 .. step-48), and the
+// Replays: a 40-step run keeps its state every 15 steps (replay/step-15 and step-30), and the
 // grader restarts the single-rank reference from each of them for 10 steps. Exact agreement is
-// asked there; elsewhere only the curve, tenth by tenth.
+// asked there (and over steps 1-10); elsewhere, steps 11-15 and 26-30, only the curve.
 static void check_replays(void) {
-    char run60[600], refs[600];
-    snprintf(run60, sizeof run60, "%s/ddp60", tmp);
+    char run40[600], refs[600];
+    snprintf(run40, sizeof run40, "%s/ddp40", tmp);
     snprintf(refs, sizeof refs, "%s/refs", tmp);
-    char *args[] = {"--steps", "60", NULL};
-    EXPECT(lab_run("ddp", 2, run60, args) == 0, "ddp -n 2 --steps 60 ran");
+    char *args[] = {"--steps", "40", "--replay-every", "15", NULL};
+    EXPECT(lab_run("ddp", 2, run40, args) == 0, "ddp -n 2 --steps 40 --replay-every 15 ran");
     char replay[700];
-    snprintf(replay, sizeof replay, "%s/replay/step-00000048/manifest.json", run60);
-    // The lab keeps its replay points: the state after steps 12, 24, 36 and 48.
-    EXPECT(access(replay, R_OK) == 0, "the run kept replay points (replay/step-00000048 has a manifest)");
-    int rc = grade("replay", run60, "--refs", refs, NULL);
-    const char *m = measured_of(run60, "loss.reference");
-    EXPECT(rc == 0 && strstr(m, "4 replays (steps 13-22, 25-34, 37-46, 49-58)"),
-           "graded with 4 replays of 10 steps from the run's own state: full marks (exit %d: %s)", rc, m);
+    snprintf(replay, sizeof replay, "%s/replay/step-00000030/manifest.json", run40);
+    // The lab keeps its replay points: the state after steps 15 and 30.
+    EXPECT(access(replay, R_OK) == 0, "the run kept replay points (replay/step-00000030 has a manifest)");
+    int rc = grade("replay", run40, "--refs", refs, NULL);
+    const char *m = measured_of(run40, "loss.reference");
+    EXPECT(rc == 0 && strstr(m, "2 replays (steps 16-25, 31-40)"),
+           "graded with 2 replays of 10 steps from the run's own state: full marks (exit %d: %s)", rc, m);
     char *err = captured("replay", "err");
-    EXPECT(strstr(err, "--resume") && strstr(err, "replay/step-00000012"), "the replays resume the run's own checkpoints");
+    EXPECT(strstr(err, "--resume") && strstr(err, "replay/step-00000015"), "the replays resume the run's own checkpoints");
     free(err);
 
     // From here on the optimized grader grades edited copies (its references are the optimized
     // labs: it keeps its own in the same --refs folder, named by the program that ran them).
-    // A loss off by 2e-5 inside a replayed window (step 25, the first after replay point 24):
+    // A loss off by 2e-5 inside a replayed window (step 16, the first after replay point 15):
     // far inside the curve's 2%, but the replay from the same state catches it.
     char copy[700];
-    snprintf(copy, sizeof copy, "%s/ddp60-window", tmp);
-    copy_dir(run60, copy);
-    EXPECT(shift_loss(copy, 25, 2e-5), "the edit of step 25's loss applied");
+    snprintf(copy, sizeof copy, "%s/ddp40-window", tmp);
+    copy_dir(run40, copy);
+    EXPECT(shift_loss(copy, 16, 2e-5), "the edit of step 16's loss applied");
     rc = grade_fast("replay-window", copy, "--quiet", "--refs", refs);
     char failed[400];
     failed_checks(copy, failed, sizeof failed);
     m = measured_of(copy, "loss.reference");
-    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "at step 25, replayed from the run's state after step 24"),
-           "a loss 2e-5 off at step 25: loss.reference FAIL, naming the replay from step 24 (%s: %s)", failed, m);
+    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "at step 16, replayed from the run's state after step 15"),
+           "a loss 2e-5 off at step 16: loss.reference FAIL, naming the replay from step 15 (%s: %s)", failed, m);
 
     // --refs: another run of the same configuration reuses the single-rank reference the
     // grade above kept there.
-    snprintf(copy, sizeof copy, "%s/ddp60-copy", tmp);
-    copy_dir(run60, copy);
+    snprintf(copy, sizeof copy, "%s/ddp40-copy", tmp);
+    copy_dir(run40, copy);
     char cmd[1600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'/ref-replay-* '%s'/grade.json", copy, copy);
     if (system(cmd) != 0) printf("# cleaning the copy failed\n");
     rc = grade_fast("replay-again", copy, "--refs", refs, NULL);
     err = captured("replay-again", "err");
-    EXPECT(rc == 0 && !strstr(err, "--steps 60 ") && strstr(err, "--resume"),
-           "--refs: another run of the configuration reuses the 60-step reference, and replays its own points");
+    int full = 0;  // references started from step 1 (a replay's line ends with its --resume)
+    for (char *l = err; (l = strstr(l, "starting the reference")); l++) {
+        char *nl = strchr(l, '\n');
+        char *resume = strstr(l, "--resume");
+        full += !resume || (nl && resume > nl);
+    }
+    EXPECT(rc == 0 && full == 0 && strstr(err, "--resume"),
+           "--refs: another run of the configuration reuses the 40-step reference (%d started), and replays its own "
+           "points", full);
     free(err);
 
-    // Steps 59 and 60 lie after the last window; lifted by 1 nat, the mean of their part of the
-    // curve (steps 51-60: a 60-step run is cut into parts of 10 steps) is 7% above the
+    // Steps 27 and 28 lie between the windows; lifted by 1 nat, the mean of their part of the
+    // curve (steps 21-30: a 40-step run is cut into parts of 10 steps) is 4% above the
     // reference's: the curve check catches what no window sees.
-    snprintf(copy, sizeof copy, "%s/ddp60-curve", tmp);
-    copy_dir(run60, copy);
-    EXPECT(shift_loss(copy, 59, 1.0) && shift_loss(copy, 60, 1.0), "the edits of steps 59 and 60 applied");
+    snprintf(copy, sizeof copy, "%s/ddp40-curve", tmp);
+    copy_dir(run40, copy);
+    EXPECT(shift_loss(copy, 27, 1.0) && shift_loss(copy, 28, 1.0), "the edits of steps 27 and 28 applied");
     rc = grade_fast("replay-curve", copy, "--quiet", "--refs", refs);
     failed_checks(copy, failed, sizeof failed);
     m = measured_of(copy, "loss.reference");
-    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "mean over steps 51-60"),
-           "steps 59-60 lifted by 1 nat (outside every window): loss.reference FAIL on the curve (%s: %s)", failed, m);
+    EXPECT(rc == 1 && !strcmp(failed, "loss.reference") && strstr(m, "mean over steps 21-30"),
+           "steps 27-28 lifted by 1 nat (outside every window): loss.reference FAIL on the curve (%s: %s)", failed, m);
 
     // A replay point tampered with (a flipped byte in a shard): the reference refuses to resume
     // it, and loss.reference fails saying so, instead of trusting the file.
-    snprintf(copy, sizeof copy, "%s/ddp60-tampered", tmp);
-    copy_dir(run60, copy);
+    snprintf(copy, sizeof copy, "%s/ddp40-tampered", tmp);
+    copy_dir(run40, copy);
     char shard_file[800];
-    snprintf(shard_file, sizeof shard_file, "%s/replay/step-00000036/step-00000036/rank-1-of-2.safetensors", copy);
+    snprintf(shard_file, sizeof shard_file, "%s/replay/step-00000030/step-00000030/rank-1-of-2.safetensors", copy);
     size_t len;
     char *bytes = read_file(shard_file, &len);
     if (bytes && len > 100) {
@@ -252,7 +259,7 @@ static void check_replays(void) {
     for (size_t i = 0; checks && i < checks->count; i++)
         if (!strcmp(json_get(json_at(checks, i), "name")->string, "loss.reference"))
             reason = json_get(json_at(checks, i), "reason")->string;
-    EXPECT(rc == 1 && strstr(failed, "loss.reference") && strstr(reason, "after step 36") && strstr(reason, "checksum"),
+    EXPECT(rc == 1 && strstr(failed, "loss.reference") && strstr(reason, "after step 30") && strstr(reason, "checksum"),
            "a damaged replay point: loss.reference FAIL, the resume refused naming the checksum (%s: %s)", failed, reason);
     json_free(g);
 }
