@@ -105,6 +105,9 @@ void dcp_saver_init(DcpSaver *s, const char *lab, const TrainArgs *a, const GptC
     else if (a->resume) snprintf(s->dir, sizeof s->dir, "%s", a->resume);
     else snprintf(s->dir, sizeof s->dir, "%s/checkpoints", run_dir);
     snprintf(s->replay_dir, sizeof s->replay_dir, "%s/replay", run_dir);
+    if (a->replay_every > 0 && log && (!world || world->rank == 0))
+        runlog_printf(log, "replay points: the training state every %d steps kept in %s, for shardlab grade to restart "
+                           "its reference from (--replay-every 0: none)\n", a->replay_every, s->replay_dir);
     snprintf(s->config, sizeof s->config, "%s", config ? config : "{}");
     s->sampler_name = "hash(seed, step, index)";
 }
@@ -302,7 +305,7 @@ static void save_to(DcpSaver *s, const char *dir, const char *what, int64_t step
     int64_t t1 = runlog_now_us();
     if (s->log) {
         runlog_span(s->log, step, "save", -1, -1, t0, t1, payload);
-        if (rank == 0)
+        if (rank == 0 && !strcmp(what, "checkpoint"))  // replay points were announced at the start
             runlog_printf(s->log, "%s: step %lld saved to %s (%d file(s)) in %.1f ms\n", what, (long long)step, dir, world,
                           (double)(t1 - t0) / 1000.0);
     }
