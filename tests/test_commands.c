@@ -19,7 +19,10 @@
 //      none's (with the other labs' 2 blocks it was equal, and only slower);
 //   4. the instructor's bulk-grading loop, run as the README prints it (its folders moved
 //      into the temporary directory) with a starter copy (make starter) as the submission,
-//      exits 0 and prints that submission's total.
+//      exits 0 and prints that submission's total;
+//   5. a lab's bad argument reaches the reader once (exit 2), and a model too shallow for the
+//      run gets a HINT naming the fix as it is typed: ARGS="--layers 4" with make, --layers 4
+//      with shardlab run.
 // Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
 // 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail.
 #include <ctype.h>
@@ -459,6 +462,36 @@ static void run_instructor_loop(void) {
     free(text);
 }
 
+// ---------------------------------------------------------------------------------------
+// 5. A bad argument, as the reader meets it
+// ---------------------------------------------------------------------------------------
+
+static void run_bad_depth(void) {
+    static const struct {
+        const char *cmd, *hint;
+    } cases[] = {
+        {"make -s lab-pp NGPU=4 STEPS=3 UI=none ARGS=\"--layers 2\"", "HINT: a model of 4 blocks: ARGS=\"--layers 4\""},
+        {"build/shardlab run pp -n 4 --steps 3 --ui none --layers 2", "HINT: a model of 4 blocks: --layers 4"},
+    };
+    const char *error = "pp: 4 stages need at least 4 blocks, one per stage (--layers 2)";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[600], runs_dir[600];
+        snprintf(out, sizeof out, "%s/bad-depth-%zu.out", tmp, i);
+        snprintf(runs_dir, sizeof runs_dir, "%s/runs-bad-depth-%zu", tmp, i);
+        int status = run_shell(cases[i].cmd, runs_dir, out, 60);
+        char *text = read_file(out, NULL);
+        int said = 0;
+        for (const char *p = text; p && (p = strstr(p, error)); p++) said++;
+        // Proves: the lab's one line is said once (the launcher passes it on; rank 0's output
+        // does not repeat it), the run is refused (exit 2), and the HINT gives the option that
+        // makes it run, in the form of the command typed.
+        int ok = status == 2 && said == 1 && text && strstr(text, cases[i].hint);
+        EXPECT(ok, "`%s`: exit 2 (got %d), its error said once (%d times), then '%s'%s%s", cases[i].cmd, status, said,
+               cases[i].hint, ok ? "" : ": ", ok ? "" : text ? one_line(text) : "(no output)");
+        free(text);
+    }
+}
+
 // Under `make test`, the environment holds the MAKEFLAGS of the make running us: its command
 // line's variables (CUDA=0, NATIVE=0, ...), which the commands must build with too, and its
 // jobserver's file descriptors, which are not open as such here (a child make would read
@@ -512,6 +545,7 @@ int main(int argc, char **argv) {
 
     run_commands();
     run_instructor_loop();
+    run_bad_depth();
     printf("# %.1f s\n", now_s() - t0);
     tmp_finish(test_failed);
     return test_done();
