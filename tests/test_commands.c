@@ -176,7 +176,7 @@ static const struct {
     int whole;          // ... or, when 1, is exactly this
     const char *why;
 } SKIPPED[] = {
-    {"mpirun ", 0, "ranks started by Open MPI, on one machine or many (tests/test_dist.c starts ranks with its variables)"},
+    {"mpirun ", 0, "ranks started by Open MPI, on one machine or many (tests/test_ddp.c starts ranks with its variables)"},
     {"srun ", 0, "ranks started by Slurm on many nodes"},
     {"make", 1, "the build itself, done before the tests run"},
     {"make test", 1, "the test suite this test is part of"},
@@ -187,6 +187,7 @@ static const struct {
     {"make tui", 0, "the dashboard needs a terminal (tests/test_tui.c drives it in tmux)"},
     {"make fuzz", 0, "clang's libFuzzer for a minute"},
     {"make bench-", 0, "a benchmark: minutes of timing against a peer, run by hand"},
+    {"make grade-sweep", 0, "every graded lab as the README runs it, at 200 and 1000 steps: about 10 minutes, by hand"},
     {"make gpu-check", 0, "the GPU validation (tests/gpu/check.sh): a GPU machine's minutes"},
     {"make starter", 1, "the target named in prose, with no OUT (make starter OUT=... runs)"},
     {"shardlab run", 1, "the command named in prose"},
@@ -283,7 +284,7 @@ static int runnable(const Printed *c, int i, char *cmd, size_t cap) {
             if (strstr(cmd, "ARGS=\"")) replace_all(cmd, cap, "ARGS=\"", "ARGS=\"--max-bytes 64K --iters 2 --warmup 1 ");
             else appendf(cmd, cap, " ARGS=\"--max-bytes 64K --iters 2 --warmup 1\"");
         }
-    } else if (starts_with(cmd, "make -s grade")) {
+    } else if (starts_with(cmd, "make -s grade ") || !strcmp(cmd, "make -s grade")) {
         // One configuration unless the command names some, three steps, the runs kept here.
         appendf(cmd, cap, " STEPS=3");
         if (!strstr(cmd, "ONLY=")) appendf(cmd, cap, " ONLY=single");
