@@ -24,7 +24,8 @@
 //      run gets a HINT naming the fix as it is typed: ARGS="--layers 4" with make, --layers 4
 //      with shardlab run.
 // Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
-// 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail.
+// 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail;
+// with ckpt's (CKPT_DEFAULT_LAYERS 2) part 3 fails; with rank 0's usage line echoed, part 5.
 #include <ctype.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -390,7 +391,8 @@ static void run_commands(void) {
         int status = run_shell(cmd, runs_dir, out, 300);
         ran++;
         // Proves: the command works as printed (its exit status is the one the text gives),
-        // with only its length and its paths changed.
+        // with only its length and its paths changed. Broken: pp's old default of 2 blocks
+        // fails `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` here ("4 stages need at least 4").
         if (!EXPECT(status == c->expect, "%s: `%s` exits %d (ran `%s`: exit %d in %.1f s)%s%s", c->from, c->printed,
                     c->expect, cmd, status, now_s() - t0, status == c->expect ? "" : ": ",
                     status == c->expect ? "" : tail_of(out)))
@@ -398,7 +400,8 @@ static void run_commands(void) {
         if (!strcmp(c->printed, "make lab-ckpt NGPU=2 POLICY=sqrt")) {
             double none = check_value(runs_dir, "ckpt.none.peak_acts"), sqrt_peak = check_value(runs_dir, "ckpt.sqrt.peak_acts");
             // Proves: the lab's default model shows what sqrt checkpointing is for: it holds
-            // fewer activations than no checkpointing (at 2 blocks they were equal).
+            // fewer activations than no checkpointing. Broken: CKPT_DEFAULT_LAYERS 2, where the
+            // two peaks are equal (3746304 bytes each).
             EXPECT(sqrt_peak < none, "%s: `%s` shows its lesson: sqrt's activation peak %.0f bytes is below none's %.0f",
                    c->from, c->printed, sqrt_peak, none);
             sqrt_checked = 1;
@@ -485,7 +488,8 @@ static void run_bad_depth(void) {
         for (const char *p = text; p && (p = strstr(p, error)); p++) said++;
         // Proves: the lab's one line is said once (the launcher passes it on; rank 0's output
         // does not repeat it), the run is refused (exit 2), and the HINT gives the option that
-        // makes it run, in the form of the command typed.
+        // makes it run, in the form of the command typed. Broken: a launcher that echoes rank
+        // 0's usage line as well says it twice.
         int ok = status == 2 && said == 1 && text && strstr(text, cases[i].hint);
         EXPECT(ok, "`%s`: exit 2 (got %d), its error said once (%d times), then '%s'%s%s", cases[i].cmd, status, said,
                cases[i].hint, ok ? "" : ": ", ok ? "" : text ? one_line(text) : "(no output)");
