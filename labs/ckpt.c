@@ -12,6 +12,9 @@
 //           build/shardlab run ckpt -n 1 --policy 2 --layers 8
 //           build/labs/ckpt --help
 //
+// The model: every lab's GPT, but 4 blocks deep unless --layers says (CKPT_DEFAULT_LAYERS):
+// at the other labs' 2 blocks, sqrt makes one segment of both and saves nothing.
+//
 // Lexicon: activation checkpointing, recomputation, memory/compute trade-off, activation
 //          memory, data parallelism, micro-batch.
 //
@@ -74,6 +77,10 @@
 #include "runlog.h"
 #include "train.h"
 
+// The default depth: 4 blocks make sqrt's 2 segments of 2 (saved activations 2.95 MiB
+// against none's 5.39 at N = 2), and keep the 1000-step run to about 45 s on 2 cores.
+#define CKPT_DEFAULT_LAYERS 4
+
 // "none", "every", "sqrt" or K; exits 2 on anything else.
 static void policy_parse(CkptPolicy *p, const char *text, int L) {
     for (int kind = CKPT_NONE; kind <= CKPT_SQRT; kind++) {
@@ -85,7 +92,8 @@ static void policy_parse(CkptPolicy *p, const char *text, int L) {
     if (end == text || *end || K < 1)
         usage_error("ckpt", "--policy must be none, every, sqrt or a positive whole number K (got '%s')", text);
     if (K > L)
-        usage_error("ckpt", "--policy %ld checkpoints blocks %ld, %ld, ...: K must be at most --layers %d", K, K, 2 * K, L);
+        usage_error("ckpt", "--policy %ld checkpoints blocks %ld, %ld, ...: that needs at least %ld blocks (--layers %d)",
+                    K, K, 2 * K, K, L);
     ckpt_policy(p, CKPT_K, (int)K, L);
 }
 
@@ -208,6 +216,7 @@ static void compare_policies(Work *w, const CkptPolicy *policies, int np, int re
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
+    a.layers = CKPT_DEFAULT_LAYERS;
     const char *policy_text = "every";
     int reps = 5;
     LabOption opts[] = {

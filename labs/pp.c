@@ -8,8 +8,13 @@
 // pipeline BUBBLE.
 //
 // Run it:   make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8
-//           build/shardlab run pp -n 4 --schedule interleaved --chunks 2 --micro 8 --layers 8
+//           build/shardlab run pp -n 4 --schedule interleaved --chunks 2 --micro 8 --layers 16
 //           build/labs/pp --help
+//
+// The model: every lab's GPT, except its depth when --layers is not given: a stage needs a
+// block, so the pipeline takes one block per model chunk (stages x chunks; --split's sum
+// when given), and at least the 2 of every other lab (at p <= 2 the model is single's). The
+// run's config (meta.json) records the depth it used, which the graders' references follow.
 //
 // Lexicon: pipeline parallelism, micro-batch, pipeline bubble, GPipe, 1F1B, interleaved 1F1B,
 //          send/recv (point-to-point), 2D parallelism.
@@ -71,6 +76,7 @@ typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } Schedule;
 static const char *schedule_names[] = {"gpipe", "1f1b", "interleaved"};
 
 #define MAX_CHUNKS 64
+#define MAX_SPLIT_BLOCKS 256  // --layers' own bound (args.c)
 
 typedef struct {
     Schedule sched;
@@ -437,15 +443,16 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
 // The lab
 // ---------------------------------------------------------------------------------------
 
-// "2,3,3" -> blocks per stage; exits 2 on anything else.
-static void parse_split(const char *text, int p, int L, int *blocks) {
+// "2,3,3" -> blocks per stage; returns how many blocks that is. Exits 2 on anything else.
+static int parse_split(const char *text, int p, int *blocks) {
     const char *q = text;
     int sum = 0;
     for (int s = 0; s < p; s++) {
         char *end;
         long b = strtol(q, &end, 10);
-        if (end == q || b < 1 || b > L)
-            usage_error("pp", "--split takes %d block counts of at least 1, comma-separated (got '%s')", p, text);
+        if (end == q || b < 1 || b > MAX_SPLIT_BLOCKS)
+            usage_error("pp", "--split takes %d block counts from 1 to %d, comma-separated (got '%s')", p,
+                        MAX_SPLIT_BLOCKS, text);
         blocks[s] = (int)b, sum += (int)b;
         q = end;
         if (s < p - 1) {
@@ -454,12 +461,13 @@ static void parse_split(const char *text, int p, int L, int *blocks) {
         }
     }
     if (*q) usage_error("pp", "--split takes %d block counts, one per stage (got '%s')", p, text);
-    if (sum != L) usage_error("pp", "--split '%s' gives %d blocks; the model has --layers %d", text, sum, L);
+    return sum;
 }
 
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
+    a.layers = TRAIN_LAYERS_AUTO;  // the pipeline's own default depth: see "The model's depth" below
     const char *sched_name = "1f1b", *split = NULL;
     int micro_batches = 4, chunks = 0, dp = 1;
     LabOption opts[] = {
@@ -470,7 +478,8 @@ int main(int argc, char **argv) {
         {"dp", OPT_INT, &dp, 1, DIST_MAX_RANKS, "D", "data-parallel pipelines: N = stages x D (default 1)"},
     };
     train_args_parse(&a, argc, argv, "pp",
-                     "pipeline parallelism: the layers split into stages, micro-batches flowing through them",
+                     "pipeline parallelism: the layers split into stages, micro-batches flowing through them.\n"
+                     "--layers auto: the blocks of --split, else one block per model chunk (stages x chunks), at least 2",
                      opts, (int)(sizeof opts / sizeof opts[0]));
     Pipe pp = {.m = micro_batches};
     int found = 0;
@@ -493,14 +502,26 @@ int main(int argc, char **argv) {
     if (N % dp != 0) usage_error("pp", "--dp %d does not divide the %d ranks", dp, N);
     pp.p = N / dp;
     pp.K = pp.p * pp.v;
-    int s = rank / dp, d = rank % dp, L = a.layers;
+    int s = rank / dp, d = rank % dp;
     if (pp.K > MAX_CHUNKS)
         usage_error("pp", "%d stages x %d chunks make %d model chunks; at most %d", pp.p, pp.v, pp.K, MAX_CHUNKS);
+    int blocks[MAX_CHUNKS], split_blocks = 0;
+    if (split) {
+        if (pp.v > 1) usage_error("pp", "--split is for one chunk per stage (not --schedule interleaved)");
+        split_blocks = parse_split(split, pp.p, blocks);
+    }
+    // The model's depth, unless --layers gives it: --split's blocks, else one block per model
+    // chunk, so that a pipeline of any length runs as typed (`make lab-pp NGPU=4` trains 4
+    // blocks), and never fewer than every other lab's 2 (at p <= 2 the model is single's).
+    train_args_resolve_layers(&a, split ? split_blocks : (pp.K > 2 ? pp.K : 2));
+    int L = a.layers;
     if (pp.K > L) {
         if (pp.v > 1)
             usage_error("pp", "%d stages x %d chunks need at least %d blocks (--layers %d)", pp.p, pp.v, pp.K, L);
         usage_error("pp", "%d stages need at least %d blocks, one per stage (--layers %d)", pp.p, pp.p, L);
     }
+    if (split && split_blocks != L)
+        usage_error("pp", "--split '%s' gives %d blocks; the model has --layers %d", split, split_blocks, L);
     if (pp.sched == SCHED_INTERLEAVED && (pp.m < pp.p || pp.m % pp.p != 0))
         usage_error("pp", "interleaved 1F1B sends micro-batches round the ranks in groups of %d: --micro %d must be "
                           "a multiple of the %d stages", pp.p, pp.m, pp.p);
@@ -508,13 +529,8 @@ int main(int argc, char **argv) {
         usage_error("pp", "--batch %d does not split into %d pipeline(s) x %d micro-batches of equal size", a.batch,
                     dp, pp.m);
     // Blocks per chunk: --split, or as even as can be (the first chunks take the remainder).
-    int blocks[MAX_CHUNKS];
-    if (split) {
-        if (pp.v > 1) usage_error("pp", "--split is for one chunk per stage (not --schedule interleaved)");
-        parse_split(split, pp.p, L, blocks);
-    } else {
+    if (!split)
         for (int k = 0; k < pp.K; k++) blocks[k] = L / pp.K + (k < L % pp.K);
-    }
     for (int k = 0, l = 1; k < pp.K; k++) {
         pp.first[k] = k == 0 ? 0 : l;  // chunk 0 starts with the embedding
         l += blocks[k];

@@ -94,6 +94,7 @@ typedef struct {
     pid_t pid[MAX_RANKS];
     int done[MAX_RANKS], wstatus[MAX_RANKS];
     char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
+    int usage_said;            // a rank's usage error was passed on as ours (exit 2)
     off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
     int64_t t0_us;
     off_t echo_off, jsonl_off;  // rank 0's log and events, read up to here
@@ -338,8 +339,10 @@ static void clear_status(Launch *L) {
     if (L->shown[0]) fputs("\r\033[K", stdout), L->shown[0] = 0;
 }
 
-// Reads whole lines of rank 0's file from *off on; calls fn on each (or everything, at the end).
-static void read_lines(Launch *L, const char *ext, off_t *off, int final, void (*fn)(Launch *, char *, size_t)) {
+// Reads whole lines of rank 0's file from *off on (or everything, at the end) and hands them
+// to fn, which returns how much of them it took: the rest is offered again next time.
+typedef size_t (*LinesFn)(Launch *L, char *text, size_t n, int final);
+static void read_lines(Launch *L, const char *ext, off_t *off, int final, LinesFn fn) {
     static char buf[1 << 16];
     char path[sizeof L->run_dir + 32];
     rank_file(L, 0, ext, path, sizeof path);
@@ -352,18 +355,36 @@ static void read_lines(Launch *L, const char *ext, off_t *off, int final, void (
         if (n == 0 && (size_t)got == sizeof buf - 1) n = (size_t)got;  // unless it is enormous
         if (n == 0) break;
         buf[n] = 0;
-        fn(L, buf, n);
-        *off += (off_t)n;
+        size_t took = fn(L, buf, n, final);
+        *off += (off_t)took;
+        if (took < n) break;
     }
     close(fd);
 }
 
-static void echo_text(Launch *L, char *text, size_t n) {
-    clear_status(L);
-    fwrite(text, 1, n, stdout);
+// Rank 0's output, as it comes, but for a lab's usage error (check.h), held back until rank 0
+// has exited: when the launcher passes it on as its own (watch(), exit 2), the user reads it
+// once, on stderr, not twice.
+static size_t echo_text(Launch *L, char *text, size_t n, int final) {
+    size_t took = 0;
+    while (took < n) {
+        char *nl = memchr(text + took, '\n', n - took);
+        size_t len = nl ? (size_t)(nl - (text + took)) + 1 : n - took;
+        if (check_is_usage_line(text + took, len)) {
+            if (!L->done[0] && !final) break;  // rank 0 has not exited yet: wait and see
+            if (L->usage_said && WIFEXITED(L->wstatus[0]) && WEXITSTATUS(L->wstatus[0]) == 2) {
+                took += len;
+                continue;
+            }
+        }
+        clear_status(L);
+        fwrite(text + took, 1, len, stdout);
+        took += len;
+    }
+    return took;
 }
 
-static void read_events(Launch *L, char *text, size_t n) {
+static size_t read_events(Launch *L, char *text, size_t n, int final) {
     for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
         int start = strncmp(line, "{\"ev\":\"start\"", 13) == 0;
         if (!start && strncmp(line, "{\"ev\":\"step\"", 12) != 0) continue;  // spans: many, not needed
@@ -377,6 +398,7 @@ static void read_events(Launch *L, char *text, size_t n) {
             L->step = (long)step->number, L->loss = loss->number, L->ms_step = ms->number;
         json_free(v);
     }
+    return n;
 }
 
 static void show_progress(Launch *L, int final) {
@@ -539,6 +561,17 @@ static void close_tui(Launch *L) {
     L->status_line = isatty(STDOUT_FILENO);
 }
 
+// A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
+// 2)") is one option away from running: name it as the user would type it, in make's ARGS
+// when make started us (it sets MAKELEVEL for its commands), else as a lab option.
+static void hint_layers(Launch *L, const char *msg) {
+    const char *at = strstr(msg, "at least ");
+    int blocks;
+    if (!strstr(msg, "(--layers ") || !at || sscanf(at, "at least %d blocks", &blocks) != 1) return;
+    if (getenv("MAKELEVEL")) say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
+    else say(L, "HINT: a model of %d blocks: --layers %d\n", blocks, blocks);
+}
+
 // Returns the exit status of `shardlab run`.
 static int watch(Launch *L) {
     int first = -1, cause = -1, stop_sig = 0, handled = 0, killed = 0, stopped = 0, usage = 0;
@@ -564,8 +597,11 @@ static int watch(Launch *L) {
             // N ranks): pass its one line on as ours.
             usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
             if (usage) close_tui(L);  // nothing ran worth looking at: straight to the message
-            if (usage) say(L, "shardlab run: %s\n", L->errline[cause]);
-            else if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
+            if (usage) {
+                say(L, "shardlab run: %s\n", L->errline[cause]);
+                hint_layers(L, L->errline[cause]);
+                L->usage_said = 1;
+            } else if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
                                  L->errline[cause][0] ? ": " : "", L->errline[cause], others);
             else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
             if (others) kill(-L->pgid, SIGTERM);

@@ -111,6 +111,11 @@ static void resolve_replay(TrainArgs *a) {
     a->replay_every = a->steps >= REPLAY_AUTO_MIN_STEPS && state_bytes <= REPLAY_AUTO_MAX_BYTES ? a->steps / 5 : 0;
 }
 
+void train_args_resolve_layers(TrainArgs *a, int layers) {
+    if (a->layers == TRAIN_LAYERS_AUTO) a->layers = layers;
+    resolve_replay(a);
+}
+
 LrSchedule train_lr_schedule(const TrainArgs *a) {
     return (LrSchedule){.shape = strcmp(a->lr_schedule, "constant") == 0 ? LR_CONSTANT : LR_COSINE,
                         .lr = a->lr, .lr_min = a->lr_min, .warmup = a->warmup, .steps = a->decay_steps};
@@ -251,7 +256,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
         usage_error(prog, "--accum %d does not divide --batch %d (each micro-batch must have the same size)",
                     a->accum, a->batch);
     resolve_schedule(a, prog);
-    resolve_replay(a);
+    if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
     if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
         usage_error(prog, "--device must be auto, cpu or cuda (got '%s')", a->device);
     if (strcmp(a->data, "synthetic") != 0) check_readable(prog, "data", a->data);

@@ -1,7 +1,7 @@
 // args.h — the command-line options every training lab shares, parsed from one table.
 //
-// Defines: TrainArgs, LabOption, OptKind, TRAIN_GIVEN_*, train_args_defaults(), train_lr_schedule(),
-//          train_lr(), train_args_parse().
+// Defines: TrainArgs, LabOption, OptKind, TRAIN_GIVEN_*, TRAIN_LAYERS_AUTO, train_args_defaults(),
+//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers().
 //
 // Every lab takes the same model/data/optimizer options with the same defaults, so a run at
 // N ranks is comparable with the single-rank run. A lab adds its own options (e.g.
@@ -74,5 +74,13 @@ double train_lr(const TrainArgs *a, int64_t step);
 // accum divides batch, --data/--init files readable, ...).
 void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
                       const LabOption *extra, int nextra);
+
+// A lab whose model depth follows what it learns only after parsing (pp: one block per
+// pipeline stage) sets a->layers = TRAIN_LAYERS_AUTO before train_args_parse (its --help then
+// says "auto"), and gives the depth with train_args_resolve_layers() once it knows it;
+// --layers on the command line is kept as given. What depends on the depth (the replay
+// points) is derived then. The depth the run uses is what its meta.json config records.
+#define TRAIN_LAYERS_AUTO 0
+void train_args_resolve_layers(TrainArgs *a, int layers);
 
 #endif

@@ -68,8 +68,19 @@ void usage_error(const char *prog, const char *fmt, ...) {
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (try '%s --help')\n", prog);
+    fprintf(stderr, " (try '%s --help')\n", prog);  // check_is_usage_line() knows this ending
     exit(2);
+}
+
+// usage_error()'s line ends " (try '<prog> --help')".
+int check_is_usage_line(const char *line, size_t len) {
+    static const char head[] = " (try '", tail[] = " --help')";
+    size_t nh = sizeof head - 1, nt = sizeof tail - 1;
+    if (len > 0 && line[len - 1] == '\n') len--;
+    if (len < nh + nt || memcmp(line + len - nt, tail, nt) != 0) return 0;
+    for (size_t i = 0; i + nh + nt <= len; i++)
+        if (memcmp(line + i, head, nh) == 0) return 1;
+    return 0;
 }
 
 void *malloc_check_at(size_t size, const char *file, int line) {

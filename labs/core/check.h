@@ -1,7 +1,7 @@
 // check.h — checked wrappers for every call that can fail.
 //
-// Defines: die(), todo(), usage_error(), check_set_context(), check_on_die(), check_forget_die(),
-//          malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
+// Defines: die(), todo(), usage_error(), check_is_usage_line(), check_set_context(), check_on_die(),
+//          check_forget_die(), malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
 //          fwrite_check(), fclose_check().
 //
 // One style everywhere: a function that takes __FILE__/__LINE__, and a macro that passes
@@ -37,9 +37,12 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
     die("write it where the TODO is (the file and line above), then: make grade LABS=<your copy>", \
         "not written yet: %s", (what))
 
-// Print "<prog>: <message>" and "Try '<prog> --help'." then exit(2).
+// Print "<prog>: <message> (try '<prog> --help')" on one line, then exit(2).
 void usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+// Whether the len bytes at line (a trailing newline allowed) are a line usage_error() wrote:
+// the launcher passes a lab's usage error on as its own, and so does not echo it as well.
+int check_is_usage_line(const char *line, size_t len);
 
 void *malloc_check_at(size_t size, const char *file, int line);
 void *calloc_check_at(size_t count, size_t size, const char *file, int line);

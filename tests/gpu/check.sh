@@ -329,16 +329,17 @@ for STEPS in $LENGTHS; do
 
     echo
     echo "## ckpt: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
-    # Activation checkpointing on 2 data-parallel ranks, over the default model's 2 blocks: every
-    # (each block recomputed on its own) and sqrt (one segment of 2). Each rank holds a replica,
-    # so --replicas 1.
+    # Activation checkpointing on 2 data-parallel ranks, over the other labs' 2 blocks (--layers
+    # 2: the single-rank reference's model; ckpt's own default is 4): every (each block
+    # recomputed on its own) and sqrt (one segment of 2). Each rank holds a replica, so
+    # --replicas 1.
     for policy in every sqrt; do
         cpu=$tmp/$STEPS/ckpt-$policy-cpu cuda=$tmp/$STEPS/ckpt-$policy-cuda
         mem_ref=""
-        if train ckpt 2 cpu "$cpu" --policy "$policy"; then mem_ref=$cpu; else
+        if train ckpt 2 cpu "$cpu" --policy "$policy" --layers 2; then mem_ref=$cpu; else
             compare fail --lab ckpt --n 2 --run "$cpu" --why "ckpt --policy $policy --device cpu failed (log: $cpu.out)"
         fi
-        if ! train ckpt 2 cuda "$cuda" --policy "$policy"; then
+        if ! train ckpt 2 cuda "$cuda" --policy "$policy" --layers 2; then
             compare fail --lab ckpt --n 2 --run "$cuda" --why "ckpt --policy $policy --device cuda failed (log: $cuda.out)"
         elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
             compare train --lab ckpt --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
