@@ -155,14 +155,15 @@ static void check_world_sizes(void) {
         double ddp = ddp_lab_total(fsdp, N, 1), psi = layout(N, 1, 64, 64, 2).psi;
         EXPECT(run.r[0].ddp_total == ddp, "%s: \"DDP: X per rank\" is the total of ddp's own table at N=%d, buckets "
                                           "and activations included: %.0f bytes (ddp: %.0f)", what, N, run.r[0].ddp_total, ddp);
-        // --mixed at the same N: bf16 close to fp32 single, and the loss falls.
+        // --mixed at the same N: bf16 close to fp32 single, and the loss falls (10 steps inside
+        // the learning rate's 100-step warmup: 5.55 to about 5.27).
         char *mixed[] = {"--mixed", NULL};
         snprintf(name, sizeof name, "n%d-mixed", N);
         snprintf(what, sizeof what, "FSDP --mixed N=%d", N);
         run_lab(&run, fsdp, name, N, mixed, NULL);
         if (!ran_clean(&run, what)) continue;
         worst = worst_vs(&run.r[0], &reference, &at);
-        EXPECT(worst <= 1e-2 && run.r[0].loss[STEPS - 1] < run.r[0].loss[0] - 0.5,
+        EXPECT(worst <= 1e-2 && run.r[0].loss[STEPS - 1] < run.r[0].loss[0] - 0.15,
                "%s: loss within 1e-2 of fp32 single (worst %.3g at step %d; test_zero.c says why) and falling", what,
                worst, at);
         grade(&run, what, 1, 0, 1, 1, NULL);

@@ -288,12 +288,13 @@ static void check_config(const Config *c) {
                c->what, c->n, c->K, BATCH / (c->n * c->K), run.r[0].ddp_total, ddp);
     }
 
-    // The training: single's, up to the order of fp32 additions.
+    // The training: single's, up to the order of fp32 additions; and it trains (10 steps inside
+    // the learning rate's 100-step warmup take the loss from 5.55 to 5.27).
     const RankLog *ref = reference(c->D * c->K);
     int at;
     double worst = worst_vs(&run.r[0], ref, &at);
     const RankLog *r0 = &run.r[0];
-    EXPECT(worst <= LOSS_TOL && r0->loss[STEPS - 1] < r0->loss[0] - 1,
+    EXPECT(worst <= LOSS_TOL && r0->loss[STEPS - 1] < r0->loss[0] - 0.15,
            "%s: loss equals single --accum %d's within %g at every step (worst %.2g at step %d) and falls (%.3f -> %.3f)",
            c->what, c->D * c->K, LOSS_TOL, worst, at, r0->loss[0], r0->loss[STEPS - 1]);
 
