@@ -57,7 +57,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"heads", OPT_INT, &a->heads, 1, 256, "NH", "attention heads (must divide --dim)"};
     out[n++] = (LabOption){"accum", OPT_INT, &a->accum, 1, 1 << 16, "K", "micro-batches per step (gradient accumulation; must divide the batch)"};
     out[n++] = (LabOption){"lr", OPT_DOUBLE, &a->lr, 0, 10, "LR", "AdamW learning rate"};
-    out[n++] = (LabOption){"schedule", OPT_STRING, &a->schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};
+    out[n++] = (LabOption){"lr-schedule", OPT_STRING, &a->schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};
     out[n++] = (LabOption){"warmup", OPT_INT, &a->warmup, 0, 1e7, "N", "steps of linear warmup to --lr; auto: " WARMUP_AUTO_TEXT};
     out[n++] = (LabOption){"lr-min", OPT_DOUBLE, &a->lr_min, 0, 10, "LR", "where the cosine ends; auto: --lr / " LR_MIN_AUTO_TEXT};
     out[n++] = (LabOption){"decay-steps", OPT_INT, &a->decay_steps, 1, 1e7, "N", "the step where the cosine reaches --lr-min (after it, --lr-min); auto: --steps"};
@@ -86,7 +86,7 @@ enum { MAX_OPTIONS = 64 };
 // with 20 to 40 warmup steps, never with 100), the cosine ends at a tenth of --lr.
 static void resolve_schedule(TrainArgs *a, const char *prog) {
     if (strcmp(a->schedule, "cosine") != 0 && strcmp(a->schedule, "constant") != 0)
-        usage_error(prog, "--schedule must be cosine or constant (got '%s')", a->schedule);
+        usage_error(prog, "--lr-schedule must be cosine or constant (got '%s')", a->schedule);
     if (a->warmup > a->steps && a->decay_steps < 0)
         usage_error(prog, "--warmup %d is longer than the run (--steps %d): the learning rate would never reach --lr",
                     a->warmup, a->steps);

@@ -468,7 +468,7 @@ static void check_tiling(const Refuse *rf, const Dcp *ck, const GptConfig *c) {
 }
 
 // The learning-rate schedule goes on as it was saved: the settings this run left to their
-// defaults (--schedule, --warmup, --lr-min, --decay-steps) are the checkpoint's, so a resumed
+// defaults (--lr-schedule, --warmup, --lr-min, --decay-steps) are the checkpoint's, so a resumed
 // run takes the rates the saved one would have (and stays bitwise on it), even with another
 // --steps. Settings given on the command line win.
 static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {

@@ -38,7 +38,7 @@ void train_micro_batch(const Corpus *c, const TrainArgs *a, int64_t step, int fi
 
 void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, "{\"steps\":%d,\"batch\":%d,\"seq\":%d,\"layers\":%d,\"dim\":%d,\"heads\":%d,\"vocab\":%d,"
-                  "\"accum\":%d,\"lr\":%.9g,\"schedule\":",
+                  "\"accum\":%d,\"lr\":%.9g,\"lr_schedule\":",
               a->steps, a->batch, a->seq, a->layers, a->dim, a->heads, GPT_VOCAB, a->accum, a->lr);
     sb_json_string(sb, a->schedule);
     sb_printf(sb, ",\"warmup\":%d,\"lr_min\":%.17g,\"decay_steps\":%d,\"weight_decay\":%.9g,\"clip\":%.9g,"

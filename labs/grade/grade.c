@@ -146,12 +146,12 @@ static void ref_command(const GradeRun *run, RefKind k, const char *resume, int6
     // The learning-rate schedule as the run resolved it (a run from before schedules had a
     // constant rate from step 1). Its horizon is the run's, whatever steps the reference runs.
     if (json_get(run->config, "warmup")) {
-        add_str(c, "--schedule", !strcmp(grade_cfg_str(run, "schedule", ""), "constant") ? "constant" : "cosine");
+        add_str(c, "--lr-schedule", !strcmp(grade_cfg_str(run, "lr_schedule", ""), "constant") ? "constant" : "cosine");
         add_num(c, run, "warmup", "--warmup");
         add_num(c, run, "lr_min", "--lr-min");
         add_int(c, "--decay-steps", (long long)grade_cfg_num(run, "decay_steps", (double)run->steps));
     } else {
-        add_str(c, "--schedule", "constant"), add_str(c, "--warmup", "0");
+        add_str(c, "--lr-schedule", "constant"), add_str(c, "--warmup", "0");
     }
     snprintf(c->accum, sizeof c->accum, "%.0f", accum);
     add_str(c, "--accum", c->accum);
