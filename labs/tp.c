@@ -536,6 +536,8 @@ int main(int argc, char **argv) {
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = clip_and_update(&tp, &adam, a.clip, lr, step);
         runlog_span(&log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
+        // The step's bytes are the training's: the gather below is the summary's, not the step's.
+        uint64_t sent1 = dist.stats.bytes_sent, recv1 = dist.stats.bytes_recv;
         if (step == a.steps) {  // the whole model, for the summary's hash and --save
             gpt_create(&full, &cfg, &host, 0);
             tp_gather_model(&tp, &full);
@@ -562,7 +564,7 @@ int main(int argc, char **argv) {
         double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)per_replica * a.seq,
                           .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
+                          .bytes_sent = sent1 - sent0, .bytes_recv = recv1 - recv0,
                           .mem = &mem, .param_hash = hash, .extra = extra};
         runlog_step(&log, &rec);
         if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
