@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "activation_checkpointing.h"
 #include "check.h"
@@ -292,8 +293,15 @@ static uint64_t *item_hashes(const GradeRun *run, int64_t D, int S, char *why, s
     if (!strcmp(data, "synthetic")) snprintf(path, sizeof path, "%s/dataset.bin", run->dir);
     else snprintf(path, sizeof path, "%s", data);
     FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
         snprintf(why, n, "cannot read the dataset the run trained on (%.300s): %s", path, strerror(errno));
+        if (f) fclose(f);
+        return NULL;
+    }
+    if ((double)st.st_size < (double)D * S) {  // (before allocating anything D long)
+        snprintf(why, n, "the dataset %.300s has fewer than the config's %lld items of %d bytes", path, (long long)D, S);
+        fclose(f);
         return NULL;
     }
     uint64_t *h = malloc_check(sizeof *h * (size_t)D);
@@ -353,10 +361,16 @@ static int reads_are_its_part(const GradeRun *run, GradeCheck *c, int r, int64_t
     }
     fclose(f);
     if (!ok) return 0;
-    for (int64_t i = 0; i < D; i++) {
-        if (got[i] == want[i]) continue;
+    // An item read more often than its part has it (another rank's, or one read twice), else
+    // one read less often.
+    int64_t i = 0;
+    while (i < D && got[i] <= want[i]) i++;
+    if (i == D)
+        for (i = 0; i < D && got[i] == want[i]; i++) {
+        }
+    if (i < D) {
         int64_t p = position_of(order, D, i);
-        MEASURED("rank %d, epoch %lld: read %lld items from the file (its part of the epoch: %lld); item %lld %lld "
+        MEASURED("rank %d, epoch %lld: read %lld items from the file (its part of the epoch is %lld), item %lld %lld "
                  "time%s", r, (long long)e, (long long)reads, (long long)mine, (long long)i, (long long)got[i],
                  got[i] == 1 ? "" : "s");
         if (p < 0 || p >= E * B)

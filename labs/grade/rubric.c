@@ -568,37 +568,40 @@ static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
 
 // FSDP --prefetch: each unit's all-gather is asked for before the unit before it (in the
 // order of the pass) starts computing, so that it travels while that unit computes. From the
-// spans: between the end of the previous compute span and the start of this one (fwd of u:
-// u+1's gather; bwd of u: u-1's, unless --no-reshard kept the weights from the forward pass).
-// Program order, not timing: a gather issued after the unit computed is not prefetched.
+// spans: for the compute span of unit u (forward: its successor v = u+1 is next; backward:
+// v = u-1, unless --no-reshard kept v's weights from the forward pass), the all-gather that
+// brought v's weights for v's compute span of the same pass and micro-batch (the last one of
+// unit v issued before that span started) must have been issued before u's span started.
+// Program order, not timing: a gather asked for only when it is v's turn is not prefetched.
 static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t step, int U, int reshard) {
     size_t n;
     const JsonValue **sp = grade_spans(run, r, step, &n);
-    double prev_end = -1;
     for (size_t i = 0; i < n; i++) {
         const char *name = ev_str(sp[i], "name");
         int fwd = !strcmp(name, "fwd");
-        if (!fwd && strcmp(name, "bwd") != 0) continue;
+        if (!fwd && (strcmp(name, "bwd") != 0 || !reshard)) continue;
         int u = (int)ev_num(sp[i], "layer"), v = fwd ? u + 1 : u - 1;
-        double t0 = ev_num(sp[i], "t0_us");
-        if (v >= 0 && v < U && (fwd || reshard)) {
-            int found = 0;
-            for (size_t k = 0; k < n && !found; k++) {
-                double issued = ev_num(sp[k], "issued_us");
-                found = !strcmp(ev_str(sp[k], "name"), "all_gather") && ev_num(sp[k], "unit") == v &&
-                        issued >= prev_end && issued <= t0;
-            }
-            if (!found) {
-                MEASURED("rank %d, step %lld: unit %d's all-gather was not asked for before unit %d's %s started",
-                         r, (long long)step, v, u, fwd ? "forward" : "backward");
-                EXPECTED("--prefetch: the next unit's all-gather issued before the current unit computes, forward and "
-                         "backward");
-                REASON("--prefetch did not prefetch: the next unit's weights were asked for only when it was its turn, "
-                       "so nothing travels while a unit computes");
-                return 0;
-            }
+        if (v < 0 || v >= U) continue;
+        double next_t0 = NAN, issued = NAN;  // (none found: NaN, which fails below)
+        for (size_t k = 0; k < n; k++)  // v's compute span of this pass and micro-batch
+            if (!strcmp(ev_str(sp[k], "name"), name) && ev_num(sp[k], "layer") == v &&
+                ev_num(sp[k], "mb") == ev_num(sp[i], "mb"))
+                next_t0 = ev_num(sp[k], "t0_us");
+        for (size_t k = 0; k < n; k++) {  // the gather that brought v's weights for it
+            double t = ev_num(sp[k], "issued_us");
+            if (!strcmp(ev_str(sp[k], "name"), "all_gather") && ev_num(sp[k], "unit") == v && t <= next_t0 &&
+                !(t <= issued))
+                issued = t;
         }
-        prev_end = ev_num(sp[i], "t1_us");
+        if (!(issued <= ev_num(sp[i], "t0_us"))) {
+            MEASURED("rank %d, step %lld: unit %d's all-gather was asked for after unit %d's %s had started", r,
+                     (long long)step, v, u, fwd ? "forward" : "backward");
+            EXPECTED("--prefetch: the next unit's all-gather issued before the current unit computes, forward and "
+                     "backward");
+            REASON("--prefetch did not prefetch: the next unit's weights were asked for only when it was its turn, so "
+                   "nothing travelled while a unit computed");
+            return 0;
+        }
     }
     return 1;
 }
