@@ -39,7 +39,9 @@
 //                         --no-reshard: 2 K (N-1)/N Psi' e
 //   peak                  --no-reshard holds every unit gathered at the end of the forward
 //                         pass: its peak exceeds the resharded run's by e (Psi' - the head's
-//                         padded size) (the head is gathered in both at that moment)
+//                         padded size) (the head is gathered in both at that moment);
+//                         --prefetch holds two neighbouring units at once, and asks for each
+//                         unit's all-gather before the unit before it computes
 //   loss                  BITWISE equal to `zero --stage 3` (and so to DDP-on-padded-units,
 //                         stage 0) at the same N, with or without --prefetch or --no-reshard
 #include <math.h>

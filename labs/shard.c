@@ -47,8 +47,11 @@
 // sampler floor(D/B) B (T+1): N times less, up to the D mod B items drop_last leaves out.
 // Each step event's "data" object says what this rank held, received and sent, the epoch and
 // an FNV-1a hash of the indices it consumed; each rank lists them per epoch in
-// <run dir>/indices-rank-<r>-epoch-<e>.txt ("step position index" lines under a header that
-// states the rule). The loss, memory (as DDP: 16 Psi, no buckets) and param_hash are DDP's.
+// <run dir>/indices-rank-<r>-epoch-<e>.txt ("step position index bytes" lines under a header
+// that states the rule, bytes being the FNV-1a 64 of what the rank trained on there), and a
+// sampler lists what it read from the file in reads-rank-<r>-epoch-<e>.txt: the grader checks
+// what was read and trained on, not what should have been. The loss, memory (as DDP: 16 Psi,
+// no buckets) and param_hash are DDP's.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
