@@ -30,7 +30,9 @@
 //         a sampler whose ranks' parts overlap (and loss.reference)
 //         a sampler that reads every global batch whole and keeps its part
 //       correct but wasteful, whose labs stopped at their own byte checks before (comm.bytes):
-//         ZeRO-1 completing the all-reduce; FSDP gathering the summed gradients back
+//         ZeRO-1 completing the all-reduce; FSDP gathering the summed gradients back; ZeRO
+//         all-reducing the loss once more (a collective outside the units', seen only in the
+//         step's bytes.sent)
 // The copies share one build of the reference (timestamps kept), so each student costs the
 // compile of the file it changed, and every grading shares one --refs directory, so the
 // single-rank references run once for all of them.
@@ -205,6 +207,12 @@ static const Variant VARIANTS[] = {
      "            sharded_all_gather(f->group, f->prec, f->unit[u].grad_shard, g32, shard_padded(&f->lay, u), u, NULL);\n"
      "            mem_free(f->mem, g32);",
      "fsdp", "fsdp", "*=comm.bytes", NULL, NULL},
+    {"ZeRO all-reducing the loss once more, to see that the ranks agree (the sum unused)", "zero.c",
+     "        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;\n",
+     "        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;\n"
+     "        float agree[1] = {(float)loss};\n"
+     "        dist_all_reduce(&dist.world_group, agree, 1);\n",
+     "zero", "zero", "*=comm.bytes", NULL, NULL},
 };
 
 // The checks that must fail in configuration `label` by the variant's breaks (see Variant).
