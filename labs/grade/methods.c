@@ -235,8 +235,8 @@ double grade_ckpt_acts(const GradeRun *run) {
     GptConfig m = grade_model(run);
     CkptPolicy p;
     GradeCheck scratch = {0}, *c = &scratch;
-    int B = (int)grade_cfg_num(run, "batch", 0), per = run->world * (int)grade_cfg_num(run, "accum", 1);
-    if (!grade_model_ok(&m) || per < 1 || B % per || run_policy(run, &m, &p, c) < 0)
+    int B = grade_cfg_count(run, "batch", 0, 1 << 16), per = run->world * grade_cfg_count(run, "accum", 1, 1 << 16);
+    if (!grade_model_ok(&m) || !B || per < 1 || B % per || run_policy(run, &m, &p, c) < 0)
         return NAN;
     return ckpt_acts_bytes(&m, B / per, &p);
 }

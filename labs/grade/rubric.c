@@ -62,15 +62,15 @@ int grade_model_ok(const GptConfig *m) {
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }
 
-// Psi' of ZeRO and FSDP: every unit padded to N equal shards of s = ceil(count / N) elements,
-// s rounded up to `align` (sharded.h).
+// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
+// rounded up to `align` (sharded.h). The shard's length, and Psi'/N, the sum of them.
+static double unit_shard(const GptConfig *m, int u, int N, int align) {
+    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
+    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
+}
 static double padded_shard_sum(const GptConfig *m, int N, int align) {
     double sum = 0;
-    for (int u = 0; u < gpt_layer_count(m); u++) {
-        size_t n = gpt_layer_size(m, u), s = (n + (size_t)N - 1) / (size_t)N;
-        s = (s + (size_t)align - 1) / (size_t)align * (size_t)align;
-        sum += (double)s;
-    }
+    for (int u = 0; u < gpt_layer_count(m); u++) sum += unit_shard(m, u, N, align);
     return sum;
 }
 
@@ -292,10 +292,9 @@ typedef struct {
 static Units units_of(const GptConfig *m, int N, int align) {
     Units u = {0};
     for (int l = 0; l < gpt_layer_count(m); l++) {
-        size_t n = gpt_layer_size(m, l), s = (n + (size_t)N - 1) / (size_t)N;
-        s = (s + (size_t)align - 1) / (size_t)align * (size_t)align;
-        u.shards += (double)s, u.padded += (double)s * N;
-        u.max_shard = fmax(u.max_shard, (double)s), u.max_padded = fmax(u.max_padded, (double)s * N);
+        double s = unit_shard(m, l, N, align);
+        u.shards += s, u.padded += s * N;
+        u.max_shard = fmax(u.max_shard, s), u.max_padded = fmax(u.max_padded, s * N);
     }
     return u;
 }
@@ -306,10 +305,7 @@ static Units units_of(const GptConfig *m, int N, int align) {
 static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e, double w, int prefetch, int reshard) {
     int U = gpt_layer_count(m);
     double worst = 0, unit[258];  // grade_model_ok(): at most 256 blocks, + the embedding and the head
-    for (int l = 0; l < U; l++) {
-        size_t n = gpt_layer_size(m, l), s = (n + (size_t)N - 1) / (size_t)N;
-        unit[l] = (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align) * N;
-    }
+    for (int l = 0; l < U; l++) unit[l] = unit_shard(m, l, N, align) * N;
     for (int u = 0; u < U; u++) {
         double held = unit[u] + (prefetch && u + 1 < U ? unit[u + 1] : 0);  // forward of u
         if (!reshard)
@@ -326,12 +322,12 @@ static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e,
 // This run's model for rank r (0 with the reason in c when the config describes none).
 static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *mm, GradeCheck *c) {
     for (int k = 0; k < NCAT; k++) mm->after[k] = mm->peak[k] = NAN, mm->peak_formula[k] = "as after a step";
-    int N = run->world, accum = (int)grade_cfg_num(run, "accum", 1), B = (int)grade_cfg_num(run, "batch", 0);
+    int N = run->world, accum = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
     int mixed = (int)grade_cfg_num(run, "mixed", 0);
     double e = mixed ? 2 : 4, psi = (double)gpt_num_params(m);
     const char *lab = run->lab;
     int pp = !strcmp(lab, "pp"), per = !strcmp(lab, "single") ? 1 : N;  // ranks that split the batch
-    if (!pp && (accum < 1 || B < 1 || B % (per * accum))) {
+    if (!pp && (!accum || !B || B % (per * accum))) {
         MEASURED("batch %d, accum %d over %d rank%s", B, accum, per, per == 1 ? "" : "s");
         REASON("the config's batch does not split into micro-batches over the ranks");
         return 0;
@@ -377,7 +373,7 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
                                               : "as after a step";
         mm->peak[CAT_OPTIM] = mm->after[CAT_OPTIM];
         mm->peak[CAT_COMM] = st >= 2 ? e * u.max_shard : 0;
-        mm->peak_formula[CAT_COMM] = st >= 2 ? "one reduce-scatter's output shard" : "none";
+        if (st >= 2) mm->peak_formula[CAT_COMM] = "one reduce-scatter's output shard";
     } else if (pp) {
         // This stage's units: chunk c of the config's chunk_layers lives on stage c mod p. Rank
         // r = s D + d is stage s of pipeline d (its step events say which).
@@ -611,9 +607,14 @@ static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t st
 // micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's.
 static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0), K = (int)grade_cfg_num(run, "accum", 1);
+    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
     int fsdp = !strcmp(run->lab, "fsdp"), reshard = (int)grade_cfg_num(run, "reshard_after_forward", 1);
     int stage = fsdp ? 3 : (int)grade_cfg_num(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
+    if (!K) {
+        MEASURED("accum %g", grade_cfg_num(run, "accum", NAN));
+        REASON("the config's accum is not a number of micro-batches");
+        return 0;
+    }
     if (fsdp) passes = reshard ? 3 * K : 2 * K;
     else passes = stage == 3 ? 3 * K : stage == 2 ? K + 1 : 2;
     double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * padded_shard_sum(m, N, mixed ? 2 : 1);
@@ -659,9 +660,9 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
 // layer. Besides: the gradient norm's sum and, with --sp, the loss's.
 static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int t = run->world, K = (int)grade_cfg_num(run, "accum", 1), B = (int)grade_cfg_num(run, "batch", 0);
+    int t = run->world, K = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
     int sp = (int)grade_cfg_num(run, "sp", 0), L = m->layers, calls = 4 * L * K;
-    if (K < 1 || B % K) {
+    if (!K || !B || B % K) {
         MEASURED("batch %d, accum %d", B, K);
         REASON("the config's batch does not split into its micro-batches");
         return 0;
