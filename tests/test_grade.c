@@ -285,6 +285,27 @@ static int bump_loss(const char *d) { return edit(d, "rank-0.jsonl", "\"ev\":\"s
 static int double_grad(const char *d) { return edit(d, "rank-0.jsonl", "\"ev\":\"step\"", 4, "\"grad_norm\":", "\"grad_norm\":9"); }
 static int more_params(const char *d) { return edit(d, "rank-2.jsonl", "\"ev\":\"step\"", 1, "\"params\":", "\"params\":1"); }
 static int more_bytes(const char *d) { return edit(d, "rank-3.jsonl", "\"name\":\"all_reduce\"", 2, "\"bytes\":", "\"bytes\":1"); }
+// Rank 2's most gradient memory held at once (peak_by of its last step), far more: the
+// steady state after step 1 stays right, so only the peak can show it.
+static int grads_peak(const char *d) { return edit(d, "rank-2.jsonl", "\"peak_by\"", 5, "\"grads\":", "\"grads\":9"); }
+// Rank 1's bytes sent in step 2, with more in front: every span is the algorithm's, but the
+// step sent bytes no collective of it accounts for (an extra collective).
+static int more_sent(const char *d) { return edit(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"sent\":", "\"sent\":1"); }
+// The first digit of the bytes hash on the first step line of an index list ("step position
+// index bytes") changed.
+static int flip_bytes_hash(const char *d, const char *file) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s", d, file);
+    char *text = read_file(p, NULL), *at = text;
+    while (at && *at == '#') at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL;  // past the header
+    for (int field = 0; at && field < 3; field++) at = strchr(at, ' ') ? strchr(at, ' ') + 1 : NULL;
+    if (at) {
+        *at = *at == '0' ? '1' : '0';
+        write_text(p, "w", text);
+    }
+    free(text);
+    return at != NULL;
+}
 static int cut_mid_line(const char *d) { return truncate_file(d, "rank-1.jsonl", 0.61), 1; }
 static int no_rank_file(const char *d) {
     char p[800];
@@ -374,6 +395,8 @@ int main(int argc, char **argv) {
     expect_breaks(good, "rank 0's gradient norm changed at step 4", "grads.reference", NULL, double_grad);
     expect_breaks(good, "rank 2's params memory changed", "mem.formula", "rank 2 params", more_params);
     expect_breaks(good, "an all-reduce's bytes changed on rank 3", "comm.bytes", NULL, more_bytes);
+    expect_breaks(good, "rank 2's gradient memory at its peak raised", "mem.formula", "grads at its peak", grads_peak);
+    expect_breaks(good, "rank 1's bytes sent in step 2 raised", "comm.bytes", "besides the gradient buckets", more_sent);
 
     // ---- runs that cannot be graded: run.complete FAIL with the reason, the rest not graded ------
     expect_breaks(good, "rank 1's log cut mid-line", ALL_DDP, "cut mid-line", cut_mid_line);
@@ -440,19 +463,21 @@ int main(int argc, char **argv) {
         r0 = read_file(p, NULL);
     }
     long long st, pos, item = -1;
+    char bytes[32] = "";
     for (char *l = r0; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
-        if (sscanf(l, "%lld %lld %lld", &st, &pos, &item) == 3 && pos == 8) break;
+        if (sscanf(l, "%lld %lld %lld %31s", &st, &pos, &item, bytes) == 4 && pos == 8) break;
     free(r0);
     char idx_path[800];
     snprintf(idx_path, sizeof idx_path, "%s/indices-rank-1-epoch-0.txt", idx);
     {
-        // Rank 1's line for position 12 (step 2) rewritten with rank 0's item at position 8.
+        // Rank 1's line for position 12 (step 2) rewritten with rank 0's item at position 8
+        // (and the hash of its bytes, as if rank 1 had trained on it).
         char *text = read_file(idx_path, NULL);
         FILE *f = fopen(idx_path, "w");
         for (char *l = text; l && *l;) {
             char *nl = strchr(l, '\n');
             size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
-            if (sscanf(l, "%lld %lld", &st, &pos) == 2 && pos == 12) fprintf(f, "%lld 12 %lld\n", st, item);
+            if (sscanf(l, "%lld %lld", &st, &pos) == 2 && pos == 12) fprintf(f, "%lld 12 %lld %s\n", st, item, bytes);
             else fwrite(l, 1, n, f);
             l += n;
         }
@@ -463,6 +488,33 @@ int main(int argc, char **argv) {
     char failed[400];
     failed_checks(idx, failed, sizeof failed);
     EXPECT(!strcmp(failed, "data.coverage"), "shard: an item listed twice in an epoch: exactly data.coverage FAIL (%s)", failed);
+    // What was trained on: rank 1's list as it was, but the hash of the bytes at its first
+    // position changed, as if it had trained on other bytes than the item it names there.
+    char edited[700];
+    snprintf(edited, sizeof edited, "%s/shard-bytes", tmp);
+    copy_dir(shard, edited);
+    EXPECT(flip_bytes_hash(edited, "indices-rank-1-epoch-0.txt"), "the edit applies to rank 1's first line");
+    grade("shard-bytes", edited, "--quiet", NULL, NULL);
+    failed_checks(edited, failed, sizeof failed);
+    char *said = captured("shard-bytes", "out");
+    EXPECT(!strcmp(failed, "data.coverage") && strstr(said, "trained on bytes that are no item"),
+           "shard: the bytes rank 1 trained on at a position are not the item there: exactly data.coverage FAIL (%s)",
+           failed);
+    free(said);
+    // What was read: rank 0's sampler read item 5 once more than its part has it.
+    snprintf(edited, sizeof edited, "%s/shard-reads", tmp);
+    copy_dir(shard, edited);
+    {
+        char p[800];
+        snprintf(p, sizeof p, "%s/reads-rank-0-epoch-0.txt", edited);
+        write_text(p, "a", "5 1\n");
+    }
+    grade("shard-reads", edited, "--quiet", NULL, NULL);
+    failed_checks(edited, failed, sizeof failed);
+    said = captured("shard-reads", "out");
+    EXPECT(!strcmp(failed, "data.coverage") && strstr(said, "read items that are not its part"),
+           "shard: rank 0's sampler read an item more than its part: exactly data.coverage FAIL (%s)", failed);
+    free(said);
 
     snprintf(pp, sizeof pp, "%s/pp", tmp);
     char *pp_args[] = {"--steps", "2", "--layers", "4", "--schedule", "1f1b", "--micro", "8", NULL};
@@ -503,6 +555,24 @@ int main(int argc, char **argv) {
     json_free(g);
 
     check_replays();
+    // FSDP --prefetch: each unit's all-gather asked for before the unit before it computes. The
+    // same run with unit 1's first all-gather issued long after (as when nothing is prefetched):
+    // the bytes and the memory are the same, only the order shows it.
+    char fsdp[600], fsdp2[700];
+    snprintf(fsdp, sizeof fsdp, "%s/fsdp", tmp);
+    char *fsdp_args[] = {"--steps", "3", "--prefetch", NULL};
+    lab_run("fsdp", 2, fsdp, fsdp_args);
+    EXPECT(grade("fsdp", fsdp, "--quiet", NULL, NULL) == 0, "the reference FSDP with --prefetch: full marks");
+    snprintf(fsdp2, sizeof fsdp2, "%s/fsdp-late", tmp);
+    copy_dir(fsdp, fsdp2);
+    EXPECT(edit(fsdp2, "rank-0.jsonl", "\"unit\":1,\"algo\"", 1, "\"issued_us\":", "\"issued_us\":9"),
+           "the edit applies to rank 0's first all-gather of unit 1");
+    grade("fsdp-late", fsdp2, "--quiet", NULL, NULL);
+    failed_checks(fsdp2, failed, sizeof failed);
+    char *late = captured("fsdp-late", "out");
+    EXPECT(!strcmp(failed, "comm.bytes") && strstr(late, "unit 1's all-gather was asked for after unit 0's forward"),
+           "fsdp --prefetch: unit 1's gather issued after unit 0 computed: exactly comm.bytes FAIL (%s)", failed);
+    free(late);
 
     // ---- every lab's graded configurations, with the reference programs: full marks ---------------
     char all[600];
@@ -510,7 +580,8 @@ int main(int argc, char **argv) {
     rc = grade("all", "--labs", labs_dir, "--out", all);
     g = load_json_file(all, "grade.json");
     const JsonValue *lab_list = g ? json_get(g, "labs") : NULL;
-    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") > 100 && lab_list && lab_list->count == 9,
+    // 139 points: 15 configurations (ddp-accum, fsdp-prefetch and tp-sp among them).
+    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") == 139 && lab_list && lab_list->count == 9,
            "shardlab grade --labs on the reference labs: %.0f/%.0f over %zu labs, exit 0 (exit %d)", g ? num(g, "points") : -1,
            g ? num(g, "max") : -1, lab_list ? lab_list->count : 0, rc);
     json_free(g);

@@ -58,6 +58,7 @@ void dataset_read(const Dataset *ds, int64_t first, int64_t count, uint8_t *out)
                 (long long)(at + (off_t)done), ds->path, got < 0 ? strerror(errno) : "the file ended early");
         done += (size_t)got;
     }
+    if (ds->read_log) fprintf(ds->read_log, "%lld %lld\n", (long long)first, (long long)count);
 }
 
 void dataset_close(Dataset *ds) {

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct {
     int fd;
@@ -33,12 +34,17 @@ typedef struct {
     int64_t available;  // whole items in the file: floor(file_bytes / item_bytes)
     int64_t items;      // D: the items used (available, or the cap)
     int item_bytes;     // S
+    // NULL, or where every dataset_read() is recorded as a line "FIRST COUNT": the items read
+    // from the file, in the order they were read (the data-sharding lab lists a sampler's
+    // reads, so that the grader sees what it read, not what it should have).
+    FILE *read_log;
 } Dataset;
 
 // Opens the file and counts its items; cap > 0 uses only the first cap of them. Returns 0,
 // or -1 with a message in err (cannot open, fewer bytes than one item).
 int dataset_open(Dataset *ds, const char *path, int item_bytes, int64_t cap, char *err, size_t errlen);
 // Reads items first .. first+count-1 (count S bytes, back to back) into out; dies on error.
+// Recorded in ds->read_log when there is one.
 void dataset_read(const Dataset *ds, int64_t first, int64_t count, uint8_t *out);
 void dataset_close(Dataset *ds);
 // Writes n bytes to path under a temporary name, then renames it: a reader never sees half

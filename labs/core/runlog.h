@@ -1,7 +1,7 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
 // Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_try_make_dirs(), runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
-//          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_end(),
+//          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_self_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
 // ===================================== THE SCHEMA =======================================
@@ -139,6 +139,16 @@ void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, i
 void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
                        int64_t t1_us, uint64_t bytes, const char *extra);
 void runlog_check(RunLog *r, const char *name, int ok, double value, double expect);
+// A self-check of something a student's code can get wrong without making the run
+// meaningless: the bytes its collectives moved, the memory it held at a peak, the data it
+// read. The check event, and when it failed a "warning: ..." line (fmt: what was measured
+// against what) on stdout and in the rank's log; then the run GOES ON, so that `shardlab
+// grade` takes exactly the points of the check concerned (comm.bytes, mem.formula,
+// data.coverage) and not every point of a run that stopped. Invariants whose failure makes
+// the run meaningless (a collective's wrong answer, a schedule that deadlocks, the allocator
+// disagreeing with the layout) still die. Returns ok.
+int runlog_self_check(RunLog *r, const char *name, int ok, double value, double expect, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 void runlog_end(RunLog *r, const char *status, int64_t steps);
 void runlog_error(RunLog *r, const char *msg);
 // summary_json: a JSON object; written to summary.json atomically (temp file + rename).

@@ -467,7 +467,12 @@ int grade_write_run(const Grade *g) {
 //
 // Small and quick (seconds each on two cores), and each chosen so that its checks bite: four
 // ranks, so ring chunks and shards are not trivially halves; ddp on the ring; the pipeline
-// with more micro-batches than stages; a dataset small enough that an epoch ends.
+// with more micro-batches than stages; a dataset small enough that an epoch ends. Every option
+// a lesson builds an algorithm on runs in one: gradient accumulation (ddp-accum: DDP's
+// no_sync, the micro-batches' share of the loss), FSDP's prefetch (its memory and the order
+// its all-gathers are asked in), sequence parallelism (tp-sp: f and g as all-gathers and
+// reduce-scatters, the replicated gradients summed): a mistake in an option no configuration
+// runs would pass with full marks.
 typedef struct {
     const char *label, *lab;
     int n;
@@ -480,11 +485,14 @@ static const GradedConfig CONFIGS[] = {
     {"single", "single", 1, {"--steps", "6"}, NULL},
     {"collectives", "collectives", 4, {"--max-bytes", "256K", "--iters", "2", "--warmup", "1"}, NULL},
     {"ddp", "ddp", 4, {"--steps", "6", "--algo", "ring"}, NULL},
+    {"ddp-accum", "ddp", 4, {"--steps", "6", "--algo", "ring", "--accum", "2"}, NULL},
     {"zero-1", "zero", 4, {"--steps", "6", "--stage", "1"}, NULL},
     {"zero-2", "zero", 4, {"--steps", "6", "--stage", "2"}, NULL},
     {"zero-3", "zero", 4, {"--steps", "6", "--stage", "3"}, "{\"stage\":3}"},
     {"fsdp", "fsdp", 4, {"--steps", "6"}, NULL},
+    {"fsdp-prefetch", "fsdp", 4, {"--steps", "6", "--prefetch"}, NULL},
     {"tp", "tp", 2, {"--steps", "6"}, NULL},
+    {"tp-sp", "tp", 2, {"--steps", "6", "--sp"}, NULL},
     {"pp-gpipe", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "gpipe", "--micro", "8"}, NULL},
     {"pp-1f1b", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "8"}, NULL},
     // --compare 0: the grader judges the recomputation, not the lab's own comparison table.

@@ -1,7 +1,7 @@
 // grade.h — `shardlab grade`: a lab's invariants checked on what its run wrote.
 //
 // Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
-//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_str(),
+//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_count(), grade_cfg_str(),
 //          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
 //          grade_main().
 //
@@ -72,6 +72,9 @@ const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n);
 const JsonValue **grade_spans(const GradeRun *run, int r, int64_t step, size_t *n);
 // Config fields, with a default when absent or of another type.
 double grade_cfg_num(const GradeRun *run, const char *key, double dflt);
+// A count (batch, accum): a whole number 1..max, dflt when absent, 0 when it is anything else
+// (so that products of counts cannot overflow).
+int grade_cfg_count(const GradeRun *run, const char *key, int dflt, int max);
 const char *grade_cfg_str(const GradeRun *run, const char *key, const char *dflt);
 
 // ---- the rubric -----------------------------------------------------------------------

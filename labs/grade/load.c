@@ -279,6 +279,13 @@ double grade_cfg_num(const GradeRun *run, const char *key, double dflt) {
     return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : dflt;
 }
 
+int grade_cfg_count(const GradeRun *run, const char *key, int dflt, int max) {
+    const JsonValue *v = json_get(run->config, key);
+    if (!v) return dflt;
+    return v->type == JSON_NUMBER && v->number >= 1 && v->number <= max && v->number == floor(v->number) ? (int)v->number
+                                                                                                         : 0;
+}
+
 const char *grade_cfg_str(const GradeRun *run, const char *key, const char *dflt) {
     const JsonValue *v = json_get(run->config, key);
     return v && v->type == JSON_STRING ? v->string : dflt;

@@ -26,9 +26,11 @@
 #include "activation_checkpointing.h"
 #include "check.h"
 #include "dataset.h"
+#include "dist.h"
 #include "gpt.h"
 #include "grade.h"
 #include "grade_internal.h"
+#include "tensor_parallel.h"
 
 // The tolerances (README, "Grading"). A distributed run adds the same fp32 numbers as the
 // single-rank run in another order (all-reduce, micro-batches), nothing else. Started from the
@@ -60,15 +62,15 @@ int grade_model_ok(const GptConfig *m) {
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }
 
-// Psi' of ZeRO and FSDP: every unit padded to N equal shards of s = ceil(count / N) elements,
-// s rounded up to `align` (sharded.h).
+// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
+// rounded up to `align` (sharded.h). The shard's length, and Psi'/N, the sum of them.
+static double unit_shard(const GptConfig *m, int u, int N, int align) {
+    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
+    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
+}
 static double padded_shard_sum(const GptConfig *m, int N, int align) {
     double sum = 0;
-    for (int u = 0; u < gpt_layer_count(m); u++) {
-        size_t n = gpt_layer_size(m, u), s = (n + (size_t)N - 1) / (size_t)N;
-        s = (s + (size_t)align - 1) / (size_t)align * (size_t)align;
-        sum += (double)s;
-    }
+    for (int u = 0; u < gpt_layer_count(m); u++) sum += unit_shard(m, u, N, align);
     return sum;
 }
 
@@ -253,7 +255,178 @@ static void check_grads(Ctx *x, GradeCheck *c) {
     check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_CURVE_RTOL);
 }
 
-// ---- mem.formula: params, grads, optim of every rank after the first step ---------------
+// ---- mem.formula: what each rank holds after a step, and the most it held at once ----------
+//
+// Two readings per category (params, grads, optim, acts, comm) and rank: "mem", after the
+// first step (the steady state, the papers' formulas), and "peak_by" of the last step, the
+// most the category ever held at once since the start-up (mem.h). Both to the byte: a full
+// gradient or a gathered unit held longer than the algorithm allows shows at the peak only,
+// freed again before the step ends. The peaks, walked from each method's schedule:
+//   acts (single, ddp, zero, fsdp, ckpt, shard)  the saved activations of a micro-batch, plus
+//            the pass's workspace W = 4 (S + B' T C): gpt_scratch_floats() S and the residual
+//            gradient, B' sequences a micro-batch
+//   ddp      params, grads, optim as after a step (4, 4, 8 Psi); comm: the bucket buffers
+//   zero     params: + the unit being gathered (stage 3) and its fp32 copy (bf16), the largest
+//            unit n; grads: + the fp32 gradient of the unit in backward (4 n, not stage 0-1
+//            fp32, which write into the gradients) and its bf16 copy for the reduce-scatter
+//            (stages 2-3), or the optimizer's fp32 copy of a bf16 slice, whichever is more;
+//            comm: the reduce-scatter's output shard (stages 2-3)
+//   fsdp     params: + the gathered units of the fullest moment of the schedule: the running
+//            unit, the next with --prefetch, every unit gathered so far with --no-reshard (and
+//            the running unit's fp32 copy in bf16); grads, comm as ZeRO-3
+//   pp       params, grads, optim as after a step; its activations in flight are
+//            schedule.in_flight's to grade, and its messages in flight depend on timing
+// A check that has no formula for a category (tp is not graded here) leaves it out.
+
+enum { CAT_PARAMS, CAT_GRADS, CAT_OPTIM, CAT_ACTS, CAT_COMM, NCAT };
+static const char *const CAT_NAMES[NCAT] = {"params", "grads", "optim", "acts", "comm"};
+
+typedef struct {
+    double after[NCAT], peak[NCAT];  // NaN: not graded
+    const char *formula, *peak_formula[NCAT];
+} MemModel;
+
+// The units of ZeRO and FSDP: sum and largest of the shards s_u and padded units N s_u.
+typedef struct {
+    double shards, padded, max_shard, max_padded;
+} Units;
+static Units units_of(const GptConfig *m, int N, int align) {
+    Units u = {0};
+    for (int l = 0; l < gpt_layer_count(m); l++) {
+        double s = unit_shard(m, l, N, align);
+        u.shards += s, u.padded += s * N;
+        u.max_shard = fmax(u.max_shard, s), u.max_padded = fmax(u.max_padded, s * N);
+    }
+    return u;
+}
+
+// FSDP's gathered weights at the fullest moment (elements, e bytes each) plus the running
+// unit's fp32 copy (w bytes per element; bf16 only): at each unit's forward and backward,
+// what the schedule holds gathered (tests/test_fsdp.c walks it the same way).
+static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e, double w, int prefetch, int reshard) {
+    int U = gpt_layer_count(m);
+    double worst = 0, unit[258];  // grade_model_ok(): at most 256 blocks, + the embedding and the head
+    for (int l = 0; l < U; l++) unit[l] = unit_shard(m, l, N, align) * N;
+    for (int u = 0; u < U; u++) {
+        double held = unit[u] + (prefetch && u + 1 < U ? unit[u + 1] : 0);  // forward of u
+        if (!reshard)
+            for (int v = 0; v < u; v++) held += unit[v];
+        worst = fmax(worst, e * held + w * unit[u]);
+        held = unit[u] + (prefetch && u > 0 ? unit[u - 1] : 0);  // backward of u, from the head down
+        if (!reshard)
+            for (int v = 0; v < u; v++) held += prefetch && v == u - 1 ? 0 : unit[v];
+        worst = fmax(worst, e * held + w * unit[u]);
+    }
+    return worst;
+}
+
+// This run's model for rank r (0 with the reason in c when the config describes none).
+static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *mm, GradeCheck *c) {
+    for (int k = 0; k < NCAT; k++) mm->after[k] = mm->peak[k] = NAN, mm->peak_formula[k] = "as after a step";
+    int N = run->world, accum = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
+    int mixed = (int)grade_cfg_num(run, "mixed", 0);
+    double e = mixed ? 2 : 4, psi = (double)gpt_num_params(m);
+    const char *lab = run->lab;
+    int pp = !strcmp(lab, "pp"), per = !strcmp(lab, "single") ? 1 : N;  // ranks that split the batch
+    if (!pp && (!accum || !B || B % (per * accum))) {
+        MEASURED("batch %d, accum %d over %d rank%s", B, accum, per, per == 1 ? "" : "s");
+        REASON("the config's batch does not split into micro-batches over the ranks");
+        return 0;
+    }
+    int micro = pp ? 1 : B / (per * accum);
+    double acts = 4.0 * (double)gpt_acts_floats(m, micro);
+    double W = 4.0 * ((double)gpt_scratch_floats(m, micro) + (double)micro * m->seq * m->dim);
+    mm->after[CAT_ACTS] = acts, mm->peak[CAT_ACTS] = acts + W;
+    mm->peak_formula[CAT_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
+    mm->after[CAT_COMM] = mm->peak[CAT_COMM] = 0;
+    if (!strcmp(lab, "zero") || !strcmp(lab, "fsdp")) {
+        int fsdp = !strcmp(lab, "fsdp"), st = fsdp ? 3 : (int)grade_cfg_num(run, "stage", -1);
+        int offload = (int)grade_cfg_num(run, "offload", 0);
+        if (st < 0 || st > 3) {
+            MEASURED("stage %d", st);
+            REASON("the config's ZeRO stage is not 0-3");
+            return 0;
+        }
+        Units u = units_of(m, N, mixed ? 2 : 1);
+        double k = mixed ? 12 : 8, slice = st == 0 ? u.max_padded : u.max_shard;
+        mm->after[CAT_PARAMS] = e * (st == 3 ? u.shards : u.padded);
+        mm->after[CAT_GRADS] = e * (st >= 2 ? u.shards : u.padded);
+        mm->after[CAT_OPTIM] = offload ? 0 : k * (st == 0 ? u.padded : u.shards);
+        mm->formula = "ZeRO: e Psi' or e Psi'/N per the stage, K Psi'/N for the optimizer";
+        if (fsdp) {
+            mm->peak[CAT_PARAMS] = mm->after[CAT_PARAMS] +
+                                   fsdp_gathered_peak(m, N, mixed ? 2 : 1, e, mixed ? 4 : 0,
+                                                      (int)grade_cfg_num(run, "prefetch", 0),
+                                                      (int)grade_cfg_num(run, "reshard_after_forward", 1));
+            mm->peak_formula[CAT_PARAMS] = "the shards + the gathered units of the schedule's fullest moment (one; two "
+                                           "with --prefetch; all so far with --no-reshard)";
+        } else {
+            mm->peak[CAT_PARAMS] = mm->after[CAT_PARAMS] + ((st == 3 ? e : 0) + (mixed ? 4 : 0)) * u.max_padded;
+            mm->peak_formula[CAT_PARAMS] = st == 3 ? "the shards + one gathered unit (the largest)"
+                                         : mixed   ? "e Psi' + the fp32 copy of the largest unit"
+                                                   : "as after a step";
+        }
+        double backward = !mixed && st <= 1 ? 0 : (4 + (mixed && st >= 2 ? e : 0)) * u.max_padded;
+        double update = mixed && !offload ? 4 * slice : 0;
+        mm->peak[CAT_GRADS] = mm->after[CAT_GRADS] + fmax(backward, update);
+        mm->peak_formula[CAT_GRADS] = st >= 2 ? "the shards + one unit's full gradient (the largest), never more"
+                                    : mixed   ? "e Psi' + the fp32 gradient of the largest unit"
+                                              : "as after a step";
+        mm->peak[CAT_OPTIM] = mm->after[CAT_OPTIM];
+        mm->peak[CAT_COMM] = st >= 2 ? e * u.max_shard : 0;
+        if (st >= 2) mm->peak_formula[CAT_COMM] = "one reduce-scatter's output shard";
+    } else if (pp) {
+        // This stage's units: chunk c of the config's chunk_layers lives on stage c mod p. Rank
+        // r = s D + d is stage s of pipeline d (its step events say which).
+        int dp = (int)fmax(1, grade_cfg_num(run, "dp", 1)), p = N / dp, stage = r / dp;
+        size_t ns;
+        const JsonValue **steps = grade_steps(run, r, &ns);
+        double logged = ns ? ev_num(steps[0], "stage") : NAN;
+        if (logged >= 0 && logged < p) stage = (int)logged;
+        const JsonValue *chunks = json_get(run->config, "chunk_layers");
+        double psi_s = 0;
+        int covered = 0;
+        for (size_t k = 0; chunks && k < chunks->count; k++) {
+            const JsonValue *range = json_at(chunks, k);
+            double lo = NAN, hi = NAN;
+            if (range && range->type == JSON_ARRAY && range->count == 2) lo = ev_num_at(range, 0), hi = ev_num_at(range, 1);
+            if (!(lo == covered && hi >= lo && hi < gpt_layer_count(m))) {
+                MEASURED("chunk_layers %zu is not the next run of layers", k);
+                EXPECTED("chunks covering layers 0..%d in order", gpt_layer_count(m) - 1);
+                REASON("the config's chunk_layers do not split the model into consecutive runs of layers");
+                return 0;
+            }
+            for (int l = (int)lo; l <= (int)hi; l++)
+                if ((int)(k % (size_t)p) == stage) psi_s += (double)gpt_layer_size(m, l);
+            covered = (int)hi + 1;
+        }
+        if (covered != gpt_layer_count(m)) {
+            MEASURED("chunk_layers cover layers 0..%d", covered - 1);
+            EXPECTED("layers 0..%d", gpt_layer_count(m) - 1);
+            REASON("the config's chunk_layers leave layers out");
+            return 0;
+        }
+        mm->after[CAT_PARAMS] = mm->after[CAT_GRADS] = 4 * psi_s, mm->after[CAT_OPTIM] = 8 * psi_s;
+        mm->after[CAT_ACTS] = mm->peak[CAT_ACTS] = mm->after[CAT_COMM] = mm->peak[CAT_COMM] = NAN;
+        mm->formula = "4 Psi_s, 4 Psi_s, 8 Psi_s (this stage's layers)";
+    } else {
+        mm->after[CAT_PARAMS] = mm->after[CAT_GRADS] = 4 * psi, mm->after[CAT_OPTIM] = 8 * psi;
+        mm->formula = "4 Psi, 4 Psi, 8 Psi (a full replica)";
+        if (!strcmp(lab, "ddp") && strcmp(grade_cfg_str(run, "sync", "overlap"), "per-tensor") != 0) {
+            mm->after[CAT_COMM] = mm->peak[CAT_COMM] = 4 * psi;
+            mm->peak_formula[CAT_COMM] = "the bucket buffers, 4 Psi";
+        }
+        if (!strcmp(lab, "ckpt")) {
+            double kept = grade_ckpt_acts(run);
+            mm->after[CAT_ACTS] = kept, mm->peak[CAT_ACTS] = kept + W;
+            mm->formula = "16 Psi; acts per the policy";
+            mm->peak_formula[CAT_ACTS] = "the policy's activations + the pass's workspace W = 4 (S + B' T C)";
+        }
+    }
+    for (int k = 0; k < CAT_ACTS; k++)
+        if (isnan(mm->peak[k])) mm->peak[k] = mm->after[k];
+    return 1;
+}
 
 static void check_mem(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
@@ -264,83 +437,87 @@ static void check_mem(Ctx *x, GradeCheck *c) {
         REASON("the config's model (seq, dim, layers, heads) is not one shardlab builds");
         return;
     }
-    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0), e = mixed ? 2 : 4;
-    double psi = (double)gpt_num_params(&m);
-    for (int r = 0; r < N; r++) {
-        double want[4];  // params, grads, optim (and acts)
-        const char *formula;
-        if (!strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp")) {
-            int st = !strcmp(run->lab, "fsdp") ? 3 : (int)grade_cfg_num(run, "stage", -1);
-            double shard = padded_shard_sum(&m, N, mixed ? 2 : 1), full = shard * N, k = mixed ? 12 : 8;
-            want[0] = e * (st == 3 ? shard : full);
-            want[1] = e * (st >= 2 ? shard : full);
-            want[2] = grade_cfg_num(run, "offload", 0) ? 0 : k * (st == 0 ? full : shard);
-            formula = "ZeRO: e Psi' or e Psi'/N per the stage, K Psi'/N for the optimizer";
-        } else if (!strcmp(run->lab, "pp")) {
-            // This stage's units: chunk c of the config's chunk_layers lives on stage c mod p.
-            int p = N / (int)fmax(1, grade_cfg_num(run, "dp", 1)), stage = r % p;
-            const JsonValue *chunks = json_get(run->config, "chunk_layers");
-            double psi_s = 0;
-            int covered = 0;
-            for (size_t k = 0; chunks && k < chunks->count; k++) {
-                const JsonValue *range = json_at(chunks, k);
-                double lo = NAN, hi = NAN;
-                if (range && range->type == JSON_ARRAY && range->count == 2)
-                    lo = ev_num_at(range, 0), hi = ev_num_at(range, 1);
-                if (!(lo == covered && hi >= lo && hi < gpt_layer_count(&m))) {
-                    MEASURED("chunk_layers %zu is not the next run of layers", k);
-                    EXPECTED("chunks covering layers 0..%d in order", gpt_layer_count(&m) - 1);
-                    REASON("the config's chunk_layers do not split the model into consecutive runs of layers");
-                    return;
-                }
-                for (int l = (int)lo; l <= (int)hi; l++)
-                    if ((int)(k % (size_t)p) == stage) psi_s += (double)gpt_layer_size(&m, l);
-                covered = (int)hi + 1;
-            }
-            if (covered != gpt_layer_count(&m)) {
-                MEASURED("chunk_layers cover layers 0..%d", covered - 1);
-                EXPECTED("layers 0..%d", gpt_layer_count(&m) - 1);
-                REASON("the config's chunk_layers leave layers out");
-                return;
-            }
-            want[0] = want[1] = 4 * psi_s, want[2] = 8 * psi_s;
-            formula = "4 Psi_s, 4 Psi_s, 8 Psi_s (this stage's layers)";
-        } else {
-            want[0] = want[1] = 4 * psi, want[2] = 8 * psi;
-            formula = "4 Psi, 4 Psi, 8 Psi (a full replica)";
-        }
+    for (int r = 0; r < run->world; r++) {
+        MemModel mm;
+        if (!mem_model(run, &m, r, &mm, c)) return;
         size_t n;
         const JsonValue **s = grade_steps(run, r, &n);
-        // ckpt: also the activations its policy keeps (activation_checkpointing.h).
-        static const char *cats[4] = {"params", "grads", "optim", "acts"};
-        int ncat = 3;
-        if (!strcmp(run->lab, "ckpt")) want[3] = grade_ckpt_acts(run), ncat = 4, formula = "16 Psi; acts per the policy";
-        double got[4];
-        for (int k = 0; k < ncat; k++) got[k] = n ? ev_num2(s[0], "mem", cats[k]) : NAN;
+        const JsonValue *first = n ? json_get(s[0], "mem") : NULL, *peak = n ? json_get(s[n - 1], "peak_by") : NULL;
         if (r == 0) {
-            MEASURED("rank 0: %.0f, %.0f, %.0f bytes%s", got[0], got[1], got[2], ncat == 4 ? " (and acts)" : "");
-            EXPECTED("%.0f, %.0f, %.0f: %s", want[0], want[1], want[2], formula);
+            MEASURED("rank 0 after a step: %.0f, %.0f, %.0f bytes; at the peak: %.0f, %.0f, %.0f", ev_num(first, "params"),
+                     ev_num(first, "grads"), ev_num(first, "optim"), ev_num(peak, "params"), ev_num(peak, "grads"),
+                     ev_num(peak, "optim"));
+            EXPECTED("%.0f, %.0f, %.0f: %s; every category's peak as its schedule holds it", mm.after[CAT_PARAMS],
+                     mm.after[CAT_GRADS], mm.after[CAT_OPTIM], mm.formula);
         }
-        for (int k = 0; k < ncat; k++)
-            if (got[k] != want[k]) {
-                MEASURED("rank %d %s: %.0f bytes", r, cats[k], got[k]);
-                EXPECTED("%.0f bytes: %s", want[k], formula);
-                REASON("the memory this rank holds is not the method's: it keeps too much or too little");
-                return;
-            }
+        for (int k = 0; k < NCAT; k++) {
+            double got = ev_num(first, CAT_NAMES[k]);
+            if (isnan(mm.after[k]) || got == mm.after[k]) continue;
+            MEASURED("rank %d %s after step %lld: %.0f bytes", r, CAT_NAMES[k], (long long)run->first_step, got);
+            EXPECTED("%.0f bytes: %s", mm.after[k], k < CAT_ACTS ? mm.formula : "the lab's formula");
+            REASON("the memory this rank holds is not the method's: it keeps too much or too little");
+            return;
+        }
+        for (int k = 0; k < NCAT; k++) {
+            double got = ev_num(peak, CAT_NAMES[k]);
+            if (isnan(mm.peak[k]) || got == mm.peak[k]) continue;
+            MEASURED("rank %d %s at its peak (steps %lld-%lld): %.0f bytes", r, CAT_NAMES[k], (long long)run->first_step,
+                     (long long)run->last_step, got);
+            EXPECTED("%.0f bytes: %s", mm.peak[k], mm.peak_formula[k]);
+            if (isnan(got)) REASON("the step events have no peak_by: the most memory held at once cannot be graded");
+            else if (got > mm.peak[k])
+                REASON("at some moment of a step the rank held more %s than the method ever needs at once (freed "
+                       "again before the step ended): a buffer kept too long, or one too many", CAT_NAMES[k]);
+            else
+                REASON("the rank never held as much %s at once as the method's schedule does: a buffer it should "
+                       "hold (a prefetched unit, a full gradient) was not there", CAT_NAMES[k]);
+            return;
+        }
     }
     c->pass = 1;
 }
 
 // ---- comm.bytes --------------------------------------------------------------------------
+//
+// Every byte a step sends is accounted for: the algorithm's collectives, counted from the
+// span events, and then everything else the rank sent in the step (its step event's
+// bytes.sent): the scalar sums of the loss and the gradient norm, one all-gather of a float
+// pair per rank, 8 (N-1) bytes a rank. An extra collective, or a chunk sent twice, shows as
+// bytes the algorithm does not send, even when every number it computes is right.
+
+// Rank r's step event of `step` (NULL if missing), and what it says it sent.
+static const JsonValue *rank_step(const GradeRun *run, int r, int64_t step) {
+    size_t n;
+    const JsonValue **s = grade_steps(run, r, &n);
+    int64_t i = step - run->first_step;
+    return i >= 0 && (size_t)i < n ? s[i] : NULL;
+}
+static double step_sent(const GradeRun *run, int r, int64_t step) { return ev_num2(rank_step(run, r, step), "bytes", "sent"); }
+
+// The scalar sums of a step (dist_sum_over_ranks: an all-gather of one float pair per rank).
+#define SUM_BYTES(p) (8.0 * ((p) - 1))
+
+// The bytes a ring collective of n floats sends from group rank r of p (dist.h's chunks):
+// an all-reduce every chunk but its own in the reduce-scatter and all but r+1's in the
+// all-gather.
+typedef enum { RING_ALL_REDUCE, RING_REDUCE_SCATTER, RING_ALL_GATHER } RingKind;
+static double ring_bytes(RingKind kind, size_t n, int p, int r) {
+    if (p == 1) return 0;
+    size_t off, mine, next;
+    dist_chunk(n, p, r, &off, &mine);
+    dist_chunk(n, p, (r + 1) % p, &off, &next);
+    size_t words = kind == RING_ALL_REDUCE ? (n - mine) + (n - next) : kind == RING_REDUCE_SCATTER ? n - mine : n - next;
+    return 4.0 * (double)words;
+}
 
 // DDP: every gradient element all-reduced exactly once per step. A bucket's all-reduce of n
 // floats sends 2(N-1) n floats summed over the ranks with the ring, N(N-1) n with the direct
 // algorithm; so the buckets' bytes, summed over ranks, say how many elements each reduced.
+// Besides the buckets, a step sends the loss's sum, nothing else.
 static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
     const GradeRun *run = x->run;
     int N = run->world;
-    double total[1024] = {0};
+    double total[1024] = {0}, buckets = 0, sent = 0, other_reduce = 0;
     const char *algo[1024] = {0};
     int nb = 0;
     for (int r = 0; r < N; r++) {
@@ -350,37 +527,97 @@ static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
             const JsonValue *ev = sp[i];
             if (strcmp(ev_str(ev, "name"), "all_reduce") != 0) continue;
             double b = ev_num(ev, "bucket");
-            if (!(b >= 0 && b < 1024)) continue;  // not a gradient bucket (the loss, a norm)
+            if (!(b >= 0 && b < 1024)) {  // an all-reduce that is no gradient bucket
+                other_reduce += ev_num(ev, "bytes");
+                continue;
+            }
             int k = (int)b;
             total[k] += ev_num(ev, "bytes");
             algo[k] = ev_str(ev, "algo");
             if (k + 1 > nb) nb = k + 1;
         }
+        sent += step_sent(run, r, step);
     }
     double elements = 0;
     for (int k = 0; k < nb; k++) {
         double f = algo[k] && !strcmp(algo[k], "direct") ? (double)N * (N - 1) : 2.0 * (N - 1);
         elements += total[k] / (4 * f);
+        buckets += total[k];
     }
     if (elements != psi) {
-        MEASURED("step %lld: %.1f gradient elements all-reduced (%d buckets)", (long long)step, elements, nb);
+        MEASURED("step %lld: the buckets' all-reduces sent %.0f bytes over the ranks: %.1f gradient elements' worth (%d "
+                 "buckets)", (long long)step, buckets, elements, nb);
         EXPECTED("Psi = %.0f: each gradient once; ring 2(N-1)/N x 4 bytes per element per rank", psi);
         REASON("the gradient all-reduces did not move each gradient element exactly once");
         return 0;
     }
-    MEASURED("every step: Psi = %.0f elements in %d buckets", psi, nb);
+    if (sent - buckets != N * SUM_BYTES(N)) {
+        MEASURED("step %lld: %.0f bytes sent over the ranks besides the gradient buckets'%s", (long long)step,
+                 sent - buckets, other_reduce ? " (all-reduces that are no bucket's among them)" : "");
+        EXPECTED("%.0f: the loss's sum, one float pair per rank all-gathered (8 (N-1) bytes a rank)", N * SUM_BYTES(N));
+        REASON("the ranks sent more than the algorithm needs: a collective too many, or bytes sent twice");
+        return 0;
+    }
+    MEASURED("every step: Psi = %.0f elements in %d buckets, and the loss's sum", psi, nb);
     EXPECTED("Psi = %.0f; ring 2(N-1)/N x 4 Psi bytes per rank", psi);
     return 1;
 }
 
+// FSDP --prefetch: each unit's all-gather is asked for before the unit before it (in the
+// order of the pass) starts computing, so that it travels while that unit computes. From the
+// spans: for the compute span of unit u (forward: its successor v = u+1 is next; backward:
+// v = u-1, unless --no-reshard kept v's weights from the forward pass), the all-gather that
+// brought v's weights for v's compute span of the same pass and micro-batch (the last one of
+// unit v issued before that span started) must have been issued before u's span started.
+// Program order, not timing: a gather asked for only when it is v's turn is not prefetched.
+static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t step, int U, int reshard) {
+    size_t n;
+    const JsonValue **sp = grade_spans(run, r, step, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ev_str(sp[i], "name");
+        int fwd = !strcmp(name, "fwd");
+        if (!fwd && (strcmp(name, "bwd") != 0 || !reshard)) continue;
+        int u = (int)ev_num(sp[i], "layer"), v = fwd ? u + 1 : u - 1;
+        if (v < 0 || v >= U) continue;
+        double next_t0 = NAN, issued = NAN;  // (none found: NaN, which fails below)
+        for (size_t k = 0; k < n; k++)  // v's compute span of this pass and micro-batch
+            if (!strcmp(ev_str(sp[k], "name"), name) && ev_num(sp[k], "layer") == v &&
+                ev_num(sp[k], "mb") == ev_num(sp[i], "mb"))
+                next_t0 = ev_num(sp[k], "t0_us");
+        for (size_t k = 0; k < n; k++) {  // the gather that brought v's weights for it
+            double t = ev_num(sp[k], "issued_us");
+            if (!strcmp(ev_str(sp[k], "name"), "all_gather") && ev_num(sp[k], "unit") == v && t <= next_t0 &&
+                !(t <= issued))
+                issued = t;
+        }
+        if (!(issued <= ev_num(sp[i], "t0_us"))) {
+            MEASURED("rank %d, step %lld: unit %d's all-gather was asked for after unit %d's %s had started", r,
+                     (long long)step, v, u, fwd ? "forward" : "backward");
+            EXPECTED("--prefetch: the next unit's all-gather issued before the current unit computes, forward and "
+                     "backward");
+            REASON("--prefetch did not prefetch: the next unit's weights were asked for only when it was its turn, so "
+                   "nothing travelled while a unit computed");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 // ZeRO and FSDP: every rank sends (N-1) shards of every unit per reduce-scatter or
-// all-gather of it (ring or direct alike), and a step does `passes` of them per unit.
+// all-gather of it (ring or direct alike), and a step does `passes` of them per unit and
+// micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's.
 static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0);
-    int passes;
-    if (!strcmp(run->lab, "fsdp")) passes = grade_cfg_num(run, "reshard_after_forward", 1) ? 3 : 2;
-    else passes = (int)grade_cfg_num(run, "stage", 0) == 3 ? 3 : 2;
+    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
+    int fsdp = !strcmp(run->lab, "fsdp"), reshard = (int)grade_cfg_num(run, "reshard_after_forward", 1);
+    int stage = fsdp ? 3 : (int)grade_cfg_num(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
+    if (!K) {
+        MEASURED("accum %g", grade_cfg_num(run, "accum", NAN));
+        REASON("the config's accum is not a number of micro-batches");
+        return 0;
+    }
+    if (fsdp) passes = reshard ? 3 * K : 2 * K;
+    else passes = stage == 3 ? 3 * K : stage == 2 ? K + 1 : 2;
     double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * padded_shard_sum(m, N, mixed ? 2 : 1);
     for (int r = 0; r < N; r++) {
         double sent = 0;
@@ -397,41 +634,97 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
             REASON("the units were not gathered and reduced the number of times the method says");
             return 0;
         }
+        double other = step_sent(run, r, step) - sent;
+        if (other != sums * SUM_BYTES(N)) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides the units' all-gathers and reduce-scatters", r,
+                     (long long)step, other);
+            EXPECTED("%.0f: the loss's sum%s, a float pair per rank all-gathered (8 (N-1) bytes each)",
+                     sums * SUM_BYTES(N), sums == 2 ? " and the gradient norm's" : "");
+            REASON("the rank sent more than the algorithm needs: a collective too many, or bytes sent twice");
+            return 0;
+        }
+        if (fsdp && grade_cfg_num(run, "prefetch", 0) && !fsdp_prefetched(run, c, r, step, gpt_layer_count(m), reshard))
+            return 0;
     }
-    MEASURED("%.0f bytes per rank per step", want);
+    MEASURED("%.0f bytes per rank per step in the units' collectives%s", want,
+             fsdp && grade_cfg_num(run, "prefetch", 0) ? ", each all-gather prefetched" : "");
     EXPECTED("%d x (N-1) x %d x Psi'/N = %.0f", passes, mixed ? 2 : 4, want);
     return 1;
 }
 
-// Megatron TP (no --sp, no --vocab-parallel, one tp group): per layer, the forward pass
-// all-reduces the attention and MLP outputs (g) and the backward pass their input
-// gradients (f): 4 L all-reduces of B T C floats; each sends 4 x 2(t-1)/t B T C bytes per
-// rank with the ring, 4 (t-1) B T C with the direct algorithm.
+// Megatron TP (one tensor-parallel group: no --dp, no --vocab-parallel). Per micro-batch and
+// block, f and g: without --sp, 2 all-reduces forward (g) and 2 backward (f) of B' T C floats;
+// with --sp each becomes an all-gather and a reduce-scatter of the same B' T C floats (f:
+// all-gather forward, reduce-scatter backward; g: reduce-scatter forward, all-gather
+// backward): the same bytes in twice the calls. With --sp the replicated parameters saw only
+// the rank's rows: once per step their gradients are all-reduced over the group, one call per
+// layer. Besides: the gradient norm's sum and, with --sp, the loss's.
 static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int t = run->world, B = (int)grade_cfg_num(run, "batch", 0);
-    double n = (double)B * m->seq * m->dim;
+    int t = run->world, K = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
+    int sp = (int)grade_cfg_num(run, "sp", 0), L = m->layers, calls = 4 * L * K;
+    if (!K || !B || B % K) {
+        MEASURED("batch %d, accum %d", B, K);
+        REASON("the config's batch does not split into its micro-batches");
+        return 0;
+    }
+    size_t n = (size_t)(B / K) * (size_t)m->seq * (size_t)m->dim;
     for (int r = 0; r < t; r++) {
-        double sent = 0, want = 0;
-        int calls = 0;
+        double fg_sent = 0, fg_want = 0, rep_sent = 0, rep_want = 0;
+        int ar = 0, rs = 0, ag = 0, reps = 0;
         size_t nsp;
-        const JsonValue **sp = grade_spans(run, r, step, &nsp);
+        const JsonValue **spans = grade_spans(run, r, step, &nsp);
         for (size_t i = 0; i < nsp; i++) {
-            const JsonValue *ev = sp[i];
-            if (strcmp(ev_str(ev, "name"), "all_reduce") != 0 || strcmp(ev_str(ev, "group"), "tp") != 0) continue;
-            calls++;
-            sent += ev_num(ev, "bytes");
-            want += !strcmp(ev_str(ev, "algo"), "direct") ? 4 * (t - 1) * n : 4 * 2.0 * (t - 1) / t * n;
+            const JsonValue *ev = spans[i];
+            const char *name = ev_str(ev, "name"), *op = ev_str(ev, "op");
+            if (strcmp(ev_str(ev, "group"), "tp") != 0) continue;
+            if (!strcmp(op, "replicated_grads")) reps++, rep_sent += ev_num(ev, "bytes");
+            if (strcmp(op, "f") != 0 && strcmp(op, "g") != 0) continue;
+            fg_sent += ev_num(ev, "bytes");
+            ar += !strcmp(name, "all_reduce"), rs += !strcmp(name, "reduce_scatter"), ag += !strcmp(name, "all_gather");
         }
-        if (calls != 4 * m->layers || sent != want) {
-            MEASURED("rank %d, step %lld: %d all-reduces, %.0f bytes", r, (long long)step, calls, sent);
-            EXPECTED("4L = %d all-reduces of B T C floats, %.0f bytes", 4 * m->layers, 4 * m->layers * 4 * 2.0 * (t - 1) / t * n);
-            REASON("the activations were not all-reduced exactly where Megatron's f and g operators are");
+        if (sp) {
+            fg_want = calls * (ring_bytes(RING_ALL_GATHER, n, t, r) + ring_bytes(RING_REDUCE_SCATTER, n, t, r));
+            for (int l = 0; l < gpt_layer_count(m); l++)
+                rep_want += ring_bytes(RING_ALL_REDUCE, tp_replicated_floats(m, 0, l), t, r);
+        } else {
+            fg_want = calls * ring_bytes(RING_ALL_REDUCE, n, t, r);
+        }
+        int kinds_ok = sp ? ar == 0 && rs == calls && ag == calls : ar == calls && rs == 0 && ag == 0;
+        if (!kinds_ok || fg_sent != fg_want) {
+            MEASURED("rank %d, step %lld: f and g made %d all-reduces, %d reduce-scatters, %d all-gathers, %.0f bytes", r,
+                     (long long)step, ar, rs, ag, fg_sent);
+            if (sp)
+                EXPECTED("--sp: 4 L K = %d all-gathers and %d reduce-scatters of B' T C floats, %.0f bytes", calls, calls,
+                         fg_want);
+            else
+                EXPECTED("4 L K = %d all-reduces of B' T C floats, %.0f bytes", calls, fg_want);
+            REASON(sp ? "sequence parallelism's f and g are an all-gather and a reduce-scatter each, exactly where "
+                        "Megatron's all-reduces were"
+                      : "the activations were not all-reduced exactly where Megatron's f and g operators are");
+            return 0;
+        }
+        if (sp && (reps != gpt_layer_count(m) || rep_sent != rep_want)) {
+            MEASURED("rank %d, step %lld: %d all-reduces of the replicated parameters' gradients, %.0f bytes", r,
+                     (long long)step, reps, rep_sent);
+            EXPECTED("--sp: one per layer, L + 2 = %d, %.0f bytes", gpt_layer_count(m), rep_want);
+            REASON("with --sp each rank's replicated parameters saw only its rows: their gradients are summed over the "
+                   "group once per step");
+            return 0;
+        }
+        double sums = (t > 1) * SUM_BYTES(t) * (sp ? 2 : 1), other = step_sent(run, r, step) - fg_sent - rep_sent;
+        if (other != sums) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides f and g%s", r, (long long)step, other,
+                     sp ? " and the replicated gradients" : "");
+            EXPECTED("%.0f: the gradient norm's sum%s, a float pair per rank all-gathered (8 (t-1) bytes each)", sums,
+                     sp ? " and the loss's" : "");
+            REASON("the rank sent more than the algorithm needs: a collective too many, or bytes sent twice");
             return 0;
         }
     }
-    MEASURED("4L = %d all-reduces per rank per step", 4 * m->layers);
-    EXPECTED("4L all-reduces of B T C floats");
+    MEASURED(sp ? "--sp: 4 L K = %d all-gathers and reduce-scatters per rank per step, the replicated gradients once"
+                : "4 L K = %d all-reduces per rank per step", calls);
+    EXPECTED(sp ? "4 L K all-gathers and 4 L K reduce-scatters of B' T C floats" : "4 L K all-reduces of B' T C floats");
     return 1;
 }
 
@@ -472,13 +765,13 @@ static const CheckDef DEFS[] = {
     {"replicas.equal", 2, check_replicas, "replicas hold bitwise the same parameters after every step"},
     {"loss.reference", 3, check_loss, "the loss equals the single-rank run's on the same global batch"},
     {"grads.reference", 2, check_grads, "the gradient norm equals the single-rank run's (gradients averaged right)"},
-    {"mem.formula", 1, check_mem, "params, grads and optimizer state per rank equal the method's formula"},
-    {"comm.bytes", 2, check_comm, "bytes sent per step equal the algorithm's count"},
+    {"mem.formula", 1, check_mem, "memory per rank and category equals the method's, after a step and at the peak"},
+    {"comm.bytes", 2, check_comm, "bytes sent per step equal the algorithm's count, and nothing else is sent"},
     {"schedule.in_flight", 2, check_in_flight, "micro-batches in flight per stage equal the schedule's bound"},
     {"schedule.bubble", 2, check_bubble, "the bubble of the logged order equals (p-1)/(m+p-1)"},
     {"recompute.bitwise", 3, check_recompute_bitwise, "recomputation changes no bit of the result (vs --policy none)"},
     {"recompute.count", 1, check_recompute_count, "each step recomputes exactly the blocks the policy checkpoints"},
-    {"data.coverage", 3, check_coverage, "each global batch split over the ranks, no item twice in an epoch"},
+    {"data.coverage", 3, check_coverage, "each rank read and trained on exactly its part of every global batch"},
     {"collectives.correct", 4, check_collectives, "every collective's result is right, every size"},
 };
 
@@ -505,8 +798,8 @@ static const char *not_applicable(const char *check, const GradeRun *run) {
     if (!strcmp(check, "replicas.equal") && !strcmp(run->lab, "zero") && grade_cfg_num(run, "stage", 0) == 3)
         return "ZeRO-3 keeps no replica: each rank holds its own shard of the parameters";
     if (!strcmp(check, "comm.bytes") && !strcmp(run->lab, "tp") &&
-        (grade_cfg_num(run, "sp", 0) || grade_cfg_num(run, "vocab_parallel", 0) || grade_cfg_num(run, "dp", 1) != 1))
-        return "graded for plain tensor parallelism only (no --sp, --vocab-parallel or --dp)";
+        (grade_cfg_num(run, "vocab_parallel", 0) || grade_cfg_num(run, "dp", 1) != 1))
+        return "graded for one tensor-parallel group (--sp or not), without --vocab-parallel or --dp";
     if (!strncmp(check, "schedule.", 9) && grade_cfg_num(run, "chunks", 1) != 1)
         return "graded for one model chunk per stage (gpipe, 1f1b); the interleaved schedule is not";
     if (!strcmp(check, "schedule.in_flight") && strcmp(grade_cfg_str(run, "schedule", ""), "gpipe") &&
