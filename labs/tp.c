@@ -295,7 +295,9 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
 typedef struct {
     float **whole[DCP_KINDS];  // [kind][layer] host memory, gpt_layer_size() floats
     float *rep, *split;        // host staging: one layer's parts (split: the whole group's)
-    float *gathered;           // device: the group's split parts of one layer ("comm")
+    size_t most_split;         // the largest layer's split part, in floats
+    float *gathered;           // device, while a save gathers: the group's split parts of one
+                               // layer ("comm", transient: a run's steady memory is not a save's)
 } TpCkpt;
 
 // The device buffers of a kind's parts (part 0 replicated, 1 split) of layer l.
@@ -315,7 +317,7 @@ static void tp_ckpt_create(TpCkpt *k, const Tp *tp) {
     }
     k->rep = malloc_check((most_rep + 1) * sizeof(float));
     k->split = malloc_check((most_split * (size_t)tp->t + 1) * sizeof(float));
-    k->gathered = most_split ? mem_alloc_floats(tp->mem, MEM_COMM, most_split * (size_t)tp->t, "checkpoint gather") : NULL;
+    k->most_split = most_split;
 }
 
 static void tp_ckpt_destroy(TpCkpt *k, Tp *tp) {
@@ -324,11 +326,12 @@ static void tp_ckpt_destroy(TpCkpt *k, Tp *tp) {
         free(k->whole[kind]);
     }
     free(k->rep), free(k->split);
-    if (k->gathered) mem_free(tp->mem, k->gathered);
 }
 
 // The whole units from the group's parts (every rank of the group calls it).
 static void tp_ckpt_gather(TpCkpt *k, Tp *tp, TpAdamW *o) {
+    k->gathered = k->most_split ? mem_alloc_floats(tp->mem, MEM_COMM, k->most_split * (size_t)tp->t, "checkpoint gather")
+                                : NULL;
     for (int kind = 0; kind < DCP_KINDS; kind++)
         for (int l = 0; l < tp->nlayers; l++) {
             size_t nr = tp->rep_n[l], ns = tp->split_n[l];
@@ -341,6 +344,8 @@ static void tp_ckpt_gather(TpCkpt *k, Tp *tp, TpAdamW *o) {
             for (int r = 0; r < tp->t; r++)
                 tp_layer_slice(&tp->cfg, tp->vp, tp->t, r, l, k->whole[kind][l], k->rep, k->split + (size_t)r * ns, 0);
         }
+    if (k->gathered) mem_free(tp->mem, k->gathered);
+    k->gathered = NULL;
 }
 
 // This rank's parts cut out of the whole units.
