@@ -36,7 +36,7 @@ ckpt-sqrt-2|ckpt|2|--policy sqrt
 shard-2|shard|2|--strategy sampler"
 
 # A field of grade.json (a tiny reader: shardlab's JSON is one line, fields in a known order).
-points() { sed -n 's/^{"run_dir":.*"points":\([0-9]*\),"max":\([0-9]*\),.*/\1 \2/p' "$1/grade.json"; }
+points() { sed -n 's/^{"run_dir":"[^"]*","lab":"[^"]*","label":"[^"]*","points":\([0-9]*\),"max":\([0-9]*\),.*/\1 \2/p' "$1/grade.json"; }
 failed() { grep -o '"name":"[a-z.]*","result":"FAIL"' "$1/grade.json" | sed 's/"name":"\([a-z.]*\)".*/\1/' | tr '\n' ' '; }
 loss_measured() {
     grep -o '"name":"loss.reference","result":"[A-Z]*","points":[0-9]*,"max":[0-9]*,"what":"[^"]*","measured":"[^"]*"' \
