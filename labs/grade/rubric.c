@@ -42,13 +42,18 @@
 // steps exact agreement is only asked where the reference restarts from the run's own state:
 // the ten steps after each replay point. Everywhere else the two curves must tell the same
 // story: each tenth of the run's mean within 2% of the reference's (the gradient norm's within
-// 20%; measured: 0.03% and 0.2% for correct runs, 12% and 55% for a run on another seed).
+// 20%; measured: 0.03% and 0.2% for correct runs, 12% and 55% for a run on another seed), or
+// within 0.02 nats (0.05 for the gradient norm) where the curve is so low that 2% is less:
+// shard's 64 items learnt by heart in 1000 steps end at a loss of 0.12, where two correct runs
+// were 0.003 nats (2.5%) apart; another seed is 0.3 nats away.
 #define STRICT_STEPS GRADE_REPLAY_STEPS
 #define LOSS_TOL 1e-5
 #define GRAD_NORM_RTOL 1e-4
 #define CURVE_BINS 10
 #define LOSS_CURVE_RTOL 0.02
+#define LOSS_CURVE_ATOL 0.02
 #define GRAD_CURVE_RTOL 0.2
+#define GRAD_CURVE_ATOL 0.05
 
 GptConfig grade_model(const GradeRun *run) {
     GptConfig m = {.vocab = (int)grade_cfg_num(run, "vocab", 256)};
@@ -151,7 +156,8 @@ static int64_t worst_diff(const GradeRun *run, const GradeRun *ref, const char *
     return compared;
 }
 
-static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double curve_rtol) {
+static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int relative, double tol, double curve_rtol,
+                              double curve_atol) {
     const GradeRun *run = x->run;
     const char *what = !strcmp(field, "loss") ? "the loss" : "the gradient norm";
     if (run->diverged_step) {  // nothing to compare after a NaN: say where it came
@@ -164,9 +170,9 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
     }
     const GradeRun *ref = ctx_reference(x, REF_SINGLE, c->reason, sizeof c->reason);
     EXPECTED("within %g%s of %s over steps 1..%d and the %d steps after each of the run's replay points; "
-             "each tenth of the curve's mean within %g%%",
+             "each tenth of the curve's mean within %g%% (or %g)",
              tol, relative ? " (relative)" : "", x->ref_label[REF_SINGLE], STRICT_STEPS, GRADE_REPLAY_STEPS,
-             100 * curve_rtol);
+             100 * curve_rtol, curve_atol);
     if (!ref) {
         MEASURED("no reference");
         return;
@@ -219,7 +225,7 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
     //    whatever chaos did to single steps.
     int64_t len = run->last_step - run->first_step + 1;
     int bins = len >= CURVE_BINS * 10 ? CURVE_BINS : (int)(len / 10 > 1 ? len / 10 : 1);
-    double curve = 0;
+    double curve = 0, curve_abs = 0;
     for (int b = 0; b < bins; b++) {
         int64_t lo = run->first_step + len * b / bins, hi = run->first_step + len * (b + 1) / bins - 1;
         double sa = 0, sb = 0;
@@ -232,27 +238,30 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
             }
             sa += ev_num(ea, field), sb += ev_num(eb, field);
         }
-        double e = fabs(sa - sb) / fmax(fabs(sb), 1e-30);
-        if (!(e <= curve_rtol)) {
+        double n = (double)(hi - lo + 1), e = fabs(sa - sb) / fmax(fabs(sb), 1e-30);
+        if (!(e <= curve_rtol || fabs(sa - sb) / n <= curve_atol)) {
             MEASURED("%s's mean over steps %lld-%lld is %.6g, the reference's %.6g (%.3g%% apart)", what, (long long)lo,
-                     (long long)hi, sa / (double)(hi - lo + 1), sb / (double)(hi - lo + 1), 100 * e);
+                     (long long)hi, sa / n, sb / n, 100 * e);
             REASON("the run does not train like the single-rank run on the same global batch");
             return;
         }
         if (e > curve) curve = e;
+        if (fabs(sa - sb) / n > curve_abs) curve_abs = fabs(sa - sb) / n;
     }
     if (nrep)
-        MEASURED("worst %.3g over steps 1-%d, %.3g over %d replay%s (steps %s); the curve within %.3g%%", first.worst,
-                 STRICT_STEPS, later.worst, nrep, nrep == 1 ? "" : "s", spans, 100 * curve);
+        MEASURED("worst %.3g over steps 1-%d, %.3g over %d replay%s (steps %s); the curve within %.3g%% (%.3g)",
+                 first.worst, STRICT_STEPS, later.worst, nrep, nrep == 1 ? "" : "s", spans, 100 * curve, curve_abs);
     else
-        MEASURED("worst %.3g over steps 1-%d; the curve within %.3g%%%s", first.worst, STRICT_STEPS, 100 * curve,
-                 len > STRICT_STEPS ? " (no replay points: later steps compared as a curve only)" : "");
+        MEASURED("worst %.3g over steps 1-%d; the curve within %.3g%% (%.3g)%s", first.worst, STRICT_STEPS, 100 * curve,
+                 curve_abs, len > STRICT_STEPS ? " (no replay points: later steps compared as a curve only)" : "");
     c->pass = 1;
 }
 
-static void check_loss(Ctx *x, GradeCheck *c) { check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_CURVE_RTOL); }
+static void check_loss(Ctx *x, GradeCheck *c) {
+    check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_CURVE_RTOL, LOSS_CURVE_ATOL);
+}
 static void check_grads(Ctx *x, GradeCheck *c) {
-    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_CURVE_RTOL);
+    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_CURVE_RTOL, GRAD_CURVE_ATOL);
 }
 
 // ---- mem.formula: what each rank holds after a step, and the most it held at once ----------
