@@ -237,7 +237,8 @@ static void write_manifest(const char *dir, const StrBuf *body) {
 }
 
 // One save of the state into dir (a checkpoint directory: its manifest and step-* files).
-static void save_to(DcpSaver *s, const char *dir, const char *what, int64_t step, const DcpState *state) {
+// say: a line on rank 0 once saved (checkpoints; replay points were announced at the start).
+static void save_to(DcpSaver *s, const char *dir, int say, int64_t step, const DcpState *state) {
     int64_t t0 = runlog_now_us();
     int rank = s->world ? s->world->rank : 0, world = s->world ? s->world->size : 1;
     char sd[32], sub[1100], name[128], path[1300];
@@ -305,19 +306,19 @@ static void save_to(DcpSaver *s, const char *dir, const char *what, int64_t step
     int64_t t1 = runlog_now_us();
     if (s->log) {
         runlog_span(s->log, step, "save", -1, -1, t0, t1, payload);
-        if (rank == 0 && !strcmp(what, "checkpoint"))  // replay points were announced at the start
-            runlog_printf(s->log, "%s: step %lld saved to %s (%d file(s)) in %.1f ms\n", what, (long long)step, dir, world,
-                          (double)(t1 - t0) / 1000.0);
+        if (rank == 0 && say)
+            runlog_printf(s->log, "checkpoint: step %lld saved to %s (%d file(s)) in %.1f ms\n", (long long)step, dir,
+                          world, (double)(t1 - t0) / 1000.0);
     }
 }
 
 void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
-    if (checkpoint_due(s->args, step)) save_to(s, s->dir, "checkpoint", step, state);
+    if (checkpoint_due(s->args, step)) save_to(s, s->dir, 1, step, state);
     if (replay_due(s->args, step)) {  // its own checkpoint directory: replay/step-<s>/
         char dir[1200], sd[32];
         step_dir_name(sd, sizeof sd, step);
         snprintf(dir, sizeof dir, "%s/%s", s->replay_dir, sd);
-        save_to(s, dir, "replay point", step, state);
+        save_to(s, dir, 0, step, state);
     }
 }
 
@@ -478,20 +479,15 @@ static size_t restore_schedule(Dcp *ck, TrainArgs *a, size_t used) {
     const JsonValue *s = json_get(json_get(ck->manifest, "optimizer"), "schedule");
     const JsonValue *shape = json_get(s, "shape"), *warmup = json_get(s, "warmup"), *lr_min = json_get(s, "lr_min");
     if (!s) return used;  // saved before schedules: nothing to restore
-    static char shape_text[16];
-    if (!(a->given & TRAIN_GIVEN_LR_SCHEDULE) && shape && shape->type == JSON_STRING &&
-        (!strcmp(shape->string, "cosine") || !strcmp(shape->string, "constant")))
-        snprintf(shape_text, sizeof shape_text, "%s", shape->string), a->lr_schedule = shape_text;
-    if (!(a->given & TRAIN_GIVEN_WARMUP) && warmup && warmup->type == JSON_NUMBER && warmup->number >= 0 &&
-        warmup->number <= a->steps)
-        a->warmup = (int)warmup->number;
+    int64_t n;
+    if (!(a->given & TRAIN_GIVEN_LR_SCHEDULE) && shape && shape->type == JSON_STRING)
+        a->lr_schedule = !strcmp(shape->string, "constant") ? "constant" : "cosine";
+    if (!(a->given & TRAIN_GIVEN_WARMUP) && json_uint(warmup, 1e7, &n)) a->warmup = (int)n;
     if (!(a->given & TRAIN_GIVEN_LR_MIN) && lr_min && lr_min->type == JSON_NUMBER && lr_min->number >= 0 &&
         lr_min->number <= a->lr)
         a->lr_min = lr_min->number;
-    const JsonValue *decay = json_get(s, "decay_steps");
-    if (!(a->given & TRAIN_GIVEN_DECAY_STEPS) && decay && decay->type == JSON_NUMBER && decay->number >= a->warmup &&
-        decay->number <= 1e7)
-        a->decay_steps = (int)decay->number;
+    if (!(a->given & TRAIN_GIVEN_DECAY_STEPS) && json_uint(json_get(s, "decay_steps"), 1e7, &n) && n >= a->warmup)
+        a->decay_steps = (int)n;
     if (used < sizeof ck->notes)
         used += (size_t)snprintf(ck->notes + used, sizeof ck->notes - used,
                                  "resume: learning rate: %s, warmup %d, to %.3g at step %d; step %lld's is %.6g\n",

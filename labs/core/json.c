@@ -585,8 +585,11 @@ int sb_json_quote_nonfinite(StrBuf *sb) {
             in_string = 1;
             continue;
         }
-        // Outside strings a letter can only start true, false, null or a non-finite token.
-        int negative = *s == '-', is_nan = 0;
+        // Outside strings a letter can only start true, false, null or a non-finite token (i or
+        // n, any case): most characters are done with at the first test (every event line
+        // passes through here).
+        int negative = *s == '-', is_nan = 0, c = (unsigned char)s[negative] | 0x20;
+        if (c != 'i' && c != 'n') continue;
         size_t n = nonfinite_token(s + negative, &is_nan);
         if (!n || (s > sb->data && (isalnum((unsigned char)s[-1]) || s[-1] == '.'))) continue;
         sb_append(&out, copied, (size_t)(s - copied));

@@ -243,11 +243,13 @@ void runlog_step(RunLog *r, const StepRecord *s) {
     // A non-finite loss or gradient norm: the weights are (or are about to be) NaN, and every
     // later step would only repeat it. Stop here, saying where and what. At the run's first
     // step no update has happened yet: the weights it started from, or a kernel, made it.
-    const char *what = !isfinite(s->loss) ? "the loss" : !isfinite(s->grad_norm) ? "the gradient norm"
-                     : !isfinite(s->lr) ? "the learning rate" : NULL;
-    if (what) {
-        double v = !isfinite(s->loss) ? s->loss : !isfinite(s->grad_norm) ? s->grad_norm : s->lr;
-        const char *value = isnan(v) ? "NaN" : v > 0 ? "infinite" : "-infinite";
+    const struct {
+        const char *what;
+        double v;
+    } logged[] = {{"the loss", s->loss}, {"the gradient norm", s->grad_norm}, {"the learning rate", s->lr}};
+    for (int i = 0; i < 3; i++) {
+        if (isfinite(logged[i].v)) continue;
+        const char *what = logged[i].what, *value = isnan(logged[i].v) ? "NaN" : logged[i].v > 0 ? "infinite" : "-infinite";
         if (r->step_events == 1)
             die("check the weights given with --init or --resume, or the forward and backward kernels",
                 "step %lld: %s is %s before any update: the starting weights or a kernel produce it", (long long)s->step,
