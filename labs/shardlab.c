@@ -372,7 +372,9 @@ static size_t echo_text(Launch *L, char *text, size_t n, int final) {
         size_t len = nl ? (size_t)(nl - (text + took)) + 1 : n - took;
         if (check_is_usage_line(text + took, len)) {
             if (!L->done[0] && !final) break;  // rank 0 has not exited yet: wait and see
-            if (L->usage_said && WIFEXITED(L->wstatus[0]) && WEXITSTATUS(L->wstatus[0]) == 2) {
+            // The launcher said a rank's usage error as its own: rank 0's is the same line (the
+            // ranks parse the same arguments), whether rank 0 got to exit 2 or was stopped first.
+            if (L->usage_said) {
                 took += len;
                 continue;
             }
