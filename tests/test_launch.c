@@ -399,6 +399,49 @@ static void test_hung_rank(void) {
     EXPECT(clean == RUNS, "hung rank 1: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
 }
 
+static void test_stopped_rank(void) {
+    // Rank 3 of 4 is stopped (SIGSTOP, as a debugger or Ctrl-Z would): its peers time out. In
+    // the ring, rank 0 waits for rank 3, rank 1 for rank 0, rank 2 for rank 1: whichever times
+    // out first must name rank 3, the one that stopped, not the neighbour it waited on.
+    enum { RUNS = 6, AT_ONCE = 3 };
+    int failed = 0, named = 0, clean = 0;
+    char why[1024] = "", bad_err[1024] = "";
+    for (int i = 0; i < RUNS; i += AT_ONCE) {
+        Job jobs[AT_ONCE];
+        pid_t stopped[AT_ONCE];
+        for (int k = 0; k < AT_ONCE; k++) {
+            char tag[32];
+            snprintf(tag, sizeof tag, "stop%d", i + k);
+            job_init(&jobs[k], tag);
+            job_start(&jobs[k], "SHARDLAB_TIMEOUT_S=2", "run ranklab -n 4 --steps 1000 --ms 5 --algo ring --run-dir %s", jobs[k].dir);
+        }
+        for (int k = 0; k < AT_ONCE; k++) {
+            stopped[k] = wait_for_step(jobs[k].dir, 3);
+            if (stopped[k] > 0) kill(stopped[k], SIGSTOP);
+        }
+        job_wait(jobs, AT_ONCE);
+        for (int k = 0; k < AT_ONCE; k++) {
+            Job *j = &jobs[k];
+            failed += stopped[k] > 0 && j->code == 1;
+            int ok = strncmp(j->err, "shardlab: rank ", 15) == 0 && strstr(j->err, "timed out") &&
+                     strstr(j->err, "waiting for rank 3") && !strstr(j->err, "waiting for rank 0") &&
+                     !strstr(j->err, "waiting for rank 1") && !strstr(j->err, "waiting for rank 2");
+            named += ok;
+            if (!ok) snprintf(bad_err, sizeof bad_err, "%s", j->err);
+            clean += clean_after(j, 4, why, sizeof why);
+            job_free(j);
+        }
+    }
+    // Proves: a stopped rank ends the run with the failure exit code (it cannot hang it).
+    EXPECT(failed == RUNS, "stopped rank 3: exit 1 in %d of %d runs", failed, RUNS);
+    // Proves: the one line names rank 3, the stopped rank, and no rank that merely waited
+    // on another waiting rank (broken variant: the waiter names its own ring neighbour).
+    EXPECT(named == RUNS, "stopped rank 3: stderr says 'waiting for rank 3' and no other in %d of %d runs %s", named, RUNS,
+           one_line(bad_err));
+    // Proves: the stopped rank is killed (SIGKILL reaches a stopped process) and its log ended.
+    EXPECT(clean == RUNS, "stopped rank 3: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
+}
+
 static void test_interrupt(void) {
     const int sigs[] = {SIGINT, SIGTERM};
     char why[1024] = "";
@@ -498,6 +541,7 @@ int main(int argc, char **argv) {
     test_fail_on_purpose();
     test_kill_a_rank();
     test_hung_rank();
+    test_stopped_rank();
     test_interrupt();
     test_launcher_killed();
     printf("# %.1f s\n", now_s() - t0);

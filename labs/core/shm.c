@@ -28,6 +28,12 @@ struct ShmHeader {
     _Atomic int32_t pid[SHM_MAX_RANKS];  // each rank's process, 0 until it attached
     _Atomic int32_t aborted;         // 0, or 1 + the rank that failed
     char abort_msg[512];
+    // Who waits for whom, so a timed-out wait can name the rank that holds everyone up and
+    // not just its neighbour (in a ring, rank 1 waits for rank 0, which waits for the stuck
+    // rank 3): waiting[r] is 1 + the rank r sleeps waiting for (0: none), beat_us[r] when r
+    // last woke up in that wait (it wakes every 50 ms, so a stale beat means it is not running).
+    _Atomic int32_t waiting[SHM_MAX_RANKS];
+    _Atomic int64_t beat_us[SHM_MAX_RANKS];
 };
 
 // One direction between two ranks. head and tail live on their own cache lines: the sender
@@ -55,7 +61,7 @@ static ShmChan *chan(const Shm *s, int from, int to) {
 
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for every process of the machine
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -195,6 +201,47 @@ static void describe(const Shm *s, char *buf, size_t n) {
         snprintf(buf, n, "%s (%s)", s->what.coll ? s->what.coll : "setup", s->what.phase ? s->what.phase : "attach");
 }
 
+// A process's state letter from /proc/<pid>/stat ('T': stopped), or 0 if unknown.
+static char process_state(int pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *paren = strrchr(text, ')');  // the name in parentheses may hold anything
+    return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+static void note_waiting(Shm *s, int peer) {
+    atomic_store(&s->hdr->beat_us[s->rank], (int64_t)(now_s() * 1e6));
+    atomic_store(&s->hdr->waiting[s->rank], peer + 1);
+}
+
+static void note_done_waiting(Shm *s) { atomic_store(&s->hdr->waiting[s->rank], 0); }
+
+// The rank that holds this wait up: follow who waits for whom from `peer` until a rank that
+// is not waiting (computing, or stuck outside a collective), is not running (stopped: its
+// beat is stale) or is gone. A cycle of live waiters (ranks calling different collectives)
+// has no such rank: then it is `peer`. chain gets "rank 0 for rank 3, " for the message.
+static int stuck_rank(const Shm *s, int peer, char *chain, size_t n) {
+    double stale_s = s->timeout_s / 4 < 0.5 ? s->timeout_s / 4 : 0.5;
+    int64_t now_us = (int64_t)(now_s() * 1e6);
+    chain[0] = 0;
+    int r = peer;
+    for (int hops = 0; hops < s->world; hops++) {
+        int32_t pid = atomic_load(&s->hdr->pid[r]), next = atomic_load(&s->hdr->waiting[r]) - 1;
+        int running = now_us - atomic_load(&s->hdr->beat_us[r]) < (int64_t)(stale_s * 1e6);
+        if (!pid || !process_alive(pid) || next < 0 || next >= s->world || next == r || !running) return r;
+        size_t len = strlen(chain);
+        snprintf(chain + len, n - len, "%srank %d for rank %d", len ? ", " : "", r, next);
+        r = next;
+    }
+    chain[0] = 0;
+    return peer;
+}
+
 static void check_peers(Shm *s, int peer, const char *waiting_for, double waited_s) {
     char what[160];
     int32_t failed = atomic_load(&s->hdr->aborted);
@@ -212,9 +259,19 @@ static void check_peers(Shm *s, int peer, const char *waiting_for, double waited
     }
     if (waited_s > s->timeout_s) {
         describe(s, what, sizeof what);
+        char chain[256], how[96] = "";
+        int stuck = stuck_rank(s, peer, chain, sizeof chain);
+        int32_t stuck_pid = atomic_load(&s->hdr->pid[stuck]);
+        if (stuck_pid && process_state(stuck_pid) == 'T')
+            snprintf(how, sizeof how, " (pid %d is stopped: SIGSTOP, Ctrl-Z or a debugger)", (int)stuck_pid);
+        if (stuck == peer)
+            die("a rank is stuck, or far slower than the others; raise SHARDLAB_TIMEOUT_S if that is expected",
+                "rank %d: %s timed out after %.0f s waiting for rank %d %s%s", s->rank, what, s->timeout_s, peer,
+                waiting_for, how);
         die("a rank is stuck, or far slower than the others; raise SHARDLAB_TIMEOUT_S if that is expected",
-            "rank %d: %s timed out after %.0f s waiting for rank %d %s", s->rank, what, s->timeout_s, peer,
-            waiting_for);
+            "rank %d: %s timed out after %.0f s waiting for rank %d%s, which holds up the ranks in between (rank %d "
+            "waited for rank %d %s, %s)",
+            s->rank, what, s->timeout_s, stuck, how, s->rank, peer, waiting_for, chain);
     }
 }
 
@@ -231,6 +288,7 @@ static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepe
         }
     }
     for (;;) {
+        note_waiting(s, peer);
         // Announce the sleep before the last look, so a waker that changes *word after our
         // look must see sleepers > 0 and wake us (both sides use sequentially consistent
         // atomics, so one of them sees the other).
@@ -240,7 +298,7 @@ static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepe
             syscall(SYS_futex, word, FUTEX_WAIT, old, &ts, NULL, 0);
         }
         atomic_fetch_sub(sleepers, 1);
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return;
+        if (atomic_load_explicit(word, memory_order_acquire) != old) return note_done_waiting(s);
         check_peers(s, peer, waiting_for, now_s() - t0);
     }
 }
@@ -324,6 +382,9 @@ void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for) {
     }
     long us = 20L << (idle->rounds / 64 < 6 ? idle->rounds / 64 : 6);  // 20 us .. 1.28 ms
     struct timespec ts = {0, (us > 1000 ? 1000 : us) * 1000};
+    note_waiting(s, peer);
     nanosleep(&ts, NULL);
     check_peers(s, peer, waiting_for, waited);
 }
+
+void shm_idle_done(Shm *s) { note_done_waiting(s); }

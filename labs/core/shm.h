@@ -3,7 +3,7 @@
 // Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
 //          shm_create(), shm_remove(), shm_attach(), shm_detach(), shm_abort(),
 //          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
-//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle().
+//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle(), shm_idle_done().
 //
 // The ranks of a run are processes on one machine. They share one POSIX shared-memory
 // segment (/dev/shm/<name>) holding a header and a CHANNEL for every ordered pair of ranks
@@ -23,7 +23,9 @@
 // first polls (up to 200 us, yielding the core between polls), then sleeps in the kernel
 // (futex) until the peer wakes it. Sleeping matters when ranks outnumber cores: a spinning
 // waiter would steal the core from the very rank it waits for. Every wait has a deadline ($SHARDLAB_TIMEOUT_S, default 120 s); the
-// message then names this rank, the collective, its step and the peer it waited for. A wait
+// message then names this rank, the collective, its step and the rank that holds it up: the
+// peer it waited for, or, when that peer itself waits, the first rank down the chain of
+// waiters that is not waiting or not running (a stopped rank holds up the whole ring). A wait
 // also ends early, with a clear message, if the peer process is gone or another rank aborted.
 #ifndef SHARDLAB_SHM_H
 #define SHARDLAB_SHM_H
@@ -88,12 +90,14 @@ float *shm_try_reserve(Shm *s, int to);
 const float *shm_try_peek(Shm *s, int from, size_t nfloats);
 // Such code calls shm_idle() each time a pass over its messages moved nothing: it polls
 // (yielding the core), then sleeps a little longer each time (up to 1 ms), and has the same
-// deadline and checks as every other wait. Zero the ShmIdle when something moved.
+// deadline and checks as every other wait. Zero the ShmIdle when something moved, and call
+// shm_idle_done() when every message has moved (this rank no longer waits for anyone).
 typedef struct {
     double t0;
     int rounds;
 } ShmIdle;
 void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for);
+void shm_idle_done(Shm *s);
 
 static inline void shm_set_what(Shm *s, const char *coll, const char *phase, int step, int nsteps) {
     s->what = (ShmWhat){coll, phase, step, nsteps};
