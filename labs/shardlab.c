@@ -7,7 +7,8 @@
 //
 // `shardlab run <lab> -n N` does what torchrun does for PyTorch, in one file you can read:
 //   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir), creates the
-//      shared-memory segment the ranks talk through, and picks a free TCP port;
+//      shared memory the ranks talk through (with no name, so nothing can be left in
+//      /dev/shm; shm.h), and picks a free TCP port;
 //   2. forks N ranks into one process group; each gets RANK, LOCAL_RANK, WORLD_SIZE,
 //      LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them), its output goes to
 //      <run dir>/rank-<r>.log, and it execs build/labs/<lab> with the options we did not use;
@@ -88,7 +89,7 @@ typedef struct {
     Tui *tui;                  // the dashboard while it is open
     StrBuf said;               // what we had to say while the dashboard held the terminal
     char run_dir[3072];
-    char shm_name[64];         // "" when N = 1 (one rank needs no shared memory)
+    int shm_fd;                // the ranks' shared memory (no name: shm.h); -1 when N = 1
     int port;
     pid_t launcher, pgid;
     pid_t pid[MAX_RANKS];
@@ -239,16 +240,17 @@ static void rank_file(const Launch *L, int r, const char *ext, char *out, size_t
     snprintf(out, n, "%s/rank-%d.%s", L->run_dir, r, ext);
 }
 
-// "/shardlab-<our pid>-<4 hex>": ours alone, and a stale one says which launcher left it.
+// The ranks' shared memory, with no name in /dev/shm: if we are killed (SIGKILL) before the
+// ranks have mapped it, nothing is left behind; it goes with the last process holding it.
 static void create_shm(Launch *L) {
     char err[256] = "";
-    for (int attempt = 0; attempt < 16; attempt++) {
-        unsigned tag = (unsigned)((uint64_t)runlog_now_us() * 2654435761u >> 7) & 0xffff;
-        snprintf(L->shm_name, sizeof L->shm_name, "/shardlab-%d-%04x", (int)L->launcher, tag);
-        if (shm_create(L->shm_name, L->n, err, sizeof err) == 0) return;
+    if ((L->shm_fd = shm_create_unnamed(L->n, err, sizeof err)) < 0) die("is memory short? (free -m)", "%s", err);
+    if (L->shm_fd <= STDERR_FILENO) {  // started with 0, 1 or 2 closed: the ranks' stdio goes there
+        int high = fcntl(L->shm_fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        if (high < 0) die(NULL, "cannot move the shared memory's descriptor: %s", strerror(errno));
+        close(L->shm_fd);
+        L->shm_fd = high;
     }
-    L->shm_name[0] = 0;
-    die("is /dev/shm mounted and writable? (df /dev/shm)", "%s", err);
 }
 
 // Bind port 0 and read back what the kernel chose. The shm backend does not use it; NCCL
@@ -268,7 +270,6 @@ static void on_die(const char *msg, void *arg) {
     Launch *L = arg;
     tui_restore_terminal();  // so the message that follows is readable
     if (L->pgid > 0) kill(-L->pgid, SIGKILL);
-    if (L->shm_name[0]) shm_remove(L->shm_name);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -304,8 +305,13 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setenv("MASTER_ADDR", "127.0.0.1", 1), setenv_int("MASTER_PORT", L->port);
     setenv("SHARDLAB_RUN_DIR", L->run_dir, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
-    if (L->shm_name[0]) setenv("SHARDLAB_SHM", L->shm_name, 1);
-    else unsetenv("SHARDLAB_SHM");
+    unsetenv("SHARDLAB_SHM");
+    if (L->shm_fd >= 0) {  // the one descriptor the lab inherits
+        fcntl(L->shm_fd, F_SETFD, 0);
+        setenv_int("SHARDLAB_SHM_FD", L->shm_fd);
+    } else {
+        unsetenv("SHARDLAB_SHM_FD");
+    }
     execv(L->lab_path, L->lab_argv);
     fprintf(stderr, "shardlab: error: rank %d cannot run %s: %s\n", r, L->lab_path, strerror(errno));
     _exit(127);
@@ -632,7 +638,7 @@ static int watch(Launch *L) {
         tui_wait_quit(L->tui, first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave");
     close_tui(L);
     show_progress(L, 1);
-    if (L->shm_name[0]) shm_remove(L->shm_name), L->shm_name[0] = 0;
+    if (L->shm_fd >= 0) close(L->shm_fd), L->shm_fd = -1;
     if (stop_sig) {
         fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
         return 128 + stop_sig;
@@ -679,6 +685,8 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);  // a closed pipe on our stdout must not leave the ranks behind
+    L.shm_fd = -1;
+    shm_sweep();  // what ranks started by hand and killed left in /dev/shm (shm.h)
     if (L.n > 1) create_shm(&L);
     L.port = free_port();
     L.t0_us = runlog_now_us();

@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -517,6 +518,111 @@ static void test_launcher_killed(void) {
     job_free(&j);
 }
 
+// Segments of this user named shardlab-* whose creator is gone, and whether `keep` (a name
+// under /dev/shm, or NULL) is still there. A segment's header says who created it: the
+// launcher or the rank 0 that made it (core/shm.c); its first 16 bytes are the magic and
+// then the world size and the creator's pid.
+static int shm_dead_left(void) {
+    int k = 0;
+    DIR *d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, "shardlab-", 9) != 0) continue;
+        char path[300];
+        snprintf(path, sizeof path, "/dev/shm/%.250s", e->d_name);
+        int fd = open(path, O_RDONLY);
+        struct stat st;
+        int32_t head[4] = {0};
+        if (fd < 0) continue;
+        int mine = fstat(fd, &st) == 0 && st.st_uid == getuid();
+        ssize_t got = read(fd, head, sizeof head);
+        close(fd);
+        // Not ours, or being created right now by a live process: not residue.
+        if (!mine || (got == (ssize_t)sizeof head && head[3] > 0 && kill(head[3], 0) == 0)) continue;
+        if (got < (ssize_t)sizeof head && time(NULL) - st.st_mtime < 10) continue;
+        k++;
+        printf("# left: %s (creator pid %d)\n", e->d_name, got == (ssize_t)sizeof head ? head[3] : 0);
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+static int shm_exists(const char *name) {
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    return access(path, F_OK) == 0;
+}
+
+static void test_launcher_killed_starting(void) {
+    // The launcher SIGKILLed while it starts: before the ranks have all joined the run,
+    // nobody has removed the shared memory's name yet, and the launcher cannot. Whatever the
+    // moment, no segment may be left (16 MiB each, until reboot).
+    const int at_ms[] = {0, 5, 10, 20, 40, 80, 120, 200};
+    int left = 0, procs = 0;
+    for (int i = 0; i < 3 * (int)(sizeof at_ms / sizeof at_ms[0]); i++) {
+        Job j;
+        char tag[32];
+        snprintf(tag, sizeof tag, "startkill%d", i);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 4 --steps 1000 --ms 20 --run-dir %s", j.dir);
+        usleep((useconds_t)at_ms[i % (sizeof at_ms / sizeof at_ms[0])] * 1000);
+        kill(j.pid, SIGKILL);
+        job_wait(&j, 1);
+        int p = procs_left(j.dir);
+        for (double t0 = now_s(); p && now_s() - t0 < 2; usleep(10000)) p = procs_left(j.dir);
+        procs += p;
+        left += shm_left(j.pid);
+        job_free(&j);
+    }
+    // Proves: the ranks die with their launcher at any point of its start.
+    EXPECT(procs == 0, "launcher killed while starting (0 to 200 ms): no rank outlives it (%d left)", procs);
+    // Proves: no /dev/shm/shardlab-<launcher pid>-* is left, whenever the kill came (broken
+    // variant: a named segment that only the ranks remove, after all of them joined).
+    EXPECT(left == 0, "launcher killed while starting (0 to 200 ms): no shared memory left (%d segments)", left);
+
+    // Ranks started by hand (as mpirun or srun would) name their segment after the job:
+    // /dev/shm/shardlab-<uid>-<MASTER_PORT>, created by rank 0. Rank 0 alone, waiting for a
+    // rank 1 that never comes, then SIGKILLed: its segment outlives it. The next `shardlab
+    // run` removes a segment whose creator is gone, and never one whose creator lives.
+    char port[16], name[64], env[64], dir[600], *args[] = {NULL};
+    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 9000));
+    snprintf(name, sizeof name, "shardlab-%d-%s", (int)getuid(), port);
+    snprintf(dir, sizeof dir, "%s/runs/byhand", tmp);
+    (void)args;
+    fflush(stdout);
+    pid_t rank0 = fork();
+    if (rank0 == 0) {
+        setenv("RANK", "0", 1), setenv("WORLD_SIZE", "2", 1), setenv("MASTER_PORT", port, 1);
+        setenv("SHARDLAB_TIMEOUT_S", "60", 1);
+        snprintf(env, sizeof env, "%s/ranklab", getenv("SHARDLAB_LABS"));
+        int nul = open("/dev/null", O_WRONLY);
+        dup2(nul, 1), dup2(nul, 2);
+        execl(env, env, "--steps", "5", "--run-dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    for (double t0 = now_s(); !shm_exists(name) && now_s() - t0 < 10; usleep(10000)) {}
+    int made = shm_exists(name);
+    Job j;
+    run_job(&j, "sweeplive", NULL, "run ranklab -n 2 --steps 2 --ms 1");
+    int kept = shm_exists(name);
+    job_free(&j);
+    kill(rank0, SIGKILL);
+    waitpid(rank0, NULL, 0);
+    int orphaned = shm_exists(name);
+    run_job(&j, "sweepdead", NULL, "run ranklab -n 1 --steps 1 --ms 1");
+    int swept = !shm_exists(name);
+    job_free(&j);
+    // Proves: a live job's segment is never taken from it by another run.
+    EXPECT(made && kept, "a segment whose rank 0 is alive survives another shardlab run (made %d, kept %d)", made, kept);
+    // Proves: the next run clears what a SIGKILLed rank 0 left (broken variant: no sweep).
+    EXPECT(orphaned && swept, "a segment whose rank 0 was SIGKILLed is removed by the next shardlab run (left %d, removed %d)",
+           orphaned, swept);
+    // Proves: after all of this, no segment of this user with a dead creator is left.
+    EXPECT(shm_dead_left() == 0, "no /dev/shm/shardlab-* of this user with a dead creator is left");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -f '/dev/shm/%s'", name);  // if the test failed
+    if (system(cmd) != 0) fprintf(stderr, "could not remove /dev/shm/%s\n", name);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_launch SHARDLAB FIXTURES_DIR\n");
@@ -544,6 +650,7 @@ int main(int argc, char **argv) {
     test_stopped_rank();
     test_interrupt();
     test_launcher_killed();
+    test_launcher_killed_starting();
     printf("# %.1f s\n", now_s() - t0);
 
     // Keep the runs of a failed test for inspection; else remove everything.

@@ -1,6 +1,7 @@
 // shm.c — see shm.h: the segment, its channels, and waits that sleep and have deadlines.
 #include "shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,6 +26,7 @@ struct ShmHeader {
     _Atomic uint64_t magic;          // written last by the creator: the segment is ready
     int32_t world;
     int32_t creator_pid;
+    uint64_t creator_start;          // when the creator started (/proc/<pid>/stat): a pid is reused
     _Atomic int32_t pid[SHM_MAX_RANKS];  // each rank's process, 0 until it attached
     _Atomic int32_t aborted;         // 0, or 1 + the rank that failed
     char abort_msg[512];
@@ -67,6 +69,50 @@ static double now_s(void) {
 
 static int process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
+// When process pid started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or 0.
+static uint64_t process_start(int pid) {
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *p = strrchr(text, ')');  // the name in parentheses may hold anything
+    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+// The process that created the segment still runs: same pid, and it started when the
+// creator did (else the pid now belongs to someone else).
+static int creator_alive(const ShmHeader *h) {
+    if (!process_alive(h->creator_pid)) return 0;
+    uint64_t start = process_start(h->creator_pid);
+    return !h->creator_start || !start || start == h->creator_start;
+}
+
+// Size a new segment's memory and write its header. Returns 0, or -1 with a message.
+static int shm_init(int fd, const char *what, int world, char *err, size_t nerr) {
+    size_t bytes = shm_segment_bytes(world);
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        snprintf(err, nerr, "cannot size shared memory %s to %zu bytes: %s", what, bytes, strerror(errno));
+        return -1;
+    }
+    // Only the header is touched here; channel pages stay unallocated until a pair of ranks
+    // first talks (ftruncate gives zero-filled memory: every counter starts at 0).
+    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        snprintf(err, nerr, "cannot map shared memory %s: %s", what, strerror(errno));
+        return -1;
+    }
+    h->world = world;
+    h->creator_pid = (int32_t)getpid();
+    h->creator_start = process_start(getpid());
+    atomic_store(&h->magic, SHM_MAGIC);
+    munmap(h, header_bytes());
+    return 0;
+}
+
 int shm_create(const char *name, int world, char *err, size_t nerr) {
     if (world < 1 || world > SHM_MAX_RANKS) {
         snprintf(err, nerr, "world size %d is outside 1..%d", world, SHM_MAX_RANKS);
@@ -77,27 +123,66 @@ int shm_create(const char *name, int world, char *err, size_t nerr) {
         snprintf(err, nerr, "cannot create shared memory /dev/shm%s: %s", name, strerror(errno));
         return -1;
     }
-    size_t bytes = shm_segment_bytes(world);
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        snprintf(err, nerr, "cannot size shared memory /dev/shm%s to %zu bytes: %s", name, bytes, strerror(errno));
-        close(fd);
-        shm_unlink(name);
-        return -1;
-    }
-    // Only the header is touched here; channel pages stay unallocated until a pair of ranks
-    // first talks (ftruncate gives zero-filled memory: every counter starts at 0).
-    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char what[96];
+    snprintf(what, sizeof what, "/dev/shm%s", name);
+    int rc = shm_init(fd, what, world, err, nerr);
     close(fd);
-    if (h == MAP_FAILED) {
-        snprintf(err, nerr, "cannot map shared memory /dev/shm%s: %s", name, strerror(errno));
-        shm_unlink(name);
+    if (rc != 0) shm_unlink(name);
+    return rc;
+}
+
+int shm_create_unnamed(int world, char *err, size_t nerr) {
+    if (world < 1 || world > SHM_MAX_RANKS) {
+        snprintf(err, nerr, "world size %d is outside 1..%d", world, SHM_MAX_RANKS);
         return -1;
     }
-    h->world = world;
-    h->creator_pid = (int32_t)getpid();
-    atomic_store(&h->magic, SHM_MAGIC);
-    munmap(h, header_bytes());
-    return 0;
+    int fd = memfd_create("shardlab", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, nerr, "cannot create shared memory (memfd_create): %s", strerror(errno));
+        return -1;
+    }
+    if (shm_init(fd, "(memfd)", world, err, nerr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void shm_sweep(void) {
+    DIR *dir = opendir("/dev/shm");
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        if (strncmp(e->d_name, "shardlab-", 9) != 0 || strlen(e->d_name) > 200) continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        int fd = shm_open(name, O_RDONLY | O_NOFOLLOW, 0);
+        struct stat st;
+        if (fd < 0) continue;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            close(fd);  // not a segment, or another user's: not ours to judge
+            continue;
+        }
+        int dead;
+        if ((size_t)st.st_size >= header_bytes()) {
+            ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ, MAP_SHARED, fd, 0);
+            if (h == MAP_FAILED) {
+                close(fd);
+                continue;
+            }
+            // A header not written yet is a segment being made; unless it stayed so long
+            // that its maker must have died in between.
+            dead = atomic_load(&h->magic) == SHM_MAGIC ? !creator_alive(h) : time(NULL) - st.st_mtime > 60;
+            munmap(h, header_bytes());
+        } else {
+            dead = time(NULL) - st.st_mtime > 60;
+        }
+        close(fd);
+        // Still the file we looked at (not one made since under the same name)?
+        struct stat now;
+        char path[300];
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (dead && lstat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) shm_unlink(name);
+    }
+    if (dir) closedir(dir);
 }
 
 void shm_remove(const char *name) {
@@ -105,7 +190,8 @@ void shm_remove(const char *name) {
         fprintf(stderr, "%s: warning: cannot remove /dev/shm%s: %s\n", check_context(), name, strerror(errno));
 }
 
-void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create) {
+// What both ways of attaching do first and last.
+static void attach_begin(Shm *s, const char *name, int rank, int world, double timeout_s) {
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->rank = rank;
@@ -117,11 +203,23 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
     // may need this very core, and we sleep almost at once.
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->spin_s = world <= cores ? 200e-6 : 0.5e-6;
+}
 
+static void attach_end(Shm *s) {
+    s->bytes = shm_segment_bytes(s->world);
+    int32_t expected = 0;
+    if (!atomic_compare_exchange_strong(&s->hdr->pid[s->rank], &expected, (int32_t)getpid()))
+        die("give each process its own RANK", "rank %d is already taken by process %d", s->rank, expected);
+    s->scratch = malloc_check(SHM_PIECE_FLOATS * sizeof(float));
+}
+
+void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create) {
+    attach_begin(s, name, rank, world, timeout_s);
     char err[256];
     if (create) {
         shm_remove(name);  // a segment left by a crashed run with the same name
         if (shm_create(name, world, err, sizeof err) != 0) die("is /dev/shm mounted and writable?", "%s", err);
+        s->created = 1;
     }
     size_t bytes = shm_segment_bytes(world);
     double deadline = now_s() + timeout_s;
@@ -136,8 +234,7 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
                     die("is /dev/shm full?", "rank %d cannot map shared memory /dev/shm%s (%zu bytes): %s", rank,
                         name, bytes, strerror(errno));
                 // Ready, for our world size, and made by a live process (not a stale segment).
-                if (atomic_load(&s->hdr->magic) == SHM_MAGIC && s->hdr->world == world &&
-                    process_alive(s->hdr->creator_pid))
+                if (atomic_load(&s->hdr->magic) == SHM_MAGIC && s->hdr->world == world && creator_alive(s->hdr))
                     break;
                 munmap(s->hdr, bytes);
                 s->hdr = NULL;
@@ -151,11 +248,25 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
                 timeout_s);
         usleep(10000);
     }
-    s->bytes = bytes;
-    int32_t expected = 0;
-    if (!atomic_compare_exchange_strong(&s->hdr->pid[rank], &expected, (int32_t)getpid()))
-        die("give each process its own RANK", "rank %d is already taken by process %d", rank, expected);
-    s->scratch = malloc_check(SHM_PIECE_FLOATS * sizeof(float));
+    attach_end(s);
+}
+
+void shm_attach_fd(Shm *s, int fd, int rank, int world, double timeout_s) {
+    attach_begin(s, "(from the launcher)", rank, world, timeout_s);
+    size_t bytes = shm_segment_bytes(world);
+    struct stat st;
+    const char *hint = "SHARDLAB_SHM_FD is set by 'shardlab run' for its ranks; unset it";
+    if (fstat(fd, &st) != 0) die(hint, "rank %d: SHARDLAB_SHM_FD=%d is not open: %s", rank, fd, strerror(errno));
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size != bytes)
+        die(hint, "rank %d: SHARDLAB_SHM_FD=%d is not the shared memory of %d ranks (%lld bytes, expected %zu)", rank,
+            fd, world, (long long)st.st_size, bytes);
+    s->hdr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (s->hdr == MAP_FAILED)
+        die("is memory short?", "rank %d cannot map the shared memory (%zu bytes): %s", rank, bytes, strerror(errno));
+    close(fd);  // the mapping keeps the memory; no process after us needs the descriptor
+    if (atomic_load(&s->hdr->magic) != SHM_MAGIC || s->hdr->world != world)
+        die(hint, "rank %d: SHARDLAB_SHM_FD=%d holds no shared memory of %d ranks", rank, fd, world);
+    attach_end(s);
 }
 
 void shm_detach(Shm *s) {
