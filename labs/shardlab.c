@@ -17,12 +17,14 @@
 //      line at the bottom on a terminal;
 //   4. watches the ranks: the first one to fail is named in one line with its own error
 //      message, the others get SIGTERM, then SIGKILL a second later;
-//   5. forwards Ctrl-C (SIGINT) and SIGTERM to the ranks, so they can end their logs cleanly.
+//   5. forwards Ctrl-C (SIGINT), SIGTERM and SIGHUP (the terminal closed, which the dashboard
+//      also notices by itself) to the ranks, so they can end their logs cleanly.
 // However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
 // event log ends with an "end" event (a dashboard must not show a dead run as live).
 //
 // Exit status: 0 every rank finished; 1 a rank failed; 2 bad arguments (ours, or a rank's: a
-// lab exits 2 on a bad option, and we pass its one line on); 130/143 interrupted.
+// lab exits 2 on a bad option, and we pass its one line on); 128 + the signal when SIGINT
+// (130), SIGTERM (143) or SIGHUP (129) stopped us, even on the dashboard's last screen.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -77,7 +79,8 @@ static const char *RUN_USAGE =
     "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
     "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
-    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143 interrupted.\n";
+    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143/129 interrupted\n"
+    "(Ctrl-C, SIGTERM, the terminal closed).\n";
 
 // The launcher's one context: the run, its ranks, and how far we have read rank 0's files.
 typedef struct {
@@ -106,6 +109,9 @@ typedef struct {
 
 static volatile sig_atomic_t last_signal, signal_count;
 static void on_signal(int sig) { last_signal = sig; signal_count++; }
+// The dashboard found the terminal closed: the kernel told only the terminal's foreground
+// process group, the pager's if one was open, so we may have had no SIGHUP of our own.
+static void hung_up(void) { on_signal(SIGHUP); }
 
 // ---------------------------------------------------------------------------------------
 // Arguments
@@ -290,6 +296,7 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setpgid(0, L->pgid);  // one group (rank 0's pid; 0 makes it for rank 0): one kill() reaches all
     signal(SIGINT, SIG_DFL);  // undo the launcher's handlers; the lab installs its own
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     char path[sizeof L->run_dir + 32];
     rank_file(L, r, "log", path, sizeof path);
@@ -619,6 +626,7 @@ static int watch(Launch *L) {
             handled = signal_count;
             if (!stop_sig && cause < 0 && first < 0) {
                 stop_sig = last_signal, stopped = count_running(L);
+                if (L->shm_fd >= 0) shm_note_stop(L->shm_fd, stop_sig);
                 kill(-L->pgid, stop_sig);
                 kill_at = now + STOP_GRACE_US;
             } else {
@@ -626,16 +634,23 @@ static int watch(Launch *L) {
             }
         }
         if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
-        if (L->tui && tui_tick(L->tui, now)) close_tui(L);  // q: the view goes, the run goes on
+        int view = L->tui ? tui_tick(L->tui, now) : 0;
+        if (view) close_tui(L);  // q: the view goes, the run goes on
+        if (view == TUI_HANGUP) hung_up();  // the terminal went: as if it had sent SIGHUP
         if (!L->tui) show_progress(L, 0);
         if (count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
     end_event_logs(L);
     // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
-    // the user wants the terminal back at once.
-    if (L->tui && !stop_sig)
-        tui_wait_quit(L->tui, first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave");
+    // the user wants the terminal back at once. A signal (SIGTERM, a closed terminal's
+    // SIGHUP) ends the wait too: nobody may be there to press q.
+    int late_sig = 0;
+    if (L->tui && !stop_sig) {
+        const char *why = first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
+        if (!signal_count && tui_wait_quit(L->tui, why, &signal_count) == TUI_HANGUP) hung_up();
+        if (signal_count) late_sig = last_signal;
+    }
     close_tui(L);
     show_progress(L, 1);
     if (L->shm_fd >= 0) close(L->shm_fd), L->shm_fd = -1;
@@ -646,10 +661,11 @@ static int watch(Launch *L) {
     if (usage) return 2;
     if (first >= 0) {
         printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
-        return 1;
+        return 1;  // the failure says more than how the view was left
     }
     printf("shardlab: %s finished on %d rank(s); run written to %s\n", L->lab, L->n, L->run_dir);
-    return 0;
+    // Signalled on the dashboard's last screen: the run is whole, but we were stopped.
+    return late_sig ? 128 + late_sig : 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -684,6 +700,7 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);  // the terminal closed: stop the run as Ctrl-C does
     signal(SIGPIPE, SIG_IGN);  // a closed pipe on our stdout must not leave the ranks behind
     L.shm_fd = -1;
     shm_sweep();  // what ranks started by hand and killed left in /dev/shm (shm.h)

@@ -11,7 +11,7 @@
 //   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
 //     rank that fails on purpose, ranks that fail before they join: a non-zero exit, one line
 //     naming the rank and the cause, and the run over within the deadline;
-//   - Ctrl-C and SIGTERM reach the ranks; a second Ctrl-C does not wait;
+//   - Ctrl-C, SIGTERM and SIGHUP reach the ranks; a second Ctrl-C does not wait;
 //   - a SIGKILLed launcher leaves no orphans.
 // After every run, "nothing left behind" means: no process whose environment holds that run's
 // SHARDLAB_RUN_DIR, no /dev/shm/shardlab-<launcher pid>-* segment, and every rank-<r>.jsonl
@@ -444,17 +444,20 @@ static void test_stopped_rank(void) {
 }
 
 static void test_interrupt(void) {
-    const int sigs[] = {SIGINT, SIGTERM};
+    // SIGHUP: the terminal closed under the progress line (--ui none here; test_tui closes
+    // a real terminal).
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    const char *tags[] = {"int", "term", "hup"}, *names[] = {"Ctrl-C", "SIGTERM", "SIGHUP"};
     char why[1024] = "";
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         Job j;
-        job_init(&j, i == 0 ? "int" : "term");
+        job_init(&j, tags[i]);
         job_start(&j, NULL, "run ranklab -n 3 --steps 1000 --ms 20 --run-dir %s", j.dir);
         wait_for_step(j.dir, 0);
         double t_sig = now_s();
         kill(j.pid, sigs[i]);
         job_wait(&j, 1);
-        const char *name = i == 0 ? "Ctrl-C" : "SIGTERM";
+        const char *name = names[i];
         // Proves: the exit code says which signal stopped the run, as a shell expects.
         EXPECT(j.code == 128 + sigs[i] && strstr(j.err, "shardlab: interrupted; 3 rank(s) stopped"),
                "%s: exit %d and 'interrupted; 3 rank(s) stopped' (exit %d: %s)", name, 128 + sigs[i], j.code, one_line(j.err));

@@ -36,6 +36,7 @@ struct ShmHeader {
     // last woke up in that wait (it wakes every 50 ms, so a stale beat means it is not running).
     _Atomic int32_t waiting[SHM_MAX_RANKS];
     _Atomic int64_t beat_us[SHM_MAX_RANKS];
+    _Atomic int32_t stop_signal;     // the launcher is stopping the run on this signal (Ctrl-C...)
 };
 
 // One direction between two ranks. head and tail live on their own cache lines: the sender
@@ -183,6 +184,13 @@ void shm_sweep(void) {
         if (dead && lstat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) shm_unlink(name);
     }
     if (dir) closedir(dir);
+}
+
+void shm_note_stop(int fd, int sig) {
+    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) return;  // only the wording of the ranks' messages depends on it
+    atomic_store(&h->stop_signal, sig);
+    munmap(h, header_bytes());
 }
 
 void shm_remove(const char *name) {
@@ -361,7 +369,15 @@ static void check_peers(Shm *s, int peer, const char *waiting_for, double waited
         die("the first rank to fail has the cause in its log (rank-N.log)", "rank %d failed, so rank %d stops in %s: %s",
             failed - 1, s->rank, what, s->hdr->abort_msg);
     }
-    int32_t pid = atomic_load(&s->hdr->pid[peer]);
+    int32_t pid = atomic_load(&s->hdr->pid[peer]), stop = atomic_load(&s->hdr->stop_signal);
+    if (pid && !process_alive(pid) && stop) {
+        // Every rank got the signal; each stops at the end of its step, and the peer reached
+        // its end first. Not a failure of the peer: say it as the interruption it is.
+        describe(s, what, sizeof what);
+        die("the run was stopped on purpose; 'shardlab run' exits 128 + the signal",
+            "rank %d: interrupted by signal %d in %s: rank %d stopped first, at the end of its step", s->rank,
+            (int)stop, what, peer);
+    }
     if (pid && !process_alive(pid)) {
         describe(s, what, sizeof what);
         die("the rank that died has the cause in its log (rank-N.log)",

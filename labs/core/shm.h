@@ -2,7 +2,7 @@
 //
 // Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
 //          shm_create(), shm_create_unnamed(), shm_remove(), shm_sweep(), shm_attach(),
-//          shm_attach_fd(), shm_detach(), shm_abort(),
+//          shm_attach_fd(), shm_detach(), shm_abort(), shm_note_stop(),
 //          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
 //          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle(), shm_idle_done().
 //
@@ -90,6 +90,10 @@ void shm_attach_fd(Shm *s, int fd, int rank, int world, double timeout_s);
 void shm_detach(Shm *s);
 // Tell every other rank that this one failed (they stop waiting and report msg).
 void shm_abort(Shm *s, const char *msg);
+// The launcher, before it passes a stop signal (Ctrl-C, SIGTERM, SIGHUP) on to the ranks:
+// a rank then waiting for a peer that already stopped says it was interrupted, not that
+// the peer failed (each stops at the end of its own step, not all at once).
+void shm_note_stop(int fd, int sig);
 
 static inline size_t shm_pieces(size_t n) { return (n + SHM_PIECE_FLOATS - 1) / SHM_PIECE_FLOATS; }
 
