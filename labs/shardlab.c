@@ -622,14 +622,17 @@ static int watch(Launch *L) {
             if (others) kill(-L->pgid, SIGTERM);
             kill_at = now + FAIL_GRACE_US;
         }
-        if (signal_count > handled) {  // Ctrl-C or SIGTERM: pass it on; a second one kills
+        if (signal_count > handled) {  // Ctrl-C, SIGTERM, SIGHUP: pass it on; a second one kills
             handled = signal_count;
             if (!stop_sig && cause < 0 && first < 0) {
                 stop_sig = last_signal, stopped = count_running(L);
                 if (L->shm_fd >= 0) shm_note_stop(L->shm_fd, stop_sig);
                 kill(-L->pgid, stop_sig);
                 kill_at = now + STOP_GRACE_US;
-            } else {
+            } else if (last_signal != SIGHUP) {
+                // Not SIGHUP: a closed terminal sends it more than once (to its foreground
+                // group, again when the shell goes, and the dashboard notices too), which is
+                // not a user pressing Ctrl-C twice.
                 kill_at = now;
             }
         }
