@@ -155,7 +155,8 @@ void shm_sweep(void) {
         if (strncmp(e->d_name, "shardlab-", 9) != 0 || strlen(e->d_name) > 200) continue;
         char name[300];
         snprintf(name, sizeof name, "/%s", e->d_name);
-        int fd = shm_open(name, O_RDONLY | O_NOFOLLOW, 0);
+        // O_NONBLOCK: a FIFO someone put there must not hang us (it is then refused below).
+        int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
         struct stat st;
         if (fd < 0) continue;
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
@@ -425,7 +426,10 @@ static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepe
             syscall(SYS_futex, word, FUTEX_WAIT, old, &ts, NULL, 0);
         }
         atomic_fetch_sub(sleepers, 1);
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return note_done_waiting(s);
+        if (atomic_load_explicit(word, memory_order_acquire) != old) {
+            note_done_waiting(s);
+            return;
+        }
         check_peers(s, peer, waiting_for, now_s() - t0);
     }
 }
