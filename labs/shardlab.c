@@ -56,6 +56,7 @@
 #define BLAME_WAIT_US 500000   // how long we wait for the rank another one blames (see find_cause)
 #define FAIL_GRACE_US 1000000  // after a failure: SIGTERM, then SIGKILL this much later
 #define STOP_GRACE_US 2000000  // after Ctrl-C: time for the ranks to write their end events
+#define ERROR_HOLD_US 2000000  // how long rank 0's error line waits for rank 0 to exit (echo_text)
 
 static const char *USAGE =
     "usage: shardlab <command> [options]\n"
@@ -99,6 +100,8 @@ typedef struct {
     int done[MAX_RANKS], wstatus[MAX_RANKS];
     char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
     int usage_said;            // a rank's usage error was passed on as ours (exit 2)
+    int error_said;            // rank 0 failed and our line quoted its error line
+    int64_t error_held_us;     // since when echo_text holds back an error line of rank 0
     off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
     int64_t t0_us;
     off_t echo_off, jsonl_off;  // rank 0's log and events, read up to here
@@ -375,9 +378,11 @@ static void read_lines(Launch *L, const char *ext, off_t *off, int final, LinesF
     close(fd);
 }
 
-// Rank 0's output, as it comes, but for a lab's usage error (check.h), held back until rank 0
-// has exited: when the launcher passes it on as its own (watch(), exit 2), the user reads it
-// once, on stderr, not twice.
+// Rank 0's output, as it comes, but for the lines the launcher says itself, so the user
+// reads each once: a lab's usage error (check.h), which watch() passes on as its own (exit 2),
+// and the error line of a rank 0 that failed, which watch() quotes in its one line. Either is
+// held back until rank 0 has exited (an error line for at most ERROR_HOLD_US: die() exits
+// right after it, but a lab may print such a line and go on).
 static size_t echo_text(Launch *L, char *text, size_t n, int final) {
     size_t took = 0;
     while (took < n) {
@@ -388,6 +393,16 @@ static size_t echo_text(Launch *L, char *text, size_t n, int final) {
             // The launcher said a rank's usage error as its own: rank 0's is the same line (the
             // ranks parse the same arguments), whether rank 0 got to exit 2 or was stopped first.
             if (L->usage_said) {
+                took += len;
+                continue;
+            }
+        } else if (memmem(text + took, len, ": error: ", 9)) {
+            int64_t now = runlog_now_us();
+            if (!L->error_held_us) L->error_held_us = now;
+            if (!L->done[0] && !final && now - L->error_held_us < ERROR_HOLD_US) break;
+            size_t body = len - (text[took + len - 1] == '\n');
+            L->error_held_us = 0;
+            if (L->error_said && body == strlen(L->errline[0]) && memcmp(text + took, L->errline[0], body) == 0) {
                 took += len;
                 continue;
             }
@@ -611,14 +626,18 @@ static int watch(Launch *L) {
             // Exit status 2 is a lab's "bad argument" (e.g. a batch that does not divide over
             // N ranks): pass its one line on as ours.
             usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
-            if (usage) close_tui(L);  // nothing ran worth looking at: straight to the message
             if (usage) {
+                L->usage_said = 1;  // first: close_tui echoes rank 0's output, less this line
+                close_tui(L);  // nothing ran worth looking at: straight to the message
                 say(L, "shardlab run: %s\n", L->errline[cause]);
                 hint_layers(L, L->errline[cause]);
-                L->usage_said = 1;
-            } else if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
-                                 L->errline[cause][0] ? ": " : "", L->errline[cause], others);
-            else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+            } else {
+                // Rank 0's error line is in its output too, which we echo: echo_text drops it.
+                L->error_said = cause == 0 && L->errline[0][0];
+                if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
+                                L->errline[cause][0] ? ": " : "", L->errline[cause], others);
+                else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+            }
             if (others) kill(-L->pgid, SIGTERM);
             kill_at = now + FAIL_GRACE_US;
         }

@@ -306,6 +306,24 @@ static void test_fail_on_purpose(void) {
            named, quoted, one_line(last_err));
     EXPECT(clean == 5, "--fail-rank 2: nothing left behind in %d of 5 runs (%s)", clean, why);
 
+    // Rank 0 fails: its output is the user's (echoed on stdout), its error line with it, and
+    // the launcher's one line (stderr) quotes that line: the echo must leave it out.
+    Job j0;
+    job_init(&j0, "fail0");
+    job_start(&j0, NULL, "run ranklab -n 2 --steps 50 --ms 5 --fail-rank 0 --fail-step 3 --run-dir %s", j0.dir);
+    job_wait(&j0, 1);
+    int shown = 0;
+    for (const char *p = j0.out; (p = strstr(p, "failing at step 3")); p++) shown++;
+    for (const char *p = j0.err; (p = strstr(p, "failing at step 3")); p++) shown++;
+    // Proves: the error is on the terminal once, in the launcher's line naming rank 0 (broken
+    // variant: the echo of rank 0's output shows the line the launcher quotes).
+    EXPECT(j0.code == 1 && shown == 1 && strncmp(j0.err, "shardlab: rank 0 failed (exit 1): ", 34) == 0 &&
+               strstr(j0.err, "failing at step 3"),
+           "--fail-rank 0: exit 1, rank 0's error shown once (%d times), the launcher names rank 0: %s", shown,
+           one_line(j0.err));
+    EXPECT(clean_after(&j0, 2, why, sizeof why), "--fail-rank 0: nothing left behind (%s)", why);
+    job_free(&j0);
+
     // Bad options: every rank exits 2 before it joins the run, so no rank removes the
     // shared-memory name: only the launcher can.
     Job j;
