@@ -7,7 +7,8 @@
 //
 // `shardlab run <lab> -n N` does what torchrun does for PyTorch, in one file you can read:
 //   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir), creates the
-//      shared-memory segment the ranks talk through, and picks a free TCP port;
+//      shared memory the ranks talk through (with no name, so nothing can be left in
+//      /dev/shm; shm.h), and picks a free TCP port;
 //   2. forks N ranks into one process group; each gets RANK, LOCAL_RANK, WORLD_SIZE,
 //      LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them), its output goes to
 //      <run dir>/rank-<r>.log, and it execs build/labs/<lab> with the options we did not use;
@@ -16,12 +17,14 @@
 //      line at the bottom on a terminal;
 //   4. watches the ranks: the first one to fail is named in one line with its own error
 //      message, the others get SIGTERM, then SIGKILL a second later;
-//   5. forwards Ctrl-C (SIGINT) and SIGTERM to the ranks, so they can end their logs cleanly.
+//   5. forwards Ctrl-C (SIGINT), SIGTERM and SIGHUP (the terminal closed, which the dashboard
+//      also notices by itself) to the ranks, so they can end their logs cleanly.
 // However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
 // event log ends with an "end" event (a dashboard must not show a dead run as live).
 //
 // Exit status: 0 every rank finished; 1 a rank failed; 2 bad arguments (ours, or a rank's: a
-// lab exits 2 on a bad option, and we pass its one line on); 130/143 interrupted.
+// lab exits 2 on a bad option, and we pass its one line on); 128 + the signal when SIGINT
+// (130), SIGTERM (143) or SIGHUP (129) stopped us, even on the dashboard's last screen.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +56,7 @@
 #define BLAME_WAIT_US 500000   // how long we wait for the rank another one blames (see find_cause)
 #define FAIL_GRACE_US 1000000  // after a failure: SIGTERM, then SIGKILL this much later
 #define STOP_GRACE_US 2000000  // after Ctrl-C: time for the ranks to write their end events
+#define ERROR_HOLD_US 2000000  // how long rank 0's error line waits for rank 0 to exit (echo_text)
 
 static const char *USAGE =
     "usage: shardlab <command> [options]\n"
@@ -76,7 +80,8 @@ static const char *RUN_USAGE =
     "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
     "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
-    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143 interrupted.\n";
+    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143/129 interrupted\n"
+    "(Ctrl-C, SIGTERM, the terminal closed).\n";
 
 // The launcher's one context: the run, its ranks, and how far we have read rank 0's files.
 typedef struct {
@@ -88,13 +93,15 @@ typedef struct {
     Tui *tui;                  // the dashboard while it is open
     StrBuf said;               // what we had to say while the dashboard held the terminal
     char run_dir[3072];
-    char shm_name[64];         // "" when N = 1 (one rank needs no shared memory)
+    int shm_fd;                // the ranks' shared memory (no name: shm.h); -1 when N = 1
     int port;
     pid_t launcher, pgid;
     pid_t pid[MAX_RANKS];
     int done[MAX_RANKS], wstatus[MAX_RANKS];
     char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
     int usage_said;            // a rank's usage error was passed on as ours (exit 2)
+    int error_said;            // rank 0 failed and our line quoted its error line
+    int64_t error_held_us;     // since when echo_text holds back an error line of rank 0
     off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
     int64_t t0_us;
     off_t echo_off, jsonl_off;  // rank 0's log and events, read up to here
@@ -105,6 +112,9 @@ typedef struct {
 
 static volatile sig_atomic_t last_signal, signal_count;
 static void on_signal(int sig) { last_signal = sig; signal_count++; }
+// The dashboard found the terminal closed: the kernel told only the terminal's foreground
+// process group, the pager's if one was open, so we may have had no SIGHUP of our own.
+static void hung_up(void) { on_signal(SIGHUP); }
 
 // ---------------------------------------------------------------------------------------
 // Arguments
@@ -239,16 +249,17 @@ static void rank_file(const Launch *L, int r, const char *ext, char *out, size_t
     snprintf(out, n, "%s/rank-%d.%s", L->run_dir, r, ext);
 }
 
-// "/shardlab-<our pid>-<4 hex>": ours alone, and a stale one says which launcher left it.
+// The ranks' shared memory, with no name in /dev/shm: if we are killed (SIGKILL) before the
+// ranks have mapped it, nothing is left behind; it goes with the last process holding it.
 static void create_shm(Launch *L) {
     char err[256] = "";
-    for (int attempt = 0; attempt < 16; attempt++) {
-        unsigned tag = (unsigned)((uint64_t)runlog_now_us() * 2654435761u >> 7) & 0xffff;
-        snprintf(L->shm_name, sizeof L->shm_name, "/shardlab-%d-%04x", (int)L->launcher, tag);
-        if (shm_create(L->shm_name, L->n, err, sizeof err) == 0) return;
+    if ((L->shm_fd = shm_create_unnamed(L->n, err, sizeof err)) < 0) die("is memory short? (free -m)", "%s", err);
+    if (L->shm_fd <= STDERR_FILENO) {  // started with 0, 1 or 2 closed: the ranks' stdio goes there
+        int high = fcntl(L->shm_fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        if (high < 0) die(NULL, "cannot move the shared memory's descriptor: %s", strerror(errno));
+        close(L->shm_fd);
+        L->shm_fd = high;
     }
-    L->shm_name[0] = 0;
-    die("is /dev/shm mounted and writable? (df /dev/shm)", "%s", err);
 }
 
 // Bind port 0 and read back what the kernel chose. The shm backend does not use it; NCCL
@@ -268,7 +279,6 @@ static void on_die(const char *msg, void *arg) {
     Launch *L = arg;
     tui_restore_terminal();  // so the message that follows is readable
     if (L->pgid > 0) kill(-L->pgid, SIGKILL);
-    if (L->shm_name[0]) shm_remove(L->shm_name);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -289,6 +299,7 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setpgid(0, L->pgid);  // one group (rank 0's pid; 0 makes it for rank 0): one kill() reaches all
     signal(SIGINT, SIG_DFL);  // undo the launcher's handlers; the lab installs its own
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     char path[sizeof L->run_dir + 32];
     rank_file(L, r, "log", path, sizeof path);
@@ -304,8 +315,13 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setenv("MASTER_ADDR", "127.0.0.1", 1), setenv_int("MASTER_PORT", L->port);
     setenv("SHARDLAB_RUN_DIR", L->run_dir, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
-    if (L->shm_name[0]) setenv("SHARDLAB_SHM", L->shm_name, 1);
-    else unsetenv("SHARDLAB_SHM");
+    unsetenv("SHARDLAB_SHM");
+    if (L->shm_fd >= 0) {  // the one descriptor the lab inherits
+        fcntl(L->shm_fd, F_SETFD, 0);
+        setenv_int("SHARDLAB_SHM_FD", L->shm_fd);
+    } else {
+        unsetenv("SHARDLAB_SHM_FD");
+    }
     execv(L->lab_path, L->lab_argv);
     fprintf(stderr, "shardlab: error: rank %d cannot run %s: %s\n", r, L->lab_path, strerror(errno));
     _exit(127);
@@ -362,9 +378,11 @@ static void read_lines(Launch *L, const char *ext, off_t *off, int final, LinesF
     close(fd);
 }
 
-// Rank 0's output, as it comes, but for a lab's usage error (check.h), held back until rank 0
-// has exited: when the launcher passes it on as its own (watch(), exit 2), the user reads it
-// once, on stderr, not twice.
+// Rank 0's output, as it comes, but for the lines the launcher says itself, so the user
+// reads each once: a lab's usage error (check.h), which watch() passes on as its own (exit 2),
+// and the error line of a rank 0 that failed, which watch() quotes in its one line. Either is
+// held back until rank 0 has exited (an error line for at most ERROR_HOLD_US: die() exits
+// right after it, but a lab may print such a line and go on).
 static size_t echo_text(Launch *L, char *text, size_t n, int final) {
     size_t took = 0;
     while (took < n) {
@@ -375,6 +393,16 @@ static size_t echo_text(Launch *L, char *text, size_t n, int final) {
             // The launcher said a rank's usage error as its own: rank 0's is the same line (the
             // ranks parse the same arguments), whether rank 0 got to exit 2 or was stopped first.
             if (L->usage_said) {
+                took += len;
+                continue;
+            }
+        } else if (memmem(text + took, len, ": error: ", 9)) {
+            int64_t now = runlog_now_us();
+            if (!L->error_held_us) L->error_held_us = now;
+            if (!L->done[0] && !final && now - L->error_held_us < ERROR_HOLD_US) break;
+            size_t body = len - (text[took + len - 1] == '\n');
+            L->error_held_us = 0;
+            if (L->error_said && body == strlen(L->errline[0]) && memcmp(text + took, L->errline[0], body) == 0) {
                 took += len;
                 continue;
             }
@@ -598,41 +626,56 @@ static int watch(Launch *L) {
             // Exit status 2 is a lab's "bad argument" (e.g. a batch that does not divide over
             // N ranks): pass its one line on as ours.
             usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
-            if (usage) close_tui(L);  // nothing ran worth looking at: straight to the message
             if (usage) {
+                L->usage_said = 1;  // first: close_tui echoes rank 0's output, less this line
+                close_tui(L);  // nothing ran worth looking at: straight to the message
                 say(L, "shardlab run: %s\n", L->errline[cause]);
                 hint_layers(L, L->errline[cause]);
-                L->usage_said = 1;
-            } else if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
-                                 L->errline[cause][0] ? ": " : "", L->errline[cause], others);
-            else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+            } else {
+                // Rank 0's error line is in its output too, which we echo: echo_text drops it.
+                L->error_said = cause == 0 && L->errline[0][0];
+                if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
+                                L->errline[cause][0] ? ": " : "", L->errline[cause], others);
+                else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+            }
             if (others) kill(-L->pgid, SIGTERM);
             kill_at = now + FAIL_GRACE_US;
         }
-        if (signal_count > handled) {  // Ctrl-C or SIGTERM: pass it on; a second one kills
+        if (signal_count > handled) {  // Ctrl-C, SIGTERM, SIGHUP: pass it on; a second one kills
             handled = signal_count;
             if (!stop_sig && cause < 0 && first < 0) {
                 stop_sig = last_signal, stopped = count_running(L);
+                if (L->shm_fd >= 0) shm_note_stop(L->shm_fd, stop_sig);
                 kill(-L->pgid, stop_sig);
                 kill_at = now + STOP_GRACE_US;
-            } else {
+            } else if (last_signal != SIGHUP) {
+                // Not SIGHUP: a closed terminal sends it more than once (to its foreground
+                // group, again when the shell goes, and the dashboard notices too), which is
+                // not a user pressing Ctrl-C twice.
                 kill_at = now;
             }
         }
         if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
-        if (L->tui && tui_tick(L->tui, now)) close_tui(L);  // q: the view goes, the run goes on
+        int view = L->tui ? tui_tick(L->tui, now) : 0;
+        if (view) close_tui(L);  // q: the view goes, the run goes on
+        if (view == TUI_HANGUP) hung_up();  // the terminal went: as if it had sent SIGHUP
         if (!L->tui) show_progress(L, 0);
         if (count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
     end_event_logs(L);
     // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
-    // the user wants the terminal back at once.
-    if (L->tui && !stop_sig)
-        tui_wait_quit(L->tui, first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave");
+    // the user wants the terminal back at once. A signal (SIGTERM, a closed terminal's
+    // SIGHUP) ends the wait too: nobody may be there to press q.
+    int late_sig = 0;
+    if (L->tui && !stop_sig) {
+        const char *why = first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
+        if (!signal_count && tui_wait_quit(L->tui, why, &signal_count) == TUI_HANGUP) hung_up();
+        if (signal_count) late_sig = last_signal;
+    }
     close_tui(L);
     show_progress(L, 1);
-    if (L->shm_name[0]) shm_remove(L->shm_name), L->shm_name[0] = 0;
+    if (L->shm_fd >= 0) close(L->shm_fd), L->shm_fd = -1;
     if (stop_sig) {
         fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
         return 128 + stop_sig;
@@ -640,10 +683,11 @@ static int watch(Launch *L) {
     if (usage) return 2;
     if (first >= 0) {
         printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
-        return 1;
+        return 1;  // the failure says more than how the view was left
     }
     printf("shardlab: %s finished on %d rank(s); run written to %s\n", L->lab, L->n, L->run_dir);
-    return 0;
+    // Signalled on the dashboard's last screen: the run is whole, but we were stopped.
+    return late_sig ? 128 + late_sig : 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -678,7 +722,10 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);  // the terminal closed: stop the run as Ctrl-C does
     signal(SIGPIPE, SIG_IGN);  // a closed pipe on our stdout must not leave the ranks behind
+    L.shm_fd = -1;
+    shm_sweep();  // what ranks started by hand and killed left in /dev/shm (shm.h)
     if (L.n > 1) create_shm(&L);
     L.port = free_port();
     L.t0_us = runlog_now_us();

@@ -11,7 +11,7 @@
 //   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
 //     rank that fails on purpose, ranks that fail before they join: a non-zero exit, one line
 //     naming the rank and the cause, and the run over within the deadline;
-//   - Ctrl-C and SIGTERM reach the ranks; a second Ctrl-C does not wait;
+//   - Ctrl-C, SIGTERM and SIGHUP reach the ranks; a second Ctrl-C does not wait;
 //   - a SIGKILLed launcher leaves no orphans.
 // After every run, "nothing left behind" means: no process whose environment holds that run's
 // SHARDLAB_RUN_DIR, no /dev/shm/shardlab-<launcher pid>-* segment, and every rank-<r>.jsonl
@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,6 +306,24 @@ static void test_fail_on_purpose(void) {
            named, quoted, one_line(last_err));
     EXPECT(clean == 5, "--fail-rank 2: nothing left behind in %d of 5 runs (%s)", clean, why);
 
+    // Rank 0 fails: its output is the user's (echoed on stdout), its error line with it, and
+    // the launcher's one line (stderr) quotes that line: the echo must leave it out.
+    Job j0;
+    job_init(&j0, "fail0");
+    job_start(&j0, NULL, "run ranklab -n 2 --steps 50 --ms 5 --fail-rank 0 --fail-step 3 --run-dir %s", j0.dir);
+    job_wait(&j0, 1);
+    int shown = 0;
+    for (const char *p = j0.out; (p = strstr(p, "failing at step 3")); p++) shown++;
+    for (const char *p = j0.err; (p = strstr(p, "failing at step 3")); p++) shown++;
+    // Proves: the error is on the terminal once, in the launcher's line naming rank 0 (broken
+    // variant: the echo of rank 0's output shows the line the launcher quotes).
+    EXPECT(j0.code == 1 && shown == 1 && strncmp(j0.err, "shardlab: rank 0 failed (exit 1): ", 34) == 0 &&
+               strstr(j0.err, "failing at step 3"),
+           "--fail-rank 0: exit 1, rank 0's error shown once (%d times), the launcher names rank 0: %s", shown,
+           one_line(j0.err));
+    EXPECT(clean_after(&j0, 2, why, sizeof why), "--fail-rank 0: nothing left behind (%s)", why);
+    job_free(&j0);
+
     // Bad options: every rank exits 2 before it joins the run, so no rank removes the
     // shared-memory name: only the launcher can.
     Job j;
@@ -399,18 +418,64 @@ static void test_hung_rank(void) {
     EXPECT(clean == RUNS, "hung rank 1: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
 }
 
+static void test_stopped_rank(void) {
+    // Rank 3 of 4 is stopped (SIGSTOP, as a debugger or Ctrl-Z would): its peers time out. In
+    // the ring, rank 0 waits for rank 3, rank 1 for rank 0, rank 2 for rank 1: whichever times
+    // out first must name rank 3, the one that stopped, not the neighbour it waited on.
+    enum { RUNS = 6, AT_ONCE = 3 };
+    int failed = 0, named = 0, clean = 0;
+    char why[1024] = "", bad_err[1024] = "";
+    for (int i = 0; i < RUNS; i += AT_ONCE) {
+        Job jobs[AT_ONCE];
+        pid_t stopped[AT_ONCE];
+        for (int k = 0; k < AT_ONCE; k++) {
+            char tag[32];
+            snprintf(tag, sizeof tag, "stop%d", i + k);
+            job_init(&jobs[k], tag);
+            job_start(&jobs[k], "SHARDLAB_TIMEOUT_S=2", "run ranklab -n 4 --steps 1000 --ms 5 --algo ring --run-dir %s", jobs[k].dir);
+        }
+        for (int k = 0; k < AT_ONCE; k++) {
+            stopped[k] = wait_for_step(jobs[k].dir, 3);
+            if (stopped[k] > 0) kill(stopped[k], SIGSTOP);
+        }
+        job_wait(jobs, AT_ONCE);
+        for (int k = 0; k < AT_ONCE; k++) {
+            Job *j = &jobs[k];
+            failed += stopped[k] > 0 && j->code == 1;
+            int ok = strncmp(j->err, "shardlab: rank ", 15) == 0 && strstr(j->err, "timed out") &&
+                     strstr(j->err, "waiting for rank 3") && !strstr(j->err, "waiting for rank 0") &&
+                     !strstr(j->err, "waiting for rank 1") && !strstr(j->err, "waiting for rank 2");
+            named += ok;
+            if (!ok) snprintf(bad_err, sizeof bad_err, "%s", j->err);
+            clean += clean_after(j, 4, why, sizeof why);
+            job_free(j);
+        }
+    }
+    // Proves: a stopped rank ends the run with the failure exit code (it cannot hang it).
+    EXPECT(failed == RUNS, "stopped rank 3: exit 1 in %d of %d runs", failed, RUNS);
+    // Proves: the one line names rank 3, the stopped rank, and no rank that merely waited
+    // on another waiting rank (broken variant: the waiter names its own ring neighbour).
+    EXPECT(named == RUNS, "stopped rank 3: stderr says 'waiting for rank 3' and no other in %d of %d runs %s", named, RUNS,
+           one_line(bad_err));
+    // Proves: the stopped rank is killed (SIGKILL reaches a stopped process) and its log ended.
+    EXPECT(clean == RUNS, "stopped rank 3: nothing left behind in %d of %d runs (%s)", clean, RUNS, why);
+}
+
 static void test_interrupt(void) {
-    const int sigs[] = {SIGINT, SIGTERM};
+    // SIGHUP: the terminal closed under the progress line (--ui none here; test_tui closes
+    // a real terminal).
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    const char *tags[] = {"int", "term", "hup"}, *names[] = {"Ctrl-C", "SIGTERM", "SIGHUP"};
     char why[1024] = "";
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         Job j;
-        job_init(&j, i == 0 ? "int" : "term");
+        job_init(&j, tags[i]);
         job_start(&j, NULL, "run ranklab -n 3 --steps 1000 --ms 20 --run-dir %s", j.dir);
         wait_for_step(j.dir, 0);
         double t_sig = now_s();
         kill(j.pid, sigs[i]);
         job_wait(&j, 1);
-        const char *name = i == 0 ? "Ctrl-C" : "SIGTERM";
+        const char *name = names[i];
         // Proves: the exit code says which signal stopped the run, as a shell expects.
         EXPECT(j.code == 128 + sigs[i] && strstr(j.err, "shardlab: interrupted; 3 rank(s) stopped"),
                "%s: exit %d and 'interrupted; 3 rank(s) stopped' (exit %d: %s)", name, 128 + sigs[i], j.code, one_line(j.err));
@@ -474,6 +539,111 @@ static void test_launcher_killed(void) {
     job_free(&j);
 }
 
+// Segments of this user named shardlab-* whose creator is gone, and whether `keep` (a name
+// under /dev/shm, or NULL) is still there. A segment's header says who created it: the
+// launcher or the rank 0 that made it (core/shm.c); its first 16 bytes are the magic and
+// then the world size and the creator's pid.
+static int shm_dead_left(void) {
+    int k = 0;
+    DIR *d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, "shardlab-", 9) != 0) continue;
+        char path[300];
+        snprintf(path, sizeof path, "/dev/shm/%.250s", e->d_name);
+        int fd = open(path, O_RDONLY);
+        struct stat st;
+        int32_t head[4] = {0};
+        if (fd < 0) continue;
+        int mine = fstat(fd, &st) == 0 && st.st_uid == getuid();
+        ssize_t got = read(fd, head, sizeof head);
+        close(fd);
+        // Not ours, or being created right now by a live process: not residue.
+        if (!mine || (got == (ssize_t)sizeof head && head[3] > 0 && kill(head[3], 0) == 0)) continue;
+        if (got < (ssize_t)sizeof head && time(NULL) - st.st_mtime < 10) continue;
+        k++;
+        printf("# left: %s (creator pid %d)\n", e->d_name, got == (ssize_t)sizeof head ? head[3] : 0);
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+static int shm_exists(const char *name) {
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    return access(path, F_OK) == 0;
+}
+
+static void test_launcher_killed_starting(void) {
+    // The launcher SIGKILLed while it starts: before the ranks have all joined the run,
+    // nobody has removed the shared memory's name yet, and the launcher cannot. Whatever the
+    // moment, no segment may be left (16 MiB each, until reboot).
+    const int at_ms[] = {0, 5, 10, 20, 40, 80, 120, 200};
+    int left = 0, procs = 0;
+    for (int i = 0; i < 3 * (int)(sizeof at_ms / sizeof at_ms[0]); i++) {
+        Job j;
+        char tag[32];
+        snprintf(tag, sizeof tag, "startkill%d", i);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 4 --steps 1000 --ms 20 --run-dir %s", j.dir);
+        usleep((useconds_t)at_ms[i % (sizeof at_ms / sizeof at_ms[0])] * 1000);
+        kill(j.pid, SIGKILL);
+        job_wait(&j, 1);
+        int p = procs_left(j.dir);
+        for (double t0 = now_s(); p && now_s() - t0 < 2; usleep(10000)) p = procs_left(j.dir);
+        procs += p;
+        left += shm_left(j.pid);
+        job_free(&j);
+    }
+    // Proves: the ranks die with their launcher at any point of its start.
+    EXPECT(procs == 0, "launcher killed while starting (0 to 200 ms): no rank outlives it (%d left)", procs);
+    // Proves: no /dev/shm/shardlab-<launcher pid>-* is left, whenever the kill came (broken
+    // variant: a named segment that only the ranks remove, after all of them joined).
+    EXPECT(left == 0, "launcher killed while starting (0 to 200 ms): no shared memory left (%d segments)", left);
+
+    // Ranks started by hand (as mpirun or srun would) name their segment after the job:
+    // /dev/shm/shardlab-<uid>-<MASTER_PORT>, created by rank 0. Rank 0 alone, waiting for a
+    // rank 1 that never comes, then SIGKILLed: its segment outlives it. The next `shardlab
+    // run` removes a segment whose creator is gone, and never one whose creator lives.
+    char port[16], name[64], env[64], dir[600], *args[] = {NULL};
+    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 9000));
+    snprintf(name, sizeof name, "shardlab-%d-%s", (int)getuid(), port);
+    snprintf(dir, sizeof dir, "%s/runs/byhand", tmp);
+    (void)args;
+    fflush(stdout);
+    pid_t rank0 = fork();
+    if (rank0 == 0) {
+        setenv("RANK", "0", 1), setenv("WORLD_SIZE", "2", 1), setenv("MASTER_PORT", port, 1);
+        setenv("SHARDLAB_TIMEOUT_S", "60", 1);
+        snprintf(env, sizeof env, "%s/ranklab", getenv("SHARDLAB_LABS"));
+        int nul = open("/dev/null", O_WRONLY);
+        dup2(nul, 1), dup2(nul, 2);
+        execl(env, env, "--steps", "5", "--run-dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    for (double t0 = now_s(); !shm_exists(name) && now_s() - t0 < 10; usleep(10000)) {}
+    int made = shm_exists(name);
+    Job j;
+    run_job(&j, "sweeplive", NULL, "run ranklab -n 2 --steps 2 --ms 1");
+    int kept = shm_exists(name);
+    job_free(&j);
+    kill(rank0, SIGKILL);
+    waitpid(rank0, NULL, 0);
+    int orphaned = shm_exists(name);
+    run_job(&j, "sweepdead", NULL, "run ranklab -n 1 --steps 1 --ms 1");
+    int swept = !shm_exists(name);
+    job_free(&j);
+    // Proves: a live job's segment is never taken from it by another run.
+    EXPECT(made && kept, "a segment whose rank 0 is alive survives another shardlab run (made %d, kept %d)", made, kept);
+    // Proves: the next run clears what a SIGKILLed rank 0 left (broken variant: no sweep).
+    EXPECT(orphaned && swept, "a segment whose rank 0 was SIGKILLed is removed by the next shardlab run (left %d, removed %d)",
+           orphaned, swept);
+    // Proves: after all of this, no segment of this user with a dead creator is left.
+    EXPECT(shm_dead_left() == 0, "no /dev/shm/shardlab-* of this user with a dead creator is left");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -f '/dev/shm/%s'", name);  // if the test failed
+    if (system(cmd) != 0) fprintf(stderr, "could not remove /dev/shm/%s\n", name);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_launch SHARDLAB FIXTURES_DIR\n");
@@ -498,8 +668,10 @@ int main(int argc, char **argv) {
     test_fail_on_purpose();
     test_kill_a_rank();
     test_hung_rank();
+    test_stopped_rank();
     test_interrupt();
     test_launcher_killed();
+    test_launcher_killed_starting();
     printf("# %.1f s\n", now_s() - t0);
 
     // Keep the runs of a failed test for inspection; else remove everything.

@@ -16,7 +16,10 @@
 //   4. Ctrl-C in the view stops the run: exit 130, the launcher's line, no rank left;
 //   5. a rank killed with SIGKILL: the banner names it; q, exit 1;
 //   6. `shardlab tui DIR` on ranks started by hand with Slurm's variables (no launcher):
-//      followed live; q quits the view and the ranks finish; the finished run shows its end.
+//      followed live; q quits the view and the ranks finish; the finished run shows its end;
+//   7. SIGHUP, SIGTERM and a closed terminal, while the run goes on, with the pager open, on
+//      the finished screen and with the progress line: the launcher exits as for Ctrl-C (the
+//      signal's exit status, each rank's own end event), leaving no rank and no pager.
 // test_tui_replay.c checks the figures drawn from runs with known numbers.
 #include "tuitest.h"
 
@@ -325,6 +328,150 @@ static void test_follow(const char *dir) {
     EXPECT(wait_rc("follow2", 10) == 0, "follow: q on a finished run, exit 0");
 }
 
+// ---- 7. the terminal closed, or the launcher told to stop -------------------------------
+
+// Processes whose command line (arguments joined by spaces) holds `needle`; their pids go to
+// pids[0..max). first_arg: only those whose first argument is exactly that.
+static int procs_with(const char *needle, const char *first_arg, pid_t *pids, int max) {
+    int k = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        size_t n = 0;
+        char *text = read_file(path, &n);
+        if (!text) continue;
+        int first = !first_arg || strcmp(text, first_arg) == 0;
+        for (size_t i = 0; i + 1 < n; i++)
+            if (!text[i]) text[i] = ' ';
+        if (first && strstr(text, needle) && (pid_t)atoi(e->d_name) != getpid()) {
+            if (k < max) pids[k] = (pid_t)atoi(e->d_name);
+            k++;
+        }
+        free(text);
+    }
+    if (d) closedir(d);
+    return k;
+}
+
+// Every rank's event log ends with an end event it wrote itself, and the signal reached the
+// ranks: one says "interrupted by signal <sig>" (the others may say that, or that a peer
+// which stopped first is gone: they stop at a step's end, not all at the same one).
+static int ranks_ended_by(const char *dir, int world, int sig) {
+    int ok = 1, told = 0;
+    for (int r = 0; r < world; r++) {
+        char path[700], want[64];
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+        snprintf(want, sizeof want, "interrupted by signal %d", sig);
+        char *text = read_file(path, NULL);
+        size_t len = text ? strlen(text) : 0;
+        char *last = NULL;
+        for (char *p = text; p && (p = strstr(p, "{\"ev\":")); p++) last = p;
+        ok &= last && strncmp(last, "{\"ev\":\"end\"", 11) == 0 && len && text[len - 1] == '\n' &&
+              !strstr(text, "(written by shardlab run)");
+        told += text && strstr(text, want);
+        free(text);
+    }
+    return ok && told;
+}
+
+// Every rank's event log ends with {"ev":"end",...,"status":"ok"}.
+static int events_end_ok(const char *dir, int world) {
+    int ok = 1;
+    for (int r = 0; r < world; r++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+        char *text = read_file(path, NULL), *last = NULL;
+        for (char *p = text; p && (p = strstr(p, "{\"ev\":")); p++) last = p;
+        ok &= last && strncmp(last, "{\"ev\":\"end\"", 11) == 0 && strstr(last, "\"status\":\"ok\"");
+        free(text);
+    }
+    return ok;
+}
+
+typedef enum { AT_RUNNING, AT_PAGER, AT_FINISHED, AT_PROGRESS } StopAt;
+
+// Stops `shardlab run ddp` in state `at` with signal sig sent to the launcher, or, when
+// hangup is set, by closing its terminal (the tmux session goes: the kernel hangs the
+// terminal up, and signals only its foreground process group, which is the pager's when the
+// pager is open). Then checks: the exit status (when something is left to see it), the end
+// events, and that no rank, no pager and no launcher is left.
+static void stop_view(const char *runs, StopAt at, int sig, int hangup) {
+    if (strlen(runs) > 400) return;  // (tmp is short: /tmp/test_tui-XXXXXX/runs)
+    static const char *at_name[] = {"running", "pager open", "finished screen", "progress line"};
+    static int seq;
+    char s[32], dir[512], root[512], pager[512], env[1200], args[1200], what[128];
+    snprintf(s, sizeof s, "stop%d", seq++);
+    snprintf(dir, sizeof dir, "%s/%s", runs, s);
+    snprintf(what, sizeof what, "%s, %s", at_name[at], hangup ? "terminal closed" : sigabbrev_np(sig));
+    path_in_tmp(root, sizeof root, "stoproot");
+    path_in_tmp(pager, sizeof pager, "stoppager.sh");
+    snprintf(args, sizeof args, "%s/lexicon", root);
+    mkdir(root, 0755), mkdir(args, 0755);
+    snprintf(args, sizeof args, "%s/lexicon/ddp.md", root);
+    write_text(args, "w", "# ddp\n\nSTOP-LEXICON-LINE\n");
+    // The pager of test_live, under a name of its own so we can look for it afterwards.
+    write_text(pager, "w", "#!/bin/sh\ncat\necho 'PAGER-WAITING: Enter to go back'\nread answer < /dev/tty\n");
+    chmod(pager, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_ROOT='%s' PAGER='%s'", root, pager);
+    snprintf(args, sizeof args, "run ddp -n 2 --steps %d --run-dir '%s' --ui %s", at == AT_FINISHED ? 30 : 100000, dir,
+             at == AT_PROGRESS ? "auto < /dev/null" : "tui");
+    start_view(s, env, args);
+    int ready;
+    if (at == AT_PROGRESS) {
+        ready = wait_text(s, "[shardlab] ddp", 30) && last_step_logged(dir, 1) > 0;
+        for (double t0 = now_s(); !ready && now_s() - t0 < 30; usleep(50000)) ready = last_step_logged(dir, 1) > 0;
+    } else {
+        ready = wait_rows(s, 2, 1, 30);
+    }
+    pid_t launcher = 0;  // found before the pager opens: the view forks to start it
+    int found = procs_with(dir, shardlab, &launcher, 1);
+    if (at == AT_PAGER) {
+        tmux("send-keys -t %s l", s);
+        ready &= wait_text(s, "PAGER-WAITING", 10);
+    }
+    if (at == AT_FINISHED) ready &= wait_text(s, "the run finished: q to leave", 60);
+    if (!EXPECT(ready && found == 1, "%s: the view is in that state, launcher found (%d)", what, found)) show_screen(what);
+    double t = now_s();
+    if (hangup) tmux("kill-session -t %s", s);
+    else if (launcher > 0) kill(launcher, sig);
+    pid_t left[8];
+    int alive = 1;
+    for (; now_s() - t < 8 && alive; usleep(50000)) alive = launcher > 0 && kill(launcher, 0) == 0;
+    int rc = hangup ? -1 : wait_rc(s, 2);
+    int want = 128 + (hangup ? SIGHUP : sig);
+    // Proves: the launcher ends (it does not live on without a terminal, nor wait for a q
+    // that cannot come), with the shell's code for the signal when a shell is left to see it.
+    EXPECT(!alive && (hangup || rc == want), "%s: the launcher exits within 8 s (%.1f s), status %d (want %d)", what,
+           now_s() - t, rc, hangup ? -1 : want);
+    // Proves: each rank wrote its own end event (the signal reached it and it stopped as for
+    // Ctrl-C); a finished run keeps the end events it had.
+    int ended = at == AT_FINISHED ? events_end_ok(dir, 2) : ranks_ended_by(dir, 2, hangup ? SIGHUP : sig);
+    EXPECT(ended, "%s: every rank's log ends with its end event", what);
+    int ranks = 0, pagers = 0;
+    for (double t0 = now_s(); now_s() - t0 < 2 && (ranks = procs_left(dir)) + (pagers = procs_with(pager, NULL, left, 8));)
+        usleep(50000);
+    // Proves: nothing is left running: no rank, and no pager (its process group went too).
+    EXPECT(ranks == 0 && pagers == 0, "%s: no rank (%d) and no pager process (%d) left", what, ranks, pagers);
+    tmux("kill-session -t %s", s);
+}
+
+static void test_stop_view(const char *runs) {
+    stop_view(runs, AT_RUNNING, SIGHUP, 0);
+    stop_view(runs, AT_RUNNING, SIGTERM, 0);
+    stop_view(runs, AT_RUNNING, SIGHUP, 1);
+    stop_view(runs, AT_PAGER, SIGHUP, 0);
+    stop_view(runs, AT_PAGER, SIGTERM, 0);
+    stop_view(runs, AT_PAGER, SIGHUP, 1);
+    stop_view(runs, AT_FINISHED, SIGHUP, 0);
+    stop_view(runs, AT_FINISHED, SIGTERM, 0);
+    stop_view(runs, AT_FINISHED, SIGINT, 0);
+    stop_view(runs, AT_FINISHED, SIGHUP, 1);
+    stop_view(runs, AT_PROGRESS, SIGHUP, 0);
+    stop_view(runs, AT_PROGRESS, SIGHUP, 1);
+}
+
 int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui", runs, sizeof runs) != 0) return 2;
@@ -346,6 +493,7 @@ int main(int argc, char **argv) {
         test_interrupt(intr);
         test_failed_rank(fail);
         test_follow(follow);
+        test_stop_view(runs);
     }
     return tui_test_finish(t0);
 }

@@ -8,6 +8,7 @@
 #include <langinfo.h>
 #include <limits.h>
 #include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -356,7 +357,14 @@ static int handle_key(Tui *t, int ch, int64_t now_us) {
     return 0;
 }
 
+// The terminal was closed (a hung-up terminal polls as POLLHUP, or as an error).
+static int terminal_gone(void) {
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
 int tui_tick(Tui *t, int64_t now_us) {
+    if (terminal_gone()) return TUI_HANGUP;
     if (t->pager) {  // the pager has the terminal: only wait for it
         int status;
         if (waitpid(t->pager, &status, WNOHANG) == t->pager) pager_done(t, status, now_us);
@@ -364,7 +372,7 @@ int tui_tick(Tui *t, int64_t now_us) {
     }
     int quit = 0;
     for (int ch, keys = 0; !quit && keys < 64 && (ch = getch()) != ERR; keys++) quit = handle_key(t, ch, now_us);
-    if (quit) return 1;
+    if (quit) return TUI_QUIT;
     if (t->pager) return 0;
     // Keys every tick; the files and the screen at most once a frame.
     int64_t since = now_us - t->last_frame_us;
@@ -374,16 +382,19 @@ int tui_tick(Tui *t, int64_t now_us) {
     return 0;
 }
 
-void tui_wait_quit(Tui *t, const char *why) {
+int tui_wait_quit(Tui *t, const char *why, volatile sig_atomic_t *signals) {
+    sig_atomic_t seen = *signals;
     t->state.paused = 0;
-    for (;;) {
+    while (*signals == seen) {
         int64_t now = runlog_now_us();
         // A key's answer keeps its few seconds; then, and from then on, the way out.
         if (!t->message[0] || now >= t->message_until_us) say(t, now, "%s", why);
         if (strcmp(t->message, why) == 0) t->message_until_us = now + MESSAGE_US;
-        if (tui_tick(t, now)) return;
+        int done = tui_tick(t, now);
+        if (done) return done;
         usleep(20000);
     }
+    return 0;
 }
 
 void tui_restore_terminal(void) {
@@ -392,8 +403,19 @@ void tui_restore_terminal(void) {
 
 void tui_close(Tui *t) {
     if (!t) return;
-    if (t->pager) {  // do not leave a pager holding the terminal
+    if (t->pager) {  // do not leave a pager holding the terminal, nor anything it started
+        // The group goes as a whole: the process we forked and the pager it runs. A pager
+        // may ignore SIGTERM, so SIGKILL follows; we reap ours only after that, as its pid,
+        // which names the group, stays ours until then.
         kill(-t->pager, SIGTERM);
+        kill(-t->pager, SIGCONT);
+        siginfo_t info;
+        for (int i = 0; i < 25; i++) {
+            info.si_pid = 0;
+            if (waitid(P_PID, (id_t)t->pager, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid) break;
+            usleep(20000);
+        }
+        kill(-t->pager, SIGKILL);
         int status;
         waitpid(t->pager, &status, 0);
         pager_done(t, status, 0);
@@ -484,10 +506,12 @@ int tui_main(int argc, char **argv) {
     if (want_dump) return dump(dir, &o, w, h);
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL), sigaction(SIGHUP, &sa, NULL);
     Tui *t = tui_open(dir, &o, err, sizeof err);
     if (!t) usage_error(prog, "%s", err);
-    while (!stop_signal && !tui_tick(t, runlog_now_us())) usleep(20000);
+    int done = 0;
+    while (!stop_signal && !(done = tui_tick(t, runlog_now_us()))) usleep(20000);
     tui_close(t);
+    if (done == TUI_HANGUP) stop_signal = SIGHUP;  // as if the terminal had said so
     return stop_signal ? 128 + stop_signal : 0;
 }

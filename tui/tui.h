@@ -10,6 +10,7 @@
 #ifndef SHARDLAB_TUI_H
 #define SHARDLAB_TUI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,13 +26,19 @@ typedef struct Tui Tui;
 
 // Takes over the terminal (stdin and stdout must be one). NULL with the reason in err.
 Tui *tui_open(const char *run_dir, const TuiOptions *o, char *err, size_t errlen);
-// One pass: keys, the run's new events, a redraw if due. Returns 1 when the user asked to
-// quit (q), else 0. Never blocks for more than a few milliseconds.
+// One pass: keys, the run's new events, a redraw if due. Returns TUI_QUIT when the user
+// asked to quit (q), TUI_HANGUP when the terminal is gone (closed: no key can come, and the
+// kernel signals only the terminal's foreground group, which is the pager's while one is
+// open), else 0. Never blocks for more than a few milliseconds.
+enum { TUI_QUIT = 1, TUI_HANGUP = 2 };
 int tui_tick(Tui *t, int64_t now_us);
 // For the end of a run the dashboard started: reads the last events, shows the banner, and
 // waits for q (or another quit key). `why` goes in the footer ("run finished: q to leave").
-void tui_wait_quit(Tui *t, const char *why);
-// Gives the terminal back and frees t.
+// Returns what tui_tick returned, or 0 as soon as *signals differs from its value at the
+// call (the caller's count of SIGINT, SIGTERM and SIGHUP: nobody may be there to press q).
+int tui_wait_quit(Tui *t, const char *why, volatile sig_atomic_t *signals);
+// Gives the terminal back and frees t; a pager still open is ended, with everything it
+// started (its process group gets SIGTERM, then SIGKILL if it is not gone within 0.5 s).
 void tui_close(Tui *t);
 // Gives the terminal back if a dashboard holds it (for error paths: die() hooks).
 void tui_restore_terminal(void);

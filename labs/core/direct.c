@@ -176,7 +176,10 @@ void p2p_batch(Shm *s, const DistGroup *g, const DistP2p *ops, size_t *moved, in
             moved[i] += m;
             moved_any = 1;
         }
-        if (until < 0 || left == 0 || (until < nops && moved[until] == ops[until].n)) return;
+        if (until < 0 || left == 0 || (until < nops && moved[until] == ops[until].n)) {
+            shm_idle_done(s);  // we no longer wait for anyone (shm.h)
+            return;
+        }
         if (moved_any) idle = (ShmIdle){0};
         else shm_idle(s, &idle, g->ranks[waiting], "in a batch of sends and receives");
     }

@@ -97,6 +97,8 @@ static void on_die(const char *msg, void *arg) {
     char line[600];
     snprintf(line, sizeof line, "rank %d: %s", d->rank, msg);
     dist_abort(d, line);
+    // Rank 0 made the name and dies before everyone mapped it: nobody else would remove it.
+    if (d->shm.created) shm_remove(d->shm.name), d->shm.created = 0;
 }
 
 static long master_port(void) { return env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500); }
@@ -117,13 +119,32 @@ static void job_key(char *out, size_t n) {
         if (*c == '/') *c = '_';  // a shm name has one slash, at the start
 }
 
+// A descriptor number from SHARDLAB_SHM_FD, or -1 when it is not set.
+static int launcher_shm_fd(void) {
+    const char *v = getenv("SHARDLAB_SHM_FD");
+    if (!v || !*v) return -1;
+    char *end;
+    errno = 0;
+    long fd = strtol(v, &end, 10);
+    if (errno || *end || fd < 3 || fd > 65535)
+        die("SHARDLAB_SHM_FD is set by 'shardlab run' for its ranks; unset it", "SHARDLAB_SHM_FD=%s is not a descriptor", v);
+    return (int)fd;
+}
+
 static void join_shm(Dist *d, const char *lab) {
     if (d->local_world != d->world)
         die("run every rank on one machine, or give each rank its own GPU (NCCL reaches other machines)",
             "%s: the shm backend needs all %d ranks on one machine, but LOCAL_WORLD_SIZE=%d", lab, d->world,
             d->local_world);
-    // The segment: 'shardlab run' made it and names it in SHARDLAB_SHM; ranks started some
-    // other way (mpirun, srun, a shell) find it by their job's key, rank 0 creating it.
+    // The memory (shm.h says why two ways): 'shardlab run' made it without a name and we
+    // inherited it (SHARDLAB_SHM_FD); ranks started some other way (mpirun, srun, a shell)
+    // meet at a name from their job's key, rank 0 creating it.
+    int fd = launcher_shm_fd();
+    if (fd >= 0) {
+        shm_attach_fd(&d->shm, fd, d->rank, d->world, d->timeout_s);
+        check_on_die(on_die, d);
+        return;
+    }
     const char *name = getenv("SHARDLAB_SHM");
     char own[96], key[48];
     int create = 0;
@@ -134,13 +155,13 @@ static void join_shm(Dist *d, const char *lab) {
         create = d->rank == 0;
     }
     if (name[0] != '/' || strlen(name) >= sizeof d->shm.name || strchr(name + 1, '/'))
-        die("SHARDLAB_SHM is set by 'shardlab run'; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
+        die("SHARDLAB_SHM names a segment in /dev/shm, e.g. /shardlab-job1; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
     shm_attach(&d->shm, name, d->rank, d->world, d->timeout_s, create);
     check_on_die(on_die, d);
     // Everyone is here; the name can go: the memory stays while mapped and vanishes with
     // the last rank, however the run ends.
     dist_barrier(&d->world_group);
-    if (d->rank == 0) shm_remove(name);
+    if (d->rank == 0) shm_remove(name), d->shm.created = 0;
 }
 
 // NCCL finds its peers through NCCL_COMM_ID=host:port (rank 0 listens there); torchrun's

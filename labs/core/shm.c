@@ -1,6 +1,7 @@
 // shm.c — see shm.h: the segment, its channels, and waits that sleep and have deadlines.
 #include "shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,9 +26,17 @@ struct ShmHeader {
     _Atomic uint64_t magic;          // written last by the creator: the segment is ready
     int32_t world;
     int32_t creator_pid;
+    uint64_t creator_start;          // when the creator started (/proc/<pid>/stat): a pid is reused
     _Atomic int32_t pid[SHM_MAX_RANKS];  // each rank's process, 0 until it attached
     _Atomic int32_t aborted;         // 0, or 1 + the rank that failed
     char abort_msg[512];
+    // Who waits for whom, so a timed-out wait can name the rank that holds everyone up and
+    // not just its neighbour (in a ring, rank 1 waits for rank 0, which waits for the stuck
+    // rank 3): waiting[r] is 1 + the rank r sleeps waiting for (0: none), beat_us[r] when r
+    // last woke up in that wait (it wakes every 50 ms, so a stale beat means it is not running).
+    _Atomic int32_t waiting[SHM_MAX_RANKS];
+    _Atomic int64_t beat_us[SHM_MAX_RANKS];
+    _Atomic int32_t stop_signal;     // the launcher is stopping the run on this signal (Ctrl-C...)
 };
 
 // One direction between two ranks. head and tail live on their own cache lines: the sender
@@ -55,11 +64,55 @@ static ShmChan *chan(const Shm *s, int from, int to) {
 
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for every process of the machine
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
+
+// When process pid started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or 0.
+static uint64_t process_start(int pid) {
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *p = strrchr(text, ')');  // the name in parentheses may hold anything
+    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+// The process that created the segment still runs: same pid, and it started when the
+// creator did (else the pid now belongs to someone else).
+static int creator_alive(const ShmHeader *h) {
+    if (!process_alive(h->creator_pid)) return 0;
+    uint64_t start = process_start(h->creator_pid);
+    return !h->creator_start || !start || start == h->creator_start;
+}
+
+// Size a new segment's memory and write its header. Returns 0, or -1 with a message.
+static int shm_init(int fd, const char *what, int world, char *err, size_t nerr) {
+    size_t bytes = shm_segment_bytes(world);
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        snprintf(err, nerr, "cannot size shared memory %s to %zu bytes: %s", what, bytes, strerror(errno));
+        return -1;
+    }
+    // Only the header is touched here; channel pages stay unallocated until a pair of ranks
+    // first talks (ftruncate gives zero-filled memory: every counter starts at 0).
+    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        snprintf(err, nerr, "cannot map shared memory %s: %s", what, strerror(errno));
+        return -1;
+    }
+    h->world = world;
+    h->creator_pid = (int32_t)getpid();
+    h->creator_start = process_start(getpid());
+    atomic_store(&h->magic, SHM_MAGIC);
+    munmap(h, header_bytes());
+    return 0;
+}
 
 int shm_create(const char *name, int world, char *err, size_t nerr) {
     if (world < 1 || world > SHM_MAX_RANKS) {
@@ -71,27 +124,74 @@ int shm_create(const char *name, int world, char *err, size_t nerr) {
         snprintf(err, nerr, "cannot create shared memory /dev/shm%s: %s", name, strerror(errno));
         return -1;
     }
-    size_t bytes = shm_segment_bytes(world);
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        snprintf(err, nerr, "cannot size shared memory /dev/shm%s to %zu bytes: %s", name, bytes, strerror(errno));
-        close(fd);
-        shm_unlink(name);
-        return -1;
-    }
-    // Only the header is touched here; channel pages stay unallocated until a pair of ranks
-    // first talks (ftruncate gives zero-filled memory: every counter starts at 0).
-    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char what[96];
+    snprintf(what, sizeof what, "/dev/shm%s", name);
+    int rc = shm_init(fd, what, world, err, nerr);
     close(fd);
-    if (h == MAP_FAILED) {
-        snprintf(err, nerr, "cannot map shared memory /dev/shm%s: %s", name, strerror(errno));
-        shm_unlink(name);
+    if (rc != 0) shm_unlink(name);
+    return rc;
+}
+
+int shm_create_unnamed(int world, char *err, size_t nerr) {
+    if (world < 1 || world > SHM_MAX_RANKS) {
+        snprintf(err, nerr, "world size %d is outside 1..%d", world, SHM_MAX_RANKS);
         return -1;
     }
-    h->world = world;
-    h->creator_pid = (int32_t)getpid();
-    atomic_store(&h->magic, SHM_MAGIC);
+    int fd = memfd_create("shardlab", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, nerr, "cannot create shared memory (memfd_create): %s", strerror(errno));
+        return -1;
+    }
+    if (shm_init(fd, "(memfd)", world, err, nerr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void shm_sweep(void) {
+    DIR *dir = opendir("/dev/shm");
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        if (strncmp(e->d_name, "shardlab-", 9) != 0 || strlen(e->d_name) > 200) continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        // O_NONBLOCK: a FIFO someone put there must not hang us (it is then refused below).
+        int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+        struct stat st;
+        if (fd < 0) continue;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            close(fd);  // not a segment, or another user's: not ours to judge
+            continue;
+        }
+        int dead;
+        if ((size_t)st.st_size >= header_bytes()) {
+            ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ, MAP_SHARED, fd, 0);
+            if (h == MAP_FAILED) {
+                close(fd);
+                continue;
+            }
+            // A header not written yet is a segment being made; unless it stayed so long
+            // that its maker must have died in between.
+            dead = atomic_load(&h->magic) == SHM_MAGIC ? !creator_alive(h) : time(NULL) - st.st_mtime > 60;
+            munmap(h, header_bytes());
+        } else {
+            dead = time(NULL) - st.st_mtime > 60;
+        }
+        close(fd);
+        // Still the file we looked at (not one made since under the same name)?
+        struct stat now;
+        char path[300];
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (dead && lstat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) shm_unlink(name);
+    }
+    if (dir) closedir(dir);
+}
+
+void shm_note_stop(int fd, int sig) {
+    ShmHeader *h = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) return;  // only the wording of the ranks' messages depends on it
+    atomic_store(&h->stop_signal, sig);
     munmap(h, header_bytes());
-    return 0;
 }
 
 void shm_remove(const char *name) {
@@ -99,7 +199,8 @@ void shm_remove(const char *name) {
         fprintf(stderr, "%s: warning: cannot remove /dev/shm%s: %s\n", check_context(), name, strerror(errno));
 }
 
-void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create) {
+// What both ways of attaching do first and last.
+static void attach_begin(Shm *s, const char *name, int rank, int world, double timeout_s) {
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->rank = rank;
@@ -111,11 +212,23 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
     // may need this very core, and we sleep almost at once.
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->spin_s = world <= cores ? 200e-6 : 0.5e-6;
+}
 
+static void attach_end(Shm *s) {
+    s->bytes = shm_segment_bytes(s->world);
+    int32_t expected = 0;
+    if (!atomic_compare_exchange_strong(&s->hdr->pid[s->rank], &expected, (int32_t)getpid()))
+        die("give each process its own RANK", "rank %d is already taken by process %d", s->rank, expected);
+    s->scratch = malloc_check(SHM_PIECE_FLOATS * sizeof(float));
+}
+
+void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create) {
+    attach_begin(s, name, rank, world, timeout_s);
     char err[256];
     if (create) {
         shm_remove(name);  // a segment left by a crashed run with the same name
         if (shm_create(name, world, err, sizeof err) != 0) die("is /dev/shm mounted and writable?", "%s", err);
+        s->created = 1;
     }
     size_t bytes = shm_segment_bytes(world);
     double deadline = now_s() + timeout_s;
@@ -130,8 +243,7 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
                     die("is /dev/shm full?", "rank %d cannot map shared memory /dev/shm%s (%zu bytes): %s", rank,
                         name, bytes, strerror(errno));
                 // Ready, for our world size, and made by a live process (not a stale segment).
-                if (atomic_load(&s->hdr->magic) == SHM_MAGIC && s->hdr->world == world &&
-                    process_alive(s->hdr->creator_pid))
+                if (atomic_load(&s->hdr->magic) == SHM_MAGIC && s->hdr->world == world && creator_alive(s->hdr))
                     break;
                 munmap(s->hdr, bytes);
                 s->hdr = NULL;
@@ -145,11 +257,25 @@ void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s,
                 timeout_s);
         usleep(10000);
     }
-    s->bytes = bytes;
-    int32_t expected = 0;
-    if (!atomic_compare_exchange_strong(&s->hdr->pid[rank], &expected, (int32_t)getpid()))
-        die("give each process its own RANK", "rank %d is already taken by process %d", rank, expected);
-    s->scratch = malloc_check(SHM_PIECE_FLOATS * sizeof(float));
+    attach_end(s);
+}
+
+void shm_attach_fd(Shm *s, int fd, int rank, int world, double timeout_s) {
+    attach_begin(s, "(from the launcher)", rank, world, timeout_s);
+    size_t bytes = shm_segment_bytes(world);
+    struct stat st;
+    const char *hint = "SHARDLAB_SHM_FD is set by 'shardlab run' for its ranks; unset it";
+    if (fstat(fd, &st) != 0) die(hint, "rank %d: SHARDLAB_SHM_FD=%d is not open: %s", rank, fd, strerror(errno));
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size != bytes)
+        die(hint, "rank %d: SHARDLAB_SHM_FD=%d is not the shared memory of %d ranks (%lld bytes, expected %zu)", rank,
+            fd, world, (long long)st.st_size, bytes);
+    s->hdr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (s->hdr == MAP_FAILED)
+        die("is memory short?", "rank %d cannot map the shared memory (%zu bytes): %s", rank, bytes, strerror(errno));
+    close(fd);  // the mapping keeps the memory; no process after us needs the descriptor
+    if (atomic_load(&s->hdr->magic) != SHM_MAGIC || s->hdr->world != world)
+        die(hint, "rank %d: SHARDLAB_SHM_FD=%d holds no shared memory of %d ranks", rank, fd, world);
+    attach_end(s);
 }
 
 void shm_detach(Shm *s) {
@@ -195,6 +321,47 @@ static void describe(const Shm *s, char *buf, size_t n) {
         snprintf(buf, n, "%s (%s)", s->what.coll ? s->what.coll : "setup", s->what.phase ? s->what.phase : "attach");
 }
 
+// A process's state letter from /proc/<pid>/stat ('T': stopped), or 0 if unknown.
+static char process_state(int pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *paren = strrchr(text, ')');  // the name in parentheses may hold anything
+    return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+static void note_waiting(Shm *s, int peer) {
+    atomic_store(&s->hdr->beat_us[s->rank], (int64_t)(now_s() * 1e6));
+    atomic_store(&s->hdr->waiting[s->rank], peer + 1);
+}
+
+static void note_done_waiting(Shm *s) { atomic_store(&s->hdr->waiting[s->rank], 0); }
+
+// The rank that holds this wait up: follow who waits for whom from `peer` until a rank that
+// is not waiting (computing, or stuck outside a collective), is not running (stopped: its
+// beat is stale) or is gone. A cycle of live waiters (ranks calling different collectives)
+// has no such rank: then it is `peer`. chain gets "rank 0 for rank 3, " for the message.
+static int stuck_rank(const Shm *s, int peer, char *chain, size_t n) {
+    double stale_s = s->timeout_s / 4 < 0.5 ? s->timeout_s / 4 : 0.5;
+    int64_t now_us = (int64_t)(now_s() * 1e6);
+    chain[0] = 0;
+    int r = peer;
+    for (int hops = 0; hops < s->world; hops++) {
+        int32_t pid = atomic_load(&s->hdr->pid[r]), next = atomic_load(&s->hdr->waiting[r]) - 1;
+        int running = now_us - atomic_load(&s->hdr->beat_us[r]) < (int64_t)(stale_s * 1e6);
+        if (!pid || !process_alive(pid) || next < 0 || next >= s->world || next == r || !running) return r;
+        size_t len = strlen(chain);
+        snprintf(chain + len, n - len, "%srank %d for rank %d", len ? ", " : "", r, next);
+        r = next;
+    }
+    chain[0] = 0;
+    return peer;
+}
+
 static void check_peers(Shm *s, int peer, const char *waiting_for, double waited_s) {
     char what[160];
     int32_t failed = atomic_load(&s->hdr->aborted);
@@ -203,7 +370,15 @@ static void check_peers(Shm *s, int peer, const char *waiting_for, double waited
         die("the first rank to fail has the cause in its log (rank-N.log)", "rank %d failed, so rank %d stops in %s: %s",
             failed - 1, s->rank, what, s->hdr->abort_msg);
     }
-    int32_t pid = atomic_load(&s->hdr->pid[peer]);
+    int32_t pid = atomic_load(&s->hdr->pid[peer]), stop = atomic_load(&s->hdr->stop_signal);
+    if (pid && !process_alive(pid) && stop) {
+        // Every rank got the signal; each stops at the end of its step, and the peer reached
+        // its end first. Not a failure of the peer: say it as the interruption it is.
+        describe(s, what, sizeof what);
+        die("the run was stopped on purpose; 'shardlab run' exits 128 + the signal",
+            "rank %d: interrupted by signal %d in %s: rank %d stopped first, at the end of its step", s->rank,
+            (int)stop, what, peer);
+    }
     if (pid && !process_alive(pid)) {
         describe(s, what, sizeof what);
         die("the rank that died has the cause in its log (rank-N.log)",
@@ -212,9 +387,19 @@ static void check_peers(Shm *s, int peer, const char *waiting_for, double waited
     }
     if (waited_s > s->timeout_s) {
         describe(s, what, sizeof what);
+        char chain[256], how[96] = "";
+        int stuck = stuck_rank(s, peer, chain, sizeof chain);
+        int32_t stuck_pid = atomic_load(&s->hdr->pid[stuck]);
+        if (stuck_pid && process_state(stuck_pid) == 'T')
+            snprintf(how, sizeof how, " (pid %d is stopped: SIGSTOP, Ctrl-Z or a debugger)", (int)stuck_pid);
+        if (stuck == peer)
+            die("a rank is stuck, or far slower than the others; raise SHARDLAB_TIMEOUT_S if that is expected",
+                "rank %d: %s timed out after %.0f s waiting for rank %d %s%s", s->rank, what, s->timeout_s, peer,
+                waiting_for, how);
         die("a rank is stuck, or far slower than the others; raise SHARDLAB_TIMEOUT_S if that is expected",
-            "rank %d: %s timed out after %.0f s waiting for rank %d %s", s->rank, what, s->timeout_s, peer,
-            waiting_for);
+            "rank %d: %s timed out after %.0f s waiting for rank %d%s, which holds up the ranks in between (rank %d "
+            "waited for rank %d %s, %s)",
+            s->rank, what, s->timeout_s, stuck, how, s->rank, peer, waiting_for, chain);
     }
 }
 
@@ -231,6 +416,7 @@ static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepe
         }
     }
     for (;;) {
+        note_waiting(s, peer);
         // Announce the sleep before the last look, so a waker that changes *word after our
         // look must see sleepers > 0 and wake us (both sides use sequentially consistent
         // atomics, so one of them sees the other).
@@ -240,7 +426,10 @@ static void wait_change(Shm *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepe
             syscall(SYS_futex, word, FUTEX_WAIT, old, &ts, NULL, 0);
         }
         atomic_fetch_sub(sleepers, 1);
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return;
+        if (atomic_load_explicit(word, memory_order_acquire) != old) {
+            note_done_waiting(s);
+            return;
+        }
         check_peers(s, peer, waiting_for, now_s() - t0);
     }
 }
@@ -324,6 +513,9 @@ void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for) {
     }
     long us = 20L << (idle->rounds / 64 < 6 ? idle->rounds / 64 : 6);  // 20 us .. 1.28 ms
     struct timespec ts = {0, (us > 1000 ? 1000 : us) * 1000};
+    note_waiting(s, peer);
     nanosleep(&ts, NULL);
     check_peers(s, peer, waiting_for, waited);
 }
+
+void shm_idle_done(Shm *s) { note_done_waiting(s); }

@@ -1,9 +1,10 @@
 // shm.h — the shared-memory transport under the shm backend: channels between rank processes.
 //
 // Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
-//          shm_create(), shm_remove(), shm_attach(), shm_detach(), shm_abort(),
+//          shm_create(), shm_create_unnamed(), shm_remove(), shm_sweep(), shm_attach(),
+//          shm_attach_fd(), shm_detach(), shm_abort(), shm_note_stop(),
 //          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
-//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle().
+//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle(), shm_idle_done().
 //
 // The ranks of a run are processes on one machine. They share one POSIX shared-memory
 // segment (/dev/shm/<name>) holding a header and a CHANNEL for every ordered pair of ranks
@@ -23,7 +24,9 @@
 // first polls (up to 200 us, yielding the core between polls), then sleeps in the kernel
 // (futex) until the peer wakes it. Sleeping matters when ranks outnumber cores: a spinning
 // waiter would steal the core from the very rank it waits for. Every wait has a deadline ($SHARDLAB_TIMEOUT_S, default 120 s); the
-// message then names this rank, the collective, its step and the peer it waited for. A wait
+// message then names this rank, the collective, its step and the rank that holds it up: the
+// peer it waited for, or, when that peer itself waits, the first rank down the chain of
+// waiters that is not waiting or not running (a stopped rank holds up the whole ring). A wait
 // also ends early, with a clear message, if the peer process is gone or another rank aborted.
 #ifndef SHARDLAB_SHM_H
 #define SHARDLAB_SHM_H
@@ -54,23 +57,43 @@ typedef struct {
     ShmWhat what;
     uint64_t bytes_sent, bytes_recv;  // totals over the life of the mapping
     float *scratch;        // one piece of private scratch for the algorithms
+    int created;           // we made the name and have not removed it yet
     char name[64];
 } Shm;
 
 size_t shm_segment_bytes(int world);
 
-// Create /dev/shm/<name> for `world` ranks (the launcher does this before it forks).
-// Returns 0, or -1 with a message in err.
+// Where the memory lives. A name in /dev/shm outlives every process that could remove it
+// if they are all killed (SIGKILL) before one does: 16 MiB for 4 ranks, until reboot. So:
+//   - 'shardlab run' makes memory with no name (memfd) and hands it to its ranks as an
+//     inherited descriptor (SHARDLAB_SHM_FD): it goes with the last process that holds it;
+//   - ranks started by mpirun, srun or a shell meet at a name (/dev/shm/shardlab-<uid>-<job>)
+//     that rank 0 makes; they remove it as soon as all have mapped it, and rank 0 also when
+//     it dies before that. Only SIGKILL in between leaves it: shm_sweep() (at each 'shardlab
+//     run') removes this user's shardlab-* segments whose creator is gone.
+// Create /dev/shm/<name> for `world` ranks. Returns 0, or -1 with a message in err.
 int shm_create(const char *name, int world, char *err, size_t nerr);
+// Create memory for `world` ranks with no name; returns its descriptor (close-on-exec: the
+// caller clears that in the ranks it starts), or -1 with a message in err.
+int shm_create_unnamed(int world, char *err, size_t nerr);
 // Remove the name (the memory lives on while mapped). Missing names are not an error.
 void shm_remove(const char *name);
+// Remove this user's /dev/shm/shardlab-* segments whose creator is gone: the pid in the
+// header runs no more, or runs a process that started later (the pid was reused).
+void shm_sweep(void);
 
 // Map the segment as `rank`, waiting up to timeout_s for it to appear (rank 0 creates it if
 // `create` is set). Dies with a clear message if it cannot.
 void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create);
+// Map the memory behind descriptor fd (shm_create_unnamed in the launcher), and close fd.
+void shm_attach_fd(Shm *s, int fd, int rank, int world, double timeout_s);
 void shm_detach(Shm *s);
 // Tell every other rank that this one failed (they stop waiting and report msg).
 void shm_abort(Shm *s, const char *msg);
+// The launcher, before it passes a stop signal (Ctrl-C, SIGTERM, SIGHUP) on to the ranks:
+// a rank then waiting for a peer that already stopped says it was interrupted, not that
+// the peer failed (each stops at the end of its own step, not all at once).
+void shm_note_stop(int fd, int sig);
 
 static inline size_t shm_pieces(size_t n) { return (n + SHM_PIECE_FLOATS - 1) / SHM_PIECE_FLOATS; }
 
@@ -88,12 +111,14 @@ float *shm_try_reserve(Shm *s, int to);
 const float *shm_try_peek(Shm *s, int from, size_t nfloats);
 // Such code calls shm_idle() each time a pass over its messages moved nothing: it polls
 // (yielding the core), then sleeps a little longer each time (up to 1 ms), and has the same
-// deadline and checks as every other wait. Zero the ShmIdle when something moved.
+// deadline and checks as every other wait. Zero the ShmIdle when something moved, and call
+// shm_idle_done() when every message has moved (this rank no longer waits for anyone).
 typedef struct {
     double t0;
     int rounds;
 } ShmIdle;
 void shm_idle(Shm *s, ShmIdle *idle, int peer, const char *waiting_for);
+void shm_idle_done(Shm *s);
 
 static inline void shm_set_what(Shm *s, const char *coll, const char *phase, int step, int nsteps) {
     s->what = (ShmWhat){coll, phase, step, nsteps};

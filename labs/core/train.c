@@ -211,6 +211,9 @@ void train_catch_signals(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    // A closed terminal (the launcher passes its SIGHUP on, as it does Ctrl-C): stop the same
+    // way, with an end event, rather than die in the middle of a line.
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 int train_stop_signal(void) { return stop_signal; }
