@@ -94,8 +94,11 @@ DistEnv dist_env(const char *lab) {
 
 static void on_die(const char *msg, void *arg) {
     Dist *d = arg;
-    char line[600];
-    snprintf(line, sizeof line, "rank %d: %s", d->rank, msg);
+    char line[600], own[32];
+    // Most messages already begin "rank N: "; the abort record names the rank once.
+    snprintf(own, sizeof own, "rank %d: ", d->rank);
+    if (strncmp(msg, own, strlen(own)) == 0) snprintf(line, sizeof line, "%s", msg);
+    else snprintf(line, sizeof line, "%s%s", own, msg);
     dist_abort(d, line);
     // Rank 0 made the name and dies before everyone mapped it: nobody else would remove it.
     if (d->shm.created) shm_remove(d->shm.name), d->shm.created = 0;
