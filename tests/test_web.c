@@ -128,6 +128,47 @@ static void start_server(void) {
     }
 }
 
+// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, its
+// output in tmp/<tag>.out and .err. Its port and token come from the URL it prints (0 and ""
+// if it printed none within 20 s: it refused to start).
+static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
+    char out_file[700], env_root[700], env_runs[1000];
+    snprintf(out_file, sizeof out_file, "%s/%s.out", tmp, tag);
+    snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
+    snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs);
+    char *argv[16] = {(char *)shardlab, "web"};
+    int a = 2;
+    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
+    argv[a] = NULL;
+    char *env[] = {env_root, env_runs, NULL};
+    pid_t pid = spawn_env(argv, tag, env);
+    *port_out = 0;
+    token_out[0] = 0;
+    for (double t0 = now_s(); now_s() - t0 < 20 && !*port_out; usleep(50000)) {
+        char *text = read_file(out_file, NULL);
+        const char *at = text ? strstr(text, "open http://") : NULL, *tok = at ? strstr(at, "/?token=") : NULL;
+        if (tok) {
+            const char *colon = tok;
+            while (colon > at && *colon != ':') colon--;
+            *port_out = atoi(colon + 1);
+            sscanf(tok + 8, "%63[0-9a-f]", token_out);
+        }
+        free(text);
+        int status;
+        if (!*port_out && waitpid(pid, &status, WNOHANG) == pid) {  // it gave up
+            pid = 0;
+            break;
+        }
+    }
+    return pid;
+}
+
+static void stop_extra(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    wait_status(pid);
+}
+
 // --host 0.0.0.0: a browser on the network names the server by this machine's address or
 // name, and those Hosts must be served; any other name is still refused (DNS rebinding), and
 // a server bound to 127.0.0.1 still refuses the machine's network address.
@@ -219,6 +260,34 @@ static void make_root(void) {
         fclose(out);
     }
     free(src);
+}
+
+// No runs yet (an empty runs folder, or none at all): the list is empty JSON, and the server
+// goes on (the home page asks for it first thing). Broken variant: sorting the list with a
+// NULL array when the folder had nothing in it.
+static void check_no_runs(void) {
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    int empty = r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    resp_free(&r);
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with an empty runs folder: 200 {\"runs\":[]}, and the server "
+           "still answers");
+    char missing[700], tok[64];
+    snprintf(missing, sizeof missing, "%s/no-runs-here", tmp);
+    char *opts[] = {"--port", "0", NULL};
+    int extra_port, main_port = port;
+    pid_t extra = start_extra("noruns", opts, missing, &extra_port, tok);
+    port = extra_port;
+    r = request("GET", "/api/runs", NULL, NULL);
+    empty = extra_port && r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    resp_free(&r);
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with no runs folder at all: 200 {\"runs\":[]}, and the server "
+           "still answers");
+    port = main_port;
+    stop_extra(extra);
+    char *err = captured("noruns", "err");
+    EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"),
+           "that server ran clean under ASan/UBSan: %s", one_line(err));
+    free(err);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -888,6 +957,7 @@ int main(int argc, char **argv) {
         if (server) kill(server, SIGKILL);
         return test_done();
     }
+    check_no_runs();
     check_pages();
     check_lan_host();
     check_fuzz();

@@ -313,7 +313,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         e[n++].mtime = st.st_mtime;
     }
     if (d) closedir(d);
-    qsort(e, (size_t)n, sizeof *e, newest_first);
+    if (n) qsort(e, (size_t)n, sizeof *e, newest_first);  // (no runs: e is NULL, which qsort may not be given)
     sb_printf(out, "{\"runs\":[");
     for (int i = 0; i < n && i < 50; i++) {
         char dir[4400], path[4600];
