@@ -521,6 +521,47 @@ static void check_nonfinite_run(void) {
     resp_free(&r);
 }
 
+// Numbers from requests: headers and queries out of range, spelled oddly or not numbers at
+// all are a 400 with a reason, never arithmetic that overflows (the server runs under UBSan).
+// Broken variant: Last-Event-ID + 1 computed on whatever strtol made of the header.
+static void check_request_numbers(void) {
+    const char *id = "single-20260101-000000-0bad";  // (check_nonfinite_run's: it has ended)
+    const char *last_ids[] = {"9223372036854775807", "99999999999999999999999", "-1", "-9223372036854775808", "12abc",
+                              "0x10", "1e3"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof last_ids / sizeof last_ids[0]; i++) {
+        char path[300], hdr[200];
+        snprintf(path, sizeof path, "/api/runs/%s/stream", id);
+        snprintf(hdr, sizeof hdr, "Last-Event-ID: %s\r\n", last_ids[i]);
+        Resp r = request("GET", path, hdr, NULL);
+        if (r.status == 400 && strstr(r.body, "Last-Event-ID")) refused++;
+        else printf("# Last-Event-ID %s: %d\n", last_ids[i], r.status);
+        resp_free(&r);
+    }
+    EXPECT(refused == (int)(sizeof last_ids / sizeof last_ids[0]) && get_status("/") == 200,
+           "Last-Event-ID too large to add 1 to, negative or not a number (%zu spellings): 400 naming it, the server goes on",
+           sizeof last_ids / sizeof last_ids[0]);
+    const char *queries[] = {"from=9223372036854775808", "from=-5", "from=abc", "rank=4294967296", "rank=-2", "rank=1e3",
+                             "from=1&rank=99999999999999999999"};
+    refused = 0;
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "/api/runs/%s/events?%s", id, queries[i]);
+        Resp r = request("GET", path, NULL, NULL);
+        if (r.status == 400 && strstr(r.body, "\"error\"")) refused++;
+        else printf("# %s: %d\n", queries[i], r.status);
+        resp_free(&r);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "/api/runs/%s/stream?from=9223372036854775807", id);
+    Resp r = request("GET", path, NULL, NULL);
+    int stream_refused = r.status == 400;
+    resp_free(&r);
+    EXPECT(refused == (int)(sizeof queries / sizeof queries[0]) && stream_refused,
+           "events?from= and rank= out of range or not whole numbers, and stream?from= past any index: 400 (%d of %zu)",
+           refused, sizeof queries / sizeof queries[0]);
+}
+
 // ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
@@ -963,6 +1004,7 @@ int main(int argc, char **argv) {
     check_fuzz();
     check_safety();
     check_nonfinite_run();
+    check_request_numbers();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

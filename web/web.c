@@ -440,12 +440,26 @@ static int send_static(Web *w, struct mg_connection *c, const char *rel) {
 // ---------------------------------------------------------------------------------------
 // The router
 
-static long query_long(const char *qs, const char *name, long dflt) {
+// A whole number from a request (a query's value, a header): decimal digits only, nothing
+// around them, at most max. 1 with *out, 0 if it is anything else. Eighteen digits at most, so
+// strtol never saturates and the caller's arithmetic (Last-Event-ID + 1) never overflows.
+static int parse_count(const char *s, long max, long *out) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 18 || strspn(s, "0123456789") != n) return 0;
+    long x = strtol(s, NULL, 10);
+    if (x > max) return 0;
+    *out = x;
+    return 1;
+}
+
+// The query's `name` as a whole number 0..max: 1 with *out (dflt when absent), 0 if it is
+// there but not such a number (a 400: a number we cannot use is not silently another one).
+static int query_count(const char *qs, const char *name, long max, long dflt, long *out) {
     char v[32];
-    if (!qs || mg_get_var(qs, strlen(qs), name, v, sizeof v) <= 0) return dflt;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return end == v || *end ? dflt : x;
+    *out = dflt;
+    int got = qs ? mg_get_var(qs, strlen(qs), name, v, sizeof v) : -1;
+    if (got == -1) return 1;  // absent
+    return got >= 0 && parse_count(v, max, out);
 }
 
 // GET: the run's grade.json. POST: grade it now (seconds: the grader may start a reference
@@ -519,13 +533,24 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
     else if (strcmp(slash, "/events") == 0) {
         char kind[24] = "", *k = NULL;
         if (qs && mg_get_var(qs, strlen(qs), "kind", kind, sizeof kind) > 0 && safe_name(kind)) k = kind;
-        rc = runs_events_json(w, id, query_long(qs, "from", 0), k, (int)query_long(qs, "rank", -1), &b);
+        long from, rank;
+        if (!query_count(qs, "from", WEB_MAX_EVENT_INDEX, 0, &from) || !query_count(qs, "rank", 63, -1, &rank)) {
+            sb_free(&b);
+            return reply_json_error(c, 400, "from is an event index (a whole number from 0) and rank a rank (0 to 63)");
+        }
+        rc = runs_events_json(w, id, from, k, (int)rank, &b);
     } else if (strcmp(slash, "/stream") == 0) {
         sb_free(&b);
         if (!runs_exists(w, id)) return reply_json_error(c, 404, "no such run");
-        long from = query_long(qs, "from", 0);
-        const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume
-        if (last && *last) from = strtol(last, NULL, 10) + 1;
+        long from;
+        if (!query_count(qs, "from", WEB_MAX_EVENT_INDEX, 0, &from))
+            return reply_json_error(c, 400, "from is an event index (a whole number from 0)");
+        const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume: after that one
+        if (last && *last) {
+            if (!parse_count(last, WEB_MAX_EVENT_INDEX - 1, &from))
+                return reply_json_error(c, 400, "Last-Event-ID is the index of an event this server sent (a whole number from 0)");
+            from++;
+        }
         runs_stream(w, c, id, from);
         return 200;
     }

@@ -39,6 +39,9 @@
 #include "json.h"
 
 #define WEB_MAX_BODY (64 * 1024)
+// The largest event index a request may name (?from=, Last-Event-ID): far past any run's
+// events (runs.c keeps at most 2 million), small enough that index + 1 is still a long.
+#define WEB_MAX_EVENT_INDEX 1000000000L
 
 struct mg_connection;
 
