@@ -562,6 +562,25 @@ static void check_request_numbers(void) {
            refused, sizeof queries / sizeof queries[0]);
 }
 
+// Numbers in a run's files are untrusted too: a step or a steps count too large for an integer
+// is shown as unknown, not converted (the conversion is undefined; UBSan stops the server).
+static void check_run_file_numbers(void) {
+    const char *id = "single-20260101-000001-0bad";
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w", "{\"lab\":\"single\",\"world_size\":1,\"config\":{\"steps\":1e300},\"start_time\":\"x\"}\n");
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w", "{\"ev\":\"step\",\"rank\":0,\"step\":-1e300,\"loss\":1}\n{\"ev\":\"end\",\"rank\":1e300,\"status\":\"ok\"}\n");
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body ? strstr(r.body, id) : NULL;
+    EXPECT(r.status == 200 && entry && strstr(entry, "\"steps\":0") && strstr(entry, "\"last_step\":-1") &&
+           get_status("/") == 200, "GET /api/runs with a run whose steps and step are 1e300: 200, shown as unknown (%d)",
+           r.status);
+    resp_free(&r);
+}
+
 // ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
@@ -1005,6 +1024,7 @@ int main(int argc, char **argv) {
     check_safety();
     check_nonfinite_run();
     check_request_numbers();
+    check_run_file_numbers();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

@@ -258,6 +258,13 @@ static int newest_first(const void *a, const void *b) {
     return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : strcmp(x->id, y->id);
 }
 
+// A whole number from a run's files if it is one from lo to hi, else dflt: the files are
+// untrusted, and a double too large for the integer has no conversion.
+static long whole_in(const JsonValue *v, long lo, long hi, long dflt) {
+    if (!v || v->type != JSON_NUMBER || !(v->number >= (double)lo && v->number <= (double)hi)) return dflt;
+    return (long)v->number;
+}
+
 // A run's status without reading all of it: summary.json means it finished; else the end of
 // rank 0's log says how far it got.
 static void quick_status(const char *dir, StrBuf *out) {
@@ -285,7 +292,7 @@ static void quick_status(const char *dir, StrBuf *out) {
         const JsonValue *ev = json_get(v, "ev");
         if (ev && ev->type == JSON_STRING) {
             if (strcmp(ev->string, "step") == 0 && json_get(v, "step") && json_get(v, "loss")) {
-                last_step = (long)json_get(v, "step")->number;
+                last_step = whole_in(json_get(v, "step"), 0, 1L << 40, -1);
                 if (!json_number(json_get(v, "loss"), &loss)) loss = 0;
             }
             if (strcmp(ev->string, "end") == 0 && json_get(v, "status") && json_get(v, "status")->type == JSON_STRING)
@@ -327,8 +334,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         sb_json_string(out, e[i].id);
         sb_printf(out, ",\"lab\":");
         sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
-        sb_printf(out, ",\"world\":%d,\"steps\":%d,\"start\":", world_of(dir, NULL),
-                  steps && steps->type == JSON_NUMBER ? (int)steps->number : 0);
+        sb_printf(out, ",\"world\":%d,\"steps\":%ld,\"start\":", world_of(dir, NULL), whole_in(steps, 0, 1L << 40, 0));
         sb_json_string(out, start && start->type == JSON_STRING ? start->string : "");
         sb_printf(out, ",");
         quick_status(dir, out);
