@@ -581,6 +581,39 @@ static void check_run_file_numbers(void) {
     resp_free(&r);
 }
 
+// Numbers in a lab's options: finite, in the field's bounds, in plain decimal. strtod alone
+// takes "nan", "inf" and hex, and NaN passes every comparison with a bound. Broken variant:
+// field_value() checking the bounds on strtod's result alone.
+static void check_option_numbers(void) {
+    char own[300];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    const char *bad[] = {
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"NaN\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"-nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"inf\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"1e999\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"0x1p-4\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\" 0.01\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":1e999}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":\"infinity\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"seed\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"seed\":\"1e300\"}}",
+        "{\"lab\":\"shard\",\"n\":2,\"steps\":3,\"options\":{\"temperature\":\"NAN\"}}",
+    };
+    int before = runs_count(), ok400 = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Resp r = request("POST", "/api/runs", own, bad[i]);
+        if (r.status == 400 && strstr(r.body, "\"error\"")) ok400++;
+        else printf("# %s: %d %s\n", bad[i], r.status, r.body ? r.body : "");
+        resp_free(&r);
+    }
+    EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]) && runs_count() == before,
+           "options that are NaN, infinite, hex, padded or out of range, as strings or numbers (%zu kinds): 400, nothing "
+           "started (%d of them)", sizeof bad / sizeof bad[0], ok400);
+}
+
 // ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
@@ -1025,6 +1058,7 @@ int main(int argc, char **argv) {
     check_nonfinite_run();
     check_request_numbers();
     check_run_file_numbers();
+    check_option_numbers();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

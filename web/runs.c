@@ -10,6 +10,7 @@
 #include <civetweb.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -535,6 +536,24 @@ static const LabField *find_field(const LabForm *f, const char *name) {
     return NULL;
 }
 
+// "-12", "0.5", ".5", "1e-3": an optional minus, digits with at most one point, an optional
+// exponent; nothing around it.
+static int plain_decimal(const char *s) {
+    const char *p = s + (*s == '-');
+    size_t ints = strspn(p, "0123456789");
+    p += ints;
+    size_t frac = *p == '.' ? strspn(p + 1, "0123456789") : 0;
+    if (*p == '.') p += 1 + frac;
+    if (ints + frac == 0) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        size_t exp = strspn(p, "0123456789");
+        if (exp == 0 || exp > 4) return 0;
+        p += exp;
+    }
+    return *p == 0 && strlen(s) <= 64;
+}
+
 // One option's value, checked against its field, as the text to pass; -1 with why.
 static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
     switch (fd->kind) {
@@ -552,13 +571,13 @@ static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out
     }
     case FIELD_INT:
     case FIELD_REAL: {
-        double x = v->type == JSON_NUMBER ? v->number : v->type == JSON_STRING ? strtod(v->string, NULL) : -1e300;
-        if (v->type == JSON_STRING) {
-            char *end;
-            x = strtod(v->string, &end);
-            if (end == v->string || *end) x = -1e300;
-        }
-        if (x < fd->min || x > fd->max || (fd->kind == FIELD_INT && x != (double)(long long)x))
+        // A JSON number, or a string spelling one in plain decimal: strtod alone also takes
+        // "nan", "inf" and hex, and NaN passes every comparison with a bound, so the test is
+        // that x lies in the bounds (false for NaN), on a finite x.
+        double x = NAN;
+        if (v->type == JSON_NUMBER) x = v->number;
+        else if (v->type == JSON_STRING && plain_decimal(v->string)) x = strtod(v->string, NULL);
+        if (!isfinite(x) || !(x >= fd->min && x <= fd->max) || (fd->kind == FIELD_INT && x != (double)(long long)x))
             return snprintf(why, whylen, "%s must be %s from %g to %g", fd->name,
                             fd->kind == FIELD_INT ? "a whole number" : "a number", fd->min, fd->max), -1;
         if (fd->kind == FIELD_INT) snprintf(out, n, "%lld", (long long)x);
