@@ -24,6 +24,7 @@
 //      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on;
 //   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing.
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -260,6 +261,20 @@ static void make_root(void) {
         fclose(out);
     }
     free(src);
+    // A term written to attack the page: links and raw HTML that would run script.
+    char hostile[900];
+    snprintf(hostile, sizeof hostile, "%s/lexicon/hostile.md", server_root);
+    write_text(hostile, "w",
+               "# Hostile\n\n"
+               "[a](javascript:alert(1)) [b](JaVaScRiPt:alert(2)) [c](<javascript:alert(3)>) [d](java&#x09;script:alert(4))\n"
+               "[e](vbscript:msgbox(5)) [f](data:text/html,x) [g](javascript&colon;alert(7)) [h](%6Aavascript:alert(8))\n"
+               "![i](javascript:alert(9)) <javascript:alert(10)> [j](\\x01javascript:alert(11)) [k](&#106;avascript:alert(12))\n\n"
+               "<a href=\"javascript:alert(13)\">raw</a> <img src=x onerror=alert(14)> <script>alert(15)</script>\n"
+               "<a href=\"java&#115;cript:alert(16)\">ent</a> <a href=\" JAVASCRIPT:alert(17)\">sp</a> <a title=\">\" href=\"javascript:alert(18)\">q</a>\n\n"
+               "<div onclick=\"alert(19)\">div</div>\n\n"
+               "<details open ontoggle=\"alert(20)\"><summary>S</summary>\n\n"
+               "[ok](https://example.org/x) [rel](/lexicon/zero) [[zero]]\n\n"
+               "</details>\n");
 }
 
 // No runs yet (an empty runs folder, or none at all): the list is empty JSON, and the server
@@ -414,6 +429,45 @@ static void check_fuzz(void) {
            FUZZ_REQUESTS);
     EXPECT(md_ok == FUZZ_FILES, "fuzz: %d pages of mangled markdown rendered (200), wiki links rewritten (%d ok)",
            FUZZ_FILES, md_ok);
+}
+
+// Every tag in an HTML text, as the browser would find it: 1 if none runs script or leaves the
+// site through a scheme (javascript:, vbscript:, data:), and no tag is script, iframe, object
+// or an event handler (on...=). Escaped text (&lt;...) holds no tags: it is not looked at.
+static int tags_safe(const char *html, char *why, size_t whylen) {
+    for (const char *p = html; (p = strchr(p, '<')); p++) {
+        const char *end = strchr(p, '>');
+        if (!end) break;
+        char tag[1024];
+        size_t n = 0;
+        for (const char *q = p; q <= end && n + 1 < sizeof tag; q++)
+            if (!isspace((unsigned char)*q) || (n && tag[n - 1] != ' ')) tag[n++] = (char)tolower(isspace((unsigned char)*q) ? ' ' : *q);
+        tag[n] = 0;
+        const char *bad[] = {"javascript", "vbscript", "data:", "<script", "<iframe", "<object", "<div", " on", "&#", "&colon"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            if (strstr(tag, bad[i])) return snprintf(why, whylen, "%s", tag), 0;
+    }
+    return 1;
+}
+
+// Markdown that attacks the page (lexicon/hostile.md, written by make_root): links to
+// javascript:, vbscript: and data: in any case, spacing or entity spelling, raw HTML with
+// script and event handlers. The page keeps its text and safe links, and no tag in it runs
+// script. Broken variant: md4c-html's output sent as it is (raw HTML passed through).
+static void check_hostile_markdown(void) {
+    Resp r = request("GET", "/lexicon/hostile", NULL, NULL);
+    char why[1024] = "";
+    int safe = r.status == 200 && tags_safe(r.body, why, sizeof why);
+    EXPECT(safe && strstr(r.body, "<a href=\"https://example.org/x\">ok</a>") && strstr(r.body, "<a href=\"/lexicon/zero\">rel</a>") &&
+           strstr(r.body, "href=\"/lexicon/zero\">ZeRO") && strstr(r.body, "<details><summary>S</summary>") == NULL,
+           "hostile markdown: no javascript:, vbscript: or data: link, no script, no event handler, in any spelling; "
+           "https and site links kept (%d %s)", r.status, why);
+    resp_free(&r);
+    // Our own lessons keep their folded answers.
+    r = request("GET", "/lessons/02-where-memory-goes", NULL, NULL);
+    EXPECT(r.status == 200 && strstr(r.body, "<details><summary>Answer</summary>") && tags_safe(r.body, why, sizeof why),
+           "a lesson's folded answers (<details><summary>) still render (%d %s)", r.status, why);
+    resp_free(&r);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1054,6 +1108,7 @@ int main(int argc, char **argv) {
     check_pages();
     check_lan_host();
     check_fuzz();
+    check_hostile_markdown();
     check_safety();
     check_nonfinite_run();
     check_request_numbers();

@@ -189,10 +189,14 @@ static int send_page(Web *w, struct mg_connection *c, StrBuf *b) {
 }
 
 // Markdown to HTML (md4c-html), then wiki links made real: [[slug]] becomes a link to the term
-// or lesson, named as the term is.
+// or lesson, named as the term is; then every tag checked (web_html_filter: html.c says what
+// is trusted in a course file and what is not).
 static void md_out(const MD_CHAR *t, MD_SIZE n, void *u) { sb_append(u, t, n); }
 
-static void render_md(StrBuf *b, const char *md, size_t n) {
+static void render_md(StrBuf *page, const char *md, size_t n) {
+    StrBuf html, *b = &html;
+    sb_init(&html);
+    sb_append(&html, "", 0);
     StrBuf raw;
     sb_init(&raw);
     sb_append(&raw, "", 0);
@@ -225,6 +229,8 @@ static void render_md(StrBuf *b, const char *md, size_t n) {
     }
     sb_printf(b, "%s", p);
     sb_free(&raw);
+    web_html_filter(page, html.data, html.len);
+    sb_free(&html);
 }
 
 // A file's bytes (markdown, a static file), or NULL; free() it.

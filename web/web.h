@@ -5,7 +5,7 @@
 //          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
 //          runs_ended(), runs_grade_json(), runs_grade(),
 //          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
-//          web_ncommon_fields.
+//          web_ncommon_fields, web_html_filter().
 //
 // What it serves (everything else is 404):
 //   /                           home: lessons in order, lexicon index with instant search, labs, recent runs
@@ -85,6 +85,12 @@ int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whyle
 // grade.json and grade.xml into it and the grade into out: 0, or the HTTP status (404 no
 // such run, 409 still running, 500) with why. Takes seconds: it may start a reference run.
 int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
+
+// ---- the HTML of rendered markdown (web/html.c) -----------------------------------------
+// Appends html[0..n), md4c-html's rendering of a course file, keeping only the tags and
+// attributes a course page uses and the links mdterm_url_ok() takes; anything else is shown
+// as text. See html.c for what is trusted and why this holds.
+void web_html_filter(StrBuf *out, const char *html, size_t n);
 
 // ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
 // RUN: the id of one of this server's finished runs, passed to the lab as its directory.
