@@ -25,6 +25,7 @@
 //   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing.
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -46,11 +47,15 @@ static int recv_timeout_s = 10;  // how long a reply may take (grading starts a 
 // ---------------------------------------------------------------------------------------
 // A small HTTP client: one request per connection, the whole response back
 
+static int use_ipv6;  // connect to [::1] instead of 127.0.0.1
+
 static int connect_server(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(use_ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int rc = use_ipv6 ? connect(fd, (struct sockaddr *)&a6, sizeof a6) : connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (rc != 0) {
         close(fd);
         return -1;
     }
@@ -221,6 +226,84 @@ static void check_lan_host(void) {
     }
     kill(lan, SIGTERM);
     wait_status(lan);
+}
+
+// IPv6: a browser names the server [::1]:P, and its pages send Origin http://[::1]:P; both are
+// this server. --host ::1 and --host :: listen on IPv6 (CivetWeb wants "[::1]:P"), where the
+// CivetWeb library has IPv6; where it has not (Debian's is built without), the server says so
+// in one line and exits 2. A host it cannot listen on is named, as tried, with the reason.
+// Broken variant: "::1:P" given to CivetWeb, Host compared as "::1:P", and every failure to
+// listen blamed on the port.
+static void check_ipv6(void) {
+    char tok[64], hdr[800];
+    snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", port);
+    Resp r = request_raw(hdr, strlen(hdr));
+    int named = r.status == 200;
+    resp_free(&r);
+    const char *body = "{\"lab\":\"no-such-lab\",\"n\":1,\"steps\":1}";  // (a bad lab: 400 once the checks pass)
+    snprintf(hdr, sizeof hdr, "POST /api/runs HTTP/1.1\r\nHost: [::1]:%d\r\nOrigin: http://[::1]:%d\r\nX-Shardlab-Token: %s\r\n"
+             "Connection: close\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", port, port, token,
+             strlen(body), body);
+    r = request_raw(hdr, strlen(hdr));
+    EXPECT(named && r.status == 400, "Host [::1]:P is this server (200), and a POST from Origin http://[::1]:P passes the "
+           "site check (%d)", r.status);
+    resp_free(&r);
+
+    int v6_port, main_port = port;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int have = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    const char *why = have ? "" : strerror(errno);
+    if (fd >= 0) close(fd);
+    char *opts[] = {"--host", "::1", "--port", "0", NULL};
+    pid_t v6 = have ? start_extra("v6", opts, runs_dir, &v6_port, tok) : 0;
+    char *err = have ? captured("v6", "err") : calloc(1, 1);
+    if (!have) {
+        printf("ok - skipped: --host ::1 (this machine has no IPv6 loopback: %s)\n", why);
+    } else if (!v6_port && strstr(err, "built without IPv6")) {
+        EXPECT(strstr(err, "--host ::1") && !strstr(err, "in use?"), "--host ::1 with a CivetWeb built without IPv6: "
+               "refused in one line that says so: %s", one_line(err));
+        printf("ok - skipped: serving on [::1] (this CivetWeb library has no IPv6)\n");
+    } else {
+        port = v6_port;
+        use_ipv6 = 1;
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        int served = r.status == 200;
+        resp_free(&r);
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: evil.example:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        int refused = r.status == 403;
+        resp_free(&r);
+        use_ipv6 = 0;
+        char *out = captured("v6", "out");
+        EXPECT(v6_port && served && refused && strstr(out, "http://[::1]:"),
+               "--host ::1: listens on IPv6, prints http://[::1]:P, serves Host [::1]:P, refuses evil.example (port %d, "
+               "%d %d): %s", v6_port, served, refused, one_line(err));
+        free(out);
+        stop_extra(v6);
+        char *any[] = {"--host", "::", "--port", "0", NULL};
+        pid_t both = start_extra("v6any", any, runs_dir, &v6_port, tok);
+        port = v6_port;
+        use_ipv6 = 1;
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        served = r.status == 200;
+        resp_free(&r);
+        use_ipv6 = 0;
+        EXPECT(v6_port && served && get_status("/") == 200, "--host ::: every address, IPv6 ([::1]) and IPv4 (127.0.0.1) "
+               "(port %d)", v6_port);
+        stop_extra(both);
+        port = main_port;
+    }
+    free(err);
+    // An address that is not this machine's: exit 2, naming the address tried and why.
+    char *bad_opts[] = {"--host", "192.0.2.1", "--port", "0", NULL};
+    start_extra("badhost", bad_opts, runs_dir, &v6_port, tok);
+    err = captured("badhost", "err");
+    EXPECT(!v6_port && strstr(err, "cannot listen on 192.0.2.1:") && strstr(err, "assign") && !strstr(err, "in use?"),
+           "--host 192.0.2.1 (not this machine): refused, the error names the address tried and why: %s", one_line(err));
+    free(err);
 }
 
 // A copy of the course with a symbolic link out of web/static, for the server to serve.
@@ -1107,6 +1190,7 @@ int main(int argc, char **argv) {
     check_no_runs();
     check_pages();
     check_lan_host();
+    check_ipv6();
     check_fuzz();
     check_hostile_markdown();
     check_safety();

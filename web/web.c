@@ -77,9 +77,9 @@ static int host_ok(Web *w, struct mg_connection *c) {
     const char *host = mg_get_header(c, "Host");
     if (!host) return 0;
     char want[300];
-    const char *names[] = {"127.0.0.1", "localhost", w->host};
-    for (int i = 0; i < 3; i++) {
-        snprintf(want, sizeof want, "%s:%d", names[i], w->port);
+    const char *names[] = {"127.0.0.1", "localhost", "::1", w->host};
+    for (int i = 0; i < 4; i++) {  // (an IPv6 address in brackets, as a URL writes it)
+        snprintf(want, sizeof want, strchr(names[i], ':') ? "[%s]:%d" : "%s:%d", names[i], w->port);
         if (strcmp(host, want) == 0) return 1;
     }
     // Listening on every interface (--host 0.0.0.0 or ::), the server is also this machine's
@@ -618,11 +618,16 @@ static const char *WEB_USAGE =
     "                else is reachable from the network, and the server says so)\n"
     "  --port P      the port (default 8080; 0: any free one)\n"
     "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
+
     "Ctrl-C stops it.\n";
 
-// CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each.
+// CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each. Why it
+// could not bind is kept: when the server cannot start, it says so in its own words.
+static char bind_error[512];
+
 static int on_log(const struct mg_connection *c, const char *message) {
     (void)c;
+    if (strstr(message, "cannot bind")) snprintf(bind_error, sizeof bind_error, "%s", message);
     fprintf(stderr, "shardlab web: civetweb: %s\n", message);
     return 1;
 }
@@ -632,14 +637,16 @@ static void on_signal(int sig) {
     if (the_web) the_web->stopping = 1;
 }
 
-// --port 0: a port the system says is free now (CivetWeb wants a number).
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+// --port 0: a port the system says is free now (CivetWeb wants a number), on loopback of the
+// host's family (an IPv6 host: ::1).
+static int free_port(int ipv6) {
+    int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-    socklen_t len = sizeof a;
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT, .sin6_port = 0};
+    struct sockaddr *sa = ipv6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a;
+    socklen_t len = ipv6 ? sizeof a6 : sizeof a;
     int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    if (fd >= 0 && bind(fd, sa, len) == 0 && getsockname(fd, sa, &len) == 0) port = ntohs(ipv6 ? a6.sin6_port : a.sin_port);
     if (fd >= 0) close(fd);
     return port;
 }
@@ -666,9 +673,11 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
         if (!v) usage_error("shardlab web", "%s needs a value, or is not an option", a);
         if (!strcmp(a, "--host")) {
-            if (strlen(v) >= sizeof w.host || strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz-:") != strlen(v))
-                usage_error("shardlab web", "--host: '%s' is not an address", v);
-            snprintf(w.host, sizeof w.host, "%s", v);
+            size_t n = strlen(v);
+            if (n > 2 && v[0] == '[' && v[n - 1] == ']') v++, n -= 2;  // [::1], as a URL writes it
+            if (n == 0 || n >= sizeof w.host || strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz-:") < n)
+                usage_error("shardlab web", "--host: '%s' is not an address", argv[i + 1]);
+            snprintf(w.host, sizeof w.host, "%.*s", (int)n, v);
         } else if (!strcmp(a, "--port")) {
             char *end;
             long p = strtol(v, &end, 10);
@@ -692,9 +701,17 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     make_token(w.token);
     srand((unsigned)(getpid() ^ time(NULL)));  // run names' last 4 hex digits
 
-    if (w.port == 0 && (w.port = free_port()) == 0) die("check the network settings", "no free port on 127.0.0.1");
+    // CivetWeb's spelling of where to listen: "127.0.0.1:P", an IPv6 address in brackets
+    // ("[::1]:P"), and for :: (every address) "+P": IPv6 and IPv4 both.
+    int ipv6 = strchr(w.host, ':') != NULL;
+    if (ipv6 && !mg_check_feature(MG_FEATURES_IPV6))  // (Debian's libcivetweb 1.15 is built so)
+        usage_error("shardlab web", "--host %s: this CivetWeb library was built without IPv6, so the server cannot listen "
+                    "on an IPv6 address; use --host 127.0.0.1, or 0.0.0.0 for every IPv4 address", w.host);
+    if (w.port == 0 && (w.port = free_port(ipv6)) == 0)
+        die("check the network settings", "no free port on %s", ipv6 ? "::1" : "127.0.0.1");
     char ports[320];
-    snprintf(ports, sizeof ports, "%s:%d", w.host, w.port);
+    if (strcmp(w.host, "::") == 0) snprintf(ports, sizeof ports, "+%d", w.port);
+    else snprintf(ports, sizeof ports, ipv6 ? "[%s]:%d" : "%s:%d", w.host, w.port);
     const char *options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms", "30000",
                              "enable_keep_alive", "yes", NULL};
     mg_init_library(0);
@@ -702,7 +719,15 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     memset(&cb, 0, sizeof cb);
     cb.log_message = on_log;
     struct mg_context *ctx = mg_start(&cb, &w, options);
-    if (!ctx) usage_error("shardlab web", "cannot listen on %s (in use? try --port 0)", ports);
+    if (!ctx) {
+        // CivetWeb logged why, as "cannot bind to ADDR: errno (reason)": the reason names the
+        // fault (an address not this machine's, a port in use), which a guess would not.
+        char why[200] = "the address is not this machine's, or the port is in use";
+        const char *open = strrchr(bind_error, '('), *close = open ? strchr(open, ')') : NULL;
+        if (close && close > open + 1) snprintf(why, sizeof why, "%.*s", (int)(close - open - 1), open + 1);
+        usage_error("shardlab web", "cannot listen on %s%s: %s", ports[0] == '+' ? "every address, port " : "",
+                    ports[0] == '+' ? ports + 1 : ports, why);
+    }
     mg_set_request_handler(ctx, "/", web_route, &w);
     the_web = &w;
     struct sigaction sa = {.sa_handler = on_signal};
@@ -714,7 +739,9 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         fprintf(stderr, "shardlab web: warning: listening on %s, not 127.0.0.1: other machines can reach this server "
                         "(starting labs still needs the token)\n", w.host);
     printf("shardlab web: serving %s (lexicon: %d terms, %d lessons; runs: %s)\n", root, lexicon.n, lexicon.nlessons, w.runs);
-    printf("shardlab web: open http://%s:%d/?token=%s\n", strcmp(w.host, "0.0.0.0") == 0 ? "127.0.0.1" : w.host, w.port, w.token);
+    const char *url_host = strcmp(w.host, "0.0.0.0") == 0 || strcmp(w.host, "::") == 0 ? "127.0.0.1" : w.host;
+    printf("shardlab web: open http://%s%s%s:%d/?token=%s\n", ipv6 && url_host == w.host ? "[" : "", url_host,
+           ipv6 && url_host == w.host ? "]" : "", w.port, w.token);
     fflush(stdout);
     while (!w.stopping) {
         struct timespec ts = {0, 200000000L};
