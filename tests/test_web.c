@@ -27,6 +27,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -752,6 +753,56 @@ static void check_option_numbers(void) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Holding threads: slow bodies
+
+// A POST with the token whose body does not come (fewer bytes than Content-Length, or one
+// byte every half second): the server answers within its request timeout (2 s here) and
+// closes the connection, whatever the client does. Broken variant: mg_read() called until
+// the body is whole, each call waiting the whole timeout again after every byte.
+static void check_slow_body(void) {
+    char tok[64];
+    int slow_port, main_port = port;
+    char *opts[] = {"--port", "0", "--request-timeout", "2", NULL};
+    pid_t slow = start_extra("slowbody", opts, runs_dir, &slow_port, tok);
+    port = slow_port;
+    double took[2] = {99, 99}, closed[2] = {99, 99};
+    for (int drip = 0; drip < 2 && slow_port; drip++) {
+        int fd = connect_server();
+        if (fd < 0) break;
+        char req[600];
+        int n = snprintf(req, sizeof req, "POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Shardlab-Token: %s\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"lab\"", slow_port, tok);
+        double t0 = now_s();
+        if (write(fd, req, (size_t)n) != n) printf("# write failed\n");
+        char buf[4096];
+        size_t got = 0;
+        while (now_s() - t0 < 12) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 500) > 0) {
+                ssize_t k = read(fd, buf + got, sizeof buf - got - 1);
+                if (k <= 0) {
+                    closed[drip] = now_s() - t0;
+                    break;
+                }
+                got += (size_t)k;
+                buf[got] = 0;
+                if (took[drip] == 99 && strstr(buf, "\r\n\r\n")) took[drip] = now_s() - t0;
+            } else if (drip && write(fd, " ", 1) != 1) {  // a byte every half second
+                break;
+            }
+        }
+        close(fd);
+    }
+    int alive = slow_port && get_status("/") == 200;
+    port = main_port;
+    stop_extra(slow);
+    EXPECT(took[0] < 3.5 && closed[0] < 3.5 && took[1] < 3.5 && closed[1] < 3.5 && alive,
+           "a body shorter than its Content-Length, and one sent a byte every 0.5 s: answered and closed within the 2 s "
+           "request timeout (answered %.1f s and %.1f s, closed %.1f s and %.1f s), the server still answers",
+           took[0], took[1], closed[0], closed[1]);
+}
+
+// ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
 // Every line of every rank's log, counted; and rank 0's lines, for the order.
@@ -1198,6 +1249,7 @@ int main(int argc, char **argv) {
     check_request_numbers();
     check_run_file_numbers();
     check_option_numbers();
+    check_slow_body();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

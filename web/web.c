@@ -7,10 +7,12 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <md4c-html.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 
 #include "check.h"
 #include "lexicon.h"
+#include "runlog.h"
 
 #define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"
 
@@ -37,8 +40,8 @@ static void reply(struct mg_connection *c, int status, const char *type, const c
                   const char *extra_headers) {
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
-                       : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 413 ? "Payload Too Large"
-                       : status == 500 ? "Internal Server Error" : "Error";
+                       : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 411 ? "Length Required" : status == 413 ? "Payload Too Large"
+                       : status == 500 ? "Internal Server Error" : status == 503 ? "Service Unavailable" : "Error";
     StrBuf r;
     sb_init(&r);
     sb_printf(&r,
@@ -66,6 +69,114 @@ static int not_found(struct mg_connection *c) {
     const char *body = "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found. <a href=\"/\">Home</a>\n";
     reply(c, 404, "text/html; charset=utf-8", body, strlen(body), NULL);
     return 404;
+}
+
+// ---------------------------------------------------------------------------------------
+// A connection's socket, and a request that does not come
+
+// CivetWeb (1.15) does not give a handler its connection's socket, and the server needs it:
+// to see at once that a stream's client has gone (runs_stream), and to stop waiting for a
+// body that does not come. It is found by its two ends: the socket of this process whose
+// local port is the one the request came in on and whose peer is the client's address and
+// port. A TCP connection is exactly that pair, and CivetWeb keeps it open while a handler
+// runs, so the match is the connection itself.
+int web_socket(const struct mg_connection *c) {
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    DIR *d = opendir("/proc/self/fd");
+    int found = -1;
+    for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        int fd = atoi(e->d_name);
+        struct sockaddr_storage peer, local;
+        socklen_t pl = sizeof peer, ll = sizeof local;
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
+            continue;
+        char addr[INET6_ADDRSTRLEN] = "";
+        int pport, lport;
+        if (peer.ss_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof addr);
+            pport = ntohs(((struct sockaddr_in *)&peer)->sin_port), lport = ntohs(((struct sockaddr_in *)&local)->sin_port);
+        } else if (peer.ss_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof addr);
+            pport = ntohs(((struct sockaddr_in6 *)&peer)->sin6_port), lport = ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
+        } else {
+            continue;
+        }
+        if (pport == ri->remote_port && lport == ri->server_port && strcmp(addr, ri->remote_addr) == 0) found = fd;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// Reads with a deadline. CivetWeb waits up to the request timeout for each piece of a body,
+// afresh after every byte that trickles in, so a client that sends fewer bytes than it
+// announced, or one a second, would hold a thread for as long as it liked. A handler reading
+// a body registers its socket's deadline here; the main loop (web_main) shuts the reading side
+// of a socket past its deadline, and the read blocked in CivetWeb returns at once.
+#define MAX_DEADLINES (2 * WEB_THREADS)
+static struct {
+    int fd;
+    int64_t until_us;
+} deadlines[MAX_DEADLINES];
+static pthread_mutex_t deadline_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int deadline_set(int fd, int64_t until_us) {
+    int slot = -1;
+    pthread_mutex_lock(&deadline_lock);
+    for (int i = 0; i < MAX_DEADLINES && slot < 0; i++)
+        if (deadlines[i].until_us == 0) slot = i, deadlines[i].fd = fd, deadlines[i].until_us = until_us;
+    pthread_mutex_unlock(&deadline_lock);
+    return slot;
+}
+
+static void deadline_clear(int slot) {
+    if (slot < 0) return;
+    pthread_mutex_lock(&deadline_lock);
+    deadlines[slot].until_us = 0;
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+static void deadlines_enforce(void) {
+    int64_t now = runlog_now_us();
+    pthread_mutex_lock(&deadline_lock);
+    for (int i = 0; i < MAX_DEADLINES; i++)
+        if (deadlines[i].until_us && now > deadlines[i].until_us) {
+            shutdown(deadlines[i].fd, SHUT_RD);
+            deadlines[i].until_us = 0;
+        }
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+// Whether this request's body has been read (each request runs on one thread). A body left
+// unread (the request refused, too large, cut short) is not waited for: after the reply, the
+// reading side of the connection is shut, so CivetWeb closes it instead of reading on.
+static _Thread_local int body_read;
+
+static int has_body(struct mg_connection *c) {
+    return mg_get_request_info(c)->content_length > 0 || mg_get_header(c, "Transfer-Encoding") != NULL;
+}
+
+// The request's body, read within the request timeout: 0 with it in *out (NUL-terminated;
+// free() it), or the HTTP status to answer with why.
+static int read_body(Web *w, struct mg_connection *c, char **out, long long *n, const char **why) {
+    long long len = mg_get_request_info(c)->content_length;
+    *out = NULL;
+    if (len < 0) return *why = "the body needs a Content-Length", 411;
+    if (len > WEB_MAX_BODY) return *why = "the body is over 64 KiB", 413;
+    int fd = web_socket(c);
+    int slot = fd >= 0 ? deadline_set(fd, runlog_now_us() + (int64_t)w->request_timeout_s * 1000000) : -1;
+    char *body = malloc_check((size_t)len + 1);
+    long long got = 0;
+    for (int k; got < len && (k = mg_read(c, body + got, (size_t)(len - got))) > 0;) got += k;
+    deadline_clear(slot);
+    body[got] = 0;
+    if (got < len) {
+        free(body);
+        return *why = "the body was cut short: fewer bytes came than Content-Length said, within the request timeout", 400;
+    }
+    body_read = 1;
+    *out = body, *n = got;
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -495,12 +606,11 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
             if (!may_act(w, c)) return reply_json_error(c, 403, "starting a lab needs this server's token (open the URL it printed) and a request from its own pages");
             const char *type = mg_get_header(c, "Content-Type");
             if (!type || strncmp(type, "application/json", 16) != 0) return reply_json_error(c, 400, "send application/json");
-            long long len = mg_get_request_info(c)->content_length;
-            if (len < 0 || len > WEB_MAX_BODY) return reply_json_error(c, 413, "the body is missing or over 64 KiB");
-            char *body = malloc_check((size_t)len + 1);
-            long long got = 0;
-            for (int k; got < len && (k = mg_read(c, body + got, (size_t)(len - got))) > 0;) got += k;
-            body[got] = 0;
+            char *body;
+            long long got;
+            const char *cut;
+            int bst = read_body(w, c, &body, &got, &cut);
+            if (bst) return reply_json_error(c, bst, cut);
             char err[128], id[256], why[300];
             JsonValue *req = json_parse(body, (size_t)got, err, sizeof err);
             free(body);
@@ -569,8 +679,19 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
     return 200;
 }
 
+static int route(Web *w, struct mg_connection *c);
+
 int web_route(struct mg_connection *c, void *cbdata) {
-    Web *w = cbdata;
+    body_read = 0;
+    int status = route(cbdata, c);
+    if (!body_read && has_body(c)) {  // (see body_read)
+        int fd = web_socket(c);
+        if (fd >= 0) shutdown(fd, SHUT_RD);
+    }
+    return status;
+}
+
+static int route(Web *w, struct mg_connection *c) {
     runs_reap();
     const struct mg_request_info *ri = mg_get_request_info(c);
     const char *raw = ri->local_uri_raw ? ri->local_uri_raw : ri->local_uri;
@@ -610,7 +731,7 @@ int web_route(struct mg_connection *c, void *cbdata) {
 // Start and stop
 
 static const char *WEB_USAGE =
-    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR]\n"
+    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--request-timeout S]\n"
     "\n"
     "The course in the browser: lessons, the lexicon, the labs, and runs live. Prints the URL to\n"
     "open, with this server's token (starting a lab from the browser needs it).\n"
@@ -618,7 +739,8 @@ static const char *WEB_USAGE =
     "                else is reachable from the network, and the server says so)\n"
     "  --port P      the port (default 8080; 0: any free one)\n"
     "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
-
+    "  --request-timeout S   how long a client may take to send a request, body included\n"
+    "                (default 30 seconds)\n"
     "Ctrl-C stops it.\n";
 
 // CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each. Why it
@@ -668,6 +790,7 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     const char *runs = getenv("SHARDLAB_RUNS");
     snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
     w.port = 8080;
+    w.request_timeout_s = 30;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
@@ -683,6 +806,12 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
             long p = strtol(v, &end, 10);
             if (*end || end == v || p < 0 || p > 65535) usage_error("shardlab web", "--port must be 0 to 65535 (got '%s')", v);
             w.port = (int)p;
+        } else if (!strcmp(a, "--request-timeout")) {
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || end == v || t < 1 || t > 3600)
+                usage_error("shardlab web", "--request-timeout must be 1 to 3600 seconds (got '%s')", v);
+            w.request_timeout_s = (int)t;
         } else if (!strcmp(a, "--runs")) {
             snprintf(w.runs, sizeof w.runs, "%s", v);
         } else {
@@ -712,7 +841,10 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     char ports[320];
     if (strcmp(w.host, "::") == 0) snprintf(ports, sizeof ports, "+%d", w.port);
     else snprintf(ports, sizeof ports, ipv6 ? "[%s]:%d" : "%s:%d", w.host, w.port);
-    const char *options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms", "30000",
+    char threads[16], timeout_ms[16];
+    snprintf(threads, sizeof threads, "%d", WEB_THREADS);
+    snprintf(timeout_ms, sizeof timeout_ms, "%d", w.request_timeout_s * 1000);
+    const char *options[] = {"listening_ports", ports, "num_threads", threads, "request_timeout_ms", timeout_ms,
                              "enable_keep_alive", "yes", NULL};
     mg_init_library(0);
     struct mg_callbacks cb;
@@ -747,6 +879,7 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         struct timespec ts = {0, 200000000L};
         nanosleep(&ts, NULL);
         runs_reap();
+        deadlines_enforce();
     }
     printf("shardlab web: stopping\n");
     fflush(stdout);

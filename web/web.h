@@ -1,7 +1,8 @@
 // web.h — the web server: the course (lexicon, lessons), the labs and their runs, live, in the
 // browser. CivetWeb serves, md4c renders.
 //
-// Defines: Web, WEB_MAX_BODY, web_main(), web_route(), runs_list_json(), runs_info_json(),
+// Defines: Web, WEB_MAX_BODY, WEB_MAX_EVENT_INDEX, WEB_THREADS, WEB_MAX_STREAMS, web_main(), web_route(),
+//          web_socket(), runs_list_json(), runs_info_json(),
 //          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
 //          runs_ended(), runs_grade_json(), runs_grade(),
 //          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
@@ -54,11 +55,21 @@ typedef struct {
     char host[256];        // what we listen on
     int port;
     char token[33];
+    int request_timeout_s; // how long a client may take to send a request, its body included
     volatile int stopping; // set on SIGINT/SIGTERM: streams end, so mg_stop() returns
 } Web;
 
-// `shardlab web [--host H] [--port P] [--runs DIR]`; root: the checkout; labs: the lab
-// programs, as the launcher finds them.
+// CivetWeb's worker threads, and how many of them Server-Sent Event streams may hold at once:
+// a stream holds its thread until its client leaves, so the rest stay for pages and the API
+// whatever the streams do. One stream more is answered 503 with a Retry-After.
+#define WEB_THREADS 64
+#define WEB_MAX_STREAMS (WEB_THREADS - 8)
+
+// The socket of a connection a handler is serving (CivetWeb gives none), or -1. See web.c.
+int web_socket(const struct mg_connection *c);
+
+// `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S]`; root: the
+// checkout; labs: the lab programs, as the launcher finds them.
 int web_main(int argc, char **argv, const char *root, const char *labs);
 
 // ---- runs (web/runs.c) ------------------------------------------------------------------
