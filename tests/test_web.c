@@ -753,7 +753,7 @@ static void check_option_numbers(void) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Holding threads: slow bodies
+// Holding threads: slow bodies, many streams, clients that leave, runs whose launcher died
 
 // A POST with the token whose body does not come (fewer bytes than Content-Length, or one
 // byte every half second): the server answers within its request timeout (2 s here) and
@@ -800,6 +800,153 @@ static void check_slow_body(void) {
            "a body shorter than its Content-Length, and one sent a byte every 0.5 s: answered and closed within the 2 s "
            "request timeout (answered %.1f s and %.1f s, closed %.1f s and %.1f s), the server still answers",
            took[0], took[1], closed[0], closed[1]);
+}
+
+static char *stream(const char *id, long from, long last_id, double max_s);
+
+// A run that goes on (its log written a moment ago, no end), for streams to stay open on.
+static void make_live_run(const char *id) {
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w", "{\"lab\":\"single\",\"world_size\":1,\"config\":{\"steps\":5},\"start_time\":\"x\"}\n");
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w", "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"single\"}\n");
+}
+
+// Opens n streams on run id; each answered 200 counts in *ok, 503 with a Retry-After in
+// *busy; fds[] keeps the open connections (-1 for those not opened). One unanswered within
+// 2 s (every thread held) ends the opening: the next would wait as long.
+static void open_streams(const char *id, int n, int *fds, int *ok, int *busy) {
+    *ok = *busy = 0;
+    for (int i = 0; i < n; i++) fds[i] = -1;
+    for (int i = 0; i < n; i++) {
+        fds[i] = connect_server();
+        if (fds[i] < 0) continue;
+        char req[512], buf[512];
+        int k = snprintf(req, sizeof req, "GET /api/runs/%s/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", id, port);
+        if (write(fds[i], req, (size_t)k) != k) continue;
+        struct timeval tv = {2, 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t got = read(fds[i], buf, sizeof buf - 1);
+        buf[got > 0 ? got : 0] = 0;
+        if (strncmp(buf, "HTTP/1.1 200", 12) == 0) ++*ok;
+        else if (strncmp(buf, "HTTP/1.1 503", 12) == 0 && strstr(buf, "Retry-After:")) ++*busy;
+        else if (got <= 0) break;
+    }
+}
+
+// Streams hold a thread each until their client leaves: the server takes only so many (503
+// with a Retry-After for more), so pages and the API always have threads; a client that
+// closes its stream frees its thread within about a second, not at the next keep-alive.
+// Broken variants: no cap (the 65th stream and every request after it wait); a gone client
+// noticed only when the 10 s keep-alive write fails.
+static void check_stream_limits(void) {
+    const char *id = "single-20260101-000002-11fe";
+    make_live_run(id);
+    enum { MANY = 70 };
+    int fds[MANY], ok, busy;
+    open_streams(id, MANY, fds, &ok, &busy);
+    recv_timeout_s = 5;
+    double t0 = now_s();
+    int listed = get_status("/api/runs") == 200;
+    double took = now_s() - t0;
+    recv_timeout_s = 10;
+    EXPECT(ok >= 50 && busy > 0 && ok + busy == MANY && listed,
+           "%d streams on a live run: %d open, %d answered 503 with a Retry-After, none left waiting; GET /api/runs "
+           "answered meanwhile in %.1f s", MANY, ok, busy, took);
+    for (int i = 0; i < MANY; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    usleep(1500000);
+    int first = ok;
+    t0 = now_s();
+    open_streams(id, first, fds, &ok, &busy);
+    took = now_s() - t0;
+    for (int i = 0; i < first; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    EXPECT(first > 0 && ok == first && busy == 0 && took < 5, "1.5 s after their clients closed them, the streams' threads "
+           "are free: %d of %d opened again at once (%.1f s), %d refused", ok, first, took, busy);
+}
+
+// The pid of the launcher this server started for run directory dir (its command line holds
+// "--run-dir" dir), or 0.
+static pid_t launcher_of(const char *dir) {
+    pid_t found = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], buf[8192];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        int is_run = 0, dir_next = 0;
+        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+            if (dir_next && strcmp(buf + i, dir) == 0) found = (pid_t)atoi(e->d_name);
+            dir_next = strcmp(buf + i, "--run-dir") == 0;
+            is_run |= strcmp(buf + i, "run") == 0;
+        }
+        if (!is_run) found = 0;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// A run whose launcher died (killed, with its ranks) has ended for every reader at once: the
+// list and the run's description say "stopped", its events are done, and its stream sends
+// its end and closes. Broken variant: the list waiting for 2 minutes of silence, the run and
+// its stream for every rank's end event, which never comes.
+static void check_dead_run(void) {
+    char own[300], id[256] = "", dir[900];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    Resp r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":100000}");
+    const char *at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", id);
+    resp_free(&r);
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    char log[1000];
+    snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
+    int stepping = 0;
+    for (double t0 = now_s(); id[0] && !stepping && now_s() - t0 < 60; usleep(200000)) {
+        char *text = read_file(log, NULL);
+        stepping = text && strstr(text, "\"ev\":\"step\"");
+        free(text);
+    }
+    pid_t launcher = stepping ? launcher_of(dir) : 0;
+    if (launcher) kill(launcher, SIGKILL);
+    pid_t pids[16];
+    for (int round = 0; round < 20 && run_procs(dir, -1, pids, 16) > 0; round++) {
+        int k = run_procs(dir, -1, pids, 16);
+        for (int i = 0; i < k && i < 16; i++) kill(pids[i], SIGKILL);
+        usleep(100000);
+    }
+    usleep(500000);  // (the server reaps its launcher within 0.2 s)
+    double t0 = now_s();
+    char *text = stream(id, 0, -1, 5);
+    double took = now_s() - t0;
+    char path[400];
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    r = request("GET", path, NULL, NULL);
+    int info_stopped = r.status == 200 && strstr(r.body, "\"status\":\"stopped\"");
+    resp_free(&r);
+    snprintf(path, sizeof path, "/api/runs/%s/events?from=0", id);
+    r = request("GET", path, NULL, NULL);
+    int events_done = r.status == 200 && strstr(r.body, "\"done\":true") && strstr(r.body, "\"status\":\"stopped\"");
+    resp_free(&r);
+    r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body ? strstr(r.body, id) : NULL;
+    const char *next = entry ? strstr(entry, "{\"id\"") : NULL, *st = entry ? strstr(entry, "\"status\":\"stopped\"") : NULL;
+    int listed_stopped = st && (!next || st < next);
+    resp_free(&r);
+    EXPECT(launcher && strstr(text, "event: end\ndata: {\"status\":\"stopped\"}") && took < 3 && info_stopped && events_done &&
+           listed_stopped, "a run whose launcher was killed: its stream ends with status stopped (in %.1f s), and its "
+           "description, events and list entry all say stopped (launcher %d; %d %d %d)", took, (int)launcher, info_stopped,
+           events_done, listed_stopped);
+    free(text);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1250,6 +1397,8 @@ int main(int argc, char **argv) {
     check_run_file_numbers();
     check_option_numbers();
     check_slow_body();
+    check_stream_limits();
+    check_dead_run();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");
