@@ -22,7 +22,16 @@
 //      run is graded (200, every check PASS for the reference lab), grade.json written next to
 //      it and served back; two requests at once both get the same grade (one grading at a
 //      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on;
-//   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing.
+//   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing;
+//   8. untrusted input never crashes or fools it: no runs at all is an empty list; event indexes
+//      and ranks out of range or misspelt are 400; numbers too large in a run's files are shown
+//      as unknown; option numbers must be finite, in bounds and plain decimal; markdown that
+//      attacks the page (script links, raw HTML) renders without a tag that runs script;
+//   9. IPv6: Host and Origin [::1]:P are this server; --host ::1 listens there (or, with a
+//      CivetWeb built without IPv6, says so); a failure to listen names the address and why;
+//  10. threads are never held for long: a body that does not come is cut at the request
+//      timeout; streams are capped (503 with Retry-After beyond), a closed stream frees its
+//      thread at once; a run whose launcher died ends for the list, its page and its stream.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
