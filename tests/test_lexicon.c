@@ -688,6 +688,19 @@ static void check_rendering(void) {
     free(src);
     EXPECT(fuzz_bad == 0, "fuzz: 300 mangled documents through the terminal renderer, none failed (ASan watches)");
 
+    // A link with no text (and no address) first in a document: the renderer compares an
+    // empty text with the address and must not hand memcmp the buffer it has not allocated
+    // yet (UBSan stops the test here if it does). Broken variant: memcmp on the empty buffer.
+    {
+        StrBuf empty;
+        sb_init(&empty);
+        MdTermOptions eo = {.width = 80, .color = 0};
+        int rc = mdterm_render("[]()\n\n[](x)\n", 12, &eo, &empty);
+        EXPECT(rc == 0 && empty.data, "links with no text, first in a document ([]() and [](x)): rendered (%s)",
+               one_line(empty.data ? empty.data : ""));
+        sb_free(&empty);
+    }
+
     // Hostile markdown in the terminal: a link's target is shown only if it is a web or site
     // address (never javascript:, vbscript:, data:, however spelt), and the text's control
     // characters (a terminal escape that clears the screen or sets the clipboard) are not

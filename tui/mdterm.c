@@ -366,7 +366,9 @@ static int leave_span(MD_SPANTYPE type, void *detail, void *user) {
     case MD_SPAN_CODE: r->code_span--; break;
     case MD_SPAN_A: {
         r->link = 0;
-        int same = r->link_text.len == strlen(r->href) && memcmp(r->link_text.data, r->href, r->link_text.len) == 0;
+        // (no text yet: link_text.data is NULL, which memcmp may not be given even for 0 bytes)
+        int same = r->link_text.len == strlen(r->href) &&
+                   (r->link_text.len == 0 || memcmp(r->link_text.data, r->href, r->link_text.len) == 0);
         if (!same && r->href[0] && r->href_ok) {
             char tail[600];
             snprintf(tail, sizeof tail, " (%s)", r->href);
