@@ -98,7 +98,7 @@ NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncurse
 # md4c's parser renders the lexicon and the lessons (tui/mdterm.c), for shardlab and the tests.
 MD4C_LIBS := -lmd4c
 # The web server (web/): CivetWeb (no pkg-config file) and md4c's HTML renderer.
-WEB_SRCS  := web runs
+WEB_SRCS  := web runs html
 WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
 WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
 WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c

@@ -687,6 +687,41 @@ static void check_rendering(void) {
     }
     free(src);
     EXPECT(fuzz_bad == 0, "fuzz: 300 mangled documents through the terminal renderer, none failed (ASan watches)");
+
+    // A link with no text (and no address) first in a document: the renderer compares an
+    // empty text with the address and must not hand memcmp the buffer it has not allocated
+    // yet (UBSan stops the test here if it does). Broken variant: memcmp on the empty buffer.
+    {
+        StrBuf empty;
+        sb_init(&empty);
+        MdTermOptions eo = {.width = 80, .color = 0};
+        int rc = mdterm_render("[]()\n\n[](x)\n", 12, &eo, &empty);
+        EXPECT(rc == 0 && empty.data, "links with no text, first in a document ([]() and [](x)): rendered (%s)",
+               one_line(empty.data ? empty.data : ""));
+        sb_free(&empty);
+    }
+
+    // Hostile markdown in the terminal: a link's target is shown only if it is a web or site
+    // address (never javascript:, vbscript:, data:, however spelt), and the text's control
+    // characters (a terminal escape that clears the screen or sets the clipboard) are not
+    // passed to the terminal. Broken variant: every href shown and text emitted byte for byte.
+    const char *hostile = "# Hostile\n\n[a](javascript:alert(1)) [b](JaVaScRiPt:alert(2)) [c](<java\tscript:alert(3)>) "
+                          "[d](vbscript:msgbox) [e](data:text/html,x) [f](&#106;avascript:alert(6)) "
+                          "[ok](https://example.org/x) [rel](/lexicon/zero)\n\n"
+                          "clear \033[2J and clipboard \033]52;c;ZWNobyBoaQ==\a and a bell \a here\n";
+    StrBuf out;
+    sb_init(&out);
+    MdTermOptions o = {.width = 100, .color = 0};
+    mdterm_render(hostile, strlen(hostile), &o, &out);
+    int controls = 0;
+    for (size_t i = 0; i < out.len; i++) controls += (unsigned char)out.data[i] < 32 && out.data[i] != '\n';
+    char lower[4096] = "";
+    for (size_t i = 0; i < out.len && i + 1 < sizeof lower; i++) lower[i] = (char)tolower((unsigned char)out.data[i]);
+    EXPECT(out.data && !strstr(lower, "javascript") && !strstr(lower, "vbscript") && !strstr(lower, "data:") && controls == 0 &&
+           strstr(out.data, "ok (https://example.org/x)") && strstr(out.data, "rel (/lexicon/zero)"),
+           "hostile markdown in the terminal: no javascript:, vbscript: or data: target shown, no control character "
+           "passed through (%d), web and site links shown: %s", controls, one_line(out.data ? out.data : ""));
+    sb_free(&out);
     lexicon_free(&lx);
 }
 

@@ -22,9 +22,21 @@
 //      run is graded (200, every check PASS for the reference lab), grade.json written next to
 //      it and served back; two requests at once both get the same grade (one grading at a
 //      time, the reference run shared); a run whose log was cut is graded FAIL, not crashed on;
-//   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing.
+//   7. --ref from the browser names a finished run of this server, or is 400 and starts nothing;
+//   8. untrusted input never crashes or fools it: no runs at all is an empty list; event indexes
+//      and ranks out of range or misspelt are 400; numbers too large in a run's files are shown
+//      as unknown; option numbers must be finite, in bounds and plain decimal; markdown that
+//      attacks the page (script links, raw HTML) renders without a tag that runs script;
+//   9. IPv6: Host and Origin [::1]:P are this server; --host ::1 listens there (or, with a
+//      CivetWeb built without IPv6, says so); a failure to listen names the address and why;
+//  10. threads are never held for long: a body that does not come is cut at the request
+//      timeout; streams are capped (503 with Retry-After beyond), a closed stream frees its
+//      thread at once; a run whose launcher died ends for the list, its page and its stream.
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -45,11 +57,15 @@ static int recv_timeout_s = 10;  // how long a reply may take (grading starts a 
 // ---------------------------------------------------------------------------------------
 // A small HTTP client: one request per connection, the whole response back
 
+static int use_ipv6;  // connect to [::1] instead of 127.0.0.1
+
 static int connect_server(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(use_ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int rc = use_ipv6 ? connect(fd, (struct sockaddr *)&a6, sizeof a6) : connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (rc != 0) {
         close(fd);
         return -1;
     }
@@ -128,6 +144,47 @@ static void start_server(void) {
     }
 }
 
+// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, its
+// output in tmp/<tag>.out and .err. Its port and token come from the URL it prints (0 and ""
+// if it printed none within 20 s: it refused to start).
+static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
+    char out_file[700], env_root[700], env_runs[1000];
+    snprintf(out_file, sizeof out_file, "%s/%s.out", tmp, tag);
+    snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
+    snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs);
+    char *argv[16] = {(char *)shardlab, "web"};
+    int a = 2;
+    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
+    argv[a] = NULL;
+    char *env[] = {env_root, env_runs, NULL};
+    pid_t pid = spawn_env(argv, tag, env);
+    *port_out = 0;
+    token_out[0] = 0;
+    for (double t0 = now_s(); now_s() - t0 < 20 && !*port_out; usleep(50000)) {
+        char *text = read_file(out_file, NULL);
+        const char *at = text ? strstr(text, "open http://") : NULL, *tok = at ? strstr(at, "/?token=") : NULL;
+        if (tok) {
+            const char *colon = tok;
+            while (colon > at && *colon != ':') colon--;
+            *port_out = atoi(colon + 1);
+            sscanf(tok + 8, "%63[0-9a-f]", token_out);
+        }
+        free(text);
+        int status;
+        if (!*port_out && waitpid(pid, &status, WNOHANG) == pid) {  // it gave up
+            pid = 0;
+            break;
+        }
+    }
+    return pid;
+}
+
+static void stop_extra(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    wait_status(pid);
+}
+
 // --host 0.0.0.0: a browser on the network names the server by this machine's address or
 // name, and those Hosts must be served; any other name is still refused (DNS rebinding), and
 // a server bound to 127.0.0.1 still refuses the machine's network address.
@@ -181,6 +238,84 @@ static void check_lan_host(void) {
     wait_status(lan);
 }
 
+// IPv6: a browser names the server [::1]:P, and its pages send Origin http://[::1]:P; both are
+// this server. --host ::1 and --host :: listen on IPv6 (CivetWeb wants "[::1]:P"), where the
+// CivetWeb library has IPv6; where it has not (Debian's is built without), the server says so
+// in one line and exits 2. A host it cannot listen on is named, as tried, with the reason.
+// Broken variant: "::1:P" given to CivetWeb, Host compared as "::1:P", and every failure to
+// listen blamed on the port.
+static void check_ipv6(void) {
+    char tok[64], hdr[800];
+    snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", port);
+    Resp r = request_raw(hdr, strlen(hdr));
+    int named = r.status == 200;
+    resp_free(&r);
+    const char *body = "{\"lab\":\"no-such-lab\",\"n\":1,\"steps\":1}";  // (a bad lab: 400 once the checks pass)
+    snprintf(hdr, sizeof hdr, "POST /api/runs HTTP/1.1\r\nHost: [::1]:%d\r\nOrigin: http://[::1]:%d\r\nX-Shardlab-Token: %s\r\n"
+             "Connection: close\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", port, port, token,
+             strlen(body), body);
+    r = request_raw(hdr, strlen(hdr));
+    EXPECT(named && r.status == 400, "Host [::1]:P is this server (200), and a POST from Origin http://[::1]:P passes the "
+           "site check (%d)", r.status);
+    resp_free(&r);
+
+    int v6_port, main_port = port;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int have = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    const char *why = have ? "" : strerror(errno);
+    if (fd >= 0) close(fd);
+    char *opts[] = {"--host", "::1", "--port", "0", NULL};
+    pid_t v6 = have ? start_extra("v6", opts, runs_dir, &v6_port, tok) : 0;
+    char *err = have ? captured("v6", "err") : calloc(1, 1);
+    if (!have) {
+        printf("ok - skipped: --host ::1 (this machine has no IPv6 loopback: %s)\n", why);
+    } else if (!v6_port && strstr(err, "built without IPv6")) {
+        EXPECT(strstr(err, "--host ::1") && !strstr(err, "in use?"), "--host ::1 with a CivetWeb built without IPv6: "
+               "refused in one line that says so: %s", one_line(err));
+        printf("ok - skipped: serving on [::1] (this CivetWeb library has no IPv6)\n");
+    } else {
+        port = v6_port;
+        use_ipv6 = 1;
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        int served = r.status == 200;
+        resp_free(&r);
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: evil.example:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        int refused = r.status == 403;
+        resp_free(&r);
+        use_ipv6 = 0;
+        char *out = captured("v6", "out");
+        EXPECT(v6_port && served && refused && strstr(out, "http://[::1]:"),
+               "--host ::1: listens on IPv6, prints http://[::1]:P, serves Host [::1]:P, refuses evil.example (port %d, "
+               "%d %d): %s", v6_port, served, refused, one_line(err));
+        free(out);
+        stop_extra(v6);
+        char *any[] = {"--host", "::", "--port", "0", NULL};
+        pid_t both = start_extra("v6any", any, runs_dir, &v6_port, tok);
+        port = v6_port;
+        use_ipv6 = 1;
+        snprintf(hdr, sizeof hdr, "GET / HTTP/1.1\r\nHost: [::1]:%d\r\nConnection: close\r\n\r\n", v6_port);
+        r = request_raw(hdr, strlen(hdr));
+        served = r.status == 200;
+        resp_free(&r);
+        use_ipv6 = 0;
+        EXPECT(v6_port && served && get_status("/") == 200, "--host ::: every address, IPv6 ([::1]) and IPv4 (127.0.0.1) "
+               "(port %d)", v6_port);
+        stop_extra(both);
+        port = main_port;
+    }
+    free(err);
+    // An address that is not this machine's: exit 2, naming the address tried and why.
+    char *bad_opts[] = {"--host", "192.0.2.1", "--port", "0", NULL};
+    start_extra("badhost", bad_opts, runs_dir, &v6_port, tok);
+    err = captured("badhost", "err");
+    EXPECT(!v6_port && strstr(err, "cannot listen on 192.0.2.1:") && strstr(err, "assign") && !strstr(err, "in use?"),
+           "--host 192.0.2.1 (not this machine): refused, the error names the address tried and why: %s", one_line(err));
+    free(err);
+}
+
 // A copy of the course with a symbolic link out of web/static, for the server to serve.
 static void make_root(void) {
     snprintf(server_root, sizeof server_root, "%s/root", tmp);
@@ -219,6 +354,48 @@ static void make_root(void) {
         fclose(out);
     }
     free(src);
+    // A term written to attack the page: links and raw HTML that would run script.
+    char hostile[900];
+    snprintf(hostile, sizeof hostile, "%s/lexicon/hostile.md", server_root);
+    write_text(hostile, "w",
+               "# Hostile\n\n"
+               "[a](javascript:alert(1)) [b](JaVaScRiPt:alert(2)) [c](<javascript:alert(3)>) [d](java&#x09;script:alert(4))\n"
+               "[e](vbscript:msgbox(5)) [f](data:text/html,x) [g](javascript&colon;alert(7)) [h](%6Aavascript:alert(8))\n"
+               "![i](javascript:alert(9)) <javascript:alert(10)> [j](\\x01javascript:alert(11)) [k](&#106;avascript:alert(12))\n\n"
+               "<a href=\"javascript:alert(13)\">raw</a> <img src=x onerror=alert(14)> <script>alert(15)</script>\n"
+               "<a href=\"java&#115;cript:alert(16)\">ent</a> <a href=\" JAVASCRIPT:alert(17)\">sp</a> <a title=\">\" href=\"javascript:alert(18)\">q</a>\n\n"
+               "<div onclick=\"alert(19)\">div</div>\n\n"
+               "<details open ontoggle=\"alert(20)\"><summary>S</summary>\n\n"
+               "[ok](https://example.org/x) [rel](/lexicon/zero) [[zero]]\n\n"
+               "</details>\n");
+}
+
+// No runs yet (an empty runs folder, or none at all): the list is empty JSON, and the server
+// goes on (the home page asks for it first thing). Broken variant: sorting the list with a
+// NULL array when the folder had nothing in it.
+static void check_no_runs(void) {
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    int empty = r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    resp_free(&r);
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with an empty runs folder: 200 {\"runs\":[]}, and the server "
+           "still answers");
+    char missing[700], tok[64];
+    snprintf(missing, sizeof missing, "%s/no-runs-here", tmp);
+    char *opts[] = {"--port", "0", NULL};
+    int extra_port, main_port = port;
+    pid_t extra = start_extra("noruns", opts, missing, &extra_port, tok);
+    port = extra_port;
+    r = request("GET", "/api/runs", NULL, NULL);
+    empty = extra_port && r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    resp_free(&r);
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with no runs folder at all: 200 {\"runs\":[]}, and the server "
+           "still answers");
+    port = main_port;
+    stop_extra(extra);
+    char *err = captured("noruns", "err");
+    EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"),
+           "that server ran clean under ASan/UBSan: %s", one_line(err));
+    free(err);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -347,6 +524,45 @@ static void check_fuzz(void) {
            FUZZ_FILES, md_ok);
 }
 
+// Every tag in an HTML text, as the browser would find it: 1 if none runs script or leaves the
+// site through a scheme (javascript:, vbscript:, data:), and no tag is script, iframe, object
+// or an event handler (on...=). Escaped text (&lt;...) holds no tags: it is not looked at.
+static int tags_safe(const char *html, char *why, size_t whylen) {
+    for (const char *p = html; (p = strchr(p, '<')); p++) {
+        const char *end = strchr(p, '>');
+        if (!end) break;
+        char tag[1024];
+        size_t n = 0;
+        for (const char *q = p; q <= end && n + 1 < sizeof tag; q++)
+            if (!isspace((unsigned char)*q) || (n && tag[n - 1] != ' ')) tag[n++] = (char)tolower(isspace((unsigned char)*q) ? ' ' : *q);
+        tag[n] = 0;
+        const char *bad[] = {"javascript", "vbscript", "data:", "<script", "<iframe", "<object", "<div", " on", "&#", "&colon"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            if (strstr(tag, bad[i])) return snprintf(why, whylen, "%s", tag), 0;
+    }
+    return 1;
+}
+
+// Markdown that attacks the page (lexicon/hostile.md, written by make_root): links to
+// javascript:, vbscript: and data: in any case, spacing or entity spelling, raw HTML with
+// script and event handlers. The page keeps its text and safe links, and no tag in it runs
+// script. Broken variant: md4c-html's output sent as it is (raw HTML passed through).
+static void check_hostile_markdown(void) {
+    Resp r = request("GET", "/lexicon/hostile", NULL, NULL);
+    char why[1024] = "";
+    int safe = r.status == 200 && tags_safe(r.body, why, sizeof why);
+    EXPECT(safe && strstr(r.body, "<a href=\"https://example.org/x\">ok</a>") && strstr(r.body, "<a href=\"/lexicon/zero\">rel</a>") &&
+           strstr(r.body, "href=\"/lexicon/zero\">ZeRO") && strstr(r.body, "<details><summary>S</summary>") == NULL,
+           "hostile markdown: no javascript:, vbscript: or data: link, no script, no event handler, in any spelling; "
+           "https and site links kept (%d %s)", r.status, why);
+    resp_free(&r);
+    // Our own lessons keep their folded answers.
+    r = request("GET", "/lessons/02-where-memory-goes", NULL, NULL);
+    EXPECT(r.status == 200 && strstr(r.body, "<details><summary>Answer</summary>") && tags_safe(r.body, why, sizeof why),
+           "a lesson's folded answers (<details><summary>) still render (%d %s)", r.status, why);
+    resp_free(&r);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Acting needs the token, this site, this host
 
@@ -450,6 +666,296 @@ static void check_nonfinite_run(void) {
            events ? "" : err);
     json_free(events);
     resp_free(&r);
+}
+
+// Numbers from requests: headers and queries out of range, spelled oddly or not numbers at
+// all are a 400 with a reason, never arithmetic that overflows (the server runs under UBSan).
+// Broken variant: Last-Event-ID + 1 computed on whatever strtol made of the header.
+static void check_request_numbers(void) {
+    const char *id = "single-20260101-000000-0bad";  // (check_nonfinite_run's: it has ended)
+    const char *last_ids[] = {"9223372036854775807", "99999999999999999999999", "-1", "-9223372036854775808", "12abc",
+                              "0x10", "1e3"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof last_ids / sizeof last_ids[0]; i++) {
+        char path[300], hdr[200];
+        snprintf(path, sizeof path, "/api/runs/%s/stream", id);
+        snprintf(hdr, sizeof hdr, "Last-Event-ID: %s\r\n", last_ids[i]);
+        Resp r = request("GET", path, hdr, NULL);
+        if (r.status == 400 && strstr(r.body, "Last-Event-ID")) refused++;
+        else printf("# Last-Event-ID %s: %d\n", last_ids[i], r.status);
+        resp_free(&r);
+    }
+    EXPECT(refused == (int)(sizeof last_ids / sizeof last_ids[0]) && get_status("/") == 200,
+           "Last-Event-ID too large to add 1 to, negative or not a number (%zu spellings): 400 naming it, the server goes on",
+           sizeof last_ids / sizeof last_ids[0]);
+    const char *queries[] = {"from=9223372036854775808", "from=-5", "from=abc", "rank=4294967296", "rank=-2", "rank=1e3",
+                             "from=1&rank=99999999999999999999"};
+    refused = 0;
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "/api/runs/%s/events?%s", id, queries[i]);
+        Resp r = request("GET", path, NULL, NULL);
+        if (r.status == 400 && strstr(r.body, "\"error\"")) refused++;
+        else printf("# %s: %d\n", queries[i], r.status);
+        resp_free(&r);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "/api/runs/%s/stream?from=9223372036854775807", id);
+    Resp r = request("GET", path, NULL, NULL);
+    int stream_refused = r.status == 400;
+    resp_free(&r);
+    EXPECT(refused == (int)(sizeof queries / sizeof queries[0]) && stream_refused,
+           "events?from= and rank= out of range or not whole numbers, and stream?from= past any index: 400 (%d of %zu)",
+           refused, sizeof queries / sizeof queries[0]);
+}
+
+// Numbers in a run's files are untrusted too: a step or a steps count too large for an integer
+// is shown as unknown, not converted (the conversion is undefined; UBSan stops the server).
+static void check_run_file_numbers(void) {
+    const char *id = "single-20260101-000001-0bad";
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w", "{\"lab\":\"single\",\"world_size\":1,\"config\":{\"steps\":1e300},\"start_time\":\"x\"}\n");
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w", "{\"ev\":\"step\",\"rank\":0,\"step\":-1e300,\"loss\":1}\n{\"ev\":\"end\",\"rank\":1e300,\"status\":\"ok\"}\n");
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body ? strstr(r.body, id) : NULL;
+    EXPECT(r.status == 200 && entry && strstr(entry, "\"steps\":0") && strstr(entry, "\"last_step\":-1") &&
+           get_status("/") == 200, "GET /api/runs with a run whose steps and step are 1e300: 200, shown as unknown (%d)",
+           r.status);
+    resp_free(&r);
+}
+
+// Numbers in a lab's options: finite, in the field's bounds, in plain decimal. strtod alone
+// takes "nan", "inf" and hex, and NaN passes every comparison with a bound. Broken variant:
+// field_value() checking the bounds on strtod's result alone.
+static void check_option_numbers(void) {
+    char own[300];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    const char *bad[] = {
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"NaN\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"-nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"inf\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"1e999\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\"0x1p-4\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":\" 0.01\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"lr\":1e999}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":\"infinity\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"seed\":\"nan\"}}",
+        "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"seed\":\"1e300\"}}",
+        "{\"lab\":\"shard\",\"n\":2,\"steps\":3,\"options\":{\"temperature\":\"NAN\"}}",
+    };
+    int before = runs_count(), ok400 = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Resp r = request("POST", "/api/runs", own, bad[i]);
+        if (r.status == 400 && strstr(r.body, "\"error\"")) ok400++;
+        else printf("# %s: %d %s\n", bad[i], r.status, r.body ? r.body : "");
+        resp_free(&r);
+    }
+    EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]) && runs_count() == before,
+           "options that are NaN, infinite, hex, padded or out of range, as strings or numbers (%zu kinds): 400, nothing "
+           "started (%d of them)", sizeof bad / sizeof bad[0], ok400);
+}
+
+// ---------------------------------------------------------------------------------------
+// Holding threads: slow bodies, many streams, clients that leave, runs whose launcher died
+
+// A POST with the token whose body does not come (fewer bytes than Content-Length, or one
+// byte every half second): the server answers within its request timeout (2 s here) and
+// closes the connection, whatever the client does. Broken variant: mg_read() called until
+// the body is whole, each call waiting the whole timeout again after every byte.
+static void check_slow_body(void) {
+    char tok[64];
+    int slow_port, main_port = port;
+    char *opts[] = {"--port", "0", "--request-timeout", "2", NULL};
+    pid_t slow = start_extra("slowbody", opts, runs_dir, &slow_port, tok);
+    port = slow_port;
+    double took[2] = {99, 99}, closed[2] = {99, 99};
+    for (int drip = 0; drip < 2 && slow_port; drip++) {
+        int fd = connect_server();
+        if (fd < 0) break;
+        char req[600];
+        int n = snprintf(req, sizeof req, "POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Shardlab-Token: %s\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"lab\"", slow_port, tok);
+        double t0 = now_s();
+        if (write(fd, req, (size_t)n) != n) printf("# write failed\n");
+        char buf[4096];
+        size_t got = 0;
+        while (now_s() - t0 < 12) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 500) > 0) {
+                ssize_t k = read(fd, buf + got, sizeof buf - got - 1);
+                if (k <= 0) {
+                    closed[drip] = now_s() - t0;
+                    break;
+                }
+                got += (size_t)k;
+                buf[got] = 0;
+                if (took[drip] == 99 && strstr(buf, "\r\n\r\n")) took[drip] = now_s() - t0;
+            } else if (drip && write(fd, " ", 1) != 1) {  // a byte every half second
+                break;
+            }
+        }
+        close(fd);
+    }
+    int alive = slow_port && get_status("/") == 200;
+    port = main_port;
+    stop_extra(slow);
+    EXPECT(took[0] < 3.5 && closed[0] < 3.5 && took[1] < 3.5 && closed[1] < 3.5 && alive,
+           "a body shorter than its Content-Length, and one sent a byte every 0.5 s: answered and closed within the 2 s "
+           "request timeout (answered %.1f s and %.1f s, closed %.1f s and %.1f s), the server still answers",
+           took[0], took[1], closed[0], closed[1]);
+}
+
+static char *stream(const char *id, long from, long last_id, double max_s);
+
+// A run that goes on (its log written a moment ago, no end), for streams to stay open on.
+static void make_live_run(const char *id) {
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w", "{\"lab\":\"single\",\"world_size\":1,\"config\":{\"steps\":5},\"start_time\":\"x\"}\n");
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w", "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"single\"}\n");
+}
+
+// Opens n streams on run id; each answered 200 counts in *ok, 503 with a Retry-After in
+// *busy; fds[] keeps the open connections (-1 for those not opened). One unanswered within
+// 2 s (every thread held) ends the opening: the next would wait as long.
+static void open_streams(const char *id, int n, int *fds, int *ok, int *busy) {
+    *ok = *busy = 0;
+    for (int i = 0; i < n; i++) fds[i] = -1;
+    for (int i = 0; i < n; i++) {
+        fds[i] = connect_server();
+        if (fds[i] < 0) continue;
+        char req[512], buf[512];
+        int k = snprintf(req, sizeof req, "GET /api/runs/%s/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", id, port);
+        if (write(fds[i], req, (size_t)k) != k) continue;
+        struct timeval tv = {2, 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t got = read(fds[i], buf, sizeof buf - 1);
+        buf[got > 0 ? got : 0] = 0;
+        if (strncmp(buf, "HTTP/1.1 200", 12) == 0) ++*ok;
+        else if (strncmp(buf, "HTTP/1.1 503", 12) == 0 && strstr(buf, "Retry-After:")) ++*busy;
+        else if (got <= 0) break;
+    }
+}
+
+// Streams hold a thread each until their client leaves: the server takes only so many (503
+// with a Retry-After for more), so pages and the API always have threads; a client that
+// closes its stream frees its thread within about a second, not at the next keep-alive.
+// Broken variants: no cap (the 65th stream and every request after it wait); a gone client
+// noticed only when the 10 s keep-alive write fails.
+static void check_stream_limits(void) {
+    const char *id = "single-20260101-000002-11fe";
+    make_live_run(id);
+    enum { MANY = 70 };
+    int fds[MANY], ok, busy;
+    open_streams(id, MANY, fds, &ok, &busy);
+    recv_timeout_s = 5;
+    double t0 = now_s();
+    int listed = get_status("/api/runs") == 200;
+    double took = now_s() - t0;
+    recv_timeout_s = 10;
+    EXPECT(ok >= 50 && busy > 0 && ok + busy == MANY && listed,
+           "%d streams on a live run: %d open, %d answered 503 with a Retry-After, none left waiting; GET /api/runs "
+           "answered meanwhile in %.1f s", MANY, ok, busy, took);
+    for (int i = 0; i < MANY; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    usleep(1500000);
+    int first = ok;
+    t0 = now_s();
+    open_streams(id, first, fds, &ok, &busy);
+    took = now_s() - t0;
+    for (int i = 0; i < first; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    EXPECT(first > 0 && ok == first && busy == 0 && took < 5, "1.5 s after their clients closed them, the streams' threads "
+           "are free: %d of %d opened again at once (%.1f s), %d refused", ok, first, took, busy);
+}
+
+// The pid of the launcher this server started for run directory dir (its command line holds
+// "--run-dir" dir), or 0.
+static pid_t launcher_of(const char *dir) {
+    pid_t found = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], buf[8192];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        int is_run = 0, dir_next = 0;
+        for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+            if (dir_next && strcmp(buf + i, dir) == 0) found = (pid_t)atoi(e->d_name);
+            dir_next = strcmp(buf + i, "--run-dir") == 0;
+            is_run |= strcmp(buf + i, "run") == 0;
+        }
+        if (!is_run) found = 0;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// A run whose launcher died (killed, with its ranks) has ended for every reader at once: the
+// list and the run's description say "stopped", its events are done, and its stream sends
+// its end and closes. Broken variant: the list waiting for 2 minutes of silence, the run and
+// its stream for every rank's end event, which never comes.
+static void check_dead_run(void) {
+    char own[300], id[256] = "", dir[900];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    Resp r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":100000}");
+    const char *at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
+    if (at) sscanf(at + 6, "%255[^\"]", id);
+    resp_free(&r);
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    char log[1000];
+    snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
+    int stepping = 0;
+    for (double t0 = now_s(); id[0] && !stepping && now_s() - t0 < 60; usleep(200000)) {
+        char *text = read_file(log, NULL);
+        stepping = text && strstr(text, "\"ev\":\"step\"");
+        free(text);
+    }
+    pid_t launcher = stepping ? launcher_of(dir) : 0;
+    if (launcher) kill(launcher, SIGKILL);
+    pid_t pids[16];
+    for (int round = 0; round < 20 && run_procs(dir, -1, pids, 16) > 0; round++) {
+        int k = run_procs(dir, -1, pids, 16);
+        for (int i = 0; i < k && i < 16; i++) kill(pids[i], SIGKILL);
+        usleep(100000);
+    }
+    usleep(500000);  // (the server reaps its launcher within 0.2 s)
+    double t0 = now_s();
+    char *text = stream(id, 0, -1, 5);
+    double took = now_s() - t0;
+    char path[400];
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    r = request("GET", path, NULL, NULL);
+    int info_stopped = r.status == 200 && strstr(r.body, "\"status\":\"stopped\"");
+    resp_free(&r);
+    snprintf(path, sizeof path, "/api/runs/%s/events?from=0", id);
+    r = request("GET", path, NULL, NULL);
+    int events_done = r.status == 200 && strstr(r.body, "\"done\":true") && strstr(r.body, "\"status\":\"stopped\"");
+    resp_free(&r);
+    r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body ? strstr(r.body, id) : NULL;
+    const char *next = entry ? strstr(entry, "{\"id\"") : NULL, *st = entry ? strstr(entry, "\"status\":\"stopped\"") : NULL;
+    int listed_stopped = st && (!next || st < next);
+    resp_free(&r);
+    EXPECT(launcher && strstr(text, "event: end\ndata: {\"status\":\"stopped\"}") && took < 3 && info_stopped && events_done &&
+           listed_stopped, "a run whose launcher was killed: its stream ends with status stopped (in %.1f s), and its "
+           "description, events and list entry all say stopped (launcher %d; %d %d %d)", took, (int)launcher, info_stopped,
+           events_done, listed_stopped);
+    free(text);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -888,11 +1394,20 @@ int main(int argc, char **argv) {
         if (server) kill(server, SIGKILL);
         return test_done();
     }
+    check_no_runs();
     check_pages();
     check_lan_host();
+    check_ipv6();
     check_fuzz();
+    check_hostile_markdown();
     check_safety();
     check_nonfinite_run();
+    check_request_numbers();
+    check_run_file_numbers();
+    check_option_numbers();
+    check_slow_body();
+    check_stream_limits();
+    check_dead_run();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

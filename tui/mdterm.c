@@ -10,6 +10,7 @@
 #include <md4c.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "check.h"
 
@@ -35,6 +36,7 @@ typedef struct {
     int wiki;           // inside [[...]]: its label text is replaced by the name
     char wiki_target[256];
     char href[512];     // inside [text](href)
+    int href_ok;        // it may be shown (mdterm_url_ok, and spelt without character references)
     StrBuf link_text;
     // tables
     int table, cell_open, row, col, ncols, header_rows;
@@ -150,6 +152,8 @@ static void emit(R *r, const char *s, size_t n) {
     if (r->code) put_code(r, s, n);
     else put_text(r, s, n);
 }
+
+static void emit_text(R *r, const char *s, size_t n);
 
 static void attr(char *out, size_t max, const MD_ATTRIBUTE *a) {
     size_t n = a->size < max - 1 ? a->size : max - 1;
@@ -334,11 +338,16 @@ static int enter_span(MD_SPANTYPE type, void *detail, void *user) {
     case MD_SPAN_STRONG: r->strong++; break;
     case MD_SPAN_EM: r->em++; break;
     case MD_SPAN_CODE: r->code_span++; break;
-    case MD_SPAN_A:
+    case MD_SPAN_A: {
         r->link = 1;
         sb_reset(&r->link_text);
-        attr(r->href, sizeof r->href, &((MD_SPAN_A_DETAIL *)detail)->href);
+        const MD_ATTRIBUTE *href = &((MD_SPAN_A_DETAIL *)detail)->href;
+        attr(r->href, sizeof r->href, href);
+        r->href_ok = href->size < sizeof r->href && mdterm_url_ok(r->href);
+        for (int i = 0; href->substr_offsets && href->substr_offsets[i] < href->size; i++)
+            if (href->substr_types[i] != MD_TEXT_NORMAL) r->href_ok = 0;  // "&#106;avascript:"
         break;
+    }
     case MD_SPAN_WIKILINK:
         r->wiki = 1;
         attr(r->wiki_target, sizeof r->wiki_target, &((MD_SPAN_WIKILINK_DETAIL *)detail)->target);
@@ -357,8 +366,10 @@ static int leave_span(MD_SPANTYPE type, void *detail, void *user) {
     case MD_SPAN_CODE: r->code_span--; break;
     case MD_SPAN_A: {
         r->link = 0;
-        int same = r->link_text.len == strlen(r->href) && memcmp(r->link_text.data, r->href, r->link_text.len) == 0;
-        if (!same && r->href[0]) {
+        // (no text yet: link_text.data is NULL, which memcmp may not be given even for 0 bytes)
+        int same = r->link_text.len == strlen(r->href) &&
+                   (r->link_text.len == 0 || memcmp(r->link_text.data, r->href, r->link_text.len) == 0);
+        if (!same && r->href[0] && r->href_ok) {
             char tail[600];
             snprintf(tail, sizeof tail, " (%s)", r->href);
             emit(r, tail, strlen(tail));
@@ -371,7 +382,7 @@ static int leave_span(MD_SPANTYPE type, void *detail, void *user) {
         if (r->o->color && !r->table && r->words) restyle(r, &r->line);
         r->wiki = 0;
         // The name is one unit: words inside it may wrap, but styles stay on.
-        emit(r, name, strlen(name));
+        emit_text(r, name, strlen(name));
         break;
     }
     default: break;
@@ -391,10 +402,28 @@ static void put_html(R *r, const char *s, size_t n) {
         size_t len = b ? (size_t)(b - from) : 0;
         flush_line(r);
         r->strong++;
-        put_text(r, from, len);
+        emit_text(r, from, len);
         put_text(r, ":", 1);
         r->strong--;
         flush_line(r);
+    }
+}
+
+// Text with its control characters left out (tab and newline kept): an escape sequence in a
+// course file would otherwise reach the terminal and act there (clear it, set the clipboard,
+// retitle the window). C1 controls too, as UTF-8 spells them (U+0080..U+009F).
+static void emit_text(R *r, const char *s, size_t n) {
+    size_t from = 0;
+    for (size_t i = 0; i <= n; i++) {
+        unsigned char c = i < n ? (unsigned char)s[i] : 0;
+        int c1 = c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9F;
+        if (i < n && !c1 && (c >= 32 || c == '\t' || c == '\n') && c != 0x7F) continue;
+        if (i > from) {
+            if (r->code) put_code(r, s + from, i - from);
+            else emit(r, s + from, i - from);
+        }
+        from = i + 1 + c1;
+        i += (size_t)c1;
     }
 }
 
@@ -413,14 +442,11 @@ static int text(MD_TEXTTYPE type, const MD_CHAR *s, MD_SIZE n, void *user) {
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
             if (strlen(map[i][0]) == n && memcmp(map[i][0], s, n) == 0) to = map[i][1];
         if (to) emit(r, to, strlen(to));
-        else emit(r, s, n);
+        else emit_text(r, s, n);
         break;
     }
     case MD_TEXT_NULLCHAR: break;
-    default:
-        if (r->code) put_code(r, s, n);
-        else emit(r, s, n);
-        break;
+    default: emit_text(r, s, n); break;
     }
     return 0;
 }
@@ -451,4 +477,15 @@ int mdterm_render(const char *md, size_t n, const MdTermOptions *o, StrBuf *out)
     // No blank lines piling up at the end.
     while (out->len >= 2 && out->data[out->len - 1] == '\n' && out->data[out->len - 2] == '\n') out->data[--out->len] = 0;
     return rc == 0 ? 0 : -1;
+}
+
+int mdterm_url_ok(const char *url) {
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7F) return 0;
+    size_t scheme = strcspn(url, ":/?#");
+    if (url[scheme] != ':') return 1;  // no scheme: a path on the same site
+    static const char *const ok[] = {"http", "https", "mailto"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (scheme == strlen(ok[i]) && strncasecmp(url, ok[i], scheme) == 0) return 1;
+    return 0;
 }

@@ -10,12 +10,15 @@
 #include <civetweb.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -173,6 +176,26 @@ static void poll_run(Run *r) {
     if (all && strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "ok");
 }
 
+static time_t run_last_write(const char *dir, int world);
+
+// Whether a run goes on, and how it ended: the one answer the list, a run's description, its
+// events and its stream all give (r locked). "ok" or "error": every rank logged its end.
+// "stopped": it is over without that: rank 0 wrote summary.json, the launcher this server
+// started has exited (a rank or the launcher died), or the logs have been still for
+// STOPPED_S (a run under mpirun that was killed). "running" otherwise. Before saying
+// "stopped" the logs are read to their end: what the ranks wrote last is not lost.
+static const char *run_status(Run *r) {
+    if (strcmp(r->status, "running") != 0) return r->status;
+    char path[4600];
+    snprintf(path, sizeof path, "%s/summary.json", r->dir);
+    if (access(path, F_OK) != 0 && !launched_exited(r->id) && time(NULL) - run_last_write(r->dir, r->world) <= STOPPED_S)
+        return "running";
+    r->polled_us = 0;  // (a poll now, whenever the last one was)
+    poll_run(r);
+    if (strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "stopped");  // (for good)
+    return r->status;
+}
+
 // A run is a directory under w->runs (a freshly started one may not have its logs yet).
 static int run_exists(Web *w, const char *id, char *dir, size_t n) {
     if (!id[0] || strchr(id, '/') || strstr(id, "..") || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -258,12 +281,26 @@ static int newest_first(const void *a, const void *b) {
     return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : strcmp(x->id, y->id);
 }
 
-// A run's status without reading all of it: summary.json means it finished; else the end of
-// rank 0's log says how far it got.
-static void quick_status(const char *dir, StrBuf *out) {
+// A whole number from a run's files if it is one from lo to hi, else dflt: the files are
+// untrusted, and a double too large for the integer has no conversion.
+static long whole_in(const JsonValue *v, long lo, long hi, long dflt) {
+    if (!v || v->type != JSON_NUMBER || !(v->number >= (double)lo && v->number <= (double)hi)) return dflt;
+    return (long)v->number;
+}
+
+static Run *get_run(Web *w, const char *id);
+
+// A run's entry in the list: its status (run_status: the same word its page and its stream
+// say), and how far it got from the end of rank 0's log, without reading all of it.
+static void list_status(Web *w, const char *id, const char *dir, StrBuf *out) {
+    char status[16] = "running";
+    Run *r = get_run(w, id);  // (locked)
+    if (r) {
+        poll_run(r);
+        snprintf(status, sizeof status, "%s", run_status(r));
+        pthread_mutex_unlock(&r->lock);
+    }
     char path[4600];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    int finished = access(path, R_OK) == 0;
     snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
     char tail[8193] = "";
     int fd = open(path, O_RDONLY);
@@ -276,24 +313,18 @@ static void quick_status(const char *dir, StrBuf *out) {
     if (fd >= 0) close(fd);
     long last_step = -1;
     double loss = 0;
-    const char *status = finished ? "ok" : "running";
     for (char *line = tail, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = 0;
         char err[32];
         JsonValue *v = json_parse(line, strlen(line), err, sizeof err);
         const JsonValue *ev = json_get(v, "ev");
-        if (ev && ev->type == JSON_STRING) {
-            if (strcmp(ev->string, "step") == 0 && json_get(v, "step") && json_get(v, "loss")) {
-                last_step = (long)json_get(v, "step")->number;
-                if (!json_number(json_get(v, "loss"), &loss)) loss = 0;
-            }
-            if (strcmp(ev->string, "end") == 0 && json_get(v, "status") && json_get(v, "status")->type == JSON_STRING)
-                status = strcmp(json_get(v, "status")->string, "ok") == 0 ? "ok" : "error";
+        if (ev && ev->type == JSON_STRING && strcmp(ev->string, "step") == 0 && json_get(v, "step") && json_get(v, "loss")) {
+            last_step = whole_in(json_get(v, "step"), 0, 1L << 40, -1);
+            if (!json_number(json_get(v, "loss"), &loss)) loss = 0;
         }
         json_free(v);
     }
-    if (!finished && strcmp(status, "running") == 0 && fd >= 0 && time(NULL) - st.st_mtime > STOPPED_S) status = "stopped";
     sb_printf(out, "\"status\":\"%s\",\"last_step\":%ld,\"loss\":", status, last_step);
     sb_json_number(out, loss);
 }
@@ -313,7 +344,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         e[n++].mtime = st.st_mtime;
     }
     if (d) closedir(d);
-    qsort(e, (size_t)n, sizeof *e, newest_first);
+    if (n) qsort(e, (size_t)n, sizeof *e, newest_first);  // (no runs: e is NULL, which qsort may not be given)
     sb_printf(out, "{\"runs\":[");
     for (int i = 0; i < n && i < 50; i++) {
         char dir[4400], path[4600];
@@ -327,11 +358,10 @@ void runs_list_json(Web *w, StrBuf *out) {
         sb_json_string(out, e[i].id);
         sb_printf(out, ",\"lab\":");
         sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
-        sb_printf(out, ",\"world\":%d,\"steps\":%d,\"start\":", world_of(dir, NULL),
-                  steps && steps->type == JSON_NUMBER ? (int)steps->number : 0);
+        sb_printf(out, ",\"world\":%d,\"steps\":%ld,\"start\":", world_of(dir, NULL), whole_in(steps, 0, 1L << 40, 0));
         sb_json_string(out, start && start->type == JSON_STRING ? start->string : "");
         sb_printf(out, ",");
-        quick_status(dir, out);
+        list_status(w, e[i].id, dir, out);
         sb_printf(out, "}");
         json_free(meta);
         free(m);
@@ -363,7 +393,7 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
     snprintf(path, sizeof path, "%s/grade.json", r->dir);
     int graded = access(path, F_OK) == 0;  // (the page asks for the grade only then: no 404 to log)
     sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"graded\":%s,\"meta\":%s,\"summary\":%s,\"ref\":",
-              r->status, r->world, r->n, graded ? "true" : "false", mv ? meta : "null", sv ? summary : "null");
+              run_status(r), r->world, r->n, graded ? "true" : "false", mv ? meta : "null", sv ? summary : "null");
     // A reference run is named by its directory; it is linked only if it is one of ours.
     const char *base = ref && ref->type == JSON_STRING ? strrchr(ref->string, '/') : NULL;
     char refdir[4400];
@@ -401,8 +431,9 @@ int runs_events_json(Web *w, const char *id, long from, const char *kind, int ra
     sb_printf(out, "{\"events\":[");
     for (; i < r->n && sent < 5000; i++)
         if (line_matches(r->lines[i], kind, rank)) sb_printf(out, "%s%s", sent++ ? "," : "", r->lines[i]);
-    int done = strcmp(r->status, "running") != 0 && i >= r->n;
-    sb_printf(out, "],\"next\":%ld,\"done\":%s,\"status\":\"%s\"}", i, done ? "true" : "false", r->status);
+    const char *status = run_status(r);
+    int done = strcmp(status, "running") != 0 && i >= r->n;
+    sb_printf(out, "],\"next\":%ld,\"done\":%s,\"status\":\"%s\"}", i, done ? "true" : "false", status);
     pthread_mutex_unlock(&r->lock);
     return 0;
 }
@@ -410,23 +441,51 @@ int runs_events_json(Web *w, const char *id, long from, const char *kind, int ra
 // ---------------------------------------------------------------------------------------
 // The live stream
 
+// Whether the stream's client has gone: its socket has been closed or reset (it reads as end of
+// file now). Checked every idle tick, so a thread is not held for a client that left until a
+// keep-alive write fails. (An EventSource never half-closes: end of file means gone.)
+static int client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP)) return 1;
+    char c;
+    return (p.revents & POLLIN) && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static int open_streams;  // (under streams_lock)
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) {
+    // At most WEB_MAX_STREAMS at once: each holds a thread, and the others serve pages and the API.
+    pthread_mutex_lock(&streams_lock);
+    int admitted = open_streams < WEB_MAX_STREAMS;
+    open_streams += admitted;
+    pthread_mutex_unlock(&streams_lock);
+    if (!admitted) {
+        const char *body = "{\"error\":\"too many live streams open on this server: try again in a few seconds\"}";
+        mg_printf(conn, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                        "Retry-After: 5\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+                  strlen(body), body);
+        return;
+    }
     mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                     "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n");
     mg_printf(conn, "retry: 1000\n\n");
+    int fd = web_socket(conn);
     long next = from < 0 ? 0 : from;
     time_t last_write = time(NULL);
     StrBuf chunk;
     sb_init(&chunk);
-    while (!w->stopping) {
+    while (!w->stopping && !client_gone(fd)) {
         Run *r = get_run(w, id);  // (locked; fetched each round: the cache may have forgotten it)
         if (!r) break;
         sb_reset(&chunk);
         poll_run(r);
-        for (; next < r->n && chunk.len < (1 << 20); next++) sb_printf(&chunk, "id: %ld\ndata: %s\n\n", next, r->lines[next]);
-        int ended = strcmp(r->status, "running") != 0 && next >= r->n;
         char status[16];
-        snprintf(status, sizeof status, "%s", r->status);
+        snprintf(status, sizeof status, "%s", run_status(r));  // (before the events: "stopped" reads the logs to their end)
+        for (; next < r->n && chunk.len < (1 << 20); next++) sb_printf(&chunk, "id: %ld\ndata: %s\n\n", next, r->lines[next]);
+        int ended = strcmp(status, "running") != 0 && next >= r->n;
         pthread_mutex_unlock(&r->lock);
         if (chunk.len) {
             if (mg_write(conn, chunk.data, chunk.len) <= 0) break;  // the client left
@@ -436,7 +495,7 @@ void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) 
             mg_printf(conn, "event: end\ndata: {\"status\":\"%s\"}\n\n", status);
             break;
         }
-        if (time(NULL) - last_write >= KEEPALIVE_S) {  // a comment: keeps proxies open, finds gone clients
+        if (time(NULL) - last_write >= KEEPALIVE_S) {  // a comment: keeps proxies open
             if (mg_printf(conn, ": keep-alive\n\n") <= 0) break;
             last_write = time(NULL);
         }
@@ -444,6 +503,9 @@ void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) 
         nanosleep(&ts, NULL);
     }
     sb_free(&chunk);
+    pthread_mutex_lock(&streams_lock);
+    open_streams--;
+    pthread_mutex_unlock(&streams_lock);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -529,6 +591,24 @@ static const LabField *find_field(const LabForm *f, const char *name) {
     return NULL;
 }
 
+// "-12", "0.5", ".5", "1e-3": an optional minus, digits with at most one point, an optional
+// exponent; nothing around it.
+static int plain_decimal(const char *s) {
+    const char *p = s + (*s == '-');
+    size_t ints = strspn(p, "0123456789");
+    p += ints;
+    size_t frac = *p == '.' ? strspn(p + 1, "0123456789") : 0;
+    if (*p == '.') p += 1 + frac;
+    if (ints + frac == 0) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        size_t exp = strspn(p, "0123456789");
+        if (exp == 0 || exp > 4) return 0;
+        p += exp;
+    }
+    return *p == 0 && strlen(s) <= 64;
+}
+
 // One option's value, checked against its field, as the text to pass; -1 with why.
 static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
     switch (fd->kind) {
@@ -546,13 +626,13 @@ static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out
     }
     case FIELD_INT:
     case FIELD_REAL: {
-        double x = v->type == JSON_NUMBER ? v->number : v->type == JSON_STRING ? strtod(v->string, NULL) : -1e300;
-        if (v->type == JSON_STRING) {
-            char *end;
-            x = strtod(v->string, &end);
-            if (end == v->string || *end) x = -1e300;
-        }
-        if (x < fd->min || x > fd->max || (fd->kind == FIELD_INT && x != (double)(long long)x))
+        // A JSON number, or a string spelling one in plain decimal: strtod alone also takes
+        // "nan", "inf" and hex, and NaN passes every comparison with a bound, so the test is
+        // that x lies in the bounds (false for NaN), on a finite x.
+        double x = NAN;
+        if (v->type == JSON_NUMBER) x = v->number;
+        else if (v->type == JSON_STRING && plain_decimal(v->string)) x = strtod(v->string, NULL);
+        if (!isfinite(x) || !(x >= fd->min && x <= fd->max) || (fd->kind == FIELD_INT && x != (double)(long long)x))
             return snprintf(why, whylen, "%s must be %s from %g to %g", fd->name,
                             fd->kind == FIELD_INT ? "a whole number" : "a number", fd->min, fd->max), -1;
         if (fd->kind == FIELD_INT) snprintf(out, n, "%lld", (long long)x);
@@ -690,17 +770,9 @@ int runs_ended(Web *w, const char *id) {
     Run *r = get_run(w, id);  // (locked)
     if (!r) return -1;
     poll_run(r);
-    int ended = strcmp(r->status, "running") != 0, world = r->world;
-    char dir[4400];
-    snprintf(dir, sizeof dir, "%s", r->dir);
+    int ended = strcmp(run_status(r), "running") != 0;
     pthread_mutex_unlock(&r->lock);
-    if (ended) return 1;
-    // A rank that died logs no end: rank 0's summary.json, the launcher's exit or a long
-    // silence says the run is over all the same (quick_status calls that "stopped").
-    char path[4600];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    if (access(path, F_OK) == 0 || launched_exited(id)) return 1;
-    return time(NULL) - run_last_write(dir, world) > STOPPED_S;
+    return ended;
 }
 
 int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {

@@ -7,10 +7,12 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <md4c-html.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 
 #include "check.h"
 #include "lexicon.h"
+#include "runlog.h"
 
 #define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"
 
@@ -37,8 +40,8 @@ static void reply(struct mg_connection *c, int status, const char *type, const c
                   const char *extra_headers) {
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
-                       : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 413 ? "Payload Too Large"
-                       : status == 500 ? "Internal Server Error" : "Error";
+                       : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 411 ? "Length Required" : status == 413 ? "Payload Too Large"
+                       : status == 500 ? "Internal Server Error" : status == 503 ? "Service Unavailable" : "Error";
     StrBuf r;
     sb_init(&r);
     sb_printf(&r,
@@ -69,6 +72,114 @@ static int not_found(struct mg_connection *c) {
 }
 
 // ---------------------------------------------------------------------------------------
+// A connection's socket, and a request that does not come
+
+// CivetWeb (1.15) does not give a handler its connection's socket, and the server needs it:
+// to see at once that a stream's client has gone (runs_stream), and to stop waiting for a
+// body that does not come. It is found by its two ends: the socket of this process whose
+// local port is the one the request came in on and whose peer is the client's address and
+// port. A TCP connection is exactly that pair, and CivetWeb keeps it open while a handler
+// runs, so the match is the connection itself.
+int web_socket(const struct mg_connection *c) {
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    DIR *d = opendir("/proc/self/fd");
+    int found = -1;
+    for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        int fd = atoi(e->d_name);
+        struct sockaddr_storage peer, local;
+        socklen_t pl = sizeof peer, ll = sizeof local;
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || getsockname(fd, (struct sockaddr *)&local, &ll) != 0)
+            continue;
+        char addr[INET6_ADDRSTRLEN] = "";
+        int pport, lport;
+        if (peer.ss_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof addr);
+            pport = ntohs(((struct sockaddr_in *)&peer)->sin_port), lport = ntohs(((struct sockaddr_in *)&local)->sin_port);
+        } else if (peer.ss_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof addr);
+            pport = ntohs(((struct sockaddr_in6 *)&peer)->sin6_port), lport = ntohs(((struct sockaddr_in6 *)&local)->sin6_port);
+        } else {
+            continue;
+        }
+        if (pport == ri->remote_port && lport == ri->server_port && strcmp(addr, ri->remote_addr) == 0) found = fd;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// Reads with a deadline. CivetWeb waits up to the request timeout for each piece of a body,
+// afresh after every byte that trickles in, so a client that sends fewer bytes than it
+// announced, or one a second, would hold a thread for as long as it liked. A handler reading
+// a body registers its socket's deadline here; the main loop (web_main) shuts the reading side
+// of a socket past its deadline, and the read blocked in CivetWeb returns at once.
+#define MAX_DEADLINES (2 * WEB_THREADS)
+static struct {
+    int fd;
+    int64_t until_us;
+} deadlines[MAX_DEADLINES];
+static pthread_mutex_t deadline_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int deadline_set(int fd, int64_t until_us) {
+    int slot = -1;
+    pthread_mutex_lock(&deadline_lock);
+    for (int i = 0; i < MAX_DEADLINES && slot < 0; i++)
+        if (deadlines[i].until_us == 0) slot = i, deadlines[i].fd = fd, deadlines[i].until_us = until_us;
+    pthread_mutex_unlock(&deadline_lock);
+    return slot;
+}
+
+static void deadline_clear(int slot) {
+    if (slot < 0) return;
+    pthread_mutex_lock(&deadline_lock);
+    deadlines[slot].until_us = 0;
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+static void deadlines_enforce(void) {
+    int64_t now = runlog_now_us();
+    pthread_mutex_lock(&deadline_lock);
+    for (int i = 0; i < MAX_DEADLINES; i++)
+        if (deadlines[i].until_us && now > deadlines[i].until_us) {
+            shutdown(deadlines[i].fd, SHUT_RD);
+            deadlines[i].until_us = 0;
+        }
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+// Whether this request's body has been read (each request runs on one thread). A body left
+// unread (the request refused, too large, cut short) is not waited for: after the reply, the
+// reading side of the connection is shut, so CivetWeb closes it instead of reading on.
+static _Thread_local int body_read;
+
+static int has_body(struct mg_connection *c) {
+    return mg_get_request_info(c)->content_length > 0 || mg_get_header(c, "Transfer-Encoding") != NULL;
+}
+
+// The request's body, read within the request timeout: 0 with it in *out (NUL-terminated;
+// free() it), or the HTTP status to answer with why.
+static int read_body(Web *w, struct mg_connection *c, char **out, long long *n, const char **why) {
+    long long len = mg_get_request_info(c)->content_length;
+    *out = NULL;
+    if (len < 0) return *why = "the body needs a Content-Length", 411;
+    if (len > WEB_MAX_BODY) return *why = "the body is over 64 KiB", 413;
+    int fd = web_socket(c);
+    int slot = fd >= 0 ? deadline_set(fd, runlog_now_us() + (int64_t)w->request_timeout_s * 1000000) : -1;
+    char *body = malloc_check((size_t)len + 1);
+    long long got = 0;
+    for (int k; got < len && (k = mg_read(c, body + got, (size_t)(len - got))) > 0;) got += k;
+    deadline_clear(slot);
+    body[got] = 0;
+    if (got < len) {
+        free(body);
+        return *why = "the body was cut short: fewer bytes came than Content-Length said, within the request timeout", 400;
+    }
+    body_read = 1;
+    *out = body, *n = got;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
 // The checks
 
 // Host must name this server: a page on another site that got the browser to resolve its own
@@ -77,9 +188,9 @@ static int host_ok(Web *w, struct mg_connection *c) {
     const char *host = mg_get_header(c, "Host");
     if (!host) return 0;
     char want[300];
-    const char *names[] = {"127.0.0.1", "localhost", w->host};
-    for (int i = 0; i < 3; i++) {
-        snprintf(want, sizeof want, "%s:%d", names[i], w->port);
+    const char *names[] = {"127.0.0.1", "localhost", "::1", w->host};
+    for (int i = 0; i < 4; i++) {  // (an IPv6 address in brackets, as a URL writes it)
+        snprintf(want, sizeof want, strchr(names[i], ':') ? "[%s]:%d" : "%s:%d", names[i], w->port);
         if (strcmp(host, want) == 0) return 1;
     }
     // Listening on every interface (--host 0.0.0.0 or ::), the server is also this machine's
@@ -189,10 +300,14 @@ static int send_page(Web *w, struct mg_connection *c, StrBuf *b) {
 }
 
 // Markdown to HTML (md4c-html), then wiki links made real: [[slug]] becomes a link to the term
-// or lesson, named as the term is.
+// or lesson, named as the term is; then every tag checked (web_html_filter: html.c says what
+// is trusted in a course file and what is not).
 static void md_out(const MD_CHAR *t, MD_SIZE n, void *u) { sb_append(u, t, n); }
 
-static void render_md(StrBuf *b, const char *md, size_t n) {
+static void render_md(StrBuf *page, const char *md, size_t n) {
+    StrBuf html, *b = &html;
+    sb_init(&html);
+    sb_append(&html, "", 0);
     StrBuf raw;
     sb_init(&raw);
     sb_append(&raw, "", 0);
@@ -225,6 +340,8 @@ static void render_md(StrBuf *b, const char *md, size_t n) {
     }
     sb_printf(b, "%s", p);
     sb_free(&raw);
+    web_html_filter(page, html.data, html.len);
+    sb_free(&html);
 }
 
 // A file's bytes (markdown, a static file), or NULL; free() it.
@@ -440,12 +557,26 @@ static int send_static(Web *w, struct mg_connection *c, const char *rel) {
 // ---------------------------------------------------------------------------------------
 // The router
 
-static long query_long(const char *qs, const char *name, long dflt) {
+// A whole number from a request (a query's value, a header): decimal digits only, nothing
+// around them, at most max. 1 with *out, 0 if it is anything else. Eighteen digits at most, so
+// strtol never saturates and the caller's arithmetic (Last-Event-ID + 1) never overflows.
+static int parse_count(const char *s, long max, long *out) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 18 || strspn(s, "0123456789") != n) return 0;
+    long x = strtol(s, NULL, 10);
+    if (x > max) return 0;
+    *out = x;
+    return 1;
+}
+
+// The query's `name` as a whole number 0..max: 1 with *out (dflt when absent), 0 if it is
+// there but not such a number (a 400: a number we cannot use is not silently another one).
+static int query_count(const char *qs, const char *name, long max, long dflt, long *out) {
     char v[32];
-    if (!qs || mg_get_var(qs, strlen(qs), name, v, sizeof v) <= 0) return dflt;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return end == v || *end ? dflt : x;
+    *out = dflt;
+    int got = qs ? mg_get_var(qs, strlen(qs), name, v, sizeof v) : -1;
+    if (got == -1) return 1;  // absent
+    return got >= 0 && parse_count(v, max, out);
 }
 
 // GET: the run's grade.json. POST: grade it now (seconds: the grader may start a reference
@@ -475,12 +606,11 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
             if (!may_act(w, c)) return reply_json_error(c, 403, "starting a lab needs this server's token (open the URL it printed) and a request from its own pages");
             const char *type = mg_get_header(c, "Content-Type");
             if (!type || strncmp(type, "application/json", 16) != 0) return reply_json_error(c, 400, "send application/json");
-            long long len = mg_get_request_info(c)->content_length;
-            if (len < 0 || len > WEB_MAX_BODY) return reply_json_error(c, 413, "the body is missing or over 64 KiB");
-            char *body = malloc_check((size_t)len + 1);
-            long long got = 0;
-            for (int k; got < len && (k = mg_read(c, body + got, (size_t)(len - got))) > 0;) got += k;
-            body[got] = 0;
+            char *body;
+            long long got;
+            const char *cut;
+            int bst = read_body(w, c, &body, &got, &cut);
+            if (bst) return reply_json_error(c, bst, cut);
             char err[128], id[256], why[300];
             JsonValue *req = json_parse(body, (size_t)got, err, sizeof err);
             free(body);
@@ -519,13 +649,24 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
     else if (strcmp(slash, "/events") == 0) {
         char kind[24] = "", *k = NULL;
         if (qs && mg_get_var(qs, strlen(qs), "kind", kind, sizeof kind) > 0 && safe_name(kind)) k = kind;
-        rc = runs_events_json(w, id, query_long(qs, "from", 0), k, (int)query_long(qs, "rank", -1), &b);
+        long from, rank;
+        if (!query_count(qs, "from", WEB_MAX_EVENT_INDEX, 0, &from) || !query_count(qs, "rank", 63, -1, &rank)) {
+            sb_free(&b);
+            return reply_json_error(c, 400, "from is an event index (a whole number from 0) and rank a rank (0 to 63)");
+        }
+        rc = runs_events_json(w, id, from, k, (int)rank, &b);
     } else if (strcmp(slash, "/stream") == 0) {
         sb_free(&b);
         if (!runs_exists(w, id)) return reply_json_error(c, 404, "no such run");
-        long from = query_long(qs, "from", 0);
-        const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume
-        if (last && *last) from = strtol(last, NULL, 10) + 1;
+        long from;
+        if (!query_count(qs, "from", WEB_MAX_EVENT_INDEX, 0, &from))
+            return reply_json_error(c, 400, "from is an event index (a whole number from 0)");
+        const char *last = mg_get_header(c, "Last-Event-ID");  // EventSource's own resume: after that one
+        if (last && *last) {
+            if (!parse_count(last, WEB_MAX_EVENT_INDEX - 1, &from))
+                return reply_json_error(c, 400, "Last-Event-ID is the index of an event this server sent (a whole number from 0)");
+            from++;
+        }
         runs_stream(w, c, id, from);
         return 200;
     }
@@ -538,8 +679,19 @@ static int api(Web *w, struct mg_connection *c, const char *method, const char *
     return 200;
 }
 
+static int route(Web *w, struct mg_connection *c);
+
 int web_route(struct mg_connection *c, void *cbdata) {
-    Web *w = cbdata;
+    body_read = 0;
+    int status = route(cbdata, c);
+    if (!body_read && has_body(c)) {  // (see body_read)
+        int fd = web_socket(c);
+        if (fd >= 0) shutdown(fd, SHUT_RD);
+    }
+    return status;
+}
+
+static int route(Web *w, struct mg_connection *c) {
     runs_reap();
     const struct mg_request_info *ri = mg_get_request_info(c);
     const char *raw = ri->local_uri_raw ? ri->local_uri_raw : ri->local_uri;
@@ -579,7 +731,7 @@ int web_route(struct mg_connection *c, void *cbdata) {
 // Start and stop
 
 static const char *WEB_USAGE =
-    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR]\n"
+    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--request-timeout S]\n"
     "\n"
     "The course in the browser: lessons, the lexicon, the labs, and runs live. Prints the URL to\n"
     "open, with this server's token (starting a lab from the browser needs it).\n"
@@ -587,11 +739,17 @@ static const char *WEB_USAGE =
     "                else is reachable from the network, and the server says so)\n"
     "  --port P      the port (default 8080; 0: any free one)\n"
     "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
+    "  --request-timeout S   how long a client may take to send a request, body included\n"
+    "                (default 30 seconds)\n"
     "Ctrl-C stops it.\n";
 
-// CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each.
+// CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each. Why it
+// could not bind is kept: when the server cannot start, it says so in its own words.
+static char bind_error[512];
+
 static int on_log(const struct mg_connection *c, const char *message) {
     (void)c;
+    if (strstr(message, "cannot bind")) snprintf(bind_error, sizeof bind_error, "%s", message);
     fprintf(stderr, "shardlab web: civetweb: %s\n", message);
     return 1;
 }
@@ -601,14 +759,16 @@ static void on_signal(int sig) {
     if (the_web) the_web->stopping = 1;
 }
 
-// --port 0: a port the system says is free now (CivetWeb wants a number).
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+// --port 0: a port the system says is free now (CivetWeb wants a number), on loopback of the
+// host's family (an IPv6 host: ::1).
+static int free_port(int ipv6) {
+    int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-    socklen_t len = sizeof a;
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT, .sin6_port = 0};
+    struct sockaddr *sa = ipv6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a;
+    socklen_t len = ipv6 ? sizeof a6 : sizeof a;
     int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    if (fd >= 0 && bind(fd, sa, len) == 0 && getsockname(fd, sa, &len) == 0) port = ntohs(ipv6 ? a6.sin6_port : a.sin_port);
     if (fd >= 0) close(fd);
     return port;
 }
@@ -630,19 +790,28 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     const char *runs = getenv("SHARDLAB_RUNS");
     snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
     w.port = 8080;
+    w.request_timeout_s = 30;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
         if (!v) usage_error("shardlab web", "%s needs a value, or is not an option", a);
         if (!strcmp(a, "--host")) {
-            if (strlen(v) >= sizeof w.host || strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz-:") != strlen(v))
-                usage_error("shardlab web", "--host: '%s' is not an address", v);
-            snprintf(w.host, sizeof w.host, "%s", v);
+            size_t n = strlen(v);
+            if (n > 2 && v[0] == '[' && v[n - 1] == ']') v++, n -= 2;  // [::1], as a URL writes it
+            if (n == 0 || n >= sizeof w.host || strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz-:") < n)
+                usage_error("shardlab web", "--host: '%s' is not an address", argv[i + 1]);
+            snprintf(w.host, sizeof w.host, "%.*s", (int)n, v);
         } else if (!strcmp(a, "--port")) {
             char *end;
             long p = strtol(v, &end, 10);
             if (*end || end == v || p < 0 || p > 65535) usage_error("shardlab web", "--port must be 0 to 65535 (got '%s')", v);
             w.port = (int)p;
+        } else if (!strcmp(a, "--request-timeout")) {
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || end == v || t < 1 || t > 3600)
+                usage_error("shardlab web", "--request-timeout must be 1 to 3600 seconds (got '%s')", v);
+            w.request_timeout_s = (int)t;
         } else if (!strcmp(a, "--runs")) {
             snprintf(w.runs, sizeof w.runs, "%s", v);
         } else {
@@ -661,17 +830,36 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     make_token(w.token);
     srand((unsigned)(getpid() ^ time(NULL)));  // run names' last 4 hex digits
 
-    if (w.port == 0 && (w.port = free_port()) == 0) die("check the network settings", "no free port on 127.0.0.1");
+    // CivetWeb's spelling of where to listen: "127.0.0.1:P", an IPv6 address in brackets
+    // ("[::1]:P"), and for :: (every address) "+P": IPv6 and IPv4 both.
+    int ipv6 = strchr(w.host, ':') != NULL;
+    if (ipv6 && !mg_check_feature(MG_FEATURES_IPV6))  // (Debian's libcivetweb 1.15 is built so)
+        usage_error("shardlab web", "--host %s: this CivetWeb library was built without IPv6, so the server cannot listen "
+                    "on an IPv6 address; use --host 127.0.0.1, or 0.0.0.0 for every IPv4 address", w.host);
+    if (w.port == 0 && (w.port = free_port(ipv6)) == 0)
+        die("check the network settings", "no free port on %s", ipv6 ? "::1" : "127.0.0.1");
     char ports[320];
-    snprintf(ports, sizeof ports, "%s:%d", w.host, w.port);
-    const char *options[] = {"listening_ports", ports, "num_threads", "64", "request_timeout_ms", "30000",
+    if (strcmp(w.host, "::") == 0) snprintf(ports, sizeof ports, "+%d", w.port);
+    else snprintf(ports, sizeof ports, ipv6 ? "[%s]:%d" : "%s:%d", w.host, w.port);
+    char threads[16], timeout_ms[16];
+    snprintf(threads, sizeof threads, "%d", WEB_THREADS);
+    snprintf(timeout_ms, sizeof timeout_ms, "%d", w.request_timeout_s * 1000);
+    const char *options[] = {"listening_ports", ports, "num_threads", threads, "request_timeout_ms", timeout_ms,
                              "enable_keep_alive", "yes", NULL};
     mg_init_library(0);
     struct mg_callbacks cb;
     memset(&cb, 0, sizeof cb);
     cb.log_message = on_log;
     struct mg_context *ctx = mg_start(&cb, &w, options);
-    if (!ctx) usage_error("shardlab web", "cannot listen on %s (in use? try --port 0)", ports);
+    if (!ctx) {
+        // CivetWeb logged why, as "cannot bind to ADDR: errno (reason)": the reason names the
+        // fault (an address not this machine's, a port in use), which a guess would not.
+        char why[200] = "the address is not this machine's, or the port is in use";
+        const char *open = strrchr(bind_error, '('), *close = open ? strchr(open, ')') : NULL;
+        if (close && close > open + 1) snprintf(why, sizeof why, "%.*s", (int)(close - open - 1), open + 1);
+        usage_error("shardlab web", "cannot listen on %s%s: %s", ports[0] == '+' ? "every address, port " : "",
+                    ports[0] == '+' ? ports + 1 : ports, why);
+    }
     mg_set_request_handler(ctx, "/", web_route, &w);
     the_web = &w;
     struct sigaction sa = {.sa_handler = on_signal};
@@ -683,12 +871,15 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         fprintf(stderr, "shardlab web: warning: listening on %s, not 127.0.0.1: other machines can reach this server "
                         "(starting labs still needs the token)\n", w.host);
     printf("shardlab web: serving %s (lexicon: %d terms, %d lessons; runs: %s)\n", root, lexicon.n, lexicon.nlessons, w.runs);
-    printf("shardlab web: open http://%s:%d/?token=%s\n", strcmp(w.host, "0.0.0.0") == 0 ? "127.0.0.1" : w.host, w.port, w.token);
+    const char *url_host = strcmp(w.host, "0.0.0.0") == 0 || strcmp(w.host, "::") == 0 ? "127.0.0.1" : w.host;
+    printf("shardlab web: open http://%s%s%s:%d/?token=%s\n", ipv6 && url_host == w.host ? "[" : "", url_host,
+           ipv6 && url_host == w.host ? "]" : "", w.port, w.token);
     fflush(stdout);
     while (!w.stopping) {
         struct timespec ts = {0, 200000000L};
         nanosleep(&ts, NULL);
         runs_reap();
+        deadlines_enforce();
     }
     printf("shardlab web: stopping\n");
     fflush(stdout);

@@ -1,11 +1,12 @@
 // web.h — the web server: the course (lexicon, lessons), the labs and their runs, live, in the
 // browser. CivetWeb serves, md4c renders.
 //
-// Defines: Web, WEB_MAX_BODY, web_main(), web_route(), runs_list_json(), runs_info_json(),
+// Defines: Web, WEB_MAX_BODY, WEB_MAX_EVENT_INDEX, WEB_THREADS, WEB_MAX_STREAMS, web_main(), web_route(),
+//          web_socket(), runs_list_json(), runs_info_json(),
 //          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
 //          runs_ended(), runs_grade_json(), runs_grade(),
 //          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
-//          web_ncommon_fields.
+//          web_ncommon_fields, web_html_filter().
 //
 // What it serves (everything else is 404):
 //   /                           home: lessons in order, lexicon index with instant search, labs, recent runs
@@ -39,6 +40,9 @@
 #include "json.h"
 
 #define WEB_MAX_BODY (64 * 1024)
+// The largest event index a request may name (?from=, Last-Event-ID): far past any run's
+// events (runs.c keeps at most 2 million), small enough that index + 1 is still a long.
+#define WEB_MAX_EVENT_INDEX 1000000000L
 
 struct mg_connection;
 
@@ -51,11 +55,21 @@ typedef struct {
     char host[256];        // what we listen on
     int port;
     char token[33];
+    int request_timeout_s; // how long a client may take to send a request, its body included
     volatile int stopping; // set on SIGINT/SIGTERM: streams end, so mg_stop() returns
 } Web;
 
-// `shardlab web [--host H] [--port P] [--runs DIR]`; root: the checkout; labs: the lab
-// programs, as the launcher finds them.
+// CivetWeb's worker threads, and how many of them Server-Sent Event streams may hold at once:
+// a stream holds its thread until its client leaves, so the rest stay for pages and the API
+// whatever the streams do. One stream more is answered 503 with a Retry-After.
+#define WEB_THREADS 64
+#define WEB_MAX_STREAMS (WEB_THREADS - 8)
+
+// The socket of a connection a handler is serving (CivetWeb gives none), or -1. See web.c.
+int web_socket(const struct mg_connection *c);
+
+// `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S]`; root: the
+// checkout; labs: the lab programs, as the launcher finds them.
 int web_main(int argc, char **argv, const char *root, const char *labs);
 
 // ---- runs (web/runs.c) ------------------------------------------------------------------
@@ -82,6 +96,12 @@ int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whyle
 // grade.json and grade.xml into it and the grade into out: 0, or the HTTP status (404 no
 // such run, 409 still running, 500) with why. Takes seconds: it may start a reference run.
 int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
+
+// ---- the HTML of rendered markdown (web/html.c) -----------------------------------------
+// Appends html[0..n), md4c-html's rendering of a course file, keeping only the tags and
+// attributes a course page uses and the links mdterm_url_ok() takes; anything else is shown
+// as text. See html.c for what is trusted and why this holds.
+void web_html_filter(StrBuf *out, const char *html, size_t n);
 
 // ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
 // RUN: the id of one of this server's finished runs, passed to the lab as its directory.
