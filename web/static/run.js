@@ -660,11 +660,12 @@
     invalidate();
   }
 
+  // Ids count up through the run's events; one seen before (a server that replays after a
+  // reconnect) would count a step or a span twice, so it is skipped. Kept across streams: a
+  // stream opened again starts after the last event this page has.
+  let lastId = -1;
   function stream() {
-    const es = new EventSource(api + '/stream?from=0');
-    // Ids count up through the run's events; one seen before (a server that replays after a
-    // reconnect) would count a step or a span twice, so it is skipped.
-    let lastId = -1;
+    const es = new EventSource(api + '/stream?from=' + (lastId + 1));
     es.onmessage = (m) => {
       const id = Number(m.lastEventId);
       if (m.lastEventId !== '' && Number.isFinite(id)) {
@@ -686,9 +687,15 @@
       finish(status);
     });
     // EventSource reconnects by itself and the server resumes after the last event id; the
-    // status line says so meanwhile, and a stream that is closed for good says that.
+    // status line says so meanwhile. A stream the server refused (503: as many streams open
+    // as it takes) is closed for good by the browser: the page asks again in a few seconds.
     es.onerror = () => {
-      S.connection = es.readyState === EventSource.CLOSED ? 'live updates unavailable' : 'reconnecting ...';
+      if (es.readyState === EventSource.CLOSED && !S.streamDone) {
+        S.connection = 'live updates paused (the server is busy), retrying ...';
+        setTimeout(stream, 5000);
+      } else {
+        S.connection = 'reconnecting ...';
+      }
       invalidate();
     };
   }
