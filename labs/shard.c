@@ -65,6 +65,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -327,6 +328,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("shard");
     Device dev;
     train_device(&dev, &a, "shard", env.local_rank, env.local_world);
+    plan_check_rank("shard", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "shard", &dev);
     int N = dist.world, rank = dist.rank;
