@@ -460,6 +460,38 @@ static void check_bad_input(void) {
     exits_2_with_one_line(shard, 2, sources, "9 sources of 8 items", "bad-sources");
 }
 
+// Weights and temperatures at the ends of their ranges: w^(1/tau) overflows a double long
+// before the weights stop being a valid mixture (1e308,1e308 is 1:1), and underflows for a
+// source that can then never be drawn. The probabilities stay finite and add up to 1; a
+// source whose chance is below what a double holds is refused, and so is a temperature that is
+// not a positive number (the grader reads it from a run's meta.json, which anyone can edit).
+static void check_weight_ranges(void) {
+    Mixture mix;
+    char err[512] = "";
+    int parsed = mixture_parse(&mix, "1e308,1e308", 1.0, err, sizeof err) == 0;
+    EXPECT(parsed && mix.prob[0] == 0.5 && mix.prob[1] == 0.5,
+           "--weights 1e308,1e308: each source drawn with probability 1/2 (%s: %g, %g)", parsed ? "parsed" : err,
+           parsed ? mix.prob[0] : NAN, parsed ? mix.prob[1] : NAN);
+    parsed = mixture_parse(&mix, "1e300,1e299,0", 0.5, err, sizeof err) == 0;
+    double sum = parsed ? mix.prob[0] + mix.prob[1] + mix.prob[2] : NAN;
+    EXPECT(parsed && fabs(mix.prob[0] - 1 / 1.01) < 1e-12 && fabs(mix.prob[1] - 0.01 / 1.01) < 1e-12 &&
+               mix.prob[2] == 0 && fabs(sum - 1) < 1e-12,
+           "--weights 1e300,1e299,0 --temperature 0.5: probabilities 1/1.01, 0.01/1.01 and 0 (%s: %g %g %g)",
+           parsed ? "parsed" : err, parsed ? mix.prob[0] : NAN, parsed ? mix.prob[1] : NAN, parsed ? mix.prob[2] : NAN);
+    double taus[] = {0, -1, NAN, INFINITY};
+    int refused = 0;
+    for (int i = 0; i < 4; i++) refused += mixture_parse(&mix, "1,3", taus[i], err, sizeof err) != 0;
+    EXPECT(refused == 4, "a temperature of 0, -1, NaN or inf is refused (%d of 4)", refused);
+    char *under[] = {"--steps", "1", "--weights", "1000000000,1", "--temperature", "0.01", NULL};
+    exits_2_with_one_line(shard, 2, under, "--weights 1000000000,1 --temperature 0.01: the second source's chance "
+                          "is 1e-900", "bad-underflow");
+    char *over[] = {"--steps", "1", "--weights", "1e308,1e308", "--temperature", "0.01", "--items", "40", NULL};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/weights-huge", tmp);
+    int status = run_ranks(shard, 2, "weights-huge", dir, over, NULL);
+    EXPECT(status == 0, "--weights 1e308,1e308 --temperature 0.01 trains (a 1:1 mixture) (status %d)", status);
+}
+
 static void check_sanitized(void) {
     char *dispatch[] = {"--steps", "3", MODEL, "--items", "40", "--strategy", "dispatch", "--weights", "2,1", NULL};
     char dir[512];
@@ -507,6 +539,7 @@ int main(int argc, char **argv) {
     check_weights();
     check_broken_is_caught();
     check_bad_input();
+    check_weight_ranges();
     check_file_data();
     check_sanitized();
     tmp_finish(test_failed);  // each run holds a 1 MiB dataset.bin: keep only a failure's evidence
