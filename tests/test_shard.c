@@ -36,6 +36,7 @@
 //     20 (T+1) + 5 bytes is 20 items, the last 5 bytes unused;
 //   - the graders catch a lab whose ranks overlap (SHARDLAB_TEST_BREAK=shard-overlap);
 //   - bad input exits 2 with one line; the sanitized lab runs clean under ASan/UBSan.
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -492,6 +493,28 @@ static void check_weight_ranges(void) {
     EXPECT(status == 0, "--weights 1e308,1e308 --temperature 0.01 trains (a 1:1 mixture) (status %d)", status);
 }
 
+// A --data file larger than the machine's memory (1 TiB, sparse: no disk is used): slice
+// would read all of it into every rank, and any strategy keeps each epoch's order, 8 bytes an
+// item. Refused before it is read, with exit 2 and the figures, not killed by the kernel.
+static void check_data_too_big(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/huge.bin", tmp);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int made = fd >= 0 && ftruncate(fd, (off_t)1 << 40) == 0;
+    if (fd >= 0) close(fd);
+    char *args[] = {"--steps", "1", "--data", path, "--strategy", "slice", NULL};
+    EXPECT(made, "a sparse 1 TiB --data file");
+    if (made) exits_2_with_one_line(shard, 2, args, "--data of 1 TiB, slice: more than the memory there is", "bad-huge");
+    char err[600];
+    snprintf(err, sizeof err, "%s/bad-huge.r0.err", tmp);
+    char *text = read_file(err, NULL);
+    EXPECT(made && text && strstr(text, "TiB") && strstr(text, "available") && strstr(text, "--items"),
+           "the refusal of a 1 TiB --data gives what slice would hold, what is available, and --items (%s)",
+           text ? one_line(text) : "(no stderr)");
+    free(text);
+    unlink(path);
+}
+
 static void check_sanitized(void) {
     char *dispatch[] = {"--steps", "3", MODEL, "--items", "40", "--strategy", "dispatch", "--weights", "2,1", NULL};
     char dir[512];
@@ -540,6 +563,7 @@ int main(int argc, char **argv) {
     check_broken_is_caught();
     check_bad_input();
     check_weight_ranges();
+    check_data_too_big();
     check_file_data();
     check_sanitized();
     tmp_finish(test_failed);  // each run holds a 1 MiB dataset.bin: keep only a failure's evidence
