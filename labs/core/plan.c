@@ -40,7 +40,7 @@ static double option_number(int nopts, char *const opts[], const char *name, dou
     const char *text = option(nopts, opts, name);
     char *end;
     double v = text && *text ? strtod(text, &end) : 0;
-    return text && *text && !*end && v >= 0 && v <= 1e9 ? v : fallback;  // (the labs' bounds are far below)
+    return text && *text && !*end && v >= 0 && v <= 1e9 ? v : fallback;  // (the options' bounds are far below)
 }
 
 static int option_is(int nopts, char *const opts[], const char *name, const char *value) {
