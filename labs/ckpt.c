@@ -74,6 +74,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -233,6 +234,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("ckpt");
     Device dev;
     train_device(&dev, &a, "ckpt", env.local_rank, env.local_world);
+    plan_check_rank("ckpt", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "ckpt", &dev);
     int N = dist.world, rank = dist.rank;

@@ -49,6 +49,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -246,6 +247,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("ddp");
     Device dev;
     train_device(&dev, &a, "ddp", env.local_rank, env.local_world);
+    plan_check_rank("ddp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "ddp", &dev);
     int N = dist.world, rank = dist.rank;

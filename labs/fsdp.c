@@ -56,6 +56,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "sharded.h"
 #include "train.h"
@@ -248,6 +249,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("fsdp");
     Device dev;
     train_device(&dev, &a, "fsdp", env.local_rank, env.local_world);
+    plan_check_rank("fsdp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "fsdp", &dev);
     int N = dist.world, rank = dist.rank;

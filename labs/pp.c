@@ -65,6 +65,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -496,6 +497,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("pp");
     Device dev;
     train_device(&dev, &a, "pp", env.local_rank, env.local_world);
+    plan_check_rank("pp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "pp", &dev);
     int N = dist.world, rank = dist.rank;

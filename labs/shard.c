@@ -65,6 +65,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -81,6 +82,7 @@ typedef struct {
     const Mixture *mix;        // NULL: each epoch a permutation
     int64_t D, E;              // items, batches per epoch
     int B, N, rank, per_rank, S;  // S = T + 1 bytes per item
+    int local_ranks;              // the ranks on this node, whose items share its host memory
     uint64_t seed;
     int broken;                // SHARDLAB_TEST_BREAK=shard-overlap
     int64_t *order;            // the current epoch's D indices (every rank computes them)
@@ -124,6 +126,22 @@ static void loader_open(Loader *L, const char *path, int64_t cap) {
     L->D = L->ds.items;
     L->E = L->D / L->B;
     L->epoch = -1;
+    // A --data file can be larger than the machine: what the ranks of this node are about to
+    // hold (their strategy's shares of the items, and each rank its epoch's order at 8 bytes an
+    // item) is checked against the host memory first. Every rank does the same sum.
+    double shares = 0, available = plan_host_available();
+    for (int r = 0; r < L->N; r++) shares += (double)held_formula(L, r);
+    double here = shares * L->local_ranks / L->N + 8.0 * (double)L->D * L->local_ranks;
+    if (available >= 0 && here > available) {
+        char h[32], have[32];
+        usage_error("shard", "--data: D = %lld items of T+1 = %d bytes: the %d rank%s here would hold %s (strategy %s%s, "
+                             "and each epoch's order at 8 bytes an item), and host memory has %s available "
+                             "(MemAvailable): use the first D items only with --items D%s",
+                    (long long)L->D, L->S, L->local_ranks, L->local_ranks == 1 ? "" : "s", format_bytes(h, sizeof h, here),
+                    strategy_names[L->strategy], L->strategy == SLICE ? ": every rank holds them all" : "",
+                    format_bytes(have, sizeof have, available),
+                    L->strategy == SLICE ? ", or --strategy sampler (a rank holds only the items it trains on)" : "");
+    }
     L->order = malloc_check((size_t)L->D * sizeof *L->order);
     L->part = malloc_check(part_bytes(L));
     if (L->strategy == SLICE || (L->strategy == DISPATCH && L->rank == 0)) {
@@ -327,6 +345,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("shard");
     Device dev;
     train_device(&dev, &a, "shard", env.local_rank, env.local_world);
+    plan_check_rank("shard", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "shard", &dev);
     int N = dist.world, rank = dist.rank;
@@ -366,6 +385,7 @@ int main(int argc, char **argv) {
     }
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     Loader L = {.strategy = strategy, .mix = weights ? &mix : NULL, .B = a.batch, .N = N, .rank = rank,
+                .local_ranks = env.local_world,
                 .per_rank = a.batch / N, .S = a.seq + 1, .seed = a.seed, .dir = log.dir,
                 .broken = test_break && strcmp(test_break, "shard-overlap") == 0};
     loader_open(&L, data_path, cap);

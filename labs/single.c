@@ -34,6 +34,7 @@
 #include "dcp.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     check_set_context("single rank 0");
     Device dev;
     train_device(&dev, &a, "single", 0, 1);
+    plan_check_rank("single", &a, &dev, 1, 1, argc, argv);  // refuse what this machine cannot hold (plan.h)
     GptConfig cfg = train_model_config(&a);
     Dcp resume;  // checked before anything is written
     if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "single");

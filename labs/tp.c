@@ -78,6 +78,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "tensor_parallel.h"
 #include "train.h"
@@ -392,6 +393,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("tp");
     Device dev;
     train_device(&dev, &a, "tp", env.local_rank, env.local_world);
+    plan_check_rank("tp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "tp", &dev);
     int N = dist.world, rank = dist.rank;

@@ -65,6 +65,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
+#include "plan.h"
 #include "runlog.h"
 #include "sharded.h"
 #include "train.h"
@@ -336,6 +337,7 @@ int main(int argc, char **argv) {
     DistEnv env = dist_env("zero");
     Device dev;
     train_device(&dev, &a, "zero", env.local_rank, env.local_world);
+    plan_check_rank("zero", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
     Dist dist;
     dist_init(&dist, "zero", &dev);
     int N = dist.world, rank = dist.rank;

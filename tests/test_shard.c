@@ -36,6 +36,7 @@
 //     20 (T+1) + 5 bytes is 20 items, the last 5 bytes unused;
 //   - the graders catch a lab whose ranks overlap (SHARDLAB_TEST_BREAK=shard-overlap);
 //   - bad input exits 2 with one line; the sanitized lab runs clean under ASan/UBSan.
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,6 +461,60 @@ static void check_bad_input(void) {
     exits_2_with_one_line(shard, 2, sources, "9 sources of 8 items", "bad-sources");
 }
 
+// Weights and temperatures at the ends of their ranges: w^(1/tau) overflows a double long
+// before the weights stop being a valid mixture (1e308,1e308 is 1:1), and underflows for a
+// source that can then never be drawn. The probabilities stay finite and add up to 1; a
+// source whose chance is below what a double holds is refused, and so is a temperature that is
+// not a positive number (the grader reads it from a run's meta.json, which anyone can edit).
+static void check_weight_ranges(void) {
+    Mixture mix;
+    char err[512] = "";
+    int parsed = mixture_parse(&mix, "1e308,1e308", 1.0, err, sizeof err) == 0;
+    EXPECT(parsed && mix.prob[0] == 0.5 && mix.prob[1] == 0.5,
+           "--weights 1e308,1e308: each source drawn with probability 1/2 (%s: %g, %g)", parsed ? "parsed" : err,
+           parsed ? mix.prob[0] : NAN, parsed ? mix.prob[1] : NAN);
+    parsed = mixture_parse(&mix, "1e300,1e299,0", 0.5, err, sizeof err) == 0;
+    double sum = parsed ? mix.prob[0] + mix.prob[1] + mix.prob[2] : NAN;
+    EXPECT(parsed && fabs(mix.prob[0] - 1 / 1.01) < 1e-12 && fabs(mix.prob[1] - 0.01 / 1.01) < 1e-12 &&
+               mix.prob[2] == 0 && fabs(sum - 1) < 1e-12,
+           "--weights 1e300,1e299,0 --temperature 0.5: probabilities 1/1.01, 0.01/1.01 and 0 (%s: %g %g %g)",
+           parsed ? "parsed" : err, parsed ? mix.prob[0] : NAN, parsed ? mix.prob[1] : NAN, parsed ? mix.prob[2] : NAN);
+    double taus[] = {0, -1, NAN, INFINITY};
+    int refused = 0;
+    for (int i = 0; i < 4; i++) refused += mixture_parse(&mix, "1,3", taus[i], err, sizeof err) != 0;
+    EXPECT(refused == 4, "a temperature of 0, -1, NaN or inf is refused (%d of 4)", refused);
+    char *under[] = {"--steps", "1", "--weights", "1000000000,1", "--temperature", "0.01", NULL};
+    exits_2_with_one_line(shard, 2, under, "--weights 1000000000,1 --temperature 0.01: the second source's chance "
+                          "is 1e-900", "bad-underflow");
+    char *over[] = {"--steps", "1", "--weights", "1e308,1e308", "--temperature", "0.01", "--items", "40", NULL};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/weights-huge", tmp);
+    int status = run_ranks(shard, 2, "weights-huge", dir, over, NULL);
+    EXPECT(status == 0, "--weights 1e308,1e308 --temperature 0.01 trains (a 1:1 mixture) (status %d)", status);
+}
+
+// A --data file larger than the machine's memory (1 TiB, sparse: no disk is used): slice
+// would read all of it into every rank, and any strategy keeps each epoch's order, 8 bytes an
+// item. Refused before it is read, with exit 2 and the figures, not killed by the kernel.
+static void check_data_too_big(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/huge.bin", tmp);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int made = fd >= 0 && ftruncate(fd, (off_t)1 << 40) == 0;
+    if (fd >= 0) close(fd);
+    char *args[] = {"--steps", "1", "--data", path, "--strategy", "slice", NULL};
+    EXPECT(made, "a sparse 1 TiB --data file");
+    if (made) exits_2_with_one_line(shard, 2, args, "--data of 1 TiB, slice: more than the memory there is", "bad-huge");
+    char err[600];
+    snprintf(err, sizeof err, "%s/bad-huge.r0.err", tmp);
+    char *text = read_file(err, NULL);
+    EXPECT(made && text && strstr(text, "TiB") && strstr(text, "available") && strstr(text, "--items"),
+           "the refusal of a 1 TiB --data gives what slice would hold, what is available, and --items (%s)",
+           text ? one_line(text) : "(no stderr)");
+    free(text);
+    unlink(path);
+}
+
 static void check_sanitized(void) {
     char *dispatch[] = {"--steps", "3", MODEL, "--items", "40", "--strategy", "dispatch", "--weights", "2,1", NULL};
     char dir[512];
@@ -507,6 +562,8 @@ int main(int argc, char **argv) {
     check_weights();
     check_broken_is_caught();
     check_bad_input();
+    check_weight_ranges();
+    check_data_too_big();
     check_file_data();
     check_sanitized();
     tmp_finish(test_failed);  // each run holds a 1 MiB dataset.bin: keep only a failure's evidence

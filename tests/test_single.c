@@ -10,7 +10,9 @@
 //   - --save / --init round-trip the weights; a file for another model is refused cleanly;
 //   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan.
 #include <fcntl.h>
+#include <libgen.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 
 #include "json.h"
 #include "labtest.h"
+#include "plan.h"
 #include "runschema.h"
 #include "test.h"
 
@@ -364,6 +367,94 @@ static void check_bad_arguments(void) {
     free(out);
 }
 
+// Start argv as run() does, under an address-space limit of `gib` GiB and with env (NULL or
+// "NAME=value") added: a lab that allocates more than the test machine has then fails its
+// allocation instead of bringing the machine down (the optimized binaries only: the
+// sanitizers reserve terabytes of address space).
+static pid_t spawn_limited(char *const argv[], const char *tag, const char *env, int gib) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {.rlim_cur = (rlim_t)gib << 30, .rlim_max = (rlim_t)gib << 30};
+        setrlimit(RLIMIT_AS, &lim);
+        if (env) putenv((char *)env);
+        char out[512], err[512];
+        snprintf(out, sizeof out, "%s/%s.out", tmp, tag);
+        snprintf(err, sizeof err, "%s/%s.err", tmp, tag);
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+// A model inside the options' bounds that no machine here can hold (--dim 16384 --layers 256:
+// 3.3 TB of weights before a gradient) is refused before anything is allocated: exit 2
+// within seconds, one line with the memory it needs, the memory there is, and what to
+// change; no run directory. Through the launcher too, at 2 ranks of ddp: its exit 2 and the
+// rank's line, no process and no shared memory left.
+static void check_too_big(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/too-big", tmp);
+    char *argv[] = {(char *)lab, "--dim", "16384", "--layers", "256", "--steps", "1", "--run-dir", dir, NULL};
+    double t0 = now_s();
+    int status = wait_status(spawn_limited(argv, "too-big", NULL, 8));
+    double took = now_s() - t0;
+    char *err = captured("too-big", "err");
+    EXPECT(status == 2 && count_lines(err) == 1 && strstr(err, "needs") && strstr(err, "GiB") &&
+               strstr(err, "available") && strstr(err, "--dim") && strstr(err, "sharding lab") && took < 10,
+           "--dim 16384 --layers 256: refused in %.1f s with exit 2 and one line: the memory needed, the memory "
+           "available, the options to lower (status %d: %s)", took, status, one_line(err));
+    EXPECT(access(dir, F_OK) != 0, "--dim 16384 --layers 256: no run directory is made for a run that cannot start");
+    free(err);
+
+    // The launcher: build/shardlab beside build/labs/.
+    char copy[512], labs[512], shardlab[600], runs[512];
+    snprintf(copy, sizeof copy, "%s", lab);
+    snprintf(labs, sizeof labs, "%s", dirname(copy));
+    snprintf(shardlab, sizeof shardlab, "%s/../shardlab", labs);
+    snprintf(runs, sizeof runs, "%s/too-big-runs", tmp);
+    setenv("SHARDLAB_LABS", labs, 1);
+    setenv("SHARDLAB_RUNS", runs, 1);
+    char *launch[] = {shardlab, "run", "ddp", "-n", "2", "--ui", "none", "--dim", "16384", "--layers", "256",
+                      "--steps", "1", NULL};
+    t0 = now_s();
+    pid_t pid = spawn_limited(launch, "too-big-launch", NULL, 8);
+    status = wait_status(pid);
+    took = now_s() - t0;
+    unsetenv("SHARDLAB_LABS");
+    unsetenv("SHARDLAB_RUNS");
+    err = captured("too-big-launch", "err");
+    char prefix[64];
+    int n = snprintf(prefix, sizeof prefix, "shardlab-%d-", (int)pid), segs = 0;
+    DIR *d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d));) segs += strncmp(e->d_name, prefix, (size_t)n) == 0;
+    if (d) closedir(d);
+    EXPECT(status == 2 && strstr(err, "needs") && strstr(err, "available") && took < 10 && segs == 0,
+           "shardlab run ddp -n 2 --dim 16384 --layers 256: exit 2 in %.1f s with the rank's line, no shared memory "
+           "left (status %d, %d segments: %s)", took, status, segs, one_line(err));
+    free(err);
+
+    // The kernels count a tensor's elements with int: a micro-batch whose attention matrix
+    // holds 2^32 of them (1 x 256 heads x 4096^2) is refused even where the memory is there,
+    // and one sequence less in the heads is not.
+    TrainArgs a;
+    train_args_defaults(&a);
+    a.batch = 1, a.seq = 4096, a.dim = 256, a.heads = 256, a.layers = 1;
+    PlanNeed need = plan_need("single", &a, 1, 0, NULL, 1);
+    char why[768] = "";
+    int refused = plan_fits(&need, 1, 1e18, "host memory", "a test's figure", why, sizeof why) != 0;
+    a.heads = 64;
+    PlanNeed fewer = plan_need("single", &a, 1, 0, NULL, 1);
+    char why2[768] = "";
+    int fits = plan_fits(&fewer, 1, 1e18, "host memory", "a test's figure", why2, sizeof why2) == 0;
+    EXPECT(refused && strstr(why, "attention matrix") && strstr(why, "2147483647") && fits,
+           "--seq 4096 --heads 256: the 2^32-element attention matrix is refused with 1 EB free, --heads 64 is not "
+           "(%s | %s)", why, why2);
+}
+
 // Ctrl-C in the middle of a run: the lab stops at a step boundary, exits 128+SIGINT, and its
 // run log ends with an error event and an end event with status error, so no reader takes it
 // for a run still going.
@@ -418,6 +509,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     check_bad_arguments();
+    check_too_big();
     check_recipe_shapes();
     check_accumulation();
     check_save_init();

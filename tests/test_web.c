@@ -617,6 +617,17 @@ static void check_safety(void) {
         resp_free(&r);
     }
     EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]), "bad labs and options (%zu kinds): 400 with a reason", sizeof bad / sizeof bad[0]);
+    // Inside every field's bounds, but more memory than the machine has: attention over 1024
+    // tokens in 64 heads keeps 4 B NH T^2 = 1 TiB of probabilities for a batch of 4096. The
+    // labs' own estimate refuses it here too, with the figures, before a run is started.
+    const char *huge = "{\"lab\":\"single\",\"n\":1,\"steps\":1,\"options\":{\"dim\":64,\"heads\":64,\"layers\":1,"
+                       "\"batch\":4096,\"seq\":1024}}";
+    r = request("POST", "/api/runs", own, huge);
+    EXPECT(r.status >= 400 && r.status < 500 && r.body && strstr(r.body, "needs") && strstr(r.body, "GiB") &&
+               strstr(r.body, "available"),
+           "a configuration inside the form's bounds that the machine cannot hold: 4xx with the memory it needs and "
+           "the memory available (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
     EXPECT(runs_count() == before, "none of the refused requests started anything (%d runs before, %d after)", before,
            runs_count());
 }

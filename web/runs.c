@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "grade.h"
+#include "plan.h"
 #include "runlog.h"
 #include "web.h"
 
@@ -717,6 +718,9 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
         PUSH(flag);
         if (fd->kind != FIELD_FLAG) PUSH(value);
     }
+    // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
+    // this machine cannot hold is refused here, with the same figures the lab would give.
+    if (plan_check_options(form->lab, (int)n->number, a - 7, argv + 7, why, whylen) != 0) return 400;
     // The run's directory, named as the launcher names them, so the page can follow it at once.
     char name[256];
     runlog_make_dirs(w->runs);

@@ -81,8 +81,12 @@ void dataset_write_file(const char *path, const uint8_t *bytes, size_t n) {
 
 int mixture_parse(Mixture *m, const char *text, double temperature, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
+    if (!isfinite(temperature) || !(temperature > 0)) {
+        snprintf(err, errlen, "the temperature must be a positive number (got %g)", temperature);
+        return -1;
+    }
     m->temperature = temperature;
-    double total = 0;
+    double top = 0;
     const char *p = text;
     for (;;) {
         char *end;
@@ -100,17 +104,34 @@ int mixture_parse(Mixture *m, const char *text, double temperature, char *err, s
             snprintf(err, errlen, "more than %d sources in '%s'", MIXTURE_MAX_SOURCES, text);
             return -1;
         }
-        m->weight[m->k] = w;
-        m->prob[m->k] = pow(w, 1.0 / temperature);
-        total += m->prob[m->k++];
+        m->weight[m->k++] = w;
+        if (w > top) top = w;
         if (!*end) break;
         p = end + 1;
     }
-    if (!(total > 0)) {
+    if (!(top > 0)) {
         snprintf(err, errlen, "the weights '%s' are all zero: no source can be drawn", text);
         return -1;
     }
-    for (int s = 0; s < m->k; s++) m->prob[s] /= total;
+    // w^(1/tau) itself overflows long before the weights stop making sense (1e9^(1/0.01) is
+    // 1e900; 1e308,1e308 is a 1:1 mixture), so each term is taken relative to the largest
+    // weight's, in logarithms: (w / top)^(1/tau) lies in [0, 1], and their sum in [1, k].
+    double total = 0;
+    for (int s = 0; s < m->k; s++) {
+        m->prob[s] = m->weight[s] > 0 ? exp((log(m->weight[s]) - log(top)) / temperature) : 0;
+        total += m->prob[s];
+    }
+    for (int s = 0; s < m->k; s++) {
+        m->prob[s] /= total;
+        // A source given a weight must have a chance of being drawn: one too small for a
+        // double would silently never be.
+        if (m->weight[s] > 0 && m->prob[s] == 0) {
+            snprintf(err, errlen, "weight %g is drawn about 1e%.0f times as often as weight %g at temperature %g, "
+                                  "below what a double holds: bring the weights closer or raise the temperature",
+                     m->weight[s], (log(m->weight[s]) - log(top)) / temperature / log(10.0), top, temperature);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -62,8 +62,9 @@ typedef struct {
     int64_t first[MIXTURE_MAX_SOURCES], size[MIXTURE_MAX_SOURCES];  // after mixture_layout()
 } Mixture;
 
-// "w1,w2,...,wk": k >= 1 non-negative numbers, not all zero. Returns 0, or -1 with a message
-// in err (empty, not a number, negative, all zero, too many).
+// "w1,w2,...,wk": k >= 1 non-negative numbers, not all zero; temperature > 0. Returns 0, or
+// -1 with a message in err (empty, not a number, negative, all zero, too many, a positive
+// weight whose probability is too small for a double, a temperature that is not positive).
 int mixture_parse(Mixture *m, const char *text, double temperature, char *err, size_t errlen);
 // Cuts D items into the k sources. -1 with a message if a source with weight > 0 is empty.
 int mixture_layout(Mixture *m, int64_t D, char *err, size_t errlen);
