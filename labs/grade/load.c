@@ -42,7 +42,7 @@ static JsonValue *load_json(GradeRun *run, const char *name) {
     sb_init(&sb);
     int rc = sb_read_file(&sb, path, 1 << 24);
     if (rc < 0) {
-        problem(run, "%s: %s", name, errno == ENOENT ? "missing (the run did not get that far)" : strerror(errno));
+        problem(run, "%s: %s", name, errno == ENOENT ? "missing (the run did not get that far)" : file_error(errno));
         sb_free(&sb);
         return NULL;
     }
@@ -90,7 +90,7 @@ static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     sb_init(&sb);
     int rc = sb_read_file(&sb, path, GRADE_MAX_FILE);
     if (rc != 0) {
-        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : strerror(errno));
+        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : file_error(errno));
         else problem(run, "%s: larger than 256 MiB, refused", name);
         sb_free(&sb);
         return;

@@ -292,10 +292,10 @@ static uint64_t *item_hashes(const GradeRun *run, int64_t D, int S, char *why, s
     char path[2300];
     if (!strcmp(data, "synthetic")) snprintf(path, sizeof path, "%s/dataset.bin", run->dir);
     else snprintf(path, sizeof path, "%s", data);
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path);
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        snprintf(why, n, "cannot read the dataset the run trained on (%.300s): %s", path, strerror(errno));
+        snprintf(why, n, "cannot read the dataset the run trained on (%.300s): %s", path, file_error(errno));
         if (f) fclose(f);
         return NULL;
     }
@@ -338,7 +338,7 @@ static int reads_are_its_part(const GradeRun *run, GradeCheck *c, int r, int64_t
                               int64_t B, int64_t per, int64_t *want, int64_t *got) {
     char path[2300], line[256];
     snprintf(path, sizeof path, "%s/reads-rank-%d-epoch-%lld.txt", run->dir, r, (long long)e);
-    FILE *f = fopen(path, "r");
+    FILE *f = file_fopen_regular(path);
     if (!f) {
         MEASURED("no reads-rank-%d-epoch-%lld.txt", r, (long long)e);
         REASON("a sampler lists the items it read from the dataset file, per epoch");
@@ -432,7 +432,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
                 f = NULL;
                 if (sampler && !reads_are_its_part(run, c, r, e, order, D, B, per, want, got)) goto out;
                 snprintf(path, sizeof path, "%s/indices-rank-%d-epoch-%lld.txt", run->dir, r, (long long)e);
-                f = fopen(path, "r");
+                f = file_fopen_regular(path);
                 file_epoch = e, line = 0;
                 if (!f) {
                     MEASURED("no indices-rank-%d-epoch-%lld.txt", r, (long long)e);
