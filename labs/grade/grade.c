@@ -232,18 +232,11 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
     RefCmd c;
     ref_command(run, k, NULL, run->steps, &c);
     char dir[2400];
-    const char *ref_labs = x->refs->labs_dir;
-    // --policy none runs with the run's own lab programs (the directory of meta.json's
-    // argv[0]) when they are there: "recomputation changes no bit" compares two runs of one
-    // build, as other compilers or flags may round differently.
-    char own[2048];
-    const JsonValue *argv0 = json_at(json_get(run->meta, "argv"), 0);
-    if (k == REF_CKPT_NONE && argv0 && argv0->type == JSON_STRING && strrchr(argv0->string, '/')) {
-        snprintf(own, sizeof own, "%.*s", (int)(strrchr(argv0->string, '/') - argv0->string), argv0->string);
-        char prog[2100];
-        snprintf(prog, sizeof prog, "%s/ckpt", own);
-        if (access(prog, X_OK) == 0) ref_labs = own;
-    }
+    // Only programs the grader's own command line names ever run: its own build, or for
+    // --policy none the build that made the runs (--labs DIR: "recomputation changes no bit"
+    // compares two runs of one build, as other compilers or flags may round differently).
+    // Never a program the run directory names (meta.json's argv is the student's to write).
+    const char *ref_labs = k == REF_CKPT_NONE && x->refs->run_labs_dir ? x->refs->run_labs_dir : x->refs->labs_dir;
     if (k == REF_SINGLE && x->refs->cache_dir) {
         // The same reference serves every run of the same configuration (every student's):
         // kept under the cache, named by its command and the reference program's bytes.
@@ -681,6 +674,7 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
             out = out_buf;
         }
+        refs.run_labs_dir = labs;
         return grade_labs(labs, only, out, steps, &refs);
     }
     struct stat st;
