@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "check.h"
 #include "grade.h"
 #include "runschema.h"
@@ -198,9 +199,16 @@ int grade_run_load(GradeRun *run, const char *dir) {
         return problem(run, "meta.json: world_size %.0f is not a world shardlab runs (1 to %d)", world, GRADE_MAX_WORLD);
     run->world = (int)world;
     // Every lab trains for config "steps" but collectives, which logs rows, not steps.
-    run->steps = (int64_t)grade_cfg_num(run, "steps", -1);
+    // (within the launcher's bound, args.h: the logs are read into arrays of that length)
+    const JsonValue *steps = json_get(run->config, "steps");
+    char text[64], why[300];
     if (!strcmp(run->lab, "collectives")) run->steps = 0;
-    else if (run->steps < 1) return problem(run, "meta.json: the config has no \"steps\" of at least 1");
+    else if (!steps || steps->type != JSON_NUMBER || steps->number < 1)
+        return problem(run, "meta.json: the config has no \"steps\" of at least 1");
+    else if (snprintf(text, sizeof text, "%.17g", steps->number),
+             train_option_check("steps", text, NULL, 0, why, sizeof why) != 0)
+        return problem(run, "meta.json: the config's \"steps\" %s is not a run's length (%s)", text, why);
+    else run->steps = (int64_t)steps->number;
 
     run->ranks = calloc_check((size_t)run->world, sizeof *run->ranks);
     char (*ending)[640] = calloc_check((size_t)run->world, sizeof *ending);
