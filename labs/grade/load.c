@@ -11,6 +11,7 @@
 // there, so it is gradable on the steps every rank logged (last_step), with no summary; the
 // divergence itself is what loss.reference and grads.reference report.
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -285,6 +286,13 @@ double grade_cfg_num(const GradeRun *run, const char *key, double dflt) {
     const JsonValue *v = json_get(run->config, key);
     if (v && v->type == JSON_BOOL) return v->boolean;
     return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : dflt;
+}
+
+int grade_cfg_int(const GradeRun *run, const char *key, int dflt) {
+    const JsonValue *v = json_get(run->config, key);
+    if (v && v->type == JSON_BOOL) return v->boolean;
+    return v && v->type == JSON_NUMBER && v->number == floor(v->number) && fabs(v->number) <= INT_MAX ? (int)v->number
+                                                                                                     : dflt;
 }
 
 int grade_cfg_count(const GradeRun *run, const char *key, int dflt, int max) {
