@@ -29,6 +29,24 @@
 #include "grade.h"
 #include "grade_internal.h"
 
+// ---- files the grader writes ------------------------------------------------------------------
+
+// Creates path anew for writing. The run directory is the student's: a grade.json.tmp or a
+// ref-single.log already there may be a link to any file of the grader's user (or a hard
+// link to one), so what is there is unlinked, never written through, and the new file is
+// created exclusively, not following a link. Returns the descriptor, or -1 (errno set).
+static int create_fresh(const char *path) {
+    if (unlink(path) != 0 && errno != ENOENT) return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+static FILE *fopen_fresh(const char *path) {
+    int fd = create_fresh(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) close(fd);
+    return f;
+}
+
 // ---- starting a run through the launcher ----------------------------------------------------
 
 // `shardlab run <lab> -n N --ui none --run-dir DIR args...` with the lab programs of labs_dir;
@@ -48,7 +66,7 @@ static int start_run(const char *labs_dir, const char *lab, int n, char *const *
     pid_t pid = fork();
     if (pid < 0) return 127;
     if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = create_fresh(log_path);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
@@ -285,7 +303,7 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, const char *l
         snprintf(problem, n, "the reference run is not whole: %.500s", whole);
         return -1;
     }
-    FILE *f = fopen(args_path, "w");
+    FILE *f = fopen_fresh(args_path);
     if (f) fputs(c->text.data, f), fclose(f);
     return 0;
 }
@@ -500,7 +518,7 @@ static int write_file(const char *dir, const char *name, const StrBuf *sb) {
     char path[2400], tmp_path[2500];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    FILE *f = fopen(tmp_path, "w");
+    FILE *f = fopen_fresh(tmp_path);
     if (!f) return -1;
     int ok = fwrite(sb->data, 1, sb->len, f) == sb->len;
     ok &= fclose(f) == 0;
