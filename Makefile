@@ -145,7 +145,7 @@ help:
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
-	@echo "  make fuzz             fuzz the run-log reader and the dashboard with libFuzzer (clang) [FUZZ_SECONDS=60]"
+	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-zero       ZeRO stages 0-3 and FSDP vs DDP, N=2 and 4: step time ratio and peak memory"
@@ -235,9 +235,16 @@ $(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.
 	@mkdir -p $(@D)
 	clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-fuzz: $(BUILD)/fuzz/fuzz_runread
-	@mkdir -p $(BUILD)/fuzz/corpus
+# ... and on the grader: a run directory's files from one input, loaded and graded (no lab
+# starts: the run is its own --ref). UB stops it too (-fno-sanitize-recover).
+$(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(CORE_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) labs/core/*.h labs/grade/*.h
+	@mkdir -p $(@D)
+	clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
+
+fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-grade
 	$(BUILD)/fuzz/fuzz_runread -max_total_time=$(FUZZ_SECONDS) -max_len=8192 $(BUILD)/fuzz/corpus tests/fuzz/seeds
+	$(BUILD)/fuzz/fuzz_grade -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-grade tests/fuzz/seeds-grade
 
 # Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
 $(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(CORE_SAN) labs/core/*.h

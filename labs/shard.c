@@ -70,7 +70,6 @@
 #include "train.h"
 
 typedef enum { SLICE, SAMPLER, DISPATCH } Strategy;
-static const char *strategy_names[] = {"slice", "sampler", "dispatch"};
 
 // ---------------------------------------------------------------------------------------
 // The loader: what this rank holds, and how each step's part of the global batch reaches it
@@ -199,7 +198,7 @@ static void loader_start_epoch(Loader *L, int64_t e) {
             "floor(D/B) = floor(%lld/%d) = %lld batches use positions 0..%lld, the last D mod B = %lld positions are "
             "not used; this rank takes positions [b*%d + %d, b*%d + %d) of batch b; lines: step position index bytes, "
             "bytes being the FNV-1a 64 of the %d bytes the rank trained on there\n",
-            (long long)e, L->rank, L->N, strategy_names[L->strategy], order, (unsigned long long)L->seed, (long long)e,
+            (long long)e, L->rank, L->N, SHARD_STRATEGIES[L->strategy], order, (unsigned long long)L->seed, (long long)e,
             (long long)L->D, L->B, (long long)L->E, (long long)(L->E * L->B - 1), (long long)(L->D % L->B), L->B,
             shard_first(L, L->rank), L->B, shard_first(L, L->rank) + L->per_rank, L->S);
 }
@@ -313,34 +312,21 @@ static void gather_figures(DistGroup *g, const double *mine, int n, double *all)
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    const char *strategy_name = "sampler", *weights = NULL, *items_text = "all";
-    double temperature = 1.0;
-    LabOption opts[] = {
-        {"strategy", OPT_STRING, &strategy_name, 0, 0, "S", "slice, sampler or dispatch (who holds the data, what moves)"},
-        {"weights", OPT_STRING, &weights, 0, 0, "W1,W2,..", "a mixture of k equal sources drawn with these weights"},
-        {"temperature", OPT_DOUBLE, &temperature, 0.01, 100, "TAU", "with --weights: draw source s with p ~ w_s^(1/TAU)"},
-        {"items", OPT_STRING, &items_text, 0, 0, "D", "use only the first D items of the data (D >= 1)"},
-    };
+    ShardArgs sa;  // --strategy, --weights, --temperature, --items: the table is in dataset.h
+    LabOption opts[SHARD_NOPTIONS];
+    shard_options(&sa, opts);
     train_args_parse(&a, argc, argv, "shard",
                      "Data sharding: who holds the dataset and how each rank gets its part of the global batch.\n"
                      "Run N ranks with 'shardlab run shard -n N --strategy S' (or make lab-shard NGPU=N STRATEGY=S).",
-                     opts, 4);
-    Strategy strategy = (Strategy)-1;
-    for (int i = 0; i < 3; i++)
-        if (strcmp(strategy_name, strategy_names[i]) == 0) strategy = (Strategy)i;
-    if ((int)strategy < 0) usage_error("shard", "--strategy must be slice, sampler or dispatch (got '%s')", strategy_name);
-    char err[512];
-    long long cap = 0;  // 0: every whole item of the file
-    if (strcmp(items_text, "all") != 0) {
-        char *end;
-        cap = strtoll(items_text, &end, 10);
-        if (end == items_text || *end || cap < 1)
-            usage_error("shard", "--items must be a whole number >= 1 or 'all' (got '%s')", items_text);
-    }
+                     opts, SHARD_NOPTIONS);
+    const char *strategy_name = sa.strategy, *weights = sa.weights;
+    double temperature = sa.temperature;
+    int strategy_index;
+    long long cap;  // 0: every whole item of the file
     Mixture mix;
-    if (weights && mixture_parse(&mix, weights, temperature, err, sizeof err) != 0)
-        usage_error("shard", "--weights: %s", err);
-    if (!weights && temperature != 1.0) usage_error("shard", "--temperature needs --weights");
+    char err[600];
+    if (shard_args_check(&sa, &strategy_index, &cap, &mix, err, sizeof err) != 0) usage_error("shard", "%s", err);
+    Strategy strategy = (Strategy)strategy_index;
 
     DistEnv env = dist_env("shard");
     Device dev;

@@ -362,7 +362,7 @@ static void read_lines(Launch *L, const char *ext, off_t *off, int final, LinesF
     static char buf[1 << 16];
     char path[sizeof L->run_dir + 32];
     rank_file(L, 0, ext, path, sizeof path);
-    int fd = open(path, O_RDONLY);
+    int fd = file_open_regular(path);  // (json.h: never a FIFO's wait)
     if (fd < 0) return;
     ssize_t got;
     while ((got = pread(fd, buf, sizeof buf - 1, *off)) > 0) {
@@ -474,7 +474,7 @@ static void read_error_line(Launch *L, int r) {
     char path[sizeof L->run_dir + 32], *line = NULL, last[sizeof L->errline[r]] = "";
     size_t cap = 0;
     rank_file(L, r, "log", path, sizeof path);
-    FILE *f = fopen(path, "r");
+    FILE *f = file_fopen_regular(path);
     if (!f) return;
     fseeko(f, L->log_start[r], SEEK_SET);
     for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
@@ -518,7 +518,7 @@ static void end_event_logs(Launch *L) {
         long steps = 0;
         int ended = 0, newline = 1;
         rank_file(L, r, "jsonl", path, sizeof path);
-        FILE *f = fopen(path, "r");
+        FILE *f = file_fopen_regular(path);
         if (f) fseeko(f, L->jsonl_start[r], SEEK_SET);
         for (ssize_t len; f && (len = getline(&line, &cap, f)) > 0;) {
             newline = line[len - 1] == '\n';

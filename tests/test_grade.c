@@ -8,12 +8,16 @@
 // The grader's references (the single-rank run it starts) run the lab programs next to the
 // shardlab it is given (build/san/labs for build/san/shardlab): sanitized, so the grader's
 // own start-up of runs is checked too.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "labtest.h"
 #include "test.h"
 
 static const char *shardlab, *labs_dir, *fast_shardlab;
+static int grade_within(const char *tag, int fast, double limit_s, const char *a1, const char *a2, const char *a3,
+                        const char *a4);
 
 // Runs `shardlab grade args...`; stdout and stderr go to tmp/<tag>.{out,err}.
 static int grade(const char *tag, const char *a1, const char *a2, const char *a3, const char *a4) {
@@ -262,6 +266,311 @@ static void check_replays(void) {
     EXPECT(rc == 1 && strstr(failed, "loss.reference") && strstr(reason, "after step 30") && strstr(reason, "checksum"),
            "a damaged replay point: loss.reference FAIL, the resume refused naming the checksum (%s: %s)", failed, reason);
     json_free(g);
+
+    // A replay point's shard file replaced by a FIFO: the reference refuses to resume from it
+    // at once, instead of waiting for a writer that never comes.
+    snprintf(copy, sizeof copy, "%s/ddp40-fifo", tmp);
+    copy_dir(run40, copy);
+    snprintf(shard_file, sizeof shard_file, "%s/replay/step-00000030/step-00000030/rank-1-of-2.safetensors", copy);
+    unlink(shard_file);
+    if (mkfifo(shard_file, 0644) != 0) printf("# mkfifo %s failed\n", shard_file);
+    double t0 = now_s();
+    rc = grade_within("replay-fifo", 1, 90, copy, "--quiet", "--refs", refs);
+    double took = now_s() - t0;
+    failed_checks(copy, failed, sizeof failed);
+    EXPECT(rc == 1 && took < 60 && strstr(failed, "loss.reference"),
+           "a replay point's shard a FIFO: graded in %.0f s, loss.reference FAIL (exit %d: %s)", took, rc, failed);
+}
+
+// ---- a run directory is untrusted input ------------------------------------------------------
+
+// Runs `shardlab grade args...` (the optimized one when fast) and gives it `limit_s` seconds:
+// its exit status, or -1 if it was still running then (it is killed).
+static int grade_within(const char *tag, int fast, double limit_s, const char *a1, const char *a2, const char *a3,
+                        const char *a4) {
+    char *argv[] = {(char *)(fast ? fast_shardlab : shardlab), "grade", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
+                    NULL};
+    pid_t pid = spawn_env(argv, tag, NULL);
+    double t0 = now_s();
+    int status;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (now_s() - t0 > limit_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(20000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The reason of check `name` in dir/grade.json (a static copy; "" if none).
+static const char *reason_of(const char *dir, const char *name) {
+    static char text[700];
+    text[0] = 0;
+    JsonValue *g = load_json_file(dir, "grade.json");
+    const JsonValue *checks = g ? json_get(g, "checks") : NULL;
+    for (size_t i = 0; checks && i < checks->count; i++)
+        if (!strcmp(json_get(json_at(checks, i), "name")->string, name))
+            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), "reason")->string);
+    json_free(g);
+    return text;
+}
+
+// The grader never runs a program the run directory names: a ckpt run whose meta.json's
+// argv[0] points at a script of the student's gets its --policy none reference from the
+// grader's own lab programs, and the script never runs.
+static void check_own_programs(void) {
+    char run_dir[600], copy[700], own[700], script[800], marker[800];
+    snprintf(run_dir, sizeof run_dir, "%s/ckpt", tmp);
+    snprintf(copy, sizeof copy, "%s/ckpt-own", tmp);
+    snprintf(own, sizeof own, "%s/own-labs", tmp);
+    snprintf(script, sizeof script, "%s/ckpt", own);
+    snprintf(marker, sizeof marker, "%s/it-ran", own);
+    char *args[] = {"--steps", "3", "--layers", "2", "--policy", "sqrt", "--compare", "0", NULL};
+    EXPECT(lab_run("ckpt", 2, run_dir, args) == 0, "ckpt -n 2 --steps 3 ran");
+    copy_dir(run_dir, copy);
+    mkdir(own, 0755);
+    char text[1200];
+    snprintf(text, sizeof text, "#!/bin/sh\necho ran >> '%s'\nexit 1\n", marker);
+    write_text(script, "w", text);
+    chmod(script, 0755);
+    char *meta = NULL;
+    {
+        char p[800];
+        snprintf(p, sizeof p, "%s/meta.json", copy);
+        meta = read_file(p, NULL);
+        char *at = meta ? strstr(meta, "\"argv\":[\"") : NULL;
+        char *end = at ? strchr(at + 9, '"') : NULL;
+        if (end) {
+            at += 9;
+            splice_file(p, meta, at, (size_t)(end - at), script);
+            meta = NULL;  // splice_file took it
+        }
+    }
+    free(meta);
+    int rc = grade_within("own-labs", 1, 120, copy, "--quiet", NULL, NULL);
+    // Proves: the reference ran with the grader's programs (the run passes), the script never.
+    EXPECT(access(marker, F_OK) != 0 && rc == 0,
+           "a ckpt run whose argv[0] names a script: the script never runs, the references are the grader's own "
+           "(exit %d, %s)", rc, access(marker, F_OK) == 0 ? "the script ran" : "the script did not run");
+}
+
+// What the grader passes to a reference is checked against the launcher's option table: a
+// config value that is out of bounds, of the wrong type, readable as an option or a path to
+// something other than a regular file is refused, naming the key and the value; nothing is
+// started and nothing is written outside the run.
+static void check_config_values(const char *good, const char *shard) {
+    static const struct {
+        const char *key, *from, *to;
+        int shard;
+    } edits[] = {
+        {"data", "\"data\":\"synthetic\"", "\"data\":\"--run-dir=@\"", 0},
+        {"data", "\"data\":\"synthetic\"", "\"data\":\"/dev/zero\"", 0},
+        {"data", "\"data\":\"synthetic\"", "\"data\":\"/nonexistent/corpus\"", 0},
+        {"init", "\"init\":null", "\"init\":\"-h\"", 0},
+        {"init", "\"init\":null", "\"init\":\"/tmp\"", 0},
+        {"lr", "\"lr\":0.003", "\"lr\":1e9", 0},
+        {"batch", "\"batch\":8", "\"batch\":1e300", 0},
+        {"seq", "\"seq\":64", "\"seq\":-64", 0},
+        {"heads", "\"heads\":4", "\"heads\":2.5", 0},
+        {"seed", "\"seed\":1337", "\"seed\":-1", 0},
+        {"seed", "\"seed\":1337", "\"seed\":\"--run-dir=@\"", 0},
+        {"lr_schedule", "\"lr_schedule\":\"cosine\"", "\"lr_schedule\":\"--run-dir=@\"", 0},
+        {"warmup", "\"warmup\":100", "\"warmup\":1e12", 0},
+        {"strategy", "\"strategy\":\"sampler\"", "\"strategy\":\"--run-dir=@\"", 1},
+        {"items", "\"items\":64", "\"items\":0", 1},
+        {"weights", "\"weights\":null", "\"weights\":\"--run-dir=@\"", 1},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        char dir[700], tag[32], to[800], elsewhere[700];
+        snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere-%zu", tmp, i);
+        snprintf(dir, sizeof dir, "%s/config-%zu", tmp, i);
+        snprintf(tag, sizeof tag, "config-%zu", i);
+        copy_dir(edits[i].shard ? shard : good, dir);
+        const char *at = strchr(edits[i].to, '@');
+        snprintf(to, sizeof to, "%.*s%s%s", at ? (int)(at - edits[i].to) : (int)strlen(edits[i].to), edits[i].to,
+                 at ? elsewhere : "", at ? at + 1 : "");
+        // A run keeps its references in itself: this copy has none, so one would start now.
+        char cmd[1600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'/ref-*", dir);
+        if (system(cmd) != 0) printf("# cleaning the copy failed\n");
+        if (!edit(dir, "meta.json", "\"config\"", 1, edits[i].from, to)) {
+            EXPECT(0, "config %s: the edit %s applied", edits[i].key, edits[i].from);
+            continue;
+        }
+        int rc = grade_within(tag, 1, 60, dir, NULL, NULL, NULL);
+        char *err = captured(tag, "err");
+        const char *reason = reason_of(dir, "loss.reference");
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\"", edits[i].key);
+        // Proves: refused before anything starts, the reason naming the key; nothing written
+        // outside the run.
+        EXPECT(rc == 1 && !strstr(err, "starting the reference") && strstr(reason, key) && access(elsewhere, F_OK) != 0,
+               "config %s: the reference refused, naming the key (exit %d, %s%s)", to, rc, one_line(reason),
+               access(elsewhere, F_OK) == 0 ? "; something was written outside the run" : "");
+        free(err);
+    }
+}
+
+// A FIFO (or a device) in place of a file of the run is refused, not read: reading one would
+// wait for a writer that never comes.
+static void check_fifo(const char *good) {
+    static const char *const names[] = {"rank-0.jsonl", "meta.json", "summary.json"};
+    for (int i = 0; i < 3; i++) {
+        char dir[700], path[800], tag[32];
+        snprintf(dir, sizeof dir, "%s/fifo-%d", tmp, i);
+        snprintf(tag, sizeof tag, "fifo-%d", i);
+        copy_dir(good, dir);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+        if (mkfifo(path, 0644) != 0) {
+            EXPECT(0, "mkfifo %s", path);
+            continue;
+        }
+        double t0 = now_s();
+        int rc = grade_within(tag, 0, 20, dir, "--quiet", NULL, NULL);
+        double took = now_s() - t0;
+        char *out = captured(tag, "out");
+        EXPECT(rc == 1 && took < 5 && strstr(out, names[i]) && strstr(out, "not a regular file"),
+               "%s a FIFO: graded in %.1f s, exit 1, refused as not a regular file (exit %d)", names[i], took, rc);
+        free(out);
+    }
+}
+
+// The grader writes only into the run directory, and never through a link found there: a
+// student's grade.json.tmp or ref-single.log pointing at a file of the grader's user (here
+// `victim`) is replaced, the file it points at left as it was.
+static void check_links(const char *good) {
+    static const char *const names[] = {"grade.json.tmp", "grade.xml.tmp", "ref-single.log"};
+    for (int i = 0; i < 3; i++) {
+        char dir[700], link[800], victim[700], tag[32], cmd[1600];
+        snprintf(dir, sizeof dir, "%s/links-%d", tmp, i);
+        snprintf(victim, sizeof victim, "%s/victim-%d", tmp, i);
+        snprintf(tag, sizeof tag, "links-%d", i);
+        copy_dir(good, dir);
+        // (no reference kept in the copy: one starts, and writes its launcher's output)
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'/ref-single*", dir);
+        if (system(cmd) != 0) printf("# cleaning the copy failed\n");
+        write_text(victim, "w", "precious\n");
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        if (symlink(victim, link) != 0) {
+            EXPECT(0, "symlink %s", link);
+            continue;
+        }
+        int rc = grade_within(tag, 1, 120, dir, "--quiet", NULL, NULL);
+        char *text = read_file(victim, NULL);
+        EXPECT(rc == 0 && text && !strcmp(text, "precious\n"),
+               "%s a link to a file outside the run: graded (exit %d), the file it points at untouched", names[i], rc);
+        free(text);
+    }
+}
+
+// A few hundred seeded mutations of a real run's files (truncations, flipped bytes, huge
+// numbers, NaN, values of the wrong type, missing keys, paths, very long strings), each
+// graded by the sanitized grader against a finished reference (--ref: no lab starts): every
+// one ends within its time with exit 0, 1 or 2, and no sanitizer report.
+static void mutate(char *text, size_t len, unsigned *seed, StrBuf *out) {
+    static const char *const values[] = {
+        "1e308",        "-1e308",      "1e19",         "18446744073709551616", "9007199254740993", "4294967296",
+        "2147483648",   "-1",          "0",            "-0",                   "0.5",              "\"NaN\"",
+        "\"Infinity\"", "\"-Infinity\"", "[]",         "{}",                   "null",             "true",
+        "\"x\"",        "\"/dev/zero\"", "\"../../../etc/passwd\"", "\"--run-dir=/tmp/shardlab-sweep-out\"",
+        "\"/tmp\"",     "[[[[[[[[1]]]]]]]]", "\"-h\"",     "1e-320"};
+    sb_reset(out);
+    size_t at = len ? (size_t)rand_r(seed) % len : 0;
+    int kind = rand_r(seed) % 8;
+    if (kind == 0) {  // cut anywhere
+        sb_append(out, text, at);
+    } else if (kind == 1) {  // flipped bytes
+        sb_append(out, text, len);
+        for (int k = 0, n = 1 + rand_r(seed) % 8; k < n && len; k++) out->data[(size_t)rand_r(seed) % len] ^= (char)(1 + rand_r(seed) % 255);
+    } else if (kind <= 4) {  // a value replaced (after the colon at or after `at`)
+        char *colon = memchr(text + at, ':', len - at);
+        if (!colon) colon = memchr(text, ':', len);
+        size_t from = colon ? (size_t)(colon - text) + 1 : at, to = from;
+        int depth = 0;
+        while (to < len && (depth > 0 || (text[to] != ',' && text[to] != '}' && text[to] != ']' && text[to] != '\n'))) {
+            if (text[to] == '{' || text[to] == '[') depth++;
+            else if (text[to] == '}' || text[to] == ']') depth--;
+            else if (text[to] == '"')
+                for (to++; to < len && text[to] != '"'; to++) to += text[to] == '\\';
+            to++;
+        }
+        if (to > len) to = len;  // (a string left open at the end)
+        sb_append(out, text, from);
+        if (kind == 4) {  // a very long string
+            sb_append(out, "\"", 1);
+            for (int k = 0; k < 20000; k++) sb_append(out, "AAAAA", 5);
+            sb_append(out, "\"", 1);
+        } else {
+            const char *v = values[(size_t)rand_r(seed) % (sizeof values / sizeof values[0])];
+            sb_append(out, v, strlen(v));
+        }
+        sb_append(out, text + to, len - to);
+    } else if (kind == 5) {  // a key and its value removed (the text from a quote to the next comma)
+        char *q = memchr(text + at, '"', len - at);
+        char *comma = q ? memchr(q, ',', len - (size_t)(q - text)) : NULL;
+        size_t from = q ? (size_t)(q - text) : at, to = comma ? (size_t)(comma - text) + 1 : from;
+        sb_append(out, text, from);
+        sb_append(out, text + to, len - to);
+    } else if (kind == 6) {  // a line repeated
+        char *start = text + at;
+        while (start > text && start[-1] != '\n') start--;
+        char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        sb_append(out, text, end);
+        sb_append(out, start, (size_t)(text + end - start));
+        sb_append(out, text + end, len - end);
+    } else {  // a number's digits repeated into a huge one
+        size_t d = at;
+        while (d < len && !(text[d] >= '0' && text[d] <= '9')) d++;
+        sb_append(out, text, d);
+        for (int k = 0; k < 40; k++) sb_append(out, "9", 1);
+        sb_append(out, text + d, len - d);
+    }
+}
+
+static void check_mutation_sweep(const char *good, const char *ref) {
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/sweep", tmp);
+    copy_dir(good, dir);
+    static const char *const files[] = {"meta.json", "summary.json", "rank-0.jsonl", "rank-1.jsonl"};
+    char *orig[4];
+    size_t lens[4];
+    for (int f = 0; f < 4; f++) {
+        char p[800];
+        snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        orig[f] = read_file(p, &lens[f]);
+    }
+    unsigned seed = 20261125;
+    int trials = 300, sane = 0;
+    double t0 = now_s();
+    char worst[300] = "";
+    StrBuf m;
+    sb_init(&m);
+    for (int t = 0; t < trials && orig[0] && orig[1] && orig[2] && orig[3]; t++) {
+        int f = t % 4;
+        char p[800], tag[32];
+        snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        mutate(orig[f], lens[f], &seed, &m);
+        FILE *out = fopen(p, "wb");
+        if (out) fwrite(m.data ? m.data : "", 1, m.len, out), fclose(out);
+        snprintf(tag, sizeof tag, "sweep");
+        int rc = grade_within(tag, 0, 20, dir, "--quiet", "--ref", ref);
+        char *err = captured(tag, "err");
+        int ok = (rc == 0 || rc == 1 || rc == 2) && !strstr(err, "Sanitizer") && !strstr(err, "runtime error");
+        sane += ok;
+        if (!ok && !worst[0])
+            snprintf(worst, sizeof worst, "mutation %d of %s: exit %d: %.200s", t, files[f], rc, one_line(err));
+        free(err);
+        out = fopen(p, "wb");  // restored for the next
+        if (out) fwrite(orig[f], 1, lens[f], out), fclose(out);
+    }
+    sb_free(&m);
+    for (int f = 0; f < 4; f++) free(orig[f]);
+    EXPECT(sane == trials, "%d seeded mutations of meta, summary and logs: %d graded with exit 0, 1 or 2 and no "
+           "sanitizer report, in %.0f s%s%s", trials, sane, now_s() - t0, worst[0] ? "; first failure: " : "", worst);
 }
 
 // The edits. Each returns 1 if it applied.
@@ -388,6 +697,9 @@ int main(int argc, char **argv) {
            "--ref with a run on another seed: loss.reference FAIL, exit 1");
     json_free(g);
     grade("restore", good, "--quiet", NULL, NULL);
+    check_fifo(good);
+    check_links(good);
+    check_mutation_sweep(good, ref);
 
     // ---- each check fails alone on the edit that breaks what it checks -------------------------
     expect_breaks(good, "rank 1's param_hash changed at step 3", "replicas.equal", "rank 1 differs", flip_hash);
@@ -452,6 +764,8 @@ int main(int argc, char **argv) {
     char *shard_args[] = {"--steps", "10", "--items", "64", NULL};
     lab_run("shard", 2, shard, shard_args);
     EXPECT(grade("shard", shard, "--quiet", NULL, NULL) == 0, "the reference shard lab: full marks");
+    check_config_values(good, shard);
+    check_own_programs();
     char idx[700];
     snprintf(idx, sizeof idx, "%s/shard-copy", tmp);
     copy_dir(shard, idx);

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,8 +300,12 @@ static void check_file_data(void) {
 
 // Bad arguments: exit 2, exactly one line on stderr, and no run directory.
 static void check_bad_arguments(void) {
-    char missing[512];
+    char missing[512], fifo[512];
     snprintf(missing, sizeof missing, "%s/no-such-file", tmp);
+    // A FIFO as --data would be waited on for ever (no writer comes), a directory read as
+    // nothing: both are refused before the run starts.
+    snprintf(fifo, sizeof fifo, "%s/data-fifo", tmp);
+    if (mkfifo(fifo, 0644) != 0) printf("# mkfifo %s failed\n", fifo);
     struct {
         const char *why;
         char *args[6];
@@ -314,6 +319,8 @@ static void check_bad_arguments(void) {
         {"missing value", {"--steps"}, "--steps"},
         {"missing data file", {"--data", missing}, "no-such-file"},
         {"missing init file", {"--init", missing}, "no-such-file"},
+        {"a FIFO as the data", {"--data", fifo}, "not a regular file"},
+        {"a directory as the weights", {"--init", tmp}, "not a regular file"},
         {"stray argument", {"ddp"}, "ddp"},
         {"unknown device", {"--device", "gpu"}, "--device"},
         {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},

@@ -373,6 +373,38 @@ static void test_malformed(const char *dir_cut, const char *dir_whole) {
 
 // ---- 8. bad arguments ----------------------------------------------------------------------
 
+// A FIFO in place of a run's file (a run directory is whatever was handed in): --dump
+// draws what it can and its log panel says the file was refused, at once, instead of
+// waiting for a writer.
+static void test_fifo(const char *good_dir) {
+    static const char *const names[] = {"rank-0.jsonl", "meta.json"};
+    for (int i = 0; i < 2; i++) {
+        char dir[PATH_MAX], path[PATH_MAX + 32], cmd[3 * PATH_MAX + 64], name[32];
+        snprintf(name, sizeof name, "fifo-%d", i);
+        path_in_tmp(dir, sizeof dir, name);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, good_dir, dir);
+        if (system(cmd) != 0) printf("# copy failed\n");
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+        if (mkfifo(path, 0644) != 0) {
+            EXPECT(0, "mkfifo %s", path);
+            continue;
+        }
+        char *argv[] = {(char *)shardlab, "tui", dir, "--dump", "--panel", "log", NULL};
+        double t0 = now_s();
+        pid_t pid = spawn_env(argv, "fifo", NULL);
+        int status = -1;
+        while (waitpid(pid, &status, WNOHANG) == 0 && now_s() - t0 < 10) usleep(20000);
+        double took = now_s() - t0;
+        if (took >= 10) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+        char *out = captured("fifo", "out"), *err = captured("fifo", "err");
+        // Proves: the dump ends at once and names the file it refused.
+        EXPECT(took < 5 && WIFEXITED(status) && (strstr(out, "not a regular file") || strstr(err, "not a regular file")),
+               "tui --dump with a FIFO as %s: done in %.1f s, the FIFO refused (%s)", names[i], took, one_line(err));
+        free(out), free(err);
+    }
+}
+
 static void test_bad_args(const char *good_dir) {
     char file[PATH_MAX], missing[PATH_MAX], empty[PATH_MAX];
     path_in_tmp(file, sizeof file, "not-a-run.txt");
@@ -426,5 +458,6 @@ int main(int argc, char **argv) {
     test_replay(crafted);
     test_malformed(cut, whole);
     test_bad_args(crafted);
+    test_fifo(crafted);
     return tui_test_finish(t0);
 }

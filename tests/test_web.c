@@ -969,6 +969,42 @@ static void check_dead_run(void) {
     free(text);
 }
 
+// A run directory with a FIFO in place of its meta.json and rank log (anyone may copy one
+// into the runs folder): the list is answered at once, the FIFO refused, not waited on.
+static void check_fifo_run(void) {
+    const char *id = "single-20260101-000000-f1f0";
+    char dir[900], meta[1000], rank0[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    snprintf(meta, sizeof meta, "%s/meta.json", dir);
+    snprintf(rank0, sizeof rank0, "%s/rank-0.jsonl", dir);
+    mkdir(dir, 0755);
+    if (mkfifo(meta, 0644) != 0 || mkfifo(rank0, 0644) != 0) {
+        EXPECT(0, "mkfifo in %s", dir);
+        return;
+    }
+    double t0 = now_s();
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    double took = now_s() - t0;
+    EXPECT(r.status == 200 && took < 3, "GET /api/runs with a FIFO as a run's meta.json and log: %d in %.1f s", r.status,
+           took);
+    resp_free(&r);
+    char url[300];
+    snprintf(url, sizeof url, "/api/runs/%s/events?from=0", id);
+    t0 = now_s();
+    r = request("GET", url, NULL, NULL);
+    took = now_s() - t0;
+    EXPECT(r.status != 0 && took < 3, "GET /api/runs/<id>/events of that run: answered (%d) in %.1f s", r.status, took);
+    resp_free(&r);
+    // A reader that did wait is let go (a writer comes and goes), and the run removed.
+    for (int k = 0; k < 50; k++) {
+        int fd = open(meta, O_WRONLY | O_NONBLOCK), fd2 = open(rank0, O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) close(fd);
+        if (fd2 >= 0) close(fd2);
+        usleep(10000);
+    }
+    unlink(meta), unlink(rank0), rmdir(dir);
+}
+
 // ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
@@ -1419,6 +1455,7 @@ int main(int argc, char **argv) {
     check_slow_body();
     check_stream_limits();
     check_dead_run();
+    check_fifo_run();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

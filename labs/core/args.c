@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -79,6 +80,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     return n;
 }
 enum { MAX_OPTIONS = 64 };
+static void check_shared_value(const char *prog, const char *name, const char *text);
 
 // The schedule's checks, and its defaults where none was given: the warmup is 100 steps, whatever
 // the run's length (the loss reaches its first plateau around step 30; at the full rate there,
@@ -87,8 +89,7 @@ enum { MAX_OPTIONS = 64 };
 // warmup rather than rush to the full rate), the cosine ends at a tenth of --lr at the last
 // step (or at the warmup's end, for a run shorter than it).
 static void resolve_schedule(TrainArgs *a, const char *prog) {
-    if (strcmp(a->lr_schedule, "cosine") != 0 && strcmp(a->lr_schedule, "constant") != 0)
-        usage_error(prog, "--lr-schedule must be cosine or constant (got '%s')", a->lr_schedule);
+    check_shared_value(prog, "lr-schedule", a->lr_schedule);
     if (a->warmup > a->steps && a->decay_steps < 0)
         usage_error(prog, "--warmup %d is longer than the run (--steps %d): the learning rate would never reach --lr",
                     a->warmup, a->steps);
@@ -159,49 +160,97 @@ static void print_help(const char *prog, const char *about, const LabOption *opt
            "SHARDLAB_RUN_DIR; SHARDLAB_TIMEOUT_S (every wait's deadline, default 120 s).\n");
 }
 
-static void parse_value(const char *prog, const LabOption *o, const char *text) {
+// Checks text as o's value, by its type and bounds, and stores it when `store`. 0, or -1
+// with the reason in why (the one place these rules are written: the parser below and
+// train_option_check, the grader's check of a run's config, both come here).
+static int take_value(const LabOption *o, const char *text, int store, char *why, size_t n) {
     char *end = NULL;
     errno = 0;
     switch (o->kind) {
     case OPT_INT: {
         long long v = strtoll(text, &end, 10);
-        if (end == text || *end || errno)
-            usage_error(prog, "--%s: '%s' is not a whole number", o->name, text);
+        if (end == text || *end || errno) return snprintf(why, n, "--%s: '%s' is not a whole number", o->name, text), -1;
         if (v < o->min || v > o->max)
-            usage_error(prog, "--%s must be between %.0f and %.0f (got %s)", o->name, o->min, o->max, text);
-        *(int *)o->value = (int)v;
+            return snprintf(why, n, "--%s must be between %.0f and %.0f (got %s)", o->name, o->min, o->max, text), -1;
+        if (store) *(int *)o->value = (int)v;
         break;
     }
     case OPT_DOUBLE: {
         double v = strtod(text, &end);
         if (end == text || *end || errno || !isfinite(v))
-            usage_error(prog, "--%s: '%s' is not a number", o->name, text);
+            return snprintf(why, n, "--%s: '%s' is not a number", o->name, text), -1;
         if (v < o->min || v > o->max)
-            usage_error(prog, "--%s must be between %g and %g (got %s)", o->name, o->min, o->max, text);
-        *(double *)o->value = v;
+            return snprintf(why, n, "--%s must be between %g and %g (got %s)", o->name, o->min, o->max, text), -1;
+        if (store) *(double *)o->value = v;
         break;
     }
     case OPT_U64: {
-        if (text[0] == '-') usage_error(prog, "--%s: '%s' is not a non-negative whole number", o->name, text);
-        unsigned long long v = strtoull(text, &end, 10);
-        if (end == text || *end || errno)
-            usage_error(prog, "--%s: '%s' is not a non-negative whole number", o->name, text);
-        *(uint64_t *)o->value = v;
+        unsigned long long v = text[0] == '-' ? 0 : strtoull(text, &end, 10);
+        if (text[0] == '-' || end == text || *end || errno)
+            return snprintf(why, n, "--%s: '%s' is not a non-negative whole number", o->name, text), -1;
+        if (store) *(uint64_t *)o->value = v;
         break;
     }
     case OPT_STRING:
-        if (!text[0]) usage_error(prog, "--%s: empty value", o->name);
-        *(const char **)o->value = text;
+        if (!text[0]) return snprintf(why, n, "--%s: empty value", o->name), -1;
+        if (store) *(const char **)o->value = text;
         break;
     case OPT_FLAG:
-        *(int *)o->value = 1;
+        if (store) *(int *)o->value = 1;
         break;
     }
+    return 0;
 }
 
-static void check_readable(const char *prog, const char *option, const char *path) {
-    if (access(path, R_OK) != 0)
-        usage_error(prog, "--%s: cannot read '%s': %s", option, path, strerror(errno));
+static void parse_value(const char *prog, const LabOption *o, const char *text) {
+    char why[600];
+    if (take_value(o, text, 1, why, sizeof why) != 0) usage_error(prog, "%s", why);
+}
+
+// --data and --init: a regular file this process can read (a FIFO or a device would be read
+// forever, or wait for a writer). 0, or -1 with the reason in why.
+static int readable_file(const char *option, const char *path, char *why, size_t n) {
+    struct stat st;
+    if (access(path, R_OK) != 0 || stat(path, &st) != 0)
+        return snprintf(why, n, "--%s: cannot read '%s': %s", option, path, strerror(errno)), -1;
+    if (!S_ISREG(st.st_mode)) return snprintf(why, n, "--%s: '%s' is not a regular file", option, path), -1;
+    return 0;
+}
+
+// What a shared string option's value must be besides not empty: the names --lr-schedule
+// and --device take, --data and --init readable files. 0, or -1 with the reason in why.
+static int shared_value_check(const char *name, const char *text, char *why, size_t n) {
+    if (!strcmp(name, "lr-schedule") && strcmp(text, "cosine") != 0 && strcmp(text, "constant") != 0)
+        return snprintf(why, n, "--lr-schedule must be cosine or constant (got '%s')", text), -1;
+    if (!strcmp(name, "device") && strcmp(text, "auto") != 0 && strcmp(text, "cpu") != 0 && strcmp(text, "cuda") != 0)
+        return snprintf(why, n, "--device must be auto, cpu or cuda (got '%s')", text), -1;
+    if ((!strcmp(name, "data") && strcmp(text, "synthetic") != 0) || !strcmp(name, "init"))
+        return readable_file(name, text, why, n);
+    return 0;
+}
+
+static void check_shared_value(const char *prog, const char *name, const char *text) {
+    char why[600];
+    if (shared_value_check(name, text, why, sizeof why) != 0) usage_error(prog, "%s", why);
+}
+
+int train_option_check(const char *name, const char *text, const LabOption *extra, int nextra, char *why, size_t n) {
+    TrainArgs scratch;  // the table's values point here; nothing is stored
+    train_args_defaults(&scratch);
+    LabOption opts[MAX_OPTIONS];
+    int ncommon = common_options(&scratch, opts);
+    const LabOption *o = NULL;
+    int shared = 0;
+    for (int k = 0; k < ncommon && !o; k++)
+        if (!strcmp(opts[k].name, name)) o = &opts[k], shared = 1;
+    for (int k = 0; k < nextra && !o; k++)
+        if (!strcmp(extra[k].name, name)) o = &extra[k];
+    if (!o) return snprintf(why, n, "--%s: no such option", name), -1;
+    if (o->kind == OPT_FLAG) return snprintf(why, n, "--%s takes no value", name), -1;
+    if (text[0] == '-' && o->kind == OPT_STRING)
+        return snprintf(why, n, "--%s: '%s' would read as an option", name, text), -1;
+    if (take_value(o, text, 0, why, n) != 0) return -1;
+    return shared ? shared_value_check(name, text, why, n) : 0;
 }
 
 void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
@@ -257,10 +306,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
                     a->accum, a->batch);
     resolve_schedule(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
-    if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
-        usage_error(prog, "--device must be auto, cpu or cuda (got '%s')", a->device);
-    if (strcmp(a->data, "synthetic") != 0) check_readable(prog, "data", a->data);
-    if (a->init) check_readable(prog, "init", a->init);
+    check_shared_value(prog, "device", a->device);
+    check_shared_value(prog, "data", a->data);
+    if (a->init) check_shared_value(prog, "init", a->init);
     if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);
     if (a->resume) {  // a directory with a manifest; dcp_open() checks the rest
         char manifest[PATH_MAX + 32];

@@ -1,7 +1,8 @@
 // args.h — the command-line options every training lab shares, parsed from one table.
 //
 // Defines: TrainArgs, LabOption, OptKind, TRAIN_GIVEN_*, TRAIN_LAYERS_AUTO, train_args_defaults(),
-//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers().
+//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers(),
+//          train_option_check().
 //
 // Every lab takes the same model/data/optimizer options with the same defaults, so a run at
 // N ranks is comparable with the single-rank run. A lab adds its own options (e.g.
@@ -74,6 +75,14 @@ double train_lr(const TrainArgs *a, int64_t step);
 // accum divides batch, --data/--init files readable, ...).
 void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
                       const LabOption *extra, int nextra);
+
+// Whether text is a value the labs' parser takes for --name (a shared option, else one of
+// extra, the lab's table): 0, or -1 with the reason in why, in the parser's words. The same
+// checks as train_args_parse (the table's type and bounds; the names --lr-schedule and
+// --device take; --data and --init readable regular files), without exiting: the grader
+// checks every value of a run's config with it before passing it to a reference run. Text
+// for a string option that starts with '-' is refused too: it would read as an option.
+int train_option_check(const char *name, const char *text, const LabOption *extra, int nextra, char *why, size_t n);
 
 // A lab whose model depth follows what it learns only after parsing (pp: one block per
 // pipeline stage) sets a->layers = TRAIN_LAYERS_AUTO before train_args_parse (its --help then

@@ -208,3 +208,35 @@ uint64_t indices_hash(const int64_t *idx, int n) {
     }
     return h;
 }
+
+// ---- the data-sharding lab's options ------------------------------------------------------
+
+const char *const SHARD_STRATEGIES[3] = {"slice", "sampler", "dispatch"};
+
+void shard_options(ShardArgs *s, LabOption out[SHARD_NOPTIONS]) {
+    *s = (ShardArgs){.strategy = "sampler", .items = "all", .temperature = 1.0};
+    out[0] = (LabOption){"strategy", OPT_STRING, &s->strategy, 0, 0, "S", "slice, sampler or dispatch (who holds the data, what moves)"};
+    out[1] = (LabOption){"weights", OPT_STRING, &s->weights, 0, 0, "W1,W2,..", "a mixture of k equal sources drawn with these weights"};
+    out[2] = (LabOption){"temperature", OPT_DOUBLE, &s->temperature, 0.01, 100, "TAU", "with --weights: draw source s with p ~ w_s^(1/TAU)"};
+    out[3] = (LabOption){"items", OPT_STRING, &s->items, 0, 0, "D", "use only the first D items of the data (D >= 1)"};
+}
+
+int shard_args_check(const ShardArgs *s, int *strategy, long long *items, Mixture *mix, char *why, size_t n) {
+    *strategy = -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s->strategy, SHARD_STRATEGIES[i]) == 0) *strategy = i;
+    if (*strategy < 0) return snprintf(why, n, "--strategy must be slice, sampler or dispatch (got '%s')", s->strategy), -1;
+    *items = 0;  // 0: every whole item of the file
+    if (strcmp(s->items, "all") != 0) {
+        char *end;
+        errno = 0;
+        *items = strtoll(s->items, &end, 10);
+        if (end == s->items || *end || errno || *items < 1)
+            return snprintf(why, n, "--items must be a whole number >= 1 or 'all' (got '%s')", s->items), -1;
+    }
+    char err[512];
+    if (s->weights && mixture_parse(mix, s->weights, s->temperature, err, sizeof err) != 0)
+        return snprintf(why, n, "--weights: %s", err), -1;
+    if (!s->weights && s->temperature != 1.0) return snprintf(why, n, "--temperature needs --weights"), -1;
+    return 0;
+}

@@ -16,12 +16,16 @@
 #include "check.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 // Deeper nesting is refused, so a hostile input cannot overflow the C stack through the
 // recursion. 64 is far more than any run log, meta.json or safetensors header needs.
@@ -614,8 +618,40 @@ void sb_json_number(StrBuf *sb, double x) {
     else sb_printf(sb, "%.9g", x);
 }
 
+int file_open_regular(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {  // not even opened: opening a device may act
+        errno = S_ISDIR(st.st_mode) ? EISDIR : FILE_NOT_REGULAR;
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int ok = fstat(fd, &st) == 0, err = errno;
+    if (!ok || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = !ok ? err : S_ISDIR(st.st_mode) ? EISDIR : FILE_NOT_REGULAR;
+        return -1;
+    }
+    return fd;
+}
+
+FILE *file_fopen_regular(const char *path) {
+    int fd = file_open_regular(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) {
+        int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return f;
+}
+
+const char *file_error(int err) {
+    return err == FILE_NOT_REGULAR ? "not a regular file (a FIFO, device or socket): refused, not read" : strerror(err);
+}
+
 int sb_read_file(StrBuf *sb, const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path);
     if (!f) return -1;
     sb_append(sb, "", 0);
     char buf[8192];

@@ -3,7 +3,7 @@
 // Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
 //          json_type_name(), json_number(); StrBuf, sb_init(), sb_free(), sb_reset(),
 //          sb_printf(), sb_append(), sb_json_string(), sb_json_quote_nonfinite(), sb_json_number(),
-//          sb_markup_text(), sb_read_file().
+//          sb_markup_text(), sb_read_file(), file_open_regular(), file_fopen_regular(), file_error().
 //
 // The reader is for run logs (one object per line), meta.json and safetensors headers:
 // strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
@@ -18,6 +18,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
 
@@ -77,6 +78,24 @@ void sb_markup_text(StrBuf *sb, const char *s);
 // Append the bytes of the file at path, at most max of them (sb is NUL-terminated after).
 // Returns 0, 1 if the file has more than max bytes (the first max are appended), or -1 if it
 // cannot be opened (errno says why).
+// A file that is not a regular one (a FIFO, a device, a socket, a directory) is refused
+// (file_open_regular), never waited on.
 int sb_read_file(StrBuf *sb, const char *path, size_t max);
+
+// Opens path for reading when it is a regular file (a link to one is followed). A run
+// directory is whatever a student handed in, and every reader of one (the grader, the
+// dashboard, the web server) goes through here: a FIFO with no writer, a terminal or a
+// device in place of a log would make open() or read() wait forever, or do what opening a
+// device does. So nothing that is not a regular file is opened at all, and the open itself
+// never waits (O_NONBLOCK; fstat then checks what was opened, in case it was swapped since).
+// Returns the descriptor, or -1 with errno set: from open() (ENOENT...), EISDIR for a
+// directory, FILE_NOT_REGULAR for anything else that is no regular file.
+enum { FILE_NOT_REGULAR = 0x7f5e };  // an errno value no system call sets
+int file_open_regular(const char *path);
+// The same as a stdio stream ("r" or "rb"), or NULL with errno set.
+FILE *file_fopen_regular(const char *path);
+// What went wrong, for errno after the above (or sb_read_file): strerror(), or "not a
+// regular file (a FIFO, device or socket): refused, not read".
+const char *file_error(int err);
 
 #endif

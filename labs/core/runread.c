@@ -247,12 +247,16 @@ void runview_feed_line(RunView *v, int r, const char *line, size_t len) {
 static int load_json(const RunView *v, const char *name, JsonValue **out, char *err, size_t errlen) {
     char path[sizeof v->dir + 32];
     snprintf(path, sizeof path, "%s/%s", v->dir, name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
-    struct stat st;
+    int fd = file_open_regular(path);  // (json.h: a FIFO would block here)
     *out = NULL;
-    snprintf(err, errlen, "not a regular file of at most 1 MiB");
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (1 << 20)) {
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "%s", file_error(errno));  // there, but refused: a problem to say once
+        return 1;
+    }
+    snprintf(err, errlen, "larger than 1 MiB, not a file shardlab wrote");
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size <= (1 << 20)) {
         char *text = malloc_check((size_t)st.st_size + 1);
         ssize_t got = pread(fd, text, (size_t)st.st_size, 0);
         *out = json_parse(text, got > 0 ? (size_t)got : 0, err, errlen);
@@ -330,8 +334,11 @@ static size_t feed_lines(RunView *v, int r, const char *text, size_t n) {
 static int poll_rank(RunView *v, int r, int64_t now_us) {
     char path[sizeof v->dir + 32];
     snprintf(path, sizeof path, "%s/rank-%d.jsonl", v->dir, r);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return 0;
+    int fd = file_open_regular(path);  // (json.h: a FIFO would block here)
+    if (fd < 0) {
+        if (errno != ENOENT) note_problem(v, "rank-%d.jsonl: %s", r, file_error(errno));  // (the first problem stays)
+        return 0;
+    }
     RunRank *rk = rank_at(v, r);
     rk->present = 1;
     struct stat st;

@@ -31,8 +31,10 @@ static int has_type(const JsonValue *v, const char *type) {
         double x;
         return json_number(v, &x);
     }
-    case 'i': return v->type == JSON_NUMBER && v->number == floor(v->number);
-    case 'u': return v->type == JSON_NUMBER && v->number == floor(v->number) && v->number >= 0;
+    // Integers within 2^53, where a double holds every one exactly: a reader may then cast
+    // one to int64_t (a larger one would not fit, and was not written by a lab).
+    case 'i': return v->type == JSON_NUMBER && v->number == floor(v->number) && fabs(v->number) <= 0x1p53;
+    case 'u': return v->type == JSON_NUMBER && v->number == floor(v->number) && v->number >= 0 && v->number <= 0x1p53;
     case 's': return v->type == JSON_STRING;
     case 'b': return v->type == JSON_BOOL;
     case 'o': return v->type == JSON_OBJECT;
@@ -43,8 +45,8 @@ static int has_type(const JsonValue *v, const char *type) {
 
 static const char *type_words(const char *type) {
     switch (type[0]) {
-    case 'u': return "a non-negative integer";
-    case 'i': return "an integer";
+    case 'u': return "a non-negative integer (at most 2^53)";
+    case 'i': return "an integer (within 2^53)";
     case 'n': return type[1] == '?' ? "a number or null" : "a finite number";
     case 'f': return type[1] == '?' ? "a number, \"NaN\", \"Infinity\", \"-Infinity\" or null"
                                     : "a number, \"NaN\", \"Infinity\" or \"-Infinity\"";

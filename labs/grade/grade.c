@@ -7,11 +7,12 @@
 //                  [--out DIR]              programs in DIR (a student's build), each graded;
 //                                           a rubric per configuration, a total per lab
 // Exit status: 0 every check passed, 1 a check failed, 2 bad arguments.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <ftw.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +22,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "check.h"
+#include "dataset.h"
 #include "runlog.h"
 #include "grade.h"
 #include "grade_internal.h"
+
+// ---- files the grader writes ------------------------------------------------------------------
+
+// Creates path anew for writing. The run directory is the student's: a grade.json.tmp or a
+// ref-single.log already there may be a link to any file of the grader's user (or a hard
+// link to one), so what is there is unlinked, never written through, and the new file is
+// created exclusively, not following a link. Returns the descriptor, or -1 (errno set).
+static int create_fresh(const char *path) {
+    if (unlink(path) != 0 && errno != ENOENT) return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+static FILE *fopen_fresh(const char *path) {
+    int fd = create_fresh(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) close(fd);
+    return f;
+}
 
 // ---- starting a run through the launcher ----------------------------------------------------
 
@@ -45,7 +66,7 @@ static int start_run(const char *labs_dir, const char *lab, int n, char *const *
     pid_t pid = fork();
     if (pid < 0) return 127;
     if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = create_fresh(log_path);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
@@ -83,6 +104,9 @@ static void last_line(const char *path, char *out, size_t n) {
 
 // A reference run's command: which lab, how many ranks, the arguments (args[0..na), owned),
 // and the same as one line of text (what grade-args.txt keeps, to know when to reuse it).
+// Every value taken from the run's config has passed the labs' own check of its option
+// (train_option_check, args.h: the launcher's table, type and bounds); the first that did
+// not is in `refused` ("" if none), and then the command is not run.
 typedef struct {
     const char *lab;
     int world;
@@ -90,50 +114,123 @@ typedef struct {
     int na;
     StrBuf text;
     char accum[32];
+    const LabOption *extra;  // the lab's own options (shard's), or NULL
+    int nextra;
+    char refused[600];
 } RefCmd;
 
-// Appends "--key value" for a config number, written so that it reads back the same double.
-static void add_num(RefCmd *c, const GradeRun *run, const char *key, const char *opt) {
-    char buf[64];
-    double v = grade_cfg_num(run, key, 0);
-    for (int digits = 6; digits <= 17; digits++) {  // the shortest text that reads back as v
-        snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    c->args[c->na++] = strdup(opt);
-    c->args[c->na++] = strdup(buf);
-    sb_printf(&c->text, "%s %s ", opt, buf);
-}
 static void add_str(RefCmd *c, const char *opt, const char *value) {
+    if (c->na + 2 > 62) return;  // (a fixed command: never this long)
     c->args[c->na++] = strdup(opt);
     c->args[c->na++] = strdup(value);
     sb_printf(&c->text, "%s %s ", opt, value);
-}
-static void add_int(RefCmd *c, const char *opt, long long value) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", value);
-    add_str(c, opt, buf);
 }
 static void ref_cmd_free(RefCmd *c) {
     for (int i = 0; i < c->na; i++) free(c->args[i]);
     sb_free(&c->text);
 }
 
+// A number as option text that reads back as the same double: a whole number with all its
+// digits (what an integer option's parser reads), else the shortest %g that does.
+static void number_text(double v, char *buf, size_t n) {
+    if (v == floor(v) && fabs(v) < 1e19) {
+        snprintf(buf, n, "%.0f", v);
+        return;
+    }
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+}
+
+// "--opt value" for the run's config[key] given as text, once the labs' parser would take
+// it for --opt; else the refusal, naming the key and the value.
+static void add_checked(RefCmd *c, const char *key, const char *opt, const char *value) {
+    char why[500];
+    if (c->refused[0]) return;
+    if (train_option_check(opt + 2, value, c->extra, c->nextra, why, sizeof why) != 0) {
+        snprintf(c->refused, sizeof c->refused, "meta.json's config \"%s\" is '%.120s', which the labs refuse (%.300s): no "
+                 "reference runs on it", key, value, why);
+        return;
+    }
+    add_str(c, opt, value);
+}
+
+// config[key] as option text: a number (dflt when absent; dflt NULL: it must be there), or
+// for a string option (want_string) a string (dflt when absent or null). Anything else is
+// refused.
+static void add_cfg(RefCmd *c, const GradeRun *run, const char *key, const char *opt, const char *dflt, int want_string) {
+    const JsonValue *v = json_get(run->config, key);
+    char buf[64];
+    const char *text = NULL;
+    if (!v || (want_string && v->type == JSON_NULL)) text = dflt;
+    else if (!want_string && v->type == JSON_NUMBER && isfinite(v->number)) number_text(v->number, buf, sizeof buf), text = buf;
+    else if (want_string && v->type == JSON_STRING) text = v->string;
+    if (!text && !c->refused[0]) {
+        snprintf(c->refused, sizeof c->refused, "meta.json's config \"%s\": %s expected, found %s: no reference runs on it",
+                 key, want_string ? "a string" : "a number", v ? json_type_name(v->type) : "nothing");
+        return;
+    }
+    add_checked(c, key, opt, text);
+}
+
+// shard's own options, each checked alone with the others at their defaults (dataset.h), so
+// that a refusal names its key: the strategy's name, --items, the weights with the temperature.
+static void add_shard(RefCmd *c, const GradeRun *run) {
+    ShardArgs sa, dflt;
+    LabOption table[SHARD_NOPTIONS];
+    shard_options(&dflt, table);
+    size_t before = (size_t)c->na;
+    add_cfg(c, run, "strategy", "--strategy", "sampler", 1);
+    add_cfg(c, run, "items", "--items", NULL, 0);
+    const JsonValue *w = json_get(run->config, "weights");
+    if (w && w->type != JSON_NULL) {
+        add_cfg(c, run, "weights", "--weights", NULL, 1);
+        add_cfg(c, run, "temperature", "--temperature", "1", 0);
+    }
+    if (c->refused[0]) return;
+    static const char *const keys[] = {"strategy", "items", "weights"};
+    for (int k = 0; k < 3; k++) {
+        sa = dflt;
+        for (int i = (int)before; i + 1 < c->na; i += 2) {
+            const char *opt = c->args[i] + 2, *value = c->args[i + 1];
+            if (!strcmp(opt, keys[k])) *(k == 0 ? &sa.strategy : k == 1 ? &sa.items : &sa.weights) = value;
+            if (k == 2 && !strcmp(opt, "temperature")) sa.temperature = strtod(value, NULL);
+        }
+        int strategy;
+        long long items;
+        Mixture mix;
+        char why[500];
+        if (shard_args_check(&sa, &strategy, &items, &mix, why, sizeof why) != 0) {
+            snprintf(c->refused, sizeof c->refused, "meta.json's config \"%s\" is not what shard takes (%.300s): no reference "
+                     "runs on it", keys[k], why);
+            return;
+        }
+    }
+}
+
 // The reference of kind k for this run: the run's model, data, optimizer, schedule and global
 // batch, split into micro-batches as the run split it (the same fp32 sums). resume: a replay
 // point of the run (a checkpoint directory) to start from, running `steps` steps in all.
-static void ref_command(const GradeRun *run, RefKind k, const char *resume, int64_t steps, RefCmd *c) {
+// Returns 0, or -1 with c->refused saying which config value no lab takes.
+static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64_t steps, RefCmd *c) {
+    ShardArgs shard_args;
+    LabOption shard_table[SHARD_NOPTIONS];  // (pointing into shard_args: only read in here)
     memset(c, 0, sizeof *c);
     sb_init(&c->text);
     c->lab = "single", c->world = 1;
-    int dp = (int)grade_cfg_num(run, "dp", 1);
+    double dp = grade_cfg_num(run, "dp", 1);
     double accum = grade_cfg_num(run, "accum", 1);
     if (!strcmp(run->lab, "ddp") || !strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp") ||
         !strcmp(run->lab, "ckpt") || !strcmp(run->lab, "shard"))
         accum *= run->world;
     else if (!strcmp(run->lab, "tp")) accum *= dp;
     else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
-    if (!strcmp(run->lab, "shard")) c->lab = "shard";
+    if (!strcmp(run->lab, "shard")) {
+        c->lab = "shard";
+        shard_options(&shard_args, shard_table);
+        c->extra = shard_table, c->nextra = SHARD_NOPTIONS;
+    }
     if (k == REF_CKPT_NONE) c->lab = "ckpt", c->world = run->world, accum = grade_cfg_num(run, "accum", 1);
     sb_printf(&c->text, "%s -n %d ", c->lab, c->world);
 
@@ -141,33 +238,32 @@ static void ref_command(const GradeRun *run, RefKind k, const char *resume, int6
                                           {"dim", "--dim"},     {"heads", "--heads"}, {"lr", "--lr"},
                                           {"weight_decay", "--weight-decay"},        {"clip", "--clip"},
                                           {"seed", "--seed"}};
-    add_int(c, "--steps", steps);
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) add_num(c, run, nums[i][0], nums[i][1]);
+    char text[64];
+    number_text((double)steps, text, sizeof text);
+    add_checked(c, "steps", "--steps", text);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) add_cfg(c, run, nums[i][0], nums[i][1], NULL, 0);
     // The learning-rate schedule as the run resolved it (a run from before schedules had a
     // constant rate from step 1). Its horizon is the run's, whatever steps the reference runs.
     if (json_get(run->config, "warmup")) {
-        add_str(c, "--lr-schedule", !strcmp(grade_cfg_str(run, "lr_schedule", ""), "constant") ? "constant" : "cosine");
-        add_num(c, run, "warmup", "--warmup");
-        add_num(c, run, "lr_min", "--lr-min");
-        add_int(c, "--decay-steps", (long long)grade_cfg_num(run, "decay_steps", (double)run->steps));
+        add_cfg(c, run, "lr_schedule", "--lr-schedule", "cosine", 1);
+        add_cfg(c, run, "warmup", "--warmup", NULL, 0);
+        add_cfg(c, run, "lr_min", "--lr-min", NULL, 0);
+        number_text((double)run->steps, text, sizeof text);
+        add_cfg(c, run, "decay_steps", "--decay-steps", text, 0);
     } else {
         add_str(c, "--lr-schedule", "constant"), add_str(c, "--warmup", "0");
     }
-    snprintf(c->accum, sizeof c->accum, "%.0f", accum);
-    add_str(c, "--accum", c->accum);
-    add_str(c, "--data", grade_cfg_str(run, "data", "synthetic"));
-    if (grade_cfg_str(run, "init", NULL)) add_str(c, "--init", grade_cfg_str(run, "init", NULL));
-    if (!strcmp(c->lab, "shard")) {
-        add_str(c, "--strategy", grade_cfg_str(run, "strategy", "sampler"));
-        add_num(c, run, "items", "--items");
-        if (grade_cfg_str(run, "weights", NULL)) {
-            add_str(c, "--weights", grade_cfg_str(run, "weights", NULL));
-            add_num(c, run, "temperature", "--temperature");
-        }
-    }
+    number_text(accum, c->accum, sizeof c->accum);
+    add_checked(c, "accum", "--accum", c->accum);
+    add_cfg(c, run, "data", "--data", "synthetic", 1);
+    const JsonValue *init = json_get(run->config, "init");
+    if (init && init->type != JSON_NULL) add_cfg(c, run, "init", "--init", NULL, 1);
+    if (!strcmp(c->lab, "shard")) add_shard(c, run);
     if (k == REF_CKPT_NONE) add_str(c, "--policy", "none"), add_str(c, "--compare", "0");
     add_str(c, "--replay-every", "0");  // a reference needs no replay points of its own
     if (resume) add_str(c, "--resume", resume);
+    c->extra = NULL, c->nextra = 0;
+    return c->refused[0] ? -1 : 0;
 }
 
 // FNV-1a 64 of a file's bytes (0 if unreadable): which build a cached reference came from.
@@ -207,7 +303,7 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, const char *l
         snprintf(problem, n, "the reference run is not whole: %.500s", whole);
         return -1;
     }
-    FILE *f = fopen(args_path, "w");
+    FILE *f = fopen_fresh(args_path);
     if (f) fputs(c->text.data, f), fclose(f);
     return 0;
 }
@@ -230,20 +326,20 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
     }
 
     RefCmd c;
-    ref_command(run, k, NULL, run->steps, &c);
-    char dir[2400];
-    const char *ref_labs = x->refs->labs_dir;
-    // --policy none runs with the run's own lab programs (the directory of meta.json's
-    // argv[0]) when they are there: "recomputation changes no bit" compares two runs of one
-    // build, as other compilers or flags may round differently.
-    char own[2048];
-    const JsonValue *argv0 = json_at(json_get(run->meta, "argv"), 0);
-    if (k == REF_CKPT_NONE && argv0 && argv0->type == JSON_STRING && strrchr(argv0->string, '/')) {
-        snprintf(own, sizeof own, "%.*s", (int)(strrchr(argv0->string, '/') - argv0->string), argv0->string);
-        char prog[2100];
-        snprintf(prog, sizeof prog, "%s/ckpt", own);
-        if (access(prog, X_OK) == 0) ref_labs = own;
+    if (ref_command(run, k, NULL, run->steps, &c) != 0) {
+        snprintf(x->ref_label[k], sizeof x->ref_label[k], "%s -n %d (not started)", c.lab, c.world);
+        snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "%s", c.refused);
+        if (!x->refs->quiet) fprintf(stderr, "shardlab grade: %s\n", c.refused);
+        ref_cmd_free(&c);
+        snprintf(why, n, "%s", x->ref_problem[k]);
+        return NULL;
     }
+    char dir[2400];
+    // Only programs the grader's own command line names ever run: its own build, or for
+    // --policy none the build that made the runs (--labs DIR: "recomputation changes no bit"
+    // compares two runs of one build, as other compilers or flags may round differently).
+    // Never a program the run directory names (meta.json's argv is the student's to write).
+    const char *ref_labs = k == REF_CKPT_NONE && x->refs->run_labs_dir ? x->refs->run_labs_dir : x->refs->labs_dir;
     if (k == REF_SINGLE && x->refs->cache_dir) {
         // The same reference serves every run of the same configuration (every student's):
         // kept under the cache, named by its command and the reference program's bytes.
@@ -314,8 +410,8 @@ const GradeReplay *ctx_replays(Ctx *x, int *count) {
             snprintf(resume, sizeof resume, "%s/replay/step-%08lld", run->dir, (long long)r->from);
             snprintf(dir, sizeof dir, "%s/ref-replay-%08lld", run->dir, (long long)r->from);
             RefCmd c;
-            ref_command(run, REF_SINGLE, resume, r->to, &c);
-            r->ok = ref_run(x, &c, dir, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
+            if (ref_command(run, REF_SINGLE, resume, r->to, &c) != 0) snprintf(r->problem, sizeof r->problem, "%s", c.refused);
+            else r->ok = ref_run(x, &c, dir, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
             ref_cmd_free(&c);
         }
     }
@@ -422,7 +518,7 @@ static int write_file(const char *dir, const char *name, const StrBuf *sb) {
     char path[2400], tmp_path[2500];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    FILE *f = fopen(tmp_path, "w");
+    FILE *f = fopen_fresh(tmp_path);
     if (!f) return -1;
     int ok = fwrite(sb->data, 1, sb->len, f) == sb->len;
     ok &= fclose(f) == 0;
@@ -681,6 +777,7 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
             out = out_buf;
         }
+        refs.run_labs_dir = labs;
         return grade_labs(labs, only, out, steps, &refs);
     }
     struct stat st;

@@ -1,7 +1,7 @@
 // grade.h — `shardlab grade`: a lab's invariants checked on what its run wrote.
 //
 // Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
-//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_count(), grade_cfg_str(),
+//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_int(), grade_cfg_count(), grade_cfg_str(),
 //          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
 //          grade_main().
 //
@@ -72,6 +72,9 @@ const JsonValue **grade_steps(const GradeRun *run, int r, size_t *n);
 const JsonValue **grade_spans(const GradeRun *run, int r, int64_t step, size_t *n);
 // Config fields, with a default when absent or of another type.
 double grade_cfg_num(const GradeRun *run, const char *key, double dflt);
+// A whole number within int's range (true and false read as 1 and 0); dflt when absent, of
+// another type, fractional or larger: a config value is cast to int only through here.
+int grade_cfg_int(const GradeRun *run, const char *key, int dflt);
 // A count (batch, accum): a whole number 1..max, dflt when absent, 0 when it is anything else
 // (so that products of counts cannot overflow).
 int grade_cfg_count(const GradeRun *run, const char *key, int dflt, int max);
@@ -105,6 +108,8 @@ typedef struct {
 // next to the shardlab program), or a finished single-rank run given with --ref.
 typedef struct {
     char labs_dir[2048];
+    const char *run_labs_dir; // --labs DIR: the programs that made the runs graded (the ckpt
+                              // --policy none reference runs with them), or NULL: labs_dir
     const char *ref_dir;      // --ref, or NULL: start one
     const char *cache_dir;    // --refs: single-rank references kept and reused across runs, or
                               // NULL: each in its run directory (ref-single/)

@@ -11,12 +11,14 @@
 // there, so it is gradable on the steps every rank logged (last_step), with no summary; the
 // divergence itself is what loss.reference and grads.reference report.
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "check.h"
 #include "grade.h"
 #include "runschema.h"
@@ -42,7 +44,7 @@ static JsonValue *load_json(GradeRun *run, const char *name) {
     sb_init(&sb);
     int rc = sb_read_file(&sb, path, 1 << 24);
     if (rc < 0) {
-        problem(run, "%s: %s", name, errno == ENOENT ? "missing (the run did not get that far)" : strerror(errno));
+        problem(run, "%s: %s", name, errno == ENOENT ? "missing (the run did not get that far)" : file_error(errno));
         sb_free(&sb);
         return NULL;
     }
@@ -90,7 +92,7 @@ static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     sb_init(&sb);
     int rc = sb_read_file(&sb, path, GRADE_MAX_FILE);
     if (rc != 0) {
-        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : strerror(errno));
+        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : file_error(errno));
         else problem(run, "%s: larger than 256 MiB, refused", name);
         sb_free(&sb);
         return;
@@ -198,9 +200,16 @@ int grade_run_load(GradeRun *run, const char *dir) {
         return problem(run, "meta.json: world_size %.0f is not a world shardlab runs (1 to %d)", world, GRADE_MAX_WORLD);
     run->world = (int)world;
     // Every lab trains for config "steps" but collectives, which logs rows, not steps.
-    run->steps = (int64_t)grade_cfg_num(run, "steps", -1);
+    // (within the launcher's bound, args.h: the logs are read into arrays of that length)
+    const JsonValue *steps = json_get(run->config, "steps");
+    char text[64], why[300];
     if (!strcmp(run->lab, "collectives")) run->steps = 0;
-    else if (run->steps < 1) return problem(run, "meta.json: the config has no \"steps\" of at least 1");
+    else if (!steps || steps->type != JSON_NUMBER || steps->number < 1)
+        return problem(run, "meta.json: the config has no \"steps\" of at least 1");
+    else if (snprintf(text, sizeof text, "%.17g", steps->number),
+             train_option_check("steps", text, NULL, 0, why, sizeof why) != 0)
+        return problem(run, "meta.json: the config's \"steps\" %s is not a run's length (%s)", text, why);
+    else run->steps = (int64_t)steps->number;
 
     run->ranks = calloc_check((size_t)run->world, sizeof *run->ranks);
     char (*ending)[640] = calloc_check((size_t)run->world, sizeof *ending);
@@ -277,6 +286,13 @@ double grade_cfg_num(const GradeRun *run, const char *key, double dflt) {
     const JsonValue *v = json_get(run->config, key);
     if (v && v->type == JSON_BOOL) return v->boolean;
     return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : dflt;
+}
+
+int grade_cfg_int(const GradeRun *run, const char *key, int dflt) {
+    const JsonValue *v = json_get(run->config, key);
+    if (v && v->type == JSON_BOOL) return v->boolean;
+    return v && v->type == JSON_NUMBER && v->number == floor(v->number) && fabs(v->number) <= INT_MAX ? (int)v->number
+                                                                                                     : dflt;
 }
 
 int grade_cfg_count(const GradeRun *run, const char *key, int dflt, int max) {

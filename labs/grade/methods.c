@@ -57,8 +57,8 @@ static StageOrder stage_order(const GradeRun *run, int r, int64_t step) {
 
 // The pipeline config, or a reason it is not graded (then returns 0).
 static int pipe_config(const GradeRun *run, GradeCheck *c, int *p, int *m) {
-    int dp = (int)grade_cfg_num(run, "dp", 1);
-    *m = (int)grade_cfg_num(run, "micro", 0);
+    int dp = grade_cfg_int(run, "dp", 1);
+    *m = grade_cfg_int(run, "micro", 0);
     *p = dp >= 1 ? run->world / dp : 0;
     if (*p < 1 || *p * dp != run->world || *m < 1 || *m > 4096) {
         MEASURED("stages %d, micro-batches %d", *p, *m);
@@ -249,7 +249,7 @@ void check_recompute_count(Ctx *x, GradeCheck *c) {
         if (!c->reason[0]) REASON("the config's model (seq, dim, layers, heads) is not one shardlab builds");
         return;
     }
-    int micro = (int)grade_cfg_num(run, "accum", 1);
+    int micro = grade_cfg_int(run, "accum", 1);
     int want = p.recomputed * micro;
     EXPECTED("%d recomputed blocks per rank per step (policy %s: %d per micro-batch, %d micro-batches)", want, p.name,
              p.recomputed, micro);
@@ -292,10 +292,10 @@ static uint64_t *item_hashes(const GradeRun *run, int64_t D, int S, char *why, s
     char path[2300];
     if (!strcmp(data, "synthetic")) snprintf(path, sizeof path, "%s/dataset.bin", run->dir);
     else snprintf(path, sizeof path, "%s", data);
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path);
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        snprintf(why, n, "cannot read the dataset the run trained on (%.300s): %s", path, strerror(errno));
+        snprintf(why, n, "cannot read the dataset the run trained on (%.300s): %s", path, file_error(errno));
         if (f) fclose(f);
         return NULL;
     }
@@ -338,7 +338,7 @@ static int reads_are_its_part(const GradeRun *run, GradeCheck *c, int r, int64_t
                               int64_t B, int64_t per, int64_t *want, int64_t *got) {
     char path[2300], line[256];
     snprintf(path, sizeof path, "%s/reads-rank-%d-epoch-%lld.txt", run->dir, r, (long long)e);
-    FILE *f = fopen(path, "r");
+    FILE *f = file_fopen_regular(path);
     if (!f) {
         MEASURED("no reads-rank-%d-epoch-%lld.txt", r, (long long)e);
         REASON("a sampler lists the items it read from the dataset file, per epoch");
@@ -389,9 +389,10 @@ static int reads_are_its_part(const GradeRun *run, GradeCheck *c, int r, int64_t
 
 void check_coverage(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    int64_t D = (int64_t)grade_cfg_num(run, "items", 0), B = (int64_t)grade_cfg_num(run, "batch", 0);
-    int N = run->world, S = (int)grade_cfg_num(run, "seq", 0) + 1;
-    uint64_t seed = (uint64_t)grade_cfg_num(run, "seed", 0);
+    int64_t D = grade_cfg_int(run, "items", 0), B = grade_cfg_int(run, "batch", 0);
+    int N = run->world, S = grade_cfg_int(run, "seq", 0) + 1;
+    double seed_number = grade_cfg_num(run, "seed", 0);  // (a double of 2^64 or more has no uint64_t)
+    uint64_t seed = seed_number >= 0 && seed_number < 0x1p64 ? (uint64_t)seed_number : 0;
     if (D < 1 || D > (1ll << 31) || B < N || B % N || D < B || S < 2 || S > 65537) {
         MEASURED("items %lld, batch %lld, seq %d", (long long)D, (long long)B, S - 1);
         REASON("the config's items, batch and seq do not describe a dataset this world can shard");
@@ -432,7 +433,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
                 f = NULL;
                 if (sampler && !reads_are_its_part(run, c, r, e, order, D, B, per, want, got)) goto out;
                 snprintf(path, sizeof path, "%s/indices-rank-%d-epoch-%lld.txt", run->dir, r, (long long)e);
-                f = fopen(path, "r");
+                f = file_fopen_regular(path);
                 file_epoch = e, line = 0;
                 if (!f) {
                     MEASURED("no indices-rank-%d-epoch-%lld.txt", r, (long long)e);

@@ -56,9 +56,9 @@
 #define GRAD_CURVE_ATOL 0.05
 
 GptConfig grade_model(const GradeRun *run) {
-    GptConfig m = {.vocab = (int)grade_cfg_num(run, "vocab", 256)};
-    m.seq = (int)grade_cfg_num(run, "seq", 0), m.dim = (int)grade_cfg_num(run, "dim", 0);
-    m.layers = (int)grade_cfg_num(run, "layers", 0), m.heads = (int)grade_cfg_num(run, "heads", 0);
+    GptConfig m = {.vocab = grade_cfg_int(run, "vocab", 256)};
+    m.seq = grade_cfg_int(run, "seq", 0), m.dim = grade_cfg_int(run, "dim", 0);
+    m.layers = grade_cfg_int(run, "layers", 0), m.heads = grade_cfg_int(run, "heads", 0);
     return m;
 }
 
@@ -333,7 +333,7 @@ static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e,
 static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *mm, GradeCheck *c) {
     for (int k = 0; k < NCAT; k++) mm->after[k] = mm->peak[k] = NAN, mm->peak_formula[k] = "as after a step";
     int N = run->world, accum = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
-    int mixed = (int)grade_cfg_num(run, "mixed", 0);
+    int mixed = grade_cfg_int(run, "mixed", 0);
     double e = mixed ? 2 : 4, psi = (double)gpt_num_params(m);
     const char *lab = run->lab;
     int pp = !strcmp(lab, "pp"), per = !strcmp(lab, "single") ? 1 : N;  // ranks that split the batch
@@ -349,8 +349,8 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
     mm->peak_formula[CAT_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
     mm->after[CAT_COMM] = mm->peak[CAT_COMM] = 0;
     if (!strcmp(lab, "zero") || !strcmp(lab, "fsdp")) {
-        int fsdp = !strcmp(lab, "fsdp"), st = fsdp ? 3 : (int)grade_cfg_num(run, "stage", -1);
-        int offload = (int)grade_cfg_num(run, "offload", 0);
+        int fsdp = !strcmp(lab, "fsdp"), st = fsdp ? 3 : grade_cfg_int(run, "stage", -1);
+        int offload = grade_cfg_int(run, "offload", 0);
         if (st < 0 || st > 3) {
             MEASURED("stage %d", st);
             REASON("the config's ZeRO stage is not 0-3");
@@ -365,8 +365,8 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
         if (fsdp) {
             mm->peak[CAT_PARAMS] = mm->after[CAT_PARAMS] +
                                    fsdp_gathered_peak(m, N, mixed ? 2 : 1, e, mixed ? 4 : 0,
-                                                      (int)grade_cfg_num(run, "prefetch", 0),
-                                                      (int)grade_cfg_num(run, "reshard_after_forward", 1));
+                                                      grade_cfg_int(run, "prefetch", 0),
+                                                      grade_cfg_int(run, "reshard_after_forward", 1));
             mm->peak_formula[CAT_PARAMS] = "the shards + the gathered units of the schedule's fullest moment (one; two "
                                            "with --prefetch; all so far with --no-reshard)";
         } else {
@@ -387,7 +387,7 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
     } else if (pp) {
         // This stage's units: chunk c of the config's chunk_layers lives on stage c mod p. Rank
         // r = s D + d is stage s of pipeline d (its step events say which).
-        int dp = (int)fmax(1, grade_cfg_num(run, "dp", 1)), p = N / dp, stage = r / dp;
+        int dp = (int)fmax(1, grade_cfg_int(run, "dp", 1)), p = N / dp, stage = r / dp;
         size_t ns;
         const JsonValue **steps = grade_steps(run, r, &ns);
         double logged = ns ? ev_num(steps[0], "stage") : NAN;
@@ -617,9 +617,9 @@ static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t st
 // micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's.
 static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int N = run->world, mixed = (int)grade_cfg_num(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
-    int fsdp = !strcmp(run->lab, "fsdp"), reshard = (int)grade_cfg_num(run, "reshard_after_forward", 1);
-    int stage = fsdp ? 3 : (int)grade_cfg_num(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
+    int N = run->world, mixed = grade_cfg_int(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
+    int fsdp = !strcmp(run->lab, "fsdp"), reshard = grade_cfg_int(run, "reshard_after_forward", 1);
+    int stage = fsdp ? 3 : grade_cfg_int(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
     if (!K) {
         MEASURED("accum %g", grade_cfg_num(run, "accum", NAN));
         REASON("the config's accum is not a number of micro-batches");
@@ -671,7 +671,7 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
 static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
     int t = run->world, K = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
-    int sp = (int)grade_cfg_num(run, "sp", 0), L = m->layers, calls = 4 * L * K;
+    int sp = grade_cfg_int(run, "sp", 0), L = m->layers, calls = 4 * L * K;
     if (!K || !B || B % K) {
         MEASURED("batch %d, accum %d", B, K);
         REASON("the config's batch does not split into its micro-batches");
