@@ -137,7 +137,7 @@ static void loader_open(Loader *L, const char *path, int64_t cap) {
                              "and each epoch's order at 8 bytes an item), and host memory has %s available "
                              "(MemAvailable): use the first D items only with --items D%s",
                     (long long)L->D, L->S, L->local_ranks, L->local_ranks == 1 ? "" : "s", format_bytes(h, sizeof h, here),
-                    strategy_names[L->strategy], L->strategy == SLICE ? ": every rank holds them all" : "",
+                    SHARD_STRATEGIES[L->strategy], L->strategy == SLICE ? ": every rank holds them all" : "",
                     format_bytes(have, sizeof have, available),
                     L->strategy == SLICE ? ", or --strategy sampler (a rank holds only the items it trains on)" : "");
     }
