@@ -679,10 +679,21 @@ int main(int argc, char **argv) {
     EXPECT(xml && strstr(xml, "<testsuites") && strstr(xml, "failures=\"0\"") && count_lines(xml) == 11,
            "grade.xml: JUnit, 6 test cases, no failures");
     free(xml), free(out), free(err), json_free(g);
-    rc = grade("again", good, NULL, NULL, NULL);
-    err = captured("again", "err");
-    EXPECT(rc == 0 && !strstr(err, "starting the reference"), "graded again: the reference run is reused, not run twice");
-    free(err);
+    // The reference the grader left in the run directory is the student's to edit: it is run
+    // again, never trusted. A copy with a wrong loss at step 1 and the same wrong loss written
+    // into its ref-single (and grade-args.txt kept) fails as any wrong run does.
+    char forged[700], forged_ref[800];
+    snprintf(forged, sizeof forged, "%s/forged", tmp);
+    snprintf(forged_ref, sizeof forged_ref, "%s/ref-single", forged);
+    copy_dir(good, forged);
+    int shifted = shift_loss(forged, 1, 0.5) && shift_loss(forged_ref, 1, 0.5);
+    rc = grade("forged", forged, NULL, NULL, NULL);
+    g = load_json_file(forged, "grade.json");
+    err = captured("forged", "err");
+    EXPECT(shifted && rc == 1 && g && !strcmp(result_of(g, "loss.reference"), "FAIL") && strstr(err, "starting the reference"),
+           "a run whose ref-single was edited to agree with its wrong loss: the reference is run again, "
+           "loss.reference FAIL (exit %d, %s)", rc, g ? result_of(g, "loss.reference") : "no grade.json");
+    free(err), json_free(g);
 
     // --ref: the good reference passes; one on another seed is another curve.
     char ref[700], other[700];

@@ -275,16 +275,19 @@ static uint64_t file_hash(const char *path) {
     return h;
 }
 
-// Runs c into dir with the lab programs of labs_dir, or reuses what is there when it ran with
-// the same command and is whole. 0 with out loaded, or -1 with the reason in problem.
-static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, const char *labs_dir, GradeRun *out, char *problem,
-                   size_t n) {
+// Runs c into dir with the lab programs of labs_dir. cached: dir is in the grader's own --refs
+// folder, and what is there is reused when it ran with the same command and is whole. A
+// reference inside the run directory is never reused: whoever handed the run in could have
+// written it (and its grade-args.txt) to agree with a wrong run. 0 with out loaded, or -1 with
+// the reason in problem.
+static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, const char *labs_dir, GradeRun *out,
+                   char *problem, size_t n) {
     char log_path[2500], args_path[2500];
     snprintf(log_path, sizeof log_path, "%s.log", dir);
     snprintf(args_path, sizeof args_path, "%s/grade-args.txt", dir);
     StrBuf old;
     sb_init(&old);
-    int same = sb_read_file(&old, args_path, 1 << 16) == 0 && old.data && !strcmp(old.data, c->text.data);
+    int same = cached && sb_read_file(&old, args_path, 1 << 16) == 0 && old.data && !strcmp(old.data, c->text.data);
     sb_free(&old);
     if (same && grade_run_load(out, dir) == 0) return 0;
     grade_run_free(out);
@@ -360,7 +363,7 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
     }
     snprintf(x->ref_label[k], sizeof x->ref_label[k], "%s -n %d --accum %s%s (%.300s, its arguments in grade-args.txt)",
              c.lab, c.world, c.accum, k == REF_CKPT_NONE ? " --policy none" : "", dir);
-    x->ok[k] = ref_run(x, &c, dir, ref_labs, &x->ref[k], x->ref_problem[k], sizeof x->ref_problem[k]) == 0;
+    x->ok[k] = ref_run(x, &c, dir, k == REF_SINGLE && x->refs->cache_dir, ref_labs, &x->ref[k], x->ref_problem[k], sizeof x->ref_problem[k]) == 0;
     ref_cmd_free(&c);
     if (!x->ok[k]) snprintf(why, n, "%s", x->ref_problem[k]);
     return x->ok[k] ? &x->ref[k] : NULL;
@@ -411,7 +414,7 @@ const GradeReplay *ctx_replays(Ctx *x, int *count) {
             snprintf(dir, sizeof dir, "%s/ref-replay-%08lld", run->dir, (long long)r->from);
             RefCmd c;
             if (ref_command(run, REF_SINGLE, resume, r->to, &c) != 0) snprintf(r->problem, sizeof r->problem, "%s", c.refused);
-            else r->ok = ref_run(x, &c, dir, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
+            else r->ok = ref_run(x, &c, dir, 0, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
             ref_cmd_free(&c);
         }
     }
