@@ -48,13 +48,41 @@ LDLIBS  := -lm -pthread
 # dashboard's tests (they drive it in a terminal as a person would).
 DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js
 
-# ---- CUDA: built when nvcc is found (CUDA_HOME, then PATH), unless CUDA=0 ---------------
+# ---- CUDA: built when nvcc and NCCL are found, unless CUDA=0 ------------------------------
 # labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;
-# without nvcc, labs/core/nocuda.c stands in and every lab runs on the CPU. NCCL comes from
-# CUDA_HOME unless NCCL_HOME says where (e.g. a pip wheel's nvidia/nccl).
+# without them, labs/core/nocuda.c stands in and every lab runs on the CPU.
+#   nvcc:  CUDA_HOME/bin (default /usr/local/cuda), else the one on PATH (CUDA_HOME follows it).
+#   NCCL:  NCCL_HOME when given; else the first of CUDA_HOME, the system (NCCL_SYSTEM: /usr,
+#          /usr/local) and PyTorch's nvidia-nccl wheel (asked of PYTHON) that holds
+#          include/nccl.h, with libnccl.so or libnccl.so.2 in lib64, lib or lib/<multiarch>
+#          (NVIDIA's Debian/Ubuntu packages put it in /usr/lib/x86_64-linux-gnu; the wheel ships
+#          only libnccl.so.2, linked by that name).
+# `make cuda-status` prints the one line that says what was found and used.
 CUDA_HOME ?= /usr/local/cuda
-NCCL_HOME ?= $(CUDA_HOME)
+NCCL_SYSTEM ?= /usr /usr/local
+PYTHON ?= python3
 NVCC := $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+# Where CUDA's headers and libraries are: the folder above the nvcc in use.
+CUDA_ROOT := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),$(CUDA_HOME))
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+nccl_libdir = $(firstword $(foreach d,$(1)/lib64 $(1)/lib $(addprefix $(1)/lib/,$(MULTIARCH)),$(if $(wildcard $(d)/libnccl.so $(d)/libnccl.so.2),$(d))))
+nccl_whole = $(if $(wildcard $(1)/include/nccl.h),$(if $(call nccl_libdir,$(1)),$(1)))
+ifeq ($(NCCL_HOME),)
+ifneq ($(CUDA),0)
+ifneq ($(NVCC),)
+NCCL_HOME := $(firstword $(foreach d,$(CUDA_ROOT) $(NCCL_SYSTEM),$(call nccl_whole,$(d))))
+ifeq ($(NCCL_HOME),)
+NCCL_WHEEL := $(shell $(PYTHON) -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+NCCL_HOME := $(if $(NCCL_WHEEL),$(call nccl_whole,$(NCCL_WHEEL)))
+endif
+endif
+endif
+NCCL_FROM :=
+else
+NCCL_FROM := , from NCCL_HOME
+endif
+NCCL_LIBDIR := $(if $(NCCL_HOME),$(call nccl_libdir,$(NCCL_HOME)))
+NCCL_LIB := $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2)
 CU_SRCS := $(wildcard $(LABS_SRC)/core/cuda/*.cu)
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
               -gencode arch=compute_90,code=compute_90
@@ -62,12 +90,16 @@ NVCCFLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-param
 ifeq ($(CUDA),0)
 CUDA_STATUS := CUDA: off (CUDA=0); building the CPU backend
 else ifeq ($(NVCC),)
-CUDA_STATUS := CUDA: no nvcc in $(CUDA_HOME)/bin or PATH (set CUDA_HOME); building the CPU backend
+CUDA_STATUS := CUDA: no nvcc in $(CUDA_HOME)/bin or on PATH (set CUDA_HOME); building the CPU backend
+else ifeq ($(NCCL_HOME),)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no NCCL (nccl.h and libnccl.so) in $(CUDA_ROOT), $(NCCL_SYSTEM) or $(PYTHON)'s nvidia-nccl wheel (set NCCL_HOME, or pip install nvidia-nccl-cu12); building the CPU backend
 else ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
-CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no nccl.h in $(NCCL_HOME)/include (set NCCL_HOME); building the CPU backend
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no nccl.h in NCCL_HOME=$(NCCL_HOME)/include; building the CPU backend
+else ifeq ($(NCCL_LIBDIR),)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no libnccl.so in NCCL_HOME=$(NCCL_HOME)/lib64, lib or lib/$(MULTIARCH); building the CPU backend
 else
 CUDA_BUILD := 1
-CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL in $(NCCL_HOME); building the CUDA backend (the labs pick cuda when a GPU is usable)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL at $(NCCL_HOME)/include/nccl.h and $(NCCL_LIBDIR)/$(if $(filter -lnccl,$(NCCL_LIB)),libnccl.so,libnccl.so.2)$(NCCL_FROM); building the CUDA backend (the labs pick cuda when a GPU is usable)
 endif
 
 # ---- sources --------------------------------------------------------------------------
@@ -77,8 +109,8 @@ CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/
 CORE_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o
 ifeq ($(CUDA_BUILD),1)
 CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o)
-CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib))
-LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) -lnccl -lcublas -lcudart -lstdc++
+CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib) $(NCCL_LIBDIR))
+LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublas -lcudart -lstdc++
 else
 CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
 LDLIBS_CUDA :=

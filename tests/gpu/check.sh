@@ -8,9 +8,9 @@
 # passed), SHARDLAB_TIMEOUT_S=60 (the ranks' wait deadline), CUDA_HOME, NCCL_HOME.
 #
 # What it does, printing every command it runs:
-#   1. finds a GPU (nvidia-smi -L; none: "SKIP: ..." and exit 0), finds NCCL (under CUDA_HOME,
-#      the system's include and lib dirs, else python3's nvidia.nccl wheel, passed to make as
-#      NCCL_HOME), builds with `make all`, and checks that `single --device cuda` starts;
+#   1. finds a GPU (nvidia-smi -L; none: "SKIP: ..." and exit 0), builds with `make all` (the
+#      Makefile finds CUDA and NCCL: `make cuda-status`), and checks that `single --device cuda`
+#      starts;
 #   2. runs tests/gpu/test_cuda_ops (every CUDA kernel against the CPU's, op by op), then
 #      trains each lab on the CPU and on CUDA, on the same seed, config and global batch, and
 #      compares them (tests/gpu/compare.py):
@@ -140,52 +140,11 @@ if [ "$gpus" -eq 0 ]; then
 fi
 command -v python3 >/dev/null 2>&1 || { echo "gpu-check: python3 is needed to read the runs"; exit 1; }
 
-# NCCL: the build wants nccl.h and libnccl.so. Where neither CUDA_HOME nor the system has them,
-# a pip-installed PyTorch usually brings them in its nvidia-nccl wheel.
-cuda_home=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -x "$cuda_home/bin/nvcc" ] && command -v nvcc >/dev/null 2>&1; then
-    cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
-fi
-nccl_home=${NCCL_HOME:-}
-if [ -z "$nccl_home" ]; then
-    header="" lib=""
-    for f in "$cuda_home/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h; do
-        [ -f "$f" ] && header=$f && break
-    done
-    for f in "$cuda_home/lib64/libnccl.so" "$cuda_home/lib/libnccl.so" /usr/lib/*/libnccl.so /usr/lib/libnccl.so \
-        /usr/local/lib/libnccl.so; do
-        [ -e "$f" ] && lib=$f && break
-    done
-    if [ -n "$header" ] && [ -n "$lib" ]; then
-        echo "# NCCL: $header, $lib"
-    else
-        wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
-        if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
-            nccl_home=$wheel
-            # The wheel ships libnccl.so.2 but no libnccl.so for -lnccl to find: link through a
-            # folder of symbolic links in build/, which outlives this script (the binaries'
-            # rpath points there).
-            if [ ! -e "$wheel/lib/libnccl.so" ] && [ -e "$wheel/lib/libnccl.so.2" ]; then
-                case $BUILD in /*) nccl_home=$BUILD/nccl-home ;; *) nccl_home=$root/$BUILD/nccl-home ;; esac
-                mkdir -p "$nccl_home/lib"
-                ln -sfn "$wheel/include" "$nccl_home/include"
-                ln -sf "$wheel/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so.2"
-                ln -sf "$wheel/lib/libnccl.so.2" "$nccl_home/lib/libnccl.so"
-            fi
-            echo "# NCCL: not under $cuda_home nor in the system; using python3's nvidia.nccl: NCCL_HOME=$nccl_home"
-        else
-            echo "# NCCL: not found under $cuda_home, in the system, nor as python3's nvidia.nccl; the build will say what it lacks"
-        fi
-    fi
-else
-    echo "# NCCL: NCCL_HOME=$nccl_home (from the environment)"
-fi
-
-if [ -n "$nccl_home" ]; then
-    run 1800 "$tmp/make.log" make -j"$(nproc)" all BUILD="$BUILD" NCCL_HOME="$nccl_home"
-else
-    run 1800 "$tmp/make.log" make -j"$(nproc)" all BUILD="$BUILD"
-fi || { echo "gpu-check: the build failed (log: $tmp/make.log)"; exit 1; }
+# CUDA and NCCL: the Makefile finds them (nvcc in CUDA_HOME or on PATH; NCCL in NCCL_HOME when
+# set, else CUDA_HOME, the system's include and multiarch library folders, or python3's
+# nvidia-nccl wheel) and says on its CUDA: line what it found and uses.
+run 1800 "$tmp/make.log" make -j"$(nproc)" all BUILD="$BUILD" ||
+    { echo "gpu-check: the build failed (log: $tmp/make.log)"; exit 1; }
 grep '^CUDA:' "$tmp/make.log" | sed 's/^/  /'
 if ! grep -q '^CUDA:.*building the CUDA backend' "$tmp/make.log"; then
     echo "gpu-check: FAIL: this machine has $gpus GPU(s) but the build has no CUDA backend (see the CUDA: line above)"
@@ -221,7 +180,7 @@ train() {
 
 echo
 echo "## the CUDA kernels against the CPU's, op by op (tests/gpu/test_cuda_ops.c)"
-if run 900 "$tmp/ops-build.out" make "$BUILD/gpu/test_cuda_ops" BUILD="$BUILD" ${nccl_home:+NCCL_HOME="$nccl_home"} &&
+if run 900 "$tmp/ops-build.out" make "$BUILD/gpu/test_cuda_ops" BUILD="$BUILD" &&
     run 600 "$tmp/ops.out" "$BUILD/gpu/test_cuda_ops" && ! grep -q '^not ok' "$tmp/ops.out"; then
     echo "  $(grep -c '^ok' "$tmp/ops.out") kernel checks passed"
 else
