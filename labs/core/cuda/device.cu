@@ -43,9 +43,18 @@ int cuda_device_count(char *why, size_t nwhy) {
         int driver = 0;
         int none = err == cudaErrorNoDevice ||
                    (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0);
-        if (why && nwhy)
-            snprintf(why, nwhy, "%s (cudaGetDeviceCount: %s)",
-                     none ? "no NVIDIA GPU or driver found" : "the CUDA driver cannot be used", cudaGetErrorString(err));
+        // Said in our words: cudart calls a machine with no driver "CUDA driver version is
+        // insufficient for CUDA runtime version", which sends a laptop's owner to update a
+        // driver they do not have.
+        int runtime = 0;
+        cudaRuntimeGetVersion(&runtime);
+        if (why && nwhy) {
+            if (none) snprintf(why, nwhy, "no NVIDIA GPU or driver on this machine");
+            else if (err == cudaErrorInsufficientDriver)
+                snprintf(why, nwhy, "the NVIDIA driver supports CUDA %d.%d, older than this build's CUDA %d.%d: update the driver",
+                         driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+            else snprintf(why, nwhy, "the CUDA driver cannot be used (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
+        }
         (void)cudaGetLastError();  // leave no error behind for the next call to report
         return 0;
     }
