@@ -41,7 +41,7 @@ endif
 # -ffp-contract=fast lets the compiler fuse a*b+c into one FMA instruction: faster, and still
 # the same bits on every run of the same binary.
 CFLAGS  ?= -O3 $(ARCH) -ffp-contract=fast
-SANFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANFLAGS := -O1 -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS  := -lm -pthread
 
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the

@@ -150,6 +150,12 @@ static inline double num(const JsonValue *v, const char *key) {
     const JsonValue *x = json_get(v, key);
     return x && x->type == JSON_NUMBER ? x->number : NAN;
 }
+// The same as a whole number: -1 when it is missing or no int (a NaN cast to int is
+// undefined, and the sanitized tests stop on it).
+static inline int numi(const JsonValue *v, const char *key) {
+    double x = num(v, key);
+    return x >= -2147483648.0 && x <= 2147483647.0 ? (int)x : -1;
+}
 
 // The step events' losses and hashes, in order.
 static inline int step_events(const Events *ev, const JsonValue **out, int max) {

@@ -140,7 +140,7 @@ static void read_ckpt(const char *dir, int rank, const Policy *p, CkptLog *r) {
         if (strcmp(k, "step") == 0 && steps < MAX_STEPS) {
             r->acts[steps] = num(json_get(e, "mem"), "acts");
             r->peak_acts[steps] = num(json_get(e, "peak_by"), "acts");
-            r->recomputed_field[steps] = (int)num(e, "recomputed_blocks");
+            r->recomputed_field[steps] = numi(e, "recomputed_blocks");
             const JsonValue *pol = json_get(e, "policy");
             r->policy_field_ok &= pol && pol->type == JSON_STRING && strcmp(pol->string, p->name) == 0;
             steps++;
@@ -150,7 +150,7 @@ static void read_ckpt(const char *dir, int rank, const Policy *p, CkptLog *r) {
         } else if (strcmp(k, "span") == 0) {
             const char *name = json_get(e, "name")->string;
             if (strcmp(name, "fwd") && strcmp(name, "bwd") && strcmp(name, "recompute")) continue;
-            int s = (int)num(e, "step"), mb = (int)num(e, "mb"), layer = (int)num(e, "layer");
+            int s = numi(e, "step"), mb = numi(e, "mb"), layer = numi(e, "layer");
             int at = s >= 1 && s <= MAX_STEPS && mb >= 0 && mb < ACCUM ? seen[s][mb]++ : nwant;
             if (r->spans_ok && (at >= nwant || strcmp(name, want_name[at]) || layer != want_layer[at])) {
                 r->spans_ok = 0;

@@ -59,7 +59,7 @@ static void read_rank(const char *dir, int rank, RankLog *r) {
     for (int i = 0; i < ev.n; i++) {
         const JsonValue *e = ev.lines[i];
         const char *k = kind(e);
-        int step = (int)num(e, "step");
+        int step = numi(e, "step");
         if (strcmp(k, "step") == 0 && r->n < MAX_STEPS) {
             r->loss[r->n] = num(e, "loss");
             snprintf(r->hash[r->n], 17, "%s", json_get(e, "param_hash")->string);

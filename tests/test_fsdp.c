@@ -207,7 +207,7 @@ static Order gather_order(const char *dir) {
     for (int i = 0; i < ev.n; i++) {
         const JsonValue *e = ev.lines[i];
         if (strcmp(kind(e), "span") != 0) continue;
-        int s = (int)num(e, "step") - 1, u = (int)num(e, "layer");
+        int s = numi(e, "step") - 1, u = numi(e, "layer");
         if (s < 0 || s >= MAX_STEPS || u < 0 || u >= MAX_UNITS) continue;
         if (u + 1 > o.units) o.units = u + 1;
         const char *name = json_get(e, "name")->string;

@@ -84,7 +84,7 @@ static void read_pipe(const char *dir, int n, int dp, PipeRun *pr) {
     JsonValue *meta = load_json_file(dir, "meta.json");
     const JsonValue *cfg = meta ? json_get(meta, "config") : NULL;
     if (cfg) {
-        pr->m = (int)num(cfg, "micro"), pr->v = (int)num(cfg, "chunks");
+        pr->m = numi(cfg, "micro"), pr->v = numi(cfg, "chunks");
         const JsonValue *cl = json_get(cfg, "chunk_layers");
         pr->K = cl ? (int)cl->count : 0;
         for (int k = 0; k < pr->K && k < 64; k++) {
@@ -103,7 +103,7 @@ static void read_pipe(const char *dir, int n, int dp, PipeRun *pr) {
                 const char *name = json_get(e, "name")->string;
                 int bwd = strcmp(name, "bwd") == 0;
                 if ((bwd || strcmp(name, "fwd") == 0) && pr->nops[s] < 512)
-                    pr->ops[s][pr->nops[s]++] = (Op){bwd, (int)num(e, "mb"), (int)num(e, "chunk")};
+                    pr->ops[s][pr->nops[s]++] = (Op){bwd, numi(e, "mb"), numi(e, "chunk")};
             } else if (strcmp(k, "step") == 0 && num(e, "step") == 1) {
                 pr->peak_acts[s] = num(json_get(e, "peak_by"), "acts");
                 pr->workspace[s] = num(e, "workspace");

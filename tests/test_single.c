@@ -39,7 +39,7 @@ static double worst_jump(const JsonValue **steps, int n, int warmup, int *at) {
     double worst = -INFINITY;
     *at = 0;
     for (int i = 1; i < n; i++) {
-        int step = (int)num(steps[i], "step");
+        int step = numi(steps[i], "step");
         if (step <= warmup) continue;
         double low = INFINITY;
         for (int j = i - 1; j >= 0 && j >= i - 50; j--) low = fmin(low, num(steps[j], "loss"));
@@ -61,13 +61,13 @@ static double schedule_lr(const JsonValue *cfg, int step) {
 // 1000 steps of a shape with no spike, and every step's logged rate the schedule's.
 static void check_recipe(const char *name, const JsonValue **steps, int n, const JsonValue *cfg) {
     int at;
-    double jump = worst_jump(steps, n, (int)num(cfg, "warmup"), &at);
+    double jump = worst_jump(steps, n, numi(cfg, "warmup"), &at);
     // What the recipe promises: no spike at any step after the warmup.
     EXPECT(jump <= 0.3, "%s: no loss spike: the worst step after the warmup is %.3f nats above the lowest of the "
            "50 before it (step %d; a spike is more than 0.3)", name, jump, at);
     int bad = 0, first_bad = 0;
     for (int i = 0; i < n; i++) {
-        int step = (int)num(steps[i], "step");
+        int step = numi(steps[i], "step");
         double want = schedule_lr(cfg, step), got = num(steps[i], "lr");
         if (!(fabs(got - want) <= 1e-8 * want)) bad++, first_bad = first_bad ? first_bad : step;
     }

@@ -153,7 +153,7 @@ static const char *str(const JsonValue *e, const char *key) {
 // The bytes a collective span of config c should have sent from world rank k, or -1 if it is
 // not one whose bytes are checked.
 static double expected_span_bytes(const Config *c, int k, const JsonValue *e) {
-    int t = tp_of(c), r = k % t, d = k / t, layer = (int)num(e, "layer");
+    int t = tp_of(c), r = k % t, d = k / t, layer = numi(e, "layer");
     const char *name = str(e, "name"), *op = str(e, "op"), *at = str(e, "at");
     double BT = rows_of(c);
     if (strcmp(op, "f") == 0 || strcmp(op, "g") == 0) return ring_bytes(name, BT * C, t, r);
@@ -178,13 +178,13 @@ static void read_tp(const char *dir, int k, const Config *c, TpRank *x) {
             snprintf(x->shard[s], 17, "%s", str(e, "shard_hash"));
             if (json_get(e, "model_hash")) snprintf(x->model_hash, 17, "%s", str(e, "model_hash"));
             const JsonValue *tc = json_get(e, "tp_collectives");
-            x->coll[s][0] = (int)num(tc, "all_reduce"), x->coll[s][1] = (int)num(tc, "reduce_scatter");
-            x->coll[s][2] = (int)num(tc, "all_gather");
+            x->coll[s][0] = numi(tc, "all_reduce"), x->coll[s][1] = numi(tc, "reduce_scatter");
+            x->coll[s][2] = numi(tc, "all_gather");
             s++;
             continue;
         }
         if (strcmp(kind(e), "span") != 0 || !json_get(e, "group")) continue;
-        int step = (int)num(e, "step") - 1, mb = (int)num(e, "mb"), layer = (int)num(e, "layer");
+        int step = numi(e, "step") - 1, mb = numi(e, "mb"), layer = numi(e, "layer");
         int kd = kind_of(str(e, "name")), bwd = strcmp(str(e, "pass"), "bwd") == 0;
         const char *op = str(e, "op");
         if (step < 0 || step >= MAX_STEPS) continue;

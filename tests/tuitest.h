@@ -69,7 +69,7 @@ static inline int read_steps(const char *dir, int r, StepRec *out, int max) {
         JsonValue *v = json_parse(line, (size_t)(nl - line), err, sizeof err);
         const JsonValue *h = v ? json_get(v, "param_hash") : NULL;
         if (v && n < max && h && h->type == JSON_STRING) {
-            out[n].step = (long)num(v, "step");
+            out[n].step = numi(v, "step");
             out[n].loss = num(v, "loss");
             snprintf(out[n].hash, sizeof out[n].hash, "%s", h->string);
             n++;
