@@ -70,18 +70,26 @@ static double now_s(void) {
 
 static int process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
-// When process pid started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or 0.
-static uint64_t process_start(int pid) {
-    char path[64], text[1024];
+// /proc/<pid>/stat read into text, from its third field on (the state letter): the name
+// before it, in parentheses, may hold anything, spaces and parentheses included. NULL if unknown.
+static const char *proc_stat_fields(int pid, char *text, size_t n) {
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    if (!f) return NULL;
+    size_t got = fread(text, 1, n - 1, f);
     fclose(f);
-    text[n] = 0;
-    char *p = strrchr(text, ')');  // the name in parentheses may hold anything
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    text[got] = 0;
+    char *paren = strrchr(text, ')');
+    return paren && paren[1] == ' ' ? paren + 2 : NULL;
+}
+
+// When process pid started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or 0.
+static uint64_t process_start(int pid) {
+    char text[1024];
+    const char *p = proc_stat_fields(pid, text, sizeof text);
+    for (int field = 3; p && field < 22; field++) p = strchr(p, ' '), p = p ? p + 1 : NULL;
+    return p ? strtoull(p, NULL, 10) : 0;
 }
 
 // The process that created the segment still runs: same pid, and it started when the
@@ -323,15 +331,9 @@ static void describe(const Shm *s, char *buf, size_t n) {
 
 // A process's state letter from /proc/<pid>/stat ('T': stopped), or 0 if unknown.
 static char process_state(int pid) {
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *paren = strrchr(text, ')');  // the name in parentheses may hold anything
-    return paren && paren[1] == ' ' ? paren[2] : 0;
+    char text[1024];
+    const char *p = proc_stat_fields(pid, text, sizeof text);
+    return p ? p[0] : 0;
 }
 
 static void note_waiting(Shm *s, int peer) {
