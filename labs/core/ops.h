@@ -2,7 +2,8 @@
 //
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
-//          attention_backward(), gelu_forward(), gelu_backward(), residual_add(),
+//          attention_backward(), flash_attention_forward(), flash_attention_backward(),
+//          FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
 //          ops_cpu.
@@ -56,6 +57,17 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 // dqkv overwritten; scratch holds 2*T floats.
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B,
                         int T, int C, int NH, float *scratch);
+
+// The same attention by FlashAttention's algorithm: tile by tile with an online softmax, so
+// the [T,T] matrix never exists. It saves lse [B,NH,T] instead of att: each row's log-sum-exp
+// of its scaled scores, lse[t] = m + log(sum_u exp(s[t,u] - m)) (natural log, m the row's
+// max), from which the backward pass recomputes a[t,u] = exp(s[t,u] - lse[t]). Equal to
+// attention_forward() up to fp32 rounding.
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+// dqkv overwritten. out and lse are what the forward pass wrote (D[t] = do_t . o_t replaces
+// the softmax backward's sum over the row). scratch: FLASH_SCRATCH_FLOATS(T, C / NH) floats.
+void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                              const float *lse, int B, int T, int C, int NH, float *scratch);
 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float *out, const float *inp, int n);
@@ -118,6 +130,9 @@ typedef struct {
     void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
                                int C, int NH, float *scratch);
+    void (*flash_attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+    void (*flash_attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int B, int T, int C, int NH, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, int n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, int n);
     void (*residual_add)(float *out, const float *a, const float *b, int n);
