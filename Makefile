@@ -192,7 +192,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -234,6 +234,7 @@ help:
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make grade-sweep      the README's lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
+	@echo "  make bench-gpu        on a GPU: a step of shardlab vs PyTorch (eager, sdpa, torch.compile), fp32/TF32/bf16: ms, peak, ratios [SHAPES=\"default gpt2\"]"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
 
@@ -457,6 +458,12 @@ grade-sweep: all
 # the CPU, the kernels against the CPU's, a step against PyTorch. Without a GPU it says so.
 gpu-check:
 	BUILD=$(BUILD) sh tests/gpu/check.sh
+
+# shardlab and PyTorch on one GPU (tests/gpu/bench.sh, which builds build/labs/single first):
+# ms per step and peak memory at the labs' default and GPT-2 small's shapes, fp32, TF32 and
+# bf16, with the ratios. Without a GPU it says so and exits 0. SHAPES=, ROWS=, PRECISIONS=.
+bench-gpu:
+	BUILD=$(BUILD) sh tests/gpu/bench.sh
 
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
