@@ -178,6 +178,22 @@ static void check_libraries(void) {
     out = run_cmd(cmd, &st);
     EXPECT(st == 0 && strstr(out, "single finished on 1 rank(s)"), "the bare shardlab runs a lab (exit %d): %.1500s", st, out);
     free(out);
+    // The launcher's fault handling is the same program's: a rank's bad option is passed on as
+    // one line, exit 2; a rank that fails is named with its error, exit 1.
+    snprintf(cmd, sizeof cmd, "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --heads 3", tmp, tmp,
+             build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 2 && strstr(out, "shardlab run: ") && strstr(out, "--heads"), "a rank's bad option: one line, exit 2 (exit %d): %s",
+           st, out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --steps 60 --lr 10 --weight-decay 10 "
+             "--warmup 0 --lr-schedule constant",
+             tmp, tmp, build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 1 && strstr(out, "shardlab: rank 0 ") && strstr(out, "single stopped"),
+           "a rank that fails: named, exit 1 (exit %d): %.1500s", st, out);
+    free(out);
     const char *left_out[] = {"tui", "lexicon zero-stage-3", "web --port 0"};
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "cd '%s' && '%s/shardlab' %s", tmp, build, left_out[i]);
