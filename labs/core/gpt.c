@@ -149,10 +149,6 @@ size_t gpt_block_acts_per_token(const GptConfig *c) {
     return 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
 }
 
-const char *gpt_acts_formula(const GptConfig *c) {
-    return c->attn == GPT_ATTN_FLASH ? "4 B T (2C+2+V+L(16C+4+NH))" : "4 B T (2C+2+V+L(16C+4+NH T))";
-}
-
 size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last) {
     int blocks = (last < c->layers ? last : c->layers) - (first > 1 ? first : 1) + 1;
     size_t per_token = (size_t)c->dim                                       // x0, or the input
@@ -227,9 +223,7 @@ void gpt_acts_free(GptActs *a, Mem *mem) {
     memset(a, 0, sizeof *a);
 }
 
-// The attention backward's scratch, for heads of hs floats: 2T (naive), or the flash
-// kernel's D and tiles.
-static size_t gpt_attn_scratch_floats(const GptConfig *c, int hs) {
+size_t gpt_attn_scratch_floats(const GptConfig *c, int hs) {
     return c->attn == GPT_ATTN_FLASH ? FLASH_SCRATCH_FLOATS(c->seq, hs) : 2 * (size_t)c->seq;
 }
 

@@ -5,7 +5,7 @@
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
 //          gpt_acts_floats(), gpt_block_acts_per_token(), gpt_attn_saved_floats(),
-//          gpt_acts_formula(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
+//          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
 //          gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
@@ -135,10 +135,6 @@ size_t gpt_block_acts_per_token(const GptConfig *c);
 // What the attention of `heads` heads saves for B sequences: att, B*heads*T*T floats
 // (naive), or lse, B*heads*T (flash). Tensor parallelism passes its NH/t heads.
 size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads);
-// The single-rank activation memory as the labs' tables print it,
-// "4 B T (2C+2+V+L(16C+4+NH T))" (naive) or "4 B T (2C+2+V+L(16C+4+NH))" (flash); its value
-// in bytes is 4 gpt_acts_floats(c, B).
-const char *gpt_acts_formula(const GptConfig *c);
 void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem);
 void gpt_acts_free(GptActs *a, Mem *mem);
 // A pipeline stage's activations: layers first..last only (the other blocks' pointers stay
@@ -152,6 +148,9 @@ size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);
 // Transient workspace a forward or backward pass needs (floats), allocated per pass.
+// gpt_attn_scratch_floats() is the attention backward's part of it, for heads of hs floats:
+// 2T (naive), FLASH_SCRATCH_FLOATS(T, hs) (flash).
+size_t gpt_attn_scratch_floats(const GptConfig *c, int hs);
 size_t gpt_scratch_floats(const GptConfig *c, int B);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------
