@@ -1,8 +1,9 @@
 // ckpt.c — activation checkpointing: keep the block boundaries, recompute the insides.
 //
 // The backward pass of a block reads what its forward pass saved: LayerNorm outputs and
-// statistics, q k v, the attention probabilities, the MLP's hidden layer (16C + 4 + NH T
-// floats per token, against C for the block's output). Activation checkpointing keeps only
+// statistics, q k v, the attention probabilities (or, with --attn flash, their rows'
+// log-sum-exps), the MLP's hidden layer (16C + 4 + NH T floats per token, 16C + 4 + NH with
+// flash, against C for the block's output). Activation checkpointing keeps only
 // a block's OUTPUT, the boundary that the next block reads, and lets the block's insides go
 // to a shared workspace; in the backward pass the block is first run forward again from its
 // kept input (RECOMPUTATION), then its backward runs as usual. Memory for compute: about one
@@ -34,8 +35,8 @@
 // reads its own output (read gpt_block_backward), only the next layer does: a checkpointed
 // block keeps exactly C floats per token and nothing it does not need.
 //
-// What it is graded against (tests/test_ckpt.c). b = 16C + 4 + NH T, the floats per token a
-// block saves; the activations saved for a micro-batch of B sequences, in bytes:
+// What it is graded against (tests/test_ckpt.c). b = 16C + 4 + NH T (--attn naive) or
+// 16C + 4 + NH (--attn flash), the floats per token a block saves; the activations saved for a micro-batch of B sequences, in bytes:
 //     none    4 B T (2C + 2 + V + L b)
 //     K       4 B T (2C + 2 + V + (L-c) b + c C + b - C)       c = floor(L/K), 1 <= K <= L
 //     every   4 B T (2C + 2 + V + L C + b - C)
@@ -166,9 +167,9 @@ static void compare_policies(Work *w, const CkptPolicy *policies, int np, int re
     w->pass.log = NULL;
     if (log->rank == 0)
         runlog_printf(log, "every policy on rank 0: step 1's %d sequences in micro-batches of %d, the same weights, "
-                           "median of %d forward+backward passes;\n  b = 16C+4+NH T, s = ceil(sqrt L), n = ceil(L/s), "
+                           "median of %d forward+backward passes;\n  b = %s, s = ceil(sqrt L), n = ceil(L/s), "
                            "c = floor(L/K); W = %s of pass workspace, the same for every policy\n"
-                           "  %-6s %-11s %-27s %11s %11s %14s %9s %7s %9s\n", w->count, micro, reps,
+                           "  %-6s %-11s %-27s %11s %11s %14s %9s %7s %9s\n", w->count, micro, reps, ckpt_block_formula(c),
                       format_bytes(t, sizeof t, W), "policy", "recomputed", "saved acts formula", "bytes", "+ W",
                       "measured peak", "ms", "x none", "1+r/(3L)");
     for (int i = 0; i < np; i++) {

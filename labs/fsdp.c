@@ -311,11 +311,13 @@ int main(int argc, char **argv) {
     char fp[32], fo[48];
     snprintf(fp, sizeof fp, "%g Psi'/N", e);
     snprintf(fo, sizeof fo, "%g Psi'/N (%s)", k, mixed ? "master, m, v" : "AdamW m, v");
+    const char *acts_formula;
+    double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
     MemRow rows[] = {
         {.cat = MEM_PARAMS, .formula = fp, .expect = e * pp / N},
         {.cat = MEM_GRADS, .formula = fp, .expect = e * pp / N},
         {.cat = MEM_OPTIM, .formula = fo, .expect = k * pp / N},
-        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
+        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
         {.cat = MEM_COMM, .formula = "0 (transient buffers only)", .expect = 0},
     };
     DdpMemory ddp = train_ddp_memory(&cfg, a.batch, N, a.accum, (int)f.e, (int)k, 1);

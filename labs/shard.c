@@ -416,11 +416,13 @@ int main(int argc, char **argv) {
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
     runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
     double psi = (double)gpt_num_params(&cfg);
+    const char *acts_formula;
+    double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
     MemRow rows[] = {
         {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
         {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
         {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
+        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
         {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
     };
     train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);

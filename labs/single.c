@@ -14,10 +14,13 @@
 //     grads   4 Psi bytes
 //     optim   8 Psi bytes           AdamW keeps two fp32 moments per parameter
 //     acts    4 B T (2C + 2 + V + L (16C + 4 + NH T)) bytes for a micro-batch of B
-//             sequences: what each layer saves for the backward pass (core/gpt.h)
+//             sequences with --attn naive: what each layer saves for the backward pass
+//             (core/gpt.h); 4 B T (2C + 2 + V + L (16C + 4 + NH)) with --attn flash, which
+//             keeps one log-sum-exp per head and token instead of NH T probabilities
 // The first three add up to 16 Psi: before a single activation, training needs four times
-// the memory of the weights. Activations grow with batch and sequence length, and the
-// attention probabilities grow with T^2 — the reasons for ZeRO, FSDP and checkpointing.
+// the memory of the weights. Activations grow with batch and sequence length, and naive
+// attention's probabilities grow with T^2 — the reasons for flash attention, ZeRO, FSDP and
+// checkpointing.
 //
 // And: the loss falls from ln(256) = 5.55 towards the corpus' loss floor; a run with
 // --accum K gives the same training as --accum 1 (up to fp32 rounding), because the
@@ -95,11 +98,13 @@ int main(int argc, char **argv) {
     runlog_start(&log, &dev, "none", gpt_num_params(&cfg), config.data, floor);
     // What it is graded against: see the top of this file.
     double psi = (double)gpt_num_params(&cfg);
+    const char *acts_formula;
+    double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
     MemRow rows[] = {
         {.cat = MEM_PARAMS, .formula = "4 Psi", .expect = 4 * psi},
         {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
         {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(&cfg, micro)},
+        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
     };
     train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 4);
 

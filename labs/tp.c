@@ -57,8 +57,8 @@
 // (L (12 C^2 + 7 C), + V C with --vocab-parallel), K micro-batches of B' = B/(D K)
 // sequences, BT = B' T:
 //   params 4 (Psi_rep + Psi_split / t), grads the same, optim 8 (Psi_rep + Psi_split / t)
-//   acts   4 BT (2C + 2 + V + L (4C + 4 + (12C + NH T)/t)); see report_memory() for the
-//          --sp and --vocab-parallel forms
+//   acts   4 BT (2C + 2 + V + L (4C + 4 + (12C + NH T)/t)), NH for NH T with --attn flash;
+//          see report_memory() for the --sp and --vocab-parallel forms
 //   per block per micro-batch: 2 all-reduces forward and 2 backward (t > 1: 2 (t-1)/t x
 //          4 BT C bytes each, ring); --sp: 2 all-gathers + 2 reduce-scatters each way,
 //          (t-1)/t x 4 BT C bytes each, plus one all-reduce per layer of the replicated
@@ -264,10 +264,16 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
     // heads' and hidden units' share 1/t; the head on H rows (BT with --vocab-parallel) of
     // V' logits (V/t with --vocab-parallel).
     double BT = (double)micro * T, R = sp ? BT / t : BT, H = vp ? BT : R, Vh = vp ? V / t : V;
-    double acts = 4 * (R * C + L * (2 * BT * C + 4 * R + BT * (12 * C + NH * T) / t + 2 * R * C) + H * C + 2 * R + H * Vh);
-    const char *per_token = !sp ? (vp ? "2C + 2 + V/t + L (4C + 4 + (12C + NH T)/t)" : "2C + 2 + V + L (4C + 4 + (12C + NH T)/t)")
-                                : (vp ? "C + (C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)"
-                                      : "(2C + 2 + V)/t + L (2C + (14C + 4 + NH T)/t)");
+    // The attention's share: NH/t heads' probabilities over T keys (naive), or one
+    // log-sum-exp per head (flash).
+    int flash = c->attn == GPT_ATTN_FLASH;
+    double att = flash ? NH : NH * T;
+    const char *att_text = flash ? "NH" : "NH T";
+    double acts = 4 * (R * C + L * (2 * BT * C + 4 * R + BT * (12 * C + att) / t + 2 * R * C) + H * C + 2 * R + H * Vh);
+    char per_token[96];
+    if (!sp) snprintf(per_token, sizeof per_token, "%s + L (4C + 4 + (12C + %s)/t)", vp ? "2C + 2 + V/t" : "2C + 2 + V", att_text);
+    else snprintf(per_token, sizeof per_token, "%s + L (2C + (14C + 4 + %s)/t)", vp ? "C + (C + 2 + V)/t" : "(2C + 2 + V)/t",
+                  att_text);
     MemRow rows[] = {
         {.cat = MEM_PARAMS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},
         {.cat = MEM_GRADS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},

@@ -295,11 +295,13 @@ static void report_memory(RunLog *log, const Zero *z, const Mem *mem, const Mem 
     if (offload) snprintf(fo, sizeof fo, "0 (offloaded to the host)");
     else snprintf(fo, sizeof fo, st == 0 ? "%g Psi' (%s)" : "%g Psi'/N (%s)", k, mixed ? "master, m, v" : "AdamW m, v");
     snprintf(fh, sizeof fh, "12 Psi'/N (master, m, v)");
+    const char *acts_formula;
+    double acts_expect = train_acts_formula(cfg, micro, &acts_formula);
     MemRow rows[6] = {
         {.cat = MEM_PARAMS, .formula = fp, .expect = e * (st == 3 ? pp / N : pp)},
         {.cat = MEM_GRADS, .formula = fg, .expect = e * (st >= 2 ? pp / N : pp)},
         {.cat = MEM_OPTIM, .formula = fo, .expect = offload ? 0 : k * (st == 0 ? pp : pp / N)},
-        {.cat = MEM_ACTS, .formula = "4 B T (2C+2+V+L(16C+4+NH T))", .expect = train_acts_formula(cfg, micro)},
+        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
         {.cat = MEM_COMM, .formula = "0 (transient buffers only)", .expect = 0},
         {.cat = MEM_OPTIM, .formula = fh, .expect = 12 * pp / N, .host = 1},
     };

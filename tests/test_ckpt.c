@@ -45,7 +45,11 @@ static const int STEPS = 6;
 #include "shardtest.h"
 
 // The model of every run here, as command-line options and as numbers.
-#define MODEL "--layers", "6", "--dim", "32", "--heads", "4", "--seq", "16", "--batch", "8", "--accum", "2"
+// The attention these runs use (--attn): flash, the default, for the whole suite; naive once
+// more at the end (check_naive), for policy none and sqrt, against single with naive.
+static const char *attn = "flash";
+#define MODEL "--layers", "6", "--dim", "32", "--heads", "4", "--seq", "16", "--batch", "8", "--accum", "2", \
+              "--attn", (char *)attn
 enum { L = 6, C = 32, NH = 4, T = 16, V = 256, BATCH = 8, ACCUM = 2 };
 
 // ---------------------------------------------------------------------------------------
@@ -79,7 +83,8 @@ static int recomputed(const Policy *p) {
 
 // Saved activations, bytes, for micro-batches of B sequences (the lab's top comment).
 static double acts_bytes(const Policy *p, int B) {
-    double b = 16.0 * C + 4 + (double)NH * T, per_token = 2.0 * C + 2 + V;
+    // b: a block's floats per token, NH T attention probabilities (naive) or NH log-sum-exps (flash)
+    double b = 16.0 * C + 4 + (strcmp(attn, "flash") ? (double)NH * T : NH), per_token = 2.0 * C + 2 + V;
     if (strcmp(p->name, "none") == 0) per_token += L * b;
     else if (strcmp(p->name, "sqrt") == 0) {
         double s = ceil(sqrt(L)), n = ceil(L / s);
@@ -96,7 +101,10 @@ static double acts_bytes(const Policy *p, int B) {
 // gradient B T C.
 static double workspace_bytes(int B) {
     double BT = (double)B * T, fwd = fmax(4.0 * C * C, (double)V * C);
-    double scratch = fmax(fmax(fwd, 10 * BT * C + 2 * T), BT * V + BT * C);
+    // the attention backward's scratch: 2T (naive), or flash's D [T], P and dS tiles and the
+    // key tile's dK and dV (ops.h, FLASH_SCRATCH_FLOATS with 32-row tiles and hs = C/NH)
+    double att = strcmp(attn, "flash") ? 2.0 * T : T + 2.0 * 32 * 32 + 2.0 * 32 * (C / NH);
+    double scratch = fmax(fmax(fwd, 10 * BT * C + att), BT * V + BT * C);
     return 4.0 * (scratch + BT * C);
 }
 
@@ -287,6 +295,21 @@ static void check_single(void) {
            "N=2 --policy none: loss within 1e-6 of single on the same global batch (worst %.3g at step %d)", worst, at);
 }
 
+// Naive attention: the same lab, the same formulas with b = 16C+4+NH T. Policy none at N=1
+// is single's training bit for bit, sqrt is none's, and both hold their formula to the byte.
+static void check_naive(void) {
+    attn = "naive";
+    char *ref_args[] = {MODEL, NULL};
+    run_lab(&ref, single, "single-naive", 1, ref_args, NULL);
+    run_policy(&runs[0][0], ckpt, "none", 1, NULL, "1");
+    run_policy(&runs[0][2], ckpt, "sqrt", 1, NULL, "1");
+    grade(1, 0);
+    grade(1, 2);
+    EXPECT(same_losses(&runs[0][0].r[0], &ref.r[0]) && strcmp(runs[0][0].final_hash, ref.final_hash) == 0,
+           "--attn naive, N=1 --policy none: losses and final weights bitwise those of single --attn naive --accum 2");
+    attn = "flash";
+}
+
 static void check_broken_is_caught(void) {
     // The comparison pass off, so that the broken lab trains to the end: the bitwise check
     // above must fail it.
@@ -349,6 +372,7 @@ int main(int argc, char **argv) {
     check_peaks(1);
     check_peaks(2);
     check_single();
+    check_naive();
     check_broken_is_caught();
     check_bad_input();
     check_sanitized();

@@ -1,4 +1,6 @@
-// test_gpt.c — the model's gradients against central finite differences, and its layout.
+// test_gpt.c — the model's gradients against central finite differences (with naive and with
+// flash attention), its layout, and the flash attention kernels against the naive ones and a
+// double-precision reference.
 //
 // What this proves: every backward function in core/ computes the derivative of the loss the
 // forward computes. For each parameter tensor of each layer we compare the analytic
@@ -19,10 +21,12 @@
 #include "rng.h"
 #include "test.h"
 
-static const GptConfig cfg = {.vocab = GPT_VOCAB, .seq = 5, .layers = 2, .dim = 8, .heads = 2};
-enum { B = 3 };
+// The model the finite differences run on: T = 5 fits in one flash tile; T = 37 spans two
+// (FLASH_TILE 32), so the online softmax's rescaling and the skipped tile are in the check.
+static GptConfig cfg = {.vocab = GPT_VOCAB, .seq = 5, .layers = 2, .dim = 8, .heads = 2};
+enum { B = 3, MAX_SEQ = 37 };
 
-static uint8_t tokens[B * 5], targets[B * 5];
+static uint8_t tokens[B * MAX_SEQ], targets[B * MAX_SEQ];
 
 static double loss_of(Gpt *g, GptActs *a) {
     return gpt_forward(g, a, tokens, targets, NULL) / (B * cfg.seq);
@@ -33,7 +37,10 @@ static int close_enough(double num, double ana) {
     return fabs(num - ana) <= 2e-3 * m + 2e-4;
 }
 
-static void check_gradients(void) {
+static void check_gradients(int attn, int seq) {
+    cfg.attn = attn;
+    cfg.seq = seq;
+    printf("# finite differences, %s attention, T = %d\n", gpt_attn_name(attn), seq);
     Mem mem;
     mem_init(&mem, NULL);
     Gpt g;
@@ -79,7 +86,8 @@ static void check_gradients(void) {
             double lm = loss_of(&g, &a);
             memcpy(p, saved, t[k].count * sizeof(float));
             double num = (lp - lm) / (2.0 * eps);
-            EXPECT(close_enough(num, ana), "%s: directional derivative, analytic %.6g vs numeric %.6g", name, ana, num);
+            EXPECT(close_enough(num, ana), "%s attention, T=%d, %s: directional derivative, analytic %.6g vs numeric %.6g",
+                   gpt_attn_name(attn), seq, name, ana, num);
 
             // Three single elements: catches an error that a random direction could average out.
             int all_ok = 1;
@@ -100,8 +108,8 @@ static void check_gradients(void) {
                     worst_n = n1;
                 }
             }
-            EXPECT(all_ok, "%s: 3 single elements match finite differences (worst: analytic %.6g, numeric %.6g)",
-                   name, worst_a, worst_n);
+            EXPECT(all_ok, "%s attention, T=%d, %s: 3 single elements match finite differences (worst: analytic %.6g, "
+                   "numeric %.6g)", gpt_attn_name(attn), seq, name, worst_a, worst_n);
             free(u);
             free(saved);
         }
@@ -134,6 +142,12 @@ static void check_layout(void) {
     // Activations: per token C (embedding) + L(16C + 4 + NH*T) + C + 2 + V (head).
     size_t per_token = C + L * (16 * C + 4 + 4 * T) + C + 2 + V;
     EXPECT(gpt_acts_floats(&c, 5) == 5 * T * per_token, "activation floats equal the closed form");
+    // Flash attention keeps one log-sum-exp per head and token instead of NH*T probabilities.
+    c.attn = GPT_ATTN_FLASH;
+    size_t flash_per_token = C + L * (16 * C + 4 + 4) + C + 2 + V;
+    EXPECT(gpt_acts_floats(&c, 5) == 5 * T * flash_per_token, "flash: activation floats equal L(16C+4+NH) per token");
+    EXPECT(gpt_acts_floats(&c, 5) + 5 * T * L * 4 * (T - 1) == 5 * T * per_token,
+           "flash saves exactly B T L NH (T-1) floats fewer than naive");
 }
 
 static void check_matmul(void) {
@@ -161,9 +175,172 @@ static void check_matmul(void) {
     free(A); free(Bm); free(C1); free(C2);
 }
 
+// ---- flash attention against naive attention and against double precision ------------------
+
+// Causal attention in double precision, the definition written out: out, lse and, given dout,
+// dqkv (the math of ops.c's comments, with the softmax backward summed over the whole row).
+static void attention_reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
+                                int Bn, int T, int C, int NH) {
+    int hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    double *a = malloc(sizeof(double) * T), *da = malloc(sizeof(double) * T);
+    memset(dqkv, 0, sizeof(double) * Bn * T * 3 * C);
+    for (int b = 0; b < Bn; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double m = -INFINITY, sum = 0, dot_sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
+                    a[u] = s * scale;
+                    if (a[u] > m) m = a[u];
+                }
+                for (int u = 0; u <= t; u++) sum += exp(a[u] - m);
+                lse[((size_t)b * NH + h) * T + t] = m + log(sum);
+                double *o = out + ((size_t)b * T + t) * C + h * hs;
+                const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
+                for (int d = 0; d < hs; d++) o[d] = 0;
+                for (int u = 0; u <= t; u++) {
+                    a[u] = exp(a[u] - m) / sum;
+                    const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    double *dv = dqkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    da[u] = 0;
+                    for (int d = 0; d < hs; d++) {
+                        o[d] += a[u] * v[d];
+                        da[u] += (double)dot[d] * v[d];
+                        dv[d] += a[u] * dot[d];
+                    }
+                    dot_sum += a[u] * da[u];
+                }
+                double *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int u = 0; u <= t; u++) {
+                    double ds = a[u] * (da[u] - dot_sum) * scale;
+                    const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    double *dk = dqkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    for (int d = 0; d < hs; d++) {
+                        dq[d] += ds * k[d];
+                        dk[d] += ds * q[d];
+                    }
+                }
+            }
+    free(a);
+    free(da);
+}
+
+// The largest |x - ref| / (1 + |ref|) over n elements, and how many x are not finite (a
+// kernel that leaves an element unwritten leaves the NaN it was poisoned with).
+static double worst_rel(const float *x, const double *ref, size_t n, size_t *nonfinite) {
+    double worst = 0;
+    *nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            (*nonfinite)++;
+            continue;
+        }
+        double d = fabs((double)x[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static float *floats_of(size_t n, float fill) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = fill;
+    return p;
+}
+
+// Tolerance: every output is a sum of at most T products of fp32 values of order 1, each
+// rounded (~6e-8 relative); over T <= 130 terms and the exp/log of the softmax that stays
+// well under 1e-5 relative to 1 + |value|, while a wrong scale, a missed rescale or a skipped
+// tile is off by 1e-2 or more.
+#define ATTN_TOL 1e-5
+
+static void check_flash_attention(void) {
+    struct { int B, T, C, NH; const char *why; } shapes[] = {
+        {1, 1, 4, 1, "T = 1: one query, one key"},
+        {2, 5, 6, 2, "T inside one tile, hs = 3 (odd), B = 2"},
+        {1, 32, 8, 2, "T exactly one tile"},
+        {1, 33, 8, 2, "T one more than a tile"},
+        {2, 70, 6, 3, "T over three tiles (the last partial), hs = 2, B = 2, NH = 3"},
+        {1, 96, 3, 3, "hs = 1, three full tiles"},
+        {3, 130, 10, 2, "B = 3, hs = 5, five tiles"},
+    };
+    Rng rng;
+    rng_seed(&rng, 11);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int Bn = shapes[si].B, T = shapes[si].T, C = shapes[si].C, NH = shapes[si].NH, hs = C / NH;
+        size_t nqkv = (size_t)Bn * T * 3 * C, nout = (size_t)Bn * T * C, nlse = (size_t)Bn * NH * T;
+        float *qkv = floats_of(nqkv, 0), *dout = floats_of(nout, 0);
+        // Scores of a few units: the softmax is neither uniform nor one-hot.
+        for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(1.5 * rng_normal(&rng));
+        for (size_t i = 0; i < nout; i++) dout[i] = (float)rng_normal(&rng);
+
+        double *out_d = malloc(sizeof(double) * nout), *lse_d = malloc(sizeof(double) * nlse);
+        double *dqkv_d = malloc(sizeof(double) * nqkv);
+        attention_reference(out_d, lse_d, dqkv_d, qkv, dout, Bn, T, C, NH);
+
+        float *out_n = floats_of(nout, NAN), *att = floats_of((size_t)Bn * NH * T * T, NAN);
+        float *dqkv_n = floats_of(nqkv, NAN), *scratch_n = floats_of(2 * (size_t)T, NAN);
+        attention_forward(out_n, att, qkv, Bn, T, C, NH);
+        attention_backward(dqkv_n, dout, qkv, att, Bn, T, C, NH, scratch_n);
+
+        // Poisoned with NaN: an output element the kernels do not write stays NaN. The
+        // scratch is exactly FLASH_SCRATCH_FLOATS (the sanitizer catches a write past it).
+        float *out_f = floats_of(nout, NAN), *lse = floats_of(nlse, NAN), *dqkv_f = floats_of(nqkv, NAN);
+        float *scratch = floats_of(FLASH_SCRATCH_FLOATS(T, hs), NAN);
+        flash_attention_forward(out_f, lse, qkv, Bn, T, C, NH);
+        flash_attention_backward(dqkv_f, dout, qkv, out_f, lse, Bn, T, C, NH, scratch);
+
+        size_t bad_out, bad_lse, bad_dqkv, bad_n;
+        double w_out = worst_rel(out_f, out_d, nout, &bad_out);
+        double w_lse = worst_rel(lse, lse_d, nlse, &bad_lse);
+        double w_dqkv = worst_rel(dqkv_f, dqkv_d, nqkv, &bad_dqkv);
+        EXPECT(bad_out + bad_lse + bad_dqkv == 0,
+               "flash (B=%d T=%d C=%d NH=%d; %s): every element of out, lse and dqkv written (%zu, %zu, %zu left NaN)",
+               Bn, T, C, NH, shapes[si].why, bad_out, bad_lse, bad_dqkv);
+        EXPECT(w_out < ATTN_TOL && w_lse < ATTN_TOL && w_dqkv < ATTN_TOL,
+               "flash (B=%d T=%d C=%d NH=%d) equals double precision: worst relative error out %.2g, lse %.2g, dqkv %.2g",
+               Bn, T, C, NH, w_out, w_lse, w_dqkv);
+        double n_out = worst_rel(out_n, out_d, nout, &bad_n);
+        double n_dqkv = worst_rel(dqkv_n, dqkv_d, nqkv, &bad_n);
+        // Against the naive kernels: both are within ATTN_TOL of the reference, so within
+        // 2 ATTN_TOL of each other; compared directly, element by element.
+        double w_fn = 0;
+        for (size_t i = 0; i < nout; i++) {
+            double d = fabs((double)out_f[i] - out_n[i]) / (1.0 + fabs((double)out_n[i]));
+            if (!(d <= w_fn)) w_fn = d;
+        }
+        for (size_t i = 0; i < nqkv; i++) {
+            double d = fabs((double)dqkv_f[i] - dqkv_n[i]) / (1.0 + fabs((double)dqkv_n[i]));
+            if (!(d <= w_fn)) w_fn = d;
+        }
+        EXPECT(w_fn < 2 * ATTN_TOL && n_out < ATTN_TOL && n_dqkv < ATTN_TOL,
+               "flash (B=%d T=%d C=%d NH=%d) equals naive attention to fp32 rounding: worst %.2g (naive vs double: "
+               "out %.2g, dqkv %.2g)", Bn, T, C, NH, w_fn, n_out, n_dqkv);
+
+        // Deterministic: a second run gives the same bits.
+        float *out_2 = floats_of(nout, NAN), *lse_2 = floats_of(nlse, NAN), *dqkv_2 = floats_of(nqkv, NAN);
+        flash_attention_forward(out_2, lse_2, qkv, Bn, T, C, NH);
+        flash_attention_backward(dqkv_2, dout, qkv, out_2, lse_2, Bn, T, C, NH, scratch);
+        EXPECT(!memcmp(out_2, out_f, nout * sizeof(float)) && !memcmp(lse_2, lse, nlse * sizeof(float)) &&
+                   !memcmp(dqkv_2, dqkv_f, nqkv * sizeof(float)),
+               "flash (B=%d T=%d C=%d NH=%d) gives the same bits twice", Bn, T, C, NH);
+
+        free(qkv); free(dout); free(out_d); free(lse_d); free(dqkv_d);
+        free(out_n); free(att); free(dqkv_n); free(scratch_n);
+        free(out_f); free(lse); free(dqkv_f); free(scratch);
+        free(out_2); free(lse_2); free(dqkv_2);
+    }
+}
+
 int main(void) {
     check_layout();
     check_matmul();
-    check_gradients();
+    check_flash_attention();
+    check_gradients(GPT_ATTN_NAIVE, 5);
+    check_gradients(GPT_ATTN_FLASH, 5);
+    check_gradients(GPT_ATTN_FLASH, MAX_SEQ);
     return test_done();
 }

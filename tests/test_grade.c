@@ -374,6 +374,7 @@ static void check_config_values(const char *good, const char *shard) {
         {"batch", "\"batch\":8", "\"batch\":1e300", 0},
         {"seq", "\"seq\":64", "\"seq\":-64", 0},
         {"heads", "\"heads\":4", "\"heads\":2.5", 0},
+        {"attn", "\"attn\":\"flash\"", "\"attn\":\"--run-dir=@\"", 0},
         {"seed", "\"seed\":1337", "\"seed\":-1", 0},
         {"seed", "\"seed\":1337", "\"seed\":\"--run-dir=@\"", 0},
         {"lr_schedule", "\"lr_schedule\":\"cosine\"", "\"lr_schedule\":\"--run-dir=@\"", 0},
@@ -682,7 +683,7 @@ int main(int argc, char **argv) {
     // The reference the grader left in the run directory is the student's to edit: it is run
     // again, never trusted. A copy with a wrong loss at step 1 and the same wrong loss written
     // into its ref-single (and grade-args.txt kept) fails as any wrong run does.
-    char forged[700], forged_ref[800];
+    char forged[700], forged_ref[800], cmd_rm[800];
     snprintf(forged, sizeof forged, "%s/forged", tmp);
     snprintf(forged_ref, sizeof forged_ref, "%s/ref-single", forged);
     copy_dir(good, forged);
@@ -694,6 +695,41 @@ int main(int argc, char **argv) {
            "a run whose ref-single was edited to agree with its wrong loss: the reference is run again, "
            "loss.reference FAIL (exit %d, %s)", rc, g ? result_of(g, "loss.reference") : "no grade.json");
     free(err), json_free(g);
+
+    // --attn: the good run above is flash (the default), graded against the flash formula. A
+    // naive run whose config lost "attn" (a run from before the option) is read as naive and
+    // scores full marks; the same run claiming flash fails: the memory formula follows attn.
+    char old_run[700], claims[700];
+    snprintf(old_run, sizeof old_run, "%s/ddp-naive", tmp);
+    snprintf(claims, sizeof claims, "%s/ddp-naive-claims-flash", tmp);
+    char *naive_args[] = {"--steps", "5", "--algo", "ring", "--attn", "naive", NULL};
+    EXPECT(lab_run("ddp", 2, old_run, naive_args) == 0, "ddp -n 2 --attn naive ran");
+    copy_dir(old_run, claims);
+    int stripped = edit(old_run, "meta.json", "\"config\"", 1, "\"attn\":\"naive\",", "");
+    for (int k = 0; k < 2; k++) {
+        char file[32];
+        snprintf(file, sizeof file, "rank-%d.jsonl", k);
+        stripped &= edit(old_run, file, "\"ev\":\"start\"", 1, "\"attn\":\"naive\",", "");
+    }
+    rc = grade("old-naive", old_run, NULL, NULL, NULL);
+    g = load_json_file(old_run, "grade.json");
+    EXPECT(stripped && rc == 0 && g && num(g, "points") == num(g, "max"),
+           "a naive run whose config has no \"attn\" (an older run) is graded as naive: full marks, exit %d", rc);
+    json_free(g);
+    int claimed = edit(claims, "meta.json", "\"config\"", 1, "\"attn\":\"naive\"", "\"attn\":\"flash\"");
+    for (int k = 0; k < 2; k++) {
+        char file[32];
+        snprintf(file, sizeof file, "rank-%d.jsonl", k);
+        claimed &= edit(claims, file, "\"ev\":\"start\"", 1, "\"attn\":\"naive\"", "\"attn\":\"flash\"");
+    }
+    snprintf(cmd_rm, sizeof cmd_rm, "rm -rf '%s'/ref-*", claims);
+    if (system(cmd_rm) != 0) printf("# cleaning the copy failed\n");
+    rc = grade("claims-flash", claims, NULL, NULL, NULL);
+    g = load_json_file(claims, "grade.json");
+    EXPECT(claimed && rc == 1 && g && strcmp(result_of(g, "mem.formula"), "FAIL") == 0,
+           "the same naive run claiming --attn flash fails mem.formula (exit %d, %s)", rc,
+           g ? result_of(g, "mem.formula") : "no grade.json");
+    json_free(g);
 
     // --ref: the good reference passes; one on another seed is another curve.
     char ref[700], other[700];

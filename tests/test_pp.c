@@ -18,7 +18,7 @@
 //     start of its forward to the end of its backward): GPipe m on every stage, 1F1B
 //     min(p-s, m) on stage s (so at most p-s), interleaved 2(p-s-1)+(v-1)p+1; and peak_by.acts
 //     is exactly the workspace plus the most bytes those held chunks take, each chunk's bytes
-//     computed here from its layers (C + blocks (16C + 4 + NH T) (+ C + 2 + V with the head)
+//     computed here from its layers (C + blocks (16C + 4 + NH, or NH T with --attn naive) (+ C + 2 + V with the head)
 //     floats per token);
 //   - memory: params 4 Psi_s, grads 4 Psi_s, optim 8 Psi_s for each stage's layers;
 //   - deadlock-freedom: every schedule at every (p, m), 1 <= p <= 8, 1 <= m <= 16 that the lab
@@ -42,7 +42,9 @@ static const int STEPS = 6;
 #include "shardtest.h"
 
 // The model of every run here, as command-line options and as numbers.
-#define MODEL "--layers", "8", "--dim", "32", "--heads", "4", "--seq", "16", "--batch", "16"
+// The attention (--attn): flash, the default, for the suite; naive for one schedule at the end.
+static const char *attn = "flash";
+#define MODEL "--layers", "8", "--dim", "32", "--heads", "4", "--seq", "16", "--batch", "16", "--attn", (char *)attn
 enum { L = 8, C = 32, NH = 4, T = 16, V = 256, BATCH = 16 };
 
 static double layer_floats(int l) {
@@ -55,7 +57,8 @@ static double layer_floats(int l) {
 static double chunk_act_bytes(int lo, int hi, int micro) {
     int first_block = lo > 1 ? lo : 1, last_block = hi < L ? hi : L;
     int blocks = last_block - first_block + 1;
-    double per_token = C + (blocks > 0 ? blocks : 0) * (16.0 * C + 4 + (double)NH * T) + (hi == L + 1 ? C + 2.0 + V : 0);
+    double att = strcmp(attn, "flash") ? (double)NH * T : NH;  // attention probabilities, or log-sum-exps
+    double per_token = C + (blocks > 0 ? blocks : 0) * (16.0 * C + 4 + att) + (hi == L + 1 ? C + 2.0 + V : 0);
     return 4.0 * micro * T * per_token;
 }
 
@@ -366,6 +369,11 @@ int main(int argc, char **argv) {
     check_with_dp(4, 2, 4);
     check_with_dp(8, 2, 4);
     check_with_dp(8, 4, 2);
+    // Naive attention: one schedule against single --attn naive, the same checks.
+    attn = "naive";
+    run_single(&ref4, "single4-naive", "4");
+    grade_schedule("1f1b", 2, 4, 1);
+    attn = "flash";
     check_broken_is_caught();
     check_bad_input();
     check_sanitized();

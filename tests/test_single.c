@@ -141,8 +141,12 @@ static void check_default_run(void) {
     EXPECT(num(mem, "params") == 4 * psi, "params memory is 4 Psi bytes");
     EXPECT(num(mem, "grads") == 4 * psi, "grads memory is 4 Psi bytes");
     EXPECT(num(mem, "optim") == 8 * psi, "optim memory is 8 Psi bytes (AdamW m and v)");
-    double acts = 4 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
-    EXPECT(num(mem, "acts") == acts, "acts memory %.0f is 4BT(2C+2+V+L(16C+4+NH T)) = %.0f", num(mem, "acts"), acts);
+    // Per block and token, naive attention keeps NH T probabilities, flash NH log-sum-exps.
+    const JsonValue *attn = json_get(cfg, "attn");
+    int flash = attn && attn->type == JSON_STRING && !strcmp(attn->string, "flash");
+    double acts = 4 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + (flash ? NH : NH * T)));
+    EXPECT(num(mem, "acts") == acts, "acts memory %.0f is 4BT(2C+2+V+L(16C+4+%s)) = %.0f (--attn %s)", num(mem, "acts"),
+           flash ? "NH" : "NH T", acts, flash ? "flash" : "naive");
     EXPECT(num(mem, "comm") == 0, "a single rank holds no communication buffers");
     EXPECT(num(mem, "peak") > 16 * psi + acts, "peak memory exceeds the steady total (the backward pass's workspace)");
 
@@ -218,6 +222,55 @@ static void check_accumulation(void) {
     EXPECT(same_hash, "accum=4 and accum=1 parameters are bitwise equal after every step");
     free_events(&e1);
     free_events(&e4);
+}
+
+// --attn flash and --attn naive: the same function computed two ways, so the same training up
+// to fp32 rounding (5e-5, the suite's tolerance for "the same math, summed in another order"),
+// with flash keeping exactly B T L NH (T-1) floats fewer; and a checkpoint saved under one
+// resumes under the other (the weights are the same).
+static void check_attention(void) {
+    char dn[512], df[512], ds[512], dr[512], ck[600];
+    snprintf(dn, sizeof dn, "%s/attn-naive", tmp);
+    snprintf(df, sizeof df, "%s/attn-flash", tmp);
+    snprintf(ds, sizeof ds, "%s/attn-flash-save", tmp);
+    snprintf(dr, sizeof dr, "%s/attn-naive-resumed", tmp);
+    snprintf(ck, sizeof ck, "%s/checkpoints", ds);
+    char *naive[] = {(char *)lab, "--steps", "30", "--attn", "naive", "--run-dir", dn, NULL};
+    char *flash[] = {(char *)lab, "--steps", "30", "--attn", "flash", "--run-dir", df, NULL};
+    char *save[] = {(char *)lab, "--steps", "10", "--attn", "flash", "--save-every", "10", "--run-dir", ds, NULL};
+    char *resume[] = {(char *)lab, "--steps", "30", "--attn", "naive", "--resume", ck, "--run-dir", dr, NULL};
+    EXPECT(run(naive, "attn-naive") == 0 && run(flash, "attn-flash") == 0 && run(save, "attn-save") == 0 &&
+               run(resume, "attn-resume") == 0,
+           "--attn naive, --attn flash, a flash run saving a checkpoint and a naive run resuming it all exit 0");
+    Events en, ef, er;
+    load_events(dn, &en);
+    load_events(df, &ef);
+    load_events(dr, &er);
+    static const JsonValue *sn[64], *sf[64], *sr[64];
+    int nn = step_events(&en, sn, 64), nf = step_events(&ef, sf, 64), nr = step_events(&er, sr, 64);
+    double worst = 0, worst_resumed = 0;
+    for (int i = 0; i < nn && i < nf; i++) worst = fmax(worst, fabs(num(sn[i], "loss") - num(sf[i], "loss")));
+    for (int i = 0; i < nr && i + 10 < nf; i++)
+        worst_resumed = fmax(worst_resumed, fabs(num(sr[i], "loss") - num(sf[i + 10], "loss")));
+    EXPECT(nn == 30 && nf == 30 && worst <= 5e-5 && num(sf[29], "loss") < num(sf[0], "loss") - 0.1,
+           "--attn flash trains as --attn naive: 30 steps' losses within 5e-5 (worst %.3g), and the loss falls", worst);
+    EXPECT(nr == 20 && worst_resumed <= 5e-5 && numi(sr[0], "step") == 11,
+           "a flash checkpoint at step 10 resumes under --attn naive: steps 11-30 within 5e-5 of the flash run's "
+           "(%d steps, worst %.3g)", nr, worst_resumed);
+    // Memory: the same config (B 8, T 64, L 2, NH 4), only the attention's saved tensor differs.
+    const JsonValue *cn = json_get(en.lines[0], "config"), *cf = json_get(ef.lines[0], "config");
+    const JsonValue *an = json_get(cn, "attn"), *af = json_get(cf, "attn");
+    EXPECT(an && af && an->type == JSON_STRING && af->type == JSON_STRING && !strcmp(an->string, "naive") &&
+               !strcmp(af->string, "flash"),
+           "the start events' config records \"attn\" (naive, flash)");
+    double B = num(cf, "batch"), T = num(cf, "seq"), L = num(cf, "layers"), NH = num(cf, "heads");
+    double acts_n = num(json_get(sn[nn - 1], "mem"), "acts"), acts_f = num(json_get(sf[nf - 1], "mem"), "acts");
+    EXPECT(acts_n - acts_f == 4 * B * T * L * NH * (T - 1),
+           "flash holds exactly 4 B T L NH (T-1) = %.0f bytes fewer activations than naive (%.0f vs %.0f)",
+           4 * B * T * L * NH * (T - 1), acts_f, acts_n);
+    free_events(&en);
+    free_events(&ef);
+    free_events(&er);
 }
 
 // --save writes what --init reads. With lr 0 the weights never change, so the run that
@@ -323,6 +376,7 @@ static void check_bad_arguments(void) {
         {"a directory as the weights", {"--init", tmp}, "not a regular file"},
         {"stray argument", {"ddp"}, "ddp"},
         {"unknown device", {"--device", "gpu"}, "--device"},
+        {"unknown attention", {"--attn", "foo"}, "--attn must be flash or naive"},
         {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},
         {"a value for a flag", {"--tf32=1"}, "--tf32 takes no value"},
         {"lr out of range", {"--lr", "-1"}, "--lr"},
@@ -449,7 +503,7 @@ static void check_too_big(void) {
     // and one sequence less in the heads is not.
     TrainArgs a;
     train_args_defaults(&a);
-    a.batch = 1, a.seq = 4096, a.dim = 256, a.heads = 256, a.layers = 1;
+    a.batch = 1, a.seq = 4096, a.dim = 256, a.heads = 256, a.layers = 1, a.attn = "naive";
     PlanNeed need = plan_need("single", &a, 1, 0, NULL, 1);
     char why[768] = "";
     int refused = plan_fits(&need, 1, 1e18, "host memory", "a test's figure", why, sizeof why) != 0;
@@ -519,6 +573,7 @@ int main(int argc, char **argv) {
     check_too_big();
     check_recipe_shapes();
     check_accumulation();
+    check_attention();
     check_save_init();
     check_file_data();
     check_interrupt();

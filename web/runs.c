@@ -518,6 +518,7 @@ const LabField web_common_fields[] = {
     {"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
     {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
     {"heads", FIELD_INT, 1, 64, NULL, "attention heads"},
+    {"attn", FIELD_CHOICE, 0, 0, "flash|naive", "attention: flash (keeps NH floats a token) or naive (NH T)"},
     {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"},
     {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
     {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},

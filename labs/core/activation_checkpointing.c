@@ -38,7 +38,8 @@ void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L) {
 // The closed form, computed from the shapes alone (not from the segments): the allocator's
 // count of the layout below is checked against it.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p) {
-    double T = c->seq, C = c->dim, L = c->layers, b = 16 * C + 4 + (double)c->heads * T;
+    double T = c->seq, C = c->dim, L = c->layers, NH = c->heads;
+    double b = 16 * C + 4 + (c->attn == GPT_ATTN_FLASH ? NH : NH * T);  // a block's floats per token
     double per_token = 2 * C + 2 + c->vocab;
     if (p->kind == CKPT_NONE) {
         per_token += L * b;
@@ -56,6 +57,10 @@ const char *ckpt_acts_formula(const CkptPolicy *p) {
     static const char *texts[] = {"4BT(2C+2+V+Lb)", "4BT(2C+2+V+LC+b-C)", "4BT(2C+2+V+nC+sb-C)",
                                   "4BT(2C+2+V+(L-c)b+cC+b-C)"};
     return texts[p->kind];
+}
+
+const char *ckpt_block_formula(const GptConfig *c) {
+    return c->attn == GPT_ATTN_FLASH ? "16C+4+NH" : "16C+4+NH T";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -79,7 +84,9 @@ static float *take(Cursor *k, size_t n) {
 static void take_insides(BlockActs *b, Cursor *k, const GptConfig *c, int B) {
     size_t BT = (size_t)B * c->seq, C = c->dim;
     b->ln1 = take(k, BT * C), b->ln1_mean = take(k, BT), b->ln1_rstd = take(k, BT);
-    b->qkv = take(k, BT * 3 * C), b->att = take(k, (size_t)B * c->heads * c->seq * c->seq);
+    b->qkv = take(k, BT * 3 * C);
+    if (c->attn == GPT_ATTN_FLASH) b->lse = take(k, gpt_attn_saved_floats(c, B, c->heads));
+    else b->att = take(k, gpt_attn_saved_floats(c, B, c->heads));
     b->atty = take(k, BT * C), b->res1 = take(k, BT * C);
     b->ln2 = take(k, BT * C), b->ln2_mean = take(k, BT), b->ln2_rstd = take(k, BT);
     b->fch = take(k, BT * 4 * C), b->fch_gelu = take(k, BT * 4 * C);

@@ -3,7 +3,7 @@
 // are another thing: dcp.h.)
 //
 // Defines: CkptKind, CKPT_MAX_BLOCKS, CkptPolicy, ckpt_policy(), ckpt_acts_bytes(),
-//          ckpt_acts_formula(), ckpt_acts_alloc(), CkptPass, ckpt_forward_backward().
+//          ckpt_acts_formula(), ckpt_block_formula(), ckpt_acts_alloc(), CkptPass, ckpt_forward_backward().
 //
 // A policy is a list of SEGMENTS: runs of consecutive blocks recomputed together. A block in
 // a segment keeps no insides of its own: they live in a workspace shared by every segment
@@ -20,7 +20,7 @@
 // same bits, so the gradients are those of policy none.
 //
 // The saved activations of a micro-batch of B sequences, b = 16C + 4 + NH T (floats per
-// token a block saves, gpt.h), in bytes:
+// token a block saves with --attn naive, gpt.h; 16C + 4 + NH with --attn flash), in bytes:
 //     none    4 B T (2C + 2 + V + L b)
 //     K       4 B T (2C + 2 + V + (L-c) b + c C + b - C)       c = floor(L/K), 1 <= K <= L
 //     every   4 B T (2C + 2 + V + L C + b - C)
@@ -53,6 +53,8 @@ void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L);
 // The saved activations in closed form (bytes; the table above), and that formula as text.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p);
 const char *ckpt_acts_formula(const CkptPolicy *p);
+// b of those formulas as text: "16C+4+NH T" (naive attention) or "16C+4+NH" (flash).
+const char *ckpt_block_formula(const GptConfig *c);
 // The policy's activations for micro-batches of B sequences, laid out block by block ("acts"
 // memory); free with gpt_acts_free().
 void ckpt_acts_alloc(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, Mem *mem);

@@ -32,6 +32,7 @@ void train_args_defaults(TrainArgs *a) {
         .layers = 2,
         .dim = 64,
         .heads = 4,
+        .attn = "flash",  // chosen by measurement: see README, "Attention: --attn"
         .accum = 1,
         .lr = 3e-3,
         .lr_schedule = "cosine",
@@ -56,6 +57,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"layers", OPT_INT, &a->layers, 1, 256, "L", "transformer blocks"};
     out[n++] = (LabOption){"dim", OPT_INT, &a->dim, 1, 16384, "C", "model width"};
     out[n++] = (LabOption){"heads", OPT_INT, &a->heads, 1, 256, "NH", "attention heads (must divide --dim)"};
+    out[n++] = (LabOption){"attn", OPT_STRING, &a->attn, 0, 0, "ALGO", "attention: flash (tiles, online softmax: keeps NH floats per token) or naive (keeps the NH x T probabilities per token); same math, same weights"};
     out[n++] = (LabOption){"accum", OPT_INT, &a->accum, 1, 1 << 16, "K", "micro-batches per step (gradient accumulation; must divide the batch)"};
     out[n++] = (LabOption){"lr", OPT_DOUBLE, &a->lr, 0, 10, "LR", "AdamW learning rate"};
     out[n++] = (LabOption){"lr-schedule", OPT_STRING, &a->lr_schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};
@@ -217,11 +219,13 @@ static int readable_file(const char *option, const char *path, char *why, size_t
     return 0;
 }
 
-// What a shared string option's value must be besides not empty: the names --lr-schedule
-// and --device take, --data and --init readable files. 0, or -1 with the reason in why.
+// What a shared string option's value must be besides not empty: the names --lr-schedule,
+// --attn and --device take, --data and --init readable files. 0, or -1 with the reason in why.
 static int shared_value_check(const char *name, const char *text, char *why, size_t n) {
     if (!strcmp(name, "lr-schedule") && strcmp(text, "cosine") != 0 && strcmp(text, "constant") != 0)
         return snprintf(why, n, "--lr-schedule must be cosine or constant (got '%s')", text), -1;
+    if (!strcmp(name, "attn") && gpt_attn_parse(text) < 0)
+        return snprintf(why, n, "--attn must be flash or naive (got '%s')", text), -1;
     if (!strcmp(name, "device") && strcmp(text, "auto") != 0 && strcmp(text, "cpu") != 0 && strcmp(text, "cuda") != 0)
         return snprintf(why, n, "--device must be auto, cpu or cuda (got '%s')", text), -1;
     if ((!strcmp(name, "data") && strcmp(text, "synthetic") != 0) || !strcmp(name, "init"))
@@ -306,6 +310,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
                     a->accum, a->batch);
     resolve_schedule(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
+    check_shared_value(prog, "attn", a->attn);
     check_shared_value(prog, "device", a->device);
     check_shared_value(prog, "data", a->data);
     if (a->init) check_shared_value(prog, "init", a->init);

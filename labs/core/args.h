@@ -32,6 +32,7 @@ typedef struct {
     int batch;            // B: sequences in the global batch of one step
     int seq;              // T: tokens per sequence
     int layers, dim, heads;
+    const char *attn;     // "flash" or "naive": how attention runs (gpt.h's GptAttn)
     int accum;            // micro-batches per step (gradient accumulation)
     double lr, weight_decay, clip;  // clip: max global gradient norm, 0 = off
     // The learning-rate schedule (adamw.h): warmup steps, then cosine decay to lr_min, or
@@ -78,7 +79,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, con
 
 // Whether text is a value the labs' parser takes for --name (a shared option, else one of
 // extra, the lab's table): 0, or -1 with the reason in why, in the parser's words. The same
-// checks as train_args_parse (the table's type and bounds; the names --lr-schedule and
+// checks as train_args_parse (the table's type and bounds; the names --lr-schedule, --attn and
 // --device take; --data and --init readable regular files), without exiting: the grader
 // checks every value of a run's config with it before passing it to a reference run. Text
 // for a string option that starts with '-' is refused too: it would read as an option.

@@ -132,14 +132,27 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed) {
 // Activations
 // ---------------------------------------------------------------------------------------
 
-static size_t block_acts_per_token(const GptConfig *c) {
-    return 16 * (size_t)c->dim + 4 + (size_t)c->heads * c->seq;
+const char *gpt_attn_name(int attn) { return attn == GPT_ATTN_FLASH ? "flash" : "naive"; }
+
+int gpt_attn_parse(const char *name) {
+    if (!strcmp(name, "naive")) return GPT_ATTN_NAIVE;
+    if (!strcmp(name, "flash")) return GPT_ATTN_FLASH;
+    return -1;
+}
+
+size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads) {
+    size_t rows = (size_t)B * heads * c->seq;  // one per (sequence, head, query)
+    return c->attn == GPT_ATTN_FLASH ? rows : rows * c->seq;
+}
+
+size_t gpt_block_acts_per_token(const GptConfig *c) {
+    return 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
 }
 
 size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last) {
     int blocks = (last < c->layers ? last : c->layers) - (first > 1 ? first : 1) + 1;
     size_t per_token = (size_t)c->dim                                       // x0, or the input
-                       + (size_t)(blocks > 0 ? blocks : 0) * block_acts_per_token(c)
+                       + (size_t)(blocks > 0 ? blocks : 0) * gpt_block_acts_per_token(c)
                        + (last == c->layers + 1 ? (size_t)c->dim + 2 + (size_t)c->vocab : 0);  // head
     return (size_t)B * c->seq * per_token;
 }
@@ -172,7 +185,8 @@ void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int
         b->ln1_mean = take(&p, BT);
         b->ln1_rstd = take(&p, BT);
         b->qkv = take(&p, BT * 3 * C);
-        b->att = take(&p, (size_t)B * c->heads * c->seq * c->seq);
+        if (c->attn == GPT_ATTN_FLASH) b->lse = take(&p, gpt_attn_saved_floats(c, B, c->heads));
+        else b->att = take(&p, gpt_attn_saved_floats(c, B, c->heads));
         b->atty = take(&p, BT * C);
         b->res1 = take(&p, BT * C);
         b->ln2 = take(&p, BT * C);
@@ -209,10 +223,14 @@ void gpt_acts_free(GptActs *a, Mem *mem) {
     memset(a, 0, sizeof *a);
 }
 
+size_t gpt_attn_scratch_floats(const GptConfig *c, int hs) {
+    return c->attn == GPT_ATTN_FLASH ? FLASH_SCRATCH_FLOATS(c->seq, hs) : 2 * (size_t)c->seq;
+}
+
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab;
     size_t fwd = 4 * C * C > V * C ? 4 * C * C : V * C;  // a transposed weight
-    size_t block_bwd = 10 * BT * C + 2 * (size_t)c->seq;    // see gpt_block_backward
+    size_t block_bwd = 10 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
     size_t m = fwd > block_bwd ? fwd : block_bwd;
     return m > head_bwd ? m : head_bwd;
@@ -235,7 +253,8 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     // x + attention(ln_1(x))
     ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
-    ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
+    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads);
+    else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
     ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
@@ -276,7 +295,7 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     float *dres1 = dln + N * C;   // [N,C]  gradient at res1
     float *datty = dres1 + N * C;  // [N,C]
     float *dqkv = datty + N * C;  // [N,3C]
-    float *att_scratch = dqkv + N * 3 * C;  // [2T]
+    float *att_scratch = dqkv + N * 3 * C;  // the attention backward's (gpt_scratch_floats)
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
@@ -288,7 +307,10 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
                        (int)N, (int)C);
     // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
     ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C);
-    ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
+    if (c->attn == GPT_ATTN_FLASH)
+        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, att_scratch);
+    else
+        ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
     ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C);
     ops->copy(dx, dres1, N * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,

@@ -1,10 +1,11 @@
 // gpt.h — the GPT-2-style model every lab trains, layer by layer.
 //
-// Defines: GptConfig, GPT_VOCAB, GptTensor, GPT_MAX_TENSORS, gpt_layer_count(),
+// Defines: GptConfig, GptAttn, gpt_attn_name(), gpt_attn_parse(), GPT_VOCAB, GptTensor, GPT_MAX_TENSORS, gpt_layer_count(),
 //          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
-//          gpt_acts_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
+//          gpt_acts_floats(), gpt_block_acts_per_token(), gpt_attn_saved_floats(),
+//          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
 //          gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
@@ -37,13 +38,26 @@
 #define GPT_VOCAB 256
 #define GPT_MAX_TENSORS 12
 
+// How a block computes attention (--attn): the same function, two algorithms that differ in
+// what they keep for the backward pass (ops.h). The weights, and so checkpoints, are the
+// same for both.
+typedef enum {
+    GPT_ATTN_NAIVE = 0,  // attention_forward(): saves the probabilities att [B,NH,T,T]
+    GPT_ATTN_FLASH = 1,  // flash_attention_forward(): saves lse [B,NH,T], recomputes the rest
+} GptAttn;
+
 typedef struct {
     int vocab;   // V: 256, one token per byte
     int seq;     // T: context length
     int layers;  // L
     int dim;     // C
     int heads;   // NH; C % NH == 0
+    int attn;    // GptAttn (0, naive, when a config does not say: runs written before --attn)
 } GptConfig;
+
+// "naive" or "flash"; the GptAttn a name means, or -1.
+const char *gpt_attn_name(int attn);
+int gpt_attn_parse(const char *name);
 
 // ---- parameter layout -------------------------------------------------------------------
 
@@ -86,13 +100,15 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
 
 // ---- activations ------------------------------------------------------------------------
 // What the forward pass saves for the backward pass, for a micro-batch of B sequences.
-// Per token: 16C + 4 + NH*T floats per block, C for the embedding output, C + 2 + V for the
-// head. All in the "acts" category.
+// Per token: 16C + 4 + NH*T floats per block with naive attention (the probabilities of NH
+// heads over up to T keys), 16C + 4 + NH with flash attention (one log-sum-exp per head); C
+// for the embedding output, C + 2 + V for the head. All in the "acts" category.
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [BT], [BT]
     float *qkv;                        // [BT,3C]
-    float *att;                        // [B,NH,T,T] softmax probabilities
+    float *att;                        // [B,NH,T,T] softmax probabilities (naive; else NULL)
+    float *lse;                        // [B,NH,T] each row's log-sum-exp (flash; else NULL)
     float *atty;                       // [BT,C] attention output, before c_proj
     float *res1;                       // [BT,C] x + attention branch
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [BT], [BT]
@@ -114,12 +130,17 @@ typedef struct {
 } GptActs;
 
 size_t gpt_acts_floats(const GptConfig *c, int B);
+// Floats one block saves per token: 16C + 4 + NH*T (naive) or 16C + 4 + NH (flash).
+size_t gpt_block_acts_per_token(const GptConfig *c);
+// What the attention of `heads` heads saves for B sequences: att, B*heads*T*T floats
+// (naive), or lse, B*heads*T (flash). Tensor parallelism passes its NH/t heads.
+size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads);
 void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem);
 void gpt_acts_free(GptActs *a, Mem *mem);
 // A pipeline stage's activations: layers first..last only (the other blocks' pointers stay
 // NULL), plus the stage's INPUT where layer first-1 would have written it (x0 for layer 1,
 // block first-2's out above that), for the receiving stage to fill. Per token that is C,
-// plus 16C + 4 + NH*T per block, plus C + 2 + V with the head. gpt_acts_alloc() is
+// plus gpt_block_acts_per_token() per block, plus C + 2 + V with the head. gpt_acts_alloc() is
 // layers 0..L+1.
 void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int last, Mem *mem);
 size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
@@ -127,6 +148,9 @@ size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);
 // Transient workspace a forward or backward pass needs (floats), allocated per pass.
+// gpt_attn_scratch_floats() is the attention backward's part of it, for heads of hs floats:
+// 2T (naive), FLASH_SCRATCH_FLOATS(T, hs) (flash).
+size_t gpt_attn_scratch_floats(const GptConfig *c, int hs);
 size_t gpt_scratch_floats(const GptConfig *c, int B);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------

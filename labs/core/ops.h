@@ -3,7 +3,7 @@
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
-//          FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
+//          FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
 //          ops_cpu.
@@ -68,6 +68,12 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
 // the softmax backward's sum over the row). scratch: FLASH_SCRATCH_FLOATS(T, C / NH) floats.
 void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                               const float *lse, int B, int T, int C, int NH, float *scratch);
+// The CPU kernels work on tiles of FLASH_TILE queries by FLASH_TILE keys. The backward pass's
+// scratch: D [T] for one head, the tile's P and dS [FLASH_TILE, FLASH_TILE], and the key
+// tile's dK and dV accumulators [FLASH_TILE, hs].
+#define FLASH_TILE 32
+#define FLASH_SCRATCH_FLOATS(T, hs) \
+    ((size_t)(T) + 2 * (size_t)FLASH_TILE * FLASH_TILE + 2 * (size_t)FLASH_TILE * (size_t)(hs))
 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float *out, const float *inp, int n);

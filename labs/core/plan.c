@@ -75,7 +75,7 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
     if (cfg.layers == TRAIN_LAYERS_AUTO) cfg.layers = pp_auto_layers(nopts, opts, (int)(pp_p * pp_v));
     if (cfg.layers < 1 || cfg.dim < 1 || cfg.heads < 1 || cfg.seq < 1 || K < 1 || B < 1) return n;
 
-    double P = (double)gpt_num_params(&cfg), A = train_acts_formula(&cfg, 1);  // bytes a sequence
+    double P = (double)gpt_num_params(&cfg), A = train_acts_formula(&cfg, 1, NULL);  // bytes a sequence
     double biggest_layer = 0;
     for (int l = 0; l < gpt_layer_count(&cfg); l++)
         if ((double)gpt_layer_size(&cfg, l) > biggest_layer) biggest_layer = (double)gpt_layer_size(&cfg, l);
@@ -129,9 +129,12 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
     n.rank = PLAN_MARGIN * (dev + (on_host ? host : 0)) + PLAN_MARGIN_BYTES;
     n.micro_batch = micro;
     double b = ceil(micro), T = cfg.seq, C = cfg.dim;
-    double mlp = b * T * 4 * C / t, att = b * (cfg.heads / t) * T * T, logits = b * T * cfg.vocab;
+    // Flash attention never holds the T x T matrix: its largest attention tensor is lse.
+    int flash = cfg.attn == GPT_ATTN_FLASH;
+    double mlp = b * T * 4 * C / t, att = b * (cfg.heads / t) * T * (flash ? 1 : T), logits = b * T * cfg.vocab;
     n.largest = mlp, n.largest_what = "an MLP activation (B T 4C)";
-    if (att > n.largest) n.largest = att, n.largest_what = "an attention matrix (B NH T^2)";
+    if (att > n.largest)
+        n.largest = att, n.largest_what = flash ? "the attention's log-sum-exps (B NH T)" : "an attention matrix (B NH T^2)";
     if (logits > n.largest) n.largest = logits, n.largest_what = "a logits tensor (B T V)";
     return n;
 }
@@ -231,6 +234,7 @@ int plan_check_options(const char *lab, int world, int nopts, char *const opts[]
     int *fields[] = {&a.batch, &a.seq, &a.layers, &a.dim, &a.heads, &a.accum};
     const char *names[] = {"batch", "seq", "layers", "dim", "heads", "accum"};
     for (int i = 0; i < 6; i++) *fields[i] = (int)option_number(nopts, opts, names[i], *fields[i]);
+    if (option_is(nopts, opts, "attn", "naive")) a.attn = "naive";  // else the default's
     PlanNeed n = plan_need(lab, &a, world, nopts, opts, 1);
     return plan_fits(&n, world, plan_host_available(), "host memory", "MemAvailable", why, nwhy);
 }

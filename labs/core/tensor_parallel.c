@@ -210,11 +210,11 @@ static Rows rows_of(const GptConfig *c, int t, int sp, int vp, int B) {
 
 size_t tp_acts_floats(const GptConfig *c, int t, int sp, int vp, int B) {
     Rows x = rows_of(c, t, sp, vp, B);
-    size_t C = (size_t)c->dim, T = (size_t)c->seq, ts = (size_t)t;
+    size_t C = (size_t)c->dim, ts = (size_t)t;
     size_t block = 2 * x.BT * C                          // ln1, ln2 on all rows
                    + 4 * x.R                             // their means and rstds
                    + x.BT * (3 * C + C + 8 * C) / ts     // qkv, atty, fch, fch_gelu: this rank's share
-                   + (size_t)B * ((size_t)c->heads / ts) * T * T  // att of its heads
+                   + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads
                    + 2 * x.R * C;                        // res1, out: the residual stream's rows
     return x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;
 }
@@ -229,7 +229,7 @@ static float *take(float **cursor, size_t n) {
 void tp_acts_alloc(TpActs *a, Tp *tp, int B) {
     const GptConfig *c = &tp->cfg;
     Rows x = rows_of(c, tp->t, tp->sp, tp->vp, B);
-    size_t C = (size_t)c->dim, ts = (size_t)tp->t, T = (size_t)c->seq;
+    size_t C = (size_t)c->dim, ts = (size_t)tp->t;
     tp->B = B, tp->BT = (int)x.BT, tp->rows = (int)x.R, tp->row0 = tp->sp ? tp->r * (int)x.R : 0;
     size_t total = tp_acts_floats(c, tp->t, tp->sp, tp->vp, B);
     a->buffer = mem_alloc_floats(tp->mem, MEM_ACTS, total, "activations");
@@ -242,7 +242,8 @@ void tp_acts_alloc(TpActs *a, Tp *tp, int B) {
         b->ln1_mean = take(&p, x.R);
         b->ln1_rstd = take(&p, x.R);
         b->qkv = take(&p, x.BT * 3 * C / ts);
-        b->att = take(&p, (size_t)B * ((size_t)c->heads / ts) * T * T);
+        if (c->attn == GPT_ATTN_FLASH) b->lse = take(&p, gpt_attn_saved_floats(c, B, c->heads / tp->t));
+        else b->att = take(&p, gpt_attn_saved_floats(c, B, c->heads / tp->t));
         b->atty = take(&p, x.BT * C / ts);
         b->res1 = take(&p, x.R * C);
         b->ln2 = take(&p, x.BT * C);
@@ -276,7 +277,7 @@ size_t tp_workspace_floats(const Tp *tp) {
     size_t C = (size_t)c->dim, Cl = C / (size_t)tp->t, Fl = 4 * C / (size_t)tp->t;
     size_t wt = max2(max2(4 * C * C / (size_t)tp->t, x.Vh * C), C);     // a transposed weight (CPU kernels)
     size_t block_fwd = wt + x.R * C + x.BT * C + x.R * C;                // LN rows, partial sum, bias rows
-    size_t block_bwd = x.BT * Fl + x.BT * C + x.R * C + x.BT * Cl + x.BT * 3 * Cl + 2 * (size_t)c->seq
+    size_t block_bwd = x.BT * Fl + x.BT * C + x.R * C + x.BT * Cl + x.BT * 3 * Cl + gpt_attn_scratch_floats(c, c->dim / c->heads)
                        + x.BT * C + x.R * C;                             // see block_backward
     size_t head_fwd = wt + x.R * C;
     size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C;
@@ -427,7 +428,10 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
     tp_f_forward(tp, ln, a->ln1, layer, "attn");
     ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, wt);  // this rank's heads' q, k, v
-    ops->attention_forward(a->atty, a->att, a->qkv, B, T, Cl, heads);           // NH/t heads of C/NH each
+    if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
+        ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads);
+    else
+        ops->attention_forward(a->atty, a->att, a->qkv, B, T, Cl, heads);
     float *sum = tp->sp ? partial : a->res1;
     ops->linear_forward(sum, a->atty, w.aproj_w, NULL, BT, Cl, C, wt);          // partial: its heads' share
     tp_g_forward(tp, sum, a->res1, layer, "attn");
@@ -457,7 +461,7 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     float *cur = tp->scratch;
     float *dfch = take(&cur, (size_t)BT * Fl), *dpart = take(&cur, (size_t)BT * C), *dres1 = take(&cur, (size_t)R * C);
     float *datty = take(&cur, (size_t)BT * Cl), *dqkv = take(&cur, (size_t)BT * 3 * Cl);
-    float *att_scratch = take(&cur, 2 * (size_t)T);
+    float *att_scratch = take(&cur, gpt_attn_scratch_floats(&tp->cfg, C / tp->cfg.heads));
     float *dall = take(&cur, (size_t)BT * C), *dshard = take(&cur, (size_t)R * C);
 
     // The MLP: the bias saw this rank's rows; g hands every rank all rows of dout; f sums
@@ -478,7 +482,10 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     dy = tp->sp ? dall : dres1;
     tp_g_backward(tp, dres1, dy, layer, "attn");
     ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C);
-    ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
+    if (tp->cfg.attn == GPT_ATTN_FLASH)
+        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
+    else
+        ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
     ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, BT, C, 3 * Cl);
     tp_f_backward(tp, dpart, dln, layer, "attn");
     ops->copy(dx, dres1, (size_t)R * C);

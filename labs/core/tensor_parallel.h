@@ -122,7 +122,8 @@ void tp_gather_model(Tp *tp, Gpt *full);
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [R], [R]
     float *qkv;                        // [BT,3C/t] this rank's heads' q, k, v
-    float *att;                        // [B,NH/t,T,T]
+    float *att;                        // [B,NH/t,T,T] (--attn naive; else NULL)
+    float *lse;                        // [B,NH/t,T] (--attn flash; else NULL)
     float *atty;                       // [BT,C/t]
     float *res1;                       // [R,C]
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [R], [R]

@@ -12,7 +12,8 @@
 #include "safetensors.h"
 
 GptConfig train_model_config(const TrainArgs *a) {
-    return (GptConfig){.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads};
+    return (GptConfig){.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads,
+                       .attn = gpt_attn_parse(a->attn)};
 }
 
 void train_corpus(Corpus *c, const TrainArgs *a) {
@@ -45,6 +46,8 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
                   "\"seed\":%llu,\"data\":",
               a->warmup, a->lr_min, a->decay_steps, a->weight_decay, a->clip, (unsigned long long)a->seed);
     sb_json_string(sb, a->data);
+    sb_printf(sb, ",\"attn\":");
+    sb_json_string(sb, a->attn);
     sb_printf(sb, ",\"device\":");
     sb_json_string(sb, a->device);
     sb_printf(sb, ",\"tf32\":%s,\"init\":", a->tf32 ? "true" : "false");
@@ -71,6 +74,8 @@ void train_device(Device *dev, const TrainArgs *a, const char *prog, int local_r
     if (device_open(dev, a->device, local_rank, local_world, a->tf32, err, sizeof err) != 0) usage_error(prog, "%s", err);
     if (a->tf32 && dev->kind != DEVICE_CUDA)
         usage_error(prog, "--tf32 needs a GPU (--device cuda); the CPU computes in fp32 only");
+    if (!strcmp(a->attn, "flash") && (!dev->ops->flash_attention_forward || !dev->ops->flash_attention_backward))
+        usage_error(prog, "--attn flash: this build's %s kernels have no flash attention; use --attn naive", dev->ops->name);
 }
 
 void train_say_device(RunLog *log, const Device *dev, int ranks) {
@@ -303,8 +308,13 @@ double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_
 // Reporting
 // ---------------------------------------------------------------------------------------
 
-double train_acts_formula(const GptConfig *c, int B) {
+double train_acts_formula(const GptConfig *c, int B, const char **text) {
     double T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
+    if (c->attn == GPT_ATTN_FLASH) {  // one log-sum-exp per head and token
+        if (text) *text = "4 B T (2C+2+V+L(16C+4+NH))";
+        return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH));
+    }
+    if (text) *text = "4 B T (2C+2+V+L(16C+4+NH T))";  // the NH heads' probabilities over T keys
     return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
 }
 
@@ -314,12 +324,13 @@ DdpMemory train_ddp_memory(const GptConfig *c, int batch, int ranks, int accum, 
     d.bytes[MEM_PARAMS] = e * psi;
     d.bytes[MEM_GRADS] = e * psi;
     d.bytes[MEM_OPTIM] = k * psi;
-    d.bytes[MEM_ACTS] = d.micro_batch * train_acts_formula(c, 1);  // linear in B: exact for whole B
+    const char *acts_text;
+    d.bytes[MEM_ACTS] = d.micro_batch * train_acts_formula(c, 1, &acts_text);  // linear in B: exact for whole B
     d.bytes[MEM_COMM] = buckets ? e * psi : 0;
     snprintf(d.formula[MEM_PARAMS], sizeof d.formula[0], "%d Psi (a full replica)", e);
     snprintf(d.formula[MEM_GRADS], sizeof d.formula[0], "%d Psi", e);
     snprintf(d.formula[MEM_OPTIM], sizeof d.formula[0], "%d Psi (%s)", k, k == 8 ? "AdamW m and v" : "master, m and v");
-    snprintf(d.formula[MEM_ACTS], sizeof d.formula[0], "4 B T (2C+2+V+L(16C+4+NH T))");
+    snprintf(d.formula[MEM_ACTS], sizeof d.formula[0], "%s", acts_text);
     if (buckets) snprintf(d.formula[MEM_COMM], sizeof d.formula[0], "%d Psi (bucket buffers)", e);
     else snprintf(d.formula[MEM_COMM], sizeof d.formula[0], "0 (in place)");
     snprintf(d.brief[MEM_PARAMS], sizeof d.brief[0], "%d Psi", e);

@@ -138,9 +138,12 @@ typedef struct {
     double expect;        // bytes
     int host;
 } MemRow;
-// The activation memory of a micro-batch of B sequences in closed form (bytes):
-// 4 B T (2C + 2 + V + L (16C + 4 + NH T)), what each layer keeps for the backward pass.
-double train_acts_formula(const GptConfig *c, int B);
+// The activation memory of a micro-batch of B sequences in closed form (bytes), what each
+// layer keeps for the backward pass, and (text not NULL) the formula as the tables print it:
+//     4 B T (2C + 2 + V + L (16C + 4 + NH T))   naive attention: NH T probabilities a token
+//     4 B T (2C + 2 + V + L (16C + 4 + NH))     flash attention: NH log-sum-exps a token
+// The one place the labs' tables, `shardlab plan` and the memory checks take it from.
+double train_acts_formula(const GptConfig *c, int B, const char **text);
 
 // DDP's memory per rank, the one model of it: ddp.c's own table is made of it, and the labs
 // that replace DDP (zero, fsdp, tp) print it beside theirs, so that "DDP holds" always means

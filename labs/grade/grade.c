@@ -256,6 +256,7 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
     number_text(accum, c->accum, sizeof c->accum);
     add_checked(c, "accum", "--accum", c->accum);
     add_cfg(c, run, "data", "--data", "synthetic", 1);
+    add_cfg(c, run, "attn", "--attn", "naive", 1);  // a run from before --attn ran naive attention
     const JsonValue *init = json_get(run->config, "init");
     if (init && init->type != JSON_NULL) add_cfg(c, run, "init", "--init", NULL, 1);
     if (!strcmp(c->lab, "shard")) add_shard(c, run);

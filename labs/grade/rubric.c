@@ -59,11 +59,14 @@ GptConfig grade_model(const GradeRun *run) {
     GptConfig m = {.vocab = grade_cfg_int(run, "vocab", 256)};
     m.seq = grade_cfg_int(run, "seq", 0), m.dim = grade_cfg_int(run, "dim", 0);
     m.layers = grade_cfg_int(run, "layers", 0), m.heads = grade_cfg_int(run, "heads", 0);
+    // A run from before --attn ran naive attention; a value that is neither name is refused
+    // before any formula uses it (grade_model_ok).
+    m.attn = gpt_attn_parse(grade_cfg_str(run, "attn", "naive"));
     return m;
 }
 
 int grade_model_ok(const GptConfig *m) {
-    return m->seq >= 1 && m->dim >= 1 && m->layers >= 1 && m->layers <= 256 && m->heads >= 1 && m->vocab >= 1 &&
+    return m->attn >= 0 && m->seq >= 1 && m->dim >= 1 && m->layers >= 1 && m->layers <= 256 && m->heads >= 1 && m->vocab >= 1 &&
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }
 
