@@ -197,6 +197,14 @@ else
     grep '^not ok' "$tmp/ops.out" 2>/dev/null | sed 's/^/  /'
     compare fail --lab kernels --n 1 --run "$tmp/ops" --why "test_cuda_ops failed (log: $tmp/ops.out, $tmp/ops-build.out)"
 fi
+echo
+echo "## the attention kernels at GPT-2 small's shape: flash vs naive, and each kernel timed (tests/gpu/bench_ops.c)"
+if run 900 "$tmp/bench-ops-build.out" make "$BUILD/gpu/bench_ops" BUILD="$BUILD" &&
+    run 600 "$tmp/bench-ops.out" "$BUILD/gpu/bench_ops"; then
+    sed 's/^/  /' "$tmp/bench-ops.out"
+else
+    compare fail --lab kernels --n 1 --run "$tmp/bench-ops" --why "bench_ops failed (log: $tmp/bench-ops.out)"
+fi
 fi
 
 train_lengths=$LENGTHS
