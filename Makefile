@@ -12,7 +12,8 @@
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
 #   make deps             install the Debian packages shardlab needs
 #
-# Options: CUDA=0 (never build the CUDA backend), NATIVE=0 (no -march=native), CC=clang.
+# Options: CUDA=0 (never build the CUDA backend), NATIVE=0 (no -march=native), CC=clang,
+# DEPS=0 (never install packages: without them, shardlab is built without tui, lexicon and web).
 
 CC      ?= cc
 BUILD   := build
@@ -102,6 +103,39 @@ CUDA_BUILD := 1
 CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL at $(NCCL_HOME)/include/nccl.h and $(NCCL_LIBDIR)/$(if $(filter -lnccl,$(NCCL_LIB)),libnccl.so,libnccl.so.2)$(NCCL_FROM); building the CUDA backend (the labs pick cuda when a GPU is usable)
 endif
 
+# ---- the shardlab command's libraries: ncursesw, md4c, CivetWeb ----------------------------
+# `shardlab run` (the launcher, its progress line, its fault handling) and `shardlab grade` need
+# only libc, as the labs do; tui, lexicon and web need ncursesw, md4c and CivetWeb. Their
+# headers are looked for as the compiler finds them (so CPATH counts), with DEPS_SEARCH added
+# (the tests point it at fake trees: -nostdinc -I<tree>). All found: every command is built.
+# Some missing: make installs them first (make deps) when it can without asking (apt-get, as
+# root or through sudo without a password), then builds every command; where it cannot (a GPU
+# node without root, an HPC cluster; DEPS=0; or the install failed), shardlab is built
+# without tui, lexicon and web, labs/nolibs.c standing in for them, and one line says so and
+# how to add them. `make deps-status` prints that line (nothing when all are found).
+DEPS ?= auto
+DEPS_SEARCH ?=
+DEPS_HEADERS := curses.h=libncurses-dev md4c.h=libmd4c-dev md4c-html.h=libmd4c-html0-dev civetweb.h=libcivetweb-dev
+dep_header = $(word 1,$(subst =, ,$(1)))
+dep_package = $(word 2,$(subst =, ,$(1)))
+headers_found = $(shell printf '\043include <%s>\n' $(1) | $(CC) $(DEPS_SEARCH) -E -x c - >/dev/null 2>&1 && echo yes)
+# One compiler run where all are there; one per header only where some are not.
+ifeq ($(call headers_found,$(foreach h,$(DEPS_HEADERS),$(call dep_header,$(h)))),yes)
+DEPS_LACKING :=
+else
+DEPS_LACKING := $(strip $(foreach h,$(DEPS_HEADERS),$(if $(call headers_found,$(call dep_header,$(h))),,$(call dep_package,$(h)))))
+endif
+ifeq ($(DEPS_LACKING),)
+SHARDLAB_KIND := full
+else ifeq ($(DEPS)$(shell command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; } && echo yes),autoyes)
+SHARDLAB_KIND := install
+DEPS_STATUS := shardlab: tui, lexicon and web need $(DEPS_LACKING): installing them first (make deps)
+else
+SHARDLAB_KIND := bare
+DEPS_WHY := $(if $(filter 0,$(DEPS)),DEPS=0; not installed,$(if $(filter tried,$(DEPS)),still missing after make deps,not installed))
+DEPS_STATUS := shardlab: built without tui, lexicon and web ($(DEPS_WHY): $(DEPS_LACKING)); to add them, as root: make deps, then make
+endif
+
 # ---- sources --------------------------------------------------------------------------
 # Every core file but nocuda.c, then the CUDA backend or nocuda.c. The sanitized build (the
 # tests) is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
@@ -134,6 +168,15 @@ WEB_SRCS  := web runs html
 WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
 WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
 WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
+# What build/shardlab links: every command, or (bare) the launcher and the grader with
+# labs/nolibs.c in place of tui/ and web/, and no library beyond libc and libm.
+ifeq ($(SHARDLAB_KIND),bare)
+SHARDLAB_PARTS := $(BUILD)/nolibs.o
+SHARDLAB_LIBS  :=
+else
+SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS)
+SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
+endif
 # The grader (labs/grade/): `shardlab grade`, linked into the launcher.
 GRADE_SRCS := load rubric methods grade
 GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
@@ -149,19 +192,23 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
 
-all: cuda-status $(LAB_BINS) $(SHARDLAB)
+all: cuda-status deps-status $(LAB_BINS) $(SHARDLAB)
 
 cuda-status:
 	@echo "$(CUDA_STATUS)"
 
+deps-status:
+	@$(if $(DEPS_STATUS),echo "$(DEPS_STATUS)",:)
+
 help:
 	@echo "shardlab make targets:"
-	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code)"
+	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code,"
+	@echo "                        DEPS=0: install nothing; without ncursesw, md4c, CivetWeb: no tui, lexicon, web)"
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
 	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
 	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed\"]"
@@ -187,6 +234,7 @@ help:
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
 	@echo "  make grade-sweep      the README's lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
+	@echo "  make bench-gpu        on a GPU: a step of shardlab vs PyTorch (eager, sdpa, torch.compile), fp32/TF32/bf16: ms, peak, ratios [SHAPES=\"default gpt2\"]"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
 
@@ -214,9 +262,10 @@ deps-browser:
 	if [ -n "$$pkgs" ]; then $(MAKE) --no-print-directory deps DEB_PACKAGES="$$pkgs"; fi
 	@[ -d tests/browser/node_modules/playwright-core ] || npm ci --prefix tests/browser --no-audit --no-fund
 
-# What the build itself needs for build/shardlab (ncursesw, md4c, CivetWeb): installed if missing.
+# What tui/ and web/ need (ncursesw, md4c, CivetWeb): installed first where make can (see
+# SHARDLAB_KIND), before their objects compile.
 deps-ncurses:
-	@(pkg-config --exists ncursesw md4c-html 2>/dev/null && test -f /usr/include/civetweb.h) || $(MAKE) --no-print-directory deps
+	@$(if $(filter install,$(SHARDLAB_KIND)),$(MAKE) --no-print-directory deps,:)
 
 # ---- build ----------------------------------------------------------------------------
 $(BUILD)/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/core
@@ -255,8 +304,21 @@ $(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/grade
 $(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/san/grade
 	$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
-$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(TUI_OBJS) $(WEB_OBJS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+ifeq ($(SHARDLAB_KIND),install)
+# The libraries are missing but make may install them: make deps, then build shardlab again
+# in a make that looks anew (with all of them, or, if the install failed, without).
+$(SHARDLAB): FORCE
+	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
+	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
+else
+$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+endif
+FORCE:
+
+$(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
+	@mkdir -p $(@D)
+	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
 $(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
@@ -396,6 +458,12 @@ grade-sweep: all
 # the CPU, the kernels against the CPU's, a step against PyTorch. Without a GPU it says so.
 gpu-check:
 	BUILD=$(BUILD) sh tests/gpu/check.sh
+
+# shardlab and PyTorch on one GPU (tests/gpu/bench.sh, which builds build/labs/single first):
+# ms per step and peak memory at the labs' default and GPT-2 small's shapes, fp32, TF32 and
+# bf16, with the ratios. Without a GPU it says so and exits 0. SHAPES=, ROWS=, PRECISIONS=.
+bench-gpu:
+	BUILD=$(BUILD) sh tests/gpu/bench.sh
 
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the

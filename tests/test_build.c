@@ -1,4 +1,5 @@
-// test_build.c — the Makefile finds CUDA and NCCL where a stock machine has them.
+// test_build.c — the Makefile finds CUDA and NCCL where a stock machine has them, and builds
+// `shardlab run` where ncursesw, md4c and CivetWeb are missing (a GPU node without root).
 //
 // Usage: test_build ROOT   (tests/run.sh passes the checkout)
 //
@@ -17,10 +18,25 @@
 //      no nvcc: the CPU backend, saying so; CUDA=0: off.
 // Broken on purpose: without the multiarch folder in the Makefile's nccl_libdir, case 1
 // builds the CPU backend and fails here.
+//
+// Then the shardlab command's libraries, the same way: `make deps-status` with DEPS_SEARCH
+// pointing the header search at a fake tree (-nostdinc -I<tree>: empty headers, or none):
+//   7. every header there: nothing to say (the full build, as CI has it);
+//   8. none, and no apt-get on PATH (a node without root): tui, lexicon and web left out, in
+//      one line naming every package and make deps; DEPS=0 the same where make could install;
+//      make as root with apt-get installs them first instead;
+//   9. some: the line names exactly the missing ones;
+//  10. that build, for real, out of tree (BUILD=, CPU, -O0): it compiles and links libc and
+//      libm alone (no ncursesw, md4c, CivetWeb); `shardlab run single -n 1 --steps 2` trains;
+//      tui, lexicon and web each say in one line that this build lacks them and how to get
+//      them, exit 2; grade is there.
+// Broken on purpose: the bare build linking tui/ and web/ (SHARDLAB_PARTS) fails case 10's
+// NEEDED check; the header search without DEPS_SEARCH fails cases 8 and 9.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "test.h"
 
@@ -41,11 +57,12 @@ static void put(const char *path, const char *text, int exec) {
     if (exec) chmod(path, 0755);
 }
 
-// `make cuda-status` in ROOT with the given settings; its output (malloc'd, "" on failure).
-static char *status(const char *settings, const char *path) {
+// `make TARGET` in ROOT with the given settings, on PATH (default /usr/bin:/bin); its output
+// (malloc'd, "" on failure).
+static char *make_says(const char *target, const char *settings, const char *path) {
     char cmd[8000];
-    snprintf(cmd, sizeof cmd, "cd '%s' && env PATH='%s' make -s --no-print-directory cuda-status %s 2>&1", root,
-             path ? path : "/usr/bin:/bin", settings);
+    snprintf(cmd, sizeof cmd, "cd '%s' && env PATH='%s' \"$(command -v make)\" -s --no-print-directory %s %s 2>&1", root,
+             path ? path : "/usr/bin:/bin", target, settings);
     FILE *p = popen(cmd, "r");
     char *out = calloc(1, 8192);
     if (p) {
@@ -56,7 +73,140 @@ static char *status(const char *settings, const char *path) {
     return out;
 }
 
+// `make cuda-status`: the one line that says what the build found and uses.
+static char *status(const char *settings, const char *path) { return make_says("cuda-status", settings, path); }
+
 static const char *NVCC = "#!/bin/sh\necho 'a stand-in nvcc'\n";
+
+// Runs cmd (with sh); its output, stdout and stderr together (malloc'd), and its exit status.
+static char *run_cmd(const char *cmd, int *status) {
+    char full[8200];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    size_t cap = 1 << 16, n = 0;
+    char *out = calloc(1, cap);
+    *status = -1;
+    if (!p) return out;
+    n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int w = pclose(p);
+    *status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+    return out;
+}
+
+// The number of lines in s (a last line without a newline counts).
+static int count_lines(const char *s) {
+    int n = 0;
+    for (const char *c = s; *c; c++) n += *c == '\n';
+    return n + (*s && s[strlen(s) - 1] != '\n');
+}
+
+// Cases 7-10: the shardlab command without ncursesw, md4c and CivetWeb.
+static void check_libraries(void) {
+    char all[400], none[400], some[400], bin[400], path[2048], settings[2048], cmd[8000];
+    snprintf(all, sizeof all, "%s/inc-all", tmp);
+    snprintf(none, sizeof none, "%s/inc-none", tmp);
+    snprintf(some, sizeof some, "%s/inc-some", tmp);
+    snprintf(bin, sizeof bin, "%s/bin-noapt", tmp);
+    const char *headers[] = {"curses.h", "md4c.h", "md4c-html.h", "civetweb.h"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", all, headers[i]), put(path, "", 0);
+        if (i < 2) snprintf(path, sizeof path, "%s/%s", some, headers[i]), put(path, "", 0);
+    }
+    snprintf(path, sizeof path, "mkdir -p '%s' '%s' && ln -sf \"$(command -v cc)\" '%s/cc' && ln -sf \"$(command -v id)\" '%s/id'",
+             none, bin, bin, bin);
+    if (system(path) != 0) printf("# making %s failed\n", bin);
+    const char *packages = "libncurses-dev libmd4c-dev libmd4c-html0-dev libcivetweb-dev";
+
+    // 7. Every header found: nothing to say.
+    snprintf(settings, sizeof settings, "DEPS_SEARCH='-nostdinc -I%s'", all);
+    char *out = make_says("deps-status", settings, NULL);
+    EXPECT(out[0] == 0, "every header found: no line, every command built: '%s'", out);
+    free(out);
+
+    // 8. None, on a PATH without apt-get (cc and id only): left out, in one line.
+    snprintf(settings, sizeof settings, "DEPS_SEARCH='-nostdinc -I%s'", none);
+    out = make_says("deps-status", settings, bin);
+    EXPECT(count_lines(out) == 1 && strstr(out, "built without tui, lexicon and web") && strstr(out, packages) &&
+               strstr(out, "make deps"),
+           "no headers and no apt-get: one line naming the commands left out, the packages and make deps: %s", out);
+    free(out);
+    snprintf(settings, sizeof settings, "DEPS=0 DEPS_SEARCH='-nostdinc -I%s'", none);
+    out = make_says("deps-status", settings, NULL);
+    EXPECT(count_lines(out) == 1 && strstr(out, "built without tui, lexicon and web (DEPS=0"),
+           "DEPS=0: never installs, leaves them out: %s", out);
+    free(out);
+    int st;
+    char *who = run_cmd("[ \"$(id -u)\" = 0 ] && command -v apt-get", &st);
+    if (st == 0) {
+        snprintf(settings, sizeof settings, "DEPS_SEARCH='-nostdinc -I%s'", none);
+        out = make_says("deps-status", settings, NULL);
+        EXPECT(strstr(out, "installing them first (make deps)") != NULL, "as root with apt-get: installs them first: %s", out);
+        free(out);
+    } else {
+        printf("# not root with apt-get here: the installing case is not checked\n");
+    }
+    free(who);
+
+    // 9. Some: exactly the missing ones named.
+    snprintf(settings, sizeof settings, "DEPS=0 DEPS_SEARCH='-nostdinc -I%s'", some);
+    out = make_says("deps-status", settings, NULL);
+    EXPECT(strstr(out, "not installed: libmd4c-html0-dev libcivetweb-dev)") && !strstr(out, "libncurses-dev"),
+           "curses.h and md4c.h there: only md4c-html and CivetWeb named: %s", out);
+    free(out);
+
+    // 10. That build, for real, out of tree.
+    char build[400];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && env PATH=/usr/bin:/bin make -j2 --no-print-directory BUILD='%s' DEPS=0 "
+             "DEPS_SEARCH='-nostdinc -I%s' CUDA=0 NATIVE=0 CFLAGS=-O0 '%s/labs/single' '%s/shardlab' deps-status",
+             root, build, none, build, build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 0 && strstr(out, "shardlab: built without tui, lexicon and web"),
+           "the bare build compiles and links, and says what it left out (exit %d)%s%.2000s", st, st ? ":\n" : "",
+           st ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "readelf -d '%s/shardlab' | grep NEEDED", build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 0 && strstr(out, "libc.so") && !strstr(out, "curses") && !strstr(out, "tinfo") && !strstr(out, "md4c") &&
+               !strstr(out, "civetweb"),
+           "the bare shardlab needs libc and libm alone:\n%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --steps 2 --ui none", tmp, tmp,
+             build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 0 && strstr(out, "single finished on 1 rank(s)"), "the bare shardlab runs a lab (exit %d): %.1500s", st, out);
+    free(out);
+    // The launcher's fault handling is the same program's: a rank's bad option is passed on as
+    // one line, exit 2; a rank that fails is named with its error, exit 1.
+    snprintf(cmd, sizeof cmd, "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --heads 3", tmp, tmp,
+             build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 2 && strstr(out, "shardlab run: ") && strstr(out, "--heads"), "a rank's bad option: one line, exit 2 (exit %d): %s",
+           st, out);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --steps 60 --lr 10 --weight-decay 10 "
+             "--warmup 0 --lr-schedule constant",
+             tmp, tmp, build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 1 && strstr(out, "shardlab: rank 0 ") && strstr(out, "single stopped"),
+           "a rank that fails: named, exit 1 (exit %d): %.1500s", st, out);
+    free(out);
+    const char *left_out[] = {"tui", "lexicon zero-stage-3", "web --port 0"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && '%s/shardlab' %s", tmp, build, left_out[i]);
+        out = run_cmd(cmd, &st);
+        EXPECT(st == 2 && count_lines(out) == 1 && strstr(out, ": not in this build: ") && strstr(out, "make deps installs them"),
+               "shardlab %s: one line, that this build lacks it and how to get it, exit 2 (exit %d): %s", left_out[i], st, out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "'%s/shardlab' grade --help", build);
+    out = run_cmd(cmd, &st);
+    EXPECT(st == 0 && strstr(out, "usage: shardlab grade"), "the bare shardlab grades (exit %d)", st);
+    free(out);
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -151,6 +301,8 @@ int main(int argc, char **argv) {
     out = status("CUDA=0", NULL);
     EXPECT(strstr(out, "CUDA: off (CUDA=0)") != NULL, "CUDA=0: off: %s", out);
     free(out);
+
+    check_libraries();
 
     snprintf(path, sizeof path, "rm -rf '%s'", tmp);
     if (system(path) != 0) printf("# removing %s failed\n", tmp);
