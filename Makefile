@@ -468,7 +468,7 @@ bench-gpu:
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
-GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops)
+GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops $(BUILD)/gpu/bench_ops)
 test: deps deps-browser all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS)
 	@BUILD=$(BUILD) sh tests/run.sh
 

@@ -5,7 +5,10 @@
 # Settings (environment): BUILD=build, LENGTHS="50 200" (the training runs' lengths: every
 # comparison of part 2 runs at each), TOL_FIRST=1e-5 (steps 1-10), TOL=2e-3 (the later steps),
 # LARGE=1 (0: skip the GPT-2-small-sized timing), KEEP=1 (keep the temp dir even when everything
-# passed), SHARDLAB_TIMEOUT_S=60 (the ranks' wait deadline), CUDA_HOME, NCCL_HOME.
+# passed), SHARDLAB_TIMEOUT_S=60 (the ranks' wait deadline), CUDA_HOME, NCCL_HOME,
+# LAB_ARGS (options added to every training run on both devices, e.g. LAB_ARGS="--attn naive"
+# or "--attn flash": the whole comparison then holds for that variant).
+# PARTS="ops train collectives timing" (which parts of 2 and 3 run; the build and the probe always do).
 #
 # What it does, printing every command it runs:
 #   1. finds a GPU (nvidia-smi -L; none: "SKIP: ..." and exit 0), builds with `make all DEPS=0`
@@ -63,6 +66,9 @@ TOL_FIRST=${TOL_FIRST:-1e-5}
 TOL=${TOL:-2e-3}
 LARGE=${LARGE:-1}
 KEEP=${KEEP:-0}
+LAB_ARGS=${LAB_ARGS:-}
+PARTS=${PARTS:-ops train collectives timing}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 cd "$(dirname "$0")/../.." || exit 1
 root=$(pwd)
@@ -172,14 +178,18 @@ grep -m 1 -i -E 'cuda|nvidia' "$tmp/probe.out" | sed 's/^/  /'
 train() {
     lab=$1 n=$2 device=$3 dir=$4
     shift 4
+    # $LAB_ARGS stays unquoted: a list of options, split on spaces.
     if [ "$lab" = single ]; then
-        run 900 "$dir.out" "$BUILD/labs/single" --device "$device" --steps "$STEPS" --run-dir "$dir" "$@"
+        # shellcheck disable=SC2086
+        run 900 "$dir.out" "$BUILD/labs/single" --device "$device" --steps "$STEPS" --run-dir "$dir" "$@" $LAB_ARGS
     else
+        # shellcheck disable=SC2086
         run 900 "$dir.out" "$BUILD/shardlab" run "$lab" -n "$n" --ui none --device "$device" --steps "$STEPS" \
-            --run-dir "$dir" "$@"
+            --run-dir "$dir" "$@" $LAB_ARGS
     fi
 }
 
+if part ops; then
 echo
 echo "## the CUDA kernels against the CPU's, op by op (tests/gpu/test_cuda_ops.c)"
 if run 900 "$tmp/ops-build.out" make "$BUILD/gpu/test_cuda_ops" BUILD="$BUILD" &&
@@ -189,8 +199,19 @@ else
     grep '^not ok' "$tmp/ops.out" 2>/dev/null | sed 's/^/  /'
     compare fail --lab kernels --n 1 --run "$tmp/ops" --why "test_cuda_ops failed (log: $tmp/ops.out, $tmp/ops-build.out)"
 fi
+echo
+echo "## the attention kernels at GPT-2 small's shape: flash vs naive, and each kernel timed (tests/gpu/bench_ops.c)"
+if run 900 "$tmp/bench-ops-build.out" make "$BUILD/gpu/bench_ops" BUILD="$BUILD" &&
+    run 600 "$tmp/bench-ops.out" "$BUILD/gpu/bench_ops"; then
+    sed 's/^/  /' "$tmp/bench-ops.out"
+else
+    compare fail --lab kernels --n 1 --run "$tmp/bench-ops" --why "bench_ops failed (log: $tmp/bench-ops.out)"
+fi
+fi
 
-for STEPS in $LENGTHS; do
+train_lengths=$LENGTHS
+part train || train_lengths=""
+for STEPS in $train_lengths; do
     mkdir -p "$tmp/$STEPS"
     echo
     echo "## single: CUDA vs CPU, $STEPS steps, default config"
@@ -350,7 +371,9 @@ done
 
 echo
 echo "## collectives on CUDA: every result checked against a serial computation"
-for n in 1 2 4; do
+collective_ranks="1 2 4"
+part collectives || collective_ranks=""
+for n in $collective_ranks; do
     dir=$tmp/collectives-$n
     if run 900 "$dir.out" "$BUILD/shardlab" run collectives -n "$n" --ui none --device cuda --max-bytes 64M \
         --run-dir "$dir"; then
@@ -378,7 +401,9 @@ time_vs_torch() {
     fi
 }
 
-if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+if ! part timing; then
+    echo "  (left out: PARTS has no timing)"
+elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
     echo "  python3 has no torch with CUDA: the PyTorch timings are left out"
 else
     first=${LENGTHS%% *}
@@ -390,7 +415,7 @@ else
         # $big stays unquoted below: it is a list of options, split on spaces.
         big="--dim 768 --heads 12 --layers 12 --seq 1024 --batch 8"
         # shellcheck disable=SC2086
-        if run 900 "$tmp/single-large.out" "$BUILD/labs/single" --device cuda --steps 30 --run-dir "$tmp/single-large" $big
+        if run 900 "$tmp/single-large.out" "$BUILD/labs/single" --device cuda --steps 30 --run-dir "$tmp/single-large" $big $LAB_ARGS
         then
             # shellcheck disable=SC2086
             time_vs_torch single-large "$tmp/single-large" 5 20 $big

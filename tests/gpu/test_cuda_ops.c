@@ -13,6 +13,8 @@
 //     compared by hashing their parameters, so this is what the graders rely on);
 //   - the device functions of gpu.h the ops rest on: zero-filled allocation, copies both
 //     ways, pointer kinds, memory figures;
+//   - flash attention (flash.cu) against the CPU's flash and naive attention, at every head size
+//     the GPU kernels instantiate;
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
 //     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones.
 // Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
@@ -287,6 +289,47 @@ static void test_attention(int B, int T, int C, int NH) {
     free_buffers();
 }
 
+// Flash attention against the CPU's flash (the same algorithm) and the CPU's naive attention
+// (the same function): out and lse, then the backward pass from the CPU's out and lse. The
+// shapes reach every padded head size the GPU kernels instantiate (hs 1 to 1000: 16, 64,
+// 128, 256 and 1024, with the lanes-per-row groups of 1 to 32 they bring), T = 1, and T past
+// one block of rows (128) and past one tile of keys (64), none of them a multiple of either.
+static void test_flash_attention(int B, int T, int C, int NH) {
+    snprintf(attention_shape, sizeof attention_shape, "flash, B=%d, T=%d, hs=%d", B, T, C / NH);
+    int hs = C / NH;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    size_t natt = (size_t)B * NH * T * T;
+    float *qkv = random_floats(nqkv, 40 + (uint64_t)T, -2, 2), *out = host_floats(nout), *lse = host_floats(nlse);
+    float *naive_out = host_floats(nout), *att = host_floats(natt);
+    float *d_qkv = to_device(qkv, nqkv), *d_out = to_device(filled(nout, GARBAGE), nout);
+    float *d_lse = to_device(filled(nlse, GARBAGE), nlse);
+    ops_cpu.flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    ops_cpu.attention_forward(naive_out, att, qkv, B, T, C, NH);
+    gpu->flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
+    expect_close(with_shape("flash_attention_forward out vs the CPU's flash"), out, d_out, nout, TOL_SUM);
+    expect_close(with_shape("flash_attention_forward out vs the CPU's naive attention"), naive_out, d_out, nout,
+                 TOL_SUM);
+    expect_close(with_shape("flash_attention_forward lse (row log-sum-exp)"), lse, d_lse, nlse, TOL_SUM);
+
+    // Backward from the CPU's out and lse; dqkv is OVERWRITTEN, so it starts as garbage.
+    float *dout = random_floats(nout, 41, -1, 1), *dqkv = host_floats(nqkv), *naive_dqkv = host_floats(nqkv);
+    float *scratch = host_floats(FLASH_SCRATCH_FLOATS(T, hs) + 2 * (size_t)T);
+    float *d_dout = to_device(dout, nout), *d_out_cpu = to_device(out, nout), *d_lse_cpu = to_device(lse, nlse);
+    float *d_dqkv[2];
+    for (int run = 0; run < 2; run++) {
+        d_dqkv[run] = to_device(filled(nqkv, GARBAGE), nqkv);
+        gpu->flash_attention_backward(d_dqkv[run], d_dout, d_qkv, d_out_cpu, d_lse_cpu, B, T, C, NH, NULL);
+    }
+    ops_cpu.flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, scratch);
+    ops_cpu.attention_backward(naive_dqkv, dout, qkv, att, B, T, C, NH, scratch);
+    expect_close(with_shape("flash_attention_backward dqkv vs the CPU's flash (overwritten: dq, dk and dv)"), dqkv,
+                 d_dqkv[0], nqkv, TOL_CHAIN);
+    expect_close(with_shape("flash_attention_backward dqkv vs the CPU's naive attention"), naive_dqkv, d_dqkv[0],
+                 nqkv, TOL_CHAIN);
+    expect_same_run(with_shape("flash_attention_backward dqkv"), d_dqkv[0], d_dqkv[1], nqkv);
+    free_buffers();
+}
+
 static void test_elementwise(void) {
     const int n = 1001;
     // GELU over [-6, 6]: both tails, where tanh saturates and 1 - th^2 cancels.
@@ -521,6 +564,13 @@ int main(void) {
     test_layernorm();
     test_attention(2, 19, 48, 3);
     test_attention(1, 67, 96, 2);
+    test_flash_attention(2, 19, 48, 3);    // hs 16: one lane a row
+    test_flash_attention(1, 300, 96, 2);   // hs 48 (padded to 64), three blocks of rows, five tiles of keys
+    test_flash_attention(2, 130, 256, 2);  // hs 128: groups of 2 and 4 lanes
+    test_flash_attention(1, 33, 200, 1);   // hs 200 (padded to 256)
+    test_flash_attention(1, 9, 1000, 1);   // hs 1000 (padded to 1024): groups of 16 and 32 lanes
+    test_flash_attention(3, 1, 12, 4);     // T = 1, hs 3
+    test_flash_attention(1, 200, 3, 3);    // hs 1
     test_elementwise();
     test_embedding();
     test_crossentropy();

@@ -2,7 +2,8 @@
 // checked wrappers. Not part of gpu.h's contract: nothing outside labs/core/cuda/ includes it.
 //
 // Defines: cudaCheck(), cublasCheck(), CudaContext, cuda_context(), cuda_stage_tokens(),
-//          cuda_workspace().
+//          cuda_workspace(), CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(),
+//          cuda_flash_attention_backward(), cuda_flash_head_size_ok().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). ops.cu reaches it through
@@ -71,5 +72,15 @@ const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n);
 // At least `bytes` of device workspace, valid for kernels queued on the compute stream until
 // the next call (growing it waits for the stream first, so no queued kernel loses it).
 void *cuda_workspace(size_t bytes);
+
+// ---- flash attention (flash.cu): ops.h's flash_attention_forward/backward on the GPU ----
+
+// The widest head (C / NH channels) the flash kernels take: they keep a head's vectors in
+// registers. Wider heads stop the run with a message saying so (use --attn naive).
+#define CUDA_FLASH_MAX_HEAD 1024
+int cuda_flash_head_size_ok(int hs);
+void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int B, int T, int C, int NH, float *scratch);
 
 #endif

@@ -1,0 +1,188 @@
+// bench_ops.c — the GPU's attention kernels (naive and flash), LayerNorm's backward and a
+// Linear backward timed alone, at one model shape (default: GPT-2 small's, B=8 T=1024 C=768
+// NH=12), with the two variants of attention checked against each other at that size.
+//
+// Usage: bench_ops [B T C NH]   (on a machine with a GPU; without one it says so, exit 0)
+//
+// Each row is the median of REPS runs after WARMUP, each run timed on the host around the
+// kernels with the stream drained before and after (the kernels run for milliseconds, so the
+// launch and the drain are noise). Attention's rate counts the causal half of the T x T
+// products a pass needs at the least: the forward pass S = Q K^T and O = P V (2 products),
+// the backward pass dV, dP, dS's dQ and dK (4); flash's recomputation of S is not counted, so
+// its rate is comparable with the naive one's.
+//
+// The check: flash's out and dqkv against naive's, normwise (max |a - b| / max |b|), on the
+// same random qkv and dout at the full shape: small shapes are tests/gpu/test_cuda_ops.c's.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops.h"
+#include "rng.h"
+
+enum { WARMUP = 2, REPS = 10 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static float *device_random(size_t n, uint64_t seed, double lo, double hi) {
+    float *h = malloc_check(n * sizeof(float));
+    Rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) h[i] = (float)(lo + (hi - lo) * rng_uniform(&r));
+    float *d = cuda_alloc(n * sizeof(float));
+    if (!d) die("use a smaller shape", "the GPU is out of memory (%zu floats)", n);
+    cuda_copy(d, h, n * sizeof(float));
+    free(h);
+    return d;
+}
+
+static float *device_floats(size_t n) {
+    float *d = cuda_alloc(n * sizeof(float));
+    if (!d) die("use a smaller shape", "the GPU is out of memory (%zu floats)", n);
+    return d;
+}
+
+// max |a - b| / max |b| over n device floats.
+static double normwise(const float *d_a, const float *d_b, size_t n) {
+    float *a = malloc_check(n * sizeof(float)), *b = malloc_check(n * sizeof(float));
+    cuda_copy(a, d_a, n * sizeof(float));
+    cuda_copy(b, d_b, n * sizeof(float));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= num)) num = d;  // a NaN sticks
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    free(a);
+    free(b);
+    return den > 0 ? num / den : num;
+}
+
+// The ops to time, one at a time: every field a pass may need.
+typedef struct {
+    const Ops *ops;
+    int B, T, C, NH;
+    float *qkv, *out, *att, *lse, *dout, *dqkv;
+    float *x, *w, *mean, *rstd, *dx, *dw, *db, *dy, *wide_w, *wide_dw, *wide_db;
+} Bench;
+
+typedef enum { NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_BWD } Op;
+
+static void run_op(Bench *b, Op op) {
+    const Ops *o = b->ops;
+    int N = b->B * b->T, C = b->C;
+    switch (op) {
+    case NAIVE_FWD: o->attention_forward(b->out, b->att, b->qkv, b->B, b->T, C, b->NH); break;
+    case NAIVE_BWD: o->attention_backward(b->dqkv, b->dout, b->qkv, b->att, b->B, b->T, C, b->NH, NULL); break;
+    case FLASH_FWD: o->flash_attention_forward(b->out, b->lse, b->qkv, b->B, b->T, C, b->NH); break;
+    case FLASH_BWD:
+        o->flash_attention_backward(b->dqkv, b->dout, b->qkv, b->out, b->lse, b->B, b->T, C, b->NH, NULL);
+        break;
+    case LN_BWD: o->layernorm_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, b->mean, b->rstd, N, C); break;
+    case LINEAR_BWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias' column sums
+        o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C);
+        break;
+    }
+}
+
+static double time_op(Bench *b, Op op) {
+    double ms[REPS];
+    for (int i = 0; i < WARMUP; i++) run_op(b, op);
+    for (int i = 0; i < REPS; i++) {
+        cuda_sync();
+        double t0 = now_ms();
+        run_op(b, op);
+        cuda_sync();
+        ms[i] = now_ms() - t0;
+    }
+    qsort(ms, REPS, sizeof ms[0], cmp_double);
+    return (ms[REPS / 2 - 1] + ms[REPS / 2]) / 2;
+}
+
+int main(int argc, char **argv) {
+    int B = 8, T = 1024, C = 768, NH = 12;
+    if (argc == 5) {
+        B = atoi(argv[1]), T = atoi(argv[2]), C = atoi(argv[3]), NH = atoi(argv[4]);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: bench_ops [B T C NH]\n");
+        return 2;
+    }
+    if (B < 1 || T < 1 || C < 1 || NH < 1 || C % NH != 0) {
+        fprintf(stderr, "bench_ops: B, T, C, NH must be positive and NH must divide C\n");
+        return 2;
+    }
+    char why[256] = "", desc[256], err[256];
+    if (cuda_device_count(why, sizeof why) == 0) {
+        printf("SKIP: no usable GPU (%s)\n", why);
+        return 0;
+    }
+    if (cuda_open(0, 0, desc, sizeof desc, err, sizeof err) != 0) die("", "cuda_open(0): %s", err);
+    printf("# %s; B=%d T=%d C=%d NH=%d (hs %d); median of %d runs, ms\n", desc, B, T, C, NH, C / NH, REPS);
+
+    size_t N = (size_t)B * T;
+    Bench b = {.ops = cuda_ops(), .B = B, .T = T, .C = C, .NH = NH};
+    b.qkv = device_random(N * 3 * C, 1, -1, 1);
+    b.dout = device_random(N * C, 2, -1, 1);
+    b.out = device_floats(N * C);
+    b.att = device_floats((size_t)B * NH * T * T);
+    b.lse = device_floats((size_t)B * NH * T);
+    b.dqkv = device_floats(N * 4 * C);  // also the Linear's [N, 4C] dout
+    b.x = device_random(N * C, 3, -1, 1), b.dy = device_random(N * C, 4, -1, 1), b.dx = device_floats(N * C);
+    b.w = device_random(C, 5, 0.5, 1.5), b.dw = device_floats(C), b.db = device_floats(C);
+    b.mean = device_random(N, 6, -0.1, 0.1), b.rstd = device_random(N, 7, 0.9, 1.1);
+    b.wide_w = device_random((size_t)4 * C * C, 8, -0.05, 0.05);
+    b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_floats((size_t)4 * C);
+
+    // The check at full size: naive's results first, kept, then flash's against them.
+    size_t nout = N * C, nqkv = N * 3 * C;
+    float *naive_out = device_floats(nout), *naive_dqkv = device_floats(nqkv);
+    run_op(&b, NAIVE_FWD);
+    run_op(&b, NAIVE_BWD);
+    cuda_copy(naive_out, b.out, nout * sizeof(float));
+    cuda_copy(naive_dqkv, b.dqkv, nqkv * sizeof(float));
+    cuda_memset0(b.out, nout * sizeof(float));
+    cuda_memset0(b.dqkv, nqkv * sizeof(float));
+    run_op(&b, FLASH_FWD);
+    run_op(&b, FLASH_BWD);
+    cuda_sync();
+    double err_out = normwise(b.out, naive_out, nout), err_dqkv = normwise(b.dqkv, naive_dqkv, nqkv);
+    int ok = err_out < 1e-4 && err_dqkv < 1e-3;
+    printf("flash vs naive at this shape: out %.2e, dqkv %.2e (normwise) %s\n", err_out, err_dqkv,
+           ok ? "ok" : "FAIL: beyond 1e-4 / 1e-3");
+
+    double pairs = (double)B * NH * ((double)T * (T + 1) / 2);  // (t, u) pairs with u <= t
+    double product = 2.0 * pairs * (C / NH);                    // FLOPs of one causal T x T x hs product
+    struct {
+        const char *name;
+        Op op;
+        double flops;
+    } rows[] = {
+        {"attention naive forward", NAIVE_FWD, 2 * product},
+        {"attention naive backward", NAIVE_BWD, 4 * product},
+        {"attention flash forward", FLASH_FWD, 2 * product},
+        {"attention flash backward", FLASH_BWD, 4 * product},
+        {"layernorm backward", LN_BWD, 0},
+        {"linear backward C->4C (with bias)", LINEAR_BWD, 2.0 * 2 * N * C * 4 * C},
+    };
+    printf("| op | ms | TFLOP/s |\n|---|---|---|\n");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double ms = time_op(&b, rows[i].op);
+        if (rows[i].flops > 0) printf("| %s | %.3f | %.1f |\n", rows[i].name, ms, rows[i].flops / ms / 1e9);
+        else printf("| %s | %.3f | |\n", rows[i].name, ms);
+    }
+    cuda_close();
+    return ok ? 0 : 1;
+}
