@@ -134,15 +134,13 @@ static void check_or_die(RunLog *log, const char *name, double value, double exp
 // Every policy side by side, on step 1's batch and the same weights
 // ---------------------------------------------------------------------------------------
 
-// FNV-1a of each layer's gradient.
+// The param_hash (hash.h) of each layer's gradient, on the device.
 static void grads_hashes(const Gpt *g, uint64_t *out) {
-    void *host = NULL;
-    size_t cap = 0;
     for (int l = 0; l < g->nlayers; l++) {
         size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
-        out[l] = fnv1a64(device_peek(g->mem->dev, g->grads[l], bytes, &host, &cap), bytes, FNV1A64_INIT);
+        const void *grad = g->grads[l];
+        out[l] = device_param_hash(g->mem->dev, 1, &grad, &bytes, PARAM_HASH_INIT);
     }
-    free(host);
 }
 
 static int cmp_double(const void *a, const void *b) {

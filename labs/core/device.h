@@ -1,8 +1,8 @@
 // device.h — where a rank's tensors live and its kernels run: the CPU, or one CUDA GPU.
 //
 // Defines: DeviceKind, Device, device_open(), device_close(), device_alloc(), device_free(),
-//          device_zero(), device_to_host(), device_from_host(), device_peek(), device_mem_info(),
-//          device_sync(), device_cpu.
+//          device_zero(), device_to_host(), device_from_host(), device_mem_info(),
+//          device_sync(), device_param_hash(), device_cpu.
 //
 // --device auto|cpu|cuda picks it (auto: cuda when a GPU is usable, else cpu). On the CPU a
 // rank is a process standing in for a GPU: its "device memory" is heap memory and its kernels
@@ -16,6 +16,7 @@
 #define SHARDLAB_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops.h"
 
@@ -49,11 +50,11 @@ void device_zero(const Device *d, void *p, size_t bytes);
 // Copies between the device and the host; they return when dst holds the bytes.
 void device_to_host(const Device *d, void *dst, const void *src, size_t bytes);
 void device_from_host(const Device *d, void *dst, const void *src, size_t bytes);
-// src's bytes where the host can read them: src itself on the CPU, else a copy in *buf
-// (grown to *cap as needed; the caller frees *buf).
-const void *device_peek(const Device *d, const void *src, size_t bytes, void **buf, size_t *cap);
 // Wait for the device's queued work (before reading a clock).
 void device_sync(const Device *d);
+// The param_hash (hash.h) of n buffers of the device, in order, continuing from h: computed
+// where the bytes are (on a GPU by a kernel; only the chunks' hashes come to the host).
+uint64_t device_param_hash(const Device *d, int n, const void *const *bufs, const size_t *bytes, uint64_t h);
 // The device's own memory figure (CUDA: cudaMemGetInfo). Returns 0, or -1 on the CPU.
 int device_mem_info(const Device *d, size_t *free_bytes, size_t *total_bytes);
 

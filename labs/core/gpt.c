@@ -8,6 +8,7 @@
 #include <sys/time.h>
 
 #include "check.h"
+#include "hash.h"
 #include "ops.h"
 #include "rng.h"
 
@@ -416,24 +417,17 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
     mem_free(g->mem, scratch);
 }
 
-uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < bytes; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 uint64_t gpt_param_hash(const Gpt *g) {
-    // The bytes as the device holds them (on a GPU, copied to the host a layer at a time).
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0;
+    // Hashed where the bytes are (on a GPU by a kernel, all layers at once: nothing is
+    // copied to the host but the chunks' hashes).
+    const void **bufs = calloc_check((size_t)g->nlayers, sizeof *bufs);
+    size_t *bytes = calloc_check((size_t)g->nlayers, sizeof *bytes);
     for (int l = 0; l < g->nlayers; l++) {
-        size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
-        h = fnv1a64(device_peek(g->mem->dev, g->params[l], bytes, &host, &cap), bytes, h);
+        bufs[l] = g->params[l];
+        bytes[l] = gpt_layer_size(&g->cfg, l) * sizeof(float);
     }
-    free(host);
+    uint64_t h = device_param_hash(g->mem->dev, g->nlayers, bufs, bytes, PARAM_HASH_INIT);
+    free(bufs);
+    free(bytes);
     return h;
 }

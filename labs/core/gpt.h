@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "mem.h"
 #include "ops.h"
 
@@ -191,9 +192,8 @@ double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *tar
 void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                   float loss_scale, const GptHooks *hooks);
 
-// FNV-1a 64 over the bytes of every layer's parameters, in layer order.
+// The param_hash (hash.h) of every layer's parameters, in layer order, computed on the
+// device that holds them.
 uint64_t gpt_param_hash(const Gpt *g);
-uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h);
-#define FNV1A64_INIT 0xcbf29ce484222325ull
 
 #endif

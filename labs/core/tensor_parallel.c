@@ -162,14 +162,15 @@ void tp_zero_grads(Tp *tp) {
 }
 
 uint64_t tp_hash(const Tp *tp, int split) {
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0;
+    const void **bufs = calloc_check((size_t)tp->nlayers, sizeof *bufs);
+    size_t *bytes = calloc_check((size_t)tp->nlayers, sizeof *bytes);
     for (int l = 0; l < tp->nlayers; l++) {
-        size_t bytes = (split ? tp->split_n[l] : tp->rep_n[l]) * sizeof(float);
-        if (bytes) h = fnv1a64(device_peek(tp->mem->dev, split ? tp->split[l] : tp->rep[l], bytes, &host, &cap), bytes, h);
+        bufs[l] = split ? tp->split[l] : tp->rep[l];
+        bytes[l] = (split ? tp->split_n[l] : tp->rep_n[l]) * sizeof(float);  // 0: no chunks, h unchanged
     }
-    free(host);
+    uint64_t h = device_param_hash(tp->mem->dev, tp->nlayers, bufs, bytes, PARAM_HASH_INIT);
+    free(bufs);
+    free(bytes);
     return h;
 }
 

@@ -14,7 +14,9 @@
 //   - the device functions of gpu.h the ops rest on: zero-filled allocation, copies both
 //     ways, pointer kinds, memory figures;
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
-//     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones.
+//     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones;
+//   - the param_hash computed on the device (hash.cu) is the CPU's (hash.c) for the same bytes,
+//     at every awkward length and alignment, for one buffer and for lists of them.
 // Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
 //
 // Tolerances. fp32 keeps 24 bits (one rounding: 6e-8 relative). The GPU adds in another order
@@ -49,6 +51,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "hash.h"
 #include "ops.h"
 #include "rng.h"
 #include "../test.h"
@@ -582,6 +585,51 @@ static void test_bf16(void) {
     free_buffers();
 }
 
+// The param_hash on the device (hash.cu) against the CPU's (hash.c): random bytes at every
+// awkward length (empty, under one 16-byte load, around a chunk, a ragged end), at aligned
+// addresses (the 16-byte loads) and at odd ones (the byte loop), one buffer and a list of
+// them in one launch; and more buffers than one launch takes.
+static void test_param_hash(void) {
+    const size_t sizes[] = {0, 1, 7, 15, 16, 17, 65535, 65536, 65537, 3 * 65536 + 12345, (5u << 20) + 3};
+    enum { NSIZES = sizeof sizes / sizeof sizes[0] };
+    const void *dev[NSIZES], *host[NSIZES];
+    size_t bytes[NSIZES];
+    uint64_t chained = PARAM_HASH_INIT;
+    for (int i = 0; i < NSIZES; i++) {
+        unsigned char *p = host_bytes(sizes[i] + 3);
+        Rng r;
+        rng_seed(&r, 200 + (uint64_t)i);
+        for (size_t j = 0; j < sizes[i] + 3; j++) p[j] = (unsigned char)rng_u64(&r);
+        unsigned char *d = device_copy_of(p, sizes[i] + 3);
+        for (int shift = 0; shift <= 3; shift += 3) {  // cudaMalloc's alignment, then 3 bytes off it
+            const void *one = d + shift;
+            uint64_t g = cuda_param_hash(1, &one, &sizes[i], PARAM_HASH_INIT);
+            uint64_t c = param_hash_bytes(p + shift, sizes[i], PARAM_HASH_INIT);
+            EXPECT(g == c, "param_hash of %zu bytes at cudaMalloc's address + %d: the GPU's equals the CPU's "
+                   "(%016llx vs %016llx)", sizes[i], shift, (unsigned long long)g, (unsigned long long)c);
+        }
+        dev[i] = d, host[i] = p, bytes[i] = sizes[i];
+        chained = param_hash_bytes(p, sizes[i], chained);
+    }
+    uint64_t listed = cuda_param_hash(NSIZES, dev, bytes, PARAM_HASH_INIT);
+    EXPECT(listed == chained, "param_hash of %d buffers in one launch: the CPU's, buffer after buffer", NSIZES);
+    EXPECT(cuda_param_hash(NSIZES, dev, bytes, PARAM_HASH_INIT) == listed, "param_hash: a second run, the same value");
+
+    // 150 buffers (three launches of at most 64): the 7-byte one and the 65537-byte one, alternating.
+    enum { MANY = 150 };
+    const void *many[MANY];
+    size_t many_bytes[MANY];
+    uint64_t many_cpu = PARAM_HASH_INIT;
+    for (int i = 0; i < MANY; i++) {
+        int k = i % 2 ? 2 : 8;
+        many[i] = dev[k], many_bytes[i] = bytes[k];
+        many_cpu = param_hash_bytes(host[k], bytes[k], many_cpu);
+    }
+    EXPECT(cuda_param_hash(MANY, many, many_bytes, PARAM_HASH_INIT) == many_cpu,
+           "param_hash of %d buffers (several launches): the CPU's", MANY);
+    free_buffers();
+}
+
 int main(void) {
     char why[256] = "";
     if (cuda_device_count(why, sizeof why) == 0) {
@@ -610,6 +658,7 @@ int main(void) {
     test_crossentropy();
     test_optimizer();
     test_bf16();
+    test_param_hash();
     cuda_close();
     return test_done();
 }

@@ -60,6 +60,9 @@ typedef struct {
     // device's own figure (cuda_mem_info).
     void *workspace;
     size_t workspace_bytes;
+    // The param_hash's chunk hashes (hash.cu): on the device, and pinned for the copy back.
+    uint64_t *hash_dev, *hash_host;
+    size_t hash_capacity;  // hashes each holds
 } CudaContext;
 
 // The open context, with its GPU made the calling thread's current device (a thread other
