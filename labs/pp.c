@@ -631,7 +631,7 @@ int main(int argc, char **argv) {
     run.acts = calloc_check((size_t)pp.v * pp.m, sizeof *run.acts);
     // Workspace: one pass's scratch, and the gradient flowing down through this rank's layers.
     StepCtx x = {.corpus = &corpus, .a = &a, .log = &log, .first = d * per_pipe, .micro = micro};
-    x.scratch = mem_alloc_floats(&mem, MEM_ACTS, gpt_scratch_floats(&cfg, micro), "workspace");
+    x.scratch = mem_alloc_floats(&mem, MEM_ACTS, gpt_pass_scratch_floats(&cfg, micro, mem.dev->kind == DEVICE_CUDA), "workspace");
     x.dx = mem_alloc_floats(&mem, MEM_ACTS, run.msg_floats, "residual gradient");
     size_t workspace = mem_in_use(&mem, MEM_ACTS);
     mem_reset_peak(&mem);

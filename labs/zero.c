@@ -203,7 +203,7 @@ static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss
     int micro = b->acts->B, U = z->lay.units;
     size_t n = (size_t)micro * b->a->seq;
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
-    float *scratch = mem_alloc_floats(z->mem, MEM_ACTS, gpt_scratch_floats(&c, micro), "workspace");
+    float *scratch = mem_alloc_floats(z->mem, MEM_ACTS, gpt_pass_scratch_floats(&c, micro, z->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(z->mem, MEM_ACTS, n * (size_t)c.dim, "residual gradient");
     double loss_sum = 0;
     for (int mb = 0; mb * micro < b->count; mb++) {

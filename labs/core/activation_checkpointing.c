@@ -131,7 +131,7 @@ double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint
                              const uint8_t *targets, float loss_scale, CkptPass *x) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
     double loss_sum = 0;
     for (int l = 0; l < g->nlayers; l++) {  // a checkpointed block's insides land in the workspace

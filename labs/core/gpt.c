@@ -219,6 +219,28 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
     return m > head_bwd ? m : head_bwd;
 }
 
+// The kernels' part starts at a multiple of 64 floats (256 bytes, as cudaMalloc aligns).
+static size_t kernel_workspace_at(const GptConfig *c, int B) { return (gpt_scratch_floats(c, B) + 63) / 64 * 64; }
+
+static size_t kernel_workspace_bytes(const GptConfig *c, int B) {
+    return ops_gpu_workspace_bytes(B, c->seq, c->dim, c->heads, c->vocab);
+}
+
+size_t gpt_pass_scratch_floats(const GptConfig *c, int B, int gpu) {
+    if (!gpu) return gpt_scratch_floats(c, B);
+    return kernel_workspace_at(c, B) + (kernel_workspace_bytes(c, B) + sizeof(float) - 1) / sizeof(float);
+}
+
+// Hand the GPU's kernels their part of the pass's scratch for one layer's work (and take it
+// back after: the scratch may be freed once the pass is over).
+static void kernel_workspace_begin(const Ops *ops, const GptConfig *c, int B, float *scratch) {
+    if (ops->use_workspace) ops->use_workspace(scratch + kernel_workspace_at(c, B), kernel_workspace_bytes(c, B));
+}
+
+static void kernel_workspace_end(const Ops *ops) {
+    if (ops->use_workspace) ops->use_workspace(NULL, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward and backward, one layer at a time
 // ---------------------------------------------------------------------------------------
@@ -364,20 +386,22 @@ static const float *layer_input(const GptConfig *c, const GptActs *a, int layer)
 
 double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
                          const uint8_t *tokens, const uint8_t *targets, float *scratch) {
-    if (layer == 0) {
+    double loss = 0;
+    kernel_workspace_begin(ops, c, a->B, scratch);
+    if (layer == 0)
         gpt_embed_forward(ops, c, params, tokens, a->B, a->x0);
-        return 0;
-    }
-    if (layer <= c->layers) {
+    else if (layer <= c->layers)
         gpt_block_forward(ops, c, params, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, scratch);
-        return 0;
-    }
-    return gpt_head_forward(ops, c, params, layer_input(c, a, layer), &a->head, targets, a->B, scratch);
+    else
+        loss = gpt_head_forward(ops, c, params, layer_input(c, a, layer), &a->head, targets, a->B, scratch);
+    kernel_workspace_end(ops);
+    return loss;
 }
 
 void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,
                         const GptActs *a, const uint8_t *tokens, const uint8_t *targets, float loss_scale,
                         float *dx, float *scratch) {
+    kernel_workspace_begin(ops, c, a->B, scratch);
     if (layer == 0)
         gpt_embed_backward(ops, c, grads, tokens, a->B, dx);
     else if (layer <= c->layers)
@@ -385,13 +409,14 @@ void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const flo
     else
         gpt_head_backward(ops, c, params, grads, layer_input(c, a, layer), &a->head, targets, a->B, loss_scale, dx,
                           scratch);
+    kernel_workspace_end(ops);
 }
 
 double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                    const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     double loss_sum = 0;
     for (int l = 0; l < g->nlayers; l++) {
         int64_t t0 = now_us();
@@ -406,7 +431,7 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
                   float loss_scale, const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
     for (int l = g->nlayers - 1; l >= 0; l--) {
         int64_t t0 = now_us();

@@ -5,7 +5,7 @@
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
 //          gpt_acts_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
-//          gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
+//          gpt_scratch_floats(), gpt_pass_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
 //          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
@@ -127,8 +127,14 @@ size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
 // Where layer `layer`'s forward output is (x0 for the embedding, a block's out); NULL for
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);
-// Transient workspace a forward or backward pass needs (floats), allocated per pass.
+// Transient workspace a forward or backward pass's CPU kernels need (floats).
 size_t gpt_scratch_floats(const GptConfig *c, int B);
+// What a pass allocates as its workspace (floats, "acts" while allocated): gpt_scratch_floats,
+// and on a GPU (gpu = 1) after it the GPU kernels' own workspace, ops_gpu_workspace_bytes()
+// (ops.h; the naive attention backward's dS [B,NH,T,T] is most of it), which
+// gpt_layer_forward() and gpt_layer_backward() hand to the kernels. Sized here, from the
+// shape, so a GPU allocates nothing inside a pass and every byte it uses is counted.
+size_t gpt_pass_scratch_floats(const GptConfig *c, int B, int gpu);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------
 // tokens/targets are [B,T], in host memory; every float buffer is on the device whose
@@ -157,7 +163,7 @@ void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const 
 // came from: the model, a gather of shards (ZeRO-3, FSDP), an fp32 copy of bf16 weights.
 // Forward returns the head's loss sum (0 for the other layers). Backward ACCUMULATES into
 // grads; dx [BT,C] carries the gradient from layer l+1 down to layer l (the head writes it,
-// the embedding reads it). scratch: gpt_scratch_floats(c, a->B) floats.
+// the embedding reads it). scratch: gpt_pass_scratch_floats(c, a->B, on a GPU) floats.
 double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
                          const uint8_t *tokens, const uint8_t *targets, float *scratch);
 void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,

@@ -271,6 +271,10 @@ void tp_acts_free(TpActs *a, Tp *tp) {
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
+static size_t tp_kernel_workspace_bytes(const Tp *tp) {
+    return ops_gpu_workspace_bytes(tp->B, tp->cfg.seq, tp->cfg.dim, tp->cfg.heads, tp->cfg.vocab);
+}
+
 size_t tp_workspace_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
     Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
@@ -281,7 +285,11 @@ size_t tp_workspace_floats(const Tp *tp) {
                        + x.BT * C + x.R * C;                             // see block_backward
     size_t head_fwd = wt + x.R * C;
     size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C;
-    return x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
+    size_t cpu = x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
+    if (!tp->ops->use_workspace) return cpu;
+    // On a GPU, the kernels' own after it, sized for the whole model's shape (a rank's heads,
+    // columns and rows are at most that), from a multiple of 64 floats.
+    return (cpu + 63) / 64 * 64 + (tp_kernel_workspace_bytes(tp) + sizeof(float) - 1) / sizeof(float);
 }
 
 void tp_workspace_begin(Tp *tp) {
@@ -292,9 +300,13 @@ void tp_workspace_begin(Tp *tp) {
     free(ones);
     tp->ones = ws;
     tp->scratch = ws + tp->BT;
+    if (tp->ops->use_workspace)  // the GPU kernels' part: the last bytes of the workspace
+        tp->ops->use_workspace(ws + tp_workspace_floats(tp) - tp_kernel_workspace_bytes(tp) / sizeof(float),
+                               tp_kernel_workspace_bytes(tp));
 }
 
 void tp_workspace_end(Tp *tp) {
+    if (tp->ops->use_workspace) tp->ops->use_workspace(NULL, 0);
     mem_free(tp->mem, tp->ones);
     tp->ones = tp->scratch = NULL;
 }

@@ -4,7 +4,8 @@
 // Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
 //                   cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
 //                   cuda_mem_info(), cuda_is_device_ptr().
-//          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace().
+//          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace(),
+//                         cuda_use_workspace().
 //
 // Why one stream: every op of a training step runs on the compute stream in the order the
 // model code calls it, so the GPU sees the same sequence the CPU backend executes and no op
@@ -27,6 +28,9 @@ extern "C" {
 
 // cuBLAS's recommended workspace for Hopper (4 MiB suffices for older GPUs).
 static const size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
+// The context's own kernel workspace, for work outside a pass: sum_of_squares' partials are 8
+// bytes per 8192 floats, so 1 MiB covers a layer of a billion parameters.
+static const size_t OWN_WORKSPACE_BYTES = (size_t)1 << 20;
 
 static CudaContext ctx;
 
@@ -116,6 +120,9 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
         return open_failed(err, nerr, "cudaEventCreate", cudaGetErrorString(e));
     if ((e = cudaMalloc(&ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != cudaSuccess)
         return open_failed(err, nerr, "cudaMalloc (cuBLAS workspace)", cudaGetErrorString(e));
+    if ((e = cudaMalloc(&ctx.workspace, OWN_WORKSPACE_BYTES)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaMalloc (kernel workspace)", cudaGetErrorString(e));
+    ctx.workspace_bytes = OWN_WORKSPACE_BYTES;
 
     cublasStatus_t s;
     if ((s = cublasCreate(&ctx.cublas)) != CUBLAS_STATUS_SUCCESS)
@@ -179,7 +186,13 @@ const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n) {
 
 void *cuda_workspace(size_t bytes) {
     CudaContext *c = cuda_context();
+    if (c->planned && bytes <= c->planned_bytes) return c->planned;
     if (bytes > c->workspace_bytes) {
+        if (!c->workspace_grown)
+            fprintf(stderr, "%s: note: a CUDA kernel asked for %zu bytes of workspace, more than the %zu planned "
+                    "for this pass: it is allocated outside the counted memory (cuda_workspace)\n", check_context(),
+                    bytes, c->planned_bytes);
+        c->workspace_grown = 1;
         cudaCheck(cudaStreamSynchronize(c->stream));  // no queued kernel still uses the old one
         if (c->workspace) cudaCheck(cudaFree(c->workspace));
         c->workspace = NULL;
@@ -187,6 +200,12 @@ void *cuda_workspace(size_t bytes) {
         c->workspace_bytes = bytes;
     }
     return c->workspace;
+}
+
+void cuda_use_workspace(void *p, size_t bytes) {
+    CudaContext *c = cuda_context();
+    c->planned = p;
+    c->planned_bytes = p ? bytes : 0;
 }
 
 // ---------------------------------------------------------------------------------------

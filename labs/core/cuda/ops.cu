@@ -86,7 +86,7 @@ __device__ static size_t thread_index(void) { return (size_t)blockIdx.x * blockD
 // of at most 32, which is, if anything, more accurate).
 // ---------------------------------------------------------------------------------------
 
-enum { SUM_STRIP = 32, SUM_ROW_LANES = 8, SUM_SLAB = 256 };
+enum { SUM_STRIP = 32, SUM_ROW_LANES = 8, SUM_SLAB = OPS_GPU_SUM_SLAB };  // (ops.h: the workspace's formula)
 
 // Slabs run along the grid's y, which holds at most 65535 blocks: 16.7M rows.
 static unsigned sum_slabs(int N) {
@@ -760,6 +760,7 @@ static const Ops cuda_table = {
     .from_bf16 = cuda_from_bf16,
     .add_bf16 = cuda_add_bf16,
     .acc_bf16 = cuda_acc_bf16,
+    .use_workspace = cuda_use_workspace,
 };
 
 extern "C" const Ops *cuda_ops(void) { return &cuda_table; }
