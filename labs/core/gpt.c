@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "check.h"
 #include "hash.h"
@@ -364,18 +363,19 @@ void gpt_zero_grads(Gpt *g) {
         g->mem->dev->ops->zero(g->grads[l], gpt_layer_size(&g->cfg, l));
 }
 
-static int64_t now_us(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+// The layer's start mark (taken before its work is queued) and, here, its end mark. No wait
+// for a GPU: the span logger reads the marks at the step's end, and a hook that starts a
+// collective queues it behind the layer's kernels (nccl.cu waits for the compute stream
+// through an event; the shm backend's copy to the host runs on the compute stream).
+static DeviceMark layer_start(const Gpt *g, const GptHooks *h) {
+    return h ? device_mark(g->mem->dev) : (DeviceMark){0, -1};
 }
 
-// A GPU runs behind the host's calls: wait for the layer's kernels, so that the span's end is
-// when its work ended (and a hook that starts a collective starts it on finished gradients).
-static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int layer, int64_t t0) {
-    if (!h || !h->layer_done) return;
-    device_sync(g->mem->dev);
-    h->layer_done(h->ctx, phase, layer, t0, now_us());
+static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int layer, DeviceMark m0) {
+    if (!h) return;
+    DeviceMark m1 = device_mark(g->mem->dev);
+    if (h->layer_span) h->layer_span(h->ctx, g->mem->dev, phase, layer, m0, m1);
+    if (h->layer_done) h->layer_done(h->ctx, phase, layer, m0.us, m1.us);
 }
 
 // The input of layer l's forward pass: the previous layer's output.
@@ -419,9 +419,9 @@ double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *tar
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     double loss_sum = 0;
     for (int l = 0; l < g->nlayers; l++) {
-        int64_t t0 = now_us();
+        DeviceMark m0 = layer_start(g, hooks);
         loss_sum += gpt_layer_forward(ops, c, l, g->params[l], a, tokens, targets, scratch);
-        layer_done(g, hooks, GPT_FWD, l, t0);
+        layer_done(g, hooks, GPT_FWD, l, m0);
     }
     mem_free(g->mem, scratch);
     return loss_sum;
@@ -434,9 +434,9 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
     float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
     for (int l = g->nlayers - 1; l >= 0; l--) {
-        int64_t t0 = now_us();
+        DeviceMark m0 = layer_start(g, hooks);
         gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
-        layer_done(g, hooks, GPT_BWD, l, t0);
+        layer_done(g, hooks, GPT_BWD, l, m0);
     }
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);

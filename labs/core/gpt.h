@@ -184,12 +184,18 @@ void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed);
 void gpt_destroy(Gpt *g);
 void gpt_zero_grads(Gpt *g);
 
-// Called after each layer's forward or backward, with its time span (wall clock, us since
-// the epoch): labs log spans here, and data-parallel labs start communication here.
+// Called after each layer's forward or backward. layer_done (data-parallel labs start
+// communication here) gets the span as the host saw it: on the CPU the layer's time span,
+// on a GPU when its work was queued (the GPU runs behind; nothing waits for it here: work
+// queued after, such as copying the layer's gradients, runs after it on the stream).
+// layer_span (span loggers) gets the span as two marks of the device's clock (device.h),
+// to read when it suits: on the CPU at once, on a GPU at the step's end, in one wait.
+// Times are wall clock, us since the epoch.
 typedef enum { GPT_FWD, GPT_BWD } GptPhase;
 typedef struct {
     void (*layer_done)(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us);
     void *ctx;
+    void (*layer_span)(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0, DeviceMark m1);
 } GptHooks;
 
 // Mean loss over the micro-batch's B*T tokens is sum / (B*T); this returns the sum.

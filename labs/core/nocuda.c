@@ -39,6 +39,8 @@ uint64_t cuda_param_hash(int n, const void *const *bufs, const size_t *bytes, ui
     unreachable("cuda_param_hash");
     return 0;
 }
+int cuda_mark(void) { unreachable("cuda_mark"); return -1; }
+void cuda_mark_times(const int *slots, int n, int64_t *us) { (void)slots, (void)n, (void)us; unreachable("cuda_mark_times"); }
 const Ops *cuda_ops(void) { unreachable("cuda_ops"); return NULL; }
 
 const char *cuda_nccl_version(void) { return "none"; }

@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "check.h"
+#include "gpu.h"
 }
 
 // ---- checked wrappers (llm.c's style, as nccl.cu's: a function taking __FILE__/__LINE__) ----
@@ -67,6 +68,11 @@ typedef struct {
     void *workspace;
     size_t workspace_bytes;
     int workspace_grown;  // the report was made
+    // Marks for timing without waiting (gpu.h: cuda_mark): a ring of events, created as
+    // first used, and the anchor that cuda_mark_times reads them against.
+    cudaEvent_t marks[CUDA_MARKS];
+    int next_mark;
+    cudaEvent_t anchor;
     // The param_hash's chunk hashes (hash.cu): on the device, and pinned for the copy back.
     uint64_t *hash_dev, *hash_host;
     size_t hash_capacity;  // hashes each holds

@@ -17,8 +17,10 @@
 // call on the same GPU model, but when several streams are active it may pick kernels by the
 // workspace it finds; handing it a fixed, private workspace removes that choice (cuBLAS
 // documentation, "Results reproducibility"). Replicas are compared by hashing parameters.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include "context.cuh"
 
@@ -84,6 +86,9 @@ static cudaError_t context_release(void) {
     if (ctx.tokens_dev) keep_first(&first, cudaFree(ctx.tokens_dev));
     if (ctx.tokens_host) keep_first(&first, cudaFreeHost(ctx.tokens_host));
     if (ctx.tokens_copied) keep_first(&first, cudaEventDestroy(ctx.tokens_copied));
+    for (int i = 0; i < CUDA_MARKS; i++)
+        if (ctx.marks[i]) keep_first(&first, cudaEventDestroy(ctx.marks[i]));
+    if (ctx.anchor) keep_first(&first, cudaEventDestroy(ctx.anchor));
     if (ctx.stream) keep_first(&first, cudaStreamDestroy(ctx.stream));
     memset(&ctx, 0, sizeof ctx);
     return first;
@@ -206,6 +211,41 @@ void cuda_use_workspace(void *p, size_t bytes) {
     CudaContext *c = cuda_context();
     c->planned = p;
     c->planned_bytes = p ? bytes : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Marks: timing spans on the GPU's clock without waiting for it
+// ---------------------------------------------------------------------------------------
+
+int cuda_mark(void) {
+    CudaContext *c = cuda_context();
+    int slot = c->next_mark;
+    c->next_mark = (slot + 1) % CUDA_MARKS;
+    if (!c->marks[slot]) cudaCheck(cudaEventCreate(&c->marks[slot]));  // timing on: the default flags
+    cudaCheck(cudaEventRecord(c->marks[slot], c->stream));
+    return slot;
+}
+
+static int64_t wall_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+// The anchor is queued after every mark being read, so each elapsed time is positive; the
+// host reads its clock as soon as the GPU reaches the anchor, which is then "now" on both.
+void cuda_mark_times(const int *slots, int n, int64_t *us) {
+    CudaContext *c = cuda_context();
+    if (n <= 0) return;
+    if (!c->anchor) cudaCheck(cudaEventCreate(&c->anchor));
+    cudaCheck(cudaEventRecord(c->anchor, c->stream));
+    cudaCheck(cudaEventSynchronize(c->anchor));
+    int64_t now = wall_us();
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, c->marks[slots[i]], c->anchor));
+        us[i] = now - (int64_t)llround((double)ms * 1000.0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
