@@ -205,26 +205,29 @@ void span_logger_flush(SpanLogger *s) {
     device_mark_times(s->dev, marks, 2 * n, us);
     for (int i = 0; i < n; i++) {
         const PendingSpan *p = &s->pending[i];
-        runlog_span(s->log, p->step, p->phase == GPT_FWD ? "fwd" : "bwd", p->mb, p->layer, us[2 * i], us[2 * i + 1], 0);
+        runlog_span(s->log, p->step, p->name, p->mb, p->layer, us[2 * i], us[2 * i + 1], 0);
     }
     free(marks), free(us), free(s->pending);
     s->pending = NULL;
     s->npending = s->cap = 0;
 }
 
-static void log_layer_span(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0, DeviceMark m1) {
-    SpanLogger *s = ctx;
+void span_logger_add(SpanLogger *s, const Device *dev, const char *name, int layer, DeviceMark m0, DeviceMark m1) {
     s->dev = dev;
     if (dev->kind != DEVICE_CUDA) {  // the CPU's marks are its clock: written at once
-        runlog_span(s->log, s->step, phase == GPT_FWD ? "fwd" : "bwd", s->mb, layer, m0.us, m1.us, 0);
+        runlog_span(s->log, s->step, name, s->mb, layer, m0.us, m1.us, 0);
         return;
     }
     if (s->npending == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
         s->pending = realloc_check(s->pending, (size_t)s->cap * sizeof *s->pending);
     }
-    s->pending[s->npending++] = (PendingSpan){phase, layer, s->mb, s->step, m0, m1};
+    s->pending[s->npending++] = (PendingSpan){name, layer, s->mb, s->step, m0, m1};
     if (s->npending == SPANS_PENDING_MAX) span_logger_flush(s);  // before the GPU reuses the marks
+}
+
+static void log_layer_span(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0, DeviceMark m1) {
+    span_logger_add(ctx, dev, phase == GPT_FWD ? "fwd" : "bwd", layer, m0, m1);
 }
 
 GptHooks span_logger_hooks(SpanLogger *s) { return (GptHooks){.ctx = s, .layer_span = log_layer_span}; }

@@ -4,7 +4,7 @@
 //          train_micro_batch(), train_config_json(), train_device(), train_say_device(),
 //          train_check_batch(), train_load_weights(), train_save_weights(), Progress,
 //          progress_init(), progress_update(), format_bytes(), PendingSpan, SpanLogger,
-//          span_logger_hooks(), span_logger_flush(),
+//          span_logger_hooks(), span_logger_add(), span_logger_flush(),
 //          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
 //          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
 //          train_acts_formula(), DdpMemory, train_ddp_memory(), train_report_memory(),
@@ -100,7 +100,7 @@ void progress_update(Progress *p, RunLog *log, int64_t step, double loss, double
 // by span_logger_flush() when the step's compute ends (train_accumulate calls it), so
 // timing never makes the host wait for the GPU layer by layer.
 typedef struct {
-    GptPhase phase;
+    const char *name;  // "fwd", "bwd", "recompute" (a static string)
     int layer, mb;
     int64_t step;
     DeviceMark m0, m1;
@@ -114,6 +114,9 @@ typedef struct {
     int npending, cap;
 } SpanLogger;
 GptHooks span_logger_hooks(SpanLogger *s);
+// One compute span of s->step and s->mb between two marks of dev, written now on the CPU,
+// kept until span_logger_flush() on a GPU. (Labs that run layers themselves log with it.)
+void span_logger_add(SpanLogger *s, const Device *dev, const char *name, int layer, DeviceMark m0, DeviceMark m1);
 // Write the pending spans (a GPU's: waits until it has reached the last of them).
 void span_logger_flush(SpanLogger *s);
 
