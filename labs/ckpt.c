@@ -43,7 +43,7 @@
 //     sqrt    4 B T (2C + 2 + V + n C + s b - C)               s = ceil(sqrt L), n = ceil(L/s)
 // (x0, the head's C + 2 + V, the blocks kept whole, the kept outputs, and the workspace: one
 // block's insides b - C for K, s blocks and the s-1 outputs inside a segment for sqrt). A pass
-// also holds W = 4 (S + B T C) bytes of workspace, S = gpt_scratch_floats(), the same for
+// also holds W = 4 (S + B T C) bytes of workspace, S = gpt_pass_scratch_floats(), the same for
 // every policy: the peak of the "acts" category is the formula plus W, to the byte. The
 // workspace costs one block's insides, so checkpointing c blocks one at a time saves
 // (c-1)(b-C) floats per token: one checkpointed block alone saves nothing. Compute:
@@ -135,15 +135,13 @@ static void check_or_die(RunLog *log, const char *name, double value, double exp
 // Every policy side by side, on step 1's batch and the same weights
 // ---------------------------------------------------------------------------------------
 
-// FNV-1a of each layer's gradient.
+// The param_hash (hash.h) of each layer's gradient, on the device.
 static void grads_hashes(const Gpt *g, uint64_t *out) {
-    void *host = NULL;
-    size_t cap = 0;
     for (int l = 0; l < g->nlayers; l++) {
         size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
-        out[l] = fnv1a64(device_peek(g->mem->dev, g->grads[l], bytes, &host, &cap), bytes, FNV1A64_INIT);
+        const void *grad = g->grads[l];
+        out[l] = device_param_hash(g->mem->dev, 1, &grad, &bytes, PARAM_HASH_INIT);
     }
-    free(host);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -273,7 +271,7 @@ int main(int argc, char **argv) {
     GptActs acts;
     ckpt_acts_alloc(&acts, &cfg, micro, &policy, &mem);
     double acts_bytes = ckpt_acts_bytes(&cfg, micro, &policy);
-    double W = 4.0 * ((double)gpt_scratch_floats(&cfg, micro) + (double)micro * a.seq * a.dim);
+    double W = 4.0 * ((double)gpt_pass_scratch_floats(&cfg, micro, dev.kind == DEVICE_CUDA) + (double)micro * a.seq * a.dim);
     runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d; "
                         "recomputed: %d of %d blocks, in %d segment(s)\n", rank, rank * per_rank,
                   (rank + 1) * per_rank - 1, a.batch, a.accum, micro, policy.recomputed, a.layers, policy.nseg);

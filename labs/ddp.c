@@ -327,7 +327,7 @@ int main(int argc, char **argv) {
     Progress progress;
     progress_init(&progress, &a);
     SpanLogger spans = {.log = &log};
-    GptHooks sync_hooks = {on_layer_backward_done, &sync};
+    GptHooks sync_hooks = {.layer_done = on_layer_backward_done, .ctx = &sync};
     const double tokens_per_step = (double)a.batch * a.seq;
     TrainTally tally;
     train_tally_start(&tally, first_step);

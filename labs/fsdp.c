@@ -187,7 +187,7 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
     int micro = b->acts->B, U = f->lay.units;
     size_t n = (size_t)micro * b->a->seq;
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
-    float *scratch = mem_alloc_floats(f->mem, MEM_ACTS, gpt_scratch_floats(&c, micro), "workspace");
+    float *scratch = mem_alloc_floats(f->mem, MEM_ACTS, gpt_pass_scratch_floats(&c, micro, f->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(f->mem, MEM_ACTS, n * (size_t)c.dim, "residual gradient");
     double loss_sum = 0;
     for (int mb = 0; mb * micro < b->count; mb++) {

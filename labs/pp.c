@@ -249,17 +249,19 @@ static void stage_destroy(Stage *st, Mem *mem) {
     free(st->params), free(st->grads), free(st->m), free(st->v);
 }
 
-// FNV-1a over this stage's layers, in layer order.
+// The param_hash (hash.h) of this stage's layers, in layer order, on the device.
 static uint64_t stage_hash(const Stage *st, const Mem *mem) {
-    uint64_t h = FNV1A64_INIT;
-    void *buf = NULL;
-    size_t cap = 0;
+    const void **bufs = calloc_check((size_t)st->nlayers, sizeof *bufs);
+    size_t *bytes = calloc_check((size_t)st->nlayers, sizeof *bytes);
+    int n = 0;
     for (int l = 0; l < st->nlayers; l++)
         if (holds(st, l)) {
-            size_t bytes = gpt_layer_size(&st->cfg, l) * sizeof(float);
-            h = fnv1a64(device_peek(mem->dev, st->params[l], bytes, &buf, &cap), bytes, h);
+            bufs[n] = st->params[l];
+            bytes[n++] = gpt_layer_size(&st->cfg, l) * sizeof(float);
         }
-    free(buf);
+    uint64_t h = device_param_hash(mem->dev, n, bufs, bytes, PARAM_HASH_INIT);
+    free(bufs);
+    free(bytes);
     return h;
 }
 
@@ -629,7 +631,7 @@ int main(int argc, char **argv) {
     run.acts = calloc_check((size_t)pp.v * pp.m, sizeof *run.acts);
     // Workspace: one pass's scratch, and the gradient flowing down through this rank's layers.
     StepCtx x = {.corpus = &corpus, .a = &a, .log = &log, .first = d * per_pipe, .micro = micro};
-    x.scratch = mem_alloc_floats(&mem, MEM_ACTS, gpt_scratch_floats(&cfg, micro), "workspace");
+    x.scratch = mem_alloc_floats(&mem, MEM_ACTS, gpt_pass_scratch_floats(&cfg, micro, mem.dev->kind == DEVICE_CUDA), "workspace");
     x.dx = mem_alloc_floats(&mem, MEM_ACTS, run.msg_floats, "residual gradient");
     size_t workspace = mem_in_use(&mem, MEM_ACTS);
     mem_reset_peak(&mem);

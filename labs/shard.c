@@ -281,6 +281,7 @@ static double forward_backward(Gpt *g, GptActs *acts, const uint8_t *seqs, int c
         loss_sum += gpt_forward(g, acts, tokens, targets, &hooks);
         gpt_backward(g, acts, tokens, targets, loss_scale, &hooks);
     }
+    span_logger_flush(spans);  // a GPU's spans, read once the step's compute is queued
     free(tokens), free(targets);
     return loss_sum;
 }

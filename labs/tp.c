@@ -160,24 +160,26 @@ static double forward_backward(Tp *tp, TpActs *acts, const Batch *b, int64_t ste
     tp_workspace_begin(tp);
     float *dx = mem_alloc_floats(tp->mem, MEM_ACTS, (size_t)tp->rows * tp->cfg.dim, "residual gradient");
     double loss_sum = 0;
+    // Spans on the device's clock (train.h): a GPU's are read once, when the step's work is queued.
+    const Device *dev = tp->mem->dev;
+    SpanLogger spans = {.log = tp->log, .step = step};
     for (int mb = 0; mb * micro < b->count; mb++) {
         train_micro_batch(b->corpus, b->a, step, b->first + mb * micro, micro, tokens, targets);
-        tp->mb = mb;
+        tp->mb = spans.mb = mb;
         tp->pass = "fwd";
         for (int l = 0; l < tp->nlayers; l++) {
-            int64_t t0 = runlog_now_us();
+            DeviceMark m0 = device_mark(dev);
             loss_sum += tp_layer_forward(tp, l, acts, tokens, targets);
-            device_sync(tp->mem->dev);
-            runlog_span(tp->log, step, "fwd", mb, l, t0, runlog_now_us(), 0);
+            span_logger_add(&spans, dev, "fwd", l, m0, device_mark(dev));
         }
         tp->pass = "bwd";
         for (int l = tp->nlayers - 1; l >= 0; l--) {
-            int64_t t0 = runlog_now_us();
+            DeviceMark m0 = device_mark(dev);
             tp_layer_backward(tp, l, acts, tokens, targets, loss_scale, dx);
-            device_sync(tp->mem->dev);
-            runlog_span(tp->log, step, "bwd", mb, l, t0, runlog_now_us(), 0);
+            span_logger_add(&spans, dev, "bwd", l, m0, device_mark(dev));
         }
     }
+    span_logger_flush(&spans);
     tp->mb = -1;
     tp->pass = "step";
     mem_free(tp->mem, dx);

@@ -203,30 +203,33 @@ static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss
     int micro = b->acts->B, U = z->lay.units;
     size_t n = (size_t)micro * b->a->seq;
     uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
-    float *scratch = mem_alloc_floats(z->mem, MEM_ACTS, gpt_scratch_floats(&c, micro), "workspace");
+    float *scratch = mem_alloc_floats(z->mem, MEM_ACTS, gpt_pass_scratch_floats(&c, micro, z->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(z->mem, MEM_ACTS, n * (size_t)c.dim, "residual gradient");
     double loss_sum = 0;
+    // Spans on the device's clock (train.h): a GPU's are read once, when the step's work is queued.
+    const Device *dev = z->mem->dev;
+    SpanLogger spans = {.log = b->log, .step = step};
     for (int mb = 0; mb * micro < b->count; mb++) {
         train_micro_batch(b->corpus, b->a, step, b->first + mb * micro, micro, tokens, targets);
+        spans.mb = mb;
         for (int u = 0; u < U; u++) {
             UnitWeights uw = unit_acquire(z, u);  // stage 3: all-gather
-            int64_t t0 = runlog_now_us();
+            DeviceMark m0 = device_mark(dev);
             loss_sum += gpt_layer_forward(z->ops, &c, u, uw.w, b->acts, tokens, targets, scratch);
-            device_sync(z->mem->dev);
-            runlog_span(b->log, step, "fwd", mb, u, t0, runlog_now_us(), 0);
+            span_logger_add(&spans, dev, "fwd", u, m0, device_mark(dev));
             unit_release(z, &uw);                 // stage 3: free the gathered copy
         }
         for (int u = U - 1; u >= 0; u--) {
             UnitWeights uw = unit_acquire(z, u);  // stage 3: all-gather again
             float *g32 = unit_grad_begin(z, u);
-            int64_t t0 = runlog_now_us();
+            DeviceMark m0 = device_mark(dev);
             gpt_layer_backward(z->ops, &c, u, uw.w, g32, b->acts, tokens, targets, loss_scale, dx, scratch);
-            device_sync(z->mem->dev);
-            runlog_span(b->log, step, "bwd", mb, u, t0, runlog_now_us(), 0);
+            span_logger_add(&spans, dev, "bwd", u, m0, device_mark(dev));
             unit_release(z, &uw);
             unit_grad_end(z, u, g32);             // stages 2-3: reduce-scatter
         }
     }
+    span_logger_flush(&spans);
     mem_free(z->mem, dx);
     mem_free(z->mem, scratch);
     free(tokens);

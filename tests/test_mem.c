@@ -212,11 +212,46 @@ static void test_bad_frees(void) {
     expect_dies(DOUBLE_FREE, "mem_free", "freeing the same buffer twice dies on the second free");
 }
 
+// What a GPU's Mem does (mem_keep_freed, set by mem_init on CUDA), here on the CPU: a freed
+// buffer is handed out again to a request of the same size, zeroed, and counted as new;
+// another size gets other memory; the counts and the peak are those without reuse; the
+// kept buffers are released by mem_keep_freed(0) and mem_destroy (ASan reports a leak
+// otherwise). Broken variant: reusing without zeroing fails the "zero-filled" check.
+static void test_keep_freed(void) {
+    Mem m;
+    mem_init(&m, NULL);
+    EXPECT(!m.keep_freed, "on the CPU freed buffers go back to the heap by default");
+    mem_keep_freed(&m, 1);
+    unsigned char *a = mem_alloc(&m, MEM_ACTS, 1000, "workspace");
+    memset(a, 0xab, 1000);
+    mem_free(&m, a);
+    EXPECT(mem_in_use(&m, MEM_ACTS) == 0 && mem_peak(&m) == 1000, "a kept buffer counts nowhere once freed");
+    unsigned char *b = mem_alloc(&m, MEM_ACTS, 1000, "workspace");
+    EXPECT(b == a, "the next request of the same size gets the kept buffer back (no allocation)");
+    EXPECT(all_zero(b, 1000), "a reused buffer is zero-filled, as new memory is");
+    EXPECT(mem_in_use(&m, MEM_ACTS) == 1000 && mem_peak(&m) == 1000, "reused, it is counted again as new, and the "
+           "peak is the same as without reuse");
+    unsigned char *c = mem_alloc(&m, MEM_ACTS, 999, "other");
+    EXPECT(c != a, "a request of another size gets other memory");
+    mem_free(&m, b);
+    mem_free(&m, c);
+    EXPECT(m.nkept == 2 && mem_total(&m) == 0, "both freed buffers kept, nothing counted");
+    mem_keep_freed(&m, 0);
+    EXPECT(m.nkept == 0, "mem_keep_freed(0) releases the kept buffers");
+    unsigned char *d = mem_alloc(&m, MEM_PARAMS, 64, "weights");
+    mem_free(&m, d);
+    EXPECT(m.nkept == 0, "with keeping off a freed buffer is released at once");
+    mem_keep_freed(&m, 1);
+    mem_free(&m, mem_alloc(&m, MEM_GRADS, 128, "kept at the end"));
+    mem_destroy(&m);  // releases it: a leak here fails the sanitized build
+}
+
 int main(void) {
     test_categories();
     test_peak();
     test_alignment_and_zero();
     test_free_any_order();
     test_bad_frees();
+    test_keep_freed();
     return test_done();
 }

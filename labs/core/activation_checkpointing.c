@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "train.h"
 
 // ---------------------------------------------------------------------------------------
 // Policies, as segments
@@ -128,23 +129,25 @@ void ckpt_acts_alloc(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p,
 // Forward, and backward with recomputation
 // ---------------------------------------------------------------------------------------
 
-static void span(const Gpt *g, CkptPass *x, const char *name, int layer, int64_t t0) {
+// A span on the device's clock (train.h's span logger: on a GPU read when the pass ends, so
+// nothing waits for the GPU layer by layer).
+static void span(const Gpt *g, CkptPass *x, SpanLogger *spans, const char *name, int layer, DeviceMark m0) {
     if (!x->log) return;
-    device_sync(g->mem->dev);  // a GPU runs behind: the span ends when its work does
-    runlog_span(x->log, x->step, name, x->mb, layer, t0, runlog_now_us(), 0);
+    span_logger_add(spans, g->mem->dev, name, layer, m0, device_mark(g->mem->dev));
 }
 
 double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint8_t *tokens,
                              const uint8_t *targets, float loss_scale, CkptPass *x) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
     double loss_sum = 0;
+    SpanLogger spans = {.log = x->log, .step = x->step, .mb = x->mb};
     for (int l = 0; l < g->nlayers; l++) {  // a checkpointed block's insides land in the workspace
-        int64_t t0 = runlog_now_us();
+        DeviceMark m0 = device_mark(g->mem->dev);
         loss_sum += gpt_layer_forward(ops, c, l, g->params[l], a, tokens, targets, scratch);
-        span(g, x, "fwd", l, t0);
+        span(g, x, &spans, "fwd", l, m0);
     }
     for (int l = g->nlayers - 1; l >= 0; l--) {
         // Block l is the LAST block of segment i (p->seg_of[l]; only blocks 1..L have one):
@@ -157,18 +160,19 @@ double ckpt_forward_backward(Gpt *g, const CkptPolicy *p, GptActs *a, const uint
         if (i >= 0 && l == p->last[i]) {  // the segment forward again, from its kept input
             int64_t r0 = runlog_now_us();
             for (int j = p->first[i]; j <= l; j++) {
-                int64_t t0 = runlog_now_us();
+                DeviceMark m0 = device_mark(g->mem->dev);
                 if (!x->skip_recompute) gpt_layer_forward(ops, c, j, g->params[j], a, tokens, targets, scratch);
-                span(g, x, "recompute", j, t0);
+                span(g, x, &spans, "recompute", j, m0);
             }
             device_sync(g->mem->dev);
             x->recompute_us += runlog_now_us() - r0;
         }
         /* END SOLUTION */
-        int64_t t0 = runlog_now_us();
+        DeviceMark m0 = device_mark(g->mem->dev);
         gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
-        span(g, x, "bwd", l, t0);
+        span(g, x, &spans, "bwd", l, m0);
     }
+    span_logger_flush(&spans);
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);
     return loss_sum;

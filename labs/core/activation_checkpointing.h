@@ -25,7 +25,7 @@
 //     K       4 B T (2C + 2 + V + (L-c) b + c C + b - C)       c = floor(L/K), 1 <= K <= L
 //     every   4 B T (2C + 2 + V + L C + b - C)
 //     sqrt    4 B T (2C + 2 + V + n C + s b - C)               s = ceil(sqrt L), n = ceil(L/s)
-// A pass also allocates gpt_scratch_floats() + B T C floats of workspace while it runs.
+// A pass also allocates gpt_pass_scratch_floats() + B T C floats of workspace while it runs.
 #ifndef SHARDLAB_CHECKPOINT_H
 #define SHARDLAB_CHECKPOINT_H
 

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "gpu.h"
+#include "hash.h"
 
 const Device device_cpu = {.kind = DEVICE_CPU, .name = "cpu", .ops = &ops_cpu, .ordinal = -1, .desc = "cpu"};
 
@@ -78,18 +80,37 @@ void device_from_host(const Device *d, void *dst, const void *src, size_t bytes)
     else memmove(dst, src, bytes);
 }
 
-const void *device_peek(const Device *d, const void *src, size_t bytes, void **buf, size_t *cap) {
-    if (d->kind != DEVICE_CUDA) return src;
-    if (*cap < bytes) {
-        *buf = realloc_check(*buf, bytes);
-        *cap = bytes;
-    }
-    cuda_copy(*buf, src, bytes);
-    return *buf;
-}
-
 void device_sync(const Device *d) {
     if (d->kind == DEVICE_CUDA) cuda_sync();
+}
+
+uint64_t device_param_hash(const Device *d, int n, const void *const *bufs, const size_t *bytes, uint64_t h) {
+    if (d->kind == DEVICE_CUDA) return cuda_param_hash(n, bufs, bytes, h);
+    for (int i = 0; i < n; i++) h = param_hash_bytes(bufs[i], bytes[i], h);
+    return h;
+}
+
+static int64_t wall_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+DeviceMark device_mark(const Device *d) {
+    DeviceMark m = {wall_us(), -1};
+    if (d->kind == DEVICE_CUDA) m.slot = cuda_mark();
+    return m;
+}
+
+void device_mark_times(const Device *d, const DeviceMark *marks, int n, int64_t *us) {
+    if (d->kind != DEVICE_CUDA || n == 0) {
+        for (int i = 0; i < n; i++) us[i] = marks[i].us;
+        return;
+    }
+    int *slots = malloc_check((size_t)n * sizeof *slots);
+    for (int i = 0; i < n; i++) slots[i] = marks[i].slot;
+    cuda_mark_times(slots, n, us);
+    free(slots);
 }
 
 int device_mem_info(const Device *d, size_t *free_bytes, size_t *total_bytes) {

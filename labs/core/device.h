@@ -1,8 +1,9 @@
 // device.h — where a rank's tensors live and its kernels run: the CPU, or one CUDA GPU.
 //
 // Defines: DeviceKind, Device, device_open(), device_close(), device_alloc(), device_free(),
-//          device_zero(), device_to_host(), device_from_host(), device_peek(), device_mem_info(),
-//          device_sync(), device_cpu.
+//          device_zero(), device_to_host(), device_from_host(), device_mem_info(),
+//          device_sync(), device_param_hash(), DeviceMark, device_mark(), device_mark_times(),
+//          device_cpu.
 //
 // --device auto|cpu|cuda picks it (auto: cuda when a GPU is usable, else cpu). On the CPU a
 // rank is a process standing in for a GPU: its "device memory" is heap memory and its kernels
@@ -16,6 +17,7 @@
 #define SHARDLAB_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops.h"
 
@@ -49,11 +51,23 @@ void device_zero(const Device *d, void *p, size_t bytes);
 // Copies between the device and the host; they return when dst holds the bytes.
 void device_to_host(const Device *d, void *dst, const void *src, size_t bytes);
 void device_from_host(const Device *d, void *dst, const void *src, size_t bytes);
-// src's bytes where the host can read them: src itself on the CPU, else a copy in *buf
-// (grown to *cap as needed; the caller frees *buf).
-const void *device_peek(const Device *d, const void *src, size_t bytes, void **buf, size_t *cap);
 // Wait for the device's queued work (before reading a clock).
 void device_sync(const Device *d);
+// Timing without waiting. A GPU runs behind the host's calls, so "when did this layer's work
+// end" is known only later. device_mark() puts a mark in the device's queue (a CUDA event;
+// on the CPU, which runs each call to its end, the wall clock now); device_mark_times()
+// gives, for n marks, the wall-clock microseconds (since the epoch) at which the device
+// reached each one, waiting for the last of them. A GPU keeps its last 4096 marks: read
+// them before making that many more.
+typedef struct {
+    int64_t us;  // the host's wall clock when the mark was made (on a GPU: queued, not reached)
+    int slot;    // the GPU's event; -1 on the CPU
+} DeviceMark;
+DeviceMark device_mark(const Device *d);
+void device_mark_times(const Device *d, const DeviceMark *marks, int n, int64_t *us);
+// The param_hash (hash.h) of n buffers of the device, in order, continuing from h: computed
+// where the bytes are (on a GPU by a kernel; only the chunks' hashes come to the host).
+uint64_t device_param_hash(const Device *d, int n, const void *const *bufs, const size_t *bytes, uint64_t h);
 // The device's own memory figure (CUDA: cudaMemGetInfo). Returns 0, or -1 on the CPU.
 int device_mem_info(const Device *d, size_t *free_bytes, size_t *total_bytes);
 

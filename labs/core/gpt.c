@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "check.h"
+#include "hash.h"
 #include "ops.h"
 #include "rng.h"
 
@@ -236,6 +236,28 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
     return m > head_bwd ? m : head_bwd;
 }
 
+// The kernels' part starts at a multiple of 64 floats (256 bytes, as cudaMalloc aligns).
+static size_t kernel_workspace_at(const GptConfig *c, int B) { return (gpt_scratch_floats(c, B) + 63) / 64 * 64; }
+
+static size_t kernel_workspace_bytes(const GptConfig *c, int B) {
+    return ops_gpu_workspace_bytes(B, c->seq, c->dim, c->heads, c->vocab, c->attn == GPT_ATTN_FLASH);
+}
+
+size_t gpt_pass_scratch_floats(const GptConfig *c, int B, int gpu) {
+    if (!gpu) return gpt_scratch_floats(c, B);
+    return kernel_workspace_at(c, B) + (kernel_workspace_bytes(c, B) + sizeof(float) - 1) / sizeof(float);
+}
+
+// Hand the GPU's kernels their part of the pass's scratch for one layer's work (and take it
+// back after: the scratch may be freed once the pass is over).
+static void kernel_workspace_begin(const Ops *ops, const GptConfig *c, int B, float *scratch) {
+    if (ops->use_workspace) ops->use_workspace(scratch + kernel_workspace_at(c, B), kernel_workspace_bytes(c, B));
+}
+
+static void kernel_workspace_end(const Ops *ops) {
+    if (ops->use_workspace) ops->use_workspace(NULL, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward and backward, one layer at a time
 // ---------------------------------------------------------------------------------------
@@ -363,18 +385,19 @@ void gpt_zero_grads(Gpt *g) {
         g->mem->dev->ops->zero(g->grads[l], gpt_layer_size(&g->cfg, l));
 }
 
-static int64_t now_us(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+// The layer's start mark (taken before its work is queued) and, here, its end mark. No wait
+// for a GPU: the span logger reads the marks at the step's end, and a hook that starts a
+// collective queues it behind the layer's kernels (nccl.cu waits for the compute stream
+// through an event; the shm backend's copy to the host runs on the compute stream).
+static DeviceMark layer_start(const Gpt *g, const GptHooks *h) {
+    return h ? device_mark(g->mem->dev) : (DeviceMark){0, -1};
 }
 
-// A GPU runs behind the host's calls: wait for the layer's kernels, so that the span's end is
-// when its work ended (and a hook that starts a collective starts it on finished gradients).
-static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int layer, int64_t t0) {
-    if (!h || !h->layer_done) return;
-    device_sync(g->mem->dev);
-    h->layer_done(h->ctx, phase, layer, t0, now_us());
+static void layer_done(const Gpt *g, const GptHooks *h, GptPhase phase, int layer, DeviceMark m0) {
+    if (!h) return;
+    DeviceMark m1 = device_mark(g->mem->dev);
+    if (h->layer_span) h->layer_span(h->ctx, g->mem->dev, phase, layer, m0, m1);
+    if (h->layer_done) h->layer_done(h->ctx, phase, layer, m0.us, m1.us);
 }
 
 // The input of layer l's forward pass: the previous layer's output.
@@ -385,20 +408,22 @@ static const float *layer_input(const GptConfig *c, const GptActs *a, int layer)
 
 double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
                          const uint8_t *tokens, const uint8_t *targets, float *scratch) {
-    if (layer == 0) {
+    double loss = 0;
+    kernel_workspace_begin(ops, c, a->B, scratch);
+    if (layer == 0)
         gpt_embed_forward(ops, c, params, tokens, a->B, a->x0);
-        return 0;
-    }
-    if (layer <= c->layers) {
+    else if (layer <= c->layers)
         gpt_block_forward(ops, c, params, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, scratch);
-        return 0;
-    }
-    return gpt_head_forward(ops, c, params, layer_input(c, a, layer), &a->head, targets, a->B, scratch);
+    else
+        loss = gpt_head_forward(ops, c, params, layer_input(c, a, layer), &a->head, targets, a->B, scratch);
+    kernel_workspace_end(ops);
+    return loss;
 }
 
 void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,
                         const GptActs *a, const uint8_t *tokens, const uint8_t *targets, float loss_scale,
                         float *dx, float *scratch) {
+    kernel_workspace_begin(ops, c, a->B, scratch);
     if (layer == 0)
         gpt_embed_backward(ops, c, grads, tokens, a->B, dx);
     else if (layer <= c->layers)
@@ -406,18 +431,19 @@ void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const flo
     else
         gpt_head_backward(ops, c, params, grads, layer_input(c, a, layer), &a->head, targets, a->B, loss_scale, dx,
                           scratch);
+    kernel_workspace_end(ops);
 }
 
 double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                    const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     double loss_sum = 0;
     for (int l = 0; l < g->nlayers; l++) {
-        int64_t t0 = now_us();
+        DeviceMark m0 = layer_start(g, hooks);
         loss_sum += gpt_layer_forward(ops, c, l, g->params[l], a, tokens, targets, scratch);
-        layer_done(g, hooks, GPT_FWD, l, t0);
+        layer_done(g, hooks, GPT_FWD, l, m0);
     }
     mem_free(g->mem, scratch);
     return loss_sum;
@@ -427,35 +453,28 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
                   float loss_scale, const GptHooks *hooks) {
     const GptConfig *c = &g->cfg;
     const Ops *ops = g->mem->dev->ops;
-    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_scratch_floats(c, a->B), "workspace");
+    float *scratch = mem_alloc_floats(g->mem, MEM_ACTS, gpt_pass_scratch_floats(c, a->B, g->mem->dev->kind == DEVICE_CUDA), "workspace");
     float *dx = mem_alloc_floats(g->mem, MEM_ACTS, (size_t)a->B * c->seq * c->dim, "residual gradient");
     for (int l = g->nlayers - 1; l >= 0; l--) {
-        int64_t t0 = now_us();
+        DeviceMark m0 = layer_start(g, hooks);
         gpt_layer_backward(ops, c, l, g->params[l], g->grads[l], a, tokens, targets, loss_scale, dx, scratch);
-        layer_done(g, hooks, GPT_BWD, l, t0);
+        layer_done(g, hooks, GPT_BWD, l, m0);
     }
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);
 }
 
-uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < bytes; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 uint64_t gpt_param_hash(const Gpt *g) {
-    // The bytes as the device holds them (on a GPU, copied to the host a layer at a time).
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0;
+    // Hashed where the bytes are (on a GPU by a kernel, all layers at once: nothing is
+    // copied to the host but the chunks' hashes).
+    const void **bufs = calloc_check((size_t)g->nlayers, sizeof *bufs);
+    size_t *bytes = calloc_check((size_t)g->nlayers, sizeof *bytes);
     for (int l = 0; l < g->nlayers; l++) {
-        size_t bytes = gpt_layer_size(&g->cfg, l) * sizeof(float);
-        h = fnv1a64(device_peek(g->mem->dev, g->params[l], bytes, &host, &cap), bytes, h);
+        bufs[l] = g->params[l];
+        bytes[l] = gpt_layer_size(&g->cfg, l) * sizeof(float);
     }
-    free(host);
+    uint64_t h = device_param_hash(g->mem->dev, g->nlayers, bufs, bytes, PARAM_HASH_INIT);
+    free(bufs);
+    free(bytes);
     return h;
 }

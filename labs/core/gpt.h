@@ -6,7 +6,7 @@
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
 //          gpt_acts_floats(), gpt_block_acts_per_token(), gpt_attn_saved_floats(),
 //          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
-//          gpt_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
+//          gpt_scratch_floats(), gpt_pass_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
 //          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "mem.h"
 #include "ops.h"
 
@@ -147,11 +148,17 @@ size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
 // Where layer `layer`'s forward output is (x0 for the embedding, a block's out); NULL for
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);
-// Transient workspace a forward or backward pass needs (floats), allocated per pass.
+// Transient workspace a forward or backward pass's CPU kernels need (floats).
 // gpt_attn_scratch_floats() is the attention backward's part of it, for heads of hs floats:
 // 2T (naive), FLASH_SCRATCH_FLOATS(T, hs) (flash).
 size_t gpt_attn_scratch_floats(const GptConfig *c, int hs);
 size_t gpt_scratch_floats(const GptConfig *c, int B);
+// What a pass allocates as its workspace (floats, "acts" while allocated): gpt_scratch_floats,
+// and on a GPU (gpu = 1) after it the GPU kernels' own workspace, ops_gpu_workspace_bytes()
+// (ops.h; with naive attention, its backward's dS [B,NH,T,T] is most of it), which
+// gpt_layer_forward() and gpt_layer_backward() hand to the kernels. Sized here, from the
+// shape, so a GPU allocates nothing inside a pass and every byte it uses is counted.
+size_t gpt_pass_scratch_floats(const GptConfig *c, int B, int gpu);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------
 // tokens/targets are [B,T], in host memory; every float buffer is on the device whose
@@ -180,7 +187,7 @@ void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const 
 // came from: the model, a gather of shards (ZeRO-3, FSDP), an fp32 copy of bf16 weights.
 // Forward returns the head's loss sum (0 for the other layers). Backward ACCUMULATES into
 // grads; dx [BT,C] carries the gradient from layer l+1 down to layer l (the head writes it,
-// the embedding reads it). scratch: gpt_scratch_floats(c, a->B) floats.
+// the embedding reads it). scratch: gpt_pass_scratch_floats(c, a->B, on a GPU) floats.
 double gpt_layer_forward(const Ops *ops, const GptConfig *c, int layer, const float *params, GptActs *a,
                          const uint8_t *tokens, const uint8_t *targets, float *scratch);
 void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const float *params, float *grads,
@@ -201,12 +208,18 @@ void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed);
 void gpt_destroy(Gpt *g);
 void gpt_zero_grads(Gpt *g);
 
-// Called after each layer's forward or backward, with its time span (wall clock, us since
-// the epoch): labs log spans here, and data-parallel labs start communication here.
+// Called after each layer's forward or backward. layer_done (data-parallel labs start
+// communication here) gets the span as the host saw it: on the CPU the layer's time span,
+// on a GPU when its work was queued (the GPU runs behind; nothing waits for it here: work
+// queued after, such as copying the layer's gradients, runs after it on the stream).
+// layer_span (span loggers) gets the span as two marks of the device's clock (device.h),
+// to read when it suits: on the CPU at once, on a GPU at the step's end, in one wait.
+// Times are wall clock, us since the epoch.
 typedef enum { GPT_FWD, GPT_BWD } GptPhase;
 typedef struct {
     void (*layer_done)(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us);
     void *ctx;
+    void (*layer_span)(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0, DeviceMark m1);
 } GptHooks;
 
 // Mean loss over the micro-batch's B*T tokens is sum / (B*T); this returns the sum.
@@ -215,9 +228,8 @@ double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *tar
 void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targets,
                   float loss_scale, const GptHooks *hooks);
 
-// FNV-1a 64 over the bytes of every layer's parameters, in layer order.
+// The param_hash (hash.h) of every layer's parameters, in layer order, computed on the
+// device that holds them.
 uint64_t gpt_param_hash(const Gpt *g);
-uint64_t fnv1a64(const void *data, size_t bytes, uint64_t h);
-#define FNV1A64_INIT 0xcbf29ce484222325ull
 
 #endif

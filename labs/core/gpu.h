@@ -3,6 +3,7 @@
 //
 // Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
 //          cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
+//          cuda_param_hash(), cuda_mark(), cuda_mark_times(),
 //          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
 //          cuda_nccl_init(), cuda_nccl_split(), cuda_nccl_destroy(), cuda_nccl_abort(),
 //          cuda_nccl_call(), cuda_nccl_group_start(), cuda_nccl_group_end(), cuda_nccl_wait().
@@ -24,6 +25,7 @@
 #define SHARDLAB_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops.h"
 
@@ -53,6 +55,18 @@ void *cuda_compute_stream(void);
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 // 1 if p is device memory (cudaPointerGetAttributes), else 0.
 int cuda_is_device_ptr(const void *p);
+
+// The param_hash (hash.h) of n device buffers, in order, continuing from h: every chunk
+// hashed by its own GPU thread, all buffers in one launch; the host folds the chunks' hashes.
+uint64_t cuda_param_hash(int n, const void *const *bufs, const size_t *bytes, uint64_t h);
+
+// An event recorded on the compute stream, from a ring of CUDA_MARKS; returns its slot.
+#define CUDA_MARKS 4096
+int cuda_mark(void);
+// The wall-clock microseconds at which the GPU reached the marks in slots[0..n): an anchor
+// event recorded after them is waited for and read against the host's clock, and each mark
+// is placed before it by cudaEventElapsedTime.
+void cuda_mark_times(const int *slots, int n, int64_t *us);
 
 // The kernels of ops.h on the GPU: cuBLAS for the matrix products, CUDA kernels for the rest.
 const Ops *cuda_ops(void);

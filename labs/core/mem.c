@@ -16,17 +16,48 @@ const char *mem_category_name(MemCategory c) {
 void mem_init(Mem *m, const Device *dev) {
     memset(m, 0, sizeof *m);
     m->dev = dev ? dev : &device_cpu;
+    m->keep_freed = m->dev->kind == DEVICE_CUDA;
+}
+
+// Give every kept buffer back to the device.
+static void release_kept(Mem *m) {
+    for (size_t i = 0; i < m->nkept; i++) device_free(m->dev, m->kept[i].ptr);
+    m->nkept = 0;
+}
+
+void mem_keep_freed(Mem *m, int on) {
+    m->keep_freed = on;
+    if (!on) release_kept(m);
 }
 
 void mem_destroy(Mem *m) {
     for (size_t i = 0; i < m->nblocks; i++) device_free(m->dev, m->blocks[i].ptr);
+    release_kept(m);
     free(m->blocks);
+    free(m->kept);
     memset(m, 0, sizeof *m);
+}
+
+// A kept buffer of exactly `bytes`, zeroed, taken out of the kept list; NULL if none.
+static void *reuse_kept(Mem *m, size_t bytes) {
+    for (size_t i = m->nkept; i-- > 0;)
+        if (m->kept[i].bytes == bytes) {
+            void *p = m->kept[i].ptr;
+            m->kept[i] = m->kept[--m->nkept];
+            device_zero(m->dev, p, bytes);
+            return p;
+        }
+    return NULL;
 }
 
 void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what) {
     if ((unsigned)c >= MEM_CATEGORIES) die(NULL, "mem_alloc(%s): bad category %d", what, (int)c);
-    void *p = device_alloc(m->dev, bytes);  // zero-filled; we count what was asked for
+    void *p = m->nkept ? reuse_kept(m, bytes) : NULL;
+    if (!p) p = device_alloc(m->dev, bytes);  // zero-filled; we count what was asked for
+    if (!p && m->nkept) {  // the kept buffers may be what fills the device
+        release_kept(m);
+        p = device_alloc(m->dev, bytes);
+    }
     if (!p)
         die("lower --batch, --seq, --dim or --layers", "out of %s memory allocating %zu bytes for %s (%s)",
             m->dev->name, bytes, what, category_names[c]);
@@ -53,7 +84,15 @@ void mem_free(Mem *m, void *ptr) {
     for (size_t i = m->nblocks; i-- > 0;) {  // newest first: transients are freed soonest
         if (m->blocks[i].ptr == ptr) {
             m->in_use[m->blocks[i].category] -= m->blocks[i].bytes;
-            device_free(m->dev, ptr);
+            if (m->keep_freed) {
+                if (m->nkept == m->kept_cap) {
+                    m->kept_cap = m->kept_cap ? 2 * m->kept_cap : 16;
+                    m->kept = realloc_check(m->kept, m->kept_cap * sizeof *m->kept);
+                }
+                m->kept[m->nkept++] = m->blocks[i];
+            } else {
+                device_free(m->dev, ptr);
+            }
             m->blocks[i] = m->blocks[--m->nblocks];
             return;
         }

@@ -2,7 +2,7 @@
 //
 // Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
 //          mem_alloc(), mem_alloc_floats(), mem_free(), mem_in_use(), mem_total(),
-//          mem_peak(), mem_peak_in(), mem_reset_peak().
+//          mem_peak(), mem_peak_in(), mem_reset_peak(), mem_keep_freed().
 //
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
 // activations, communication buffers — comes from mem_alloc() with a category, so the
@@ -21,6 +21,16 @@
 //   comm    buffers used only by collectives
 // peak is the high-water mark of the total, transient buffers included; mem_peak_in() gives
 // each category's own.
+//
+// Freed buffers on a GPU are kept for reuse. A pass allocates its workspace and frees it
+// again, every micro-batch of every step; on a GPU that was a cudaMalloc and a cudaFree each
+// time, and cudaFree waits for the whole device. So a Mem on a GPU keeps what mem_free
+// gives back and hands it out again to the next request of exactly the same size (zeroed on
+// the device's stream, as new memory is). The counts do not change: a kept buffer is not in
+// use and counts nowhere; it is what the device holds beyond in_use, and never more than the
+// peak already counted. When the device runs out, the kept buffers are released and the
+// allocation is tried again. On the CPU freed memory goes back to the heap at once (so the
+// sanitizers see every use after free).
 #ifndef SHARDLAB_MEM_H
 #define SHARDLAB_MEM_H
 
@@ -45,6 +55,9 @@ typedef struct {
     size_t peak_in[MEM_CATEGORIES];  // each category's own high-water mark
     MemBlock *blocks;  // live allocations (few: tens per rank), so a linear table is enough
     size_t nblocks, cap;
+    MemBlock *kept;    // freed buffers kept for reuse (keep_freed), by size
+    size_t nkept, kept_cap;
+    int keep_freed;    // set on a GPU (see above)
     const Device *dev; // where the buffers live
 } Mem;
 
@@ -65,5 +78,7 @@ size_t mem_peak(const Mem *m);
 size_t mem_peak_in(const Mem *m, MemCategory c);
 // Start new high-water marks (the total's and each category's) from what is allocated now.
 void mem_reset_peak(Mem *m);
+// Keep freed buffers for reuse (on = 1; mem_init sets it on a GPU) or release them (0).
+void mem_keep_freed(Mem *m, int on);
 
 #endif

@@ -34,6 +34,13 @@ void cuda_sync(void) {}
 void *cuda_compute_stream(void) { return NULL; }
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes) { (void)free_bytes, (void)total_bytes; return -1; }
 int cuda_is_device_ptr(const void *p) { (void)p; return 0; }
+uint64_t cuda_param_hash(int n, const void *const *bufs, const size_t *bytes, uint64_t h) {
+    (void)n, (void)bufs, (void)bytes, (void)h;
+    unreachable("cuda_param_hash");
+    return 0;
+}
+int cuda_mark(void) { unreachable("cuda_mark"); return -1; }
+void cuda_mark_times(const int *slots, int n, int64_t *us) { (void)slots, (void)n, (void)us; unreachable("cuda_mark_times"); }
 const Ops *cuda_ops(void) { unreachable("cuda_ops"); return NULL; }
 
 const char *cuda_nccl_version(void) { return "none"; }

@@ -573,6 +573,17 @@ void acc_bf16(bf16 *acc, const float *x, size_t n) {
 static void zero_floats(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
 static void copy_floats(float *dst, const float *src, size_t n) { memmove(dst, src, n * sizeof(float)); }
 
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+size_t ops_gpu_workspace_bytes(int B, int T, int C, int NH, int V, int flash) {
+    (void)V;  // the head's logits need none: its Linear has no bias
+    size_t BT = (size_t)B * T, slabs = (BT + OPS_GPU_SUM_SLAB - 1) / OPS_GPU_SUM_SLAB;
+    size_t batch_slabs = ((size_t)B + OPS_GPU_SUM_SLAB - 1) / OPS_GPU_SUM_SLAB;
+    size_t attention = (size_t)B * NH * T * (flash ? 1 : (size_t)T) * sizeof(float);
+    size_t sums = max_size(max_size(slabs * 4 * (size_t)C, 2 * slabs * (size_t)C), batch_slabs * T * (size_t)C);
+    return max_size(max_size(attention, sums * sizeof(float)), BT * sizeof(double));
+}
+
 const Ops ops_cpu = {
     .name = "cpu",
     .linear_forward = linear_forward,

@@ -6,7 +6,7 @@
 //          FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
-//          ops_cpu.
+//          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
 //
 // Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
 // weight is [out, in] (as torch.nn.Linear), so y = x W^T + b. Backward functions
@@ -162,8 +162,23 @@ typedef struct {
     void (*from_bf16)(float *dst, const bf16 *src, size_t n);
     void (*add_bf16)(bf16 *acc, const bf16 *x, size_t n);
     void (*acc_bf16)(bf16 *acc, const float *x, size_t n);
+    // Where the device's kernels find the workspace of their own they need during a pass
+    // (ops_gpu_workspace_bytes() of it: part of the pass's workspace, so it is counted with
+    // it), or NULL, 0 when the pass is over. NULL on the CPU, whose kernels take their
+    // scratch as arguments.
+    void (*use_workspace)(void *p, size_t bytes);
 } Ops;
 
 extern const Ops ops_cpu;
+
+// The GPU's sums over rows (bias and LayerNorm gradients) add slabs of this many rows first,
+// then the slabs' partial sums (cuda/ops.cu, "Column sums"): one float per slab and column.
+#define OPS_GPU_SUM_SLAB 256
+// The workspace the GPU's kernels ask for during one forward or backward pass of B sequences
+// of T tokens, C channels, NH heads, vocabulary V (bytes): the largest of the attention
+// backward's (naive: dS [B,NH,T,T] floats; flash, flash = 1: D [B,NH,T] floats), the column
+// sums' partials (a bias gradient over 4C columns, LayerNorm's two over C, the position
+// embedding's over T*C), and the cross-entropy's per-row losses (B*T doubles).
+size_t ops_gpu_workspace_bytes(int B, int T, int C, int NH, int V, int flash);
 
 #endif

@@ -124,6 +124,11 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
         return n;  // no model (collectives)
     }
 
+    // A GPU's kernels have a workspace of their own in each pass (ops.h: naive attention's dS
+    // [B', NH, T, T] is most of it), counted with the pass's workspace; the CPU's kernels
+    // need only the scratch the margin below covers.
+    if (!on_host) dev += (double)ops_gpu_workspace_bytes((int)ceil(micro), cfg.seq, cfg.dim, cfg.heads, cfg.vocab,
+                                                     cfg.attn == GPT_ATTN_FLASH);
     n.device = dev;
     n.host = host;
     n.rank = PLAN_MARGIN * (dev + (on_host ? host : 0)) + PLAN_MARGIN_BYTES;

@@ -59,8 +59,12 @@
 //             not part of peak
 //   peak_by   (after mem) each category's own high-water mark since start: "params" is the
 //             most weight memory held at once, gathered copies included (ZeRO-3, FSDP)
-//   param_hash FNV-1a 64 of the bytes of the parameters this rank holds in full, in layer
-//             order, as 16 lower-case hex digits
+//   param_hash a hash of the bytes of the parameters this rank holds in full, as 16 lower-case
+//             hex digits: each layer's buffer (layer 0 first) cut into 64 KiB chunks, the last
+//             shorter; FNV-1a 64 of each chunk; then FNV-1a 64 over all the chunks' hashes in
+//             order, each as 8 bytes least significant first (hash.h). Defined so that a GPU
+//             computes it where the bytes are, a thread per chunk; the same bytes give the
+//             same value on the CPU and on a GPU
 //   span      a timed piece of work: name is fwd, bwd, recompute, optim, or a collective
 //             (all_reduce, reduce_scatter, all_gather, broadcast, send, recv, ...); mb the
 //             micro-batch (-1 if none), layer the model layer (0 embedding, 1..L blocks,

@@ -307,29 +307,25 @@ double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, vo
 }
 
 uint64_t sharded_hash(const ShardLayout *s, Precision p, const Device *dev, void *const *bufs, int whole) {
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0;
-    for (int u = 0; u < s->units; u++) {
-        size_t bytes = (whole ? s->count[u] : s->shard[u]) * precision_bytes(p);
-        h = fnv1a64(device_peek(dev, bufs[u], bytes, &host, &cap), bytes, h);
-    }
-    free(host);
+    size_t *bytes = calloc_check((size_t)s->units, sizeof *bytes);
+    for (int u = 0; u < s->units; u++) bytes[u] = (whole ? s->count[u] : s->shard[u]) * precision_bytes(p);
+    uint64_t h = device_param_hash(dev, s->units, (const void *const *)bufs, bytes, PARAM_HASH_INIT);
+    free(bytes);
     return h;
 }
 
 uint64_t sharded_model_hash(const ShardLayout *s, Precision p, Mem *mem, DistGroup *g, void *const *bufs, int whole) {
     if (whole) return sharded_hash(s, p, mem->dev, bufs, 1);
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0, e = precision_bytes(p);
+    uint64_t h = PARAM_HASH_INIT;
+    size_t e = precision_bytes(p);
     for (int u = 0; u < s->units; u++) {
         void *full = mem_alloc(mem, MEM_PARAMS, shard_padded(s, u) * e, "gathered unit");
         sharded_all_gather(g, p, bufs[u], full, shard_padded(s, u), u, NULL);
-        h = fnv1a64(device_peek(mem->dev, full, s->count[u] * e, &host, &cap), s->count[u] * e, h);
+        size_t bytes = s->count[u] * e;
+        const void *whole_unit = full;
+        h = device_param_hash(mem->dev, 1, &whole_unit, &bytes, h);
         mem_free(mem, full);
     }
-    free(host);
     return h;
 }
 

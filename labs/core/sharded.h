@@ -146,11 +146,11 @@ size_t sharded_slice_len(const ShardedAdamW *o, int u);
 double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, void *const *grads, double clip, double lr,
                           int64_t step);
 
-// FNV-1a 64 of units' first count[u] (whole = 1) or shard[u] elements, storage precision,
-// on the device: the param_hash of a step event.
+// The param_hash (hash.h) of units' first count[u] (whole = 1) or shard[u] elements, storage
+// precision, computed on the device: the param_hash of a step event.
 uint64_t sharded_hash(const ShardLayout *s, Precision p, const Device *dev, void *const *bufs, int whole);
 
-// The summary's param_hash: FNV-1a 64 of the whole model in storage precision, unit by unit
+// The summary's param_hash: of the whole model in storage precision, unit by unit
 // (count[u] elements each). whole = 1: bufs hold whole units; 0: bufs hold shards, which are
 // all-gathered here one unit at a time (every rank of g must call it).
 uint64_t sharded_model_hash(const ShardLayout *s, Precision p, Mem *mem, DistGroup *g, void *const *bufs, int whole);

@@ -162,14 +162,15 @@ void tp_zero_grads(Tp *tp) {
 }
 
 uint64_t tp_hash(const Tp *tp, int split) {
-    uint64_t h = FNV1A64_INIT;
-    void *host = NULL;
-    size_t cap = 0;
+    const void **bufs = calloc_check((size_t)tp->nlayers, sizeof *bufs);
+    size_t *bytes = calloc_check((size_t)tp->nlayers, sizeof *bytes);
     for (int l = 0; l < tp->nlayers; l++) {
-        size_t bytes = (split ? tp->split_n[l] : tp->rep_n[l]) * sizeof(float);
-        if (bytes) h = fnv1a64(device_peek(tp->mem->dev, split ? tp->split[l] : tp->rep[l], bytes, &host, &cap), bytes, h);
+        bufs[l] = split ? tp->split[l] : tp->rep[l];
+        bytes[l] = (split ? tp->split_n[l] : tp->rep_n[l]) * sizeof(float);  // 0: no chunks, h unchanged
     }
-    free(host);
+    uint64_t h = device_param_hash(tp->mem->dev, tp->nlayers, bufs, bytes, PARAM_HASH_INIT);
+    free(bufs);
+    free(bytes);
     return h;
 }
 
@@ -271,6 +272,11 @@ void tp_acts_free(TpActs *a, Tp *tp) {
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
+static size_t tp_kernel_workspace_bytes(const Tp *tp) {
+    return ops_gpu_workspace_bytes(tp->B, tp->cfg.seq, tp->cfg.dim, tp->cfg.heads, tp->cfg.vocab,
+                                   tp->cfg.attn == GPT_ATTN_FLASH);
+}
+
 size_t tp_workspace_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
     Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
@@ -281,7 +287,11 @@ size_t tp_workspace_floats(const Tp *tp) {
                        + x.BT * C + x.R * C;                             // see block_backward
     size_t head_fwd = wt + x.R * C;
     size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C;
-    return x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
+    size_t cpu = x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
+    if (!tp->ops->use_workspace) return cpu;
+    // On a GPU, the kernels' own after it, sized for the whole model's shape (a rank's heads,
+    // columns and rows are at most that), from a multiple of 64 floats.
+    return (cpu + 63) / 64 * 64 + (tp_kernel_workspace_bytes(tp) + sizeof(float) - 1) / sizeof(float);
 }
 
 void tp_workspace_begin(Tp *tp) {
@@ -292,9 +302,13 @@ void tp_workspace_begin(Tp *tp) {
     free(ones);
     tp->ones = ws;
     tp->scratch = ws + tp->BT;
+    if (tp->ops->use_workspace)  // the GPU kernels' part: the last bytes of the workspace
+        tp->ops->use_workspace(ws + tp_workspace_floats(tp) - tp_kernel_workspace_bytes(tp) / sizeof(float),
+                               tp_kernel_workspace_bytes(tp));
 }
 
 void tp_workspace_end(Tp *tp) {
+    if (tp->ops->use_workspace) tp->ops->use_workspace(NULL, 0);
     mem_free(tp->mem, tp->ones);
     tp->ones = tp->scratch = NULL;
 }

@@ -108,7 +108,8 @@ void tp_create(Tp *tp, const GptConfig *c, int t, int r, int sp, int vp, DistGro
                const TrainArgs *a);
 void tp_destroy(Tp *tp);
 void tp_zero_grads(Tp *tp);
-// FNV-1a 64 of this rank's replicated (split = 0) or split (split = 1) weights, layer order.
+// The param_hash (hash.h) of this rank's replicated (split = 0) or split (split = 1) weights,
+// layer order, computed on the device.
 uint64_t tp_hash(const Tp *tp, int split);
 // The whole model into `full` (a Gpt in host memory): the split parts all-gathered over the
 // group (every rank of the group must call it).

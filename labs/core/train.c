@@ -198,12 +198,44 @@ void progress_update(Progress *p, RunLog *log, int64_t step, double loss, double
     }
 }
 
-static void log_layer_span(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
-    SpanLogger *s = ctx;
-    runlog_span(s->log, s->step, phase == GPT_FWD ? "fwd" : "bwd", s->mb, layer, t0_us, t1_us, 0);
+// Marks of a GPU kept before the oldest is reused (gpu.h keeps CUDA_MARKS of them, 2 a span).
+enum { SPANS_PENDING_MAX = 1024 };
+
+void span_logger_flush(SpanLogger *s) {
+    if (s->npending == 0) return;
+    int n = s->npending;
+    DeviceMark *marks = malloc_check(2 * (size_t)n * sizeof *marks);
+    int64_t *us = malloc_check(2 * (size_t)n * sizeof *us);
+    for (int i = 0; i < n; i++) marks[2 * i] = s->pending[i].m0, marks[2 * i + 1] = s->pending[i].m1;
+    device_mark_times(s->dev, marks, 2 * n, us);
+    for (int i = 0; i < n; i++) {
+        const PendingSpan *p = &s->pending[i];
+        runlog_span(s->log, p->step, p->name, p->mb, p->layer, us[2 * i], us[2 * i + 1], 0);
+    }
+    free(marks), free(us), free(s->pending);
+    s->pending = NULL;
+    s->npending = s->cap = 0;
 }
 
-GptHooks span_logger_hooks(SpanLogger *s) { return (GptHooks){log_layer_span, s}; }
+void span_logger_add(SpanLogger *s, const Device *dev, const char *name, int layer, DeviceMark m0, DeviceMark m1) {
+    s->dev = dev;
+    if (dev->kind != DEVICE_CUDA) {  // the CPU's marks are its clock: written at once
+        runlog_span(s->log, s->step, name, s->mb, layer, m0.us, m1.us, 0);
+        return;
+    }
+    if (s->npending == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->pending = realloc_check(s->pending, (size_t)s->cap * sizeof *s->pending);
+    }
+    s->pending[s->npending++] = (PendingSpan){name, layer, s->mb, s->step, m0, m1};
+    if (s->npending == SPANS_PENDING_MAX) span_logger_flush(s);  // before the GPU reuses the marks
+}
+
+static void log_layer_span(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0, DeviceMark m1) {
+    span_logger_add(ctx, dev, phase == GPT_FWD ? "fwd" : "bwd", layer, m0, m1);
+}
+
+GptHooks span_logger_hooks(SpanLogger *s) { return (GptHooks){.ctx = s, .layer_span = log_layer_span}; }
 
 static volatile sig_atomic_t stop_signal;
 
@@ -257,10 +289,15 @@ typedef struct {
     const GptHooks *next;
 } ChainedHooks;
 
+static void chained_layer_span(void *ctx, const Device *dev, GptPhase phase, int layer, DeviceMark m0,
+                               DeviceMark m1) {
+    ChainedHooks *c = ctx;
+    if (c->spans) log_layer_span(c->spans, dev, phase, layer, m0, m1);
+}
+
 static void chained_layer_done(void *ctx, GptPhase phase, int layer, int64_t t0_us, int64_t t1_us) {
     ChainedHooks *c = ctx;
-    if (c->spans) log_layer_span(c->spans, phase, layer, t0_us, t1_us);
-    if (c->next && phase == GPT_BWD) c->next->layer_done(c->next->ctx, phase, layer, t0_us, t1_us);
+    if (c->next && c->next->layer_done && phase == GPT_BWD) c->next->layer_done(c->next->ctx, phase, layer, t0_us, t1_us);
 }
 
 double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs *a, int64_t step,
@@ -275,7 +312,7 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
     GptHooks hooks = {0};
     if (spans) hooks = span_logger_hooks(spans);
     ChainedHooks chain = {spans, last_backward};
-    GptHooks last = {chained_layer_done, &chain};
+    GptHooks last = {.layer_done = chained_layer_done, .ctx = &chain, .layer_span = chained_layer_span};
     double loss_sum = 0;
     for (int mb = 0; mb * micro < count; mb++) {
         int final = (mb + 1) * micro >= count;
@@ -285,6 +322,7 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
         const GptHooks *bwd = final && last_backward ? &last : spans ? &hooks : NULL;
         gpt_backward(g, acts, tokens, targets, loss_scale, bwd);
     }
+    if (spans) span_logger_flush(spans);  // a GPU's spans, read now that the step's compute is queued
     free(tokens);
     free(targets);
     return loss_sum;

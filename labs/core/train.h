@@ -3,7 +3,8 @@
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
 //          train_micro_batch(), train_config_json(), train_device(), train_say_device(),
 //          train_check_batch(), train_load_weights(), train_save_weights(), Progress,
-//          progress_init(), progress_update(), format_bytes(), SpanLogger, span_logger_hooks(),
+//          progress_init(), progress_update(), format_bytes(), PendingSpan, SpanLogger,
+//          span_logger_hooks(), span_logger_add(), span_logger_flush(),
 //          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
 //          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
 //          train_acts_formula(), DdpMemory, train_ddp_memory(), train_report_memory(),
@@ -94,13 +95,30 @@ void progress_init(Progress *p, const TrainArgs *a);
 void progress_update(Progress *p, RunLog *log, int64_t step, double loss, double loss_floor,
                      double ms_step);
 
-// GptHooks that write a "fwd"/"bwd" span per layer to the run log.
+// GptHooks that write a "fwd"/"bwd" span per layer to the run log. On the CPU each span is
+// written as its layer ends; on a GPU its marks are kept (pending) and read, all at once,
+// by span_logger_flush() when the step's compute ends (train_accumulate calls it), so
+// timing never makes the host wait for the GPU layer by layer.
+typedef struct {
+    const char *name;  // "fwd", "bwd", "recompute" (a static string)
+    int layer, mb;
+    int64_t step;
+    DeviceMark m0, m1;
+} PendingSpan;
 typedef struct {
     RunLog *log;
     int64_t step;
     int mb;
+    const Device *dev;      // the marks' device (set by the hook)
+    PendingSpan *pending;   // spans whose marks are not read yet (GPU)
+    int npending, cap;
 } SpanLogger;
 GptHooks span_logger_hooks(SpanLogger *s);
+// One compute span of s->step and s->mb between two marks of dev, written now on the CPU,
+// kept until span_logger_flush() on a GPU. (Labs that run layers themselves log with it.)
+void span_logger_add(SpanLogger *s, const Device *dev, const char *name, int layer, DeviceMark m0, DeviceMark m1);
+// Write the pending spans (a GPU's: waits until it has reached the last of them).
+void span_logger_flush(SpanLogger *s);
 
 // AdamW state for every layer buffer of a model held whole on this rank ("optim" memory).
 typedef struct {

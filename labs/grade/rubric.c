@@ -275,7 +275,7 @@ static void check_grads(Ctx *x, GradeCheck *c) {
 // gradient or a gathered unit held longer than the algorithm allows shows at the peak only,
 // freed again before the step ends. The peaks, walked from each method's schedule:
 //   acts (single, ddp, zero, fsdp, ckpt, shard)  the saved activations of a micro-batch, plus
-//            the pass's workspace W = 4 (S + B' T C): gpt_scratch_floats() S and the residual
+//            the pass's workspace W = 4 (S + B' T C): gpt_pass_scratch_floats() S and the residual
 //            gradient, B' sequences a micro-batch
 //   ddp      params, grads, optim as after a step (4, 4, 8 Psi); comm: the bucket buffers
 //   zero     params: + the unit being gathered (stage 3) and its fp32 copy (bf16), the largest
@@ -347,7 +347,10 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
     }
     int micro = pp ? 1 : B / (per * accum);
     double acts = 4.0 * (double)gpt_acts_floats(m, micro);
-    double W = 4.0 * ((double)gpt_scratch_floats(m, micro) + (double)micro * m->seq * m->dim);
+    // On a GPU the pass's workspace also holds the kernels' own (gpt_pass_scratch_floats).
+    const JsonValue *device = json_get(run->meta, "device");
+    int gpu = device && device->type == JSON_STRING && !strcmp(device->string, "cuda");
+    double W = 4.0 * ((double)gpt_pass_scratch_floats(m, micro, gpu) + (double)micro * m->seq * m->dim);
     mm->after[CAT_ACTS] = acts, mm->peak[CAT_ACTS] = acts + W;
     mm->peak_formula[CAT_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
     mm->after[CAT_COMM] = mm->peak[CAT_COMM] = 0;

@@ -2,8 +2,8 @@
 // checked wrappers. Not part of gpu.h's contract: nothing outside labs/core/cuda/ includes it.
 //
 // Defines: cudaCheck(), cublasCheck(), CudaContext, cuda_context(), cuda_stage_tokens(),
-//          cuda_workspace(), CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(),
-//          cuda_flash_attention_backward(), cuda_flash_head_size_ok().
+//          cuda_workspace(), cuda_use_workspace(), CUDA_FLASH_MAX_HEAD,
+//          cuda_flash_attention_forward(), cuda_flash_attention_backward(), cuda_flash_head_size_ok().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). ops.cu reaches it through
@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "check.h"
+#include "gpu.h"
 }
 
 // ---- checked wrappers (llm.c's style, as nccl.cu's: a function taking __FILE__/__LINE__) ----
@@ -56,11 +57,26 @@ typedef struct {
     uint8_t *tokens_dev;        // the device copy the kernels read
     size_t tokens_capacity;     // bytes of each
     cudaEvent_t tokens_copied;  // recorded after the last upload: tokens_host is free again
-    // Kernel workspace (attention backward's dS, per-row losses, partial sums). Like
-    // cuBLAS's own workspace it lies outside mem.c's categories: it shows only in the
-    // device's own figure (cuda_mem_info).
+    // Kernel workspace (attention backward's dS, per-row losses, partial sums). During a
+    // pass it is part of the pass's workspace (gpt.c hands it over with cuda_use_workspace,
+    // sized by ops_gpu_workspace_bytes), so it is counted in "acts" with it. Outside a pass
+    // (the optimizer's sum of squares) the context's own small workspace serves: allocated
+    // at cuda_open and, like cuBLAS's, outside mem.c's categories (it shows only in the
+    // device's own figure, cuda_mem_info). It grows only when a kernel asks for more than
+    // was planned, which is reported once.
+    void *planned;
+    size_t planned_bytes;
     void *workspace;
     size_t workspace_bytes;
+    int workspace_grown;  // the report was made
+    // Marks for timing without waiting (gpu.h: cuda_mark): a ring of events, created as
+    // first used, and the anchor that cuda_mark_times reads them against.
+    cudaEvent_t marks[CUDA_MARKS];
+    int next_mark;
+    cudaEvent_t anchor;
+    // The param_hash's chunk hashes (hash.cu): on the device, and pinned for the copy back.
+    uint64_t *hash_dev, *hash_host;
+    size_t hash_capacity;  // hashes each holds
 } CudaContext;
 
 // The open context, with its GPU made the calling thread's current device (a thread other
@@ -70,8 +86,12 @@ CudaContext *cuda_context(void);
 // on the compute stream until the next call.
 const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n);
 // At least `bytes` of device workspace, valid for kernels queued on the compute stream until
-// the next call (growing it waits for the stream first, so no queued kernel loses it).
+// the next call: the pass's (cuda_use_workspace) when it is large enough, else the context's
+// own, grown if need be (which waits for the stream first, so no queued kernel loses it, and
+// is reported on stderr the first time: a need the plan did not foresee).
 void *cuda_workspace(size_t bytes);
+// Ops.use_workspace: the pass's workspace from now on (NULL, 0: none).
+void cuda_use_workspace(void *p, size_t bytes);
 
 // ---- flash attention (flash.cu): ops.h's flash_attention_forward/backward on the GPU ----
 

@@ -4,7 +4,8 @@
 // Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
 //                   cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
 //                   cuda_mem_info(), cuda_is_device_ptr().
-//          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace().
+//          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace(),
+//                         cuda_use_workspace().
 //
 // Why one stream: every op of a training step runs on the compute stream in the order the
 // model code calls it, so the GPU sees the same sequence the CPU backend executes and no op
@@ -16,8 +17,10 @@
 // call on the same GPU model, but when several streams are active it may pick kernels by the
 // workspace it finds; handing it a fixed, private workspace removes that choice (cuBLAS
 // documentation, "Results reproducibility"). Replicas are compared by hashing parameters.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include "context.cuh"
 
@@ -27,6 +30,9 @@ extern "C" {
 
 // cuBLAS's recommended workspace for Hopper (4 MiB suffices for older GPUs).
 static const size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
+// The context's own kernel workspace, for work outside a pass: sum_of_squares' partials are 8
+// bytes per 8192 floats, so 1 MiB covers a layer of a billion parameters.
+static const size_t OWN_WORKSPACE_BYTES = (size_t)1 << 20;
 
 static CudaContext ctx;
 
@@ -75,9 +81,14 @@ static cudaError_t context_release(void) {
     if (ctx.cublas && cublasDestroy(ctx.cublas) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
     if (ctx.cublas_workspace) keep_first(&first, cudaFree(ctx.cublas_workspace));
     if (ctx.workspace) keep_first(&first, cudaFree(ctx.workspace));
+    if (ctx.hash_dev) keep_first(&first, cudaFree(ctx.hash_dev));
+    if (ctx.hash_host) keep_first(&first, cudaFreeHost(ctx.hash_host));
     if (ctx.tokens_dev) keep_first(&first, cudaFree(ctx.tokens_dev));
     if (ctx.tokens_host) keep_first(&first, cudaFreeHost(ctx.tokens_host));
     if (ctx.tokens_copied) keep_first(&first, cudaEventDestroy(ctx.tokens_copied));
+    for (int i = 0; i < CUDA_MARKS; i++)
+        if (ctx.marks[i]) keep_first(&first, cudaEventDestroy(ctx.marks[i]));
+    if (ctx.anchor) keep_first(&first, cudaEventDestroy(ctx.anchor));
     if (ctx.stream) keep_first(&first, cudaStreamDestroy(ctx.stream));
     memset(&ctx, 0, sizeof ctx);
     return first;
@@ -114,6 +125,9 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
         return open_failed(err, nerr, "cudaEventCreate", cudaGetErrorString(e));
     if ((e = cudaMalloc(&ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != cudaSuccess)
         return open_failed(err, nerr, "cudaMalloc (cuBLAS workspace)", cudaGetErrorString(e));
+    if ((e = cudaMalloc(&ctx.workspace, OWN_WORKSPACE_BYTES)) != cudaSuccess)
+        return open_failed(err, nerr, "cudaMalloc (kernel workspace)", cudaGetErrorString(e));
+    ctx.workspace_bytes = OWN_WORKSPACE_BYTES;
 
     cublasStatus_t s;
     if ((s = cublasCreate(&ctx.cublas)) != CUBLAS_STATUS_SUCCESS)
@@ -177,7 +191,13 @@ const uint8_t *cuda_stage_tokens(const uint8_t *tokens, size_t n) {
 
 void *cuda_workspace(size_t bytes) {
     CudaContext *c = cuda_context();
+    if (c->planned && bytes <= c->planned_bytes) return c->planned;
     if (bytes > c->workspace_bytes) {
+        if (!c->workspace_grown)
+            fprintf(stderr, "%s: note: a CUDA kernel asked for %zu bytes of workspace, more than the %zu planned "
+                    "for this pass: it is allocated outside the counted memory (cuda_workspace)\n", check_context(),
+                    bytes, c->planned_bytes);
+        c->workspace_grown = 1;
         cudaCheck(cudaStreamSynchronize(c->stream));  // no queued kernel still uses the old one
         if (c->workspace) cudaCheck(cudaFree(c->workspace));
         c->workspace = NULL;
@@ -185,6 +205,47 @@ void *cuda_workspace(size_t bytes) {
         c->workspace_bytes = bytes;
     }
     return c->workspace;
+}
+
+void cuda_use_workspace(void *p, size_t bytes) {
+    CudaContext *c = cuda_context();
+    c->planned = p;
+    c->planned_bytes = p ? bytes : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Marks: timing spans on the GPU's clock without waiting for it
+// ---------------------------------------------------------------------------------------
+
+int cuda_mark(void) {
+    CudaContext *c = cuda_context();
+    int slot = c->next_mark;
+    c->next_mark = (slot + 1) % CUDA_MARKS;
+    if (!c->marks[slot]) cudaCheck(cudaEventCreate(&c->marks[slot]));  // timing on: the default flags
+    cudaCheck(cudaEventRecord(c->marks[slot], c->stream));
+    return slot;
+}
+
+static int64_t wall_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+// The anchor is queued after every mark being read, so each elapsed time is positive; the
+// host reads its clock as soon as the GPU reaches the anchor, which is then "now" on both.
+void cuda_mark_times(const int *slots, int n, int64_t *us) {
+    CudaContext *c = cuda_context();
+    if (n <= 0) return;
+    if (!c->anchor) cudaCheck(cudaEventCreate(&c->anchor));
+    cudaCheck(cudaEventRecord(c->anchor, c->stream));
+    cudaCheck(cudaEventSynchronize(c->anchor));
+    int64_t now = wall_us();
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, c->marks[slots[i]], c->anchor));
+        us[i] = now - (int64_t)llround((double)ms * 1000.0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------

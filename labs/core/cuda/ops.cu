@@ -13,10 +13,13 @@
 //     gradient that collects contributions from many tokens (a bias, a LayerNorm weight, an
 //     embedding row, attention's dk and dv) is GATHERED by the thread that owns the output
 //     element, never scattered into it by the threads that own the inputs.
-//   - Same order as the CPU where it is free. The bias gradients (Linear's, LayerNorm's) and
-//     the embedding gradients add the rows in the CPU's order, so they give the CPU's bits.
-//     Elsewhere (cuBLAS, warp reductions, the GPU's expf/tanhf) results differ from the CPU
-//     by rounding only; tests/gpu/test_cuda_ops.c states by how much.
+//   - Same order as the CPU where it is free. The token embedding's gradient adds the rows
+//     in the CPU's order, so it gives the CPU's bits. Sums over all B*T rows (the bias
+//     gradients, LayerNorm's parameter gradients, the position embedding's) are not free in
+//     that order: one thread walking 8192 rows leaves the GPU idle, so they use a two-pass
+//     tree of partial sums whose shape depends only on the matrix's (see "Column sums").
+//     There, as elsewhere (cuBLAS, warp reductions, the GPU's expf/tanhf), results differ
+//     from the CPU by rounding only; tests/gpu/test_cuda_ops.c states by how much.
 //   - One stream. Everything is queued on the context's compute stream; a function that
 //     returns a value (a loss, a sum of squares) waits for it.
 //
@@ -63,6 +66,86 @@ __device__ static size_t warp_row(void) { return (size_t)blockIdx.x * WARPS_PER_
 __device__ static size_t thread_index(void) { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 
 // ---------------------------------------------------------------------------------------
+// Column sums: out[o] += sum over n of x[n, o], for a bias gradient (dout's columns), the
+// position embedding's gradient (the batch's rows) and LayerNorm's parameter gradients. Two
+// passes, with a tree that depends only on the shape, so the bits never depend on timing:
+//
+//            columns o:  strip 0 (32)   strip 1 (32)  ...
+//     rows   slab 0    [ block (0,0) ] [ block (1,0) ]      each block: 32 columns x 8 row
+//     n      slab 1    [ block (0,1) ] [ block (1,1) ]      lanes; lane (x, y) adds rows
+//            ...                                            y, y+8, ... of its slab, in order
+//                             |               |
+//     partials[slab][o]: the block's 8 row lanes added y = 0..7 in order
+//                             |
+//     pass 2: out[o] += partials[0][o] + partials[1][o] + ...   (one thread per column,
+//                                                                slabs in order)
+// A warp reads 32 neighbouring floats of one row (128 bytes, coalesced), and the grid has
+// (columns / 32) x (rows / 256) blocks, so a [8192, 768] gradient keeps 768 blocks busy where
+// one thread per column gave 768 threads. The order differs from the CPU's n = 0, 1, 2, ...:
+// the result equals the CPU's up to rounding (a sum of 8192 terms regrouped in partial sums
+// of at most 32, which is, if anything, more accurate).
+// ---------------------------------------------------------------------------------------
+
+enum { SUM_STRIP = 32, SUM_ROW_LANES = 8, SUM_SLAB = OPS_GPU_SUM_SLAB };  // (ops.h: the workspace's formula)
+
+// Slabs run along the grid's y, which holds at most 65535 blocks: 16.7M rows.
+static unsigned sum_slabs(int N) {
+    unsigned slabs = (unsigned)((N + SUM_SLAB - 1) / SUM_SLAB);
+    if (slabs > 65535) die("lower --batch or --seq", "column sums over %d rows: more than 65535 slabs of %d", N, SUM_SLAB);
+    return slabs;
+}
+static unsigned sum_strips(int cols) { return (unsigned)((cols + SUM_STRIP - 1) / SUM_STRIP); }
+static const dim3 SUM_BLOCK(SUM_STRIP, SUM_ROW_LANES);
+
+// Adds the 8 row lanes' values of column threadIdx.x in a fixed order; the block's row-lane 0
+// gets the total. Every thread of the block must call it.
+__device__ static float sum_row_lanes(float x, float (*shared)[SUM_STRIP]) {
+    shared[threadIdx.y][threadIdx.x] = x;
+    __syncthreads();
+    float total = 0.0f;
+    if (threadIdx.y == 0)
+        for (int y = 0; y < SUM_ROW_LANES; y++) total += shared[y][threadIdx.x];
+    __syncthreads();  // the buffer may be used again at once
+    return total;
+}
+
+// Pass 1: partials[slab, o] = sum over the slab's rows of x[n, o].
+__global__ static void column_partials_kernel(float *partials, const float *x, int N, int cols) {
+    __shared__ float lanes[SUM_ROW_LANES][SUM_STRIP];
+    int o = blockIdx.x * SUM_STRIP + threadIdx.x;
+    int first = blockIdx.y * SUM_SLAB, last = min(first + SUM_SLAB, N);
+    float sum = 0.0f;
+    if (o < cols)
+        for (int n = first + threadIdx.y; n < last; n += SUM_ROW_LANES) sum += x[(size_t)n * cols + o];
+    sum = sum_row_lanes(sum, lanes);
+    if (threadIdx.y == 0 && o < cols) partials[(size_t)blockIdx.y * cols + o] = sum;
+}
+
+// Pass 2: out[o] += the slabs' partials, slab 0 first.
+__global__ static void add_partials_kernel(float *out, const float *partials, int slabs, int cols) {
+    int o = (int)thread_index();
+    if (o >= cols) return;
+    float sum = 0.0f;
+    for (int s = 0; s < slabs; s++) sum += partials[(size_t)s * cols + o];
+    out[o] += sum;
+}
+
+// The workspace the column sums of an [N, cols] matrix use (one float per slab and column).
+static size_t column_sums_bytes(int N, int cols) { return (size_t)sum_slabs(N) * cols * sizeof(float); }
+
+// out[o] += sum over n of x[n, o], for an [N, cols] row-major x.
+static void column_sums(float *out, const float *x, int N, int cols) {
+    if (N <= 0 || cols <= 0) return;
+    float *partials = (float *)cuda_workspace(column_sums_bytes(N, cols));
+    dim3 grid(sum_strips(cols), sum_slabs(N));
+    column_partials_kernel<<<grid, SUM_BLOCK, 0, compute_stream()>>>(partials, x, N, cols);
+    cudaCheck(cudaGetLastError());
+    add_partials_kernel<<<blocks_for((size_t)cols, THREADS), THREADS, 0, compute_stream()>>>(out, partials,
+                                                                                             (int)sum_slabs(N), cols);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
 // Linear: y = x W^T + b (see ops.c for the math)
 // ---------------------------------------------------------------------------------------
 
@@ -70,16 +153,6 @@ __device__ static size_t thread_index(void) { return (size_t)blockIdx.x * blockD
 __global__ static void broadcast_rows_kernel(float *out, const float *bias, int N, int OC) {
     size_t i = thread_index();
     if (i < (size_t)N * OC) out[i] = bias[i % OC];
-}
-
-// dbias[o] += sum over n of dout[n, o], n in increasing order as on the CPU. One thread per
-// column; neighbouring threads read neighbouring floats of each row.
-__global__ static void column_sums_kernel(float *dbias, const float *dout, int N, int OC) {
-    int o = (int)thread_index();
-    if (o >= OC) return;
-    float sum = dbias[o];
-    for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
-    dbias[o] = sum;
 }
 
 static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
@@ -114,15 +187,12 @@ static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, cons
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
     cublasCheck(
         cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &one, inp, IC, dout, OC, &one, dweight, IC));
-    if (dbias && OC > 0) {
-        column_sums_kernel<<<blocks_for((size_t)OC, THREADS), THREADS, 0, c->stream>>>(dbias, dout, N, OC);
-        cudaCheck(cudaGetLastError());
-    }
+    if (dbias) column_sums(dbias, dout, N, OC);
 }
 
 // ---------------------------------------------------------------------------------------
-// LayerNorm, eps 1e-5 (as ops.c). One warp per row for the row statistics; one thread per
-// column for the parameter gradients, which sum over rows.
+// LayerNorm, eps 1e-5 (as ops.c). One warp per row for the row statistics; the column sums'
+// two passes (above) for the parameter gradients, which sum over rows.
 // ---------------------------------------------------------------------------------------
 
 static const float LAYERNORM_EPS = 1e-5f;
@@ -148,20 +218,28 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     }
 }
 
-// dw[i] += sum_n dy[n,i] xhat[n,i];  db[i] += sum_n dy[n,i]  (n in increasing order)
-__global__ static void layernorm_param_grads_kernel(float *dw, float *db, const float *dout, const float *inp,
-                                                    const float *mean, const float *rstd, int N, int C) {
-    int i = (int)thread_index();
-    if (i >= C) return;
-    float dwi = dw[i], dbi = db[i];
-    for (int n = 0; n < N; n++) {
-        float dy = dout[(size_t)n * C + i];
-        float xhat = (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
-        dwi += dy * xhat;
-        dbi += dy;
+// Pass 1 of dw[i] += sum_n dy[n,i] xhat[n,i] and db[i] += sum_n dy[n,i]: the column sums'
+// tree (above), two at once. partials holds the slabs' dw sums, then the slabs' db sums.
+__global__ static void layernorm_param_partials_kernel(float *partials, const float *dout, const float *inp,
+                                                       const float *mean, const float *rstd, int N, int C) {
+    __shared__ float lanes[SUM_ROW_LANES][SUM_STRIP];
+    int i = blockIdx.x * SUM_STRIP + threadIdx.x;
+    int first = blockIdx.y * SUM_SLAB, last = min(first + SUM_SLAB, N);
+    float dw = 0.0f, db = 0.0f;
+    if (i < C)
+        for (int n = first + threadIdx.y; n < last; n += SUM_ROW_LANES) {
+            float dy = dout[(size_t)n * C + i];
+            float xhat = (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
+            dw += dy * xhat;
+            db += dy;
+        }
+    dw = sum_row_lanes(dw, lanes);
+    db = sum_row_lanes(db, lanes);
+    if (threadIdx.y == 0 && i < C) {
+        size_t slabs = gridDim.y;
+        partials[(size_t)blockIdx.y * C + i] = dw;
+        partials[(slabs + blockIdx.y) * C + i] = db;
     }
-    dw[i] = dwi;
-    db[i] = dbi;
 }
 
 // dinp[n,i] += rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. One warp per row.
@@ -202,8 +280,15 @@ static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const flo
     if (N == 0 || C == 0) return;
     // Parameter gradients first: they read dout, which the CPU version also allows to be
     // the same buffer as dinp (it reads dy[i] before it adds to dx[i]).
-    layernorm_param_grads_kernel<<<blocks_for((size_t)C, THREADS), THREADS, 0, compute_stream()>>>(dw, db, dout, inp,
-                                                                                                   mean, rstd, N, C);
+    unsigned slabs = sum_slabs(N);
+    float *partials = (float *)cuda_workspace(2 * column_sums_bytes(N, C));
+    layernorm_param_partials_kernel<<<dim3(sum_strips(C), slabs), SUM_BLOCK, 0, compute_stream()>>>(
+        partials, dout, inp, mean, rstd, N, C);
+    cudaCheck(cudaGetLastError());
+    add_partials_kernel<<<blocks_for((size_t)C, THREADS), THREADS, 0, compute_stream()>>>(dw, partials, (int)slabs, C);
+    cudaCheck(cudaGetLastError());
+    add_partials_kernel<<<blocks_for((size_t)C, THREADS), THREADS, 0, compute_stream()>>>(
+        db, partials + (size_t)slabs * C, (int)slabs, C);
     cudaCheck(cudaGetLastError());
     layernorm_dinp_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(dinp, dout, inp, w,
                                                                                                    mean, rstd, N, C);
@@ -440,8 +525,7 @@ static void cuda_embedding_backward(float *dwte, float *dwpe, const float *dout,
         dwte, dout, tokens_dev, B * T, C);
     cudaCheck(cudaGetLastError());
     // dwpe[t, c] += sum over b of dout[b, t, c]: the column sums of dout seen as [B, T*C].
-    column_sums_kernel<<<blocks_for((size_t)T * C, THREADS), THREADS, 0, compute_stream()>>>(dwpe, dout, B, T * C);
-    cudaCheck(cudaGetLastError());
+    column_sums(dwpe, dout, B, T * C);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -678,6 +762,7 @@ static const Ops cuda_table = {
     .from_bf16 = cuda_from_bf16,
     .add_bf16 = cuda_add_bf16,
     .acc_bf16 = cuda_acc_bf16,
+    .use_workspace = cuda_use_workspace,
 };
 
 extern "C" const Ops *cuda_ops(void) { return &cuda_table; }
