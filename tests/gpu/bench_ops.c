@@ -145,6 +145,9 @@ int main(int argc, char **argv) {
     b.mean = device_random(N, 6, -0.1, 0.1), b.rstd = device_random(N, 7, 0.9, 1.1);
     b.wide_w = device_random((size_t)4 * C * C, 8, -0.05, 0.05);
     b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_floats((size_t)4 * C);
+    // The kernels' own workspace, planned as a lab's pass plans it (naive's dS is the largest).
+    size_t ws_bytes = ops_gpu_workspace_bytes(B, T, C, NH, 256, 0);
+    b.ops->use_workspace(device_floats(ws_bytes / sizeof(float) + 1), ws_bytes);
 
     // The check at full size: naive's results first, kept, then flash's against them.
     size_t nout = N * C, nqkv = N * 3 * C;
