@@ -51,13 +51,14 @@ def steps(run_dir, rank=0):
     return {e["step"]: e for e in events(run_dir, rank) if e.get("ev") == "step"}
 
 
-def held(step, cat):
+def held(lab, step, cat):
     """What a step event says the rank holds in a memory category, set by the algorithm alone.
     pp holds one pass's workspace for the whole run, in acts, and reports it in the step
     ("workspace"): on a GPU that includes the kernels' own workspace (ops_gpu_workspace_bytes,
-    ops.h), which the CPU's kernels take as arguments instead; so acts is compared without it."""
+    ops.h), which the CPU's kernels take as arguments instead; so pp's acts is compared without
+    it. (ckpt reports its pass's workspace too, but frees it before the step ends.)"""
     v = step["mem"].get(cat)
-    if cat == "acts" and v is not None and isinstance(step.get("workspace"), int):
+    if lab == "pp" and cat == "acts" and v is not None and isinstance(step.get("workspace"), int):
         v -= step["workspace"]
     return v
 
@@ -157,7 +158,7 @@ def cmd_train(args):
         bad = []
         for k in sorted(set(run) & set(mref)):
             for cat in MEM_CATEGORIES:
-                a, b = held(run[k], cat), held(mref[k], cat)
+                a, b = held(args.lab, run[k], cat), held(args.lab, mref[k], cat)
                 if a != b:
                     bad.append("%s at step %d: %s vs %s bytes on the CPU" % (cat, k, a, b))
         # The memory a rank holds is set by the algorithm, not the device: every category
