@@ -1,7 +1,7 @@
 // gpu.h — the CUDA backend's entry points: what device.c, gpt.c (through the Ops table) and
 // dist.c call when a rank runs on a GPU.
 //
-// Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
+// Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_alloc(), cuda_free(),
 //          cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
 //          cuda_param_hash(), cuda_mark(), cuda_mark_times(),
 //          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
@@ -39,6 +39,9 @@ int cuda_device_count(char *why, size_t nwhy);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)". Returns 0, or -1 with the reason in err.
 int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t nerr);
 void cuda_close(void);
+// TF32 on or off for the open context from now on (cuBLAS's products and the flash attention
+// kernels), as cuda_open's tf32 would have set it: for tests that compare both in one process.
+void cuda_set_tf32(int tf32);
 
 // Zero-filled device memory; NULL if the GPU is out of memory.
 void *cuda_alloc(size_t bytes);

@@ -13,6 +13,7 @@
 //
 // The check: flash's out and dqkv against naive's, normwise (max |a - b| / max |b|), on the
 // same random qkv and dout at the full shape: small shapes are tests/gpu/test_cuda_ops.c's.
+// Then the same with TF32 on (cuda_set_tf32: flash on the tensor cores), checked and timed.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,22 @@ int main(int argc, char **argv) {
         if (rows[i].flops > 0) printf("| %s | %.3f | %.1f |\n", rows[i].name, ms, rows[i].flops / ms / 1e9);
         else printf("| %s | %.3f | |\n", rows[i].name, ms);
     }
+
+    // With TF32 (--tf32): flash on the tensor cores where the head fits them, checked against
+    // the fp32 naive results above (TF32 keeps 10 bits of mantissa: within 1e-2), then timed.
+    cuda_set_tf32(1);
+    cuda_memset0(b.out, nout * sizeof(float));
+    cuda_memset0(b.dqkv, nqkv * sizeof(float));
+    run_op(&b, FLASH_FWD);
+    run_op(&b, FLASH_BWD);
+    cuda_sync();
+    double tf_out = normwise(b.out, naive_out, nout), tf_dqkv = normwise(b.dqkv, naive_dqkv, nqkv);
+    int tf_ok = tf_out < 1e-2 && tf_dqkv < 1e-2;
+    printf("flash TF32 vs naive fp32 at this shape: out %.2e, dqkv %.2e (normwise) %s\n", tf_out, tf_dqkv,
+           tf_ok ? "ok" : "FAIL: beyond 1e-2");
+    double ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
+    printf("| attention flash forward, TF32 | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
+    printf("| attention flash backward, TF32 | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
     cuda_close();
-    return ok ? 0 : 1;
+    return ok && tf_ok ? 0 : 1;
 }

@@ -61,6 +61,8 @@
 #define TOL_ELEMENTWISE 1e-5
 #define TOL_SUM 1e-5
 #define TOL_CHAIN 1e-4
+#define TOL_TF32_OUT 5e-3
+#define TOL_TF32_GRAD 2e-2
 
 enum { ROWS = 37, CH = 48, OC = 53, V = 256 };
 static const float GARBAGE = 7.0f;  // what an overwritten output holds before the call
@@ -376,8 +378,13 @@ static void test_attention(int B, int T, int C, int NH) {
 // shapes reach every padded head size the GPU kernels instantiate (hs 1 to 1000: 16, 64,
 // 128, 256 and 1024, with the lanes-per-row groups of 1 to 32 they bring), T = 1, and T past
 // one block of rows (128) and past one tile of keys (64), none of them a multiple of either.
-static void test_flash_attention(int B, int T, int C, int NH) {
-    snprintf(attention_shape, sizeof attention_shape, "flash, B=%d, T=%d, hs=%d", B, T, C / NH);
+// tol_out and tol_grad: TOL_SUM and TOL_CHAIN in fp32; with TF32 (cuda_set_tf32(1): the tensor
+// cores' kernels) the products keep 10 bits of each operand's mantissa, 5e-4 relative, so a
+// sum of them is off by about that and a chain of them by a few times it: TOL_TF32_OUT and
+// TOL_TF32_GRAD. A wrong index or a missing tile is still off by order 1.
+static void test_flash_attention_tol(int B, int T, int C, int NH, double tol_out, double tol_grad,
+                                     const char *what) {
+    snprintf(attention_shape, sizeof attention_shape, "%s, B=%d, T=%d, hs=%d", what, B, T, C / NH);
     int hs = C / NH;
     size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     size_t natt = (size_t)B * NH * T * T;
@@ -388,10 +395,10 @@ static void test_flash_attention(int B, int T, int C, int NH) {
     ops_cpu.flash_attention_forward(out, lse, qkv, B, T, C, NH);
     ops_cpu.attention_forward(naive_out, att, qkv, B, T, C, NH);
     gpu->flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
-    expect_close(with_shape("flash_attention_forward out vs the CPU's flash"), out, d_out, nout, TOL_SUM);
+    expect_close(with_shape("flash_attention_forward out vs the CPU's flash"), out, d_out, nout, tol_out);
     expect_close(with_shape("flash_attention_forward out vs the CPU's naive attention"), naive_out, d_out, nout,
-                 TOL_SUM);
-    expect_close(with_shape("flash_attention_forward lse (row log-sum-exp)"), lse, d_lse, nlse, TOL_SUM);
+                 tol_out);
+    expect_close(with_shape("flash_attention_forward lse (row log-sum-exp)"), lse, d_lse, nlse, tol_out);
 
     // Backward from the CPU's out and lse; dqkv is OVERWRITTEN, so it starts as garbage.
     float *dout = random_floats(nout, 41, -1, 1), *dqkv = host_floats(nqkv), *naive_dqkv = host_floats(nqkv);
@@ -405,12 +412,17 @@ static void test_flash_attention(int B, int T, int C, int NH) {
     ops_cpu.flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, scratch);
     ops_cpu.attention_backward(naive_dqkv, dout, qkv, att, B, T, C, NH, scratch);
     expect_close(with_shape("flash_attention_backward dqkv vs the CPU's flash (overwritten: dq, dk and dv)"), dqkv,
-                 d_dqkv[0], nqkv, TOL_CHAIN);
+                 d_dqkv[0], nqkv, tol_grad);
     expect_close(with_shape("flash_attention_backward dqkv vs the CPU's naive attention"), naive_dqkv, d_dqkv[0],
-                 nqkv, TOL_CHAIN);
+                 nqkv, tol_grad);
     expect_same_run(with_shape("flash_attention_backward dqkv"), d_dqkv[0], d_dqkv[1], nqkv);
     free_buffers();
 }
+
+static void test_flash_attention(int B, int T, int C, int NH) {
+    test_flash_attention_tol(B, T, C, NH, TOL_SUM, TOL_CHAIN, "flash");
+}
+
 
 static void test_elementwise(void) {
     const int n = 1001;
@@ -703,6 +715,15 @@ int main(void) {
     test_flash_attention(1, 9, 1000, 1);   // hs 1000 (padded to 1024): groups of 16 and 32 lanes
     test_flash_attention(3, 1, 12, 4);     // T = 1, hs 3
     test_flash_attention(1, 200, 3, 3);    // hs 1
+    // With TF32, heads up to 128 channels take the tensor cores' kernels (64 rows a block,
+    // tiles of 64): hs 16, 48 (padded to 64) and 128, T = 1, and T past one block and tile.
+    cuda_set_tf32(1);
+    test_flash_attention_tol(2, 19, 48, 3, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(1, 300, 96, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(2, 130, 256, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(3, 1, 12, 4, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(1, 70, 64, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");  // hs 32
+    cuda_set_tf32(0);
     test_elementwise();
     test_embedding();
     test_crossentropy();

@@ -1,7 +1,7 @@
 // device.cu — the device half of gpu.h: finding and opening the GPU, its memory, its
 // compute stream; and the per-process context (context.cuh) that ops.cu's kernels use.
 //
-// Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_alloc(), cuda_free(),
+// Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_alloc(), cuda_free(),
 //                   cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
 //                   cuda_mem_info(), cuda_is_device_ptr().
 //          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace(),
@@ -151,6 +151,12 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
 
 void cuda_close(void) {
     if (ctx.open) cudaCheck(context_release());
+}
+
+void cuda_set_tf32(int tf32) {
+    CudaContext *c = cuda_context();
+    c->tf32 = tf32;
+    cublasCheck(cublasSetMathMode(c->cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 // ---------------------------------------------------------------------------------------
