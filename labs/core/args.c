@@ -73,7 +73,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"run-dir", OPT_STRING, &a->run_dir, 0, 0, "DIR", "write the run here (default runs/<lab>-<time>-<hex>)"};
     out[n++] = (LabOption){"ref", OPT_STRING, &a->ref, 0, 0, "DIR", "a finished run to compare with: the dashboards draw its loss beside this one's"};
     out[n++] = (LabOption){"device", OPT_STRING, &a->device, 0, 0, "DEV", "auto (cuda when a GPU is usable), cpu or cuda"};
-    out[n++] = (LabOption){"tf32", OPT_FLAG, &a->tf32, 0, 0, "", "CUDA: TF32 tensor cores for matrix products (faster; results then differ from the CPU's)"};
+    out[n++] = (LabOption){"tf32", OPT_FLAG, &a->tf32, 0, 0, "", "CUDA: TF32 tensor cores for matrix products, flash attention's included (faster; results then differ from the CPU's)"};
     out[n++] = (LabOption){"save-every", OPT_INT, &a->save_every, 1, 1e7, "K", "save a distributed checkpoint every K steps and at the last step (--ckpt)"};
     out[n++] = (LabOption){"ckpt", OPT_STRING, &a->ckpt, 0, 0, "DIR", "where --save-every writes checkpoints (default: the --resume dir, else <run dir>/checkpoints)"};
     out[n++] = (LabOption){"resume", OPT_STRING, &a->resume, 0, 0, "DIR", "go on from the checkpoint in DIR, at any number of ranks"};
