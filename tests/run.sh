@@ -44,6 +44,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_lexicon) run "$name" "$t" "." "$BUILD/san/shardlab" "$BUILD/shardlab" "$BUILD/labs" ;;
         test_commands) run "$name" "$t" "." ;;
         test_build | test_bench_gpu) run "$name" "$t" "." ;;
+        test_gpu_check) run "$name" "$t" "." "$BUILD/shardlab" ;;
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
         test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
