@@ -134,7 +134,11 @@ static void expect_breaks(const char *good, const char *what, const char *want, 
         EXPECT(0, "%s: the edit applied (the run's log has the expected lines)", what);
         return;
     }
-    int rc = grade(tag, dir, "--quiet", NULL, NULL);
+    // Every damaged copy has the good run's configuration, so one reference serves them all
+    // (--refs: run by the first, reused by the rest), as an instructor grading a class does.
+    char refs[700];
+    snprintf(refs, sizeof refs, "%s/refs-damaged", tmp);
+    int rc = grade(tag, dir, "--quiet", "--refs", refs);
     failed_checks(dir, out, sizeof out);
     char *stdout_text = captured(tag, "out");
     EXPECT(rc == 1 && !strcmp(out, want) && (!reason_has || strstr(stdout_text, reason_has)),
@@ -810,7 +814,10 @@ int main(int argc, char **argv) {
     snprintf(shard, sizeof shard, "%s/shard", tmp);
     char *shard_args[] = {"--steps", "10", "--items", "64", NULL};
     lab_run("shard", 2, shard, shard_args);
-    EXPECT(grade("shard", shard, "--quiet", NULL, NULL) == 0, "the reference shard lab: full marks");
+    // The edited copies below have this run's configuration: one reference serves them all.
+    char shard_refs[700];
+    snprintf(shard_refs, sizeof shard_refs, "%s/refs-shard", tmp);
+    EXPECT(grade("shard", shard, "--quiet", "--refs", shard_refs) == 0, "the reference shard lab: full marks");
     check_config_values(good, shard);
     check_own_programs();
     char idx[700];
@@ -845,7 +852,7 @@ int main(int argc, char **argv) {
         fclose(f);
         free(text);
     }
-    grade("shard-twice", idx, "--quiet", NULL, NULL);
+    grade("shard-twice", idx, "--quiet", "--refs", shard_refs);
     char failed[400];
     failed_checks(idx, failed, sizeof failed);
     EXPECT(!strcmp(failed, "data.coverage"), "shard: an item listed twice in an epoch: exactly data.coverage FAIL (%s)", failed);
@@ -855,7 +862,7 @@ int main(int argc, char **argv) {
     snprintf(edited, sizeof edited, "%s/shard-bytes", tmp);
     copy_dir(shard, edited);
     EXPECT(flip_bytes_hash(edited, "indices-rank-1-epoch-0.txt"), "the edit applies to rank 1's first line");
-    grade("shard-bytes", edited, "--quiet", NULL, NULL);
+    grade("shard-bytes", edited, "--quiet", "--refs", shard_refs);
     failed_checks(edited, failed, sizeof failed);
     char *said = captured("shard-bytes", "out");
     EXPECT(!strcmp(failed, "data.coverage") && strstr(said, "trained on bytes that are no item"),
@@ -870,7 +877,7 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/reads-rank-0-epoch-0.txt", edited);
         write_text(p, "a", "5 1\n");
     }
-    grade("shard-reads", edited, "--quiet", NULL, NULL);
+    grade("shard-reads", edited, "--quiet", "--refs", shard_refs);
     failed_checks(edited, failed, sizeof failed);
     said = captured("shard-reads", "out");
     EXPECT(!strcmp(failed, "data.coverage") && strstr(said, "read items that are not its part"),
