@@ -25,37 +25,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "shelltest.h"
 #include "test.h"
 
 static char root[4096], tmp[256];
 
-// Creates path holding text; mode 0755 when exec.
-static void put(const char *path, const char *text, int exec) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        printf("# cannot write %s\n", path);
-        return;
-    }
-    fputs(text, f);
-    fclose(f);
-    if (exec) chmod(path, 0755);
-}
 
-// Runs cmd in ROOT with sh; its output, stdout and stderr together (malloc'd), and its status.
-static char *run_cmd(const char *cmd, int *status) {
-    char full[8200];
-    snprintf(full, sizeof full, "cd '%s' && (%s) 2>&1", root, cmd);
-    FILE *p = popen(full, "r");
-    size_t cap = 1 << 17;
-    char *out = calloc(1, cap);
-    *status = -1;
-    if (!p) return out;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int w = pclose(p);
-    *status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-    return out;
-}
 
 // How many times needle occurs in s.
 static int count(const char *s, const char *needle) {
@@ -83,7 +58,7 @@ static char *dry_run(const char *build_dir, const char *settings, int *status) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "env PATH='%s/gpu-bin':\"$PATH\" DRY_RUN=1 BUILD='%s' OUT_DIR='%s/out' %s /bin/sh tests/gpu/bench.sh",
              tmp, build_dir, tmp, settings);
-    return run_cmd(cmd, status);
+    return test_sh(root, cmd, status);
 }
 
 int main(int argc, char **argv) {
@@ -102,24 +77,24 @@ int main(int argc, char **argv) {
              "ln -s \"$(command -v dirname)\" '%s/none-bin/dirname'", tmp, tmp, tmp, tmp, tmp, tmp);
     if (system(cmd) != 0) printf("# making the stand-ins' folders failed\n");
     snprintf(cmd, sizeof cmd, "env PATH='%s/none-bin' /bin/sh tests/gpu/bench.sh", tmp);
-    char *out = run_cmd(cmd, &st);
+    char *out = test_sh(root, cmd, &st);
     EXPECT(st == 0 && strncmp(out, "SKIP: no nvidia-smi", 19) == 0, "no nvidia-smi: SKIP, exit 0 (exit %d): %s", st, out);
     free(out);
     snprintf(path, sizeof path, "%s/nogpu-bin/nvidia-smi", tmp);
-    put(path, "#!/bin/sh\necho 'No devices were found'\nexit 6\n", 1);
+    test_put_file(path, "#!/bin/sh\necho 'No devices were found'\nexit 6\n", 1);
     snprintf(cmd, sizeof cmd, "env PATH='%s/nogpu-bin':\"$PATH\" /bin/sh tests/gpu/bench.sh", tmp);
-    out = run_cmd(cmd, &st);
+    out = test_sh(root, cmd, &st);
     EXPECT(st == 0 && strstr(out, "SKIP: nvidia-smi lists no GPU"), "nvidia-smi lists no GPU: SKIP, exit 0 (exit %d): %s", st,
            out);
     free(out);
 
     // 2. A GPU; a single without --attn and --mixed.
     snprintf(path, sizeof path, "%s/gpu-bin/nvidia-smi", tmp);
-    put(path, "#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'\n", 1);
+    test_put_file(path, "#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'\n", 1);
     snprintf(path, sizeof path, "%s/plain/labs/single", tmp);
-    put(path, "#!/bin/sh\necho 'usage: single [options]'\necho '  --tf32   TF32 tensor cores'\n", 1);
+    test_put_file(path, "#!/bin/sh\necho 'usage: single [options]'\necho '  --tf32   TF32 tensor cores'\n", 1);
     snprintf(path, sizeof path, "%s/full/labs/single", tmp);
-    put(path, "#!/bin/sh\necho 'usage: single [options]'\necho '  --attn A   flash or naive'\necho '  --mixed   bf16'\n", 1);
+    test_put_file(path, "#!/bin/sh\necho 'usage: single [options]'\necho '  --attn A   flash or naive'\necho '  --mixed   bf16'\n", 1);
     char plain[400], full[400];
     snprintf(plain, sizeof plain, "%s/plain", tmp);
     snprintf(full, sizeof full, "%s/full", tmp);
@@ -162,7 +137,7 @@ int main(int argc, char **argv) {
     }
 
     // 5. The table.
-    out = run_cmd("command -v python3", &st);
+    out = test_sh(root, "command -v python3", &st);
     free(out);
     if (st != 0) {
         printf("# no python3 here: bench_table.py is not checked\n");
@@ -172,7 +147,7 @@ int main(int argc, char **argv) {
         snprintf(results, sizeof results, "%s/results.jsonl", tmp);
         mkdir(run, 0755);
         snprintf(path, sizeof path, "%s/meta.json", run);
-        put(path, "{\"lab\":\"single\",\"device\":\"cuda\",\"config\":{}}\n", 0);
+        test_put_file(path, "{\"lab\":\"single\",\"device\":\"cuda\",\"config\":{}}\n", 0);
         // Three warm-up steps of 1000 ms, then 10, 12, 11, 13, 9: the median after them is 11.
         const double ms[] = {1000, 1000, 1000, 10, 12, 11, 13, 9};
         char jsonl[4096] = "";
@@ -183,9 +158,9 @@ int main(int argc, char **argv) {
                      ms[s], ms[s] / 2, s == 4 ? 4194304 : 1048576);
         }
         snprintf(path, sizeof path, "%s/rank-0.jsonl", run);
-        put(path, jsonl, 0);
+        test_put_file(path, jsonl, 0);
         snprintf(path, sizeof path, "%s", results);
-        put(path,
+        test_put_file(path,
             "{\"shape\":\"gpt2\",\"impl\":\"torch eager manual\",\"precision\":\"fp32\",\"ok\":true,\"ms\":5.5,\"peak_bytes\":2097152}\n"
             "{\"shape\":\"gpt2\",\"impl\":\"torch eager sdpa\",\"precision\":\"fp32\",\"ok\":true,\"ms\":2.75,\"peak_bytes\":1048576}\n"
             "{\"shape\":\"gpt2\",\"impl\":\"torch.compile sdpa\",\"precision\":\"fp32\",\"ok\":true,\"ms\":22,\"peak_bytes\":1048576}\n",
@@ -194,7 +169,7 @@ int main(int argc, char **argv) {
                  "python3 tests/gpu/bench_table.py shardlab --results '%s' --shape gpt2 --impl 'shardlab naive' --precision fp32 "
                  "--run '%s' --skip 3 && python3 tests/gpu/bench_table.py table --results '%s' --markdown '%s/table.md'",
                  results, run, results, tmp);
-        out = run_cmd(cmd, &st);
+        out = test_sh(root, cmd, &st);
         EXPECT(st == 0 && strstr(out, "shardlab naive fp32: 11.00 ms/step (ms.work 5.50), peak 4.0 MiB"),
                "a shardlab row: the median ms.step after the warm-up, and the largest mem.peak: %s", out);
         // 11 / 5.5 (eager written out) = 2.00, 11 / 2.75 (sdpa) = 4.00, 11 / 22 (compile) = 0.50,
@@ -203,14 +178,14 @@ int main(int argc, char **argv) {
                "the ratios: naive against eager written out, against sdpa, against torch.compile, and the peak:\n%s", out);
         free(out);
         snprintf(cmd, sizeof cmd, "cat '%s/table.md'", tmp);
-        out = run_cmd(cmd, &st);
+        out = test_sh(root, cmd, &st);
         EXPECT(st == 0 && strstr(out, "| shape | implementation |"), "the table is written as markdown too");
         free(out);
         snprintf(cmd, sizeof cmd,
                  "python3 tests/gpu/bench_table.py missing --results '%s' --shape gpt2 --impl 'torch eager sdpa' "
                  "--precision fp32,bf16 --why 'timed out' && python3 tests/gpu/bench_table.py table --results '%s'",
                  results, results);
-        out = run_cmd(cmd, &st);
+        out = test_sh(root, cmd, &st);
         EXPECT(st == 1 && count(out, "| FAIL |") == 1 && strstr(out, "| gpt2 | torch eager sdpa | bf16 | FAIL |") &&
                    strstr(out, "timed out"),
                "a process that stopped part way: its missing row is a FAIL line (only that one), exit 1 (exit %d):\n%s", st,

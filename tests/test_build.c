@@ -38,24 +38,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "shelltest.h"
 #include "test.h"
 
 static char root[4096], tmp[256];
 
-// Creates path (and its folders) holding text; mode 0755 when exec.
-static void put(const char *path, const char *text, int exec) {
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
-    if (system(cmd) != 0) printf("# mkdir for %s failed\n", path);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        printf("# cannot write %s\n", path);
-        return;
-    }
-    fputs(text, f);
-    fclose(f);
-    if (exec) chmod(path, 0755);
-}
 
 // `make TARGET` in ROOT with the given settings, on PATH (default /usr/bin:/bin); its output
 // (malloc'd, "" on failure).
@@ -78,21 +65,6 @@ static char *status(const char *settings, const char *path) { return make_says("
 
 static const char *NVCC = "#!/bin/sh\necho 'a stand-in nvcc'\n";
 
-// Runs cmd (with sh); its output, stdout and stderr together (malloc'd), and its exit status.
-static char *run_cmd(const char *cmd, int *status) {
-    char full[8200];
-    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    size_t cap = 1 << 16, n = 0;
-    char *out = calloc(1, cap);
-    *status = -1;
-    if (!p) return out;
-    n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int w = pclose(p);
-    *status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-    return out;
-}
 
 // The number of lines in s (a last line without a newline counts).
 static int count_lines(const char *s) {
@@ -110,8 +82,8 @@ static void check_libraries(void) {
     snprintf(bin, sizeof bin, "%s/bin-noapt", tmp);
     const char *headers[] = {"curses.h", "md4c.h", "md4c-html.h", "civetweb.h"};
     for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", all, headers[i]), put(path, "", 0);
-        if (i < 2) snprintf(path, sizeof path, "%s/%s", some, headers[i]), put(path, "", 0);
+        snprintf(path, sizeof path, "%s/%s", all, headers[i]), test_put_file(path, "", 0);
+        if (i < 2) snprintf(path, sizeof path, "%s/%s", some, headers[i]), test_put_file(path, "", 0);
     }
     snprintf(path, sizeof path, "mkdir -p '%s' '%s' && ln -sf \"$(command -v cc)\" '%s/cc' && ln -sf \"$(command -v id)\" '%s/id'",
              none, bin, bin, bin);
@@ -137,7 +109,7 @@ static void check_libraries(void) {
            "DEPS=0: never installs, leaves them out: %s", out);
     free(out);
     int st;
-    char *who = run_cmd("[ \"$(id -u)\" = 0 ] && command -v apt-get", &st);
+    char *who = test_sh(NULL, "[ \"$(id -u)\" = 0 ] && command -v apt-get", &st);
     if (st == 0) {
         snprintf(settings, sizeof settings, "DEPS_SEARCH='-nostdinc -I%s'", none);
         out = make_says("deps-status", settings, NULL);
@@ -162,27 +134,27 @@ static void check_libraries(void) {
              "cd '%s' && env PATH=/usr/bin:/bin make -j2 --no-print-directory BUILD='%s' DEPS=0 "
              "DEPS_SEARCH='-nostdinc -I%s' CUDA=0 NATIVE=0 CFLAGS=-O0 '%s/labs/single' '%s/shardlab' deps-status",
              root, build, none, build, build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 0 && strstr(out, "shardlab: built without tui, lexicon and web"),
            "the bare build compiles and links, and says what it left out (exit %d)%s%.2000s", st, st ? ":\n" : "",
            st ? out : "");
     free(out);
     snprintf(cmd, sizeof cmd, "readelf -d '%s/shardlab' | grep NEEDED", build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 0 && strstr(out, "libc.so") && !strstr(out, "curses") && !strstr(out, "tinfo") && !strstr(out, "md4c") &&
                !strstr(out, "civetweb"),
            "the bare shardlab needs libc and libm alone:\n%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --steps 2 --ui none", tmp, tmp,
              build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 0 && strstr(out, "single finished on 1 rank(s)"), "the bare shardlab runs a lab (exit %d): %.1500s", st, out);
     free(out);
     // The launcher's fault handling is the same program's: a rank's bad option is passed on as
     // one line, exit 2; a rank that fails is named with its error, exit 1.
     snprintf(cmd, sizeof cmd, "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --heads 3", tmp, tmp,
              build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 2 && strstr(out, "shardlab run: ") && strstr(out, "--heads"), "a rank's bad option: one line, exit 2 (exit %d): %s",
            st, out);
     free(out);
@@ -190,20 +162,20 @@ static void check_libraries(void) {
              "cd '%s' && SHARDLAB_RUNS='%s/runs' '%s/shardlab' run single -n 1 --ui none --steps 60 --lr 10 --weight-decay 10 "
              "--warmup 0 --lr-schedule constant",
              tmp, tmp, build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 1 && strstr(out, "shardlab: rank 0 ") && strstr(out, "single stopped"),
            "a rank that fails: named, exit 1 (exit %d): %.1500s", st, out);
     free(out);
     const char *left_out[] = {"tui", "lexicon zero-stage-3", "web --port 0"};
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "cd '%s' && '%s/shardlab' %s", tmp, build, left_out[i]);
-        out = run_cmd(cmd, &st);
+        out = test_sh(NULL, cmd, &st);
         EXPECT(st == 2 && count_lines(out) == 1 && strstr(out, ": not in this build: ") && strstr(out, "make deps installs them"),
                "shardlab %s: one line, that this build lacks it and how to get it, exit 2 (exit %d): %s", left_out[i], st, out);
         free(out);
     }
     snprintf(cmd, sizeof cmd, "'%s/shardlab' grade --help", build);
-    out = run_cmd(cmd, &st);
+    out = test_sh(NULL, cmd, &st);
     EXPECT(st == 0 && strstr(out, "usage: shardlab grade"), "the bare shardlab grades (exit %d)", st);
     free(out);
 }
@@ -227,12 +199,12 @@ int main(int argc, char **argv) {
     snprintf(sys, sizeof sys, "%s/usr", tmp);
     snprintf(wheel, sizeof wheel, "%s/site-packages/nvidia/nccl", tmp);
     snprintf(nopy, sizeof nopy, "%s/nopython", tmp);
-    snprintf(path, sizeof path, "%s/bin/nvcc", cuda), put(path, NVCC, 1);
-    put(nopy, "#!/bin/sh\nexit 1\n", 1);  // a python without the wheel
+    snprintf(path, sizeof path, "%s/bin/nvcc", cuda), test_put_file(path, NVCC, 1);
+    test_put_file(nopy, "#!/bin/sh\nexit 1\n", 1);  // a python without the wheel
 
     // 1. The system's multiarch folder.
-    snprintf(path, sizeof path, "%s/include/nccl.h", sys), put(path, "", 0);
-    snprintf(path, sizeof path, "%s/lib/%s/libnccl.so", sys, multiarch[0] ? multiarch : "x86_64-linux-gnu"), put(path, "", 0);
+    snprintf(path, sizeof path, "%s/include/nccl.h", sys), test_put_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/lib/%s/libnccl.so", sys, multiarch[0] ? multiarch : "x86_64-linux-gnu"), test_put_file(path, "", 0);
     snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", cuda, sys, nopy);
     char *out = status(settings, NULL), want[4096];
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h and %s", sys, path);
@@ -243,9 +215,9 @@ int main(int argc, char **argv) {
     // 2. Only the wheel, with libnccl.so.2 alone.
     char py[400];
     snprintf(py, sizeof py, "%s/python", tmp);
-    snprintf(path, sizeof path, "#!/bin/sh\necho '%s'\n", wheel), put(py, path, 1);
-    snprintf(path, sizeof path, "%s/include/nccl.h", wheel), put(path, "", 0);
-    snprintf(path, sizeof path, "%s/lib/libnccl.so.2", wheel), put(path, "", 0);
+    snprintf(path, sizeof path, "#!/bin/sh\necho '%s'\n", wheel), test_put_file(py, path, 1);
+    snprintf(path, sizeof path, "%s/include/nccl.h", wheel), test_put_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/lib/libnccl.so.2", wheel), test_put_file(path, "", 0);
     snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s/none PYTHON=%s", cuda, tmp, py);
     out = status(settings, NULL);
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h and %s/lib/libnccl.so.2; building the CUDA backend", wheel, wheel);
@@ -253,13 +225,13 @@ int main(int argc, char **argv) {
     free(out);
 
     // 3. CUDA_HOME first; a header without a library is passed over.
-    snprintf(path, sizeof path, "%s/include/nccl.h", cuda), put(path, "", 0);
+    snprintf(path, sizeof path, "%s/include/nccl.h", cuda), test_put_file(path, "", 0);
     snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", cuda, sys, py);
     out = status(settings, NULL);
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h", sys);
     EXPECT(strstr(out, want) != NULL, "CUDA_HOME with nccl.h but no libnccl.so is passed over for the system's: %s", out);
     free(out);
-    snprintf(path, sizeof path, "%s/lib64/libnccl.so", cuda), put(path, "", 0);
+    snprintf(path, sizeof path, "%s/lib64/libnccl.so", cuda), test_put_file(path, "", 0);
     out = status(settings, NULL);
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h and %s/lib64/libnccl.so;", cuda, cuda);
     EXPECT(strstr(out, want) != NULL, "CUDA_HOME with NCCL comes first: %s", out);

@@ -20,25 +20,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "shelltest.h"
 #include "test.h"
 
 static char root[4096], shardlab[4096], tmp[256];
 
-// Runs cmd in ROOT with sh; its output, stdout and stderr together (malloc'd), and its status.
-static char *run_cmd(const char *cmd, int *status) {
-    char full[16384];
-    snprintf(full, sizeof full, "cd '%s' && (%s\n) 2>&1", root, cmd);  // the newline ends a here-document
-    FILE *p = popen(full, "r");
-    size_t cap = 1 << 16;
-    char *out = calloc(1, cap);
-    *status = -1;
-    if (!p) return out;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int w = pclose(p);
-    *status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-    return out;
-}
 
 // A copy of run directory `from` as `to`, its step events' acts and workspace grown by the
 // given bytes (the GPU's kernels' workspace would do that).
@@ -59,7 +45,7 @@ static int fake_gpu_run(const char *from, const char *to, int acts_plus, int wor
              "PY",
              tmp, to, tmp, from, tmp, to, tmp, to, acts_plus, workspace_plus);
     int status;
-    free(run_cmd(cmd, &status));
+    free(test_sh(root, cmd, &status));
     return status;
 }
 
@@ -70,7 +56,7 @@ static char *compare(const char *lab, int replicas, const char *run, const char 
              "python3 tests/gpu/compare.py train --lab %s --n 2 --run '%s/%s' --ref '%s/%s' --mem-ref '%s/%s' "
              "--replicas %d --results '%s/results.jsonl'",
              lab, tmp, run, tmp, ref, tmp, ref, replicas, tmp);
-    return run_cmd(cmd, status);
+    return test_sh(root, cmd, status);
 }
 
 static void expect_verdict(const char *what, const char *lab, int replicas, const char *run, const char *ref,
@@ -92,7 +78,7 @@ int main(int argc, char **argv) {
     snprintf(root, sizeof root, "%s", argv[1]);
     if (!realpath(argv[2], shardlab)) snprintf(shardlab, sizeof shardlab, "%s", argv[2]);
     int status;
-    free(run_cmd("command -v python3", &status));
+    free(test_sh(root, "command -v python3", &status));
     if (status != 0) {
         printf("ok - skipped: no python3 (check.sh's comparison is python)\n");
         return 0;
@@ -105,7 +91,7 @@ int main(int argc, char **argv) {
              "'%s' run pp -n 2 --ui none --steps 3 --micro 4 --run-dir '%s/pp' && "
              "'%s' run ckpt -n 2 --ui none --steps 3 --policy every --layers 2 --run-dir '%s/ckpt'",
              shardlab, tmp, shardlab, tmp);
-    char *out = run_cmd(cmd, &status);
+    char *out = test_sh(root, cmd, &status);
     EXPECT(status == 0, "pp -n 2 and ckpt -n 2 ran 3 steps on the CPU");
     if (status != 0) printf("# %s", out);
     free(out);
@@ -122,6 +108,6 @@ int main(int argc, char **argv) {
     expect_verdict("ckpt with 16 KiB more acts", "ckpt", 1, "ckpt-more", "ckpt", 0);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    free(run_cmd(cmd, &status));
+    free(test_sh(root, cmd, &status));
     return test_done();
 }

@@ -99,6 +99,23 @@ static void run_op(Bench *b, Op op) {
     }
 }
 
+// Flash's out and dqkv, computed afresh into b, against naive's kept in naive_out and
+// naive_dqkv, normwise; one line saying so. 1 when within the tolerances.
+static int check_flash(Bench *b, const float *naive_out, const float *naive_dqkv, double tol_out, double tol_dqkv,
+                       const char *what) {
+    size_t nout = (size_t)b->B * b->T * b->C, nqkv = 3 * nout;
+    cuda_memset0(b->out, nout * sizeof(float));
+    cuda_memset0(b->dqkv, nqkv * sizeof(float));
+    run_op(b, FLASH_FWD);
+    run_op(b, FLASH_BWD);
+    cuda_sync();
+    double err_out = normwise(b->out, naive_out, nout), err_dqkv = normwise(b->dqkv, naive_dqkv, nqkv);
+    int ok = err_out < tol_out && err_dqkv < tol_dqkv;
+    printf("%s at this shape: out %.2e, dqkv %.2e (normwise) %s (within %g / %g)\n", what, err_out, err_dqkv,
+           ok ? "ok" : "FAIL", tol_out, tol_dqkv);
+    return ok;
+}
+
 static double time_op(Bench *b, Op op) {
     double ms[REPS];
     for (int i = 0; i < WARMUP; i++) run_op(b, op);
@@ -157,15 +174,7 @@ int main(int argc, char **argv) {
     run_op(&b, NAIVE_BWD);
     cuda_copy(naive_out, b.out, nout * sizeof(float));
     cuda_copy(naive_dqkv, b.dqkv, nqkv * sizeof(float));
-    cuda_memset0(b.out, nout * sizeof(float));
-    cuda_memset0(b.dqkv, nqkv * sizeof(float));
-    run_op(&b, FLASH_FWD);
-    run_op(&b, FLASH_BWD);
-    cuda_sync();
-    double err_out = normwise(b.out, naive_out, nout), err_dqkv = normwise(b.dqkv, naive_dqkv, nqkv);
-    int ok = err_out < 1e-4 && err_dqkv < 1e-3;
-    printf("flash vs naive at this shape: out %.2e, dqkv %.2e (normwise) %s\n", err_out, err_dqkv,
-           ok ? "ok" : "FAIL: beyond 1e-4 / 1e-3");
+    int ok = check_flash(&b, naive_out, naive_dqkv, 1e-4, 1e-3, "flash vs naive");
 
     double pairs = (double)B * NH * ((double)T * (T + 1) / 2);  // (t, u) pairs with u <= t
     double product = 2.0 * pairs * (C / NH);                    // FLOPs of one causal T x T x hs product
@@ -191,15 +200,7 @@ int main(int argc, char **argv) {
     // With TF32 (--tf32): flash on the tensor cores where the head fits them, checked against
     // the fp32 naive results above (TF32 keeps 10 bits of mantissa: within 1e-2), then timed.
     cuda_set_tf32(1);
-    cuda_memset0(b.out, nout * sizeof(float));
-    cuda_memset0(b.dqkv, nqkv * sizeof(float));
-    run_op(&b, FLASH_FWD);
-    run_op(&b, FLASH_BWD);
-    cuda_sync();
-    double tf_out = normwise(b.out, naive_out, nout), tf_dqkv = normwise(b.dqkv, naive_dqkv, nqkv);
-    int tf_ok = tf_out < 1e-2 && tf_dqkv < 1e-2;
-    printf("flash TF32 vs naive fp32 at this shape: out %.2e, dqkv %.2e (normwise) %s\n", tf_out, tf_dqkv,
-           tf_ok ? "ok" : "FAIL: beyond 1e-2");
+    int tf_ok = check_flash(&b, naive_out, naive_dqkv, 1e-2, 1e-2, "flash TF32 vs naive fp32");
     double ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
     printf("| attention flash forward, TF32 | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
     printf("| attention flash backward, TF32 | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);

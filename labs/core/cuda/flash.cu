@@ -620,8 +620,8 @@ bool usable(const CudaContext *ctx, int hsp) {
     case 128: need = backward_floats<128>(); break;
     default: return false;
     }
-    int optin = 0;
-    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->ordinal));
+    static int optin = -1;  // read once: a process drives one GPU (context.cuh)
+    if (optin < 0) cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->ordinal));
     return ctx->tf32 && need * sizeof(float) <= (size_t)optin;
 }
 
