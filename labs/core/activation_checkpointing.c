@@ -39,8 +39,8 @@ void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L) {
 // The closed form, computed from the shapes alone (not from the segments): the allocator's
 // count of the layout below is checked against it.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p) {
-    double T = c->seq, C = c->dim, L = c->layers, NH = c->heads;
-    double b = 16 * C + 4 + (c->attn == GPT_ATTN_FLASH ? NH : NH * T);  // a block's floats per token
+    double T = c->seq, C = c->dim, L = c->layers;
+    double b = (double)gpt_block_acts_per_token(c);  // a block's floats per token
     double per_token = 2 * C + 2 + c->vocab;
     if (p->kind == CKPT_NONE) {
         per_token += L * b;
