@@ -234,16 +234,16 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    int mixed = 0, prefetch = 0, no_reshard = 0;
+    int prefetch = 0, no_reshard = 0;
     LabOption opts[] = {
         {"prefetch", OPT_FLAG, &prefetch, 0, 0, NULL, "start the next unit's all-gather before the current unit computes"},
         {"no-reshard", OPT_FLAG, &no_reshard, 0, 0, NULL, "keep gathered weights from forward to backward (no second all-gather)"},
-        {"mixed", OPT_FLAG, &mixed, 0, 0, NULL, "bf16 flat parameters and gradients, fp32 master weights and AdamW state"},
     };
     train_args_parse(&a, argc, argv, "fsdp",
                      "FSDP from scratch: one flat sharded parameter per unit, gathered only while the unit runs.\n"
                      "Run N ranks with 'shardlab run fsdp -n N' (or make lab-fsdp NGPU=N).",
-                     opts, 3);
+                     opts, 2);
+    int mixed = a.mixed;  // (a shared option: here it also stores the flat parameters and gradients in bf16)
     Precision prec = mixed ? PREC_BF16 : PREC_FP32;
 
     DistEnv env = dist_env("fsdp");
@@ -267,7 +267,7 @@ int main(int argc, char **argv) {
     dist_run_dir(&dist, a.run_dir, "fsdp", run_dir, sizeof run_dir);
     runlog_open(&log, "fsdp", rank, N, run_dir);
     runlog_printf(&log, "fsdp: %d rank(s) on %s, backend %s, %s; %s, %s; run directory %s\n", N, dev.name, dist.backend,
-                  mixed ? "mixed precision (bf16 storage, fp32 compute and master weights)" : "fp32",
+                  mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
                   prefetch ? "prefetching the next unit" : "no prefetch",
                   no_reshard ? "weights kept from forward to backward (--no-reshard)" : "resharded after forward",
                   log.dir);
@@ -298,9 +298,9 @@ int main(int argc, char **argv) {
     sb_init(&config);
     char lab_fields[256];
     snprintf(lab_fields, sizeof lab_fields,
-             "\"mixed\":%s,\"prefetch\":%s,\"reshard_after_forward\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,"
+             "\"prefetch\":%s,\"reshard_after_forward\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,"
              "\"padding\":%zu,\"units\":%d",
-             mixed ? "true" : "false", prefetch ? "true" : "false", no_reshard ? "false" : "true", precision_name(prec),
+             prefetch ? "true" : "false", no_reshard ? "false" : "true", precision_name(prec),
              f.lay.psi_padded, f.lay.psi_padded - f.lay.psi, f.lay.units);
     train_config_json(&config, &a, lab_fields);
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);

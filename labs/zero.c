@@ -324,17 +324,17 @@ static void report_memory(RunLog *log, const Zero *z, const Mem *mem, const Mem 
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    int stage = 1, mixed = 0, offload = 0, save_optim = 0;
+    int stage = 1, offload = 0, save_optim = 0;
     LabOption opts[] = {
         {"stage", OPT_INT, &stage, 0, 3, "K", "ZeRO stage: 0 (DDP), 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)"},
-        {"mixed", OPT_FLAG, &mixed, 0, 0, NULL, "bf16 weights and gradients, fp32 master weights and AdamW state"},
         {"offload", OPT_FLAG, &offload, 0, 0, NULL, "ZeRO-Offload: optimizer state and update in host memory (stages 1-3)"},
         {"save-optim", OPT_FLAG, &save_optim, 0, 0, NULL, "at the end, write each rank's AdamW slices to optim-rank-<r>.safetensors in the run directory"},
     };
     train_args_parse(&a, argc, argv, "zero",
                      "ZeRO stages 0-3 from scratch: optimizer state, gradients and parameters sharded over the ranks.\n"
                      "Run N ranks with 'shardlab run zero -n N --stage K' (or make lab-zero STAGE=K NGPU=N).",
-                     opts, 4);
+                     opts, 3);
+    int mixed = a.mixed;  // (a shared option: here it also stores weights and gradients in bf16)
     if (offload && stage == 0)
         usage_error("zero", "--offload moves the sharded optimizer to the host: it needs --stage 1, 2 or 3 (stage 0 is DDP)");
     Precision prec = mixed ? PREC_BF16 : PREC_FP32;
@@ -362,7 +362,7 @@ int main(int argc, char **argv) {
     dist_run_dir(&dist, a.run_dir, "zero", run_dir, sizeof run_dir);
     runlog_open(&log, "zero", rank, N, run_dir);
     runlog_printf(&log, "zero: stage %d on %d rank(s) on %s, backend %s, %s%s; run directory %s\n", stage, N, dev.name,
-                  dist.backend, mixed ? "mixed precision (bf16 storage, fp32 compute and master weights)" : "fp32",
+                  dist.backend, mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
                   offload ? ", optimizer offloaded to the host" : "", log.dir);
     train_say_device(&log, &dev, N);
 
@@ -394,8 +394,8 @@ int main(int argc, char **argv) {
     sb_init(&config);
     char lab_fields[256];
     snprintf(lab_fields, sizeof lab_fields,
-             "\"stage\":%d,\"mixed\":%s,\"offload\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,\"padding\":%zu,\"units\":%d",
-             stage, mixed ? "true" : "false", offload ? "true" : "false", precision_name(prec), z.lay.psi_padded,
+             "\"stage\":%d,\"offload\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,\"padding\":%zu,\"units\":%d",
+             stage, offload ? "true" : "false", precision_name(prec), z.lay.psi_padded,
              z.lay.psi_padded - z.lay.psi, z.lay.units);
     train_config_json(&config, &a, lab_fields);
     runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);

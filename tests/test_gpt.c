@@ -1,6 +1,7 @@
 // test_gpt.c — the model's gradients against central finite differences (with naive and with
-// flash attention), its layout, and the flash attention kernels against the naive ones and a
-// double-precision reference.
+// flash attention), its layout, the flash attention kernels against the naive ones and a
+// double-precision reference, and the Linear layers' bf16 operands (--mixed) against a
+// double-precision product of the rounded operands.
 //
 // What this proves: every backward function in core/ computes the derivative of the loss the
 // forward computes. For each parameter tensor of each layer we compare the analytic
@@ -335,10 +336,96 @@ static void check_flash_attention(void) {
     }
 }
 
+// ---- bf16 operands (--mixed) ------------------------------------------------------------
+// linear_forward and linear_backward with bf16_in = 1 against double-precision sums of the
+// bf16-rounded operands (bf16_round, computed here element by element): a product of two
+// bf16s is exact, so the kernels may differ from the reference only by their fp32 sums
+// (K <= 70 terms: well under 1e-5 normwise). The bias and its gradient are fp32: the
+// gradient is the column sums of the unrounded dout. And the rounding must matter: the fp32
+// kernels, on the same inputs, are far (> 1e-4) from the bf16 reference.
+
+// Largest |x - ref| over the largest |ref|.
+static double normwise(const float *x, const double *ref, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)x[i] - ref[i]);
+        if (!(e <= d)) d = e;  // a NaN makes it NaN
+        if (fabs(ref[i]) > m) m = fabs(ref[i]);
+    }
+    return d / (m > 0 ? m : 1);
+}
+
+static void check_linear_bf16(void) {
+    const int shapes[][3] = {{37, 19, 70}, {8, 64, 64}, {1, 3, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], IC = shapes[si][1], OC = shapes[si][2];
+        size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+        Rng r;
+        rng_seed(&r, 77 + si);
+        float *inp = floats_of(ni, 0), *w = floats_of(nw, 0), *bias = floats_of(OC, 0), *dout = floats_of(no, 0);
+        for (size_t i = 0; i < ni; i++) inp[i] = (float)(2 * rng_uniform(&r) - 1);
+        for (size_t i = 0; i < nw; i++) w[i] = (float)(2 * rng_uniform(&r) - 1);
+        for (int i = 0; i < OC; i++) bias[i] = (float)(2 * rng_uniform(&r) - 1);
+        for (size_t i = 0; i < no; i++) dout[i] = (float)(2 * rng_uniform(&r) - 1);
+        double *out_d = calloc(no, sizeof *out_d), *dinp_d = calloc(ni, sizeof *dinp_d);
+        double *dw_d = calloc(nw, sizeof *dw_d), *db_d = calloc((size_t)OC, sizeof *db_d);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                double s = bias[o];
+                for (int k = 0; k < IC; k++)
+                    s += (double)bf16_round(inp[(size_t)n * IC + k]) * bf16_round(w[(size_t)o * IC + k]);
+                out_d[(size_t)n * OC + o] = s;
+            }
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < IC; k++) {
+                double s = 0;
+                for (int o = 0; o < OC; o++)
+                    s += (double)bf16_round(dout[(size_t)n * OC + o]) * bf16_round(w[(size_t)o * IC + k]);
+                dinp_d[(size_t)n * IC + k] = s;
+            }
+        for (int o = 0; o < OC; o++) {
+            for (int k = 0; k < IC; k++) {
+                double s = 1.0;  // dweight starts at 1: the kernel adds to it
+                for (int n = 0; n < N; n++)
+                    s += (double)bf16_round(dout[(size_t)n * OC + o]) * bf16_round(inp[(size_t)n * IC + k]);
+                dw_d[(size_t)o * IC + k] = s;
+            }
+            double s = 1.0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            db_d[o] = s;
+        }
+
+        float *scratch = floats_of(linear_scratch_floats(N, IC, OC, 1), NAN);
+        float *out = floats_of(no, NAN), *dinp = floats_of(ni, NAN), *dw = floats_of(nw, 1), *db = floats_of(OC, 1);
+        linear_forward(out, inp, w, bias, N, IC, OC, 1, scratch);
+        linear_backward(dinp, dw, db, dout, inp, w, N, IC, OC, 1, scratch);
+        double e_out = normwise(out, out_d, no), e_dinp = normwise(dinp, dinp_d, ni);
+        double e_dw = normwise(dw, dw_d, nw), e_db = normwise(db, db_d, (size_t)OC);
+        EXPECT(e_out < 1e-5 && e_dinp < 1e-5 && e_dw < 1e-5 && e_db < 1e-6,
+               "linear with bf16 operands (N=%d IC=%d OC=%d) equals double sums of the rounded operands: out %.2g, "
+               "dinp %.2g, dweight %.2g; dbias (fp32 dout) %.2g", N, IC, OC, e_out, e_dinp, e_dw, e_db);
+
+        // The same inputs through the fp32 kernels: the rounding is what the bf16 path adds.
+        // (Not at N = 1: there dweight's starting 1 outweighs the few terms added to it.)
+        float *wt = floats_of(linear_scratch_floats(N, IC, OC, 0), NAN);
+        float *out32 = floats_of(no, NAN), *dinp32 = floats_of(ni, NAN), *dw32 = floats_of(nw, 1), *db32 = floats_of(OC, 1);
+        linear_forward(out32, inp, w, bias, N, IC, OC, 0, wt);
+        linear_backward(dinp32, dw32, db32, dout, inp, w, N, IC, OC, 0, NULL);
+        double f_out = normwise(out32, out_d, no), f_dinp = normwise(dinp32, dinp_d, ni), f_dw = normwise(dw32, dw_d, nw);
+        EXPECT(f_out > 1e-4 && f_dinp > 1e-4 && (N == 1 || f_dw > 1e-4) && !memcmp(db32, db, (size_t)OC * sizeof(float)),
+               "linear in fp32 (N=%d IC=%d OC=%d) is off the bf16 reference (out %.2g, dinp %.2g, dweight %.2g: the "
+               "rounding happens), its dbias has the bf16 path's bits", N, IC, OC, f_out, f_dinp, f_dw);
+        free(inp); free(w); free(bias); free(dout); free(out_d); free(dinp_d); free(dw_d); free(db_d);
+        free(scratch); free(out); free(dinp); free(dw); free(db);
+        free(wt); free(out32); free(dinp32); free(dw32); free(db32);
+    }
+}
+
 int main(void) {
     check_layout();
     check_matmul();
     check_flash_attention();
+    check_linear_bf16();
     check_gradients(GPT_ATTN_NAIVE, 5);
     check_gradients(GPT_ATTN_FLASH, 5);
     check_gradients(GPT_ATTN_FLASH, MAX_SEQ);

@@ -58,6 +58,7 @@ static int common_options(TrainArgs *a, LabOption out[]) {
     out[n++] = (LabOption){"dim", OPT_INT, &a->dim, 1, 16384, "C", "model width"};
     out[n++] = (LabOption){"heads", OPT_INT, &a->heads, 1, 256, "NH", "attention heads (must divide --dim)"};
     out[n++] = (LabOption){"attn", OPT_STRING, &a->attn, 0, 0, "ALGO", "attention: flash (tiles, online softmax: keeps NH floats per token) or naive (keeps the NH x T probabilities per token); same math, same weights"};
+    out[n++] = (LabOption){"mixed", OPT_FLAG, &a->mixed, 0, 0, "", "mixed precision: the Linear layers' matrix products take bf16 operands and sum in fp32 (tensor cores on a GPU); master weights, AdamW, LayerNorm and softmax stay fp32 (zero and fsdp also store weights and gradients in bf16)"};
     out[n++] = (LabOption){"accum", OPT_INT, &a->accum, 1, 1 << 16, "K", "micro-batches per step (gradient accumulation; must divide the batch)"};
     out[n++] = (LabOption){"lr", OPT_DOUBLE, &a->lr, 0, 10, "LR", "AdamW learning rate"};
     out[n++] = (LabOption){"lr-schedule", OPT_STRING, &a->lr_schedule, 0, 0, "S", "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)"};

@@ -33,6 +33,7 @@ typedef struct {
     int seq;              // T: tokens per sequence
     int layers, dim, heads;
     const char *attn;     // "flash" or "naive": how attention runs (gpt.h's GptAttn)
+    int mixed;            // --mixed: bf16 operands into the Linear layers' products (ops.h)
     int accum;            // micro-batches per step (gradient accumulation)
     double lr, weight_decay, clip;  // clip: max global gradient norm, 0 = off
     // The learning-rate schedule (adamw.h): warmup steps, then cosine decay to lr_min, or

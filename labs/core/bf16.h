@@ -1,7 +1,7 @@
 // bf16.h — bfloat16: the 16-bit float that mixed-precision training stores parameters and
 // gradients in, and its conversions to and from fp32.
 //
-// Defines: bf16, bf16_to_float(), bf16_from_float(), bf16_add_float(), bf16_add(),
+// Defines: bf16, bf16_to_float(), bf16_from_float(), bf16_round(), bf16_add_float(), bf16_add(),
 //          BF16_FN.
 //
 // The format. A bf16 is the top half of an fp32: 1 sign bit, the same 8 exponent bits, and
@@ -76,6 +76,10 @@ BF16_FN bf16 bf16_from_float(float f) {
     uint32_t last_kept_bit = (u >> 16) & 1u;
     return (bf16)((u + 0x7FFFu + last_kept_bit) >> 16);
 }
+
+// The nearest bf16 to f, as an fp32: what a value becomes on its way into a bf16 matrix
+// multiply (ops.h, linear_forward's bf16 operands).
+BF16_FN float bf16_round(float f) { return bf16_to_float(bf16_from_float(f)); }
 
 // bf16(float(a) + x): widen, add in fp32, round once. The accumulation of mixed precision.
 BF16_FN bf16 bf16_add_float(bf16 a, float x) { return bf16_from_float(bf16_to_float(a) + x); }

@@ -227,11 +227,23 @@ size_t gpt_attn_scratch_floats(const GptConfig *c, int hs) {
     return c->attn == GPT_ATTN_FLASH ? FLASH_SCRATCH_FLOATS(c->seq, hs) : 2 * (size_t)c->seq;
 }
 
+// The most scratch any of the model's Linear layers asks for (ops.h: linear_scratch_floats).
+static size_t linear_scratch_max(const GptConfig *c, int B) {
+    int N = B * c->seq, C = c->dim, shapes[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, c->vocab}};
+    size_t m = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t s = linear_scratch_floats(N, shapes[i][0], shapes[i][1], c->mixed);
+        if (s > m) m = s;
+    }
+    return m;
+}
+
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
-    size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab;
-    size_t fwd = 4 * C * C > V * C ? 4 * C * C : V * C;  // a transposed weight
+    size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab, lin = linear_scratch_max(c, B);
+    size_t fwd = lin;                                         // a Linear's (a transposed weight)
     size_t block_bwd = 10 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
+    if (c->mixed) block_bwd += lin, head_bwd += lin;         // then a Linear's bf16 operands
     size_t m = fwd > block_bwd ? fwd : block_bwd;
     return m > head_bwd ? m : head_bwd;
 }
@@ -274,16 +286,16 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     int N = B * c->seq, C = c->dim;
     // x + attention(ln_1(x))
     ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
-    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
+    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, c->mixed, scratch);
     if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads);
     else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
-    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, scratch);
+    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, c->mixed, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
     ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
+    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, c->mixed, scratch);
     ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
-    ops->linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, scratch);
+    ops->linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, c->mixed, scratch);
     ops->residual_add(a->out, a->out, a->res1, N * C);
 }
 
@@ -292,7 +304,7 @@ double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params,
     HeadView w = gpt_head_view(c, (float *)params);
     int N = B * c->seq, C = c->dim;
     ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
-    ops->linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, scratch);
+    ops->linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, c->mixed, scratch);
     return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
 }
 
@@ -301,9 +313,9 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
                        float *dx, float *scratch) {
     HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
     int N = B * c->seq, C = c->dim, V = c->vocab;
-    float *dlogits = scratch, *dlnf = scratch + (size_t)N * V;
+    float *dlogits = scratch, *dlnf = scratch + (size_t)N * V, *lin = dlnf + (size_t)N * C;
     ops->crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
-    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V);
+    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V, c->mixed, lin);
     ops->zero(dx, (size_t)N * C);
     ops->layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
@@ -318,22 +330,24 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     float *datty = dres1 + N * C;  // [N,C]
     float *dqkv = datty + N * C;  // [N,3C]
     float *att_scratch = dqkv + N * 3 * C;  // the attention backward's (gpt_scratch_floats)
+    float *lin = att_scratch + gpt_attn_scratch_floats(c, (int)C / c->heads);  // a Linear's (--mixed)
+    int bf = c->mixed;
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
-    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C);
+    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C);
+    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C, bf, lin);
     ops->copy(dres1, dx, N * C);
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
     // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
-    ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C);
+    ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C, bf, lin);
     if (c->attn == GPT_ATTN_FLASH)
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
-    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C);
+    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C, bf, lin);
     ops->copy(dx, dres1, N * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
                        (int)C);

@@ -54,6 +54,7 @@ typedef struct {
     int dim;     // C
     int heads;   // NH; C % NH == 0
     int attn;    // GptAttn (0, naive, when a config does not say: runs written before --attn)
+    int mixed;   // 1: --mixed, the Linear layers' products take bf16 operands (ops.h); 0: fp32
 } GptConfig;
 
 // "naive" or "flash"; the GptAttn a name means, or -1.

@@ -102,19 +102,60 @@ void transpose(float *dst, const float *src, int rows, int cols) {
 //             db[OC] += sum over rows of dy
 // ---------------------------------------------------------------------------------------
 
+// The scratch's parts start at multiples of LINEAR_ALIGN floats (a GPU's bf16 copies want 16
+// bytes), so each part is given LINEAR_ALIGN floats of slack.
+enum { LINEAR_ALIGN = 8 };
+
+size_t linear_scratch_floats(int N, int IC, int OC, int bf16_in) {
+    size_t w = (size_t)IC * OC;
+    if (!bf16_in) return w;  // the forward pass's W^T
+    return (size_t)N * OC + (size_t)N * IC + w + 3 * LINEAR_ALIGN;  // backward: dout, inp, W
+}
+
+// The next part of a scratch buffer, n floats, at a multiple of LINEAR_ALIGN floats from its start.
+static float *linear_part(float *scratch, size_t *used, size_t n) {
+    float *p = scratch + *used;
+    *used += (n + LINEAR_ALIGN - 1) / LINEAR_ALIGN * LINEAR_ALIGN;
+    return p;
+}
+
+// dst[i] = bf16_round(src[i]): a bf16 operand, kept as fp32 for the CPU's loops.
+static void round_bf16(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_round(src[i]);
+}
+
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                    int IC, int OC, float *wt_scratch) {
+                    int IC, int OC, int bf16_in, float *scratch) {
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * OC;
         if (bias) memcpy(o, bias, (size_t)OC * sizeof(float));
         else memset(o, 0, (size_t)OC * sizeof(float));
     }
-    transpose(wt_scratch, weight, OC, IC);
-    matmul_acc(out, inp, wt_scratch, N, OC, IC, 0);
+    size_t used = 0;
+    float *wt = linear_part(scratch, &used, (size_t)IC * OC);
+    transpose(wt, weight, OC, IC);
+    if (bf16_in) {
+        float *x = linear_part(scratch, &used, (size_t)N * IC);
+        round_bf16(wt, wt, (size_t)IC * OC);
+        round_bf16(x, inp, (size_t)N * IC);
+        inp = x;
+    }
+    matmul_acc(out, inp, wt, N, OC, IC, 0);
 }
 
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int IC, int OC) {
+                     const float *inp, const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+    const float *dout_f = dout;  // the bias gradient sums dout in fp32 either way
+    if (bf16_in) {
+        size_t used = 0;
+        float *d = linear_part(scratch, &used, (size_t)N * OC);
+        float *x = linear_part(scratch, &used, (size_t)N * IC);
+        float *w = linear_part(scratch, &used, (size_t)OC * IC);
+        round_bf16(d, dout, (size_t)N * OC);
+        round_bf16(x, inp, (size_t)N * IC);
+        round_bf16(w, weight, (size_t)OC * IC);
+        dout = d, inp = x, weight = w;
+    }
     if (dinp) {
         memset(dinp, 0, (size_t)N * IC * sizeof(float));
         matmul_acc(dinp, dout, weight, N, IC, OC, 0);
@@ -122,7 +163,7 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
     matmul_acc(dweight, dout, inp, OC, IC, N, 1);
     if (dbias)
         for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * OC;
+            const float *d = dout_f + (size_t)n * OC;
             for (int o = 0; o < OC; o++) dbias[o] += d[o];
         }
 }

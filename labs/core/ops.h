@@ -3,7 +3,7 @@
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
-//          FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
+//          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
 //          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
@@ -34,14 +34,32 @@ void matmul_acc_naive(float *C, const float *A, const float *B, int M, int N, in
 // dst[cols, rows] = src[rows, cols]^T
 void transpose(float *dst, const float *src, int rows, int cols);
 
-// out[N,OC] = inp[N,IC] W[OC,IC]^T + bias (bias may be NULL). wt_scratch holds IC*OC floats:
-// the kernel wants W^T laid out row by row (cuBLAS would take a transpose flag instead).
+// Linear layers take their operands in one of two precisions (bf16_in = 0 or 1):
+//   fp32 (bf16_in = 0)  the products of fp32 values, summed in fp32;
+//   bf16 (bf16_in = 1)  mixed precision (--mixed): both operands of every product (the weight
+//                    and the activation, or the gradient flowing back) rounded to bf16
+//                    (bf16.h, to nearest even) first, the products summed in fp32, the
+//                    result and the bias in fp32. What a GPU's tensor cores do with bf16
+//                    inputs and fp32 accumulation; the CPU does the same rounding and then its
+//                    fp32 loops: a product of two bf16s is exact in fp32 (8 + 8 significant
+//                    bits fit in 24), so only the order of the sums differs.
+//
+//     forward   out  = bf16(inp) bf16(W)^T + bias
+//     backward  dinp = bf16(dout) bf16(W)
+//               dW  += bf16(dout)^T bf16(inp)       db += column sums of dout (fp32)
+//
+// scratch holds linear_scratch_floats(N, IC, OC, bf16_in) floats (on the device of the ops):
+// the CPU keeps W^T there (its kernel wants W^T row by row; cuBLAS takes a transpose flag
+// instead) and, in bf16, the rounded operands; a GPU keeps its bf16 copies of the operands
+// there. In fp32 the backward pass needs none (scratch may be NULL).
+size_t linear_scratch_floats(int N, int IC, int OC, int bf16_in);
+// out[N,OC] = inp[N,IC] W[OC,IC]^T + bias (bias may be NULL).
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                    int IC, int OC, float *wt_scratch);
+                    int IC, int OC, int bf16_in, float *scratch);
 // dinp[N,IC] = dout W (overwritten; skipped if dinp is NULL); dweight += dout^T inp;
 // dbias += column sums of dout (skipped if NULL).
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int IC, int OC);
+                     const float *inp, const float *weight, int N, int IC, int OC, int bf16_in, float *scratch);
 
 // out = (x - mean) * rstd * w + b over each row of C; saves mean and rstd [N] for backward.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -126,9 +144,9 @@ void acc_bf16(bf16 *acc, const float *x, size_t n);
 typedef struct {
     const char *name;  // "cpu", "cuda"
     void (*linear_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
-                           int OC, float *wt_scratch);
+                           int OC, int bf16_in, float *scratch);
     void (*linear_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const float *weight, int N, int IC, int OC);
+                            const float *weight, int N, int IC, int OC, int bf16_in, float *scratch);
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
                               const float *b, int N, int C);
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,

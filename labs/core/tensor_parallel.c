@@ -277,16 +277,30 @@ static size_t tp_kernel_workspace_bytes(const Tp *tp) {
                                    tp->cfg.attn == GPT_ATTN_FLASH);
 }
 
+// The most scratch one of this rank's Linear layers asks for (ops.h: linear_scratch_floats):
+// W^T on the CPU, and with --mixed the bf16 operands. The bias rows' Linear (add_bias_rows)
+// is fp32 on every setting.
+static size_t tp_linear_floats(const Tp *tp) {
+    const GptConfig *c = &tp->cfg;
+    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
+    int C = c->dim, Cl = C / tp->t, Fl = 4 * C / tp->t, BT = (int)x.BT;
+    int shapes[][3] = {{BT, C, 3 * Cl}, {BT, Cl, C}, {BT, C, Fl}, {BT, Fl, C}, {(int)x.H, C, (int)x.Vh}};
+    size_t m = linear_scratch_floats((int)x.R, 1, C, 0);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        m = max2(m, linear_scratch_floats(shapes[i][0], shapes[i][1], shapes[i][2], c->mixed));
+    return m;
+}
+
 size_t tp_workspace_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
     Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
     size_t C = (size_t)c->dim, Cl = C / (size_t)tp->t, Fl = 4 * C / (size_t)tp->t;
-    size_t wt = max2(max2(4 * C * C / (size_t)tp->t, x.Vh * C), C);     // a transposed weight (CPU kernels)
-    size_t block_fwd = wt + x.R * C + x.BT * C + x.R * C;                // LN rows, partial sum, bias rows
+    size_t lin = tp_linear_floats(tp), lin_bwd = c->mixed ? lin : 0;  // fp32's backward needs none
+    size_t block_fwd = lin + x.R * C + x.BT * C + x.R * C;               // LN rows, partial sum, bias rows
     size_t block_bwd = x.BT * Fl + x.BT * C + x.R * C + x.BT * Cl + x.BT * 3 * Cl + gpt_attn_scratch_floats(c, c->dim / c->heads)
-                       + x.BT * C + x.R * C;                             // see block_backward
-    size_t head_fwd = wt + x.R * C;
-    size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C;
+                       + x.BT * C + x.R * C + lin_bwd;                   // see block_backward
+    size_t head_fwd = lin + x.R * C;
+    size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C + lin_bwd;
     size_t cpu = x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
     if (!tp->ops->use_workspace) return cpu;
     // On a GPU, the kernels' own after it, sized for the whole model's shape (a rank's heads,
@@ -415,12 +429,12 @@ void tp_g_backward(Tp *tp, const float *in, float *out, int layer, const char *a
 
 static void add_bias_rows(Tp *tp, float *y, const float *bias, int rows, float *tmp, float *wt) {
     int C = tp->cfg.dim;
-    tp->ops->linear_forward(tmp, tp->ones, bias, NULL, rows, 1, C, wt);
+    tp->ops->linear_forward(tmp, tp->ones, bias, NULL, rows, 1, C, 0, wt);
     tp->ops->residual_add(y, y, tmp, rows * C);
 }
 
 static void bias_backward(Tp *tp, float *dbias, const float *dy, int rows) {
-    tp->ops->linear_backward(NULL, dbias, NULL, dy, tp->ones, dbias, rows, 1, tp->cfg.dim);
+    tp->ops->linear_backward(NULL, dbias, NULL, dy, tp->ones, dbias, rows, 1, tp->cfg.dim, 0, NULL);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -433,7 +447,8 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     int B = tp->B, T = tp->cfg.seq, BT = tp->BT, R = tp->rows, C = tp->cfg.dim;
     int Cl = C / tp->t, Fl = 4 * C / tp->t, heads = tp->cfg.heads / tp->t;
     float *cur = tp->scratch;
-    float *wt = take(&cur, (size_t)4 * C * C / tp->t > (size_t)C ? (size_t)4 * C * C / tp->t : (size_t)C);
+    float *wt = take(&cur, tp_linear_floats(tp));  // a Linear's scratch
+    int bf = tp->cfg.mixed;
     float *ln_rows = take(&cur, (size_t)R * C), *partial = take(&cur, (size_t)BT * C);
     float *bias_rows = take(&cur, (size_t)R * C);
 
@@ -441,13 +456,13 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     float *ln = tp->sp ? ln_rows : a->ln1;
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
     tp_f_forward(tp, ln, a->ln1, layer, "attn");
-    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, wt);  // this rank's heads' q, k, v
+    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
         ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads);
     else
         ops->attention_forward(a->atty, a->att, a->qkv, B, T, Cl, heads);
     float *sum = tp->sp ? partial : a->res1;
-    ops->linear_forward(sum, a->atty, w.aproj_w, NULL, BT, Cl, C, wt);          // partial: its heads' share
+    ops->linear_forward(sum, a->atty, w.aproj_w, NULL, BT, Cl, C, bf, wt);          // partial: its heads' share
     tp_g_forward(tp, sum, a->res1, layer, "attn");
     add_bias_rows(tp, a->res1, w.aproj_b, R, bias_rows, wt);
     ops->residual_add(a->res1, a->res1, x, R * C);
@@ -456,10 +471,10 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ln = tp->sp ? ln_rows : a->ln2;
     ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
     tp_f_forward(tp, ln, a->ln2, layer, "mlp");
-    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, BT, C, Fl, wt);          // its 4C/t columns
+    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);          // its 4C/t columns
     ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);                             // pointwise: local
     sum = tp->sp ? partial : a->out;
-    ops->linear_forward(sum, a->fch_gelu, w.mproj_w, NULL, BT, Fl, C, wt);
+    ops->linear_forward(sum, a->fch_gelu, w.mproj_w, NULL, BT, Fl, C, bf, wt);
     tp_g_forward(tp, sum, a->out, layer, "mlp");
     add_bias_rows(tp, a->out, w.mproj_b, R, bias_rows, wt);
     ops->residual_add(a->out, a->out, a->res1, R * C);
@@ -477,15 +492,17 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     float *datty = take(&cur, (size_t)BT * Cl), *dqkv = take(&cur, (size_t)BT * 3 * Cl);
     float *att_scratch = take(&cur, gpt_attn_scratch_floats(&tp->cfg, C / tp->cfg.heads));
     float *dall = take(&cur, (size_t)BT * C), *dshard = take(&cur, (size_t)R * C);
+    float *lin = cur;  // a Linear's bf16 operands (--mixed)
+    int bf = tp->cfg.mixed;
 
     // The MLP: the bias saw this rank's rows; g hands every rank all rows of dout; f sums
     // the ranks' partial gradients of ln_2's output.
     bias_backward(tp, g.mproj_b, dx, R);
     float *dy = tp->sp ? dall : dx;
     tp_g_backward(tp, dx, dy, layer, "mlp");
-    ops->linear_backward(dfch, g.mproj_w, NULL, dy, a->fch_gelu, w.mproj_w, BT, Fl, C);
+    ops->linear_backward(dfch, g.mproj_w, NULL, dy, a->fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
-    ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, BT, C, Fl);
+    ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, BT, C, Fl, bf, lin);
     float *dln = tp->sp ? dshard : dpart;
     tp_f_backward(tp, dpart, dln, layer, "mlp");
     ops->copy(dres1, dx, (size_t)R * C);  // the residual path
@@ -495,12 +512,12 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     bias_backward(tp, g.aproj_b, dres1, R);
     dy = tp->sp ? dall : dres1;
     tp_g_backward(tp, dres1, dy, layer, "attn");
-    ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C);
+    ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C, bf, lin);
     if (tp->cfg.attn == GPT_ATTN_FLASH)
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
-    ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, BT, C, 3 * Cl);
+    ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, BT, C, 3 * Cl, bf, lin);
     tp_f_backward(tp, dpart, dln, layer, "attn");
     ops->copy(dx, dres1, (size_t)R * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x, w.ln1_w, a->ln1_mean, a->ln1_rstd, R, C);
@@ -593,17 +610,18 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     int L = tp->cfg.layers, R = tp->rows, C = tp->cfg.dim, V = tp->cfg.vocab;
     float *lnf_w = tp->rep[L + 1], *lnf_b = lnf_w + C, *head_w = tp->vp ? tp->split[L + 1] : lnf_w + 2 * C;
     float *cur = tp->scratch;
-    float *wt = take(&cur, (size_t)(tp->vp ? V / tp->t : V) * C), *ln_rows = take(&cur, (size_t)R * C);
+    float *wt = take(&cur, tp_linear_floats(tp)), *ln_rows = take(&cur, (size_t)R * C);
+    int bf = tp->cfg.mixed;
     if (!tp->vp) {  // replicated head: the loss of this rank's rows (with SP: 1/t of them)
         tp->ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-        tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, R, C, V, wt);
+        tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, R, C, V, bf, wt);
         return tp->ops->crossentropy_forward(a->probs, targets + tp->row0, R, V);
     }
     // Vocabulary-parallel: a column-parallel linear like c_fc, so f before it; logits [BT, V/t].
     float *ln = tp->sp ? ln_rows : a->lnf;
     tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
     tp_f_forward(tp, ln, a->lnf, L + 1, "head");
-    tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, tp->BT, C, V / tp->t, wt);
+    tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
     return vocab_parallel_crossentropy(tp, a->probs, targets, tp->BT);
 }
 
@@ -617,13 +635,13 @@ static void head_backward(Tp *tp, const float *x, const TpActs *a, const uint8_t
         float *dlogits = take(&cur, (size_t)R * V);
         dln = take(&cur, (size_t)R * C);
         tp->ops->crossentropy_backward(dlogits, a->probs, targets + tp->row0, R, V, scale);
-        tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, a->lnf, head_w, R, C, V);
+        tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, a->lnf, head_w, R, C, V, tp->cfg.mixed, cur);
     } else {
         int Vl = V / tp->t;
         float *dlogits = take(&cur, (size_t)BT * Vl), *dpart = take(&cur, (size_t)BT * C);
         float *dshard = take(&cur, (size_t)R * C);
         vocab_parallel_dlogits(tp, dlogits, a->probs, targets, BT, scale);
-        tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, a->lnf, head_w, BT, C, Vl);
+        tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, a->lnf, head_w, BT, C, Vl, tp->cfg.mixed, cur);
         dln = tp->sp ? dshard : dpart;
         tp_f_backward(tp, dpart, dln, L + 1, "head");  // the head input's gradient, summed over the vocabulary slices
     }

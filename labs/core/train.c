@@ -13,7 +13,7 @@
 
 GptConfig train_model_config(const TrainArgs *a) {
     return (GptConfig){.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads,
-                       .attn = gpt_attn_parse(a->attn)};
+                       .attn = gpt_attn_parse(a->attn), .mixed = a->mixed};
 }
 
 void train_corpus(Corpus *c, const TrainArgs *a) {
@@ -48,7 +48,7 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_json_string(sb, a->data);
     sb_printf(sb, ",\"attn\":");
     sb_json_string(sb, a->attn);
-    sb_printf(sb, ",\"device\":");
+    sb_printf(sb, ",\"mixed\":%s,\"device\":", a->mixed ? "true" : "false");
     sb_json_string(sb, a->device);
     sb_printf(sb, ",\"tf32\":%s,\"init\":", a->tf32 ? "true" : "false");
     if (a->init) sb_json_string(sb, a->init);

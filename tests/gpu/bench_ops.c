@@ -94,7 +94,7 @@ static void run_op(Bench *b, Op op) {
         break;
     case LN_BWD: o->layernorm_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, b->mean, b->rstd, N, C); break;
     case LINEAR_BWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias' column sums
-        o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C);
+        o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C, 0, NULL);
         break;
     }
 }

@@ -47,6 +47,7 @@
 // terms pass through at most d additions is within d * 2^-24 of sum |terms| (Higham,
 // "Accuracy and Stability of Numerical Algorithms", 4.2); a dropped row (terms ~0.5) is over
 // 20 times that bound at 8195 rows, thousands of times at 37.
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,21 +182,39 @@ static void test_device(void) {
     free_buffers();
 }
 
-static void test_linear(void) {
+// bf16_in = 1: --mixed's bf16 operands (ops.h). Both sides round the operands with bf16.h's
+// bits and a product of two bf16s is exact in fp32, so the GPU's tensor cores and the CPU's
+// loops still differ only in the order of their fp32 sums: the same tolerance as fp32. And
+// the rounding must really happen on the GPU: its bf16 result is far from the CPU's fp32 one.
+static void test_linear(int bf16_in) {
     const int N = ROWS, IC = CH;
+    const char *p = bf16_in ? "bf16 operands: " : "";
     float *inp = random_floats((size_t)N * IC, 1, -1, 1), *w = random_floats((size_t)OC * IC, 2, -1, 1);
     float *bias = random_floats(OC, 3, -1, 1), *out = host_floats((size_t)N * OC);
-    float *wt_scratch = host_floats((size_t)IC * OC);
+    size_t ns = linear_scratch_floats(N, IC, OC, bf16_in);
+    float *scratch = host_floats(ns), *d_scratch = to_device(filled(ns, GARBAGE), ns);
     float *d_inp = to_device(inp, (size_t)N * IC), *d_w = to_device(w, (size_t)OC * IC),
           *d_bias = to_device(bias, OC);
     float *d_out = to_device(filled((size_t)N * OC, GARBAGE), (size_t)N * OC);
+    char what[160];
 
-    ops_cpu.linear_forward(out, inp, w, bias, N, IC, OC, wt_scratch);
-    gpu->linear_forward(d_out, d_inp, d_w, d_bias, N, IC, OC, NULL);  // GPU ignores the scratch
-    expect_close("linear_forward with bias (out overwritten)", out, d_out, (size_t)N * OC, TOL_SUM);
-    ops_cpu.linear_forward(out, inp, w, NULL, N, IC, OC, wt_scratch);
-    gpu->linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, NULL);
-    expect_close("linear_forward without bias", out, d_out, (size_t)N * OC, TOL_SUM);
+    ops_cpu.linear_forward(out, inp, w, bias, N, IC, OC, bf16_in, scratch);
+    gpu->linear_forward(d_out, d_inp, d_w, d_bias, N, IC, OC, bf16_in, d_scratch);
+    snprintf(what, sizeof what, "%slinear_forward with bias (out overwritten)", p);
+    expect_close(what, out, d_out, (size_t)N * OC, TOL_SUM);
+    if (bf16_in) {
+        float *fp32_out = host_floats((size_t)N * OC), *wt = host_floats((size_t)IC * OC);
+        ops_cpu.linear_forward(fp32_out, inp, w, bias, N, IC, OC, 0, wt);
+        const float *g = to_host(d_out, (size_t)N * OC);
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)N * OC; i++) worst = fmax(worst, fabs(g[i] - fp32_out[i]));
+        EXPECT(worst > 1e-3, "bf16 operands: the GPU rounds them (its result is %.3g from fp32's, more than 1e-3)",
+               worst);
+    }
+    ops_cpu.linear_forward(out, inp, w, NULL, N, IC, OC, bf16_in, scratch);
+    gpu->linear_forward(d_out, d_inp, d_w, NULL, N, IC, OC, bf16_in, d_scratch);
+    snprintf(what, sizeof what, "%slinear_forward without bias", p);
+    expect_close(what, out, d_out, (size_t)N * OC, TOL_SUM);
 
     // Backward: dinp starts as garbage (overwritten), dweight and dbias as random values
     // (accumulated). A second GPU run starts from the same values.
@@ -207,21 +226,24 @@ static void test_linear(void) {
         d_dinp[run] = to_device(dinp, (size_t)N * IC);
         d_dw[run] = to_device(dw, (size_t)OC * IC);
         d_db[run] = to_device(db, OC);
-        gpu->linear_backward(d_dinp[run], d_dw[run], d_db[run], d_dout, d_inp, d_w, N, IC, OC);
+        gpu->linear_backward(d_dinp[run], d_dw[run], d_db[run], d_dout, d_inp, d_w, N, IC, OC, bf16_in, d_scratch);
     }
-    ops_cpu.linear_backward(dinp, dw, db, dout, inp, w, N, IC, OC);
-    expect_close("linear_backward dinp (overwritten)", dinp, d_dinp[0], (size_t)N * IC, TOL_SUM);
-    expect_close("linear_backward dweight (added to its previous value)", dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
-    expect_close("linear_backward dbias (added to its previous value)", db, d_db[0], OC, TOL_SUM);
+    ops_cpu.linear_backward(dinp, dw, db, dout, inp, w, N, IC, OC, bf16_in, scratch);
+    snprintf(what, sizeof what, "%slinear_backward dinp (overwritten)", p);
+    expect_close(what, dinp, d_dinp[0], (size_t)N * IC, TOL_SUM);
+    snprintf(what, sizeof what, "%slinear_backward dweight (added to its previous value)", p);
+    expect_close(what, dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
+    snprintf(what, sizeof what, "%slinear_backward dbias (added to its previous value)", p);
+    expect_close(what, db, d_db[0], OC, TOL_SUM);
     expect_same_run("linear_backward dbias", d_db[0], d_db[1], OC);
     expect_same_run("linear_backward dinp", d_dinp[0], d_dinp[1], (size_t)N * IC);
     expect_same_run("linear_backward dweight", d_dw[0], d_dw[1], (size_t)OC * IC);
 
     // NULL dinp and dbias are skipped; dweight accumulates a second time.
-    ops_cpu.linear_backward(NULL, dw, NULL, dout, inp, w, N, IC, OC);
-    gpu->linear_backward(NULL, d_dw[0], NULL, d_dout, d_inp, d_w, N, IC, OC);
-    expect_close("linear_backward with dinp and dbias NULL: dweight accumulates again", dw, d_dw[0], (size_t)OC * IC,
-                 TOL_SUM);
+    ops_cpu.linear_backward(NULL, dw, NULL, dout, inp, w, N, IC, OC, bf16_in, scratch);
+    gpu->linear_backward(NULL, d_dw[0], NULL, d_dout, d_inp, d_w, N, IC, OC, bf16_in, d_scratch);
+    snprintf(what, sizeof what, "%slinear_backward with dinp and dbias NULL: dweight accumulates again", p);
+    expect_close(what, dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
     free_buffers();
 }
 
@@ -326,7 +348,7 @@ static void test_column_sums(int N, int C) {
     // A Linear with IC = 1: its bias gradient is dout's column sums (dweight is not tested here).
     float *d_x = to_device(filled((size_t)N, 1.0f), (size_t)N), *d_weight = to_device(filled((size_t)C, 0.5f), (size_t)C);
     float *d_dweight = to_device(filled((size_t)C, 0.0f), (size_t)C), *d_dbias = to_device(init_b, (size_t)C);
-    gpu->linear_backward(NULL, d_dweight, d_dbias, d_dout, d_x, d_weight, N, 1, C);
+    gpu->linear_backward(NULL, d_dweight, d_dbias, d_dout, d_x, d_weight, N, 1, C, 0, NULL);
     expect_column_sums("linear_backward dbias", d_dbias, init_b, exact_b, abs_b, N, C, 0);
     free_buffers();
 }
@@ -699,7 +721,8 @@ int main(void) {
     printf("# GPU 0: %s\n", desc);
     gpu = cuda_ops();
     test_device();
-    test_linear();
+    test_linear(0);
+    test_linear(1);
     test_layernorm();
     // Column sums: ragged strip and slab, one row, one column, one row short of a slab, both
     // one, and many slabs (8195 = 32 * 256 + 3 rows).

@@ -155,39 +155,78 @@ __global__ static void broadcast_rows_kernel(float *out, const float *bias, int 
     if (i < (size_t)N * OC) out[i] = bias[i % OC];
 }
 
+// bf16 operands (--mixed, ops.h): each operand is rounded into a bf16 copy in the Linear's
+// scratch (with bf16.h's bits, as the CPU rounds), then cublasGemmEx multiplies the copies on
+// the tensor cores, accumulating in fp32 into the fp32 result (CUBLAS_COMPUTE_32F). The
+// copies sit where ops.c's linear_scratch_floats() puts the CPU's fp32 ones, each part at a
+// multiple of 16 bytes of the scratch (a bf16 copy takes half of its part).
+static const size_t LINEAR_ALIGN_FLOATS = 8;  // ops.c's LINEAR_ALIGN
+
+static bf16 *bf16_part(float *scratch, size_t *used, size_t n) {
+    bf16 *p = (bf16 *)(scratch + *used);
+    *used += (n + LINEAR_ALIGN_FLOATS - 1) / LINEAR_ALIGN_FLOATS * LINEAR_ALIGN_FLOATS;
+    return p;
+}
+
+static void cuda_to_bf16(bf16 *dst, const float *src, size_t n);
+
+static bf16 *bf16_copy(float *scratch, size_t *used, const float *src, size_t n) {
+    bf16 *p = bf16_part(scratch, used, n);
+    cuda_to_bf16(p, src, n);
+    return p;
+}
+
+// C = alpha op(A) op(B) + beta C, cuBLAS's column-major view, with A and B bf16 or fp32 and C fp32.
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
+                 const void *B, int ldb, float beta, float *C, int ldc, int bf16_in) {
+    CudaContext *c = cuda_context();
+    const float one = 1.0f;
+    if (!bf16_in) {
+        cublasCheck(cublasSgemm(c->cublas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
+                                C, ldc));
+        return;
+    }
+    cublasCheck(cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
-                                int OC, float *wt_scratch) {
-    (void)wt_scratch;  // cuBLAS reads W transposed in place
+                                int OC, int bf16_in, float *scratch) {
     CudaContext *c = cuda_context();
     if (N == 0 || OC == 0) return;
-    const float one = 1.0f, zero = 0.0f;
     if (bias) {
         broadcast_rows_kernel<<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
         cudaCheck(cudaGetLastError());
     }
+    const void *w = weight, *x = inp;  // fp32: cuBLAS reads W transposed in place, no scratch
+    if (bf16_in) {
+        size_t used = 0;
+        w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
+        x = bf16_copy(scratch, &used, inp, (size_t)N * IC);
+    }
     // Row-major out[N,OC] = inp[N,IC] W^T, read by cuBLAS as out^T[OC,N] = W[OC,IC] inp^T[IC,N]:
     // W is stored as column-major W^T[IC,OC] (ld IC), so op T gives W; inp is stored as
     // column-major inp^T[IC,N] (ld IC), op N. beta = 1 adds to the bias, beta = 0 ignores out.
-    cublasCheck(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, weight, IC, inp, IC,
-                            bias ? &one : &zero, out, OC));
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, bias ? 1.0f : 0.0f, out, OC, bf16_in);
 }
 
 static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                 const float *weight, int N, int IC, int OC) {
-    CudaContext *c = cuda_context();
-    const float one = 1.0f, zero = 0.0f;
-    if (dinp) {
-        // Row-major dinp[N,IC] = dout[N,OC] W[OC,IC], read as dinp^T[IC,N] = W^T[IC,OC] dout^T[OC,N]:
-        // both are stored exactly so (ld IC and ld OC), op N twice. beta = 0: overwritten.
-        cublasCheck(
-            cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &one, weight, IC, dout, OC, &zero, dinp, IC));
+                                 const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+    const void *d = dout, *x = inp, *w = weight;
+    if (bf16_in) {
+        size_t used = 0;
+        d = bf16_copy(scratch, &used, dout, (size_t)N * OC);
+        x = bf16_copy(scratch, &used, inp, (size_t)N * IC);
+        w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
     }
+    // Row-major dinp[N,IC] = dout[N,OC] W[OC,IC], read as dinp^T[IC,N] = W^T[IC,OC] dout^T[OC,N]:
+    // both are stored exactly so (ld IC and ld OC), op N twice. beta = 0: overwritten.
+    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, d, OC, 0.0f, dinp, IC, bf16_in);
     // Row-major dW[OC,IC] += dout^T[OC,N] inp[N,IC], read as dW^T[IC,OC] += inp^T[IC,N] dout[N,OC]:
     // inp is stored as inp^T (ld IC), op N; dout is stored as dout^T[OC,N] (ld OC), op T gives
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
-    cublasCheck(
-        cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &one, inp, IC, dout, OC, &one, dweight, IC));
-    if (dbias) column_sums(dbias, dout, N, OC);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in);
+    if (dbias) column_sums(dbias, dout, N, OC);  // of the fp32 dout, as on the CPU
 }
 
 // ---------------------------------------------------------------------------------------
