@@ -48,6 +48,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
         test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
+        test_mixed) run "$name" "$t" "$BUILD/shardlab" "$BUILD/labs" "$BUILD/san/labs" ;;
         test_nonfinite) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/san/shardlab" ;;
         test_grade) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" "$BUILD/shardlab" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;

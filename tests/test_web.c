@@ -444,15 +444,19 @@ static void check_pages(void) {
            "the home page links every term and lesson (%d of 65) and has the lexicon search", linked);
     resp_free(&home);
     const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
-    int forms = 0;
+    int forms = 0, mixed = 0;
     for (int i = 0; i < 9; i++) {
         char path[64];
         snprintf(path, sizeof path, "/labs/%s", labs[i]);
         Resp r = request("GET", path, NULL, NULL);
         forms += r.status == 200 && strstr(r.body, "id=\"lab-form\"") != NULL;
+        const char *want = "type=\"checkbox\" id=\"f-mixed\" name=\"mixed\"";
+        const char *box = r.body ? strstr(r.body, want) : NULL;
+        mixed += box && !strstr(box + strlen(want), "id=\"f-mixed\"") && strcmp(labs[i], "collectives") != 0;
         resp_free(&r);
     }
     EXPECT(forms == 9, "every lab has a form page (%d of 9)", forms);
+    EXPECT(mixed == 8, "every training lab's form has one --mixed checkbox (%d of 8)", mixed);
     EXPECT(get_status("/lexicon/no-such-term") == 404 && get_status("/lessons/99-nothing") == 404 &&
            get_status("/labs/rm") == 404 && get_status("/runs/no-such-run") == 404 && get_status("/nowhere") == 404 &&
            get_status("/api/runs/no-such-run") == 404,

@@ -519,6 +519,7 @@ const LabField web_common_fields[] = {
     {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
     {"heads", FIELD_INT, 1, 64, NULL, "attention heads"},
     {"attn", FIELD_CHOICE, 0, 0, "flash|naive", "attention: flash (keeps NH floats a token) or naive (NH T)"},
+    {"mixed", FIELD_FLAG, 0, 0, NULL, "mixed precision: bf16 operands into the matrix products (zero, fsdp: bf16 storage too)"},
     {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"},
     {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
     {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},
@@ -533,13 +534,11 @@ static const LabField DDP[] = {
 };
 static const LabField ZERO[] = {
     {"stage", FIELD_INT, 0, 3, NULL, "ZeRO stage"},
-    {"mixed", FIELD_FLAG, 0, 0, NULL, "bf16 weights and gradients, fp32 master weights"},
     {"offload", FIELD_FLAG, 0, 0, NULL, "optimizer on the host (stages 1-3)"},
 };
 static const LabField FSDP[] = {
     {"prefetch", FIELD_FLAG, 0, 0, NULL, "gather the next unit early"},
     {"no-reshard", FIELD_FLAG, 0, 0, NULL, "keep gathered weights for backward"},
-    {"mixed", FIELD_FLAG, 0, 0, NULL, "bf16 storage, fp32 master weights"},
 };
 static const LabField TP[] = {
     {"sp", FIELD_FLAG, 0, 0, NULL, "sequence parallelism"},
@@ -566,17 +565,19 @@ static const LabField COLLECTIVES[] = {
     {"algo", FIELD_CHOICE, 0, 0, "auto|ring|direct", "algorithm"},
 };
 
+#define FIELDS(table) table, (int)(sizeof table / sizeof table[0])
 const LabForm web_lab_forms[] = {
     {"single", "one rank: where training memory goes", NULL, 0},
-    {"collectives", "every collective timed and checked", COLLECTIVES, 2},
-    {"ddp", "data parallelism from scratch", DDP, 3},
-    {"zero", "ZeRO stages 0-3", ZERO, 3},
-    {"fsdp", "fully sharded data parallel", FSDP, 3},
-    {"tp", "tensor parallelism", TP, 3},
-    {"pp", "pipeline parallelism", PP, 4},
-    {"ckpt", "activation checkpointing", CKPT, 1},
-    {"shard", "data sharding", SHARD, 4},
+    {"collectives", "every collective timed and checked", FIELDS(COLLECTIVES)},
+    {"ddp", "data parallelism from scratch", FIELDS(DDP)},
+    {"zero", "ZeRO stages 0-3", FIELDS(ZERO)},
+    {"fsdp", "fully sharded data parallel", FIELDS(FSDP)},
+    {"tp", "tensor parallelism", FIELDS(TP)},
+    {"pp", "pipeline parallelism", FIELDS(PP)},
+    {"ckpt", "activation checkpointing", FIELDS(CKPT)},
+    {"shard", "data sharding", FIELDS(SHARD)},
 };
+#undef FIELDS
 const int web_nlab_forms = (int)(sizeof web_lab_forms / sizeof web_lab_forms[0]);
 
 const LabForm *web_lab_form(const char *lab) {

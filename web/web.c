@@ -483,8 +483,8 @@ static int page_lab(Web *w, struct mg_connection *c, const char *name) {
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
     if (trains) {
         // The shape of the run, from the table POST /api/runs checks against.
-        static const char *const shape[] = {"layers", "dim", "batch", "accum", "attn"};
-        for (int k = 0; k < 5; k++)
+        static const char *const shape[] = {"layers", "dim", "batch", "accum", "attn", "mixed"};
+        for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++)
             for (int i = 0; i < web_ncommon_fields; i++)
                 if (strcmp(web_common_fields[i].name, shape[k]) == 0) field_input(&b, &web_common_fields[i]);
     }

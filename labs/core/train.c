@@ -385,8 +385,9 @@ static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, cons
                           const MemRow *rows, int nrows, const DdpMemory *ddp) {
     double psi = (double)gpt_num_params(c);
     runlog_printf(log, "\nwhere the memory goes on rank %d: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, "
-                       "L=%d, NH=%d, V=%d, --attn %s\n",
-                  log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab, gpt_attn_name(c->attn));
+                       "L=%d, NH=%d, V=%d, --attn %s%s\n",
+                  log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab, gpt_attn_name(c->attn),
+                  c->mixed ? " --mixed" : "");
     runlog_printf(log, "  %-7s %-30s %14s %14s", "", "formula", "expected", "measured");
     if (ddp) runlog_printf(log, "            DDP holds");
     runlog_printf(log, "\n");

@@ -125,6 +125,11 @@ static void add_str(RefCmd *c, const char *opt, const char *value) {
     c->args[c->na++] = strdup(value);
     sb_printf(&c->text, "%s %s ", opt, value);
 }
+static void add_flag(RefCmd *c, const char *opt) {
+    if (c->na + 1 > 62) return;
+    c->args[c->na++] = strdup(opt);
+    sb_printf(&c->text, "%s ", opt);
+}
 static void ref_cmd_free(RefCmd *c) {
     for (int i = 0; i < c->na; i++) free(c->args[i]);
     sb_free(&c->text);
@@ -232,7 +237,13 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
         c->extra = shard_table, c->nextra = SHARD_NOPTIONS;
     }
     if (k == REF_CKPT_NONE) c->lab = "ckpt", c->world = run->world, accum = grade_cfg_num(run, "accum", 1);
+    // ZeRO's and FSDP's --mixed also keep the weights and gradients in bf16 (single keeps them
+    // in fp32): their single-rank run is ZeRO stage 0 on one rank, the same storage.
+    int mixed = grade_cfg_int(run, "mixed", 0) != 0;
+    int bf16_storage = mixed && k == REF_SINGLE && (!strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp"));
+    if (bf16_storage) c->lab = "zero";
     sb_printf(&c->text, "%s -n %d ", c->lab, c->world);
+    if (bf16_storage) add_str(c, "--stage", "0");
 
     static const char *const nums[][2] = {{"batch", "--batch"}, {"seq", "--seq"},   {"layers", "--layers"},
                                           {"dim", "--dim"},     {"heads", "--heads"}, {"lr", "--lr"},
@@ -257,6 +268,7 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
     add_checked(c, "accum", "--accum", c->accum);
     add_cfg(c, run, "data", "--data", "synthetic", 1);
     add_cfg(c, run, "attn", "--attn", "naive", 1);  // a run from before --attn ran naive attention
+    if (mixed) add_flag(c, "--mixed");  // the same bf16 operands
     const JsonValue *init = json_get(run->config, "init");
     if (init && init->type != JSON_NULL) add_cfg(c, run, "init", "--init", NULL, 1);
     if (!strcmp(c->lab, "shard")) add_shard(c, run);

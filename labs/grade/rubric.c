@@ -46,9 +46,17 @@
 // within 0.02 nats (0.05 for the gradient norm) where the curve is so low that 2% is less:
 // shard's 64 items learnt by heart in 1000 steps end at a loss of 0.12, where two correct runs
 // were 0.003 nats (2.5%) apart; another seed is 0.3 nats away.
+// With --mixed the products' operands are rounded to bf16, so a last-bit difference in a
+// weight now and then rounds it to the neighbouring bf16, 2^-8 away: the same correct run drifts
+// from its reference faster (measured over 20 steps of the default shape: ddp and tp 4e-5 in
+// the loss and 7e-5 in the gradient norm from single --mixed; zero --mixed at N=2 5.8e-5 and
+// 2.8e-4 from ZeRO stage 0 on one rank), so the first steps and the replays are held to
+// LOSS_TOL_MIXED and GRAD_NORM_RTOL_MIXED, still an order below what a lost gradient does.
 #define STRICT_STEPS GRADE_REPLAY_STEPS
 #define LOSS_TOL 1e-5
 #define GRAD_NORM_RTOL 1e-4
+#define LOSS_TOL_MIXED 2e-4
+#define GRAD_NORM_RTOL_MIXED 1e-3
 #define CURVE_BINS 10
 #define LOSS_CURVE_RTOL 0.02
 #define LOSS_CURVE_ATOL 0.02
@@ -62,6 +70,7 @@ GptConfig grade_model(const GradeRun *run) {
     // A run from before --attn ran naive attention; a value that is neither name is refused
     // before any formula uses it (grade_model_ok).
     m.attn = gpt_attn_parse(grade_cfg_str(run, "attn", "naive"));
+    m.mixed = grade_cfg_int(run, "mixed", 0) != 0;  // (bf16 operands: the pass's workspace is larger)
     return m;
 }
 
@@ -261,10 +270,13 @@ static void check_against_ref(Ctx *x, GradeCheck *c, const char *field, int rela
 }
 
 static void check_loss(Ctx *x, GradeCheck *c) {
-    check_against_ref(x, c, "loss", 0, LOSS_TOL, LOSS_CURVE_RTOL, LOSS_CURVE_ATOL);
+    int mixed = grade_cfg_int(x->run, "mixed", 0) != 0;
+    check_against_ref(x, c, "loss", 0, mixed ? LOSS_TOL_MIXED : LOSS_TOL, LOSS_CURVE_RTOL, LOSS_CURVE_ATOL);
 }
 static void check_grads(Ctx *x, GradeCheck *c) {
-    check_against_ref(x, c, "grad_norm", 1, GRAD_NORM_RTOL, GRAD_CURVE_RTOL, GRAD_CURVE_ATOL);
+    int mixed = grade_cfg_int(x->run, "mixed", 0) != 0;
+    check_against_ref(x, c, "grad_norm", 1, mixed ? GRAD_NORM_RTOL_MIXED : GRAD_NORM_RTOL, GRAD_CURVE_RTOL,
+                      GRAD_CURVE_ATOL);
 }
 
 // ---- mem.formula: what each rank holds after a step, and the most it held at once ----------

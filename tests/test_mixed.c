@@ -1,0 +1,143 @@
+// test_mixed.c — --mixed on every training lab, as a student runs it and an instructor grades it.
+//
+// usage: test_mixed SHARDLAB LABS SAN_LABS   (the optimized launcher, the optimized and the
+//                                            sanitized lab programs)
+//
+// --mixed rounds both operands of every Linear layer's product to bf16 and sums in fp32 (ops.h);
+// zero and fsdp also store their weights and gradients in bf16. For each training lab, 8 steps
+// at the default shape, fp32 and --mixed, checks:
+//   - both exit 0: every lab's memory table matched its formulas to the byte (a mismatch
+//     dies), with the bf16 operands' scratch inside the counted workspace;
+//   - meta.json's config says "mixed": true (false without it), and the memory table's header
+//     names --mixed;
+//   - the rounding reached that lab's own products: its --mixed losses are not its fp32 ones
+//     (tp runs its own Linear calls, ckpt its recomputation);
+//   - the grader grades the --mixed run with full marks, against a reference that ran with
+//     --mixed: single's for the labs that keep fp32 weights, ZeRO stage 0 on one rank for zero
+//     and fsdp, whose weights and gradients are bf16 (grade-args.txt says which);
+//   - the sanitized single and tp run --mixed clean under ASan/UBSan (the bf16 operands'
+//     scratch parts are written within their bounds).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "labtest.h"
+#include "shelltest.h"
+#include "test.h"
+
+static const char *shardlab, *lab_programs, *san_labs;
+static char workdir[300];
+
+enum { STEPS = 8 };
+
+typedef struct {
+    const char *lab, *args;  // the lab and its own options
+    int n;
+    const char *ref;         // what grade-args.txt must start with
+} Lab;
+
+static const Lab LABS[] = {
+    {"single", "", 1, "single -n 1 "},
+    {"ddp", "", 2, "single -n 1 "},
+    {"zero", "--stage 3", 2, "zero -n 1 --stage 0 "},
+    {"fsdp", "", 2, "zero -n 1 --stage 0 "},
+    {"tp", "", 2, "single -n 1 "},
+    {"pp", "", 2, "single -n 1 "},
+    {"ckpt", "", 2, "single -n 1 "},
+    {"shard", "", 2, "shard -n 1 "},
+};
+
+// Runs the lab into workdir/<lab>-<tag>; its output, and the exit status in *rc.
+static char *run_lab(const Lab *l, const char *tag, const char *extra, const char *labs_dir, int *rc) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' '%s' run %s -n %d --steps %d %s %s --run-dir '%s/%s-%s'", labs_dir,
+             shardlab, l->lab, l->n, STEPS, l->args, extra, workdir, l->lab, tag);
+    return test_sh(NULL, cmd, rc);
+}
+
+static int losses(const char *lab, const char *tag, double *out) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
+    Events ev;
+    load_events(dir, &ev);
+    const JsonValue *steps[STEPS + 1];
+    int n = step_events(&ev, steps, STEPS + 1);
+    for (int i = 0; i < n && i < STEPS; i++) out[i] = num(steps[i], "loss");
+    free_events(&ev);
+    return n;
+}
+
+static int config_mixed(const char *lab, const char *tag) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
+    JsonValue *meta = load_json_file(dir, "meta.json");
+    const JsonValue *cfg = meta ? json_get(meta, "config") : NULL;
+    const JsonValue *m = cfg ? json_get(cfg, "mixed") : NULL;
+    int v = m && m->type == JSON_BOOL ? m->boolean : -1;
+    json_free(meta);
+    return v;
+}
+
+static void check_lab(const Lab *l) {
+    int rc32, rc16;
+    char *o32 = run_lab(l, "fp32", "", lab_programs, &rc32), *o16 = run_lab(l, "mixed", "--mixed", lab_programs, &rc16);
+    EXPECT(rc32 == 0 && rc16 == 0, "%s at N=%d: fp32 and --mixed runs exit 0, their memory tables equal to the byte "
+           "(exit %d, %d)%s%s", l->lab, l->n, rc32, rc16, rc16 ? ": " : "", rc16 ? one_line(o16) : "");
+    EXPECT(strstr(o16, "--attn flash --mixed\n") && !strstr(o32, "--mixed"),
+           "%s: the --mixed run's memory table names --mixed in its header, the fp32 run's does not", l->lab);
+    EXPECT(config_mixed(l->lab, "mixed") == 1 && config_mixed(l->lab, "fp32") == 0,
+           "%s: meta.json's config says \"mixed\": true with --mixed, false without", l->lab);
+    double a[STEPS] = {0}, b[STEPS] = {0}, worst = 0;
+    int na = losses(l->lab, "fp32", a), nb = losses(l->lab, "mixed", b);
+    for (int i = 0; i < STEPS; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+    EXPECT(na == STEPS && nb == STEPS && worst > 1e-6 && worst < 1e-2,
+           "%s: the bf16 operands change its losses, a little (%d and %d steps; at most %.3g apart)", l->lab, na, nb,
+           worst);
+    free(o32);
+    free(o16);
+
+    // Graded, as an instructor would: full marks, against a reference with the same precision.
+    char cmd[2048], path[800];
+    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' '%s' grade '%s/%s-mixed'", lab_programs, shardlab, workdir, l->lab);
+    int rc;
+    char *g = test_sh(NULL, cmd, &rc);
+    const char *fail = strstr(g, "FAIL");
+    EXPECT(rc == 0 && !fail, "%s --mixed graded: every check passes (exit %d)%s%.300s", l->lab, rc, fail ? ": " : "",
+           fail ? fail : "");
+    free(g);
+    snprintf(path, sizeof path, "%s/%s-mixed/ref-%s/grade-args.txt", workdir, l->lab, !strcmp(l->ref, "shard -n 1 ") ? "shard"
+                                                                                 : l->ref[0] == 'z'                 ? "zero"
+                                                                                                                    : "single");
+    char *args = read_file(path, NULL);
+    EXPECT(args && !strncmp(args, l->ref, strlen(l->ref)) && strstr(args, " --mixed"),
+           "%s --mixed: the grader's reference ran '%s... --mixed' (%s: %.200s)", l->lab, l->ref, path,
+           args ? args : "missing");
+    free(args);
+}
+
+static void check_sanitized(const char *lab, const char *args, int n) {
+    Lab l = {lab, args, n, NULL};
+    int rc;
+    char *out = run_lab(&l, "san", "--mixed", san_labs, &rc);
+    EXPECT(rc == 0 && !strstr(out, "AddressSanitizer") && !strstr(out, "runtime error"),
+           "sanitized %s --mixed at N=%d runs clean under ASan/UBSan (exit %d)%s%s", lab, n, rc, rc ? ": " : "",
+           rc ? one_line(out) : "");
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_mixed SHARDLAB LABS SAN_LABS\n");
+        return 2;
+    }
+    shardlab = argv[1], lab_programs = argv[2], san_labs = argv[3];
+    snprintf(workdir, sizeof workdir, "/tmp/shardlab-test-mixed-%d", (int)getpid());
+    for (size_t i = 0; i < sizeof LABS / sizeof LABS[0]; i++) check_lab(&LABS[i]);
+    check_sanitized("single", "--accum 2", 1);
+    check_sanitized("tp", "--sp --vocab-parallel", 2);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+    if (system(cmd) != 0) printf("# could not remove %s\n", workdir);
+    return test_done();
+}
