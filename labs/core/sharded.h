@@ -23,9 +23,10 @@
 // Psi' = N * sum of s over units is the padded parameter count; Psi' - Psi elements of
 // padding in all. The labs' memory formulas are in Psi' and say so.
 //
-// Precision. --mixed stores parameters and gradients in bf16 (2 bytes) and computes in fp32:
-// a layer's bf16 weights are widened to an fp32 copy to run it, its fp32 gradient is rounded
-// (to nearest, ties to even) into bf16. The optimizer keeps fp32 master weights beside the
+// Precision. --mixed stores parameters and gradients in bf16 (2 bytes): a layer's bf16
+// weights are widened to an fp32 copy to run it (whose Linear layers, as in every lab under
+// --mixed, round their products' operands to bf16 and sum in fp32: ops.h), its fp32 gradient
+// is rounded (to nearest, ties to even) into bf16. The optimizer keeps fp32 master weights beside the
 // moments, 12 bytes per parameter: the ZeRO paper's mixed-precision accounting (K = 12).
 // Without --mixed everything is fp32 and AdamW updates the parameters themselves (8 bytes of
 // state per parameter).
