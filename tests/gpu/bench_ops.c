@@ -1,5 +1,5 @@
 // bench_ops.c — the GPU's attention kernels (naive and flash), LayerNorm's backward and a
-// Linear backward timed alone, at one model shape (default: GPT-2 small's, B=8 T=1024 C=768
+// Linear backward (fp32, and with --mixed's bf16 operands) timed alone, at one model shape (default: GPT-2 small's, B=8 T=1024 C=768
 // NH=12), with the two variants of attention checked against each other at that size.
 //
 // Usage: bench_ops [B T C NH]   (on a machine with a GPU; without one it says so, exit 0)
@@ -78,9 +78,10 @@ typedef struct {
     int B, T, C, NH;
     float *qkv, *out, *att, *lse, *dout, *dqkv;
     float *x, *w, *mean, *rstd, *dx, *dw, *db, *dy, *wide_w, *wide_dw, *wide_db;
+    float *lin;  // a Linear's scratch for bf16 operands (linear_scratch_floats)
 } Bench;
 
-typedef enum { NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_BWD } Op;
+typedef enum { NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_BWD, LINEAR_BWD_BF16 } Op;
 
 static void run_op(Bench *b, Op op) {
     const Ops *o = b->ops;
@@ -95,6 +96,9 @@ static void run_op(Bench *b, Op op) {
     case LN_BWD: o->layernorm_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, b->mean, b->rstd, N, C); break;
     case LINEAR_BWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias' column sums
         o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C, 0, NULL);
+        break;
+    case LINEAR_BWD_BF16:  // the same with --mixed's bf16 operands (their copies included)
+        o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C, 1, b->lin);
         break;
     }
 }
@@ -163,6 +167,7 @@ int main(int argc, char **argv) {
     b.mean = device_random(N, 6, -0.1, 0.1), b.rstd = device_random(N, 7, 0.9, 1.1);
     b.wide_w = device_random((size_t)4 * C * C, 8, -0.05, 0.05);
     b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_floats((size_t)4 * C);
+    b.lin = device_floats(linear_scratch_floats((int)N, C, 4 * C, 1));
     // The kernels' own workspace, planned as a lab's pass plans it (naive's dS is the largest).
     size_t ws_bytes = ops_gpu_workspace_bytes(B, T, C, NH, 256, 0);
     b.ops->use_workspace(device_floats(ws_bytes / sizeof(float) + 1), ws_bytes);
@@ -189,6 +194,7 @@ int main(int argc, char **argv) {
         {"attention flash backward", FLASH_BWD, 4 * product},
         {"layernorm backward", LN_BWD, 0},
         {"linear backward C->4C (with bias)", LINEAR_BWD, 2.0 * 2 * N * C * 4 * C},
+        {"linear backward C->4C, bf16 operands (--mixed)", LINEAR_BWD_BF16, 2.0 * 2 * N * C * 4 * C},
     };
     printf("| op | ms | TFLOP/s |\n|---|---|---|\n");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -204,6 +210,9 @@ int main(int argc, char **argv) {
     double ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
     printf("| attention flash forward, TF32 | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
     printf("| attention flash backward, TF32 | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
+    double ms_nf = time_op(&b, NAIVE_FWD), ms_nb = time_op(&b, NAIVE_BWD);  // cuBLAS's products in TF32
+    printf("| attention naive forward, TF32 | %.3f | %.1f |\n", ms_nf, rows[0].flops / ms_nf / 1e9);
+    printf("| attention naive backward, TF32 | %.3f | %.1f |\n", ms_nb, rows[1].flops / ms_nb / 1e9);
     cuda_close();
     return ok && tf_ok ? 0 : 1;
 }
