@@ -193,7 +193,7 @@ static void compare_policies(Work *w, const CkptPolicy *policies, int np, int re
         for (int l = 0; l < nl; l++) differ += p->kind != CKPT_NONE && hash[l] != hash_none[l];
         if (log->rank == 0)
             runlog_printf(log, "  %-6s %3d of %-3d  %-27s %11s %11s %11s %s %9.2f %7.2f %9.3f\n", p->name, p->recomputed,
-                          c->layers, ckpt_acts_formula(p), format_bytes(f, sizeof f, expect - W),
+                          c->layers, ckpt_acts_formula(c, p), format_bytes(f, sizeof f, expect - W),
                           format_bytes(t, sizeof t, expect), format_bytes(m, sizeof m, measured),
                           measured == expect ? "ok" : "!!", median, median / ms_none,
                           1.0 + p->recomputed / (3.0 * c->layers));
@@ -288,7 +288,7 @@ int main(int argc, char **argv) {
         {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
         {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
         {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = ckpt_acts_formula(&policy), .expect = acts_bytes},
+        {.cat = MEM_ACTS, .formula = ckpt_acts_formula(&cfg, &policy), .expect = acts_bytes},
         {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
     };
     train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);

@@ -384,7 +384,7 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
     if (!o.bwd) {
         // Activations for this chunk's layers, and its input: received, or handed over.
         gpt_acts_alloc_layers(a, c, x->micro, lo, hi, r->mem);
-        size_t bytes = gpt_acts_layers_floats(c, x->micro, lo, hi) * sizeof(float);
+        size_t bytes = gpt_acts_layers_bytes(c, x->micro, lo, hi);
         r->live++, r->live_bytes += bytes;
         if (r->live > r->live_max) r->live_max = r->live;
         if (r->live_bytes > r->live_bytes_max) r->live_bytes_max = r->live_bytes;
@@ -436,7 +436,7 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
             q->x = (DistP2p){.send = 1, .peer = q->to, .buf = buf, .n = r->msg_floats, .tag = o.mb};
             q->ready = 1;
         }
-        r->live--, r->live_bytes -= gpt_acts_layers_floats(c, x->micro, lo, hi) * sizeof(float);
+        r->live--, r->live_bytes -= gpt_acts_layers_bytes(c, x->micro, lo, hi);
         gpt_acts_free(a, r->mem);
     }
     return loss;
@@ -616,7 +616,7 @@ int main(int argc, char **argv) {
     for (int k = s; k < pp.K; k += pp.p) {
         runlog_printf(&log, " %d..%d (chunk %d: %s per micro-batch in flight)", pp.first[k], pp.last[k], k,
                       format_bytes(text, sizeof text,
-                                   (double)gpt_acts_layers_floats(&cfg, micro, pp.first[k], pp.last[k]) * 4));
+                                   (double)gpt_acts_layers_bytes(&cfg, micro, pp.first[k], pp.last[k])));
     }
     runlog_printf(&log, "\nrank %d is stage %d of pipeline %d; the pipeline trains on sequences %d..%d of each global "
                         "batch of %d, in %d micro-batches of %d\n",

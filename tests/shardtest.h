@@ -1,6 +1,6 @@
 // shardtest.h — reading and grading the runs of the sharded labs (zero, fsdp).
 //
-// Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), ddp_lab_total(),
+// Defines: MAX_STEPS, RankLog, Run, read_rank(), run_lab(), ran_clean(), mixed_acts_saving(), ddp_lab_total(),
 //          Layout, layout(), worst_vs(), same_losses(), replicas_equal(), exits_2_with_one_line().
 //
 // A test includes labtest.h and test.h first and defines STEPS (steps per run). (tp's test
@@ -99,6 +99,11 @@ static inline int ran_clean(const Run *run, const char *what) {
     return EXPECT(ok && schema == 0, "%s: all %d ranks exit 0 with %d schema-valid steps, an ok end and their checks "
                                      "passed (status %d; %s)", what, run->n, STEPS, run->status, run->r[0].problem);
 }
+
+// What --mixed takes off DDP's activations at the labs' default shape (B 8, T 64, C 64, L 2)
+// on n ranks with K micro-batches: a block's ln1, ln2 and fch_gelu and the head's lnf kept as
+// bf16s (gpt.h), 2 bytes a value fewer: 2 (B/(n K)) T (6 L C + C).
+static inline double mixed_acts_saving(int n, int K) { return 2.0 * (8.0 / (n * K)) * 64 * (6 * 2 * 64 + 64); }
 
 // What DDP's own memory table totals per rank at n ranks and --accum K (the ddp lab beside
 // `lab`, build/labs/zero -> build/labs/ddp, one step, default buckets): the figure the "DDP:

@@ -142,13 +142,18 @@ static void check_layout(void) {
     EXPECT(strcmp(name, "h.1.mlp.c_fc.weight") == 0, "layer 2 tensor 8 is named h.1.mlp.c_fc.weight (got %s)", name);
     // Activations: per token C (embedding) + L(16C + 4 + NH*T) + C + 2 + V (head).
     size_t per_token = C + L * (16 * C + 4 + 4 * T) + C + 2 + V;
-    EXPECT(gpt_acts_floats(&c, 5) == 5 * T * per_token, "activation floats equal the closed form");
+    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * per_token, "activation bytes equal the closed form");
     // Flash attention keeps one log-sum-exp per head and token instead of NH*T probabilities.
     c.attn = GPT_ATTN_FLASH;
     size_t flash_per_token = C + L * (16 * C + 4 + 4) + C + 2 + V;
-    EXPECT(gpt_acts_floats(&c, 5) == 5 * T * flash_per_token, "flash: activation floats equal L(16C+4+NH) per token");
-    EXPECT(gpt_acts_floats(&c, 5) + 5 * T * L * 4 * (T - 1) == 5 * T * per_token,
+    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * flash_per_token, "flash: activation bytes equal 4 L(16C+4+NH) per token");
+    EXPECT(gpt_acts_bytes(&c, 5) + 4 * 5 * T * L * 4 * (T - 1) == 4 * 5 * T * per_token,
            "flash saves exactly B T L NH (T-1) floats fewer than naive");
+    // --mixed keeps a block's ln1, ln2, fch_gelu (6C) and the head's lnf (C) as bf16s: 2 bytes
+    // a value fewer each.
+    c.mixed = 1;
+    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * flash_per_token - 2 * 5 * T * (L * 6 * C + C),
+           "--mixed: 2 B T (6 L C + C) bytes fewer (ln1, ln2, fch_gelu, lnf as bf16s)");
 }
 
 static void check_matmul(void) {

@@ -12,6 +12,8 @@
 //     names --mixed;
 //   - the rounding reached that lab's own products: its --mixed losses are not its fp32 ones
 //     (tp runs its own Linear calls, ckpt its recomputation);
+//   - the activations only a Linear layer reads are kept in bf16 (gpt.h): the acts bytes drop,
+//     by 2 B T (6 L C + C) in single's case (tp keeps fp32 activations);
 //   - the grader grades the --mixed run with full marks, against a reference that ran with
 //     --mixed: single's for the labs that keep fp32 weights, ZeRO stage 0 on one rank for zero
 //     and fsdp, whose weights and gradients are bf16 (grade-args.txt says which);
@@ -68,6 +70,22 @@ static int losses(const char *lab, const char *tag, double *out) {
     return n;
 }
 
+// The "acts" bytes of rank 0's last step, less the pass workspace a lab reports holding (pp):
+// the saved activations.
+static double last_acts(const char *lab, const char *tag) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
+    Events ev;
+    load_events(dir, &ev);
+    const JsonValue *steps[STEPS + 1];
+    int n = step_events(&ev, steps, STEPS + 1);
+    const JsonValue *mem = n > 0 ? json_get(steps[n - 1], "mem") : NULL;
+    const JsonValue *ws = n > 0 ? json_get(steps[n - 1], "workspace") : NULL;  // pp holds its pass workspace
+    double acts = mem ? num(mem, "acts") - (ws ? num(steps[n - 1], "workspace") : 0) : -1;
+    free_events(&ev);
+    return acts;
+}
+
 static int config_mixed(const char *lab, const char *tag) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
@@ -94,6 +112,18 @@ static void check_lab(const Lab *l) {
     EXPECT(na == STEPS && nb == STEPS && worst > 1e-6 && worst < 1e-2,
            "%s: the bf16 operands change its losses, a little (%d and %d steps; at most %.3g apart)", l->lab, na, nb,
            worst);
+    // The Linear layers' inputs are kept in bf16 (gpt.h): fewer activation bytes, except in tp,
+    // whose blocks keep theirs in fp32. single's: 2 B T (6 L C + C) fewer (B 8, T 64, L 2, C 64).
+    double a32 = last_acts(l->lab, "fp32"), a16 = last_acts(l->lab, "mixed");
+    if (!strcmp(l->lab, "single"))
+        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (6 * 2 * 64 + 64), "single: --mixed keeps 2 B T (6LC + C) = %.0f bytes fewer "
+               "activations (%.0f vs %.0f)", 2.0 * 8 * 64 * (6 * 2 * 64 + 64), a16, a32);
+    else if (!strcmp(l->lab, "pp"))
+        ;  // its micro-batches' activations are gone by the step's end: its own table checked them
+    else if (!strcmp(l->lab, "tp"))
+        EXPECT(a16 == a32 && a32 > 0, "tp: --mixed keeps its activations in fp32 (%.0f vs %.0f bytes)", a16, a32);
+    else
+        EXPECT(a16 < a32 && a16 > 0, "%s: --mixed keeps fewer activation bytes (%.0f vs %.0f)", l->lab, a16, a32);
     free(o32);
     free(o16);
 

@@ -320,13 +320,14 @@ static void check_ddp_column(void) {
         int fp32 = 1, mixed = 1;
         for (int stage = 0; stage <= 3; stage++) {
             fp32 &= fp32_runs[N][stage].r[0].ddp_total == ddp;
-            mixed &= mixed_runs[N][stage].r[0].ddp_total == ddp - 2 * psi;
+            mixed &= mixed_runs[N][stage].r[0].ddp_total == ddp - 2 * psi - mixed_acts_saving(N, 1);
         }
         EXPECT(fp32, "N=%d: every stage's \"DDP: X per rank\" is the total of ddp's own table at N=%d, %.0f bytes "
                      "(stage 2 prints %.0f)", N, N, ddp, fp32_runs[N][2].r[0].ddp_total);
         EXPECT(mixed, "N=%d --mixed: every stage's is that total less 2 Psi, DDP in the same precision (2 bytes instead "
-                      "of 4 for weights, gradients and buckets, 12 instead of 8 of optimizer state): %.0f bytes (stage "
-                      "2 prints %.0f)", N, ddp - 2 * psi, mixed_runs[N][2].r[0].ddp_total);
+                      "of 4 for weights, gradients and buckets, 12 instead of 8 of optimizer state), and less its "
+                      "activations kept in bf16: %.0f bytes (stage 2 prints %.0f)", N,
+               ddp - 2 * psi - mixed_acts_saving(N, 1), mixed_runs[N][2].r[0].ddp_total);
     }
 }
 

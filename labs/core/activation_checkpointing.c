@@ -40,27 +40,33 @@ void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L) {
 // count of the layout below is checked against it.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p) {
     double T = c->seq, C = c->dim, L = c->layers;
-    double b = (double)gpt_block_acts_per_token(c);  // a block's floats per token
-    double per_token = 2 * C + 2 + c->vocab;
+    double b = (double)gpt_block_acts_bytes_per_token(c);  // a block's bytes per token
+    // The embedding's output and the head's activations; a block's input or output is 4C
+    // (fp32 under --mixed too).
+    double per_token = 4 * C + (double)gpt_head_acts_bytes_per_token(c);
     if (p->kind == CKPT_NONE) {
         per_token += L * b;
     } else if (p->kind == CKPT_SQRT) {
         double s = ceil(sqrt(L)), n = ceil(L / s);
-        per_token += n * C + s * b - C;
+        per_token += 4 * n * C + s * b - 4 * C;
     } else {
         double k = floor(L / p->K);  // checkpointed blocks
-        per_token += (L - k) * b + k * C + b - C;
+        per_token += (L - k) * b + 4 * k * C + b - 4 * C;
     }
-    return 4.0 * B * T * per_token;
+    return B * T * per_token;
 }
 
-const char *ckpt_acts_formula(const CkptPolicy *p) {
+const char *ckpt_acts_formula(const GptConfig *c, const CkptPolicy *p) {
     static const char *texts[] = {"4BT(2C+2+V+Lb)", "4BT(2C+2+V+LC+b-C)", "4BT(2C+2+V+nC+sb-C)",
                                   "4BT(2C+2+V+(L-c)b+cC+b-C)"};
-    return texts[p->kind];
+    // --mixed: in bytes, b too (the head's lnf and a block's Linear inputs are bf16: gpt.h).
+    static const char *mixed[] = {"BT(6C+8+4V+Lb)", "BT(6C+8+4V+4LC+b-4C)", "BT(6C+8+4V+4nC+sb-4C)",
+                                  "BT(6C+8+4V+(L-c)b+4cC+b-4C)"};
+    return c->mixed ? mixed[p->kind] : texts[p->kind];
 }
 
 const char *ckpt_block_formula(const GptConfig *c) {
+    if (c->mixed) return c->attn == GPT_ATTN_FLASH ? "52C+16+4NH bytes" : "52C+16+4NH T bytes";
     return c->attn == GPT_ATTN_FLASH ? "16C+4+NH" : "16C+4+NH T";
 }
 
@@ -68,60 +74,36 @@ const char *ckpt_block_formula(const GptConfig *c) {
 // The layout: a GptActs whose checkpointed blocks point into the workspace
 // ---------------------------------------------------------------------------------------
 
-// Hands out the next n floats; with no base, only counts them (the layout's size).
-typedef struct {
-    float *base;
-    size_t used;
-} Cursor;
-
-static float *take(Cursor *k, size_t n) {
-    float *p = k->base ? k->base + k->used : NULL;
-    k->used += n;
-    return p;
-}
-
-// A block's insides: everything gpt_block_backward reads but its input; not its output,
-// which only the next layer reads.
-static void take_insides(BlockActs *b, Cursor *k, const GptConfig *c, int B) {
-    size_t BT = (size_t)B * c->seq, C = c->dim;
-    b->ln1 = take(k, BT * C), b->ln1_mean = take(k, BT), b->ln1_rstd = take(k, BT);
-    b->qkv = take(k, BT * 3 * C);
-    if (c->attn == GPT_ATTN_FLASH) b->lse = take(k, gpt_attn_saved_floats(c, B, c->heads));
-    else b->att = take(k, gpt_attn_saved_floats(c, B, c->heads));
-    b->atty = take(k, BT * C), b->res1 = take(k, BT * C);
-    b->ln2 = take(k, BT * C), b->ln2_mean = take(k, BT), b->ln2_rstd = take(k, BT);
-    b->fch = take(k, BT * 4 * C), b->fch_gelu = take(k, BT * 4 * C);
-}
-
-// Lays the activations out from k->base; returns their floats. Block l of segment i uses
-// workspace slot l - first[i].
-static size_t lay_out(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, Cursor *k) {
-    size_t BT = (size_t)B * c->seq, BTC = BT * c->dim;
+// Lays the activations out with k (gpt.h's carving: floats, then bf16s); with k->floats NULL
+// it only counts. A block's insides are everything gpt_block_backward reads but its input; not
+// its output, which only the next layer reads. Block l of segment i uses workspace slot
+// l - first[i].
+static void lay_out(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, GptCarve *k) {
+    size_t BTC = (size_t)B * c->seq * c->dim;
     BlockActs slot[CKPT_MAX_BLOCKS];
-    a->x0 = take(k, BTC);
+    a->x0 = gpt_carve_floats(k, BTC);
     for (int i = 0; i < p->width; i++) {  // the workspace
-        take_insides(&slot[i], k, c, B);
-        slot[i].out = i < p->width - 1 ? take(k, BTC) : NULL;
+        gpt_carve_block(&slot[i], k, c, B);
+        slot[i].out = i < p->width - 1 ? gpt_carve_floats(k, BTC) : NULL;
     }
     for (int l = 1; l <= c->layers; l++) {
         BlockActs *b = &a->blocks[l - 1];
         int i = p->seg_of[l];
-        if (i < 0) take_insides(b, k, c, B);  // kept whole
+        if (i < 0) gpt_carve_block(b, k, c, B);  // kept whole
         else *b = slot[l - p->first[i]];
-        if (i < 0 || l == p->last[i]) b->out = take(k, BTC);  // kept: the next layer's input
+        if (i < 0 || l == p->last[i]) b->out = gpt_carve_floats(k, BTC);  // kept: the next layer's input
     }
-    a->head.lnf = take(k, BTC), a->head.lnf_mean = take(k, BT), a->head.lnf_rstd = take(k, BT);
-    a->head.probs = take(k, BT * c->vocab);
-    return k->used;
+    gpt_carve_head(&a->head, k, c, B);
 }
 
 void ckpt_acts_alloc(GptActs *a, const GptConfig *c, int B, const CkptPolicy *p, Mem *mem) {
     memset(a, 0, sizeof *a);
     a->B = B;
     a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
-    Cursor count = {NULL, 0};
-    Cursor k = {mem_alloc_floats(mem, MEM_ACTS, lay_out(a, c, B, p, &count), "activations"), 0};
-    a->buffer = k.base;
+    GptCarve count = {0};
+    lay_out(a, c, B, p, &count);
+    a->buffer = mem_alloc(mem, MEM_ACTS, 4 * count.nfloats + 2 * count.nhalves, "activations");
+    GptCarve k = {.floats = a->buffer, .halves = (bf16 *)(a->buffer + count.nfloats)};
     lay_out(a, c, B, p, &k);
 }
 

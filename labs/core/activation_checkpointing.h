@@ -52,8 +52,9 @@ typedef struct {
 void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L);
 // The saved activations in closed form (bytes; the table above), and that formula as text.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p);
-const char *ckpt_acts_formula(const CkptPolicy *p);
-// b of those formulas as text: "16C+4+NH T" (naive attention) or "16C+4+NH" (flash).
+const char *ckpt_acts_formula(const GptConfig *c, const CkptPolicy *p);
+// b of those formulas as text: "16C+4+NH T" (naive attention) or "16C+4+NH" (flash) floats;
+// under --mixed, where the formulas are in bytes, "52C+16+4NH T bytes" or "52C+16+4NH bytes".
 const char *ckpt_block_formula(const GptConfig *c);
 // The policy's activations for micro-batches of B sequences, laid out block by block ("acts"
 // memory); free with gpt_acts_free().

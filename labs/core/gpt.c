@@ -145,66 +145,103 @@ size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads) {
     return c->attn == GPT_ATTN_FLASH ? rows : rows * c->seq;
 }
 
-size_t gpt_block_acts_per_token(const GptConfig *c) {
-    return 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
+// A block's activations that only a Linear layer reads, kept in bf16 under --mixed (gpt.h):
+// ln1 (C), ln2 (C), fch_gelu (4C) per token. The head's is lnf (C).
+static size_t block_bf16_per_token(const GptConfig *c) { return c->mixed ? 6 * (size_t)c->dim : 0; }
+
+size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
+    size_t floats = 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
+    size_t halves = block_bf16_per_token(c);
+    return 4 * (floats - halves) + 2 * halves;
 }
 
-size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last) {
+size_t gpt_head_acts_bytes_per_token(const GptConfig *c) {
+    size_t C = (size_t)c->dim, floats = 2 + (size_t)c->vocab;  // lnf's mean and rstd, the probabilities
+    return c->mixed ? 2 * C + 4 * floats : 4 * (C + floats);
+}
+
+size_t gpt_acts_layers_bytes(const GptConfig *c, int B, int first, int last) {
     int blocks = (last < c->layers ? last : c->layers) - (first > 1 ? first : 1) + 1;
-    size_t per_token = (size_t)c->dim                                       // x0, or the input
-                       + (size_t)(blocks > 0 ? blocks : 0) * gpt_block_acts_per_token(c)
-                       + (last == c->layers + 1 ? (size_t)c->dim + 2 + (size_t)c->vocab : 0);  // head
+    size_t per_token = 4 * (size_t)c->dim  // x0, or the input
+                       + (size_t)(blocks > 0 ? blocks : 0) * gpt_block_acts_bytes_per_token(c)
+                       + (last == c->layers + 1 ? gpt_head_acts_bytes_per_token(c) : 0);
     return (size_t)B * c->seq * per_token;
 }
 
-size_t gpt_acts_floats(const GptConfig *c, int B) { return gpt_acts_layers_floats(c, B, 0, c->layers + 1); }
+size_t gpt_acts_bytes(const GptConfig *c, int B) { return gpt_acts_layers_bytes(c, B, 0, c->layers + 1); }
 
-// Hand out the next n floats of one big buffer.
-static float *take(float **cursor, size_t n) {
-    float *p = *cursor;
-    *cursor += n;
+float *gpt_carve_floats(GptCarve *k, size_t n) {
+    float *p = k->floats ? k->floats + k->nfloats : NULL;
+    k->nfloats += n;
     return p;
+}
+
+bf16 *gpt_carve_halves(GptCarve *k, size_t n) {
+    bf16 *p = k->halves ? k->halves + k->nhalves : NULL;
+    k->nhalves += n;
+    return p;
+}
+
+void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B) {
+    size_t BT = (size_t)B * c->seq, C = c->dim;
+    int m = c->mixed;
+    b->ln1 = m ? NULL : gpt_carve_floats(k, BT * C);
+    b->ln1_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
+    b->ln1_mean = gpt_carve_floats(k, BT);
+    b->ln1_rstd = gpt_carve_floats(k, BT);
+    b->qkv = gpt_carve_floats(k, BT * 3 * C);
+    b->lse = b->att = NULL;
+    if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));
+    else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));
+    b->atty = gpt_carve_floats(k, BT * C);
+    b->res1 = gpt_carve_floats(k, BT * C);
+    b->ln2 = m ? NULL : gpt_carve_floats(k, BT * C);
+    b->ln2_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
+    b->ln2_mean = gpt_carve_floats(k, BT);
+    b->ln2_rstd = gpt_carve_floats(k, BT);
+    b->fch = gpt_carve_floats(k, BT * 4 * C);
+    b->fch_gelu = m ? NULL : gpt_carve_floats(k, BT * 4 * C);
+    b->fch_gelu_bf16 = m ? gpt_carve_halves(k, BT * 4 * C) : NULL;
+}
+
+void gpt_carve_head(HeadActs *h, GptCarve *k, const GptConfig *c, int B) {
+    size_t BT = (size_t)B * c->seq, C = c->dim;
+    h->lnf = c->mixed ? NULL : gpt_carve_floats(k, BT * C);
+    h->lnf_bf16 = c->mixed ? gpt_carve_halves(k, BT * C) : NULL;
+    h->lnf_mean = gpt_carve_floats(k, BT);
+    h->lnf_rstd = gpt_carve_floats(k, BT);
+    h->probs = gpt_carve_floats(k, BT * c->vocab);
+}
+
+// The layout of layers first..last (gpt_acts_alloc_layers) from k.
+static void carve_layers(GptActs *a, GptCarve *k, const GptConfig *c, int B, int first, int last) {
+    size_t BTC = (size_t)B * c->seq * c->dim;
+    // The first layer's input: the embedding's output x0 (layers 0 and 1), else what block
+    // first-2 would have written.
+    if (first <= 1) a->x0 = gpt_carve_floats(k, BTC);
+    else a->blocks[first - 2].out = gpt_carve_floats(k, BTC);
+    for (int l = first > 1 ? first : 1; l <= last && l <= c->layers; l++) {
+        gpt_carve_block(&a->blocks[l - 1], k, c, B);
+        a->blocks[l - 1].out = gpt_carve_floats(k, BTC);
+    }
+    if (last == c->layers + 1) gpt_carve_head(&a->head, k, c, B);
 }
 
 void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int last, Mem *mem) {
     if (first < 0 || last > c->layers + 1 || first > last)
         die("this is a bug in shardlab", "activations of layers %d..%d of a model of %d", first, last, c->layers + 2);
-    size_t BT = (size_t)B * c->seq, C = c->dim;
     memset(a, 0, sizeof *a);
     a->B = B;
-    a->buffer = mem_alloc_floats(mem, MEM_ACTS, gpt_acts_layers_floats(c, B, first, last), "activations");
     a->blocks = calloc_check((size_t)(c->layers > 0 ? c->layers : 1), sizeof *a->blocks);
-    float *p = a->buffer;
-    // The first layer's input: the embedding's output x0 (layers 0 and 1), else what block
-    // first-2 would have written.
-    if (first <= 1) a->x0 = take(&p, BT * C);
-    else a->blocks[first - 2].out = take(&p, BT * C);
-    for (int l = first > 1 ? first : 1; l <= last && l <= c->layers; l++) {
-        BlockActs *b = &a->blocks[l - 1];
-        b->ln1 = take(&p, BT * C);
-        b->ln1_mean = take(&p, BT);
-        b->ln1_rstd = take(&p, BT);
-        b->qkv = take(&p, BT * 3 * C);
-        if (c->attn == GPT_ATTN_FLASH) b->lse = take(&p, gpt_attn_saved_floats(c, B, c->heads));
-        else b->att = take(&p, gpt_attn_saved_floats(c, B, c->heads));
-        b->atty = take(&p, BT * C);
-        b->res1 = take(&p, BT * C);
-        b->ln2 = take(&p, BT * C);
-        b->ln2_mean = take(&p, BT);
-        b->ln2_rstd = take(&p, BT);
-        b->fch = take(&p, BT * 4 * C);
-        b->fch_gelu = take(&p, BT * 4 * C);
-        b->out = take(&p, BT * C);
-    }
-    if (last == c->layers + 1) {
-        a->head.lnf = take(&p, BT * C);
-        a->head.lnf_mean = take(&p, BT);
-        a->head.lnf_rstd = take(&p, BT);
-        a->head.probs = take(&p, BT * c->vocab);
-    }
-    if ((size_t)(p - a->buffer) != gpt_acts_layers_floats(c, B, first, last))
-        die("this is a bug in shardlab", "activation layout (%zu floats) disagrees with gpt_acts_layers_floats (%zu)",
-            (size_t)(p - a->buffer), gpt_acts_layers_floats(c, B, first, last));
+    GptCarve count = {0};
+    carve_layers(a, &count, c, B, first, last);
+    size_t bytes = 4 * count.nfloats + 2 * count.nhalves;
+    if (bytes != gpt_acts_layers_bytes(c, B, first, last))
+        die("this is a bug in shardlab", "activation layout (%zu bytes) disagrees with gpt_acts_layers_bytes (%zu)",
+            bytes, gpt_acts_layers_bytes(c, B, first, last));
+    a->buffer = mem_alloc(mem, MEM_ACTS, bytes, "activations");
+    GptCarve k = {.floats = a->buffer, .halves = (bf16 *)(a->buffer + count.nfloats)};
+    carve_layers(a, &k, c, B, first, last);
 }
 
 void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem) {
@@ -238,12 +275,17 @@ static size_t linear_scratch_max(const GptConfig *c, int B) {
     return m;
 }
 
+// --mixed: the fp32 form of an activation kept in bf16 (the largest: fch_gelu, [BT,4C]), as
+// the forward pass computes it and the backward pass widens it back.
+static size_t kept_bf16_scratch(const GptConfig *c, int B) { return c->mixed ? (size_t)B * c->seq * 4 * c->dim : 0; }
+
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab, lin = linear_scratch_max(c, B);
-    size_t fwd = lin;                                         // a Linear's (a transposed weight)
+    size_t kept = kept_bf16_scratch(c, B);
+    size_t fwd = lin + kept;                                  // a Linear's (a transposed weight)
     size_t block_bwd = 10 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
-    if (c->mixed) block_bwd += lin, head_bwd += lin;         // then a Linear's bf16 operands
+    if (c->mixed) block_bwd += lin + kept, head_bwd += lin + kept;  // then a Linear's bf16 operands
     size_t m = fwd > block_bwd ? fwd : block_bwd;
     return m > head_bwd ? m : head_bwd;
 }
@@ -283,29 +325,48 @@ void gpt_embed_forward(const Ops *ops, const GptConfig *c, const float *params, 
 void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x_in, BlockActs *a,
                        int B, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params);
-    int N = B * c->seq, C = c->dim;
+    int N = B * c->seq, C = c->dim, m = c->mixed;
+    // Under --mixed the Linear layers' inputs are computed in fp32 in the scratch (kept) and
+    // saved rounded to bf16 (gpt.h), which is what the Linear reads of them anyway.
+    float *kept = scratch + linear_scratch_max(c, B);
     // x + attention(ln_1(x))
-    ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
-    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, c->mixed, scratch);
+    float *ln1 = m ? kept : a->ln1;
+    ops->layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
+    if (m) ops->to_bf16(a->ln1_bf16, ln1, (size_t)N * C);
+    ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
     if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads);
     else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
-    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, c->mixed, scratch);
+    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
-    ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, c->mixed, scratch);
-    ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
-    ops->linear_forward(a->out, a->fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, c->mixed, scratch);
+    float *ln2 = m ? kept : a->ln2;
+    ops->layernorm_forward(ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+    if (m) ops->to_bf16(a->ln2_bf16, ln2, (size_t)N * C);
+    ops->linear_forward(a->fch, ln2, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
+    float *fch_gelu = m ? kept : a->fch_gelu;
+    ops->gelu_forward(fch_gelu, a->fch, N * 4 * C);
+    if (m) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)N * 4 * C);
+    ops->linear_forward(a->out, fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
     ops->residual_add(a->out, a->out, a->res1, N * C);
 }
 
 double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params, const float *x, HeadActs *a,
                         const uint8_t *targets, int B, float *scratch) {
     HeadView w = gpt_head_view(c, (float *)params);
-    int N = B * c->seq, C = c->dim;
-    ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
-    ops->linear_forward(a->probs, a->lnf, w.head_w, NULL, N, C, c->vocab, c->mixed, scratch);
+    int N = B * c->seq, C = c->dim, m = c->mixed;
+    float *lnf = m ? scratch + linear_scratch_max(c, B) : a->lnf;  // as in gpt_block_forward
+    ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
+    if (m) ops->to_bf16(a->lnf_bf16, lnf, (size_t)N * C);
+    ops->linear_forward(a->probs, lnf, w.head_w, NULL, N, C, c->vocab, m, scratch);
     return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
+}
+
+// A saved input of a Linear layer as fp32 for its backward pass: the fp32 activation, or under
+// --mixed its bf16 copy widened into wide (exact).
+static const float *saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
+    if (!kept) return f32;
+    ops->from_bf16(wide, kept, n);
+    return wide;
 }
 
 void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x,
@@ -314,8 +375,9 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
     HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
     int N = B * c->seq, C = c->dim, V = c->vocab;
     float *dlogits = scratch, *dlnf = scratch + (size_t)N * V, *lin = dlnf + (size_t)N * C;
+    const float *lnf = saved_input(ops, a->lnf, a->lnf_bf16, lin + linear_scratch_max(c, B), (size_t)N * C);
     ops->crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
-    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, a->lnf, w.head_w, N, C, V, c->mixed, lin);
+    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, lnf, w.head_w, N, C, V, c->mixed, lin);
     ops->zero(dx, (size_t)N * C);
     ops->layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
@@ -331,13 +393,16 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     float *dqkv = datty + N * C;  // [N,3C]
     float *att_scratch = dqkv + N * 3 * C;  // the attention backward's (gpt_scratch_floats)
     float *lin = att_scratch + gpt_attn_scratch_floats(c, (int)C / c->heads);  // a Linear's (--mixed)
+    float *wide = lin + linear_scratch_max(c, B);  // --mixed: an input kept in bf16, widened back
     int bf = c->mixed;
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
-    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C, bf, lin);
+    const float *fch_gelu = saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, N * 4 * C);
+    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, (int)N, (int)C, 4 * (int)C, bf, lin);
+    const float *ln2 = saved_input(ops, a->ln2, a->ln2_bf16, wide, N * C);
+    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, (int)N, (int)C, 4 * (int)C, bf, lin);
     ops->copy(dres1, dx, N * C);
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
@@ -347,7 +412,8 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
-    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C, bf, lin);
+    const float *ln1 = saved_input(ops, a->ln1, a->ln1_bf16, wide, N * C);
+    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C, bf, lin);
     ops->copy(dx, dres1, N * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
                        (int)C);

@@ -4,8 +4,10 @@
 //          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
 //          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
-//          gpt_acts_floats(), gpt_block_acts_per_token(), gpt_attn_saved_floats(),
-//          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_floats(), gpt_layer_output(),
+//          gpt_acts_bytes(), gpt_block_acts_bytes_per_token(), gpt_head_acts_bytes_per_token(),
+//          gpt_attn_saved_floats(),
+//          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_bytes(), GptCarve,
+//          gpt_carve_floats(), gpt_carve_halves(), gpt_carve_block(), gpt_carve_head(), gpt_layer_output(),
 //          gpt_scratch_floats(), gpt_pass_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
 //          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
@@ -105,6 +107,12 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
 // Per token: 16C + 4 + NH*T floats per block with naive attention (the probabilities of NH
 // heads over up to T keys), 16C + 4 + NH with flash attention (one log-sum-exp per head); C
 // for the embedding output, C + 2 + V for the head. All in the "acts" category.
+//
+// Under --mixed the activations that only a Linear layer reads (a block's ln1, ln2 and
+// fch_gelu, the head's lnf: 6C and C per token) are kept in bf16: the Linear rounds its input
+// to bf16 anyway (ops.h), so keeping the rounded copy changes no number, and halves their
+// bytes. A block then keeps 4 (10C + 4 + NH) + 2 (6C) = 52C + 16 + 4 NH bytes a token (flash),
+// the head 4 (2 + V) + 2C. The float pointers of those four are NULL, the _bf16 ones hold them.
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [BT], [BT]
@@ -116,11 +124,13 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [BT], [BT]
     float *fch, *fch_gelu;             // [BT,4C] before and after GELU
     float *out;                        // [BT,C] the block's output: the next block's input
+    bf16 *ln1_bf16, *ln2_bf16, *fch_gelu_bf16;  // --mixed: ln1, ln2, fch_gelu in bf16 (else NULL)
 } BlockActs;
 
 typedef struct {
     float *lnf, *lnf_mean, *lnf_rstd;  // [BT,C], [BT], [BT]
     float *probs;                      // [BT,V] logits, turned into probabilities in place
+    bf16 *lnf_bf16;                    // --mixed: lnf in bf16 (else NULL)
 } HeadActs;
 
 typedef struct {
@@ -128,12 +138,16 @@ typedef struct {
     float *x0;          // [BT,C] embedding output
     BlockActs *blocks;  // [L]
     HeadActs head;
-    float *buffer;      // one allocation holding all of the above
+    float *buffer;      // one allocation holding all of the above: the floats, then the bf16s
 } GptActs;
 
-size_t gpt_acts_floats(const GptConfig *c, int B);
-// Floats one block saves per token: 16C + 4 + NH*T (naive) or 16C + 4 + NH (flash).
-size_t gpt_block_acts_per_token(const GptConfig *c);
+// Bytes of gpt_acts_alloc()'s activations.
+size_t gpt_acts_bytes(const GptConfig *c, int B);
+// Bytes one block saves per token: 4 (16C + 4 + NH*T) (naive) or 4 (16C + 4 + NH) (flash);
+// under --mixed 6C of those floats are bf16s, 12C bytes less.
+size_t gpt_block_acts_bytes_per_token(const GptConfig *c);
+// Bytes the head saves per token: 4 (C + 2 + V), or 2C + 4 (2 + V) under --mixed.
+size_t gpt_head_acts_bytes_per_token(const GptConfig *c);
 // What the attention of `heads` heads saves for B sequences: att, B*heads*T*T floats
 // (naive), or lse, B*heads*T (flash). Tensor parallelism passes its NH/t heads.
 size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads);
@@ -141,11 +155,24 @@ void gpt_acts_alloc(GptActs *a, const GptConfig *c, int B, Mem *mem);
 void gpt_acts_free(GptActs *a, Mem *mem);
 // A pipeline stage's activations: layers first..last only (the other blocks' pointers stay
 // NULL), plus the stage's INPUT where layer first-1 would have written it (x0 for layer 1,
-// block first-2's out above that), for the receiving stage to fill. Per token that is C,
-// plus gpt_block_acts_per_token() per block, plus C + 2 + V with the head. gpt_acts_alloc() is
-// layers 0..L+1.
+// block first-2's out above that), for the receiving stage to fill. Per token that is 4C
+// bytes, plus gpt_block_acts_bytes_per_token() per block, plus 4 (C + 2 + V) with the head
+// (2C + 4 (2 + V) under --mixed). gpt_acts_alloc() is layers 0..L+1.
 void gpt_acts_alloc_layers(GptActs *a, const GptConfig *c, int B, int first, int last, Mem *mem);
-size_t gpt_acts_layers_floats(const GptConfig *c, int B, int first, int last);
+size_t gpt_acts_layers_bytes(const GptConfig *c, int B, int first, int last);
+// Carving activations out of one allocation: every float first, then every bf16, each in the
+// order taken. With floats NULL it only counts (a layout's size: 4 nfloats + 2 nhalves bytes).
+typedef struct {
+    float *floats;
+    bf16 *halves;
+    size_t nfloats, nhalves;
+} GptCarve;
+float *gpt_carve_floats(GptCarve *k, size_t n);
+bf16 *gpt_carve_halves(GptCarve *k, size_t n);
+// A block's insides (all gpt_block_backward reads but its input; not its output) and the
+// head's, for B sequences: ln1 (or ln1_bf16), ..., as this file lays them out.
+void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B);
+void gpt_carve_head(HeadActs *h, GptCarve *k, const GptConfig *c, int B);
 // Where layer `layer`'s forward output is (x0 for the embedding, a block's out); NULL for
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);

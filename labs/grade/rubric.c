@@ -358,7 +358,7 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemModel *m
         return 0;
     }
     int micro = pp ? 1 : B / (per * accum);
-    double acts = 4.0 * (double)gpt_acts_floats(m, micro);
+    double acts = (double)gpt_acts_bytes(m, micro);
     // On a GPU the pass's workspace also holds the kernels' own (gpt_pass_scratch_floats).
     const JsonValue *device = json_get(run->meta, "device");
     int gpu = device && device->type == JSON_STRING && !strcmp(device->string, "cuda");
