@@ -58,7 +58,8 @@
 // sequences, BT = B' T:
 //   params 4 (Psi_rep + Psi_split / t), grads the same, optim 8 (Psi_rep + Psi_split / t)
 //   acts   4 BT (2C + 2 + V + L (4C + 4 + (12C + NH T)/t)), NH for NH T with --attn flash;
-//          see report_memory() for the --sp and --vocab-parallel forms
+//          see report_memory() for the --sp and --vocab-parallel forms, and --mixed's, which
+//          keeps ln_1, ln_2 (all rows), GELU's share and ln_f as bf16s: 2 bytes less each
 //   per block per micro-batch: 2 all-reduces forward and 2 backward (t > 1: 2 (t-1)/t x
 //          4 BT C bytes each, ring); --sp: 2 all-gathers + 2 reduce-scatters each way,
 //          (t-1)/t x 4 BT C bytes each, plus one all-reduce per layer of the replicated
@@ -272,6 +273,10 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
     double att = flash ? NH : NH * T;
     const char *att_text = flash ? "NH" : "NH T";
     double acts = 4 * (R * C + L * (2 * BT * C + 4 * R + BT * (12 * C + att) / t + 2 * R * C) + H * C + 2 * R + H * Vh);
+    // --mixed keeps the Linear layers' inputs as bf16s (tensor_parallel.h), 2 bytes less each:
+    // ln1 and ln2 on all rows, fch_gelu's share, lnf on H rows.
+    double halves = c->mixed ? L * (2 * BT * C + 4 * BT * C / t) + H * C : 0;
+    acts -= 2 * halves;
     char per_token[96];
     if (!sp) snprintf(per_token, sizeof per_token, "%s + L (4C + 4 + (12C + %s)/t)", vp ? "2C + 2 + V/t" : "2C + 2 + V", att_text);
     else snprintf(per_token, sizeof per_token, "%s + L (2C + (14C + 4 + %s)/t)", vp ? "C + (C + 2 + V)/t" : "(2C + 2 + V)/t",
@@ -280,7 +285,8 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
         {.cat = MEM_PARAMS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},
         {.cat = MEM_GRADS, .formula = "4 (Psi_rep + Psi_split/t)", .expect = 4 * mine},
         {.cat = MEM_OPTIM, .formula = "8 (Psi_rep + Psi_split/t)", .expect = 8 * mine},
-        {.cat = MEM_ACTS, .formula = "4 BT a (a: floats per token)", .expect = acts},
+        {.cat = MEM_ACTS, .formula = c->mixed ? "BT (4a - 2h) (h: a's bf16s)" : "4 BT a (a: floats per token)",
+         .expect = acts},
         {.cat = MEM_COMM, .formula = "0 (no buffers of its own)", .expect = 0},
     };
     DdpMemory ddp = train_ddp_memory(c, a->batch, ranks, a->accum, 4, 8, 1);
@@ -288,6 +294,9 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
                        "Psi_split = %.0f split over t = %d (this rank: %.0f)\n",
                   rep, vp ? "" : ", lm_head", split, t, split / t);
     runlog_printf(log, "activations: a = %s floats per token of a micro-batch's BT = %.0f rows\n", per_token, BT);
+    if (c->mixed)
+        runlog_printf(log, "--mixed: h = L (2C + 4C/t) + %s of them kept as bf16s (ln_1, ln_2, GELU's and ln_f's outputs)\n",
+                      vp ? "C" : sp ? "C/t" : "C");
     train_report_memory_vs_ddp(log, mem, NULL, c, micro, rows, 5, &ddp);
 }
 

@@ -13,12 +13,13 @@
 //   - the rounding reached that lab's own products: its --mixed losses are not its fp32 ones
 //     (tp runs its own Linear calls, ckpt its recomputation);
 //   - the activations only a Linear layer reads are kept in bf16 (gpt.h): the acts bytes drop,
-//     by 2 B T (6 L C + C) in single's case (tp keeps fp32 activations);
+//     by exactly 2 B T (6 L C + C) in single's case and 2 B T (L (2C + 4C/t) + C) in tp's;
 //   - the grader grades the --mixed run with full marks, against a reference that ran with
 //     --mixed: single's for the labs that keep fp32 weights, ZeRO stage 0 on one rank for zero
 //     and fsdp, whose weights and gradients are bf16 (grade-args.txt says which);
-//   - the sanitized single and tp run --mixed clean under ASan/UBSan (the bf16 operands'
-//     scratch parts are written within their bounds).
+//   - the sanitized single, tp (with --sp and --vocab-parallel, and without) and ckpt run
+//     --mixed clean under ASan/UBSan (the bf16 operands' and kept inputs' scratch is written
+//     within its bounds).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +52,10 @@ static const Lab LABS[] = {
 };
 
 // Runs the lab into workdir/<lab>-<tag>; its output, and the exit status in *rc.
-static char *run_lab(const Lab *l, const char *tag, const char *extra, const char *labs_dir, int *rc) {
+static char *run_lab(const Lab *l, const char *tag, const char *extra, const char *labs_dir, int steps, int *rc) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' '%s' run %s -n %d --steps %d %s %s --run-dir '%s/%s-%s'", labs_dir,
-             shardlab, l->lab, l->n, STEPS, l->args, extra, workdir, l->lab, tag);
+             shardlab, l->lab, l->n, steps, l->args, extra, workdir, l->lab, tag);
     return test_sh(NULL, cmd, rc);
 }
 
@@ -99,7 +100,8 @@ static int config_mixed(const char *lab, const char *tag) {
 
 static void check_lab(const Lab *l) {
     int rc32, rc16;
-    char *o32 = run_lab(l, "fp32", "", lab_programs, &rc32), *o16 = run_lab(l, "mixed", "--mixed", lab_programs, &rc16);
+    char *o32 = run_lab(l, "fp32", "", lab_programs, STEPS, &rc32);
+    char *o16 = run_lab(l, "mixed", "--mixed", lab_programs, STEPS, &rc16);
     EXPECT(rc32 == 0 && rc16 == 0, "%s at N=%d: fp32 and --mixed runs exit 0, their memory tables equal to the byte "
            "(exit %d, %d)%s%s", l->lab, l->n, rc32, rc16, rc16 ? ": " : "", rc16 ? one_line(o16) : "");
     EXPECT(strstr(o16, "--attn flash --mixed\n") && !strstr(o32, "--mixed"),
@@ -112,8 +114,9 @@ static void check_lab(const Lab *l) {
     EXPECT(na == STEPS && nb == STEPS && worst > 1e-6 && worst < 1e-2,
            "%s: the bf16 operands change its losses, a little (%d and %d steps; at most %.3g apart)", l->lab, na, nb,
            worst);
-    // The Linear layers' inputs are kept in bf16 (gpt.h): fewer activation bytes, except in tp,
-    // whose blocks keep theirs in fp32. single's: 2 B T (6 L C + C) fewer (B 8, T 64, L 2, C 64).
+    // The Linear layers' inputs are kept in bf16 (gpt.h, tensor_parallel.h): fewer activation
+    // bytes. single's: 2 B T (6 L C + C) fewer (B 8, T 64, L 2, C 64); tp's at t = 2 (ln_1 and
+    // ln_2 on all rows, half of fch_gelu, ln_f): 2 B T (L (2C + 4C/2) + C), the same here.
     double a32 = last_acts(l->lab, "fp32"), a16 = last_acts(l->lab, "mixed");
     if (!strcmp(l->lab, "single"))
         EXPECT(a32 - a16 == 2.0 * 8 * 64 * (6 * 2 * 64 + 64), "single: --mixed keeps 2 B T (6LC + C) = %.0f bytes fewer "
@@ -121,7 +124,9 @@ static void check_lab(const Lab *l) {
     else if (!strcmp(l->lab, "pp"))
         ;  // its micro-batches' activations are gone by the step's end: its own table checked them
     else if (!strcmp(l->lab, "tp"))
-        EXPECT(a16 == a32 && a32 > 0, "tp: --mixed keeps its activations in fp32 (%.0f vs %.0f bytes)", a16, a32);
+        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (2 * (2 * 64 + 4 * 64 / 2) + 64),
+               "tp: --mixed keeps 2 B T (L (2C + 4C/t) + C) = %.0f bytes fewer activations (%.0f vs %.0f)",
+               2.0 * 8 * 64 * (2 * (2 * 64 + 4 * 64 / 2) + 64), a16, a32);
     else
         EXPECT(a16 < a32 && a16 > 0, "%s: --mixed keeps fewer activation bytes (%.0f vs %.0f)", l->lab, a16, a32);
     free(o32);
@@ -149,9 +154,10 @@ static void check_lab(const Lab *l) {
 static void check_sanitized(const char *lab, const char *args, int n) {
     Lab l = {lab, args, n, NULL};
     int rc;
-    char *out = run_lab(&l, "san", "--mixed", san_labs, &rc);
+    char *out = run_lab(&l, "san", "--mixed", san_labs, 2, &rc);
     EXPECT(rc == 0 && !strstr(out, "AddressSanitizer") && !strstr(out, "runtime error"),
-           "sanitized %s --mixed at N=%d runs clean under ASan/UBSan (exit %d)%s%s", lab, n, rc, rc ? ": " : "",
+           "sanitized %s %s%s--mixed at N=%d runs clean under ASan/UBSan (exit %d)%s%s", lab, args, *args ? " " : "", n,
+           rc, rc ? ": " : "",
            rc ? one_line(out) : "");
     free(out);
 }
@@ -166,6 +172,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof LABS / sizeof LABS[0]; i++) check_lab(&LABS[i]);
     check_sanitized("single", "--accum 2", 1);
     check_sanitized("tp", "--sp --vocab-parallel", 2);
+    check_sanitized("tp", "", 2);
+    check_sanitized("ckpt", "--policy sqrt --compare 0", 2);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
     if (system(cmd) != 0) printf("# could not remove %s\n", workdir);

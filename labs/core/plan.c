@@ -110,7 +110,7 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
         for (int l = 0; l < gpt_layer_count(&cfg); l++)
             mine += (double)tp_replicated_floats(&cfg, vp, l) + (double)tp_split_floats(&cfg, vp, (int)t, l);
         micro = B / (dp * K);
-        dev = 16 * mine + 4 * (double)tp_acts_floats(&cfg, (int)t, sp, vp, (int)ceil(micro));
+        dev = 16 * mine + (double)tp_acts_bytes(&cfg, (int)t, sp, vp, (int)ceil(micro));
     } else if (pp) {
         // A stage: its share of the layers, and the activations of the micro-batches in flight
         // (all m under GPipe, at most p under 1F1B); the whole model once on the host while

@@ -209,15 +209,69 @@ static Rows rows_of(const GptConfig *c, int t, int sp, int vp, int B) {
     return x;
 }
 
-size_t tp_acts_floats(const GptConfig *c, int t, int sp, int vp, int B) {
+size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B) {
     Rows x = rows_of(c, t, sp, vp, B);
     size_t C = (size_t)c->dim, ts = (size_t)t;
-    size_t block = 2 * x.BT * C                          // ln1, ln2 on all rows
-                   + 4 * x.R                             // their means and rstds
-                   + x.BT * (3 * C + C + 8 * C) / ts     // qkv, atty, fch, fch_gelu: this rank's share
+    size_t linear_in = 2 * x.BT * C + x.BT * 4 * C / ts;  // ln1, ln2 on all rows; fch_gelu: its share
+    size_t block = linear_in                             // (bf16 under --mixed)
+                   + 4 * x.R                             // the LayerNorms' means and rstds
+                   + x.BT * (3 * C + C + 4 * C) / ts     // qkv, atty, fch: this rank's share
                    + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads
                    + 2 * x.R * C;                        // res1, out: the residual stream's rows
-    return x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;
+    size_t floats = x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;
+    size_t halves = c->mixed ? (size_t)c->layers * linear_in + x.H * C : 0;  // lnf on H rows
+    return 4 * (floats - halves) + 2 * halves;
+}
+
+// A float activation, or (--mixed, kept) its bf16 copy in *h.
+static float *take_linear_input(GptCarve *k, size_t n, int kept, bf16 **h) {
+    *h = kept ? gpt_carve_halves(k, n) : NULL;
+    return kept ? NULL : gpt_carve_floats(k, n);
+}
+
+static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, Rows x, int B) {
+    const GptConfig *c = &tp->cfg;
+    size_t C = (size_t)c->dim, ts = (size_t)tp->t;
+    int m = c->mixed;
+    a->x0 = gpt_carve_floats(k, x.R * C);
+    for (int l = 0; l < c->layers; l++) {
+        TpBlockActs *b = &a->blocks[l];
+        b->ln1 = take_linear_input(k, x.BT * C, m, &b->ln1_bf16);
+        b->ln1_mean = gpt_carve_floats(k, x.R);
+        b->ln1_rstd = gpt_carve_floats(k, x.R);
+        b->qkv = gpt_carve_floats(k, x.BT * 3 * C / ts);
+        b->att = b->lse = NULL;
+        if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
+        else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
+        b->atty = gpt_carve_floats(k, x.BT * C / ts);
+        b->res1 = gpt_carve_floats(k, x.R * C);
+        b->ln2 = take_linear_input(k, x.BT * C, m, &b->ln2_bf16);
+        b->ln2_mean = gpt_carve_floats(k, x.R);
+        b->ln2_rstd = gpt_carve_floats(k, x.R);
+        b->fch = gpt_carve_floats(k, x.BT * 4 * C / ts);
+        b->fch_gelu = take_linear_input(k, x.BT * 4 * C / ts, m, &b->fch_gelu_bf16);
+        b->out = gpt_carve_floats(k, x.R * C);
+    }
+    a->lnf = take_linear_input(k, x.H * C, m, &a->lnf_bf16);
+    a->lnf_mean = gpt_carve_floats(k, x.R);
+    a->lnf_rstd = gpt_carve_floats(k, x.R);
+    a->probs = gpt_carve_floats(k, x.H * x.Vh);
+}
+
+void tp_acts_alloc(TpActs *a, Tp *tp, int B) {
+    const GptConfig *c = &tp->cfg;
+    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, B);
+    tp->B = B, tp->BT = (int)x.BT, tp->rows = (int)x.R, tp->row0 = tp->sp ? tp->r * (int)x.R : 0;
+    a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
+    GptCarve count = {0};
+    carve_acts(a, &count, tp, x, B);
+    size_t bytes = 4 * count.nfloats + 2 * count.nhalves, total = tp_acts_bytes(c, tp->t, tp->sp, tp->vp, B);
+    if (bytes != total)
+        die("this is a bug in shardlab", "tensor-parallel activation layout (%zu bytes) disagrees with tp_acts_bytes (%zu)",
+            bytes, total);
+    a->buffer = mem_alloc(tp->mem, MEM_ACTS, bytes, "activations");
+    GptCarve k = {.floats = a->buffer, .halves = (bf16 *)(a->buffer + count.nfloats)};
+    carve_acts(a, &k, tp, x, B);
 }
 
 // Hand out the next n floats of one big buffer.
@@ -225,43 +279,6 @@ static float *take(float **cursor, size_t n) {
     float *p = *cursor;
     *cursor += n;
     return p;
-}
-
-void tp_acts_alloc(TpActs *a, Tp *tp, int B) {
-    const GptConfig *c = &tp->cfg;
-    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, B);
-    size_t C = (size_t)c->dim, ts = (size_t)tp->t;
-    tp->B = B, tp->BT = (int)x.BT, tp->rows = (int)x.R, tp->row0 = tp->sp ? tp->r * (int)x.R : 0;
-    size_t total = tp_acts_floats(c, tp->t, tp->sp, tp->vp, B);
-    a->buffer = mem_alloc_floats(tp->mem, MEM_ACTS, total, "activations");
-    a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
-    float *p = a->buffer;
-    a->x0 = take(&p, x.R * C);
-    for (int l = 0; l < c->layers; l++) {
-        TpBlockActs *b = &a->blocks[l];
-        b->ln1 = take(&p, x.BT * C);
-        b->ln1_mean = take(&p, x.R);
-        b->ln1_rstd = take(&p, x.R);
-        b->qkv = take(&p, x.BT * 3 * C / ts);
-        if (c->attn == GPT_ATTN_FLASH) b->lse = take(&p, gpt_attn_saved_floats(c, B, c->heads / tp->t));
-        else b->att = take(&p, gpt_attn_saved_floats(c, B, c->heads / tp->t));
-        b->atty = take(&p, x.BT * C / ts);
-        b->res1 = take(&p, x.R * C);
-        b->ln2 = take(&p, x.BT * C);
-        b->ln2_mean = take(&p, x.R);
-        b->ln2_rstd = take(&p, x.R);
-        b->fch = take(&p, x.BT * 4 * C / ts);
-        b->fch_gelu = take(&p, x.BT * 4 * C / ts);
-        b->out = take(&p, x.R * C);
-    }
-    a->lnf = take(&p, x.H * C);
-    a->lnf_mean = take(&p, x.R);
-    a->lnf_rstd = take(&p, x.R);
-    a->probs = take(&p, x.H * x.Vh);
-    if ((size_t)(p - a->buffer) != total)
-        die("this is a bug in shardlab",
-            "tensor-parallel activation layout (%zu floats) disagrees with tp_acts_floats (%zu)",
-            (size_t)(p - a->buffer), total);
 }
 
 void tp_acts_free(TpActs *a, Tp *tp) {
@@ -291,15 +308,23 @@ static size_t tp_linear_floats(const Tp *tp) {
     return m;
 }
 
+// --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch_gelu's
+// share, lnf), as the forward pass computes it and the backward pass widens it back.
+static size_t tp_kept_floats(const Tp *tp) {
+    Rows x = rows_of(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);
+    return tp->cfg.mixed ? max2(x.BT * (size_t)tp->cfg.dim, x.BT * 4 * (size_t)tp->cfg.dim / (size_t)tp->t) : 0;
+}
+
 size_t tp_workspace_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
     Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
     size_t C = (size_t)c->dim, Cl = C / (size_t)tp->t, Fl = 4 * C / (size_t)tp->t;
-    size_t lin = tp_linear_floats(tp), lin_bwd = c->mixed ? lin : 0;  // fp32's backward needs none
-    size_t block_fwd = lin + x.R * C + x.BT * C + x.R * C;               // LN rows, partial sum, bias rows
+    size_t lin = tp_linear_floats(tp), kept = tp_kept_floats(tp);
+    size_t lin_bwd = c->mixed ? lin + kept : 0;                          // fp32's backward needs none
+    size_t block_fwd = lin + x.R * C + x.BT * C + x.R * C + kept;        // LN rows, partial sum, bias rows
     size_t block_bwd = x.BT * Fl + x.BT * C + x.R * C + x.BT * Cl + x.BT * 3 * Cl + gpt_attn_scratch_floats(c, c->dim / c->heads)
                        + x.BT * C + x.R * C + lin_bwd;                   // see block_backward
-    size_t head_fwd = lin + x.R * C;
+    size_t head_fwd = lin + x.R * C + kept;
     size_t head_bwd = x.H * x.Vh + x.H * C + x.R * C + lin_bwd;
     size_t cpu = x.BT + max2(max2(block_fwd, block_bwd), max2(head_fwd, head_bwd));  // ones, then the largest
     if (!tp->ops->use_workspace) return cpu;
@@ -451,12 +476,16 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     int bf = tp->cfg.mixed;
     float *ln_rows = take(&cur, (size_t)R * C), *partial = take(&cur, (size_t)BT * C);
     float *bias_rows = take(&cur, (size_t)R * C);
+    // --mixed: a Linear's input computed here in fp32, kept in a as bf16 (tensor_parallel.h)
+    float *kept = take(&cur, tp_kept_floats(tp));
 
     // res1 = x + g(c_proj_r(attention_r(c_attn_r(f(ln_1(x)))))) + c_proj.bias
-    float *ln = tp->sp ? ln_rows : a->ln1;
+    float *ln1 = bf ? kept : a->ln1;  // on all rows: what the column-parallel Linear reads
+    float *ln = tp->sp ? ln_rows : ln1;
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
-    tp_f_forward(tp, ln, a->ln1, layer, "attn");
-    ops->linear_forward(a->qkv, a->ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
+    tp_f_forward(tp, ln, ln1, layer, "attn");
+    if (bf) ops->to_bf16(a->ln1_bf16, ln1, (size_t)BT * C);
+    ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
         ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads);
     else
@@ -468,16 +497,28 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->residual_add(a->res1, a->res1, x, R * C);
 
     // out = res1 + g(c_proj_r(gelu(c_fc_r(f(ln_2(res1)))))) + c_proj.bias
-    ln = tp->sp ? ln_rows : a->ln2;
+    float *ln2 = bf ? kept : a->ln2;
+    ln = tp->sp ? ln_rows : ln2;
     ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
-    tp_f_forward(tp, ln, a->ln2, layer, "mlp");
-    ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);          // its 4C/t columns
-    ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);                             // pointwise: local
+    tp_f_forward(tp, ln, ln2, layer, "mlp");
+    if (bf) ops->to_bf16(a->ln2_bf16, ln2, (size_t)BT * C);
+    ops->linear_forward(a->fch, ln2, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);          // its 4C/t columns
+    float *fch_gelu = bf ? kept : a->fch_gelu;
+    ops->gelu_forward(fch_gelu, a->fch, BT * Fl);                                // pointwise: local
+    if (bf) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)BT * Fl);
     sum = tp->sp ? partial : a->out;
-    ops->linear_forward(sum, a->fch_gelu, w.mproj_w, NULL, BT, Fl, C, bf, wt);
+    ops->linear_forward(sum, fch_gelu, w.mproj_w, NULL, BT, Fl, C, bf, wt);
     tp_g_forward(tp, sum, a->out, layer, "mlp");
     add_bias_rows(tp, a->out, w.mproj_b, R, bias_rows, wt);
     ops->residual_add(a->out, a->out, a->res1, R * C);
+}
+
+// A saved input of a Linear layer as fp32 for its backward pass: the fp32 activation, or under
+// --mixed its bf16 copy widened into wide (exact).
+static const float *saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
+    if (!kept) return f32;
+    ops->from_bf16(wide, kept, n);
+    return wide;
 }
 
 // dx: on entry the gradient at the block's output rows, on return at its input rows.
@@ -492,7 +533,8 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     float *datty = take(&cur, (size_t)BT * Cl), *dqkv = take(&cur, (size_t)BT * 3 * Cl);
     float *att_scratch = take(&cur, gpt_attn_scratch_floats(&tp->cfg, C / tp->cfg.heads));
     float *dall = take(&cur, (size_t)BT * C), *dshard = take(&cur, (size_t)R * C);
-    float *lin = cur;  // a Linear's bf16 operands (--mixed)
+    float *lin = take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);  // a Linear's bf16 operands (--mixed)
+    float *wide = cur;  // --mixed: an input kept in bf16, widened back
     int bf = tp->cfg.mixed;
 
     // The MLP: the bias saw this rank's rows; g hands every rank all rows of dout; f sums
@@ -500,9 +542,11 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     bias_backward(tp, g.mproj_b, dx, R);
     float *dy = tp->sp ? dall : dx;
     tp_g_backward(tp, dx, dy, layer, "mlp");
-    ops->linear_backward(dfch, g.mproj_w, NULL, dy, a->fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
+    const float *fch_gelu = saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, (size_t)BT * Fl);
+    ops->linear_backward(dfch, g.mproj_w, NULL, dy, fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
-    ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, a->ln2, w.fc_w, BT, C, Fl, bf, lin);
+    const float *ln2 = saved_input(ops, a->ln2, a->ln2_bf16, wide, (size_t)BT * C);
+    ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, BT, C, Fl, bf, lin);
     float *dln = tp->sp ? dshard : dpart;
     tp_f_backward(tp, dpart, dln, layer, "mlp");
     ops->copy(dres1, dx, (size_t)R * C);  // the residual path
@@ -517,7 +561,8 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
-    ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, a->ln1, w.qkv_w, BT, C, 3 * Cl, bf, lin);
+    const float *ln1 = saved_input(ops, a->ln1, a->ln1_bf16, wide, (size_t)BT * C);
+    ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, BT, C, 3 * Cl, bf, lin);
     tp_f_backward(tp, dpart, dln, layer, "attn");
     ops->copy(dx, dres1, (size_t)R * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x, w.ln1_w, a->ln1_mean, a->ln1_rstd, R, C);
@@ -612,16 +657,19 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     float *cur = tp->scratch;
     float *wt = take(&cur, tp_linear_floats(tp)), *ln_rows = take(&cur, (size_t)R * C);
     int bf = tp->cfg.mixed;
+    float *lnf = bf ? take(&cur, tp_kept_floats(tp)) : a->lnf;  // --mixed: kept in a as bf16
     if (!tp->vp) {  // replicated head: the loss of this rank's rows (with SP: 1/t of them)
-        tp->ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-        tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, R, C, V, bf, wt);
+        tp->ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
+        if (bf) tp->ops->to_bf16(a->lnf_bf16, lnf, (size_t)R * C);
+        tp->ops->linear_forward(a->probs, lnf, head_w, NULL, R, C, V, bf, wt);
         return tp->ops->crossentropy_forward(a->probs, targets + tp->row0, R, V);
     }
     // Vocabulary-parallel: a column-parallel linear like c_fc, so f before it; logits [BT, V/t].
-    float *ln = tp->sp ? ln_rows : a->lnf;
+    float *ln = tp->sp ? ln_rows : lnf;
     tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-    tp_f_forward(tp, ln, a->lnf, L + 1, "head");
-    tp->ops->linear_forward(a->probs, a->lnf, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
+    tp_f_forward(tp, ln, lnf, L + 1, "head");
+    if (bf) tp->ops->to_bf16(a->lnf_bf16, lnf, (size_t)tp->BT * C);
+    tp->ops->linear_forward(a->probs, lnf, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
     return vocab_parallel_crossentropy(tp, a->probs, targets, tp->BT);
 }
 
@@ -635,13 +683,17 @@ static void head_backward(Tp *tp, const float *x, const TpActs *a, const uint8_t
         float *dlogits = take(&cur, (size_t)R * V);
         dln = take(&cur, (size_t)R * C);
         tp->ops->crossentropy_backward(dlogits, a->probs, targets + tp->row0, R, V, scale);
-        tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, a->lnf, head_w, R, C, V, tp->cfg.mixed, cur);
+        float *lin = take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
+        const float *lnf = saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)R * C);
+        tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, lnf, head_w, R, C, V, tp->cfg.mixed, lin);
     } else {
         int Vl = V / tp->t;
         float *dlogits = take(&cur, (size_t)BT * Vl), *dpart = take(&cur, (size_t)BT * C);
         float *dshard = take(&cur, (size_t)R * C);
         vocab_parallel_dlogits(tp, dlogits, a->probs, targets, BT, scale);
-        tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, a->lnf, head_w, BT, C, Vl, tp->cfg.mixed, cur);
+        float *lin = take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
+        const float *lnf = saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)BT * C);
+        tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, lnf, head_w, BT, C, Vl, tp->cfg.mixed, lin);
         dln = tp->sp ? dshard : dpart;
         tp_f_backward(tp, dpart, dln, L + 1, "head");  // the head input's gradient, summed over the vocabulary slices
     }

@@ -4,7 +4,7 @@
 //
 // Defines: TpKind, TpCount, Tp, TpBlockActs, TpActs, tp_replicated_floats(), tp_split_floats(),
 //          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(),
-//          tp_gather_model(), tp_acts_floats(), tp_acts_alloc(), tp_acts_free(),
+//          tp_gather_model(), tp_acts_bytes(), tp_acts_alloc(), tp_acts_free(),
 //          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
 //          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_layer_forward(),
 //          tp_layer_backward(), tp_log_collectives().
@@ -119,6 +119,8 @@ void tp_gather_model(Tp *tp, Gpt *full);
 // What the forward pass saves, for a micro-batch of B sequences (BT rows, R of them this
 // rank's). ln1/ln2 (and lnf with --vocab-parallel) are the LayerNorm outputs on ALL rows: the
 // column-parallel linears read them (with SP: gathered by f, and kept for the backward pass).
+// Under --mixed the activations only a Linear reads (ln1, ln2, fch_gelu, lnf) are kept as
+// bf16s, as gpt.h keeps them: their float pointers are NULL, the _bf16 ones hold them.
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [R], [R]
@@ -130,6 +132,7 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [R], [R]
     float *fch, *fch_gelu;             // [BT,4C/t]
     float *out;                        // [R,C]
+    bf16 *ln1_bf16, *ln2_bf16, *fch_gelu_bf16;  // --mixed (else NULL)
 } TpBlockActs;
 
 typedef struct {
@@ -137,10 +140,12 @@ typedef struct {
     TpBlockActs *blocks;               // [L]
     float *lnf, *lnf_mean, *lnf_rstd;  // [H,C], [R], [R]   H = BT with --vocab-parallel, else R
     float *probs;                      // [H,V'] V' = V/t with --vocab-parallel, else V
-    float *buffer;
+    bf16 *lnf_bf16;                    // --mixed (else NULL)
+    float *buffer;                     // the floats, then the bf16s
 } TpActs;
 
-size_t tp_acts_floats(const GptConfig *c, int t, int sp, int vp, int B);
+// Bytes of tp_acts_alloc()'s activations.
+size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B);
 // Also sets tp's rows for micro-batches of B sequences.
 void tp_acts_alloc(TpActs *a, Tp *tp, int B);
 void tp_acts_free(TpActs *a, Tp *tp);
