@@ -161,6 +161,10 @@ TUI_SAN   := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o) $(BUILD)/san/tui/tui.o
 TUI_DRAW_SAN := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o)
 NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
 NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)
+# The course as the terminal and the web read it (labs/course/: the lexicon's terms, the
+# lessons' titles, links), plain C; both link it, neither through the other.
+COURSE_OBJ := $(BUILD)/course/course.o
+COURSE_SAN := $(BUILD)/san/course/course.o
 # md4c's parser renders the lexicon and the lessons (tui/mdterm.c), for shardlab and the tests.
 MD4C_LIBS := -lmd4c
 # The web server (web/): CivetWeb (no pkg-config file) and md4c's HTML renderer.
@@ -174,7 +178,7 @@ ifeq ($(SHARDLAB_KIND),bare)
 SHARDLAB_PARTS := $(BUILD)/nolibs.o
 SHARDLAB_LIBS  :=
 else
-SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS)
+SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS) $(COURSE_OBJ)
 SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
 endif
 # The grader (labs/grade/): `shardlab grade`, linked into the launcher.
@@ -277,11 +281,17 @@ $(BUILD)/san/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/san/
 $(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h | $(BUILD)/core/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
 
-$(BUILD)/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
-	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
+	$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
-	$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
+	$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
+
+$(BUILD)/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/course
+	$(CC) $(BASE) -Ilabs/course $(CFLAGS) -c $< -o $@
+
+$(BUILD)/san/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/san/course
+	$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/labs/%: $(LABS_SRC)/%.c $(CORE_OBJS) $(LABS_SRC)/core/*.h | $(BUILD)/labs
 	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
@@ -289,14 +299,14 @@ $(BUILD)/labs/%: $(LABS_SRC)/%.c $(CORE_OBJS) $(LABS_SRC)/core/*.h | $(BUILD)/la
 $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(CORE_SAN) $(LABS_SRC)/core/*.h | $(BUILD)/san/labs
 	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) labs/core/*.h | $(BUILD)/san/tests
-	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(CORE_SAN) $(TUI_DRAW_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
+$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h | $(BUILD)/san/tests
+	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(CORE_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/web deps-ncurses
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) -c $< -o $@
+$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/web deps-ncurses
+	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h tui/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/san/web deps-ncurses
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/san/web deps-ncurses
+	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/grade
 	$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
@@ -312,7 +322,7 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
 $(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
@@ -320,14 +330,14 @@ $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/grade $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/core/*.h tui/*.h
+$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c labs/core/*.h tui/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) -o $@ $(LDLIBS) $(MD4C_LIBS)
+	clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 # ... and on the grader: a run directory's files from one input, loaded and graded (no lab
 # starts: the run is its own --ref). UB stops it too (-fno-sanitize-recover).
@@ -352,7 +362,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
 $(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
 	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@
 #include "labtest.h"
 #define STEPS 1
 #include "shardtest.h"
-#include "lexicon.h"
+#include "course.h"
 #include "mdterm.h"
 
 static const char *root, *shardlab, *launcher, *labs_dir;

@@ -1,9 +1,7 @@
-// lexicon.c — see lexicon.h.
+// lexicon.c — `shardlab lexicon`: the course's lexicon (course.h) in the terminal, its index
+// or one entry rendered by mdterm.h.
 #include "lexicon.h"
 
-#include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,207 +9,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "course.h"
 #include "json.h"
 #include "mdterm.h"
-
-const char *const LEXICON_CATEGORIES[LEXICON_NCATEGORIES] = {
-    "Parallelism strategies", "Sharding and memory", "Pipeline schedules",
-    "Communication",          "Runtime",             "Hardware and performance",
-};
-
-// "- **Field:** value" -> value, if the line is that field.
-static int header_field(const char *line, const char *field, char *out, size_t n) {
-    char want[64];
-    snprintf(want, sizeof want, "- **%s:**", field);
-    if (strncmp(line, want, strlen(want)) != 0) return 0;
-    const char *v = line + strlen(want);
-    while (*v == ' ') v++;
-    snprintf(out, n, "%s", v);
-    size_t k = strlen(out);
-    while (k && (out[k - 1] == '\n' || out[k - 1] == '\r' || out[k - 1] == ' ')) out[--k] = 0;
-    return 1;
-}
-
-// The title and, for terms, the header block of one file.
-static int read_header(const char *path, const char *name, LexTerm *t) {
-    memset(t, 0, sizeof *t);
-    snprintf(t->slug, sizeof t->slug, "%.*s", (int)(strlen(name) - 3), name);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[2048];
-    for (int i = 0; i < 12 && fgets(line, sizeof line, f); i++) {
-        if (!t->title[0] && strncmp(line, "# ", 2) == 0) {
-            snprintf(t->title, sizeof t->title, "%.*s", (int)sizeof t->title - 1, line + 2);
-            size_t k = strlen(t->title);
-            while (k && (t->title[k - 1] == '\n' || t->title[k - 1] == '\r')) t->title[--k] = 0;
-        }
-        header_field(line, "Also known as", t->aka, sizeof t->aka);
-        header_field(line, "Category", t->category, sizeof t->category);
-        header_field(line, "Related", t->related, sizeof t->related);
-        header_field(line, "Labs", t->labs, sizeof t->labs);
-    }
-    fclose(f);
-    return t->title[0] ? 0 : -1;
-}
-
-static int by_slug(const void *a, const void *b) { return strcmp(((const LexTerm *)a)->slug, ((const LexTerm *)b)->slug); }
-
-// Every *.md of dir, read with read_header; -1 with err if dir cannot be read.
-static int read_dir(const char *dir, LexTerm **out, int *n, char *err, size_t errlen) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
-        return -1;
-    }
-    int cap = 64;
-    *out = calloc_check((size_t)cap, sizeof **out);
-    *n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".md") != 0 || e->d_name[0] == '.' || len > 60) continue;
-        if (*n == cap) *out = realloc_check(*out, (size_t)(cap *= 2) * sizeof **out);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (read_header(path, e->d_name, &(*out)[*n]) != 0) {
-            snprintf(err, errlen, "%s: no title (a first line '# Title')", path);
-            closedir(d);
-            return -1;
-        }
-        (*n)++;
-    }
-    closedir(d);
-    qsort(*out, (size_t)*n, sizeof **out, by_slug);
-    return 0;
-}
-
-int lexicon_load(Lexicon *lx, const char *dir, char *err, size_t errlen) {
-    memset(lx, 0, sizeof *lx);
-    snprintf(lx->dir, sizeof lx->dir, "%s", dir);
-    if (read_dir(dir, &lx->t, &lx->n, err, errlen) != 0) return -1;
-    if (lx->n == 0) {
-        snprintf(err, errlen, "'%s' holds no entries (*.md)", dir);
-        return -1;
-    }
-    char lessons[4200], ignore[256];
-    snprintf(lessons, sizeof lessons, "%s/../lessons", dir);
-    if (read_dir(lessons, &lx->lessons, &lx->nlessons, ignore, sizeof ignore) != 0) lx->nlessons = 0;
-    return 0;
-}
-
-void lexicon_free(Lexicon *lx) {
-    free(lx->t);
-    free(lx->lessons);
-    memset(lx, 0, sizeof *lx);
-}
-
-const LexTerm *lexicon_term(const Lexicon *lx, const char *slug) {
-    for (int i = 0; i < lx->n; i++)
-        if (strcmp(lx->t[i].slug, slug) == 0) return &lx->t[i];
-    return NULL;
-}
-
-const char *lexicon_link_name(const char *target, size_t n, void *ctx) {
-    const Lexicon *lx = ctx;
-    // A term's title as it reads inside a sentence: "All-gather" -> "all-gather", but "ZeRO
-    // stage 2", "FSDP", "1F1B" as they are. Rotating buffers: a few names may be live at once.
-    static char names[8][160];
-    static int next;
-    for (int i = 0; i < lx->n; i++)
-        if (strlen(lx->t[i].slug) == n && memcmp(lx->t[i].slug, target, n) == 0) {
-            char *out = names[next++ % 8];
-            snprintf(out, sizeof names[0], "%s", lx->t[i].title);
-            int proper = 0;  // an upper-case letter after the first, in the first word: ZeRO, DDP
-            for (const char *c = out + 1; *c && *c != ' ' && *c != '-'; c++) proper |= isupper((unsigned char)*c);
-            if (!proper) out[0] = (char)tolower((unsigned char)out[0]);
-            return out;
-        }
-    for (int i = 0; i < lx->nlessons; i++)
-        if (strlen(lx->lessons[i].slug) == n && memcmp(lx->lessons[i].slug, target, n) == 0) return lx->lessons[i].title;
-    return NULL;
-}
-
-// ---------------------------------------------------------------------------------------
-// Finding a term
-
-// Lower case, letters and digits only.
-static void norm(const char *s, char *out, size_t n) {
-    size_t k = 0;
-    for (; *s && k + 1 < n; s++)
-        if (isalnum((unsigned char)*s)) out[k++] = (char)tolower((unsigned char)*s);
-    out[k] = 0;
-}
-
-static int edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 80 || m > 80) return 99;
-    int d[81][81];
-    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[n][m];
-}
-
-// The names a term answers to, normalized: slug, title, each also-known-as name.
-static int names_of(const LexTerm *t, char names[][96], int max) {
-    int k = 0;
-    norm(t->slug, names[k++], 96);
-    norm(t->title, names[k++], 96);
-    char aka[400];
-    snprintf(aka, sizeof aka, "%s", t->aka);
-    for (char *save = NULL, *p = strtok_r(aka, ",;", &save); p && k < max; p = strtok_r(NULL, ",;", &save)) {
-        norm(p, names[k], 96);
-        if (names[k][0]) k++;
-    }
-    return k;
-}
-
-int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k) {
-    char q[96];
-    norm(name, q, sizeof q);
-    *k = 0;
-    if (!q[0] || lx->n == 0) return 0;
-    int *dist = malloc_check((size_t)lx->n * sizeof *dist), partial = -1, npartial = 0;
-    for (int i = 0; i < lx->n; i++) {
-        char names[16][96];
-        int nn = names_of(&lx->t[i], names, 16), best = 99, part = 0;
-        for (int j = 0; j < nn; j++) {
-            if (strcmp(names[j], q) == 0) {  // exact
-                out[0] = i, *k = 1;
-                free(dist);
-                return 1;
-            }
-            if (strlen(q) >= 3 && strstr(names[j], q)) part = 1;
-            int e = edit_distance(q, names[j]);
-            if (e < best) best = e;
-        }
-        dist[i] = part ? -1 : best;  // -1: the name is part of this term's
-        if (part) partial = i, npartial++;
-    }
-    int rc = 0;
-    if (npartial == 1) {
-        out[0] = partial, *k = 1;
-        rc = 1;
-    } else {
-        // Closest first: the partial matches if there are (only them), else by edit distance.
-        int used = 0;
-        for (int pass = -1; pass < (npartial ? 0 : 99) && used < max; pass++)
-            for (int i = 0; i < lx->n && used < max; i++)
-                if (dist[i] == pass) out[used++] = i;
-        *k = used;
-        int tol = (int)strlen(q) / 4 > 1 ? (int)strlen(q) / 4 : 1;
-        if (npartial == 0 && used > 0 && dist[out[0]] <= tol && (used == 1 || dist[out[1]] > dist[out[0]])) {
-            *k = 1;
-            rc = 1;
-        }
-    }
-    free(dist);
-    return rc;
-}
 
 // ---------------------------------------------------------------------------------------
 // `shardlab lexicon`
@@ -291,13 +91,13 @@ int lexicon_main(int argc, char **argv, const char *root) {
     sb_init(&out);
     sb_read_file(&md, path, (size_t)1 << 20);
     char q[96], s[96];
-    norm(term, q, sizeof q);
-    norm(t->slug, s, sizeof s);
+    lexicon_normalize(term, q, sizeof q);
+    lexicon_normalize(t->slug, s, sizeof s);
     MdTermOptions o = {.width = terminal_width(), .color = color, .link_name = lexicon_link_name, .link_ctx = &lx};
     if (mdterm_render(md.data ? md.data : "", md.len, &o, &out) != 0)
         die("the entry's markdown could not be parsed", "rendering %s failed", path);
     char tt[96];
-    norm(t->title, tt, sizeof tt);
+    lexicon_normalize(t->title, tt, sizeof tt);
     if (strcmp(q, s) != 0 && strcmp(q, tt) != 0) printf("(%s: the closest term to '%s')\n\n", t->slug, term);
     fputs(out.data, stdout);
     sb_free(&md);

@@ -1,61 +1,8 @@
-// lexicon.h — the lexicon's terms (lexicon/<slug>.md): their header fields, the index by
-// category, and finding a term from what a person typed (exact, partial or misspelt).
+// lexicon.h — `shardlab lexicon`: the lexicon (course.h) read in the terminal.
 //
-// Defines: LEXICON_CATEGORIES, LEXICON_NCATEGORIES, LexTerm, Lexicon, lexicon_load(),
-//          lexicon_free(), lexicon_term(), lexicon_lookup(), lexicon_link_name(), lexicon_main().
-//
-// An entry begins with a header block (the lessons and tests rely on exactly this shape):
-//     # <Title>
-//
-//     - **Also known as:** <names, comma-separated, or —>
-//     - **Category:** <one of LEXICON_CATEGORIES>
-//     - **Related:** [[slug]], [[slug]]
-//     - **Labs:** `lab`, `lab`
+// Defines: lexicon_main().
 #ifndef SHARDLAB_LEXICON_H
 #define SHARDLAB_LEXICON_H
-
-#include <stddef.h>
-
-#define LEXICON_NCATEGORIES 6
-extern const char *const LEXICON_CATEGORIES[LEXICON_NCATEGORIES];
-
-typedef struct {
-    char slug[64];
-    char title[160];
-    char aka[400];       // "Also known as", as written
-    char category[64];
-    char related[1024];  // as written: "[[a]], [[b]]"
-    char labs[256];      // as written: "`ddp`, `zero`"
-} LexTerm;
-
-typedef struct {
-    LexTerm *t;  // sorted by slug
-    int n;
-    LexTerm *lessons;  // the lessons beside the lexicon (../lessons/NN-slug.md): slug and title only
-    int nlessons;
-    char dir[4096];
-} Lexicon;
-
-// Reads the header of every dir/*.md, and the titles of dir/../lessons/*.md if there are.
-// Returns 0, or -1 with a message in err (no such directory, no entries, a file without a
-// title).
-int lexicon_load(Lexicon *lx, const char *dir, char *err, size_t errlen);
-void lexicon_free(Lexicon *lx);
-// The term with this slug, or NULL.
-const LexTerm *lexicon_term(const Lexicon *lx, const char *slug);
-
-// What `shardlab lexicon NAME` shows. Names are compared in lower case with everything but
-// letters and digits dropped, against each term's slug, title and also-known-as names:
-//   equal                          -> returns 1, out[0] the term
-//   part of exactly one term       -> returns 1, out[0] the term        ("ring-all" -> ring all-reduce)
-//   else a unique nearest name within about one edit in four letters -> returns 1 ("fsdpp")
-//   else                           -> returns 0, out[0..k) the closest terms (k <= max), best first
-// *k gets how many are in out.
-int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k);
-
-// For mdterm: a wiki link's name (the term's title as it reads in a sentence, "all-gather",
-// "ZeRO stage 2"; or the lesson's heading), NULL if unknown. ctx: a Lexicon.
-const char *lexicon_link_name(const char *target, size_t n, void *ctx);
 
 // `shardlab lexicon [--plain] [TERM]`: the index grouped by category, or one term rendered
 // for the terminal (mdterm.h), from root/lexicon. An unknown TERM: exit 2 with the closest terms.

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "check.h"
+#include "course.h"
 
 #define SGR_RESET "\033[0m"
 #define MAX_DEPTH 16
@@ -36,7 +37,7 @@ typedef struct {
     int wiki;           // inside [[...]]: its label text is replaced by the name
     char wiki_target[256];
     char href[512];     // inside [text](href)
-    int href_ok;        // it may be shown (mdterm_url_ok, and spelt without character references)
+    int href_ok;        // it may be shown (course_url_ok, and spelt without character references)
     StrBuf link_text;
     // tables
     int table, cell_open, row, col, ncols, header_rows;
@@ -343,7 +344,7 @@ static int enter_span(MD_SPANTYPE type, void *detail, void *user) {
         sb_reset(&r->link_text);
         const MD_ATTRIBUTE *href = &((MD_SPAN_A_DETAIL *)detail)->href;
         attr(r->href, sizeof r->href, href);
-        r->href_ok = href->size < sizeof r->href && mdterm_url_ok(r->href);
+        r->href_ok = href->size < sizeof r->href && course_url_ok(r->href);
         for (int i = 0; href->substr_offsets && href->substr_offsets[i] < href->size; i++)
             if (href->substr_types[i] != MD_TEXT_NORMAL) r->href_ok = 0;  // "&#106;avascript:"
         break;
@@ -477,15 +478,4 @@ int mdterm_render(const char *md, size_t n, const MdTermOptions *o, StrBuf *out)
     // No blank lines piling up at the end.
     while (out->len >= 2 && out->data[out->len - 1] == '\n' && out->data[out->len - 2] == '\n') out->data[--out->len] = 0;
     return rc == 0 ? 0 : -1;
-}
-
-int mdterm_url_ok(const char *url) {
-    for (const char *p = url; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7F) return 0;
-    size_t scheme = strcspn(url, ":/?#");
-    if (url[scheme] != ':') return 1;  // no scheme: a path on the same site
-    static const char *const ok[] = {"http", "https", "mailto"};
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        if (scheme == strlen(ok[i]) && strncasecmp(url, ok[i], scheme) == 0) return 1;
-    return 0;
 }

@@ -1,6 +1,6 @@
 // mdterm.h — markdown rendered for a terminal: md4c's parser driving a small ANSI renderer.
 //
-// Defines: MdTermLinkName, MdTermOptions, mdterm_render(), mdterm_url_ok().
+// Defines: MdTermLinkName, MdTermOptions, mdterm_render().
 //
 // What the lexicon and the lessons use, and how it comes out (no markdown markers are left):
 //     # Title, ## Section     bold (and underlined); plain: the text over a rule of ═ or ─
@@ -10,7 +10,7 @@
 //     - lists, 1. lists       "• " and "1. " with hanging indents
 //     [[slug]] wiki links     the linked term's name (MdTermLinkName), underlined
 //     [text](url)             the text, then " (url)" unless the url is the text (or is not one
-//                             mdterm_url_ok() takes: then the text alone)
+//                             course_url_ok() takes: then the text alone)
 //     | tables |              columns aligned, a rule under the header
 //     <details><summary>X</summary> ... </details>   "X:" in bold, then the content
 // Paragraphs are wrapped to the width; colour (ANSI SGR) only when asked for. Control characters
@@ -34,12 +34,5 @@ typedef struct {
 
 // Appends the rendering of md[0..n) to out. Returns 0, or -1 if md4c refused the text.
 int mdterm_render(const char *md, size_t n, const MdTermOptions *o, StrBuf *out);
-
-// 1 if a link's address may be shown or followed: a path on the same site ("/lexicon/zero",
-// "#terms", "notes.md": no scheme) or an http, https or mailto address. Refused: any other
-// scheme (javascript:, vbscript:, data:, in any case), and any address holding a space or a
-// control character (a browser drops tabs and newlines inside a URL, so "java\tscript:" is
-// javascript: to it). Character references are the caller's to decode, or to refuse.
-int mdterm_url_ok(const char *url);
 
 #endif

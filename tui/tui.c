@@ -21,8 +21,8 @@
 
 #include "canvas.h"
 #include "check.h"
+#include "course.h"
 #include "dashboard.h"
-#include "lexicon.h"
 #include "mdterm.h"
 #include "runlog.h"
 #include "runread.h"

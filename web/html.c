@@ -7,7 +7,7 @@
 // renders them with raw HTML on, as the course looks. What is not: any one of those files can
 // arrive through a pull request, a student's edit or a copied course, and a page is the place
 // where a link runs script. So the HTML is not sent as md4c wrote it: a tag passes only if it
-// is one of ours with our attributes, double-quoted; href and src only if mdterm_url_ok()
+// is one of ours with our attributes, double-quoted; href and src only if course_url_ok()
 // takes them (a site path or http, https, mailto: never javascript:, vbscript: or data:, in
 // any case, spacing or entity spelling). A tag that fails is shown as text (its '<' escaped):
 // the browser then sees no tag at all. A link whose address fails keeps its text, not its href.
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mdterm.h"
+#include "course.h"
 #include "web.h"
 
 // The tags md4c-html writes for GitHub-flavoured markdown, the wiki link it writes before
@@ -50,7 +50,7 @@ static int attr_url(const char *v, size_t n, char *out, size_t max) {
         out[k++] = v[i];
     }
     out[k] = 0;
-    return mdterm_url_ok(out);
+    return course_url_ok(out);
 }
 
 // The tag at s[0..n) (from '<' to its '>'): 1 if it is allowed; *drop_from and *drop_to mark

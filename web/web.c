@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 
 #include "check.h"
-#include "lexicon.h"
+#include "course.h"
 #include "runlog.h"
 
 #define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"

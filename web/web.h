@@ -99,7 +99,7 @@ int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
 
 // ---- the HTML of rendered markdown (web/html.c) -----------------------------------------
 // Appends html[0..n), md4c-html's rendering of a course file, keeping only the tags and
-// attributes a course page uses and the links mdterm_url_ok() takes; anything else is shown
+// attributes a course page uses and the links course_url_ok() takes; anything else is shown
 // as text. See html.c for what is trusted and why this holds.
 void web_html_filter(StrBuf *out, const char *html, size_t n);
 

@@ -1,6 +1,7 @@
 // mem.c — see mem.h.
 #include "mem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,4 +116,13 @@ size_t mem_peak_in(const Mem *m, MemCategory c) { return (unsigned)c < MEM_CATEG
 void mem_reset_peak(Mem *m) {
     m->peak = mem_total(m);
     for (int c = 0; c < MEM_CATEGORIES; c++) m->peak_in[c] = m->in_use[c];
+}
+
+const char *format_bytes(char *buf, size_t n, double bytes) {
+    if (bytes >= 1024.0 * 1024 * 1024 * 1024) snprintf(buf, n, "%.2f TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+    else if (bytes >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, n, "%.0f B", bytes);
+    return buf;
 }

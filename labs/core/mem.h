@@ -2,7 +2,7 @@
 //
 // Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
 //          mem_alloc(), mem_alloc_floats(), mem_free(), mem_in_use(), mem_total(),
-//          mem_peak(), mem_peak_in(), mem_reset_peak(), mem_keep_freed().
+//          mem_peak(), mem_peak_in(), mem_reset_peak(), mem_keep_freed(), format_bytes().
 //
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
 // activations, communication buffers — comes from mem_alloc() with a category, so the
@@ -80,5 +80,8 @@ size_t mem_peak_in(const Mem *m, MemCategory c);
 void mem_reset_peak(Mem *m);
 // Keep freed buffers for reuse (on = 1; mem_init sets it on a GPU) or release them (0).
 void mem_keep_freed(Mem *m, int on);
+
+// "1.23 MiB"-style text for a byte count (B, KiB, MiB, GiB, TiB: powers of 1024) in buf; returns buf.
+const char *format_bytes(char *buf, size_t n, double bytes);
 
 #endif

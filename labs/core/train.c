@@ -156,15 +156,6 @@ void train_save_weights(const Gpt *g, const char *path) {
     weight_table_free(g, &w);
 }
 
-const char *format_bytes(char *buf, size_t n, double bytes) {
-    if (bytes >= 1024.0 * 1024 * 1024 * 1024) snprintf(buf, n, "%.2f TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
-    else if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else if (bytes >= 1024.0 * 1024) snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
-    else if (bytes >= 1024.0) snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
-    else snprintf(buf, n, "%.0f B", bytes);
-    return buf;
-}
-
 void progress_init(Progress *p, const TrainArgs *a) {
     p->tty = isatty(STDOUT_FILENO);
     p->steps = a->steps;

@@ -3,7 +3,7 @@
 // Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
 //          train_micro_batch(), train_config_json(), train_device(), train_say_device(),
 //          train_check_batch(), train_load_weights(), train_save_weights(), Progress,
-//          progress_init(), progress_update(), format_bytes(), PendingSpan, SpanLogger,
+//          progress_init(), progress_update(), PendingSpan, SpanLogger,
 //          span_logger_hooks(), span_logger_add(), span_logger_flush(),
 //          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
 //          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
@@ -60,9 +60,6 @@ void train_say_device(RunLog *log, const Device *dev, int ranks);
 // message naming the first mismatch.
 void train_load_weights(Gpt *g, const char *path);
 void train_save_weights(const Gpt *g, const char *path);
-
-// "1.23 MiB"-style text for a byte count.
-const char *format_bytes(char *buf, size_t n, double bytes);
 
 // A data-parallel lab's batch checks: --batch divides over `ranks`, and --accum divides each
 // rank's share. Exits 2 with one line otherwise.
