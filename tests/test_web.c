@@ -131,7 +131,9 @@ static void start_server(void) {
     snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
     snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs_dir);
     char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
-    char *env[] = {env_root, env_runs, "SHARDLAB_TIMEOUT_S=60", NULL};
+    // A time zone 5:30 east of UTC (POSIX form, no tz database needed): run names are in UTC
+    // whatever the server's zone (check_run).
+    char *env[] = {env_root, env_runs, "SHARDLAB_TIMEOUT_S=60", "TZ=IST-5:30", NULL};
     server = spawn_env(argv, "server", env);
     for (double t0 = now_s(); now_s() - t0 < 20 && !port; usleep(50000)) {
         char *out = read_file(url_file, NULL);
@@ -1276,7 +1278,9 @@ static void check_ref(const char *done_id, const char *running_id, const char *o
 static void check_run(void) {
     char own[300];
     snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    time_t before = time(NULL);
     Resp r = request("POST", "/api/runs", own, "{\"lab\":\"pp\",\"n\":2,\"steps\":6,\"options\":{\"schedule\":\"1f1b\",\"micro\":4}}");
+    time_t after = time(NULL);
     char id[256] = "";
     const char *at = r.body ? strstr(r.body, "\"id\":\"") : NULL;
     if (at) sscanf(at + 6, "%255[^\"]", id);
@@ -1284,6 +1288,17 @@ static void check_run(void) {
            r.body ? r.body : "");
     resp_free(&r);
     if (!id[0]) return;
+    // Named as the launcher names runs (runlog_new_dir): pp-<YYYYmmdd-HHMMSS in UTC>-<4 hex>.
+    int named = 0;
+    for (time_t t = before; t <= after && !named; t++) {
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char want[64];
+        strftime(want, sizeof want, "pp-%Y%m%d-%H%M%S-", &tm);
+        named = strncmp(id, want, strlen(want)) == 0 && strlen(id) == strlen(want) + 4 &&
+                strspn(id + strlen(want), "0123456789abcdef") == 4;
+    }
+    EXPECT(named, "a run started from the web is named as the launcher names runs, pp-<UTC time>-<4 hex> (%s)", id);
 
     // Live: the stream from the start, while the ranks write.
     char *live = stream(id, 0, -1, 120);

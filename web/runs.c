@@ -724,19 +724,10 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     // this machine cannot hold is refused here, with the same figures the lab would give.
     if (plan_check_options(form->lab, (int)n->number, a - 7, argv + 7, why, whylen) != 0) return 400;
     // The run's directory, named as the launcher names them, so the page can follow it at once.
-    char name[256];
-    runlog_make_dirs(w->runs);
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    for (int tries = 0;; tries++) {
-        snprintf(name, sizeof name, "%s-%s-%04x", form->lab, stamp, (unsigned)(rand() & 0xffff));
-        snprintf(dir, sizeof dir, "%s/%s", w->runs, name);
-        if (mkdir(dir, 0755) == 0) break;
-        if (errno != EEXIST || tries > 20) return snprintf(why, whylen, "cannot create a run directory in %s", w->runs), 500;
-    }
+    char problem[1200];
+    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->lab, problem, sizeof problem) != 0)
+        return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
+    const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
     PUSH("--run-dir");
     PUSH(dir);
     argv[a] = NULL;

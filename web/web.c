@@ -828,7 +828,6 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     snprintf(dir, sizeof dir, "%s/lexicon", root);
     if (lexicon_load(&lexicon, dir, err, sizeof err) != 0) usage_error("shardlab web", "%s (set SHARDLAB_ROOT)", err);
     make_token(w.token);
-    srand((unsigned)(getpid() ^ time(NULL)));  // run names' last 4 hex digits
 
     // CivetWeb's spelling of where to listen: "127.0.0.1:P", an IPv6 address in brackets
     // ("[::1]:P"), and for :: (every address) "+P": IPv6 and IPv4 both.

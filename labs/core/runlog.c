@@ -44,11 +44,12 @@ void runlog_make_dirs(const char *path) {
         die("check the path and its permissions", "cannot create directory '%s': %s", failed, strerror(errno));
 }
 
-// runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>, a name no other run has.
-void runlog_new_dir(char *out, size_t n, const char *lab) {
-    const char *root = getenv("SHARDLAB_RUNS");
-    if (!root || !*root) root = "runs";
-    runlog_make_dirs(root);
+// <root>/<lab>-<YYYYmmdd-HHMMSS, UTC>-<4 hex>, a name no other run has: the one namer of run
+// directories (the launcher's, a lab's started alone, the web's).
+int runlog_try_new_dir(char *out, size_t n, const char *root, const char *lab, char *why, size_t whylen) {
+    char failed[sizeof ((RunLog *)0)->dir];
+    if (runlog_try_make_dirs(root, failed, sizeof failed) != 0)
+        return snprintf(why, whylen, "cannot create directory '%s': %s", failed, strerror(errno)), -1;
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -57,13 +58,20 @@ void runlog_new_dir(char *out, size_t n, const char *lab) {
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned tag = (unsigned)(rng_hash((uint64_t)runlog_now_us(), (uint64_t)getpid(), (uint64_t)attempt) & 0xffff);
         if ((size_t)snprintf(out, n, "%s/%s-%s-%04x", root, lab, stamp, tag) >= n)
-            die("use a shorter SHARDLAB_RUNS path", "run directory path too long under '%s'", root);
-        if (mkdir(out, 0755) == 0) return;
+            return snprintf(why, whylen, "run directory path too long under '%s'", root), -1;
+        if (mkdir(out, 0755) == 0) return 0;
         if (errno != EEXIST)
-            die("check that the runs directory is writable", "cannot create run directory '%s': %s", out,
-                strerror(errno));
+            return snprintf(why, whylen, "cannot create run directory '%s': %s", out, strerror(errno)), -1;
     }
-    die(NULL, "could not find a free run directory name under '%s'", root);
+    return snprintf(why, whylen, "could not find a free run directory name under '%s'", root), -1;
+}
+
+void runlog_new_dir(char *out, size_t n, const char *lab) {
+    const char *root = getenv("SHARDLAB_RUNS");
+    if (!root || !*root) root = "runs";
+    char why[1024];
+    if (runlog_try_new_dir(out, n, root, lab, why, sizeof why) != 0)
+        die("check that the runs directory (SHARDLAB_RUNS) is writable and its path short enough", "%s", why);
 }
 
 static void write_line(RunLog *r) {

@@ -1,6 +1,6 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_try_make_dirs(), runlog_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_try_make_dirs(), runlog_new_dir(), runlog_try_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
 //          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_self_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
@@ -120,9 +120,12 @@ void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *di
 void runlog_make_dirs(const char *path);
 // mkdir -p without dying: 0, or -1 with errno set and the directory that failed in failed.
 int runlog_try_make_dirs(const char *path, char *failed, size_t n);
-// Creates a new, unique runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set)
-// and writes its path to out (the launcher names the run before it starts the ranks).
+// Creates a new, unique runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set,
+// the time in UTC) and writes its path to out (the launcher names the run before it starts
+// the ranks). Dies with a message if it cannot.
 void runlog_new_dir(char *out, size_t n, const char *lab);
+// The same under root, without dying: 0, or -1 with the reason in why (the web server's).
+int runlog_try_new_dir(char *out, size_t n, const char *root, const char *lab, char *why, size_t whylen);
 void runlog_close(RunLog *r);
 
 // printf to stdout and to rank-<r>.log.
