@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "grade.h"
+#include "launch.h"
 #include "plan.h"
 #include "runlog.h"
 #include "web.h"
@@ -688,26 +689,18 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
         return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
     if (opts && opts->type != JSON_OBJECT) return snprintf(why, whylen, "options must be an object"), 400;
 
-    char *argv[64], store[4096], ntext[16], stext[16], dir[4400];
+    char *argv[56], store[4096], stext[16], dir[4400];  // the options; launch_run() adds the rest
     size_t used = 0;
     int a = 0;
 #define PUSH(text)                                                            \
     do {                                                                      \
         size_t l_ = strlen(text) + 1;                                         \
-        if (a >= 62 || used + l_ > sizeof store) return snprintf(why, whylen, "too many options"), 400; \
+        if (a >= 54 || used + l_ > sizeof store) return snprintf(why, whylen, "too many options"), 400; \
         memcpy(store + used, text, l_);                                       \
         argv[a++] = store + used;                                             \
         used += l_;                                                           \
     } while (0)
-    snprintf(ntext, sizeof ntext, "%d", (int)n->number);
     snprintf(stext, sizeof stext, "%d", (int)steps->number);
-    PUSH(w->launcher);
-    PUSH("run");
-    PUSH(form->lab);
-    PUSH("-n");
-    PUSH(ntext);
-    PUSH("--ui");
-    PUSH("none");
     PUSH("--steps");
     PUSH(stext);
     for (size_t i = 0; opts && i < opts->count; i++) {
@@ -722,26 +715,18 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     }
     // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
     // this machine cannot hold is refused here, with the same figures the lab would give.
-    if (plan_check_options(form->lab, (int)n->number, a - 7, argv + 7, why, whylen) != 0) return 400;
+    if (plan_check_options(form->lab, (int)n->number, a, argv, why, whylen) != 0) return 400;
     // The run's directory, named as the launcher names them, so the page can follow it at once.
     char problem[1200];
     if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->lab, problem, sizeof problem) != 0)
         return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
     const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
-    PUSH("--run-dir");
-    PUSH(dir);
     argv[a] = NULL;
 #undef PUSH
-    pid_t pid = fork();  // (reaped by runs_reap(), which the server calls as it waits)
+    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
+    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
+    pid_t pid = launch_run(&lo, form->lab, (int)n->number, argv, dir);
     if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
-    if (pid == 0) {
-        setsid();  // its own session: the server's Ctrl-C is not the run's
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2);
-        for (int fd = 3; fd < 1024; fd++) close(fd);
-        execv(argv[0], argv);
-        _exit(127);
-    }
     launched_add(pid, name);
     snprintf(id, idlen, "%s", name);
     return 0;

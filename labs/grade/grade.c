@@ -25,6 +25,7 @@
 #include "args.h"
 #include "check.h"
 #include "dataset.h"
+#include "launch.h"
 #include "runlog.h"
 #include "grade.h"
 #include "grade_internal.h"
@@ -49,31 +50,19 @@ static FILE *fopen_fresh(const char *path) {
 
 // ---- starting a run through the launcher ----------------------------------------------------
 
-// `shardlab run <lab> -n N --ui none --run-dir DIR args...` with the lab programs of labs_dir;
+// `shardlab run <lab> -n N --ui none args... --run-dir DIR` (launch.h) with the lab programs of labs_dir;
 // the launcher's output goes to log_path. Returns its exit status (127: could not start).
 static int start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir,
                      const char *log_path) {
-    char exe[PATH_MAX], nbuf[16];
+    char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return 127;
     exe[k] = 0;
-    snprintf(nbuf, sizeof nbuf, "%d", n);
-    char *argv[64] = {exe, "run", (char *)lab, "-n", nbuf, "--ui", "none", "--run-dir", (char *)dir};
-    int a = 9;
-    for (int i = 0; args[i] && a < 63; i++) argv[a++] = args[i];
-    argv[a] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
+    // This very program, even if a rebuild replaced its file; its output to a fresh log.
+    LaunchOpts o = {.exe = "/proc/self/exe", .argv0 = exe, .labs_dir = labs_dir, .out_fd = create_fresh(log_path)};
+    pid_t pid = launch_run(&o, lab, n, args, dir);
+    if (o.out_fd >= 0) close(o.out_fd);
     if (pid < 0) return 127;
-    if (pid == 0) {
-        int fd = create_fresh(log_path);
-        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0) dup2(devnull, 0);
-        setenv("SHARDLAB_LABS", labs_dir, 1);
-        execv("/proc/self/exe", argv);  // this very program, even if a rebuild replaced its file
-        _exit(127);
-    }
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return 127;
