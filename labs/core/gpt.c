@@ -361,9 +361,7 @@ double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params,
     return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
 }
 
-// A saved input of a Linear layer as fp32 for its backward pass: the fp32 activation, or under
-// --mixed its bf16 copy widened into wide (exact).
-static const float *saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
+const float *gpt_saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
     if (!kept) return f32;
     ops->from_bf16(wide, kept, n);
     return wide;
@@ -375,7 +373,7 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
     HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
     int N = B * c->seq, C = c->dim, V = c->vocab;
     float *dlogits = scratch, *dlnf = scratch + (size_t)N * V, *lin = dlnf + (size_t)N * C;
-    const float *lnf = saved_input(ops, a->lnf, a->lnf_bf16, lin + linear_scratch_max(c, B), (size_t)N * C);
+    const float *lnf = gpt_saved_input(ops, a->lnf, a->lnf_bf16, lin + linear_scratch_max(c, B), (size_t)N * C);
     ops->crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
     ops->linear_backward(dlnf, g.head_w, NULL, dlogits, lnf, w.head_w, N, C, V, c->mixed, lin);
     ops->zero(dx, (size_t)N * C);
@@ -398,10 +396,10 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
-    const float *fch_gelu = saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, N * 4 * C);
+    const float *fch_gelu = gpt_saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, N * 4 * C);
     ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    const float *ln2 = saved_input(ops, a->ln2, a->ln2_bf16, wide, N * C);
+    const float *ln2 = gpt_saved_input(ops, a->ln2, a->ln2_bf16, wide, N * C);
     ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, (int)N, (int)C, 4 * (int)C, bf, lin);
     ops->copy(dres1, dx, N * C);
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
@@ -412,7 +410,7 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
-    const float *ln1 = saved_input(ops, a->ln1, a->ln1_bf16, wide, N * C);
+    const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, N * C);
     ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C, bf, lin);
     ops->copy(dx, dres1, N * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,

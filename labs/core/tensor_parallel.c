@@ -513,14 +513,6 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->residual_add(a->out, a->out, a->res1, R * C);
 }
 
-// A saved input of a Linear layer as fp32 for its backward pass: the fp32 activation, or under
-// --mixed its bf16 copy widened into wide (exact).
-static const float *saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
-    if (!kept) return f32;
-    ops->from_bf16(wide, kept, n);
-    return wide;
-}
-
 // dx: on entry the gradient at the block's output rows, on return at its input rows.
 static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs *a, float *dx) {
     TpBlockView w = block_view(tp, tp->rep[layer], tp->split[layer]);
@@ -542,10 +534,10 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     bias_backward(tp, g.mproj_b, dx, R);
     float *dy = tp->sp ? dall : dx;
     tp_g_backward(tp, dx, dy, layer, "mlp");
-    const float *fch_gelu = saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, (size_t)BT * Fl);
+    const float *fch_gelu = gpt_saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, (size_t)BT * Fl);
     ops->linear_backward(dfch, g.mproj_w, NULL, dy, fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
-    const float *ln2 = saved_input(ops, a->ln2, a->ln2_bf16, wide, (size_t)BT * C);
+    const float *ln2 = gpt_saved_input(ops, a->ln2, a->ln2_bf16, wide, (size_t)BT * C);
     ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, BT, C, Fl, bf, lin);
     float *dln = tp->sp ? dshard : dpart;
     tp_f_backward(tp, dpart, dln, layer, "mlp");
@@ -561,7 +553,7 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
-    const float *ln1 = saved_input(ops, a->ln1, a->ln1_bf16, wide, (size_t)BT * C);
+    const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, (size_t)BT * C);
     ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, BT, C, 3 * Cl, bf, lin);
     tp_f_backward(tp, dpart, dln, layer, "attn");
     ops->copy(dx, dres1, (size_t)R * C);
@@ -684,7 +676,7 @@ static void head_backward(Tp *tp, const float *x, const TpActs *a, const uint8_t
         dln = take(&cur, (size_t)R * C);
         tp->ops->crossentropy_backward(dlogits, a->probs, targets + tp->row0, R, V, scale);
         float *lin = take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
-        const float *lnf = saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)R * C);
+        const float *lnf = gpt_saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)R * C);
         tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, lnf, head_w, R, C, V, tp->cfg.mixed, lin);
     } else {
         int Vl = V / tp->t;
@@ -692,7 +684,7 @@ static void head_backward(Tp *tp, const float *x, const TpActs *a, const uint8_t
         float *dshard = take(&cur, (size_t)R * C);
         vocab_parallel_dlogits(tp, dlogits, a->probs, targets, BT, scale);
         float *lin = take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
-        const float *lnf = saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)BT * C);
+        const float *lnf = gpt_saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)BT * C);
         tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, lnf, head_w, BT, C, Vl, tp->cfg.mixed, lin);
         dln = tp->sp ? dshard : dpart;
         tp_f_backward(tp, dpart, dln, L + 1, "head");  // the head input's gradient, summed over the vocabulary slices
