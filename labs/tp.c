@@ -62,8 +62,8 @@
 //          keeps ln_1, ln_2 (all rows), GELU's share and ln_f as bf16s: 2 bytes less each
 //   per block per micro-batch: 2 all-reduces forward and 2 backward (t > 1: 2 (t-1)/t x
 //          4 BT C bytes each, ring); --sp: 2 all-gathers + 2 reduce-scatters each way,
-//          (t-1)/t x 4 BT C bytes each, plus one all-reduce per layer of the replicated
-//          gradients per step
+//          (t-1)/t x 4 BT C bytes each (the all-gathers 2 BT C with --mixed: bf16), plus one
+//          all-reduce per layer of the replicated gradients per step
 //   param_hash (the replicated parameters) equal on every rank after every step
 //   loss   equal to `single` on the same global batch, up to fp32 rounding
 #include <math.h>

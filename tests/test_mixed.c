@@ -17,6 +17,9 @@
 //   - the grader grades the --mixed run with full marks, against a reference that ran with
 //     --mixed: single's for the labs that keep fp32 weights, ZeRO stage 0 on one rank for zero
 //     and fsdp, whose weights and gradients are bf16 (grade-args.txt says which);
+//   - tp --sp --mixed all-gathers bf16s in f and g: 4 L K x half an all-gather fewer bytes each
+//     step, graded with full marks (the same weights as gathering fp32 was checked once, by
+//     param_hash over 20 steps, when it was written);
 //   - the sanitized single, tp (with --sp and --vocab-parallel, and without) and ckpt run
 //     --mixed clean under ASan/UBSan (the bf16 operands' and kept inputs' scratch is written
 //     within its bounds).
@@ -151,6 +154,49 @@ static void check_lab(const Lab *l) {
     free(args);
 }
 
+// The param_hash and the bytes sent by rank 0 at each step of run tmp/<lab>-<tag>.
+static int hashes_and_bytes(const char *lab, const char *tag, char hash[][24], double *sent) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
+    Events ev;
+    load_events(dir, &ev);
+    const JsonValue *steps[STEPS + 1];
+    int n = step_events(&ev, steps, STEPS + 1);
+    for (int i = 0; i < n && i < STEPS; i++) {
+        const JsonValue *h = json_get(steps[i], "param_hash"), *b = json_get(steps[i], "bytes");
+        snprintf(hash[i], 24, "%s", h && h->type == JSON_STRING ? h->string : "");
+        sent[i] = b ? num(b, "sent") : -1;
+    }
+    free_events(&ev);
+    return n;
+}
+
+// tp --sp --mixed: f's and g's all-gathers move bf16 (tensor_parallel.h; what they gather only
+// a Linear reads, which rounds it to bf16 anyway), so each step sends 4 L K x half an
+// all-gather fewer bytes: n = B T C = 32768 values, t = 2, a ring all-gather sends n/2 of them,
+// 8 x 16384 x 2 bytes; and it trains as single --mixed does (the grader's loss and gradient
+// checks), which a gather of the wrong rows would not.
+static void check_tp_gathers(void) {
+    Lab sp = {"tp", "--sp", 2, "single -n 1 "};
+    int rc1, rc2;
+    free(run_lab(&sp, "sp-fp32", "", lab_programs, STEPS, &rc1));
+    free(run_lab(&sp, "sp-mixed", "--mixed", lab_programs, STEPS, &rc2));
+    char h32[STEPS][24], h16[STEPS][24];
+    double b32[STEPS], b16[STEPS];
+    int n32 = hashes_and_bytes("tp", "sp-fp32", h32, b32), n16 = hashes_and_bytes("tp", "sp-mixed", h16, b16);
+    int fewer = rc1 == 0 && rc2 == 0 && n32 == STEPS && n16 == STEPS;
+    for (int i = 0; i < STEPS && fewer; i++) fewer = b32[i] - b16[i] == 8.0 * 16384 * 2;
+    EXPECT(fewer, "tp --sp --mixed: every step sends 4 L K x half an all-gather = %.0f bytes fewer than --sp in fp32 "
+           "(step %d: %.0f vs %.0f)", 8.0 * 16384 * 2, STEPS, n16 ? b16[n16 - 1] : -1, n32 ? b32[n32 - 1] : -1);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' '%s' grade '%s/tp-sp-mixed'", lab_programs, shardlab, workdir);
+    int rc;
+    char *g = test_sh(NULL, cmd, &rc);
+    EXPECT(rc == 0 && !strstr(g, "FAIL"), "tp --sp --mixed graded: every check passes, comm.bytes with its bf16 "
+           "all-gathers (exit %d)", rc);
+    free(g);
+}
+
 static void check_sanitized(const char *lab, const char *args, int n) {
     Lab l = {lab, args, n, NULL};
     int rc;
@@ -170,6 +216,7 @@ int main(int argc, char **argv) {
     shardlab = argv[1], lab_programs = argv[2], san_labs = argv[3];
     snprintf(workdir, sizeof workdir, "/tmp/shardlab-test-mixed-%d", (int)getpid());
     for (size_t i = 0; i < sizeof LABS / sizeof LABS[0]; i++) check_lab(&LABS[i]);
+    check_tp_gathers();
     check_sanitized("single", "--accum 2", 1);
     check_sanitized("tp", "--sp --vocab-parallel", 2);
     check_sanitized("tp", "", 2);

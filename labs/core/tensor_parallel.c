@@ -399,6 +399,44 @@ void tp_f_forward(Tp *tp, const float *in, float *out, int layer, const char *at
     tp_log_collectives(tp, "tp", "f", at, layer, &tp->model);
 }
 
+// --mixed with --sp: the all-gathers of f forward and g backward move bf16. What they gather
+// is only ever read by a Linear, which rounds it to bf16 anyway (a column-parallel Linear's
+// input, a row-parallel Linear's output gradient), so rounding the rows before they travel
+// changes no number and halves the bytes. dist.h's bf16 collectives want the rows to split
+// into whole pairs: BT C divisible by 2t; else they go as fp32 (and are rounded after).
+int tp_gathers_bf16(const Tp *tp) {
+    return tp->sp && tp->cfg.mixed && (size_t)tp->BT * tp->cfg.dim % (2 * (size_t)tp->t) == 0;
+}
+
+// f forward under --mixed: out16 gets the input's bf16 rounding on all BT rows (the copy a
+// keeps), out its fp32 widening (what the Linear is given); rows16 holds R C bf16s on the way.
+void tp_f_forward_bf16(Tp *tp, const float *in, float *out, bf16 *out16, bf16 *rows16, int layer, const char *at) {
+    size_t n = (size_t)tp->BT * tp->cfg.dim;
+    if (!tp_gathers_bf16(tp)) {
+        tp_f_forward(tp, in, out, layer, at);
+        tp->ops->to_bf16(out16, out, n);
+        return;
+    }
+    tp->ops->to_bf16(rows16, in, (size_t)tp->rows * tp->cfg.dim);
+    dist_all_gather_bf16(tp->group, rows16, out16, n);
+    tp_log_collectives(tp, "tp", "f", at, layer, &tp->model);
+    tp->ops->from_bf16(out, out16, n);
+}
+
+// g backward under --mixed: out gets all BT rows of the gradient, gathered as bf16 (rows16:
+// R C bf16s, all16: BT C bf16s on the way) and widened.
+void tp_g_backward_bf16(Tp *tp, const float *in, float *out, bf16 *rows16, bf16 *all16, int layer, const char *at) {
+    if (!tp_gathers_bf16(tp)) {
+        tp_g_backward(tp, in, out, layer, at);
+        return;
+    }
+    size_t n = (size_t)tp->BT * tp->cfg.dim;
+    tp->ops->to_bf16(rows16, in, (size_t)tp->rows * tp->cfg.dim);
+    dist_all_gather_bf16(tp->group, rows16, all16, n);
+    tp_log_collectives(tp, "tp", "g", at, layer, &tp->model);
+    tp->ops->from_bf16(out, all16, n);
+}
+
 // f backward. X fed every rank's slice of the linear, so its gradient is the SUM of the
 // ranks' partial gradients dX_r = dY_r A_r^T. Without SP: all-reduce it, every rank gets all
 // rows. With SP: reduce-scatter, rank r keeps the summed gradient of its own rows.
@@ -483,8 +521,8 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     float *ln1 = bf ? kept : a->ln1;  // on all rows: what the column-parallel Linear reads
     float *ln = tp->sp ? ln_rows : ln1;
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
-    tp_f_forward(tp, ln, ln1, layer, "attn");
-    if (bf) ops->to_bf16(a->ln1_bf16, ln1, (size_t)BT * C);
+    if (bf) tp_f_forward_bf16(tp, ln, ln1, a->ln1_bf16, (bf16 *)partial, layer, "attn");
+    else tp_f_forward(tp, ln, ln1, layer, "attn");
     ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
         ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads);
@@ -500,8 +538,8 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     float *ln2 = bf ? kept : a->ln2;
     ln = tp->sp ? ln_rows : ln2;
     ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
-    tp_f_forward(tp, ln, ln2, layer, "mlp");
-    if (bf) ops->to_bf16(a->ln2_bf16, ln2, (size_t)BT * C);
+    if (bf) tp_f_forward_bf16(tp, ln, ln2, a->ln2_bf16, (bf16 *)partial, layer, "mlp");  // (partial is free again)
+    else tp_f_forward(tp, ln, ln2, layer, "mlp");
     ops->linear_forward(a->fch, ln2, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);          // its 4C/t columns
     float *fch_gelu = bf ? kept : a->fch_gelu;
     ops->gelu_forward(fch_gelu, a->fch, BT * Fl);                                // pointwise: local
@@ -533,7 +571,9 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     // the ranks' partial gradients of ln_2's output.
     bias_backward(tp, g.mproj_b, dx, R);
     float *dy = tp->sp ? dall : dx;
-    tp_g_backward(tp, dx, dy, layer, "mlp");
+    bf16 *all16 = bf ? (bf16 *)wide : NULL, *rows16 = bf ? all16 + (size_t)BT * C : NULL;  // --mixed: g's gather
+    if (bf) tp_g_backward_bf16(tp, dx, dy, rows16, all16, layer, "mlp");
+    else tp_g_backward(tp, dx, dy, layer, "mlp");
     const float *fch_gelu = gpt_saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, (size_t)BT * Fl);
     ops->linear_backward(dfch, g.mproj_w, NULL, dy, fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
@@ -547,7 +587,8 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     // The attention, the same way.
     bias_backward(tp, g.aproj_b, dres1, R);
     dy = tp->sp ? dall : dres1;
-    tp_g_backward(tp, dres1, dy, layer, "attn");
+    if (bf) tp_g_backward_bf16(tp, dres1, dy, rows16, all16, layer, "attn");
+    else tp_g_backward(tp, dres1, dy, layer, "attn");
     ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C, bf, lin);
     if (tp->cfg.attn == GPT_ATTN_FLASH)
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
@@ -659,8 +700,8 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     // Vocabulary-parallel: a column-parallel linear like c_fc, so f before it; logits [BT, V/t].
     float *ln = tp->sp ? ln_rows : lnf;
     tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-    tp_f_forward(tp, ln, lnf, L + 1, "head");
-    if (bf) tp->ops->to_bf16(a->lnf_bf16, lnf, (size_t)tp->BT * C);
+    if (bf) tp_f_forward_bf16(tp, ln, lnf, a->lnf_bf16, (bf16 *)wt, L + 1, "head");  // (wt is free until the Linear)
+    else tp_f_forward(tp, ln, lnf, L + 1, "head");
     tp->ops->linear_forward(a->probs, lnf, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
     return vocab_parallel_crossentropy(tp, a->probs, targets, tp->BT);
 }

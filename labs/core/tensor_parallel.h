@@ -6,7 +6,8 @@
 //          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(),
 //          tp_gather_model(), tp_acts_bytes(), tp_acts_alloc(), tp_acts_free(),
 //          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
-//          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_layer_forward(),
+//          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_f_forward_bf16(),
+//          tp_g_backward_bf16(), tp_layer_forward(),
 //          tp_layer_backward(), tp_log_collectives().
 //
 // Shoeybi et al., "Megatron-LM" (2019), section 3; Korthikanti et al., "Reducing Activation
@@ -166,6 +167,14 @@ void tp_f_backward(Tp *tp, float *in, float *out, int layer, const char *at);
 void tp_g_forward(Tp *tp, float *in, float *out, int layer, const char *at);
 // g backward: in [R,C] the gradient of the sum -> out [BT,C] on all rows.
 void tp_g_backward(Tp *tp, const float *in, float *out, int layer, const char *at);
+// --mixed: 1 if f forward's and g backward's all-gathers move bf16 (--sp, and BT C divides
+// by 2t), which changes no number: what they gather is only read by a Linear, which rounds it.
+int tp_gathers_bf16(const Tp *tp);
+// f forward under --mixed: also out16 [BT,C], the bf16 copy of out kept for the backward pass
+// (rows16: R C bf16s of scratch). g backward under --mixed (rows16, all16: R C and BT C bf16s
+// of scratch). Each is the fp32 one when tp_gathers_bf16() is 0.
+void tp_f_forward_bf16(Tp *tp, const float *in, float *out, bf16 *out16, bf16 *rows16, int layer, const char *at);
+void tp_g_backward_bf16(Tp *tp, const float *in, float *out, bf16 *rows16, bf16 *all16, int layer, const char *at);
 
 // ---- layer by layer ---------------------------------------------------------------------
 // As gpt_layer_forward/backward: layer 0 embedding, 1..L blocks, L+1 head; tokens/targets
