@@ -685,6 +685,54 @@ static void check_nonfinite_run(void) {
     resp_free(&r);
 }
 
+// Rank 0 writes summary.json as it finishes; rank 1 may write its end a moment later. A stream
+// opened in between must not end before it, nor call the run stopped: here rank 1's end comes
+// 1.2 s after summary.json (a child appends it while the stream is open). The run is "ok" and
+// the stream carries all 5 events (it ended after 3, the run "stopped", when summary.json alone ended
+// a run).
+static char *stream(const char *id, long from, long last_id, double max_s);
+
+static void check_summary_before_last_rank(void) {
+    const char *id = "ddp-20260101-000003-5a5a";
+    char dir[900], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w",
+               "{\"lab\":\"ddp\",\"argv\":[\"ddp\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\","
+               "\"config\":{\"steps\":1},\"start_time\":\"2026-01-01T00:00:03Z\",\"start_unix_us\":3}\n");
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
+        char text[600];
+        snprintf(text, sizeof text,
+                 "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"ddp\",\"device\":\"cpu\",\"backend\":\"shm\","
+                 "\"params\":10,\"config\":{\"steps\":1},\"loss_floor\":1.2}\n%s", k,
+                 k == 0 ? "{\"ev\":\"end\",\"rank\":0,\"status\":\"ok\",\"steps\":1}\n" : "");
+        write_text(path, "w", text);
+    }
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    write_text(path, "w", "{\"status\":\"ok\",\"steps\":1}\n");
+    fflush(stdout);
+    pid_t late = fork();
+    if (late == 0) {
+        usleep(1200000);
+        snprintf(path, sizeof path, "%s/rank-1.jsonl", dir);
+        write_text(path, "a", "{\"ev\":\"step\",\"rank\":1,\"step\":1,\"loss\":5.5,\"lr\":0.001,\"tokens\":8,"
+                              "\"ms\":{\"step\":1,\"work\":1,\"compute\":1,\"comm\":0},\"bytes\":{\"sent\":0,\"recv\":0},"
+                              "\"mem\":{\"params\":40,\"grads\":40,\"optim\":80,\"acts\":8,\"comm\":0,\"peak\":200},"
+                              "\"param_hash\":\"0123456789abcdef\"}\n{\"ev\":\"end\",\"rank\":1,\"status\":\"ok\",\"steps\":1}\n");
+        _exit(0);
+    }
+    char *text = stream(id, 0, -1, 20);
+    waitpid(late, NULL, 0);
+    int events = 0;
+    for (char *p = text; (p = strstr(p, "\nid: ")); p++) events++;
+    EXPECT(events == 5 && strstr(text, "\"rank\":1,\"status\":\"ok\"") && strstr(text, "event: end\ndata: {\"status\":\"ok\"}"),
+           "summary.json written before rank 1's end: the stream waits for it, all 5 events and the end \"ok\" (%d events)",
+           events);
+    free(text);
+}
+
 // Numbers from requests: headers and queries out of range, spelled oddly or not numbers at
 // all are a 400 with a reason, never arithmetic that overflows (the server runs under UBSan).
 // Broken variant: Last-Event-ID + 1 computed on whatever strtol made of the header.
@@ -1468,6 +1516,7 @@ int main(int argc, char **argv) {
     check_hostile_markdown();
     check_safety();
     check_nonfinite_run();
+    check_summary_before_last_rank();
     check_request_numbers();
     check_run_file_numbers();
     check_option_numbers();

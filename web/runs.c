@@ -38,6 +38,7 @@
 #define STREAM_IDLE_MS 100
 #define KEEPALIVE_S 10
 #define STOPPED_S 120               // logs still this long, and no end: the run stopped
+#define SUMMARY_QUIET_S 2           // ... this long with summary.json (run_status)
 #define GRADE_STACK_BYTES (16u << 20)
 
 typedef struct {
@@ -185,13 +186,16 @@ static time_t run_last_write(const char *dir, int world);
 // "stopped": it is over without that: rank 0 wrote summary.json, the launcher this server
 // started has exited (a rank or the launcher died), or the logs have been still for
 // STOPPED_S (a run under mpirun that was killed). "running" otherwise. Before saying
-// "stopped" the logs are read to their end: what the ranks wrote last is not lost.
+// "stopped" the logs are read to their end: what the ranks wrote last is not lost. Rank 0
+// writes summary.json as it finishes, when the other ranks may not have written their end
+// yet: with it, the logs must have been still for SUMMARY_QUIET_S, not STOPPED_S (else a
+// stream could end, and a run be called stopped, a moment before rank 1's last event).
 static const char *run_status(Run *r) {
     if (strcmp(r->status, "running") != 0) return r->status;
     char path[4600];
     snprintf(path, sizeof path, "%s/summary.json", r->dir);
-    if (access(path, F_OK) != 0 && !launched_exited(r->id) && time(NULL) - run_last_write(r->dir, r->world) <= STOPPED_S)
-        return "running";
+    time_t still = time(NULL) - run_last_write(r->dir, r->world);
+    if (!launched_exited(r->id) && still <= (access(path, F_OK) == 0 ? SUMMARY_QUIET_S : STOPPED_S)) return "running";
     r->polled_us = 0;  // (a poll now, whenever the last one was)
     poll_run(r);
     if (strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "stopped");  // (for good)
