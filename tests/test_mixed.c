@@ -62,32 +62,25 @@ static char *run_lab(const Lab *l, const char *tag, const char *extra, const cha
     return test_sh(NULL, cmd, rc);
 }
 
-static int losses(const char *lab, const char *tag, double *out) {
+// One number of each of rank 0's step events of run workdir/<lab>-<tag>, into out[0..STEPS):
+// the loss, the saved activations' bytes (mem.acts less the pass workspace a lab reports
+// holding: pp's), or the bytes sent. Returns how many steps there were.
+typedef enum { STEP_LOSS, STEP_ACTS, STEP_SENT } StepField;
+static int step_numbers(const char *lab, const char *tag, StepField f, double *out) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
     Events ev;
     load_events(dir, &ev);
     const JsonValue *steps[STEPS + 1];
     int n = step_events(&ev, steps, STEPS + 1);
-    for (int i = 0; i < n && i < STEPS; i++) out[i] = num(steps[i], "loss");
+    for (int i = 0; i < n && i < STEPS; i++) {
+        const JsonValue *mem = json_get(steps[i], "mem"), *bytes = json_get(steps[i], "bytes");
+        if (f == STEP_LOSS) out[i] = num(steps[i], "loss");
+        else if (f == STEP_SENT) out[i] = bytes ? num(bytes, "sent") : -1;
+        else out[i] = mem ? num(mem, "acts") - (json_get(steps[i], "workspace") ? num(steps[i], "workspace") : 0) : -1;
+    }
     free_events(&ev);
-    return n;
-}
-
-// The "acts" bytes of rank 0's last step, less the pass workspace a lab reports holding (pp):
-// the saved activations.
-static double last_acts(const char *lab, const char *tag) {
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
-    Events ev;
-    load_events(dir, &ev);
-    const JsonValue *steps[STEPS + 1];
-    int n = step_events(&ev, steps, STEPS + 1);
-    const JsonValue *mem = n > 0 ? json_get(steps[n - 1], "mem") : NULL;
-    const JsonValue *ws = n > 0 ? json_get(steps[n - 1], "workspace") : NULL;  // pp holds its pass workspace
-    double acts = mem ? num(mem, "acts") - (ws ? num(steps[n - 1], "workspace") : 0) : -1;
-    free_events(&ev);
-    return acts;
+    return n < STEPS ? n : STEPS;
 }
 
 static int config_mixed(const char *lab, const char *tag) {
@@ -112,7 +105,7 @@ static void check_lab(const Lab *l) {
     EXPECT(config_mixed(l->lab, "mixed") == 1 && config_mixed(l->lab, "fp32") == 0,
            "%s: meta.json's config says \"mixed\": true with --mixed, false without", l->lab);
     double a[STEPS] = {0}, b[STEPS] = {0}, worst = 0;
-    int na = losses(l->lab, "fp32", a), nb = losses(l->lab, "mixed", b);
+    int na = step_numbers(l->lab, "fp32", STEP_LOSS, a), nb = step_numbers(l->lab, "mixed", STEP_LOSS, b);
     for (int i = 0; i < STEPS; i++) worst = fmax(worst, fabs(a[i] - b[i]));
     EXPECT(na == STEPS && nb == STEPS && worst > 1e-6 && worst < 1e-2,
            "%s: the bf16 operands change its losses, a little (%d and %d steps; at most %.3g apart)", l->lab, na, nb,
@@ -120,7 +113,9 @@ static void check_lab(const Lab *l) {
     // The Linear layers' inputs are kept in bf16 (gpt.h, tensor_parallel.h): fewer activation
     // bytes. single's: 2 B T (6 L C + C) fewer (B 8, T 64, L 2, C 64); tp's at t = 2 (ln_1 and
     // ln_2 on all rows, half of fch_gelu, ln_f): 2 B T (L (2C + 4C/2) + C), the same here.
-    double a32 = last_acts(l->lab, "fp32"), a16 = last_acts(l->lab, "mixed");
+    double acts32[STEPS], acts16[STEPS];
+    int n32 = step_numbers(l->lab, "fp32", STEP_ACTS, acts32), n16 = step_numbers(l->lab, "mixed", STEP_ACTS, acts16);
+    double a32 = n32 ? acts32[n32 - 1] : -1, a16 = n16 ? acts16[n16 - 1] : -1;  // at the last step
     if (!strcmp(l->lab, "single"))
         EXPECT(a32 - a16 == 2.0 * 8 * 64 * (6 * 2 * 64 + 64), "single: --mixed keeps 2 B T (6LC + C) = %.0f bytes fewer "
                "activations (%.0f vs %.0f)", 2.0 * 8 * 64 * (6 * 2 * 64 + 64), a16, a32);
@@ -154,23 +149,6 @@ static void check_lab(const Lab *l) {
     free(args);
 }
 
-// The param_hash and the bytes sent by rank 0 at each step of run tmp/<lab>-<tag>.
-static int hashes_and_bytes(const char *lab, const char *tag, char hash[][24], double *sent) {
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/%s-%s", workdir, lab, tag);
-    Events ev;
-    load_events(dir, &ev);
-    const JsonValue *steps[STEPS + 1];
-    int n = step_events(&ev, steps, STEPS + 1);
-    for (int i = 0; i < n && i < STEPS; i++) {
-        const JsonValue *h = json_get(steps[i], "param_hash"), *b = json_get(steps[i], "bytes");
-        snprintf(hash[i], 24, "%s", h && h->type == JSON_STRING ? h->string : "");
-        sent[i] = b ? num(b, "sent") : -1;
-    }
-    free_events(&ev);
-    return n;
-}
-
 // tp --sp --mixed: f's and g's all-gathers move bf16 (tensor_parallel.h; what they gather only
 // a Linear reads, which rounds it to bf16 anyway), so each step sends 4 L K x half an
 // all-gather fewer bytes: n = B T C = 32768 values, t = 2, a ring all-gather sends n/2 of them,
@@ -181,9 +159,8 @@ static void check_tp_gathers(void) {
     int rc1, rc2;
     free(run_lab(&sp, "sp-fp32", "", lab_programs, STEPS, &rc1));
     free(run_lab(&sp, "sp-mixed", "--mixed", lab_programs, STEPS, &rc2));
-    char h32[STEPS][24], h16[STEPS][24];
     double b32[STEPS], b16[STEPS];
-    int n32 = hashes_and_bytes("tp", "sp-fp32", h32, b32), n16 = hashes_and_bytes("tp", "sp-mixed", h16, b16);
+    int n32 = step_numbers("tp", "sp-fp32", STEP_SENT, b32), n16 = step_numbers("tp", "sp-mixed", STEP_SENT, b16);
     int fewer = rc1 == 0 && rc2 == 0 && n32 == STEPS && n16 == STEPS;
     for (int i = 0; i < STEPS && fewer; i++) fewer = b32[i] - b16[i] == 8.0 * 16384 * 2;
     EXPECT(fewer, "tp --sp --mixed: every step sends 4 L K x half an all-gather = %.0f bytes fewer than --sp in fp32 "

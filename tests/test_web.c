@@ -642,15 +642,23 @@ static void check_safety(void) {
 // A run whose training diverged: its log holds NaN as the schema writes it ("NaN"), and the
 // server's list, description and events of it are JSON a browser can parse.
 
+// dir/meta.json of a fixture run: lab, its world and steps, the rest as a lab writes it.
+static void fixture_meta(const char *dir, const char *lab, int world, int steps) {
+    char path[1000], text[600];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    snprintf(text, sizeof text,
+             "{\"lab\":\"%s\",\"argv\":[\"%s\"],\"world_size\":%d,\"device\":\"cpu\",\"backend\":\"%s\","
+             "\"config\":{\"steps\":%d},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1}\n",
+             lab, lab, world, world > 1 ? "shm" : "none", steps);
+    write_text(path, "w", text);
+}
+
 static void check_nonfinite_run(void) {
     const char *id = "single-20260101-000000-0bad";
     char dir[900], path[1000];
     snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    write_text(path, "w",
-               "{\"lab\":\"single\",\"argv\":[\"single\"],\"world_size\":1,\"device\":\"cpu\",\"backend\":\"none\","
-               "\"config\":{\"steps\":5},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1}\n");
+    fixture_meta(dir, "single", 1, 5);
     snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
     write_text(path, "w",
                "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"single\",\"device\":\"cpu\",\"backend\":\"none\","
@@ -697,10 +705,7 @@ static void check_summary_before_last_rank(void) {
     char dir[900], path[1000];
     snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    write_text(path, "w",
-               "{\"lab\":\"ddp\",\"argv\":[\"ddp\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\","
-               "\"config\":{\"steps\":1},\"start_time\":\"2026-01-01T00:00:03Z\",\"start_unix_us\":3}\n");
+    fixture_meta(dir, "ddp", 2, 1);
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
         char text[600];

@@ -370,6 +370,15 @@ __device__ void mma_ab(FragC &c, const float *a, int lda, const float *b, int ld
     }
 }
 
+// out (16 x 16, row length SLD) = a (16 x K) times b^T: one block of a warp's score tile.
+template <int K>
+__device__ void abt_block(float *out, const float *a, int lda, const float *b, int ldb) {
+    FragC c;
+    wmma::fill_fragment(c, 0.0f);
+    mma_abt<K>(c, a, lda, b, ldb);
+    wmma::store_matrix_sync(out, c, SLD, wmma::mem_row_major);
+}
+
 // tile[r][c] (row length LD) = the head's channel c of token u0 + r for r < n, from src as in
 // stage_rows above; 0 past hs and past T.
 template <int HSP>
@@ -410,10 +419,7 @@ __global__ void __launch_bounds__(THREADS) forward_kernel(float *out, float *lse
         __syncthreads();
 #pragma unroll 1
         for (int n = 0; n < TILE; n += 16) {  // S_w = Q_w K^T
-            FragC c;
-            wmma::fill_fragment(c, 0.0f);
-            mma_abt<HSP>(c, q_w, LD, k_tile + n * LD, LD);
-            wmma::store_matrix_sync(s_w + n, c, SLD, wmma::mem_row_major);
+            abt_block<HSP>(s_w + n, q_w, LD, k_tile + n * LD, LD);
         }
         __syncwarp();
         // Row t's scores in this tile (its lane's 32 of them), the online softmax, P in place.
@@ -486,13 +492,8 @@ __global__ void __launch_bounds__(THREADS) backward_dq_kernel(float *dqkv, float
         __syncthreads();
 #pragma unroll 1
         for (int n = 0; n < TILE; n += 16) {  // S_w = Q_w K^T, dP_w = dO_w V^T
-            FragC c;
-            wmma::fill_fragment(c, 0.0f);
-            mma_abt<HSP>(c, q_w, LD, k_tile + n * LD, LD);
-            wmma::store_matrix_sync(s_w + n, c, SLD, wmma::mem_row_major);
-            wmma::fill_fragment(c, 0.0f);
-            mma_abt<HSP>(c, do_w, LD, v_tile + n * LD, LD);
-            wmma::store_matrix_sync(dp_w + n, c, SLD, wmma::mem_row_major);
+            abt_block<HSP>(s_w + n, q_w, LD, k_tile + n * LD, LD);
+            abt_block<HSP>(dp_w + n, do_w, LD, v_tile + n * LD, LD);
         }
         __syncwarp();
         for (int j = 0; j < 32; j++) {  // dS = P (dP - D), in place of S
@@ -546,13 +547,8 @@ __global__ void __launch_bounds__(THREADS) backward_dkv_kernel(float *dqkv, cons
         __syncthreads();
 #pragma unroll 1
         for (int n = 0; n < TILE; n += 16) {  // S^T_w = K_w Q^T, dP^T_w = V_w dO^T
-            FragC c;
-            wmma::fill_fragment(c, 0.0f);
-            mma_abt<HSP>(c, k_w, LD, q_tile + n * LD, LD);
-            wmma::store_matrix_sync(st_w + n, c, SLD, wmma::mem_row_major);
-            wmma::fill_fragment(c, 0.0f);
-            mma_abt<HSP>(c, v_w, LD, do_tile + n * LD, LD);
-            wmma::store_matrix_sync(dpt_w + n, c, SLD, wmma::mem_row_major);
+            abt_block<HSP>(st_w + n, k_w, LD, q_tile + n * LD, LD);
+            abt_block<HSP>(dpt_w + n, v_w, LD, do_tile + n * LD, LD);
         }
         __syncwarp();
         for (int j = 0; j < 32; j++) {  // P^T in place of S^T, dS^T in place of dP^T
