@@ -479,7 +479,9 @@ bench-gpu:
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the
 # sanitized ones on short runs.
 GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops $(BUILD)/gpu/bench_ops)
-test: deps deps-browser all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS)
+# The C benchmarks are built (not run) so that they keep compiling with the code they time.
+BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
+test: deps deps-browser all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:

@@ -13,8 +13,8 @@
 //           build/shardlab run ckpt -n 1 --policy 2 --layers 8
 //           build/labs/ckpt --help
 //
-// The model: every lab's GPT, but 4 blocks deep unless --layers says (CKPT_DEFAULT_LAYERS):
-// at the other labs' 2 blocks, sqrt makes one segment of both and saves nothing.
+// The model: every lab's GPT, but 4 blocks deep unless --layers says (ckpt's entry in
+// core/catalog.c): at the other labs' 2 blocks, sqrt makes one segment of both and saves nothing.
 //
 // Lexicon: activation checkpointing, recomputation, memory/compute trade-off, activation
 //          memory, data parallelism, micro-batch.
@@ -78,10 +78,6 @@
 #include "plan.h"
 #include "runlog.h"
 #include "train.h"
-
-// The default depth: 4 blocks make sqrt's 2 segments of 2 (saved activations 2.95 MiB
-// against none's 5.39 at N = 2), and keep the 1000-step run to about 45 s on 2 cores.
-#define CKPT_DEFAULT_LAYERS 4
 
 // "none", "every", "sqrt" or K; exits 2 on anything else.
 static void policy_parse(CkptPolicy *p, const char *text, int L) {
@@ -216,17 +212,10 @@ static void compare_policies(Work *w, const CkptPolicy *policies, int np, int re
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    a.layers = CKPT_DEFAULT_LAYERS;
-    const char *policy_text = "every";
-    int reps = 5;
-    LabOption opts[] = {
-        {"policy", OPT_STRING, &policy_text, 0, 0, "P", "none, every, sqrt or K (checkpoint blocks K, 2K, ...)"},
-        {"compare", OPT_INT, &reps, 0, 1000, "R", "timed passes per policy in the comparison table (0: skip it)"},
-    };
-    train_args_parse(&a, argc, argv, "ckpt",
-                     "Activation checkpointing: keep the block boundaries, recompute the insides in backward.\n"
-                     "Run N data-parallel ranks with 'shardlab run ckpt -n N --policy sqrt'.",
-                     opts, 2);
+    const char *policy_text;  // the options' types, bounds and defaults (--layers 4 here): core/catalog.c
+    int reps;
+    LabBind own[] = {{"policy", &policy_text}, {"compare", &reps}};
+    train_args_parse(&a, argc, argv, catalog_lab("ckpt"), own, 2);
     CkptPolicy policy;
     policy_parse(&policy, policy_text, a.layers);
 

@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "dist.h"
 #include "json.h"
@@ -62,47 +63,6 @@ typedef struct {
 // Options
 // ---------------------------------------------------------------------------------------
 
-static void print_help(const Options *o) {
-    printf("usage: %s [options]\n\n"
-           "Every collective of core/dist.h timed and checked over a range of sizes, nccl-tests style.\n"
-           "Run on N ranks with 'shardlab run collectives -n N' (or RANK/WORLD_SIZE set by hand).\n\n",
-           PROG);
-    printf("  --min-bytes BYTES    smallest buffer; K, M, G multiply by 1024 (default: %llu)\n",
-           (unsigned long long)o->min_bytes);
-    printf("  --max-bytes BYTES    largest buffer, at most 1G (default: %lluM)\n", (unsigned long long)o->max_bytes >> 20);
-    printf("  --factor F           each size is F times the one before, F >= 2 (default: %d)\n", o->factor);
-    printf("  --iters N            timed calls per size (default: %d); --steps N is the same\n", o->iters);
-    printf("  --warmup N           untimed calls before them (default: %d)\n", o->warmup);
-    printf("  --colls LIST         comma list of all_reduce,reduce_scatter,all_gather,broadcast,reduce (default: all)\n");
-    printf("  --algo ALGO          auto (direct up to 64 KiB, ring above), ring or direct (default: %s)\n", o->algo);
-    printf("  --check 0|1          check every result against a serial computation (default: %d)\n", o->check);
-    printf("  --run-dir DIR        write the run here (default: $SHARDLAB_RUN_DIR, else runs/collectives-<time>-<hex>)\n");
-    printf("  --device DEV         auto (cuda when a GPU is usable), cpu or cuda (default: %s)\n", o->device);
-    printf("  --help               show this help and exit\n");
-    printf("\nEnvironment: RANK, WORLD_SIZE, MASTER_PORT as torchrun sets them; SHARDLAB_TIMEOUT_S.\n");
-}
-
-static long parse_int(const char *opt, const char *text, long lo, long hi) {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < lo || v > hi)
-        usage_error(PROG, "--%s must be a whole number from %ld to %ld (got '%s')", opt, lo, hi, text);
-    return v;
-}
-
-// "4096", "64K", "64M", "1G" (powers of 1024, as in nccl-tests).
-static uint64_t parse_bytes(const char *opt, const char *text) {
-    char *end = (char *)text;
-    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
-    int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (v == 0 || *end || v > (1ull << (30 - shift)))
-        usage_error(PROG, "--%s must be a size from 1 to 1G, e.g. 4096, 64K or 16M (got '%s')", opt, text);
-    return (uint64_t)v << shift;
-}
-
 static unsigned parse_colls(const char *text) {
     unsigned mask = 0;
     char list[256];
@@ -118,39 +78,20 @@ static unsigned parse_colls(const char *text) {
     return mask;
 }
 
+// The options' types, bounds, defaults and help: core/catalog.c.
 static void parse_options(Options *o, int argc, char **argv) {
-    *o = (Options){.min_bytes = 4, .max_bytes = 64 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                   .colls = (1u << NCOLLS) - 1, .algo = "auto", .device = "auto"};
-    static const char *names[] = {"min-bytes", "max-bytes", "factor", "iters", "steps", "warmup",
-                                  "colls",     "algo",      "check",  "device", "run-dir"};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            print_help(o);
-            exit(0);
-        }
-        if (strncmp(argv[i], "--", 2) != 0) usage_error(PROG, "unexpected argument '%s'", argv[i]);
-        char key[32];
-        const char *eq = strchr(argv[i], '=');
-        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - argv[i] - 2) : (int)strlen(argv[i] + 2), argv[i] + 2);
-        size_t k = 0;
-        while (k < sizeof names / sizeof names[0] && strcmp(key, names[k]) != 0) k++;
-        if (k == sizeof names / sizeof names[0]) usage_error(PROG, "unknown option '--%s'", key);
-        if (!eq && i + 1 >= argc) usage_error(PROG, "--%s needs a value", key);
-        const char *v = eq ? eq + 1 : argv[++i];
-        if (!strcmp(key, "min-bytes")) o->min_bytes = parse_bytes(key, v);
-        else if (!strcmp(key, "max-bytes")) o->max_bytes = parse_bytes(key, v);
-        else if (!strcmp(key, "factor")) o->factor = (int)parse_int(key, v, 2, 1024);
-        else if (!strcmp(key, "iters") || !strcmp(key, "steps")) o->iters = (int)parse_int(key, v, 1, 1000000);
-        else if (!strcmp(key, "warmup")) o->warmup = (int)parse_int(key, v, 0, 1000000);
-        else if (!strcmp(key, "check")) o->check = (int)parse_int(key, v, 0, 1);
-        else if (!strcmp(key, "colls")) o->colls = parse_colls(v);
-        else if (!strcmp(key, "algo")) o->algo = v;
-        else if (!strcmp(key, "device")) o->device = v;
-        else o->run_dir = v;
-    }
-    if (dist_algo_parse(o->algo) < 0) usage_error(PROG, "--algo must be auto, ring or direct (got '%s')", o->algo);
-    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
-        usage_error(PROG, "--device must be auto, cpu or cuda (got '%s')", o->device);
+    const CatLab *lab = catalog_lab(PROG);
+    const char *colls = NULL;
+    const LabBind own[] = {
+        {"min-bytes", &o->min_bytes}, {"max-bytes", &o->max_bytes}, {"factor", &o->factor}, {"iters", &o->iters},
+        {"steps", &o->iters},         {"warmup", &o->warmup},       {"colls", &colls},      {"algo", &o->algo},
+        {"check", &o->check},         {"run-dir", &o->run_dir},     {"device", &o->device},
+    };
+    enum { NOPTIONS = sizeof own / sizeof own[0] };
+    CatSlot slots[NOPTIONS];
+    catalog_bind(lab, own, NOPTIONS, slots);
+    catalog_parse(PROG, lab->about, slots, NOPTIONS, 0, NULL, argc, argv);
+    o->colls = strcmp(colls, "all") == 0 ? (1u << NCOLLS) - 1 : parse_colls(colls);
     if (o->min_bytes > o->max_bytes)
         usage_error(PROG, "--min-bytes %llu is above --max-bytes %llu", (unsigned long long)o->min_bytes,
                     (unsigned long long)o->max_bytes);

@@ -223,24 +223,14 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    const char *sync_name = "overlap", *algo_name = "auto";
-    double bucket_mb = 0.125;
-    LabOption opts[] = {
-        {"sync", OPT_STRING, &sync_name, 0, 0, "MODE", "per-tensor, bucket or overlap (how gradients are all-reduced)"},
-        {"bucket-mb", OPT_DOUBLE, &bucket_mb, 1e-6, 1024, "MB", "bucket size in MiB for --sync bucket and overlap"},
-        {"algo", OPT_STRING, &algo_name, 0, 0, "ALGO", "all-reduce algorithm: auto, ring or direct"},
-    };
-    train_args_parse(&a, argc, argv, "ddp",
-                     "Data parallelism from scratch: every rank a replica, gradients all-reduced.\n"
-                     "Run N ranks with 'shardlab run ddp -n N' (or make lab-ddp NGPU=N).",
-                     opts, 3);
+    const char *sync_name, *algo_name;  // the options' types, bounds and defaults: core/catalog.c
+    double bucket_mb;
+    LabBind own[] = {{"sync", &sync_name}, {"bucket-mb", &bucket_mb}, {"algo", &algo_name}};
+    train_args_parse(&a, argc, argv, catalog_lab("ddp"), own, 3);
     SyncMode mode = strcmp(sync_name, "per-tensor") == 0 ? SYNC_PER_TENSOR
                   : strcmp(sync_name, "bucket") == 0    ? SYNC_BUCKET
-                  : strcmp(sync_name, "overlap") == 0   ? SYNC_OVERLAP
-                                                        : (SyncMode)-1;
-    if ((int)mode < 0) usage_error("ddp", "--sync must be per-tensor, bucket or overlap (got '%s')", sync_name);
+                                                        : SYNC_OVERLAP;
     int algo = dist_algo_parse(algo_name);
-    if (algo < 0) usage_error("ddp", "--algo must be auto, ring or direct (got '%s')", algo_name);
 
     // Who we are (RANK, LOCAL_RANK, ... or mpirun's and srun's names), where we compute (a
     // GPU of our own, a shared one, or the CPU), and then the collectives' backend that fits.

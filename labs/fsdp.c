@@ -234,15 +234,9 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    int prefetch = 0, no_reshard = 0;
-    LabOption opts[] = {
-        {"prefetch", OPT_FLAG, &prefetch, 0, 0, NULL, "start the next unit's all-gather before the current unit computes"},
-        {"no-reshard", OPT_FLAG, &no_reshard, 0, 0, NULL, "keep gathered weights from forward to backward (no second all-gather)"},
-    };
-    train_args_parse(&a, argc, argv, "fsdp",
-                     "FSDP from scratch: one flat sharded parameter per unit, gathered only while the unit runs.\n"
-                     "Run N ranks with 'shardlab run fsdp -n N' (or make lab-fsdp NGPU=N).",
-                     opts, 2);
+    int prefetch, no_reshard;  // the options' types, bounds and defaults: core/catalog.c
+    LabBind own[] = {{"prefetch", &prefetch}, {"no-reshard", &no_reshard}};
+    train_args_parse(&a, argc, argv, catalog_lab("fsdp"), own, 2);
     int mixed = a.mixed;  // (a shared option: here it also stores the flat parameters and gradients in bf16)
     Precision prec = mixed ? PREC_BF16 : PREC_FP32;
 

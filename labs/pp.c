@@ -77,7 +77,7 @@ typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } Schedule;
 static const char *schedule_names[] = {"gpipe", "1f1b", "interleaved"};
 
 #define MAX_CHUNKS 64
-#define MAX_SPLIT_BLOCKS 256  // --layers' own bound (args.c)
+#define MAX_SPLIT_BLOCKS 256  // --layers' own bound (core/catalog.c)
 
 typedef struct {
     Schedule sched;
@@ -470,31 +470,22 @@ static int parse_split(const char *text, int p, int *blocks) {
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    a.layers = TRAIN_LAYERS_AUTO;  // the pipeline's own default depth: see "The model's depth" below
-    const char *sched_name = "1f1b", *split = NULL;
-    int micro_batches = 4, chunks = 0, dp = 1;
-    LabOption opts[] = {
-        {"schedule", OPT_STRING, &sched_name, 0, 0, "S", "gpipe, 1f1b or interleaved (default 1f1b)"},
-        {"micro", OPT_INT, &micro_batches, 1, 1 << 16, "M", "micro-batches per step in each pipeline (default 4)"},
-        {"chunks", OPT_INT, &chunks, 1, MAX_CHUNKS, "V", "interleaved: model chunks per rank (default 2)"},
-        {"split", OPT_STRING, &split, 0, 0, "B0,B1,..", "blocks per stage (default: as even as can be)"},
-        {"dp", OPT_INT, &dp, 1, DIST_MAX_RANKS, "D", "data-parallel pipelines: N = stages x D (default 1)"},
-    };
-    train_args_parse(&a, argc, argv, "pp",
-                     "pipeline parallelism: the layers split into stages, micro-batches flowing through them.\n"
-                     "--layers auto: the blocks of --split, else one block per model chunk (stages x chunks), at least 2",
-                     opts, (int)(sizeof opts / sizeof opts[0]));
+    // The options' types, bounds and defaults: core/catalog.c (--layers defaults to auto here:
+    // see "The model's depth" below; --chunks auto is -1).
+    const char *sched_name, *split;
+    int micro_batches, chunks, dp;
+    LabBind own[] = {{"schedule", &sched_name}, {"micro", &micro_batches}, {"chunks", &chunks}, {"split", &split},
+                     {"dp", &dp}};
+    train_args_parse(&a, argc, argv, catalog_lab("pp"), own, 5);
     Pipe pp = {.m = micro_batches};
-    int found = 0;
     for (int i = 0; i < 3; i++)
-        if (strcmp(sched_name, schedule_names[i]) == 0) pp.sched = (Schedule)i, found = 1;
-    if (!found) usage_error("pp", "--schedule must be gpipe, 1f1b or interleaved (got '%s')", sched_name);
-    if (chunks && pp.sched != SCHED_INTERLEAVED)
+        if (strcmp(sched_name, schedule_names[i]) == 0) pp.sched = (Schedule)i;
+    if (chunks > 0 && pp.sched != SCHED_INTERLEAVED)
         usage_error("pp", "--chunks is for --schedule interleaved (got --schedule %s)", sched_name);
     if (a.accum != 1)
         usage_error("pp", "the pipeline's micro-batches are its gradient accumulation: use --micro %d, not --accum",
                     a.accum);
-    pp.v = pp.sched == SCHED_INTERLEAVED ? (chunks ? chunks : 2) : 1;
+    pp.v = pp.sched == SCHED_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
 
     DistEnv env = dist_env("pp");
     Device dev;

@@ -313,13 +313,10 @@ static void gather_figures(DistGroup *g, const double *mine, int n, double *all)
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    ShardArgs sa;  // --strategy, --weights, --temperature, --items: the table is in dataset.h
-    LabOption opts[SHARD_NOPTIONS];
-    shard_options(&sa, opts);
-    train_args_parse(&a, argc, argv, "shard",
-                     "Data sharding: who holds the dataset and how each rank gets its part of the global batch.\n"
-                     "Run N ranks with 'shardlab run shard -n N --strategy S' (or make lab-shard NGPU=N STRATEGY=S).",
-                     opts, SHARD_NOPTIONS);
+    ShardArgs sa;  // --strategy, --weights, --temperature, --items (types, bounds, defaults: core/catalog.c)
+    LabBind own[SHARD_NOPTIONS];
+    shard_args_bind(&sa, own);
+    train_args_parse(&a, argc, argv, catalog_lab("shard"), own, SHARD_NOPTIONS);
     const char *strategy_name = sa.strategy, *weights = sa.weights;
     double temperature = sa.temperature;
     int strategy_index;

@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "grade.h"
 #include "json.h"
@@ -187,6 +188,8 @@ static void parse_run(Launch *L, int argc, char **argv) {
         else if (strncmp(a, "--ui=", 5) == 0) ui = a + 5;
         else if (!L->lab && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
             fputs(RUN_USAGE, stdout);
+            printf("\nThe labs (core/catalog.c):\n");
+            for (int k = 0; k < catalog_nlabs; k++) printf("  %-12s %s\n", catalog_labs[k].name, catalog_labs[k].title);
             exit(0);
         } else if (!L->lab && a[0] == '-') {
             usage_error(prog, "expected the lab's name before '%s'", a);
@@ -214,6 +217,9 @@ static void parse_run(Launch *L, int argc, char **argv) {
     snprintf(L->lab_path, sizeof L->lab_path, "%s/%s", dir, L->lab);
     if (strchr(L->lab, '/') || L->lab[0] == '.' || !is_program(L->lab_path))
         usage_error(prog, "no lab '%s' in %s (labs: %s)", L->lab, dir, labs);
+    const CatLab *known = catalog_lab(L->lab);
+    if (known && known->max_world && L->n > known->max_world)
+        usage_error(prog, "-n %d: %s runs on at most %d rank%s", L->n, L->lab, known->max_world, known->max_world > 1 ? "s" : "");
     L->lab_argv[0] = L->lab_path;
     if (lab_help) {  // the lab's own --help: one process, straight to the terminal
         execv(L->lab_path, L->lab_argv);

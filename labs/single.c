@@ -48,10 +48,7 @@
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    train_args_parse(&a, argc, argv, "single",
-                     "One rank, no parallelism: trains the GPT and shows where training memory goes.\n"
-                     "The baseline every distributed lab is compared with.",
-                     NULL, 0);
+    train_args_parse(&a, argc, argv, catalog_lab("single"), NULL, 0);
     check_set_context("single rank 0");
     Device dev;
     train_device(&dev, &a, "single", 0, 1);

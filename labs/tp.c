@@ -394,18 +394,9 @@ static void tp_ckpt_pieces(DcpState *s, TpCkpt *k, const GptConfig *c, int part,
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    int dp = 1, sp = 0, vp = 0;
-    LabOption opts[] = {
-        {"dp", OPT_INT, &dp, 1, DIST_MAX_RANKS, "D",
-         "data-parallel replicas: the N ranks form a D x t mesh, t = N/D tensor-parallel ranks per replica"},
-        {"sp", OPT_FLAG, &sp, 0, 0, "", "sequence parallelism: LayerNorms and the residual stream split along the tokens"},
-        {"vocab-parallel", OPT_FLAG, &vp, 0, 0, "",
-         "split lm_head by vocabulary rows; the cross-entropy computed across the group"},
-    };
-    train_args_parse(&a, argc, argv, "tp",
-                     "Tensor parallelism from scratch (Megatron-LM): every block's matrices split over t ranks.\n"
-                     "Run N ranks with 'shardlab run tp -n N' (or make lab-tp NGPU=N); --dp D makes a D x N/D mesh.",
-                     opts, 3);
+    int dp, sp, vp;  // the options' types, bounds and defaults: core/catalog.c
+    LabBind own[] = {{"dp", &dp}, {"sp", &sp}, {"vocab-parallel", &vp}};
+    train_args_parse(&a, argc, argv, catalog_lab("tp"), own, 3);
 
     DistEnv env = dist_env("tp");
     Device dev;

@@ -324,16 +324,9 @@ static void report_memory(RunLog *log, const Zero *z, const Mem *mem, const Mem 
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
-    int stage = 1, offload = 0, save_optim = 0;
-    LabOption opts[] = {
-        {"stage", OPT_INT, &stage, 0, 3, "K", "ZeRO stage: 0 (DDP), 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)"},
-        {"offload", OPT_FLAG, &offload, 0, 0, NULL, "ZeRO-Offload: optimizer state and update in host memory (stages 1-3)"},
-        {"save-optim", OPT_FLAG, &save_optim, 0, 0, NULL, "at the end, write each rank's AdamW slices to optim-rank-<r>.safetensors in the run directory"},
-    };
-    train_args_parse(&a, argc, argv, "zero",
-                     "ZeRO stages 0-3 from scratch: optimizer state, gradients and parameters sharded over the ranks.\n"
-                     "Run N ranks with 'shardlab run zero -n N --stage K' (or make lab-zero STAGE=K NGPU=N).",
-                     opts, 3);
+    int stage, offload, save_optim;  // the options' types, bounds and defaults: core/catalog.c
+    LabBind own[] = {{"stage", &stage}, {"offload", &offload}, {"save-optim", &save_optim}};
+    train_args_parse(&a, argc, argv, catalog_lab("zero"), own, 3);
     int mixed = a.mixed;  // (a shared option: here it also stores weights and gradients in bf16)
     if (offload && stage == 0)
         usage_error("zero", "--offload moves the sharded optimizer to the host: it needs --stage 1, 2 or 3 (stage 0 is DDP)");

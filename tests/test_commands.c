@@ -25,7 +25,8 @@
 //      with shardlab run.
 // Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
 // 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail;
-// with ckpt's (CKPT_DEFAULT_LAYERS 2) part 3 fails; with rank 0's usage line echoed, part 5.
+// with ckpt's default depth 2 (its catalog entry, labs/core/catalog.c) part 3 fails; with rank 0's
+// usage line echoed, part 5.
 #include <ctype.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -400,7 +401,7 @@ static void run_commands(void) {
         if (!strcmp(c->printed, "make lab-ckpt NGPU=2 POLICY=sqrt")) {
             double none = check_value(runs_dir, "ckpt.none.peak_acts"), sqrt_peak = check_value(runs_dir, "ckpt.sqrt.peak_acts");
             // Proves: the lab's default model shows what sqrt checkpointing is for: it holds
-            // fewer activations than no checkpointing. Broken: CKPT_DEFAULT_LAYERS 2, where the
+            // fewer activations than no checkpointing. Broken: ckpt's catalog depth "2", where the
             // two peaks are equal (3746304 bytes each).
             EXPECT(sqrt_peak < none, "%s: `%s` shows its lesson: sqrt's activation peak %.0f bytes is below none's %.0f",
                    c->from, c->printed, sqrt_peak, none);

@@ -623,6 +623,15 @@ static void check_safety(void) {
         resp_free(&r);
     }
     EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]), "bad labs and options (%zu kinds): 400 with a reason", sizeof bad / sizeof bad[0]);
+    // The form and the API hold the labs' own bounds (core/catalog.c), not copies of them:
+    // ddp's --bucket-mb is 1e-06 to 1024 in the page, and 2000 is refused in the lab's words.
+    Resp form = request("GET", "/labs/ddp", NULL, NULL);
+    r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":2000}}");
+    EXPECT(form.body && strstr(form.body, "name=\"bucket-mb\" min=\"1e-06\" max=\"1024\"") && r.status == 400 && r.body &&
+               strstr(r.body, "--bucket-mb must be between 1e-06 and 1024"),
+           "the lab form's bounds and POST /api/runs' refusal are the catalog's (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&form);
+    resp_free(&r);
     // Inside every field's bounds, but more memory than the machine has: attention over 1024
     // tokens in 64 heads keeps 4 B NH T^2 = 1 TiB of probabilities for a batch of 4096. The
     // labs' own estimate refuses it here too, with the figures, before a run is started.

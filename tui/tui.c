@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "canvas.h"
+#include "catalog.h"
 #include "check.h"
 #include "course.h"
 #include "dashboard.h"
@@ -162,17 +163,6 @@ static void say(Tui *t, int64_t now_us, const char *fmt, ...) {
 // The lexicon key: lexicon/<slug>.md in a pager
 // ---------------------------------------------------------------------------------------
 
-const char *tui_lexicon_slug(const char *lab) {
-    static const char *map[][2] = {
-        {"single", "training-memory-breakdown"}, {"collectives", "collective-communication"}, {"ddp", "ddp"},
-        {"zero", "zero"}, {"fsdp", "fsdp"}, {"tp", "tensor-parallelism"}, {"pp", "pipeline-parallelism"},
-        {"ckpt", "activation-checkpointing"}, {"shard", "data-sharding"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(lab, map[i][0]) == 0) return map[i][1];
-    return NULL;
-}
-
 void tui_find_root(char *out, size_t n) {
     const char *env = getenv("SHARDLAB_ROOT");
     if (env && *env) {
@@ -201,7 +191,8 @@ void tui_find_root(char *out, size_t n) {
 // it reaches the pager only, not us (and not the run we watch). tui_tick() waits for it. It
 // reads the entry rendered for the terminal on its stdin.
 static void open_lexicon(Tui *t, int64_t now_us) {
-    const char *slug = t->view.lab[0] ? tui_lexicon_slug(t->view.lab) : NULL;
+    const CatLab *lab = catalog_lab(t->view.lab);  // (the catalog names each lab's entry)
+    const char *slug = lab ? lab->lexicon : NULL;
     if (!slug) {
         say(t, now_us, "no lexicon entry is linked to lab '%s'", t->view.lab[0] ? t->view.lab : "?");
         return;

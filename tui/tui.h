@@ -1,7 +1,7 @@
 // tui.h — the terminal dashboard (ncurses): `shardlab tui`, and `shardlab run --ui tui`.
 //
 // Defines: TuiOptions, Tui, tui_open(), tui_tick(), tui_wait_quit(), tui_close(),
-//          tui_restore_terminal(), tui_main(), tui_lexicon_slug(), tui_find_root().
+//          tui_restore_terminal(), tui_main(), tui_find_root().
 //
 // The dashboard only reads the run directory (runread.h) and draws it (dashboard.h); it
 // never talks to the ranks. tui_tick() does one bounded piece of work and returns, so the
@@ -46,10 +46,6 @@ void tui_restore_terminal(void);
 // The project's root (where lexicon/ and lessons/ are): $SHARDLAB_ROOT, else the first
 // folder above this program that has labs/core (build/shardlab -> the checkout).
 void tui_find_root(char *out, size_t n);
-
-// The lexicon entry for a lab ("ddp" -> "ddp", "single" -> "training-memory-breakdown"), or
-// NULL if the lab has none.
-const char *tui_lexicon_slug(const char *lab);
 
 // `shardlab tui [RUN_DIR] [options]`; returns the exit status.
 int tui_main(int argc, char **argv);

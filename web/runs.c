@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "grade.h"
 #include "launch.h"
@@ -517,86 +518,11 @@ void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) 
 // ---------------------------------------------------------------------------------------
 // Starting a lab: known labs, bounded options, an argv (no shell)
 
-const LabField web_common_fields[] = {
-    {"batch", FIELD_INT, 1, 4096, NULL, "sequences in the global batch"},
-    {"seq", FIELD_INT, 1, 1024, NULL, "tokens per sequence"},
-    {"layers", FIELD_INT, 1, 64, NULL, "transformer blocks"},
-    {"dim", FIELD_INT, 8, 1024, NULL, "model width"},
-    {"heads", FIELD_INT, 1, 64, NULL, "attention heads"},
-    {"attn", FIELD_CHOICE, 0, 0, "flash|naive", "attention: flash (keeps NH floats a token) or naive (NH T)"},
-    {"mixed", FIELD_FLAG, 0, 0, NULL, "mixed precision: bf16 operands into the matrix products (zero, fsdp: bf16 storage too)"},
-    {"accum", FIELD_INT, 1, 256, NULL, "micro-batches per step"},
-    {"lr", FIELD_REAL, 0, 1, NULL, "AdamW learning rate"},
-    {"seed", FIELD_INT, 0, 1e9, NULL, "seed"},
-    {"ref", FIELD_RUN, 0, 0, NULL, "a finished run to compare with: the dashboard draws its loss beside this one's"},
-};
-const int web_ncommon_fields = (int)(sizeof web_common_fields / sizeof web_common_fields[0]);
-
-static const LabField DDP[] = {
-    {"sync", FIELD_CHOICE, 0, 0, "overlap|bucket|per-tensor", "how gradients are all-reduced"},
-    {"bucket-mb", FIELD_REAL, 0.001, 64, NULL, "bucket size in MiB"},
-    {"algo", FIELD_CHOICE, 0, 0, "auto|ring|direct", "all-reduce algorithm"},
-};
-static const LabField ZERO[] = {
-    {"stage", FIELD_INT, 0, 3, NULL, "ZeRO stage"},
-    {"offload", FIELD_FLAG, 0, 0, NULL, "optimizer on the host (stages 1-3)"},
-};
-static const LabField FSDP[] = {
-    {"prefetch", FIELD_FLAG, 0, 0, NULL, "gather the next unit early"},
-    {"no-reshard", FIELD_FLAG, 0, 0, NULL, "keep gathered weights for backward"},
-};
-static const LabField TP[] = {
-    {"sp", FIELD_FLAG, 0, 0, NULL, "sequence parallelism"},
-    {"vocab-parallel", FIELD_FLAG, 0, 0, NULL, "split the head by vocabulary"},
-    {"dp", FIELD_INT, 1, 8, NULL, "data-parallel replicas (N = dp x t)"},
-};
-static const LabField PP[] = {
-    {"schedule", FIELD_CHOICE, 0, 0, "1f1b|gpipe|interleaved", "pipeline schedule"},
-    {"micro", FIELD_INT, 1, 64, NULL, "micro-batches per step"},
-    {"chunks", FIELD_INT, 1, 8, NULL, "model chunks per stage (interleaved)"},
-    {"dp", FIELD_INT, 1, 8, NULL, "pipelines (PP x DP)"},
-};
-static const LabField CKPT[] = {
-    {"policy", FIELD_TEXT, 0, 0, "abcdefghijklmnopqrstuvwxyz0123456789", "none, every, sqrt or K"},
-};
-static const LabField SHARD[] = {
-    {"strategy", FIELD_CHOICE, 0, 0, "sampler|slice|dispatch", "who holds the data"},
-    {"items", FIELD_INT, 1, 1e7, NULL, "items in the dataset"},
-    {"weights", FIELD_TEXT, 0, 0, "0123456789.,", "source weights, e.g. 1,3"},
-    {"temperature", FIELD_REAL, 0.01, 100, NULL, "sampling temperature"},
-};
-static const LabField COLLECTIVES[] = {
-    {"max-bytes", FIELD_CHOICE, 0, 0, "64K|1M|16M|64M", "largest buffer"},
-    {"algo", FIELD_CHOICE, 0, 0, "auto|ring|direct", "algorithm"},
-};
-
-#define FIELDS(table) table, (int)(sizeof table / sizeof table[0])
-const LabForm web_lab_forms[] = {
-    {"single", "one rank: where training memory goes", NULL, 0},
-    {"collectives", "every collective timed and checked", FIELDS(COLLECTIVES)},
-    {"ddp", "data parallelism from scratch", FIELDS(DDP)},
-    {"zero", "ZeRO stages 0-3", FIELDS(ZERO)},
-    {"fsdp", "fully sharded data parallel", FIELDS(FSDP)},
-    {"tp", "tensor parallelism", FIELDS(TP)},
-    {"pp", "pipeline parallelism", FIELDS(PP)},
-    {"ckpt", "activation checkpointing", FIELDS(CKPT)},
-    {"shard", "data sharding", FIELDS(SHARD)},
-};
-#undef FIELDS
-const int web_nlab_forms = (int)(sizeof web_lab_forms / sizeof web_lab_forms[0]);
-
-const LabForm *web_lab_form(const char *lab) {
-    for (int i = 0; i < web_nlab_forms; i++)
-        if (strcmp(web_lab_forms[i].lab, lab) == 0) return &web_lab_forms[i];
-    return NULL;
-}
-
-static const LabField *find_field(const LabForm *f, const char *name) {
-    for (int i = 0; i < f->nfields; i++)
-        if (strcmp(f->fields[i].name, name) == 0) return &f->fields[i];
-    for (int i = 0; strcmp(f->lab, "collectives") != 0 && i < web_ncommon_fields; i++)
-        if (strcmp(web_common_fields[i].name, name) == 0) return &web_common_fields[i];
-    return NULL;
+// What the form may send for a lab: the options its catalog entry marks CAT_FORM (catalog.c),
+// nothing else (no paths: --run-dir, --data and the like are the command line's only).
+static const CatOption *form_option(const CatLab *lab, const char *name) {
+    const CatOption *o = catalog_find(lab, name);
+    return o && (o->flags & CAT_FORM) ? o : NULL;
 }
 
 // "-12", "0.5", ".5", "1e-3": an optional minus, digits with at most one point, an optional
@@ -617,59 +543,52 @@ static int plain_decimal(const char *s) {
     return *p == 0 && strlen(s) <= 64;
 }
 
-// One option's value, checked against its field, as the text to pass; -1 with why.
-static int field_value(Web *w, const LabField *fd, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
-    switch (fd->kind) {
-    case FIELD_RUN: {  // a run of ours that has ended, with a log to read the loss from
+// One option's value as the text to pass to the lab, checked as the lab's own parser checks
+// it (catalog_check: the same bounds and names); -1 with why.
+static int field_value(Web *w, const CatOption *o, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
+    if (o->flags & CAT_RUN) {  // a run of ours that has ended, with a log to read the loss from
         char dir[4400], log[4600];
         if (v->type != JSON_STRING || !run_exists(w, v->string, dir, sizeof dir))
-            return snprintf(why, whylen, "%s must name one of this server's runs (GET /api/runs lists them)", fd->name), -1;
+            return snprintf(why, whylen, "%s must name one of this server's runs (GET /api/runs lists them)", o->name), -1;
         snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
         if (access(log, R_OK) != 0 || runs_ended(w, v->string) != 1)
-            return snprintf(why, whylen, "%s: run %.100s has not ended: compare with a finished run", fd->name, v->string), -1;
+            return snprintf(why, whylen, "%s: run %.100s has not ended: compare with a finished run", o->name, v->string), -1;
         size_t len = strlen(dir);
-        if (len >= n) return snprintf(why, whylen, "%s: the run's path is too long", fd->name), -1;
+        if (len >= n) return snprintf(why, whylen, "%s: the run's path is too long", o->name), -1;
         memcpy(out, dir, len + 1);
         return 0;
     }
-    case FIELD_INT:
-    case FIELD_REAL: {
+    switch (o->kind) {
+    case OPT_FLAG:
+        if (v->type != JSON_BOOL) return snprintf(why, whylen, "%s is true or false", o->name), -1;
+        snprintf(out, n, "%s", v->boolean ? "1" : "");
+        return 0;
+    case OPT_INT:
+    case OPT_U64:
+    case OPT_DOUBLE: {
         // A JSON number, or a string spelling one in plain decimal: strtod alone also takes
-        // "nan", "inf" and hex, and NaN passes every comparison with a bound, so the test is
-        // that x lies in the bounds (false for NaN), on a finite x.
+        // "nan", "inf" and hex. A whole number for INT and U64 (up to 2^53, what JSON holds
+        // exactly); the bounds are the catalog's, checked below on the text.
         double x = NAN;
         if (v->type == JSON_NUMBER) x = v->number;
         else if (v->type == JSON_STRING && plain_decimal(v->string)) x = strtod(v->string, NULL);
-        if (!isfinite(x) || !(x >= fd->min && x <= fd->max) || (fd->kind == FIELD_INT && x != (double)(long long)x))
-            return snprintf(why, whylen, "%s must be %s from %g to %g", fd->name,
-                            fd->kind == FIELD_INT ? "a whole number" : "a number", fd->min, fd->max), -1;
-        if (fd->kind == FIELD_INT) snprintf(out, n, "%lld", (long long)x);
+        int whole = o->kind != OPT_DOUBLE;
+        if (!isfinite(x) || (whole && (x != floor(x) || fabs(x) > 9007199254740992.0)))
+            return snprintf(why, whylen, "%s must be %s", o->name, whole ? "a whole number" : "a number"), -1;
+        if (whole) snprintf(out, n, "%lld", (long long)x);
         else snprintf(out, n, "%.9g", x);
-        return 0;
+        break;
     }
-    case FIELD_FLAG:
-        if (v->type != JSON_BOOL) return snprintf(why, whylen, "%s is true or false", fd->name), -1;
-        snprintf(out, n, "%s", v->boolean ? "1" : "");
-        return 0;
-    case FIELD_CHOICE:
-    case FIELD_TEXT: {
+    case OPT_BYTES:
+    case OPT_STRING:
         if (v->type != JSON_STRING || !v->string[0] || strlen(v->string) > 64)
-            return snprintf(why, whylen, "%s must be a short text", fd->name), -1;
-        if (fd->kind == FIELD_TEXT) {
-            if (strspn(v->string, fd->choices) != strlen(v->string))
-                return snprintf(why, whylen, "%s may hold only %s", fd->name, fd->choices), -1;
-        } else {
-            int ok = 0;
-            char choices[256];
-            snprintf(choices, sizeof choices, "%s", fd->choices);
-            for (char *s = NULL, *c = strtok_r(choices, "|", &s); c; c = strtok_r(NULL, "|", &s)) ok |= strcmp(c, v->string) == 0;
-            if (!ok) return snprintf(why, whylen, "%s must be one of %s", fd->name, fd->choices), -1;
-        }
+            return snprintf(why, whylen, "%s must be a short text", o->name), -1;
+        if (o->kind == OPT_STRING && !o->choices && strspn(v->string, o->chars ? o->chars : "") != strlen(v->string))
+            return snprintf(why, whylen, "%s may hold only %s", o->name, o->chars ? o->chars : "nothing"), -1;
         snprintf(out, n, "%s", v->string);
-        return 0;
+        break;
     }
-    }
-    return -1;
+    return catalog_check(o, out, 1, why, whylen);
 }
 
 void runs_reap(void) {
@@ -683,11 +602,12 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     if (!req || req->type != JSON_OBJECT) return snprintf(why, whylen, "the body must be a JSON object"), 400;
     const JsonValue *lab = json_get(req, "lab"), *n = json_get(req, "n"), *steps = json_get(req, "steps"),
                     *opts = json_get(req, "options");
-    const LabForm *form = lab && lab->type == JSON_STRING ? web_lab_form(lab->string) : NULL;
+    const CatLab *form = lab && lab->type == JSON_STRING ? catalog_lab(lab->string) : NULL;
     if (!form) return snprintf(why, whylen, "lab must be one of the labs (single, collectives, ddp, ...)"), 400;
     if (!n || n->type != JSON_NUMBER || n->number < 1 || n->number > 8 || n->number != (int)n->number)
         return snprintf(why, whylen, "n must be a whole number of ranks from 1 to 8"), 400;
-    if (strcmp(form->lab, "single") == 0 && n->number != 1) return snprintf(why, whylen, "single runs on 1 rank"), 400;
+    if (form->max_world && n->number > form->max_world)
+        return snprintf(why, whylen, "%s runs on at most %d rank%s", form->name, form->max_world, form->max_world > 1 ? "s" : ""), 400;
     if (!steps || steps->type != JSON_NUMBER || steps->number < 1 || steps->number > 100000 ||
         steps->number != (int)steps->number)
         return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
@@ -708,28 +628,28 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     PUSH("--steps");
     PUSH(stext);
     for (size_t i = 0; opts && i < opts->count; i++) {
-        const LabField *fd = find_field(form, opts->keys[i]);
-        if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->lab, opts->keys[i]), 400;
+        const CatOption *fd = form_option(form, opts->keys[i]);
+        if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->name, opts->keys[i]), 400;
         char value[1024], flag[48];
         if (field_value(w, fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
-        if (fd->kind == FIELD_FLAG && !value[0]) continue;  // false: leave it out
+        if (fd->kind == OPT_FLAG && !value[0]) continue;  // false: leave it out
         snprintf(flag, sizeof flag, "--%s", fd->name);
         PUSH(flag);
-        if (fd->kind != FIELD_FLAG) PUSH(value);
+        if (fd->kind != OPT_FLAG) PUSH(value);
     }
     // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
     // this machine cannot hold is refused here, with the same figures the lab would give.
-    if (plan_check_options(form->lab, (int)n->number, a, argv, why, whylen) != 0) return 400;
+    if (plan_check_options(form->name, (int)n->number, a, argv, why, whylen) != 0) return 400;
     // The run's directory, named as the launcher names them, so the page can follow it at once.
     char problem[1200];
-    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->lab, problem, sizeof problem) != 0)
+    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->name, problem, sizeof problem) != 0)
         return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
     const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
     argv[a] = NULL;
 #undef PUSH
     // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
     LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
-    pid_t pid = launch_run(&lo, form->lab, (int)n->number, argv, dir);
+    pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
     if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
     launched_add(pid, name);
     snprintf(id, idlen, "%s", name);

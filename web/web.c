@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "course.h"
 #include "runlog.h"
@@ -361,7 +362,7 @@ static void lab_buttons(StrBuf *b, const char *labs) {
         if (!q) break;
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
-        if (web_lab_form(name)) {
+        if (catalog_lab(name)) {
             if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
             sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s\">Run %s</a></li>", name, name);
         }
@@ -429,9 +430,9 @@ static int page_home(Web *w, struct mg_connection *c) {
         sb_printf(&b, "</ul></div>");
     }
     sb_printf(&b, "</section>\n<section id=\"labs\"><h2>Labs</h2><ul>");
-    for (int i = 0; i < web_nlab_forms; i++)
-        sb_printf(&b, "<li><a href=\"/labs/%s\">%s</a>: %s</li>", web_lab_forms[i].lab, web_lab_forms[i].lab,
-                  web_lab_forms[i].about);
+    for (int i = 0; i < catalog_nlabs; i++)
+        sb_printf(&b, "<li><a href=\"/labs/%s\">%s</a>: %s</li>", catalog_labs[i].name, catalog_labs[i].name,
+                  catalog_labs[i].title);
     sb_printf(&b, "</ul></section>\n<section id=\"runs\"><h2>Recent runs</h2><ul id=\"run-list\"></ul></section>\n");
     page_end(&b, "/static/home.js", NULL);
     int st = send_page(w, c, &b);
@@ -439,54 +440,57 @@ static int page_home(Web *w, struct mg_connection *c) {
     return st;
 }
 
-static void field_input(StrBuf *b, const LabField *f) {
+// One option of the catalog as a form field: its bounds and names are what POST /api/runs checks.
+static void field_input(StrBuf *b, const CatOption *f) {
     sb_printf(b, "<p><label for=\"f-%s\">--%s</label> ", f->name, f->name);
-    switch (f->kind) {
-    case FIELD_FLAG: sb_printf(b, "<input type=\"checkbox\" id=\"f-%s\" name=\"%s\">", f->name, f->name); break;
-    case FIELD_CHOICE: {
-        sb_printf(b, "<select id=\"f-%s\" name=\"%s\"><option value=\"\">(default)</option>", f->name, f->name);
-        char choices[256];
-        snprintf(choices, sizeof choices, "%s", f->choices);
-        for (char *s = NULL, *o = strtok_r(choices, "|", &s); o; o = strtok_r(NULL, "|", &s))
-            sb_printf(b, "<option>%s</option>", o);
-        sb_printf(b, "</select>");
-        break;
-    }
-    case FIELD_TEXT: sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\">", f->name, f->name); break;
-    case FIELD_RUN:  // lab.js offers the finished runs (GET /api/runs)
+    if (f->flags & CAT_RUN) {  // lab.js offers the finished runs (GET /api/runs)
         sb_printf(b, "<select id=\"f-%s\" name=\"%s\" data-runs><option value=\"\">(none)</option></select>", f->name, f->name);
-        break;
-    default:
-        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\">", f->name, f->name,
-                  f->min, f->max, f->kind == FIELD_INT ? "1" : "any");
+    } else if (f->kind == OPT_FLAG) {
+        sb_printf(b, "<input type=\"checkbox\" id=\"f-%s\" name=\"%s\">", f->name, f->name);
+    } else if (f->kind == OPT_STRING && f->choices) {
+        sb_printf(b, "<select id=\"f-%s\" name=\"%s\"><option value=\"\">(default)</option>", f->name, f->name);
+        for (const char *p = f->choices; *p;) {
+            size_t k = strcspn(p, "|");
+            sb_printf(b, "<option>%.*s</option>", (int)k, p);
+            p += k + (p[k] != 0);
+        }
+        sb_printf(b, "</select>");
+    } else if (f->kind == OPT_STRING || f->kind == OPT_BYTES) {
+        sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\" placeholder=\"%s\">", f->name, f->name,
+                  f->dflt ? f->dflt : "");
+    } else if (f->kind == OPT_U64) {
+        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"0\" step=\"1\">", f->name, f->name);
+    } else {
+        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\">", f->name,
+                  f->name, f->min, f->max, f->kind == OPT_INT ? "1" : "any");
     }
-    sb_printf(b, " <small>%s</small></p>", f->help);
+    sb_printf(b, " <small>");
+    sb_markup_text(b, f->help);
+    sb_printf(b, "</small></p>");
 }
 
 static int page_lab(Web *w, struct mg_connection *c, const char *name) {
-    const LabForm *form = safe_name(name) ? web_lab_form(name) : NULL;
-    if (!form) return not_found(c);
+    const CatLab *lab = safe_name(name) ? catalog_lab(name) : NULL;
+    if (!lab) return not_found(c);
     StrBuf b;
     sb_init(&b);
     char attrs[96];
-    snprintf(attrs, sizeof attrs, "id=\"lab\" data-lab=\"%s\"", form->lab);
-    page_start(w, c, &b, form->lab, attrs);
-    sb_printf(&b, "<h1>Lab: %s</h1><p>%s. Runs as <code>shardlab run %s -n N</code>.</p>\n", form->lab, form->about, form->lab);
+    snprintf(attrs, sizeof attrs, "id=\"lab\" data-lab=\"%s\"", lab->name);
+    page_start(w, c, &b, lab->name, attrs);
+    sb_printf(&b, "<h1>Lab: %s</h1><p>%s. Runs as <code>shardlab run %s -n N</code>.</p>\n", lab->name, lab->title, lab->name);
     sb_printf(&b, "<form id=\"lab-form\"><fieldset><legend>Run</legend>"
-                  "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"8\" value=\"%d\"></p>"
+                  "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"%d\" value=\"%d\"></p>"
                   "<p><label for=\"f-steps\">steps</label> <input type=\"number\" id=\"f-steps\" name=\"steps\" min=\"1\" max=\"100000\" value=\"100\"></p>",
-              strcmp(form->lab, "single") == 0 ? 1 : 2);
-    for (int i = 0; i < form->nfields; i++) field_input(&b, &form->fields[i]);
-    int trains = strcmp(form->lab, "collectives") != 0;
-    for (int i = 0; trains && i < web_ncommon_fields; i++)
-        if (web_common_fields[i].kind == FIELD_RUN) field_input(&b, &web_common_fields[i]);
+              lab->max_world ? lab->max_world : 8, lab->max_world == 1 ? 1 : 2);
+    for (int i = 0; i < lab->noptions; i++)
+        if (lab->options[i].flags & CAT_FORM) field_input(&b, &lab->options[i]);
+    for (int i = 0; lab->trains && i < catalog_ntrain; i++)
+        if (catalog_train[i].flags & CAT_RUN) field_input(&b, &catalog_train[i]);
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
-    if (trains) {
-        // The shape of the run, from the table POST /api/runs checks against.
+    if (lab->trains) {
+        // The shape of the run (POST /api/runs also takes the other options the catalog marks).
         static const char *const shape[] = {"layers", "dim", "batch", "accum", "attn", "mixed"};
-        for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++)
-            for (int i = 0; i < web_ncommon_fields; i++)
-                if (strcmp(web_common_fields[i].name, shape[k]) == 0) field_input(&b, &web_common_fields[i]);
+        for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++) field_input(&b, catalog_find(lab, shape[k]));
     }
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");

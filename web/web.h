@@ -5,8 +5,7 @@
 //          web_socket(), runs_list_json(), runs_info_json(),
 //          runs_events_json(), runs_exists(), runs_stream(), runs_start(), runs_reap(), runs_free_all(),
 //          runs_ended(), runs_grade_json(), runs_grade(),
-//          LabForm, LabField, web_lab_forms, web_nlab_forms, web_lab_form(), web_common_fields,
-//          web_ncommon_fields, web_html_filter().
+//          web_html_filter().
 //
 // What it serves (everything else is 404):
 //   /                           home: lessons in order, lexicon index with instant search, labs, recent runs
@@ -20,7 +19,8 @@
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
 //   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
-//                               bounded options only, run through the launcher, never a shell
+//                               the options and bounds of the catalog (core/catalog.h) only,
+//                               run through the launcher, never a shell
 //   GET  /api/runs/<id>/grade   the run's grade.json (404 until it has one)
 //   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
 //                               (409 before): writes grade.json and grade.xml, answers the grade
@@ -102,26 +102,5 @@ int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen);
 // attributes a course page uses and the links course_url_ok() takes; anything else is shown
 // as text. See html.c for what is trusted and why this holds.
 void web_html_filter(StrBuf *out, const char *html, size_t n);
-
-// ---- the labs' forms: what POST /api/runs accepts (web/runs.c) --------------------------
-// RUN: the id of one of this server's finished runs, passed to the lab as its directory.
-typedef enum { FIELD_INT, FIELD_REAL, FIELD_FLAG, FIELD_CHOICE, FIELD_TEXT, FIELD_RUN } FieldKind;
-typedef struct {
-    const char *name;      // the lab's option, without "--"
-    FieldKind kind;
-    double min, max;       // INT, REAL
-    const char *choices;   // CHOICE: "a|b|c"; TEXT: the characters allowed
-    const char *help;
-} LabField;
-typedef struct {
-    const char *lab, *about;
-    const LabField *fields;
-    int nfields;
-} LabForm;
-extern const LabForm web_lab_forms[];
-extern const int web_nlab_forms;
-extern const LabField web_common_fields[];  // the model and data options every training lab takes
-extern const int web_ncommon_fields;
-const LabForm *web_lab_form(const char *lab);
 
 #endif

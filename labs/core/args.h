@@ -1,31 +1,20 @@
 // args.h — the command-line options every training lab shares, parsed from one table.
 //
-// Defines: TrainArgs, LabOption, OptKind, TRAIN_GIVEN_*, TRAIN_LAYERS_AUTO, train_args_defaults(),
-//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers(),
-//          train_option_check().
+// Defines: TrainArgs, LabBind, TRAIN_GIVEN_*, TRAIN_LAYERS_AUTO, train_args_defaults(),
+//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers().
 //
 // Every lab takes the same model/data/optimizer options with the same defaults, so a run at
-// N ranks is comparable with the single-rank run. A lab adds its own options (e.g.
-// --bucket-mb) as a table of LabOption. Bad input never crashes: one line on stderr naming
-// the option and what was wrong, and exit status 2. --help prints every option with its
-// default and exits 0.
+// N ranks is comparable with the single-rank run. What each option is (type, bounds, default,
+// help) is written once, in the catalog (catalog.h); a lab binds its own options to its
+// variables with LabBind. Bad input never crashes: one line on stderr naming the option and
+// what was wrong, and exit status 2. --help prints every option with its default and exits 0.
 #ifndef SHARDLAB_ARGS_H
 #define SHARDLAB_ARGS_H
 
 #include <stdint.h>
 
 #include "adamw.h"
-
-typedef enum { OPT_INT, OPT_DOUBLE, OPT_U64, OPT_STRING, OPT_FLAG } OptKind;  // FLAG: no value, sets an int to 1
-
-typedef struct {
-    const char *name;     // without the leading "--"
-    OptKind kind;
-    void *value;          // int*, double*, uint64_t*, const char**, int* (flag)
-    double min, max;      // allowed range for numbers (inclusive)
-    const char *metavar;  // e.g. "N", "PATH"
-    const char *help;
-} LabOption;
+#include "catalog.h"
 
 typedef struct {
     int steps;            // optimizer steps
@@ -66,29 +55,23 @@ typedef struct {
 
 enum { TRAIN_GIVEN_LR_SCHEDULE = 1, TRAIN_GIVEN_WARMUP = 2, TRAIN_GIVEN_LR_MIN = 4, TRAIN_GIVEN_DECAY_STEPS = 8 };
 
+// The shared options' defaults, from the catalog.
 void train_args_defaults(TrainArgs *a);
 // The schedule of these arguments (adamw.h), and the rate of one step.
 LrSchedule train_lr_schedule(const TrainArgs *a);
 double train_lr(const TrainArgs *a, int64_t step);
 
-// Parses argv[1..argc) into a (after train_args_defaults) and the lab's own options.
-// prog is the lab's name, about one line saying what it shows. Exits 0 after --help and 2
-// on any bad argument; checks what can be checked before the run starts (heads divides dim,
-// accum divides batch, --data/--init files readable, ...).
-void train_args_parse(TrainArgs *a, int argc, char **argv, const char *prog, const char *about,
-                      const LabOption *extra, int nextra);
-
-// Whether text is a value the labs' parser takes for --name (a shared option, else one of
-// extra, the lab's table): 0, or -1 with the reason in why, in the parser's words. The same
-// checks as train_args_parse (the table's type and bounds; the names --lr-schedule, --attn and
-// --device take; --data and --init readable regular files), without exiting: the grader
-// checks every value of a run's config with it before passing it to a reference run. Text
-// for a string option that starts with '-' is refused too: it would read as an option.
-int train_option_check(const char *name, const char *text, const LabOption *extra, int nextra, char *why, size_t n);
+// Parses argv[1..argc) into a (after train_args_defaults) and the lab's own options, each
+// bound in own to its variable (which takes the catalog's default first): every option the
+// catalog gives the lab must be bound, and nothing else. The lab's own default depth (the
+// catalog's CatLab.layers) replaces the shared one. Exits 0 after --help and 2 on any bad
+// argument; checks what can be checked before the run starts (heads divides dim, accum
+// divides batch, --data/--init files readable, ...).
+void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, const LabBind *own, int nown);
 
 // A lab whose model depth follows what it learns only after parsing (pp: one block per
-// pipeline stage) sets a->layers = TRAIN_LAYERS_AUTO before train_args_parse (its --help then
-// says "auto"), and gives the depth with train_args_resolve_layers() once it knows it;
+// pipeline stage) has "auto" as its catalog depth (a->layers = TRAIN_LAYERS_AUTO; its --help
+// then says "auto"), and gives the depth with train_args_resolve_layers() once it knows it;
 // --layers on the command line is kept as given. What depends on the depth (the replay
 // points) is derived then. The depth the run uses is what its meta.json config records.
 #define TRAIN_LAYERS_AUTO 0

@@ -213,12 +213,18 @@ uint64_t indices_hash(const int64_t *idx, int n) {
 
 const char *const SHARD_STRATEGIES[3] = {"slice", "sampler", "dispatch"};
 
-void shard_options(ShardArgs *s, LabOption out[SHARD_NOPTIONS]) {
-    *s = (ShardArgs){.strategy = "sampler", .items = "all", .temperature = 1.0};
-    out[0] = (LabOption){"strategy", OPT_STRING, &s->strategy, 0, 0, "S", "slice, sampler or dispatch (who holds the data, what moves)"};
-    out[1] = (LabOption){"weights", OPT_STRING, &s->weights, 0, 0, "W1,W2,..", "a mixture of k equal sources drawn with these weights"};
-    out[2] = (LabOption){"temperature", OPT_DOUBLE, &s->temperature, 0.01, 100, "TAU", "with --weights: draw source s with p ~ w_s^(1/TAU)"};
-    out[3] = (LabOption){"items", OPT_STRING, &s->items, 0, 0, "D", "use only the first D items of the data (D >= 1)"};
+void shard_args_bind(ShardArgs *s, LabBind out[SHARD_NOPTIONS]) {
+    out[0] = (LabBind){"strategy", &s->strategy};
+    out[1] = (LabBind){"weights", &s->weights};
+    out[2] = (LabBind){"temperature", &s->temperature};
+    out[3] = (LabBind){"items", &s->items};
+}
+
+void shard_args_defaults(ShardArgs *s) {
+    LabBind b[SHARD_NOPTIONS];
+    shard_args_bind(s, b);
+    const CatLab *lab = catalog_lab("shard");
+    for (int i = 0; i < SHARD_NOPTIONS; i++) catalog_default(catalog_find(lab, b[i].name), b[i].value);
 }
 
 int shard_args_check(const ShardArgs *s, int *strategy, long long *items, Mixture *mix, char *why, size_t n) {

@@ -4,7 +4,8 @@
 // Defines: Dataset, dataset_open(), dataset_read(), dataset_close(), dataset_write_file(),
 //          Mixture, MIXTURE_MAX_SOURCES, mixture_parse(), mixture_layout(), mixture_source_of(),
 //          sampler_epoch(), indices_hash(), words_for_bytes(); ShardArgs, SHARD_NOPTIONS,
-//          SHARD_STRATEGIES, shard_options(), shard_args_check().
+//          SHARD_STRATEGIES, shard_args_bind(), shard_args_defaults(),
+//          shard_args_check().
 //
 // The dataset: D items of S bytes, item i being bytes [i S, (i+1) S) of a file. For the GPT,
 // S = T + 1: a sequence of T inputs and, shifted by one, its T targets. D = floor(file bytes
@@ -84,17 +85,19 @@ uint64_t indices_hash(const int64_t *idx, int n);
 // Collectives move floats: n bytes travel as this many 4-byte words, the last one padded.
 static inline size_t words_for_bytes(size_t n) { return (n + 3) / 4; }
 
-// The data-sharding lab's own options (labs/shard.c), declared here beside the sampler they
-// configure so that the lab and the grader (which checks a shard run's config before passing
-// it to a reference run) read one table.
+// The data-sharding lab's own options (labs/shard.c; what each is: core/catalog.c), kept here
+// beside the sampler they configure so that the lab and the grader (which checks a shard
+// run's config before passing it to a reference run) read them the same way.
 typedef struct {
     const char *strategy, *weights, *items;
     double temperature;
 } ShardArgs;
 enum { SHARD_NOPTIONS = 4 };
 extern const char *const SHARD_STRATEGIES[3];  // "slice", "sampler", "dispatch"
-// The table (train_args_parse's extra options), pointing into s, which it sets to the defaults.
-void shard_options(ShardArgs *s, LabOption out[SHARD_NOPTIONS]);
+// Each option bound to its field of s (train_args_parse's own options), and s at the catalog's
+// defaults.
+void shard_args_bind(ShardArgs *s, LabBind out[SHARD_NOPTIONS]);
+void shard_args_defaults(ShardArgs *s);
 // What the table's types cannot say: the strategy is one of SHARD_STRATEGIES (its index in
 // *strategy), --items a whole number >= 1 or "all" (0 in *items), the weights a mixture
 // (parsed into *mix) and --temperature other than 1 only with them. 0, or -1 with the reason

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "catalog.h"
 #include "check.h"
 #include "dataset.h"
 #include "launch.h"
@@ -94,7 +95,7 @@ static void last_line(const char *path, char *out, size_t n) {
 // A reference run's command: which lab, how many ranks, the arguments (args[0..na), owned),
 // and the same as one line of text (what grade-args.txt keeps, to know when to reuse it).
 // Every value taken from the run's config has passed the labs' own check of its option
-// (train_option_check, args.h: the launcher's table, type and bounds); the first that did
+// (catalog_check_option, catalog.h: its type and bounds in the catalog); the first that did
 // not is in `refused` ("" if none), and then the command is not run.
 typedef struct {
     const char *lab;
@@ -103,8 +104,6 @@ typedef struct {
     int na;
     StrBuf text;
     char accum[32];
-    const LabOption *extra;  // the lab's own options (shard's), or NULL
-    int nextra;
     char refused[600];
 } RefCmd;
 
@@ -142,7 +141,7 @@ static void number_text(double v, char *buf, size_t n) {
 static void add_checked(RefCmd *c, const char *key, const char *opt, const char *value) {
     char why[500];
     if (c->refused[0]) return;
-    if (train_option_check(opt + 2, value, c->extra, c->nextra, why, sizeof why) != 0) {
+    if (catalog_check_option(c->lab, opt + 2, value, why, sizeof why) != 0) {
         snprintf(c->refused, sizeof c->refused, "meta.json's config \"%s\" is '%.120s', which the labs refuse (%.300s): no "
                  "reference runs on it", key, value, why);
         return;
@@ -172,8 +171,7 @@ static void add_cfg(RefCmd *c, const GradeRun *run, const char *key, const char 
 // that a refusal names its key: the strategy's name, --items, the weights with the temperature.
 static void add_shard(RefCmd *c, const GradeRun *run) {
     ShardArgs sa, dflt;
-    LabOption table[SHARD_NOPTIONS];
-    shard_options(&dflt, table);
+    shard_args_defaults(&dflt);
     size_t before = (size_t)c->na;
     add_cfg(c, run, "strategy", "--strategy", "sampler", 1);
     add_cfg(c, run, "items", "--items", NULL, 0);
@@ -208,8 +206,6 @@ static void add_shard(RefCmd *c, const GradeRun *run) {
 // point of the run (a checkpoint directory) to start from, running `steps` steps in all.
 // Returns 0, or -1 with c->refused saying which config value no lab takes.
 static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64_t steps, RefCmd *c) {
-    ShardArgs shard_args;
-    LabOption shard_table[SHARD_NOPTIONS];  // (pointing into shard_args: only read in here)
     memset(c, 0, sizeof *c);
     sb_init(&c->text);
     c->lab = "single", c->world = 1;
@@ -220,11 +216,7 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
         accum *= run->world;
     else if (!strcmp(run->lab, "tp")) accum *= dp;
     else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
-    if (!strcmp(run->lab, "shard")) {
-        c->lab = "shard";
-        shard_options(&shard_args, shard_table);
-        c->extra = shard_table, c->nextra = SHARD_NOPTIONS;
-    }
+    if (!strcmp(run->lab, "shard")) c->lab = "shard";
     if (k == REF_CKPT_NONE) c->lab = "ckpt", c->world = run->world, accum = grade_cfg_num(run, "accum", 1);
     // ZeRO's and FSDP's --mixed also keep the weights and gradients in bf16 (single keeps them
     // in fp32): their single-rank run is ZeRO stage 0 on one rank, the same storage.
@@ -264,7 +256,6 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
     if (k == REF_CKPT_NONE) add_str(c, "--policy", "none"), add_str(c, "--compare", "0");
     add_str(c, "--replay-every", "0");  // a reference needs no replay points of its own
     if (resume) add_str(c, "--resume", resume);
-    c->extra = NULL, c->nextra = 0;
     return c->refused[0] ? -1 : 0;
 }
 
@@ -564,43 +555,7 @@ int grade_write_run(const Grade *g) {
     return write_outputs(g->run_dir, list, 1, NULL);
 }
 
-// ---- the graded configurations of `make grade LABS=dir` ---------------------------------------
-//
-// Small and quick (seconds each on two cores), and each chosen so that its checks bite: four
-// ranks, so ring chunks and shards are not trivially halves; ddp on the ring; the pipeline
-// with more micro-batches than stages; a dataset small enough that an epoch ends. Every option
-// a lesson builds an algorithm on runs in one: gradient accumulation (ddp-accum: DDP's
-// no_sync, the micro-batches' share of the loss), FSDP's prefetch (its memory and the order
-// its all-gathers are asked in), sequence parallelism (tp-sp: f and g as all-gathers and
-// reduce-scatters, the replicated gradients summed): a mistake in an option no configuration
-// runs would pass with full marks.
-typedef struct {
-    const char *label, *lab;
-    int n;
-    const char *args[12];
-    const char *config;  // what its meta.json's config says that decides the rubric, for a
-                         // run that stopped before writing one (JSON; NULL: nothing)
-} GradedConfig;
-
-static const GradedConfig CONFIGS[] = {
-    {"single", "single", 1, {"--steps", "6"}, NULL},
-    {"collectives", "collectives", 4, {"--max-bytes", "256K", "--iters", "2", "--warmup", "1"}, NULL},
-    {"ddp", "ddp", 4, {"--steps", "6", "--algo", "ring"}, NULL},
-    {"ddp-accum", "ddp", 4, {"--steps", "6", "--algo", "ring", "--accum", "2"}, NULL},
-    {"zero-1", "zero", 4, {"--steps", "6", "--stage", "1"}, NULL},
-    {"zero-2", "zero", 4, {"--steps", "6", "--stage", "2"}, NULL},
-    {"zero-3", "zero", 4, {"--steps", "6", "--stage", "3"}, "{\"stage\":3}"},
-    {"fsdp", "fsdp", 4, {"--steps", "6"}, NULL},
-    {"fsdp-prefetch", "fsdp", 4, {"--steps", "6", "--prefetch"}, NULL},
-    {"tp", "tp", 2, {"--steps", "6"}, NULL},
-    {"tp-sp", "tp", 2, {"--steps", "6", "--sp"}, NULL},
-    {"pp-gpipe", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "gpipe", "--micro", "8"}, NULL},
-    {"pp-1f1b", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "8"}, NULL},
-    // --compare 0: the grader judges the recomputation, not the lab's own comparison table.
-    {"ckpt", "ckpt", 2, {"--steps", "6", "--policy", "sqrt", "--layers", "4", "--compare", "0"}, NULL},
-    {"shard", "shard", 2, {"--steps", "10", "--strategy", "sampler", "--items", "64"}, NULL},
-};
-#define NCONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
+// ---- the graded configurations of `make grade LABS=dir` (catalog.c: catalog_graded) -----------
 
 static int in_list(const char *list, const char *name) {
     size_t n = strlen(name);
@@ -619,9 +574,9 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         int known = 0;
-        for (int i = 0; i < NCONFIGS; i++)
-            known |= (strlen(CONFIGS[i].lab) == len && !strncmp(CONFIGS[i].lab, p, len)) ||
-                     (strlen(CONFIGS[i].label) == len && !strncmp(CONFIGS[i].label, p, len));
+        for (int i = 0; i < catalog_ngraded; i++)
+            known |= (strlen(catalog_graded[i].lab) == len && !strncmp(catalog_graded[i].lab, p, len)) ||
+                     (strlen(catalog_graded[i].label) == len && !strncmp(catalog_graded[i].label, p, len));
         if (!known) usage_error("shardlab grade", "--only: '%.*s' is not a lab or a graded configuration", (int)len, p);
         p = comma ? comma + 1 : NULL;
     }
@@ -630,11 +585,11 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         fprintf(stderr, "shardlab grade: --out %s: cannot create %s: %s\n", out_dir, bad_dir, strerror(errno));
         return 2;
     }
-    static Grade grades[NCONFIGS];
-    const Grade *list[NCONFIGS];
+    Grade *grades = calloc_check((size_t)catalog_ngraded, sizeof *grades);
+    const Grade **list = calloc_check((size_t)catalog_ngraded, sizeof *list);
     int n = 0;
-    for (int i = 0; i < NCONFIGS; i++) {
-        const GradedConfig *gc = &CONFIGS[i];
+    for (int i = 0; i < catalog_ngraded; i++) {
+        const CatGraded *gc = &catalog_graded[i];
         if (only && !in_list(only, gc->lab) && !in_list(only, gc->label)) continue;
         char dir[2400], log_path[2500], prog[2400];
         snprintf(dir, sizeof dir, "%s/%s", out_dir, gc->label);
@@ -648,7 +603,7 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
             args[a] = steps && a > 0 && !strcmp(gc->args[a - 1], "--steps") ? steps : gc->args[a];
             snprintf(args_text + strlen(args_text), sizeof args_text - strlen(args_text), " %s", args[a]);
         }
-        fprintf(stderr, "shardlab grade: [%d/%d] %s: %s -n %d%s\n", i + 1, NCONFIGS, gc->label, gc->lab, gc->n, args_text);
+        fprintf(stderr, "shardlab grade: [%d/%d] %s: %s -n %d%s\n", i + 1, catalog_ngraded, gc->label, gc->lab, gc->n, args_text);
         int rc = access(prog, X_OK) == 0 ? start_run(labs, gc->lab, gc->n, (char *const *)args, dir, log_path) : -1;
         grade_rubric(&grades[n], dir, gc->lab, gc->config, refs);
         snprintf(grades[n].label, sizeof grades[n].label, "%s", gc->label);
@@ -672,20 +627,20 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
     sb_printf(&labs_json, "[");
     printf("\nshardlab grade: %s\n  %-12s %8s  %s\n", labs, "lab", "points", "configurations");
     int points = 0, max = 0, failed = 0, nl = 0;
-    for (int i = 0; i < NCONFIGS; i++) {
+    for (int i = 0; i < catalog_ngraded; i++) {
         int seen = 0;
-        for (int k = 0; k < i; k++) seen |= !strcmp(CONFIGS[k].lab, CONFIGS[i].lab);
+        for (int k = 0; k < i; k++) seen |= !strcmp(catalog_graded[k].lab, catalog_graded[i].lab);
         if (seen) continue;
         int lp = 0, lm = 0, lf = 0, configs = 0;
         char names[200] = "";
         for (int g = 0; g < n; g++)
-            if (!strcmp(grades[g].lab, CONFIGS[i].lab)) {
+            if (!strcmp(grades[g].lab, catalog_graded[i].lab)) {
                 lp += grades[g].points, lm += grades[g].max, lf += grades[g].failed, configs++;
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", configs > 1 ? ", " : "", list[g]->label);
             }
         if (!configs) continue;
-        printf("  %-12s %3d/%-4d  %s%s\n", CONFIGS[i].lab, lp, lm, names, lf ? "  (FAIL)" : "");
-        sb_printf(&labs_json, "%s{\"lab\":\"%s\",\"points\":%d,\"max\":%d,\"failed\":%d}", nl++ ? "," : "", CONFIGS[i].lab,
+        printf("  %-12s %3d/%-4d  %s%s\n", catalog_graded[i].lab, lp, lm, names, lf ? "  (FAIL)" : "");
+        sb_printf(&labs_json, "%s{\"lab\":\"%s\",\"points\":%d,\"max\":%d,\"failed\":%d}", nl++ ? "," : "", catalog_graded[i].lab,
                   lp, lm, lf);
         points += lp, max += lm, failed += lf;
     }
@@ -695,6 +650,7 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
     write_outputs(out_dir, list, n, labs_json.data);
     printf("grade.json and grade.xml written to %s\n", out_dir);
     sb_free(&labs_json);
+    free(grades), free(list);
     return failed ? 1 : 0;
 }
 

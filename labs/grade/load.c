@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "catalog.h"
 #include "check.h"
 #include "grade.h"
 #include "runschema.h"
@@ -200,14 +201,14 @@ int grade_run_load(GradeRun *run, const char *dir) {
         return problem(run, "meta.json: world_size %.0f is not a world shardlab runs (1 to %d)", world, GRADE_MAX_WORLD);
     run->world = (int)world;
     // Every lab trains for config "steps" but collectives, which logs rows, not steps.
-    // (within the launcher's bound, args.h: the logs are read into arrays of that length)
+    // (within the labs' bound, catalog.c: the logs are read into arrays of that length)
     const JsonValue *steps = json_get(run->config, "steps");
     char text[64], why[300];
     if (!strcmp(run->lab, "collectives")) run->steps = 0;
     else if (!steps || steps->type != JSON_NUMBER || steps->number < 1)
         return problem(run, "meta.json: the config has no \"steps\" of at least 1");
     else if (snprintf(text, sizeof text, "%.17g", steps->number),
-             train_option_check("steps", text, NULL, 0, why, sizeof why) != 0)
+             catalog_check_option(NULL, "steps", text, why, sizeof why) != 0)
         return problem(run, "meta.json: the config's \"steps\" %s is not a run's length (%s)", text, why);
     else run->steps = (int64_t)steps->number;
 

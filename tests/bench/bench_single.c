@@ -16,7 +16,7 @@
 //     relerr  max|C_blocked - C_naive| / max|C_naive|, one call each on the same inputs
 //
 // Part 2, one optimizer step as labs/single.c takes it (zero grads, forward + backward per
-// micro-batch, clip, AdamW; no run log): median of --steps steps after --warmup. The FLOP
+// micro-batch, clip, AdamW; no run log): median of --steps steps after --untimed. The FLOP
 // count is the standard one (Kaplan et al. 2020; PaLM appendix B; nanoGPT's MFU estimate):
 //     FLOP/step = 6 Psi_mm tokens + 12 L B T^2 C
 //   - Psi_mm: the weights that take part in a matmul, 12 L C^2 + V C: per block c_attn 3C*C,
@@ -147,7 +147,7 @@ static void bench_step(const TrainArgs *a, int warmup) {
         gpt_zero_grads(&model);
         double loss_sum = train_accumulate(&model, &acts, &corpus, a, step, 0, a->batch,
                                            (float)(1.0 / tokens_per_step), NULL, NULL);
-        train_clip_and_update(&model, &adam, a->clip, step);
+        train_clip_and_update(&model, &adam, a->clip, train_lr(a, step), step);
         if (step > warmup) ms[step - warmup - 1] = (now_s() - t0) * 1e3;
         loss = loss_sum / tokens_per_step;
         if (step == 1) first_loss = loss;
@@ -187,17 +187,20 @@ int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
     a.steps = 20;  // timed steps: the default --help shows
-    int warmup = 3;
-    double min_time = 0.2;
-    LabOption extra[] = {
-        {"warmup", OPT_INT, &warmup, 0, 1e6, "N", "untimed steps before the --steps timed ones"},
-        {"min-time", OPT_DOUBLE, &min_time, 0, 60, "SEC", "time each matmul for at least SEC seconds (and 3 calls)"},
+    static const CatOption options[] = {
+        {"untimed", OPT_INT, 0, 1e6, NULL, "3", "N", "untimed steps before the --steps timed ones", 0, NULL},
+        {"min-time", OPT_DOUBLE, 0, 60, NULL, "0.2", "SEC", "time each matmul for at least SEC seconds (and 3 calls)", 0, NULL},
     };
-    train_args_parse(&a, argc, argv, "bench_single",
-                     "Benchmark, single thread: GFLOP/s of the blocked matmul vs the naive loop on the\n"
-                     "shapes of a training step, then ms/step, tokens/s and GFLOP/s of a whole step.\n"
-                     "--steps is the number of timed steps. Writes no run log.",
-                     extra, (int)(sizeof extra / sizeof extra[0]));
+    static const CatLab bench = {
+        "bench_single", "a benchmark",
+        "Benchmark, single thread: GFLOP/s of the blocked matmul vs the naive loop on the\n"
+        "shapes of a training step, then ms/step, tokens/s and GFLOP/s of a whole step.\n"
+        "--steps is the number of timed steps. Writes no run log.",
+        NULL, 1, 1, NULL, options, 2};
+    int warmup;
+    double min_time;
+    LabBind own[] = {{"untimed", &warmup}, {"min-time", &min_time}};
+    train_args_parse(&a, argc, argv, &bench, own, 2);
     check_set_context("bench_single");
     if (strcmp(a.device, "cuda") == 0) usage_error("bench_single", "a CPU benchmark: --device cuda is tests/gpu/check.sh's");
 
