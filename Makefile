@@ -33,7 +33,7 @@ RUN     ?=
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 # The labs' sources: labs/, or a student's copy of them (make grade builds one with LABS_SRC).
 LABS_SRC ?= labs
-BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -I$(LABS_SRC)/core
+BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -I$(LABS_SRC)/core -I$(LABS_SRC)
 ifeq ($(NATIVE),1)
 ARCH    := -march=native
 else
@@ -137,16 +137,24 @@ DEPS_STATUS := shardlab: built without tui, lexicon and web ($(DEPS_WHY): $(DEPS
 endif
 
 # ---- sources --------------------------------------------------------------------------
-# Every core file but nocuda.c, then the CUDA backend or nocuda.c. The sanitized build (the
-# tests) is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
+# What the programs link (LIB_*): every core file but nocuda.c, then the CUDA backend or
+# nocuda.c; and the labs' own algorithms, each in the folder beside its lab (labs/tp/,
+# labs/ckpt/, labs/shard/, labs/zero/ for zero and fsdp) with the planner every lab asks
+# before it allocates (labs/plan/). The sanitized build (the tests) is always CPU-only:
+# AddressSanitizer and the CUDA runtime do not mix.
 CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/*.c))
-CORE_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o
+LAB_DIRS  := tp ckpt shard zero plan
+ALGO_SRCS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.c))
+ALGO_HDRS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.h))
+ALGO_OBJS := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/algo/%.o)
+ALGO_SAN  := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/san/algo/%.o)
+LIB_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o $(ALGO_SAN)
 ifeq ($(CUDA_BUILD),1)
-CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o)
+LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o) $(ALGO_OBJS)
 CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib) $(NCCL_LIBDIR))
 LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublas -lcudart -lstdc++
 else
-CORE_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
+LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 LDLIBS_CUDA :=
 endif
 LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
@@ -189,7 +197,7 @@ GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
 # libraries carry so much thread-local storage that CivetWeb's worker threads, created with
 # a small fixed stack, cannot start in a process that loads them.
-SHARDLAB_CORE := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o
+SHARDLAB_LIB := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
@@ -278,6 +286,14 @@ $(BUILD)/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/core
 $(BUILD)/san/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/san/core
 	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
+$(ALGO_OBJS): $(BUILD)/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+
+$(ALGO_SAN): $(BUILD)/san/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+
 $(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h | $(BUILD)/core/cuda
 	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
 
@@ -293,25 +309,25 @@ $(BUILD)/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/co
 $(BUILD)/san/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/san/course
 	$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/labs/%: $(LABS_SRC)/%.c $(CORE_OBJS) $(LABS_SRC)/core/*.h | $(BUILD)/labs
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+$(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/labs
+	$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(CORE_SAN) $(LABS_SRC)/core/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
+$(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
+	$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/san/tests/%: tests/%.c tests/*.h $(CORE_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h | $(BUILD)/san/tests
-	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(CORE_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
+$(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
+	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/web deps-ncurses
+$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
 	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h | $(BUILD)/san/web deps-ncurses
+$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
 	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/grade
+$(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/grade
 	$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h | $(BUILD)/san/grade
+$(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/grade
 	$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
 ifeq ($(SHARDLAB_KIND),install)
@@ -321,8 +337,8 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
-$(SHARDLAB): labs/shardlab.c $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_CORE) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+$(SHARDLAB): labs/shardlab.c $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
@@ -330,20 +346,20 @@ $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): labs/shardlab.c $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $< $(CORE_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(SHARDLAB_SAN): labs/shardlab.c $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $< $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c labs/core/*.h tui/*.h
+$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c labs/core/*.h tui/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
+	clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 # ... and on the grader: a run directory's files from one input, loaded and graded (no lab
 # starts: the run is its own --ref). UB stops it too (-fno-sanitize-recover).
-$(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(CORE_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) labs/core/*.h labs/grade/*.h
+$(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) labs/core/*.h labs/grade/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
+	clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
 
 fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-grade
@@ -351,16 +367,16 @@ fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 	$(BUILD)/fuzz/fuzz_grade -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-grade tests/fuzz/seeds-grade
 
 # Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
-$(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(CORE_SAN) labs/core/*.h
+$(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(LIB_SAN) labs/core/*.h
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SANFLAGS) $< $(CORE_SAN) -o $@ $(LDLIBS)
+	$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/bench
-	$(CC) $(BASE) $(CFLAGS) $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+$(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/bench
+	$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # GPU tests: built with the CUDA backend, run by tests/gpu/check.sh (they skip without a GPU).
-$(BUILD)/gpu/%: tests/gpu/%.c $(CORE_OBJS) labs/core/*.h | $(BUILD)/gpu
-	$(CC) $(BASE) $(CFLAGS) -Itests $< $(CORE_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+$(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/gpu
+	$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@

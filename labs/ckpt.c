@@ -26,7 +26,7 @@
 //   sqrt   segments of s = ceil(sqrt L) consecutive blocks, n = ceil(L/s) of them: only each
 //          segment's output is kept; in backward the whole segment is run forward again
 //          into a workspace of s blocks, then its blocks' backwards run
-// The pass (core/activation_checkpointing.c: ckpt_forward_backward; the layout is ckpt_acts_alloc):
+// The pass (ckpt/activation_checkpointing.c: ckpt_forward_backward; the layout is ckpt_acts_alloc):
 //     forward    layers 0 .. L+1 in order; a checkpointed block writes its insides into the
 //                workspace (overwriting the previous one's) and its output where it is kept
 //     backward   layers L+1 .. 0; when l ends a segment: its blocks forward again from the
@@ -69,13 +69,13 @@
 
 #include "args.h"
 #include "check.h"
-#include "activation_checkpointing.h"
+#include "ckpt/activation_checkpointing.h"
 #include "data.h"
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 

@@ -56,9 +56,9 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "runlog.h"
-#include "sharded.h"
+#include "zero/sharded.h"
 #include "train.h"
 
 // ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@
 // that file; with synthetic data rank 0 writes the corpus to <run dir>/dataset.bin first.
 // A rank HOLDS the items it has read into memory.
 //
-// The global sampler (core/dataset.h), one for all three strategies, computed by each rank:
+// The global sampler (shard/dataset.h), one for all three strategies, computed by each rank:
 // epoch e is a permutation of the D items seeded by (seed, e); global batch b of the epoch
 // is positions [b B, (b+1) B) of it; step s (1-based) is batch (s-1) mod E of epoch
 // (s-1) / E, with E = floor(D/B) batches an epoch. drop_last: the last D mod B positions of
@@ -60,12 +60,12 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
-#include "dataset.h"
+#include "shard/dataset.h"
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 

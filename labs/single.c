@@ -37,7 +37,7 @@
 #include "dcp.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 

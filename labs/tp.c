@@ -13,7 +13,7 @@
 //        X ──f──> [ X A_r ] ──(attention / GELU: local)──> [ Y_r B_r ] ──g──> sum_r Y_r B_r + b
 //             (all of X)   (rank r's heads / columns)      (a PARTIAL output)
 //
-// Two operators carry all the communication (core/tensor_parallel.c writes them out):
+// Two operators carry all the communication (tp/tensor_parallel.c writes them out):
 //   f  at the input of a column-parallel linear: forward identity (every rank already holds
 //      X), backward ALL-REDUCE (X's gradient is the sum of the ranks' partial gradients)
 //   g  at the output of a row-parallel linear: forward ALL-REDUCE (sum the partial outputs),
@@ -79,9 +79,9 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan.h"
+#include "plan/plan.h"
 #include "runlog.h"
-#include "tensor_parallel.h"
+#include "tp/tensor_parallel.h"
 #include "train.h"
 
 // ---------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ static const Variant VARIANTS[] = {
     {"DDP without gradient averaging", "ddp.c", "(float)(1.0 / tokens_per_step), &spans,",
      "(float)(1.0 * N / tokens_per_step), &spans,", "ddp", "ddp", "*=grads.reference", "ddp-accum",
      "*=loss.reference,grads.reference"},
-    {"ZeRO's shard one element too long", "core/sharded.c",
+    {"ZeRO's shard one element too long", "zero/sharded.c",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align + 1;", "zero,fsdp", "zero,fsdp",
      "*=mem.formula,comm.bytes", "zero-2", NULL},
@@ -133,7 +133,7 @@ static const Variant VARIANTS[] = {
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s < m ? p - s : m);", "pp", "pp-1f1b", "*=schedule.in_flight",
      NULL, NULL},
-    {"recomputation in the wrong order (each block reads a stale input)", "core/activation_checkpointing.c",
+    {"recomputation in the wrong order (each block reads a stale input)", "ckpt/activation_checkpointing.c",
      "for (int j = p->first[i]; j <= l; j++) {", "for (int j = l; j >= p->first[i]; j--) {", "ckpt", "ckpt",
      "*=loss.reference,recompute.bitwise", NULL, NULL},
 
@@ -169,7 +169,7 @@ static const Variant VARIANTS[] = {
     {"--prefetch forgotten in the backward pass", "fsdp.c",
      "            if (f->prefetch && u > 0) unit_start_gather(f, u - 1);\n", "", "fsdp", "fsdp",
      "fsdp-prefetch=comm.bytes", NULL, NULL},
-    {"--sp: g forward all-reduced, then the rank's own rows kept", "core/tensor_parallel.c",
+    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/tensor_parallel.c",
      "row-parallel linear (SP: reduce-scatter) */\n"
      "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
      "    if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);\n"

@@ -25,7 +25,7 @@
 #include "args.h"
 #include "catalog.h"
 #include "check.h"
-#include "dataset.h"
+#include "shard/dataset.h"
 #include "launch.h"
 #include "runlog.h"
 #include "grade.h"

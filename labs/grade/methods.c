@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "activation_checkpointing.h"
+#include "ckpt/activation_checkpointing.h"
 #include "check.h"
-#include "dataset.h"
+#include "shard/dataset.h"
 #include "gpt.h"
 #include "grade_internal.h"
 

@@ -3,9 +3,9 @@
 // Each check reads the run (load.c) and, where it needs one, a reference run the grader
 // starts with its own binaries (grade.c). None of them trusts the lab's own "check" events
 // or its config's derived fields: the expected value is recomputed here from the formula,
-// with the instructor's copy of core/ (gpt.h's layer sizes, dataset.h's sampler,
-// activation_checkpointing.h's policies), so a student's change to core cannot move both
-// sides of a comparison.
+// with the instructor's copy of labs/ (core/gpt.h's layer sizes, shard/dataset.h's sampler,
+// ckpt/activation_checkpointing.h's policies, tp/tensor_parallel.h's slices), so a student's
+// change to them cannot move both sides of a comparison.
 //
 // The rubric per lab (points in brackets; every lab also has run.complete [1]):
 //   single       loss.reference [3]  mem.formula [1]
@@ -23,14 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation_checkpointing.h"
+#include "ckpt/activation_checkpointing.h"
 #include "check.h"
-#include "dataset.h"
+#include "shard/dataset.h"
 #include "dist.h"
 #include "gpt.h"
 #include "grade.h"
 #include "grade_internal.h"
-#include "tensor_parallel.h"
+#include "tp/tensor_parallel.h"
 
 // The tolerances (README, "Grading"). A distributed run adds the same fp32 numbers as the
 // single-rank run in another order (all-reduce, micro-batches), nothing else. Started from the
