@@ -139,11 +139,10 @@ endif
 # ---- sources --------------------------------------------------------------------------
 # What the programs link (LIB_*): every core file but nocuda.c, then the CUDA backend or
 # nocuda.c; and the labs' own algorithms, each in the folder beside its lab (labs/tp/,
-# labs/ckpt/, labs/shard/, labs/zero/ for zero and fsdp) with the planner every lab asks
-# before it allocates (labs/plan/). The sanitized build (the tests) is always CPU-only:
-# AddressSanitizer and the CUDA runtime do not mix.
+# labs/ckpt/, labs/shard/, labs/zero/ for zero and fsdp). The sanitized build (the tests)
+# is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
 CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/*.c))
-LAB_DIRS  := tp ckpt shard zero plan
+LAB_DIRS  := tp ckpt shard zero
 ALGO_SRCS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.c))
 ALGO_HDRS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.h))
 ALGO_OBJS := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/algo/%.o)

@@ -74,8 +74,8 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -219,59 +219,35 @@ int main(int argc, char **argv) {
     CkptPolicy policy;
     policy_parse(&policy, policy_text, a.layers);
 
-    DistEnv env = dist_env("ckpt");
-    Device dev;
-    train_device(&dev, &a, "ckpt", env.local_rank, env.local_world);
-    plan_check_rank("ckpt", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "ckpt", &dev);
-    int N = dist.world, rank = dist.rank;
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
+    lab_open(&L, "ckpt", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
     train_check_batch(&a, "ckpt", N);
-    Dcp resume;  // checked before anything is written
-    GptConfig cfg = train_model_config(&a);
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "ckpt");
-    char who[32];
-    snprintf(who, sizeof who, "ckpt rank %d", rank);
-    check_set_context(who);
-
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "ckpt", run_dir, sizeof run_dir);
-    runlog_open(&log, "ckpt", rank, N, run_dir);
-    runlog_printf(&log, "ckpt: %d rank(s) on %s, backend %s, policy %s; run directory %s\n", N, dev.name,
-                  dist.backend, policy.name, log.dir);
-    train_say_device(&log, &dev, N);
+    lab_begin(&L, "%d rank(s) on %s, backend %s, policy %s", N, L.dev.name, L.backend, policy.name);
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     int broken = test_break && strcmp(test_break, "ckpt-stale-recompute") == 0;
-    if (broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: checkpointed blocks are not recomputed\n");
+    if (broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: checkpointed blocks are not recomputed\n");
 
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    Mem mem;
-    mem_init(&mem, &dev);
     Gpt model;
-    gpt_create(&model, &cfg, &mem, a.seed);
+    gpt_create(&model, &cfg, &L.mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
+    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
     gpt_adamw_create(&adam, &model, &a);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
-    ckpt_acts_alloc(&acts, &cfg, micro, &policy, &mem);
+    ckpt_acts_alloc(&acts, &cfg, micro, &policy, &L.mem);
     double acts_bytes = ckpt_acts_bytes(&cfg, micro, &policy);
-    double W = 4.0 * ((double)gpt_pass_scratch_floats(&cfg, micro, dev.kind == DEVICE_CUDA) + (double)micro * a.seq * a.dim);
-    runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d; "
-                        "recomputed: %d of %d blocks, in %d segment(s)\n", rank, rank * per_rank,
+    double W = 4.0 * ((double)gpt_pass_scratch_floats(&cfg, micro, L.dev.kind == DEVICE_CUDA) + (double)micro * a.seq * a.dim);
+    runlog_printf(log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d; "
+                       "recomputed: %d of %d blocks, in %d segment(s)\n", rank, rank * per_rank,
                   (rank + 1) * per_rank - 1, a.batch, a.accum, micro, policy.recomputed, a.layers, policy.nseg);
 
-    StrBuf config;
-    sb_init(&config);
     char lab_fields[96];
     snprintf(lab_fields, sizeof lab_fields, "\"policy\":\"%s\",\"compare\":%d", policy.name, reps);
-    train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    lab_start(&L, gpt_num_params(&cfg), lab_fields);
     double psi = (double)gpt_num_params(&cfg);
     MemRow rows[] = {
         {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
@@ -280,41 +256,28 @@ int main(int argc, char **argv) {
         {.cat = MEM_ACTS, .formula = ckpt_acts_formula(&cfg, &policy), .expect = acts_bytes},
         {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
     };
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
+    train_report_memory(log, &L.mem, NULL, &cfg, micro, rows, 5);
 
-    const double tokens_per_step = (double)a.batch * a.seq;
-    Work work = {.model = &model, .corpus = &corpus, .a = &a, .first = rank * per_rank, .count = per_rank,
-                 .loss_scale = (float)(1.0 / tokens_per_step), .pass = {.log = &log, .skip_recompute = broken}};
+    Work work = {.model = &model, .corpus = &L.corpus, .a = &a, .first = rank * per_rank, .count = per_rank,
+                 .loss_scale = (float)(1.0 / L.tokens_per_step), .pass = {.log = log, .skip_recompute = broken}};
     if (reps > 0) {  // none, every, sqrt, and K if given
         CkptPolicy all[4];
         for (int k = CKPT_NONE; k <= CKPT_SQRT; k++) ckpt_policy(&all[k], (CkptKind)k, 0, a.layers);
         all[3] = policy;
-        compare_policies(&work, all, policy.kind == CKPT_K ? 4 : 3, reps, micro, W, &log);
+        compare_policies(&work, all, policy.kind == CKPT_K ? 4 : 3, reps, micro, W, log);
     }
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
+    mem_reset_peak(&L.mem);
 
     // Distributed checkpoints (dcp.h), as in ddp.c: every replica loads the whole state, and
     // saves a 1/N chunk of it.
     DcpState whole = {0}, chunk = {0};
     dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
     dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
-    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
-    DcpSaver saver;
-    dcp_saver_init(&saver, "ckpt", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
+    int64_t first_step = lab_first_step(&L, &whole, &L.dist.world_group);
 
-    Progress progress;
-    progress_init(&progress, &a);
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
-
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
         work.pass.recompute_us = 0;
 
         // 1. Forward and backward with recomputation, over this rank's micro-batches.
@@ -323,12 +286,13 @@ int main(int argc, char **argv) {
 
         // 2. The replicas sum their gradients, layer by layer (a world of one has nothing to add).
         int64_t tc = runlog_now_us();
-        if (N > 1) train_all_reduce_layers(&dist.world_group, &model);
-        double loss = (N > 1 ? dist_sum_over_ranks(&dist.world_group, loss_sum) : loss_sum) / tokens_per_step;
+        if (N > 1) train_all_reduce_layers(&L.dist.world_group, &model);
+        double loss = (N > 1 ? dist_sum_over_ranks(&L.dist.world_group, loss_sum) : loss_sum) / L.tokens_per_step;
         int64_t comm_us = runlog_now_us() - tc;
-        size_t k = dist_drain_records(&dist, records, 4096);
+        DistRecord *records = L.records;
+        size_t k = dist_drain_records(&L.dist, records, LAB_MAX_RECORDS);
         for (size_t i = 0; i < k; i++)
-            runlog_span(&log, step, dist_coll_name(records[i].coll), -1, records[i].coll == DIST_ALL_REDUCE ?
+            runlog_span(log, step, dist_coll_name(records[i].coll), -1, records[i].coll == DIST_ALL_REDUCE ?
                         records[i].tag : -1, records[i].t0_us, records[i].t1_us, records[i].bytes_sent);
 
         // 3. The same AdamW step on every rank.
@@ -336,55 +300,37 @@ int main(int argc, char **argv) {
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
         int64_t t1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
 
         if (step == first_step)  // the step's peak: the saved activations plus the pass's workspace (mem.formula grades it)
-            runlog_self_check(&log, "acts.peak_in_step_1", (double)mem_peak_in(&mem, MEM_ACTS) == acts_bytes + W,
-                              (double)mem_peak_in(&mem, MEM_ACTS), acts_bytes + W,
+            runlog_self_check(log, "acts.peak_in_step_1", (double)mem_peak_in(&L.mem, MEM_ACTS) == acts_bytes + W,
+                              (double)mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W,
                               "the pass held %zu bytes of activations at its peak, the policy's formula and the pass's "
-                              "workspace are %.0f", mem_peak_in(&mem, MEM_ACTS), acts_bytes + W);
-        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+                              "workspace are %.0f", mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W);
+        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[256];
         snprintf(extra, sizeof extra,
                  "\"policy\":\"%s\",\"recomputed_blocks\":%d,\"recompute_ms\":%.3f,"
                  "\"acts_saved\":%.0f,\"workspace\":%.0f", policy.name, policy.recomputed,
                  (double)work.pass.recompute_us / 1000.0, acts_bytes, W);
-        uint64_t hash = gpt_param_hash(&model);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            dcp_save(&saver, step, &chunk);
-            dist_drain_records(&dist, records, 4096);
-        }
+                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+                          .param_hash = gpt_param_hash(&model), .extra = extra};
+        lab_step_end(&L, &rec, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
-        runlog_printf(&log, "weights: saved to %s\n", a.save);
+        runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     char extra[96];
     snprintf(extra, sizeof extra, "\"policy\":\"%s\",\"recomputed_blocks\":%d", policy.name, policy.recomputed);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), extra);
-
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    free(records);
-    sb_free(&config);
-    runlog_close(&log);
+    lab_finish(&L, gpt_param_hash(&model), extra);
     gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, &L.mem);
     gpt_destroy(&model);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

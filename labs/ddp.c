@@ -48,8 +48,8 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -230,176 +230,121 @@ int main(int argc, char **argv) {
     SyncMode mode = strcmp(sync_name, "per-tensor") == 0 ? SYNC_PER_TENSOR
                   : strcmp(sync_name, "bucket") == 0    ? SYNC_BUCKET
                                                         : SYNC_OVERLAP;
-    int algo = dist_algo_parse(algo_name);
 
     // Who we are (RANK, LOCAL_RANK, ... or mpirun's and srun's names), where we compute (a
-    // GPU of our own, a shared one, or the CPU), and then the collectives' backend that fits.
-    DistEnv env = dist_env("ddp");
-    Device dev;
-    train_device(&dev, &a, "ddp", env.local_rank, env.local_world);
-    plan_check_rank("ddp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "ddp", &dev);
-    int N = dist.world, rank = dist.rank;
+    // GPU of our own, a shared one, or the CPU), and then the collectives' backend that fits
+    // (core/lab.h, the harness every lab opens with).
+    Lab L;
+    lab_open(&L, "ddp", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
     train_check_batch(&a, "ddp", N);
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "ddp");
-    dist.algo = (DistAlgo)algo;
-    char who[32];
-    snprintf(who, sizeof who, "ddp rank %d", rank);
-    check_set_context(who);
+    L.dist.algo = (DistAlgo)dist_algo_parse(algo_name);
+    lab_begin(&L, "%d rank(s) on %s, backend %s", N, L.dev.name, L.backend);
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
 
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "ddp", run_dir, sizeof run_dir);
-    runlog_open(&log, "ddp", rank, N, run_dir);
-    runlog_printf(&log, "ddp: %d rank(s) on %s, backend %s; run directory %s\n", N, dev.name, dist.backend, log.dir);
-    train_say_device(&log, &dev, N);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-
-    Mem mem;
-    mem_init(&mem, &dev);
     Gpt model;
-    gpt_create(&model, &cfg, &mem, a.seed);
+    gpt_create(&model, &cfg, &L.mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
     // DDP's first step: every replica starts from rank 0's weights.
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
+    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
     gpt_adamw_create(&adam, &model, &a);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
-    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    Sync sync = {.mode = mode, .model = &model, .group = &dist.world_group,
+    Sync sync = {.mode = mode, .model = &model, .group = &L.dist.world_group,
                  .broken = test_break && strcmp(test_break, "ddp-skip-bucket") == 0};
     if (sync.broken && mode != SYNC_OVERLAP)
         usage_error("ddp", "SHARDLAB_TEST_BREAK=ddp-skip-bucket needs --sync overlap");
-    if (sync.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: bucket 0's sum is not used\n");
+    if (sync.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: bucket 0's sum is not used\n");
     size_t cap = mode == SYNC_PER_TENSOR ? 1 : (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
-    buckets_build(&sync.buckets, &model, cap > 0 ? cap : 1, mode != SYNC_PER_TENSOR, &mem);
-    runlog_printf(&log, "sync: %s, %d all-reduce(s) per step (%s), algorithm %s; rank %d trains on sequences %d..%d "
-                        "of each global batch of %d, in %d micro-batch(es) of %d\n",
+    buckets_build(&sync.buckets, &model, cap > 0 ? cap : 1, mode != SYNC_PER_TENSOR, &L.mem);
+    runlog_printf(log, "sync: %s, %d all-reduce(s) per step (%s), algorithm %s; rank %d trains on sequences %d..%d "
+                       "of each global batch of %d, in %d micro-batch(es) of %d\n",
                   sync_name, sync.buckets.n, mode == SYNC_PER_TENSOR ? "one per tensor" : "buckets", algo_name, rank,
                   rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
 
-    StrBuf config;
-    sb_init(&config);
     char lab_fields[160];
     snprintf(lab_fields, sizeof lab_fields, "\"sync\":\"%s\",\"bucket_mb\":%.9g,\"algo\":\"%s\",\"buckets\":%d", sync_name,
              bucket_mb, algo_name, sync.buckets.n);
-    train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    lab_start(&L, gpt_num_params(&cfg), lab_fields);
     // The memory table (train.h's DdpMemory: the labs that replace DDP print the same figures).
     DdpMemory held = train_ddp_memory(&cfg, a.batch, N, a.accum, 4, 8, mode != SYNC_PER_TENSOR);
     MemRow rows[MEM_CATEGORIES];
     for (int c = 0; c < MEM_CATEGORIES; c++) rows[c] = (MemRow){.cat = c, .formula = held.formula[c], .expect = held.bytes[c]};
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
+    train_report_memory(log, &L.mem, NULL, &cfg, micro, rows, 5);
+    mem_reset_peak(&L.mem);
 
     // Distributed checkpoints (dcp.h): every replica loads the whole state; saving, each
     // writes a 1/N chunk of it (the replicas are equal: no need to write it N times).
     DcpState whole = {0}, chunk = {0};
     dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
     dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
-    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
-    DcpSaver saver;
-    dcp_saver_init(&saver, "ddp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    dist_drain_records(&dist, records, 4096);
-
-    Progress progress;
-    progress_init(&progress, &a);
-    SpanLogger spans = {.log = &log};
+    int64_t first_step = lab_first_step(&L, &whole, &L.dist.world_group);
+    SpanLogger spans = {.log = log};
     GptHooks sync_hooks = {.layer_done = on_layer_backward_done, .ctx = &sync};
-    const double tokens_per_step = (double)a.batch * a.seq;
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
         spans.step = step;
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
 
         // 1. Forward and backward on this rank's slice of the global batch. The gradients
         //    accumulate over the micro-batches; only the last one's backward starts the
         //    buckets' all-reduces (overlap).
         gpt_zero_grads(&model);
-        double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, rank * per_rank, per_rank,
-                                           (float)(1.0 / tokens_per_step), &spans,
+        double loss_sum = train_accumulate(&model, &acts, &L.corpus, &a, step, rank * per_rank, per_rank,
+                                           (float)(1.0 / L.tokens_per_step), &spans,
                                            mode == SYNC_OVERLAP ? &sync_hooks : NULL);
 
         // 2. Sum the gradients over the ranks: now every rank holds the global batch's gradient.
         int64_t comm_us = sync_gradients(&sync);
-        uint64_t grad_sent = log_comm_spans(&log, &dist, records, step, a.accum - 1, step == first_step);
+        uint64_t grad_sent = log_comm_spans(log, &L.dist, L.records, step, a.accum - 1, step == first_step);
 
         // 3. The loss of the global batch, for the log: the ranks' double sums, added in rank
         //    order (collectives move floats: dist_sum_over_ranks sends each as a float pair).
         int64_t tl = runlog_now_us();
-        double loss_total = dist_sum_over_ranks(&dist.world_group, loss_sum);
+        double loss_total = dist_sum_over_ranks(&L.dist.world_group, loss_sum);
         comm_us += runlog_now_us() - tl;
-        log_comm_spans(&log, &dist, records, step, -1, 0);
-        double loss = loss_total / tokens_per_step;
+        log_comm_spans(log, &L.dist, L.records, step, -1, 0);
+        double loss = loss_total / L.tokens_per_step;
 
         // 4. The same update on every rank, from the same gradient: the replicas stay equal.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
         int64_t t1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
 
-        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[160];
         snprintf(extra, sizeof extra, "\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d",
                  (unsigned long long)grad_sent, sync.buckets.n);
-        uint64_t hash = gpt_param_hash(&model);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            dcp_save(&saver, step, &chunk);
-            dist_drain_records(&dist, records, 4096);  // the save's collectives are not the next step's
-        }
+                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+                          .param_hash = gpt_param_hash(&model), .extra = extra};
+        lab_step_end(&L, &rec, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
-        runlog_printf(&log, "weights: saved to %s\n", a.save);
+        runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     char extra[96];
     snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), extra);
+    lab_finish(&L, gpt_param_hash(&model), extra);
 
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    free(records);
-    sb_free(&config);
-    runlog_close(&log);
     for (int i = 0; i < sync.buckets.n; i++)
-        if (sync.buckets.b[i].flat) mem_free(&mem, sync.buckets.b[i].flat);
+        if (sync.buckets.b[i].flat) mem_free(&L.mem, sync.buckets.b[i].flat);
     free(sync.buckets.b);
     gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, &L.mem);
     gpt_destroy(&model);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

@@ -55,8 +55,8 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "zero/sharded.h"
 #include "train.h"
@@ -240,65 +240,41 @@ int main(int argc, char **argv) {
     int mixed = a.mixed;  // (a shared option: here it also stores the flat parameters and gradients in bf16)
     Precision prec = mixed ? PREC_BF16 : PREC_FP32;
 
-    DistEnv env = dist_env("fsdp");
-    Device dev;
-    train_device(&dev, &a, "fsdp", env.local_rank, env.local_world);
-    plan_check_rank("fsdp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "fsdp", &dev);
-    int N = dist.world, rank = dist.rank;
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
+    lab_open(&L, "fsdp", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
     train_check_batch(&a, "fsdp", N);
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "fsdp");
-    dist.algo = DIST_ALGO_RING;  // (N-1) shards per reduce-scatter and all-gather: the formula's count
-    char who[32];
-    snprintf(who, sizeof who, "fsdp rank %d", rank);
-    check_set_context(who);
+    L.dist.algo = DIST_ALGO_RING;  // (N-1) shards per reduce-scatter and all-gather: the formula's count
+    lab_begin(&L, "%d rank(s) on %s, backend %s, %s; %s, %s", N, L.dev.name, L.backend,
+              mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
+              prefetch ? "prefetching the next unit" : "no prefetch",
+              no_reshard ? "weights kept from forward to backward (--no-reshard)" : "resharded after forward");
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
+    Mem *mem = &L.mem;
 
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "fsdp", run_dir, sizeof run_dir);
-    runlog_open(&log, "fsdp", rank, N, run_dir);
-    runlog_printf(&log, "fsdp: %d rank(s) on %s, backend %s, %s; %s, %s; run directory %s\n", N, dev.name, dist.backend,
-                  mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
-                  prefetch ? "prefetching the next unit" : "no prefetch",
-                  no_reshard ? "weights kept from forward to backward (--no-reshard)" : "resharded after forward",
-                  log.dir);
-    train_say_device(&log, &dev, N);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-
-    Mem mem;
-    mem_init(&mem, &dev);
     Fsdp f;
     ShardLayout lay;  // every unit padded to N equal shards (of an even length for bf16)
     shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
-    float **init = sharded_init_weights(&lay, &cfg, &a, &dist.world_group);
-    fsdp_create(&f, &lay, prec, prefetch, !no_reshard, &dist.world_group, &mem, init);
+    float **init = sharded_init_weights(&lay, &cfg, &a, &L.dist.world_group);
+    fsdp_create(&f, &lay, prec, prefetch, !no_reshard, &L.dist.world_group, mem, init);
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     f.broken = test_break && strcmp(test_break, "fsdp-skip-reduce") == 0;
-    if (f.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's gradient is not reduce-scattered\n");
+    if (f.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's gradient is not reduce-scattered\n");
     ShardedAdamW adam;
-    sharded_adamw_create(&adam, &f.lay, prec, 1, 0, &a, &mem, NULL, init);
+    sharded_adamw_create(&adam, &f.lay, prec, 1, 0, &a, mem, NULL, init);
     sharded_free_weights(&f.lay, init);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
-    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    gpt_acts_alloc(&acts, &cfg, micro, mem);
 
-    StrBuf config;
-    sb_init(&config);
     char lab_fields[256];
     snprintf(lab_fields, sizeof lab_fields,
              "\"prefetch\":%s,\"reshard_after_forward\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,"
              "\"padding\":%zu,\"units\":%d",
              prefetch ? "true" : "false", no_reshard ? "false" : "true", precision_name(prec),
              f.lay.psi_padded, f.lay.psi_padded - f.lay.psi, f.lay.units);
-    train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
+    lab_start(&L, gpt_num_params(&cfg), lab_fields);
 
     // The memory table: ZeRO stage 3's, beside DDP's at the same N and --accum (train.h).
     double e = (double)f.e, pp = (double)f.lay.psi_padded, psi = (double)f.lay.psi, k = mixed ? 12 : 8;
@@ -315,113 +291,80 @@ int main(int argc, char **argv) {
         {.cat = MEM_COMM, .formula = "0 (transient buffers only)", .expect = 0},
     };
     DdpMemory ddp = train_ddp_memory(&cfg, a.batch, N, a.accum, (int)f.e, (int)k, 1);
-    runlog_printf(&log, "\nFSDP, %s flat parameters: %d units (embedding, %d blocks, head), Psi = %.0f parameters, "
+    runlog_printf(log, "\nFSDP, %s flat parameters: %d units (embedding, %d blocks, head), Psi = %.0f parameters, "
                         "each unit padded to %d equal shards: Psi' = %.0f (padding: %.0f elements)\n",
                   precision_name(prec), f.lay.units, cfg.layers, psi, N, pp, pp - psi);
-    train_report_memory_vs_ddp(&log, &mem, NULL, &cfg, micro, rows, 5, &ddp);
-    runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
+    train_report_memory_vs_ddp(log, mem, NULL, &cfg, micro, rows, 5, &ddp);
+    runlog_printf(log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
                   rank, rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
+    mem_reset_peak(mem);
 
     // Distributed checkpoints (dcp.h): each rank saves and loads the shards it holds.
     DcpState ck_state = {0};
     sharded_dcp_state(&ck_state, &adam, f.shards, 1);  // (every slice sharded: saving and loading list the same)
-    int64_t first_step = 1;
-    if (a.resume) {
-        first_step = dcp_resume(&resume, &dev, &ck_state, &log);
-        sharded_dcp_loaded(&adam, f.shards);
-    }
-    DcpSaver saver;
-    dcp_saver_init(&saver, "fsdp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    snprintf(saver.layout, sizeof saver.layout, "fsdp, %s: each rank its shard of every unit", precision_name(prec));
+    int64_t first_step = lab_first_step(&L, &ck_state, &L.dist.world_group);
+    if (a.resume) sharded_dcp_loaded(&adam, f.shards);
+    snprintf(L.saver.layout, sizeof L.saver.layout, "fsdp, %s: each rank its shard of every unit", precision_name(prec));
 
-    Progress progress;
-    progress_init(&progress, &a);
-    Batch batch = {&corpus, &a, &acts, &log, rank * per_rank, per_rank, 0};
-    const double tokens_per_step = (double)a.batch * a.seq;
+    Batch batch = {&L.corpus, &a, &acts, log, rank * per_rank, per_rank, 0};
     // Per micro-batch, every unit: all-gather (forward), all-gather again (backward, unless
     // kept), reduce-scatter; each sends (N-1) shards.
     const double expect_bytes = (no_reshard ? 2.0 : 3.0) * a.accum * (N - 1) * (double)f.lay.shard_total * e;
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
         batch.compute_us = 0;
 
         // 1. Forward and backward, unit by unit; each unit's gradient is reduce-scattered
         //    into this rank's shard as soon as the unit's backward ends.
-        for (int u = 0; u < f.lay.units; u++) device_zero(&dev, f.grad_shards[u], f.lay.shard[u] * f.e);
-        double loss_sum = forward_backward(&f, &batch, step, (float)(1.0 / tokens_per_step));
+        for (int u = 0; u < f.lay.units; u++) device_zero(&L.dev, f.grad_shards[u], f.lay.shard[u] * f.e);
+        double loss_sum = forward_backward(&f, &batch, step, (float)(1.0 / L.tokens_per_step));
         // 2. Each rank updates its shard of every unit. Nothing to gather afterwards: the next
         //    forward pass gathers each unit when it runs.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = sharded_adamw_step(&adam, &dist.world_group, f.shards, f.grad_shards, a.clip, lr, step);
+        double grad_norm = sharded_adamw_step(&adam, &L.dist.world_group, f.shards, f.grad_shards, a.clip, lr, step);
         int64_t t_opt1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t_opt1, 0);
+        runlog_span(log, step, "optim", -1, -1, t_opt, t_opt1, 0);
         batch.compute_us += t_opt1 - t_opt;
-        uint64_t unit_bytes = sharded_log_collectives(&log, &dist, records, 4096, step, NULL);
+        uint64_t unit_bytes = sharded_log_collectives(log, &L.dist, L.records, LAB_MAX_RECORDS, step, NULL);
         if (step == first_step)  // more or fewer bytes: a warning, and comm.bytes grades it
-            runlog_self_check(&log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,
+            runlog_self_check(log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,
                               expect_bytes, "the all-gathers and reduce-scatters sent %llu bytes, the formula says %.0f",
                               (unsigned long long)unit_bytes, expect_bytes);
 
         // 3. The loss of the global batch, for the log: the ranks' sums, added in rank order.
-        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
-        dist_drain_records(&dist, records, 4096);
+        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;
+        dist_drain_records(&L.dist, L.records, LAB_MAX_RECORDS);
 
         // Communication time is what the step spent not computing: with --prefetch, the
         // all-gathers that ran under a unit's compute cost nothing here.
         int64_t t1 = runlog_now_us();
-        double ms = (double)(t1 - t0) / 1000.0, compute_ms = (double)batch.compute_us / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, compute_ms = (double)batch.compute_us / 1000.0;
         char extra[256];
         snprintf(extra, sizeof extra, "\"unit_bytes_sent\":%llu,\"param_hash_of\":\"shard\","
                                       "\"precision\":\"%s\"",
                  (unsigned long long)unit_bytes, precision_name(prec));
-        uint64_t hash = sharded_hash(&f.lay, prec, &dev, f.shards, 0);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = compute_ms, .ms_comm = ms - compute_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            dcp_save(&saver, step, &ck_state);
-            dist_drain_records(&dist, records, 4096);
-        }
+                          .ms_work = ms, .ms_compute = compute_ms, .ms_comm = ms - compute_ms,
+                          .param_hash = sharded_hash(&f.lay, prec, &L.dev, f.shards, 0), .extra = extra};
+        lab_step_end(&L, &rec, &ck_state);
     }
     dcp_state_free(&ck_state);
 
-    uint64_t hash = sharded_model_hash(&f.lay, prec, &mem, &dist.world_group, f.shards, 0);
+    uint64_t hash = sharded_model_hash(&f.lay, prec, mem, &L.dist.world_group, f.shards, 0);
     if (a.save) {
-        sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, f.shards);
-        if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);
+        sharded_save_weights(a.save, &cfg, &adam, &L.dist.world_group, f.shards);
+        if (rank == 0) runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     char extra[160];
     snprintf(extra, sizeof extra, "\"precision\":\"%s\",\"prefetch\":%s,\"reshard_after_forward\":%s,\"psi_padded\":%zu",
              precision_name(prec), prefetch ? "true" : "false", no_reshard ? "false" : "true", f.lay.psi_padded);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, hash, mem_peak(&mem), extra);
-
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    free(records);
-    sb_free(&config);
-    runlog_close(&log);
+    lab_finish(&L, hash, extra);
     sharded_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, mem);
     fsdp_destroy(&f);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

@@ -65,7 +65,7 @@
 #include "dist.h"
 #include "gpt.h"
 #include "mem.h"
-#include "plan/plan.h"
+#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 

@@ -64,8 +64,9 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
+#include "plan.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -310,6 +311,109 @@ static void gather_figures(DistGroup *g, const double *mine, int n, double *all)
 // Training
 // ---------------------------------------------------------------------------------------
 
+// The dataset's file (synthetic data: rank 0 writes the corpus there while the others wait,
+// and the loss floor is the Markov source's), and this rank's loader on it, checked against
+// the global batch. mix: the mixture of --weights, or NULL.
+static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long long cap) {
+    const TrainArgs *a = L->a;
+    char data_path[3200], err[600];
+    snprintf(data_path, sizeof data_path, "%s", a->data);
+    if (strcmp(a->data, "synthetic") == 0) {
+        snprintf(data_path, sizeof data_path, "%s/dataset.bin", L->log.dir);
+        if (L->rank == 0) {
+            Corpus corpus;
+            train_corpus(&corpus, a);
+            dataset_write_file(data_path, corpus.bytes, corpus.n);
+            corpus_free(&corpus);
+        }
+        MarkovSource m;
+        markov_init(&m, a->seed, SYNTH_ORDER, SYNTH_ALPHABET);
+        L->floor = markov_loss_floor(&m, a->seq);  // each window starts at a stationary point
+        markov_free(&m);
+        dist_barrier(&L->dist.world_group);
+    }
+    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
+    *ld = (Loader){.strategy = strategy, .mix = mix, .B = a->batch, .N = L->world, .rank = L->rank,
+                   .local_ranks = L->env.local_world, .per_rank = a->batch / L->world, .S = a->seq + 1, .seed = a->seed,
+                   .dir = L->log.dir, .broken = test_break && strcmp(test_break, "shard-overlap") == 0};
+    loader_open(ld, data_path, cap);
+    if (cap > ld->ds.available)
+        usage_error("shard", "--items %lld: the data holds only %lld items of T+1 = %d bytes", cap,
+                    (long long)ld->ds.available, ld->S);
+    if (ld->E < 1)
+        usage_error("shard", "%lld items make no global batch of %d (drop_last): lower --batch or raise --items",
+                    (long long)ld->D, a->batch);
+    if (mix && mixture_layout(mix, ld->D, err, sizeof err) != 0) usage_error("shard", "--weights: %s", err);
+    if (ld->broken) runlog_printf(&L->log, "SHARDLAB_TEST_BREAK: deliberately broken: ranks 1.. start one position early\n");
+    runlog_printf(&L->log, "data: %s, D = %lld items of T+1 = %d bytes%s; B = %d: %lld steps an epoch, drop_last leaves "
+                           "%lld items out; rank %d takes positions %d..%d of each global batch\n",
+                  strcmp(a->data, "synthetic") == 0 ? "synthetic corpus in dataset.bin" : a->data, (long long)ld->D, ld->S,
+                  ld->D < ld->ds.available ? " (--items)" : "", a->batch, (long long)ld->E, (long long)(ld->D % a->batch),
+                  L->rank, shard_first(ld, L->rank), shard_first(ld, L->rank) + ld->per_rank - 1);
+}
+
+// The data this rank holds and moved in a step, by the table at the top: check events at the
+// first step and at the first step that differs (with a warning; the run goes on, and the
+// grader's data.coverage judges what the ranks read and trained on). *warned: whether one
+// differed already.
+static void check_data(RunLog *log, const Loader *ld, int64_t step, int first, uint64_t sent, uint64_t recv, int *warned) {
+    int r = ld->rank;
+    int held_ok = ld->held == held_formula(ld, r);
+    int moved_ok = sent == sent_formula(ld, r) && recv == recv_formula(ld, r);
+    if (!first && ((held_ok && moved_ok) || *warned)) return;
+    *warned |= !(held_ok && moved_ok);
+    if (ld->strategy == SAMPLER || !held_ok)
+        runlog_self_check(log, "data.held", held_ok, (double)ld->held, (double)held_formula(ld, r),
+                          "step %lld: holding %llu bytes of the dataset, the formula says %llu", (long long)step,
+                          (unsigned long long)ld->held, (unsigned long long)held_formula(ld, r));
+    runlog_self_check(log, "data.bytes_moved", moved_ok, (double)(sent + recv), (double)(sent_formula(ld, r) + recv_formula(ld, r)),
+                      "step %lld moved %llu bytes out and %llu in; the formulas say %llu and %llu", (long long)step,
+                      (unsigned long long)sent, (unsigned long long)recv, (unsigned long long)sent_formula(ld, r),
+                      (unsigned long long)recv_formula(ld, r));
+}
+
+// Every rank's figures (held, received and sent a step) on rank 0, in a table next to the
+// formulas, with a check event (a collective: every rank calls it).
+static void report_data(RunLog *log, const Loader *ld, DistGroup *g, const char *strategy_name, double held, double recv,
+                        double sent) {
+    int N = ld->N, B = ld->B;
+    Strategy strategy = ld->strategy;
+    double mine[3] = {held, recv, sent}, *all = malloc_check(3 * (size_t)N * sizeof *all);
+    gather_figures(g, mine, 3, all);
+    if (ld->rank == 0) {
+        runlog_printf(log, "\ndata sharding, strategy %s: D = %lld items of T+1 = %d bytes, B = %d, N = %d, "
+                           "P = (B/N)(T+1) = %zu bytes a part\n",
+                      strategy_name, (long long)ld->D, ld->S, B, N, part_bytes(ld));
+        runlog_printf(log, "  %4s %12s  %-30s %10s  %-18s %10s  %s\n", "rank", "held", "formula", "recv/step", "formula",
+                      "sent/step", "formula");
+        int ok = 1;
+        double total = 0, total_formula = 0;
+        for (int r = 0; r < N; r++) {
+            const double *f = all + 3 * r;
+            const char *held_text = strategy == SLICE ? "D(T+1)" : strategy == SAMPLER ? "floor(D/B)(B/N)(T+1)"
+                                  : r == 0 ? "D(T+1)" : NULL;
+            char hf[48] = "0", rf[48] = "0", sf[48] = "0";
+            if (held_text) snprintf(hf, sizeof hf, "%s = %llu", held_text, (unsigned long long)held_formula(ld, r));
+            if (recv_formula(ld, r)) snprintf(rf, sizeof rf, "4 ceil(P/4) = %llu", (unsigned long long)recv_formula(ld, r));
+            if (sent_formula(ld, r))
+                snprintf(sf, sizeof sf, "(N-1) 4 ceil(P/4) = %llu", (unsigned long long)sent_formula(ld, r));
+            runlog_printf(log, "  %4d %12.0f  %-30s %10.0f  %-18s %10.0f  %s\n", r, f[0], hf, f[1], rf, f[2], sf);
+            ok &= f[0] == (double)held_formula(ld, r) && f[1] == (double)recv_formula(ld, r) &&
+                  f[2] == (double)sent_formula(ld, r);
+            total += f[0], total_formula += (double)held_formula(ld, r);
+        }
+        runlog_printf(log, "  held over all ranks: %.0f bytes (slice: N D(T+1) = %.0f, sampler: floor(D/B) B (T+1) = "
+                           "%.0f, dispatch: D(T+1) = %.0f)\n",
+                      total, (double)N * ld->D * ld->S, (double)ld->E * B * ld->S, (double)ld->D * ld->S);
+        if (strategy == DISPATCH)
+            runlog_printf(log, "  a part's %zu bytes travel as %zu words = %zu bytes (the same when P is a multiple of 4)\n",
+                          part_bytes(ld), words_for_bytes(part_bytes(ld)), 4 * words_for_bytes(part_bytes(ld)));
+        runlog_self_check(log, "data.table", ok, total, total_formula,
+                          "a rank's figures differ from the formulas (the table above)");
+    }
+    free(all);
+}
+
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
@@ -326,93 +430,37 @@ int main(int argc, char **argv) {
     if (shard_args_check(&sa, &strategy_index, &cap, &mix, err, sizeof err) != 0) usage_error("shard", "%s", err);
     Strategy strategy = (Strategy)strategy_index;
 
-    DistEnv env = dist_env("shard");
-    Device dev;
-    train_device(&dev, &a, "shard", env.local_rank, env.local_world);
-    plan_check_rank("shard", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "shard", &dev);
-    int N = dist.world, rank = dist.rank;
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, memory; the data is ours
+    lab_open(&L, "shard", &a, argc, argv, LAB_NO_CORPUS);
+    int N = L.world, rank = L.rank;
     train_check_batch(&a, "shard", N);
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "shard");
-    char who[32];
-    snprintf(who, sizeof who, "shard rank %d", rank);
-    check_set_context(who);
+    lab_begin(&L, "%d rank(s) on %s, backend %s, strategy %s", N, L.dev.name, L.backend, strategy_name);
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
 
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "shard", run_dir, sizeof run_dir);
-    runlog_open(&log, "shard", rank, N, run_dir);
-    runlog_printf(&log, "shard: %d rank(s) on %s, backend %s, strategy %s; run directory %s\n", N, dev.name,
-                  dist.backend, strategy_name, log.dir);
-    train_say_device(&log, &dev, N);
-
-    // The dataset's file. Synthetic data: rank 0 writes the corpus there, the others wait.
-    double floor = -1;
-    char data_path[3200];
-    snprintf(data_path, sizeof data_path, "%s", a.data);
-    if (strcmp(a.data, "synthetic") == 0) {
-        snprintf(data_path, sizeof data_path, "%s/dataset.bin", log.dir);
-        if (rank == 0) {
-            Corpus corpus;
-            train_corpus(&corpus, &a);
-            dataset_write_file(data_path, corpus.bytes, corpus.n);
-            corpus_free(&corpus);
-        }
-        MarkovSource m;
-        markov_init(&m, a.seed, SYNTH_ORDER, SYNTH_ALPHABET);
-        floor = markov_loss_floor(&m, a.seq);  // each window starts at a stationary point
-        markov_free(&m);
-        dist_barrier(&dist.world_group);
-    }
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    Loader L = {.strategy = strategy, .mix = weights ? &mix : NULL, .B = a.batch, .N = N, .rank = rank,
-                .local_ranks = env.local_world,
-                .per_rank = a.batch / N, .S = a.seq + 1, .seed = a.seed, .dir = log.dir,
-                .broken = test_break && strcmp(test_break, "shard-overlap") == 0};
-    loader_open(&L, data_path, cap);
-    if (cap > L.ds.available)
-        usage_error("shard", "--items %lld: the data holds only %lld items of T+1 = %d bytes", cap,
-                    (long long)L.ds.available, L.S);
-    if (L.E < 1)
-        usage_error("shard", "%lld items make no global batch of %d (drop_last): lower --batch or raise --items",
-                    (long long)L.D, a.batch);
-    if (weights && mixture_layout(&mix, L.D, err, sizeof err) != 0) usage_error("shard", "--weights: %s", err);
-    if (L.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: ranks 1.. start one position early\n");
-    runlog_printf(&log, "data: %s, D = %lld items of T+1 = %d bytes%s; B = %d: %lld steps an epoch, drop_last leaves "
-                        "%lld items out; rank %d takes positions %d..%d of each global batch\n",
-                  strcmp(a.data, "synthetic") == 0 ? "synthetic corpus in dataset.bin" : a.data, (long long)L.D, L.S,
-                  L.D < L.ds.available ? " (--items)" : "", a.batch, (long long)L.E, (long long)(L.D % a.batch), rank,
-                  shard_first(&L, rank), shard_first(&L, rank) + L.per_rank - 1);
+    Loader ld;  // the dataset's file and this rank's way to its part of each batch
+    open_data(&ld, &L, strategy, weights ? &mix : NULL, cap);
 
     // The model, replicated as in DDP: every replica starts from rank 0's weights.
-    Mem mem;
-    mem_init(&mem, &dev);
     Gpt model;
-    gpt_create(&model, &cfg, &mem, a.seed);
+    gpt_create(&model, &cfg, &L.mem, a.seed);
     if (a.init) train_load_weights(&model, a.init);
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
+    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
     gpt_adamw_create(&adam, &model, &a);
-    int micro = L.per_rank / a.accum;
+    int micro = ld.per_rank / a.accum;
     GptActs acts;
-    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
-    StrBuf config;
-    sb_init(&config);
     StrBuf lab_fields;
     sb_init(&lab_fields);
     sb_printf(&lab_fields, "\"strategy\":\"%s\",\"items\":%lld,\"item_bytes\":%d,\"steps_per_epoch\":%lld,"
                            "\"temperature\":%.9g,\"weights\":",
-              strategy_name, (long long)L.D, L.S, (long long)L.E, temperature);
+              strategy_name, (long long)ld.D, ld.S, (long long)ld.E, temperature);
     if (weights) sb_json_string(&lab_fields, weights);
     else sb_printf(&lab_fields, "null");
-    train_config_json(&config, &a, lab_fields.data);
+    lab_start(&L, gpt_num_params(&cfg), lab_fields.data);
     sb_free(&lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
     double psi = (double)gpt_num_params(&cfg);
     const char *acts_formula;
     double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
@@ -423,169 +471,91 @@ int main(int argc, char **argv) {
         {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
         {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
     };
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
+    train_report_memory(log, &L.mem, NULL, &cfg, micro, rows, 5);
     // The dataset this rank holds (host memory): the slice and dispatch copies were read at
     // open; the sampler reads its first epoch's items at step 1, so it is checked there.
     if (strategy != SAMPLER)
-        runlog_check(&log, "data.held", L.held == held_formula(&L, rank), (double)L.held, (double)held_formula(&L, rank));
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts and barrier are not a step's
+        runlog_check(log, "data.held", ld.held == held_formula(&ld, rank), (double)ld.held, (double)held_formula(&ld, rank));
+    mem_reset_peak(&L.mem);
 
     // Distributed checkpoints (dcp.h), as in ddp.c: every replica loads the whole state, and
     // saves a 1/N chunk of it. The sampler's state is the step: epoch (s-1)/E, batch (s-1) mod E.
     DcpState whole = {0}, chunk = {0};
     dcp_add_units(&whole, &cfg, model.params, adam.m, adam.v, 0, 1);
     dcp_add_units(&chunk, &cfg, model.params, adam.m, adam.v, rank, N);
-    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &whole, &log) : 1;
-    DcpSaver saver;
-    dcp_saver_init(&saver, "shard", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    saver.sampler_name = "epochs of a seeded permutation (or mixture draws), drop_last";
-
-    Progress progress;
-    progress_init(&progress, &a);
-    SpanLogger spans = {.log = &log};
-    const double tokens_per_step = (double)a.batch * a.seq;
+    int64_t first_step = lab_first_step(&L, &whole, &L.dist.world_group);
+    L.saver.sampler_name = "epochs of a seeded permutation (or mixture draws), drop_last";
+    SpanLogger spans = {.log = log};
     double moved_sent = 0, moved_recv = 0;
     int data_warned = 0;
-    int64_t *idx = malloc_check((size_t)L.per_rank * sizeof *idx);
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
+    int64_t *idx = malloc_check((size_t)ld.per_rank * sizeof *idx);
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
         spans.step = step;
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
 
         // 1. This rank's part of the global batch: from memory, or from rank 0.
-        const uint8_t *part = loader_next(&L, &dist, step, idx);
-        uint64_t data_sent = dist.stats.bytes_sent - sent0, data_recv = dist.stats.bytes_recv - recv0;
+        const uint8_t *part = loader_next(&ld, &L.dist, step, idx);
+        uint64_t data_sent = L.dist.stats.bytes_sent - L.sent0, data_recv = L.dist.stats.bytes_recv - L.recv0;
         int64_t t_data = runlog_now_us();
-        // The data this rank holds and moved, by the table at the top: check events at the first
-        // step and at the first step that differs (with a warning; the run goes on, and the
-        // grader's data.coverage judges what the ranks read and trained on).
-        int held_ok = L.held == held_formula(&L, rank);
-        int moved_ok = data_sent == sent_formula(&L, rank) && data_recv == recv_formula(&L, rank);
-        if (step == first_step || (!(held_ok && moved_ok) && !data_warned)) {
-            data_warned |= !(held_ok && moved_ok);
-            if (strategy == SAMPLER || !held_ok)
-                runlog_self_check(&log, "data.held", held_ok, (double)L.held, (double)held_formula(&L, rank),
-                                  "step %lld: holding %llu bytes of the dataset, the formula says %llu", (long long)step,
-                                  (unsigned long long)L.held, (unsigned long long)held_formula(&L, rank));
-            runlog_self_check(&log, "data.bytes_moved", moved_ok, (double)(data_sent + data_recv),
-                              (double)(sent_formula(&L, rank) + recv_formula(&L, rank)),
-                              "step %lld moved %llu bytes out and %llu in; the formulas say %llu and %llu",
-                              (long long)step, (unsigned long long)data_sent, (unsigned long long)data_recv,
-                              (unsigned long long)sent_formula(&L, rank), (unsigned long long)recv_formula(&L, rank));
-        }
+        check_data(log, &ld, step, step == first_step, data_sent, data_recv, &data_warned);
         moved_sent += (double)data_sent, moved_recv += (double)data_recv;
 
         // 2. Forward and backward on it, then the gradients summed over the replicas, layer
         //    by layer (start + wait: a synchronous all-reduce whose record carries the layer).
         gpt_zero_grads(&model);
-        double loss_sum = forward_backward(&model, &acts, part, L.per_rank, (float)(1.0 / tokens_per_step), &spans);
+        double loss_sum = forward_backward(&model, &acts, part, ld.per_rank, (float)(1.0 / L.tokens_per_step), &spans);
         int64_t t_comm = runlog_now_us();
-        train_all_reduce_layers(&dist.world_group, &model);
-        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
-        int64_t comm_us = (strategy == DISPATCH ? t_data - t0 : 0) + (runlog_now_us() - t_comm);
-        log_comm_spans(&log, &dist, records, step);
+        train_all_reduce_layers(&L.dist.world_group, &model);
+        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;
+        int64_t comm_us = (strategy == DISPATCH ? t_data - L.t0_us : 0) + (runlog_now_us() - t_comm);
+        log_comm_spans(log, &L.dist, L.records, step);
 
         // 3. The same update on every replica.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
         int64_t t1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
 
-        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[512];
         snprintf(extra, sizeof extra,
                  "\"data\":{\"strategy\":\"%s\",\"held\":%llu,\"recv\":%llu,\"sent\":%llu,"
                  "\"payload_recv\":%llu,\"payload_sent\":%llu,\"epoch\":%lld,\"batch\":%lld,\"indices_hash\":\"%016llx\"}",
-                 strategy_name, (unsigned long long)L.held, (unsigned long long)data_recv,
-                 (unsigned long long)data_sent, (unsigned long long)(data_recv ? part_bytes(&L) : 0),
-                 (unsigned long long)(data_sent ? (size_t)(N - 1) * part_bytes(&L) : 0), (long long)L.epoch,
-                 (long long)((step - 1) % L.E), (unsigned long long)indices_hash(idx, L.per_rank));
-        uint64_t hash = gpt_param_hash(&model);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
-        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)L.per_rank * a.seq,
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            snprintf(saver.sampler, sizeof saver.sampler,
-                     "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
-                     (long long)L.D, (long long)L.E, (long long)(step / L.E), (long long)(step % L.E));
-            dcp_save(&saver, step, &chunk);
-            dist_drain_records(&dist, records, 4096);
-        }
+                 strategy_name, (unsigned long long)ld.held, (unsigned long long)data_recv,
+                 (unsigned long long)data_sent, (unsigned long long)(data_recv ? part_bytes(&ld) : 0),
+                 (unsigned long long)(data_sent ? (size_t)(N - 1) * part_bytes(&ld) : 0), (long long)ld.epoch,
+                 (long long)((step - 1) % ld.E), (unsigned long long)indices_hash(idx, ld.per_rank));
+        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)ld.per_rank * a.seq,
+                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
+                          .param_hash = gpt_param_hash(&model), .extra = extra};
+        // A checkpoint's sampler state: where the next step's batch is in the epochs.
+        snprintf(L.saver.sampler, sizeof L.saver.sampler,
+                 "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
+                 (long long)ld.D, (long long)ld.E, (long long)(step / ld.E), (long long)(step % ld.E));
+        lab_step_end(&L, &rec, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
     const double steps_run = (double)(a.steps - first_step + 1);
 
-    // Every rank's figures, on rank 0, next to the formulas (a collective: every rank calls it).
-    double mine[3] = {(double)L.held, moved_recv / steps_run, moved_sent / steps_run}, *all = malloc_check(3 * (size_t)N * sizeof *all);
-    gather_figures(&dist.world_group, mine, 3, all);
-    if (rank == 0) {
-        runlog_printf(&log, "\ndata sharding, strategy %s: D = %lld items of T+1 = %d bytes, B = %d, N = %d, "
-                            "P = (B/N)(T+1) = %zu bytes a part\n",
-                      strategy_name, (long long)L.D, L.S, a.batch, N, part_bytes(&L));
-        runlog_printf(&log, "  %4s %12s  %-30s %10s  %-18s %10s  %s\n", "rank", "held", "formula", "recv/step", "formula",
-                      "sent/step", "formula");
-        int ok = 1;
-        double total = 0, total_formula = 0;
-        for (int r = 0; r < N; r++) {
-            const double *f = all + 3 * r;
-            const char *held_text = strategy == SLICE ? "D(T+1)" : strategy == SAMPLER ? "floor(D/B)(B/N)(T+1)"
-                                  : r == 0 ? "D(T+1)" : NULL;
-            char hf[48] = "0", rf[48] = "0", sf[48] = "0";
-            if (held_text) snprintf(hf, sizeof hf, "%s = %llu", held_text, (unsigned long long)held_formula(&L, r));
-            if (recv_formula(&L, r)) snprintf(rf, sizeof rf, "4 ceil(P/4) = %llu", (unsigned long long)recv_formula(&L, r));
-            if (sent_formula(&L, r))
-                snprintf(sf, sizeof sf, "(N-1) 4 ceil(P/4) = %llu", (unsigned long long)sent_formula(&L, r));
-            runlog_printf(&log, "  %4d %12.0f  %-30s %10.0f  %-18s %10.0f  %s\n", r, f[0], hf, f[1], rf, f[2], sf);
-            ok &= f[0] == (double)held_formula(&L, r) && f[1] == (double)recv_formula(&L, r) &&
-                  f[2] == (double)sent_formula(&L, r);
-            total += f[0], total_formula += (double)held_formula(&L, r);
-        }
-        runlog_printf(&log, "  held over all ranks: %.0f bytes (slice: N D(T+1) = %.0f, sampler: floor(D/B) B (T+1) = "
-                            "%.0f, dispatch: D(T+1) = %.0f)\n",
-                      total, (double)N * L.D * L.S, (double)L.E * a.batch * L.S, (double)L.D * L.S);
-        if (strategy == DISPATCH)
-            runlog_printf(&log, "  a part's %zu bytes travel as %zu words = %zu bytes (the same when P is a multiple of 4)\n",
-                          part_bytes(&L), words_for_bytes(part_bytes(&L)), 4 * words_for_bytes(part_bytes(&L)));
-        runlog_self_check(&log, "data.table", ok, total, total_formula,
-                          "a rank's figures differ from the formulas (the table above)");
-    }
-    free(all);
+    report_data(log, &ld, &L.dist.world_group, strategy_name, (double)ld.held, moved_recv / steps_run, moved_sent / steps_run);
 
     if (a.save && rank == 0) {
         train_save_weights(&model, a.save);
-        runlog_printf(&log, "weights: saved to %s\n", a.save);
+        runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     char summary[160];
-    snprintf(summary, sizeof summary, "\"strategy\":\"%s\",\"items\":%lld,\"held\":%llu", strategy_name, (long long)L.D,
-             (unsigned long long)L.held);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, gpt_param_hash(&model), mem_peak(&mem), summary);
-
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    free(records), free(idx);
-    sb_free(&config);
-    runlog_close(&log);
-    loader_close(&L);
+    snprintf(summary, sizeof summary, "\"strategy\":\"%s\",\"items\":%lld,\"held\":%llu", strategy_name, (long long)ld.D,
+             (unsigned long long)ld.held);
+    lab_finish(&L, gpt_param_hash(&model), summary);
+    free(idx);
+    loader_close(&ld);
     gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, &L.mem);
     gpt_destroy(&model);
-    mem_destroy(&mem);
-    device_close(&dev);
+    lab_close(&L);
     return 0;
 }

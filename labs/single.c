@@ -36,8 +36,8 @@
 #include "data.h"
 #include "dcp.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -49,50 +49,32 @@ int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
     train_args_parse(&a, argc, argv, catalog_lab("single"), NULL, 0);
-    check_set_context("single rank 0");
-    Device dev;
-    train_device(&dev, &a, "single", 0, 1);
-    plan_check_rank("single", &a, &dev, 1, 1, argc, argv);  // refuse what this machine cannot hold (plan.h)
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "single");
-
-    RunLog log;
-    runlog_open(&log, "single", 0, 1, a.run_dir);
-    runlog_printf(&log, "single: 1 rank on %s; run directory %s\n", dev.name, log.dir);
-    train_say_device(&log, &dev, 1);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    if (corpus.synthetic)
-        runlog_printf(&log, "data: synthetic order-%d Markov corpus, %zu bytes, entropy rate %.4f nats/token, "
-                            "loss floor at T=%d: %.4f\n",
-                      SYNTH_ORDER, corpus.n, corpus.entropy_rate, a.seq, floor);
+    Lab L;  // the harness (core/lab.h): device, run log, corpus, memory, the step's bookkeeping
+    lab_open(&L, "single", &a, argc, argv, LAB_ONE_RANK);
+    lab_begin(&L, "1 rank on %s", L.dev.name);
+    if (L.corpus.synthetic)
+        runlog_printf(&L.log, "data: synthetic order-%d Markov corpus, %zu bytes, entropy rate %.4f nats/token, "
+                              "loss floor at T=%d: %.4f\n",
+                      SYNTH_ORDER, L.corpus.n, L.corpus.entropy_rate, a.seq, L.floor);
     else
-        runlog_printf(&log, "data: %s, %zu bytes\n", corpus.source, corpus.n);
+        runlog_printf(&L.log, "data: %s, %zu bytes\n", L.corpus.source, L.corpus.n);
 
     // The model, its gradients, the optimizer state and the activations: every buffer
     // through the counting allocator.
-    Mem mem;
-    mem_init(&mem, &dev);
+    GptConfig cfg = L.cfg;
     Gpt model;
-    gpt_create(&model, &cfg, &mem, a.seed);
+    gpt_create(&model, &cfg, &L.mem, a.seed);
     if (a.init) {
         train_load_weights(&model, a.init);
-        runlog_printf(&log, "weights: loaded from %s\n", a.init);
+        runlog_printf(&L.log, "weights: loaded from %s\n", a.init);
     }
     GptAdamW adam;
     gpt_adamw_create(&adam, &model, &a);
     int micro = a.batch / a.accum;  // sequences per micro-batch
     GptActs acts;
-    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
-    StrBuf config;
-    sb_init(&config);
-    train_config_json(&config, &a, NULL);
-    runlog_meta(&log, argc, argv, dev.name, "none", config.data);
-    runlog_start(&log, &dev, "none", gpt_num_params(&cfg), config.data, floor);
+    lab_start(&L, gpt_num_params(&cfg), NULL);
     // What it is graded against: see the top of this file.
     double psi = (double)gpt_num_params(&cfg);
     const char *acts_formula;
@@ -103,71 +85,50 @@ int main(int argc, char **argv) {
         {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
         {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
     };
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 4);
+    train_report_memory(&L.log, &L.mem, NULL, &cfg, micro, rows, 4);
 
     // Distributed checkpoints (dcp.h): one rank holds the whole state and saves it whole.
     DcpState state = {0};
     dcp_add_units(&state, &cfg, model.params, adam.m, adam.v, 0, 1);
-    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &state, &log) : 1;
-    DcpSaver saver;
-    dcp_saver_init(&saver, "single", &a, &cfg, &dev, NULL, &log, log.dir, config.data);
+    int64_t first_step = lab_first_step(&L, &state, NULL);
+    SpanLogger spans = {.log = &L.log};
 
-    Progress progress;
-    progress_init(&progress, &a);
-    SpanLogger spans = {.log = &log};
-    const double tokens_per_step = (double)a.batch * a.seq;
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
-
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
         spans.step = step;
 
         // Forward and backward over the micro-batches (core/train.c): each token's loss
         // enters the mean over the global batch with weight 1/(B T), so the micro-batches'
         // gradients add up to exactly the gradient of that mean.
         gpt_zero_grads(&model);
-        double loss_sum = train_accumulate(&model, &acts, &corpus, &a, step, 0, a.batch,
-                                           (float)(1.0 / tokens_per_step), &spans, NULL);
-        double loss = loss_sum / tokens_per_step;
+        double loss_sum = train_accumulate(&model, &acts, &L.corpus, &a, step, 0, a.batch,
+                                           (float)(1.0 / L.tokens_per_step), &spans, NULL);
+        double loss = loss_sum / L.tokens_per_step;
 
         // Clip the global gradient norm, then one AdamW step per layer buffer.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
         int64_t t1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
+        runlog_span(&L.log, step, "optim", -1, -1, t_opt, t1, 0);
 
-        double ms = (double)(t1 - t0) / 1000.0;
-        uint64_t hash = gpt_param_hash(&model);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
-        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)tokens_per_step,
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms, .ms_comm = 0, .mem = &mem,
-                          .param_hash = hash};
-        runlog_step(&log, &rec);
-        progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) dcp_save(&saver, step, &state);
+        double ms = (double)(t1 - L.t0_us) / 1000.0;
+        StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm,
+                          .tokens = (int64_t)L.tokens_per_step, .ms_work = ms, .ms_compute = ms,
+                          .param_hash = gpt_param_hash(&model)};
+        lab_step_end(&L, &rec, &state);
     }
     dcp_state_free(&state);
 
     if (a.save) {
         train_save_weights(&model, a.save);
-        runlog_printf(&log, "weights: saved to %s\n", a.save);
+        runlog_printf(&L.log, "weights: saved to %s\n", a.save);
     }
-    train_finish(&log, &a, &tally, tokens_per_step, floor, 1, gpt_param_hash(&model), mem_peak(&mem), NULL);
-
-    sb_free(&config);
-    runlog_close(&log);
+    lab_finish(&L, gpt_param_hash(&model), NULL);
     gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, &L.mem);
     gpt_destroy(&model);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

@@ -78,8 +78,8 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "tp/tensor_parallel.h"
 #include "train.h"
@@ -398,18 +398,11 @@ int main(int argc, char **argv) {
     LabBind own[] = {{"dp", &dp}, {"sp", &sp}, {"vocab-parallel", &vp}};
     train_args_parse(&a, argc, argv, catalog_lab("tp"), own, 3);
 
-    DistEnv env = dist_env("tp");
-    Device dev;
-    train_device(&dev, &a, "tp", env.local_rank, env.local_world);
-    plan_check_rank("tp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "tp", &dev);
-    int N = dist.world, rank = dist.rank;
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
+    lab_open(&L, "tp", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
     if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
     int t = N / dp, r = rank % t, d = rank / t;
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "tp");
     if (a.heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a.heads);
     if (vp && GPT_VOCAB % t != 0)
         usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
@@ -419,10 +412,7 @@ int main(int argc, char **argv) {
         usage_error("tp", "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch "
                           "(B/(D accum) = %d x --seq %d)", t, micro * a.seq, micro, a.seq);
     // The ring: its all-reduce is a reduce-scatter + an all-gather, and the byte counts are the formulas'.
-    dist.algo = DIST_ALGO_RING;
-    char who[32];
-    snprintf(who, sizeof who, "tp rank %d", rank);
-    check_set_context(who);
+    L.dist.algo = DIST_ALGO_RING;
 
     // The mesh: every rank builds all of its groups, in the same order (NCCL's split is a
     // collective over the whole world).
@@ -430,31 +420,21 @@ int main(int argc, char **argv) {
     for (int k = 0; k < t; k++) tp_ranks[k] = d * t + k;
     for (int k = 0; k < dp; k++) dp_ranks[k] = k * t + r;
     DistGroup tp_group, dp_group;
-    dist_group(&dist, &tp_group, tp_ranks, t);
-    dist_group(&dist, &dp_group, dp_ranks, dp);
+    dist_group(&L.dist, &tp_group, tp_ranks, t);
+    dist_group(&L.dist, &dp_group, dp_ranks, dp);
 
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "tp", run_dir, sizeof run_dir);
-    runlog_open(&log, "tp", rank, N, run_dir);
-    runlog_printf(&log, "tp: %d rank(s) on %s, backend %s, %d data-parallel replica(s) x %d tensor-parallel rank(s)%s%s; "
-                        "run directory %s\n", N, dev.name, dist.backend, dp, t, sp ? ", sequence parallel" : "",
-                  vp ? ", vocabulary-parallel head" : "", log.dir);
-    train_say_device(&log, &dev, N);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    Mem mem;
-    mem_init(&mem, &dev);
+    lab_begin(&L, "%d rank(s) on %s, backend %s, %d data-parallel replica(s) x %d tensor-parallel rank(s)%s%s", N,
+              L.dev.name, L.backend, dp, t, sp ? ", sequence parallel" : "", vp ? ", vocabulary-parallel head" : "");
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
     Tp tp;
-    tp_create(&tp, &cfg, t, r, sp, vp, &tp_group, &dist, &mem, &a);
-    tp.log = &log;
-    if (a.init) runlog_printf(&log, "weights: loaded from %s\n", a.init);
+    tp_create(&tp, &cfg, t, r, sp, vp, &tp_group, &L.dist, &L.mem, &a);
+    tp.log = log;
+    if (a.init) runlog_printf(log, "weights: loaded from %s\n", a.init);
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     tp.broken = test_break && strcmp(test_break, "tp-skip-f") == 0;
     if (tp.broken)
-        runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: block 0's attention f skips its backward %s\n",
+        runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: block 0's attention f skips its backward %s\n",
                       sp ? "reduce-scatter" : "all-reduce");
     TpAdamW adam;
     tp_adamw_create(&adam, &tp, &a);
@@ -462,71 +442,53 @@ int main(int argc, char **argv) {
     tp_acts_alloc(&acts, &tp, micro);
 
     int C = cfg.dim, hl = cfg.heads / t;
-    runlog_printf(&log, "rank %d = replica %d, tensor-parallel rank %d (group: ranks %d..%d): heads %d..%d of %d, "
-                        "MLP units %d..%d of %d%s; sequences %d..%d of each global batch of %d, in %d micro-batch(es) "
-                        "of %d, token rows %d..%d of each\n",
+    runlog_printf(log, "rank %d = replica %d, tensor-parallel rank %d (group: ranks %d..%d): heads %d..%d of %d, "
+                       "MLP units %d..%d of %d%s; sequences %d..%d of each global batch of %d, in %d micro-batch(es) "
+                       "of %d, token rows %d..%d of each\n",
                   rank, d, r, d * t, d * t + t - 1, r * hl, (r + 1) * hl - 1, cfg.heads, r * 4 * C / t,
                   (r + 1) * 4 * C / t - 1, 4 * C, vp ? ", a vocabulary slice of V/t" : "", d * per_replica,
                   (d + 1) * per_replica - 1, a.batch, a.accum, micro, tp.row0, tp.row0 + tp.rows - 1);
 
-    StrBuf config;
-    sb_init(&config);
     char lab_fields[160];
     snprintf(lab_fields, sizeof lab_fields, "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s", t, dp,
              sp ? "true" : "false", vp ? "true" : "false");
-    train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-    report_memory(&log, &mem, &cfg, t, sp, vp, micro, &a, N);
-    mem_reset_peak(&mem);
-    while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the start-up calls are not a step's
+    lab_start(&L, gpt_num_params(&cfg), lab_fields);
+    report_memory(log, &L.mem, &cfg, t, sp, vp, micro, &a, N);
+    mem_reset_peak(&L.mem);
 
     // Checkpoints: whole units on the host (see above). The dp replicas are equal, and the
     // group's ranks rebuild the same whole units: every rank writes a 1/N chunk.
     TpCkpt ck = {0};
     DcpState ck_load = {0}, ck_save = {0};
-    int64_t first_step = 1;
     if (a.resume || a.save_every || a.replay_every) {
         tp_ckpt_create(&ck, &tp);
         tp_ckpt_pieces(&ck_load, &ck, &cfg, 0, 1);
         tp_ckpt_pieces(&ck_save, &ck, &cfg, rank, N);
     }
-    if (a.resume) {
-        first_step = dcp_resume(&resume, &dev, &ck_load, &log);
-        tp_ckpt_scatter(&ck, &tp, &adam);
-    }
-    DcpSaver saver;
-    dcp_saver_init(&saver, "tp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    snprintf(saver.layout, sizeof saver.layout, "tp: %d replica(s) x %d tensor-parallel rank(s); the group's parts "
+    int64_t first_step = lab_first_step(&L, &ck_load, &L.dist.world_group);
+    if (a.resume) tp_ckpt_scatter(&ck, &tp, &adam);
+    snprintf(L.saver.layout, sizeof L.saver.layout, "tp: %d replica(s) x %d tensor-parallel rank(s); the group's parts "
              "gathered into whole units, each rank a 1/N chunk", dp, t);
 
     uint64_t split_bytes = 0, rep_bytes = 0;
     for (int l = 0; l < tp.nlayers; l++) split_bytes += 4 * tp.split_n[l], rep_bytes += 4 * tp.rep_n[l];
-    Progress progress;
-    progress_init(&progress, &a);
-    Batch batch = {&corpus, &a, d * per_replica, per_replica};
-    const double tokens_per_step = (double)a.batch * a.seq;
+    Batch batch = {&L.corpus, &a, d * per_replica, per_replica};
     uint64_t model_hash = 0;
     Mem host;
     mem_init(&host, NULL);
     Gpt full;  // the whole model, gathered at the last step (summary hash, --save)
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
         tp.step = step, tp.comm_us = 0;
         memset(&tp.model, 0, sizeof tp.model);
 
         // 1. Forward and backward over this replica's micro-batches: f and g move activations
         //    inside every block; the gradients of each rank's parts accumulate.
         tp_zero_grads(&tp);
-        double loss_sum = forward_backward(&tp, &acts, &batch, step, (float)(1.0 / tokens_per_step));
-        if (step == first_step) check_collectives(&log, &tp, a.accum);
+        double loss_sum = forward_backward(&tp, &acts, &batch, step, (float)(1.0 / L.tokens_per_step));
+        if (step == first_step) check_collectives(log, &tp, a.accum);
 
         // 2. --sp: each replicated parameter saw only this rank's rows: sum over the group.
         TpCount rep_count = {{0}, 0}, dp_count = {{0}, 0};
@@ -547,15 +509,15 @@ int main(int argc, char **argv) {
             total = dist_sum_over_ranks(&dp_group, replica_loss);
             tp_log_collectives(&tp, "dp", "loss", "", -1, NULL);
         }
-        double loss = total / tokens_per_step;
+        double loss = total / L.tokens_per_step;
 
         // 5. Clip and update: every rank its slices, and the replicated weights identically.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = clip_and_update(&tp, &adam, a.clip, lr, step);
-        runlog_span(&log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
+        runlog_span(log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         // The step's bytes are the training's: the gather below is the summary's, not the step's.
-        uint64_t sent1 = dist.stats.bytes_sent, recv1 = dist.stats.bytes_recv;
+        uint64_t sent = L.dist.stats.bytes_sent - L.sent0, recv = L.dist.stats.bytes_recv - L.recv0;
         if (step == a.steps) {  // the whole model, for the summary's hash and --save
             gpt_create(&full, &cfg, &host, 0);
             tp_gather_model(&tp, &full);
@@ -563,7 +525,7 @@ int main(int argc, char **argv) {
         }
 
         int64_t t1 = runlog_now_us();
-        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
         char extra[768], last[48] = "";
         if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
         snprintf(extra, sizeof extra,
@@ -576,21 +538,11 @@ int main(int argc, char **argv) {
                  rep_count.calls[TP_ALL_REDUCE], (unsigned long long)rep_count.bytes, dp_count.calls[TP_ALL_REDUCE],
                  (unsigned long long)dp_count.bytes, (unsigned long long)split_bytes, (unsigned long long)rep_bytes,
                  (unsigned long long)tp_hash(&tp, 1), last);
-        uint64_t hash = tp_hash(&tp, 0);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)per_replica * a.seq,
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = sent1 - sent0, .bytes_recv = recv1 - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            tp_ckpt_gather(&ck, &tp, &adam);
-            dcp_save(&saver, step, &ck_save);
-            while (dist_drain_records(&dist, tp.records, 64) > 0) {}  // the save's calls are not a step's
-        }
+                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms, .bytes_sent = sent,
+                          .bytes_recv = recv, .param_hash = tp_hash(&tp, 0), .extra = extra};
+        if (dcp_due(&a, step)) tp_ckpt_gather(&ck, &tp, &adam);  // the whole units a checkpoint writes
+        lab_step_end(&L, &rec, &ck_save);
     }
     if (a.resume || a.save_every || a.replay_every) tp_ckpt_destroy(&ck, &tp);
     dcp_state_free(&ck_load);
@@ -598,24 +550,17 @@ int main(int argc, char **argv) {
 
     if (a.save && rank == 0) {
         train_save_weights(&full, a.save);
-        runlog_printf(&log, "weights: the whole model gathered and saved to %s\n", a.save);
+        runlog_printf(log, "weights: the whole model gathered and saved to %s\n", a.save);
     }
     char extra[128];
     snprintf(extra, sizeof extra, "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s", t, dp, sp ? "true" : "false",
              vp ? "true" : "false");
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, model_hash, mem_peak(&mem), extra);
-
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    sb_free(&config);
-    runlog_close(&log);
+    lab_finish(&L, model_hash, extra);
     gpt_destroy(&full);
     mem_destroy(&host);
     tp_adamw_destroy(&adam, &tp);
     tp_acts_free(&acts, &tp);
     tp_destroy(&tp);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

@@ -64,8 +64,8 @@
 #include "data.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan/plan.h"
 #include "runlog.h"
 #include "zero/sharded.h"
 #include "train.h"
@@ -332,187 +332,132 @@ int main(int argc, char **argv) {
         usage_error("zero", "--offload moves the sharded optimizer to the host: it needs --stage 1, 2 or 3 (stage 0 is DDP)");
     Precision prec = mixed ? PREC_BF16 : PREC_FP32;
 
-    DistEnv env = dist_env("zero");
-    Device dev;
-    train_device(&dev, &a, "zero", env.local_rank, env.local_world);
-    plan_check_rank("zero", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "zero", &dev);
-    int N = dist.world, rank = dist.rank;
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
+    lab_open(&L, "zero", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
     train_check_batch(&a, "zero", N);
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "zero");
     // The ring: its reduce-scatter and all-gather send exactly (N-1) shards each, the paper's
     // count, and its all-reduce is those two halves (so stage 0 is DDP bit for bit).
-    dist.algo = DIST_ALGO_RING;
-    char who[32];
-    snprintf(who, sizeof who, "zero rank %d", rank);
-    check_set_context(who);
-
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "zero", run_dir, sizeof run_dir);
-    runlog_open(&log, "zero", rank, N, run_dir);
-    runlog_printf(&log, "zero: stage %d on %d rank(s) on %s, backend %s, %s%s; run directory %s\n", stage, N, dev.name,
-                  dist.backend, mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
-                  offload ? ", optimizer offloaded to the host" : "", log.dir);
-    train_say_device(&log, &dev, N);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-
-    Mem mem, host;
-    mem_init(&mem, &dev);
+    L.dist.algo = DIST_ALGO_RING;
+    lab_begin(&L, "stage %d on %d rank(s) on %s, backend %s, %s%s", stage, N, L.dev.name, L.backend,
+              mixed ? "mixed precision (bf16 storage and matrix products, fp32 master weights)" : "fp32",
+              offload ? ", optimizer offloaded to the host" : "");
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
+    Mem *mem = &L.mem, host;  // host: ZeRO-Offload's optimizer state, counted apart
     mem_init(&host, NULL);
     Zero z;
     ShardLayout lay;  // every unit padded to N equal shards (of an even length for bf16)
     shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
-    float **init = sharded_init_weights(&lay, &cfg, &a, &dist.world_group);
-    zero_create(&z, stage, prec, &lay, &dist.world_group, &mem, init);
+    float **init = sharded_init_weights(&lay, &cfg, &a, &L.dist.world_group);
+    zero_create(&z, stage, prec, &lay, &L.dist.world_group, mem, init);
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     z.broken = test_break && strcmp(test_break, "zero-skip-gather") == 0;
     if (z.broken && (stage == 0 || stage == 3))
         usage_error("zero", "SHARDLAB_TEST_BREAK=zero-skip-gather needs --stage 1 or 2");
-    if (z.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's updated weights are not all-gathered\n");
+    if (z.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's updated weights are not all-gathered\n");
     ShardedAdamW adam;
-    sharded_adamw_create(&adam, &z.lay, prec, stage >= 1, offload, &a, &mem, &host, init);
+    sharded_adamw_create(&adam, &z.lay, prec, stage >= 1, offload, &a, mem, &host, init);
     sharded_free_weights(&z.lay, init);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
-    gpt_acts_alloc(&acts, &cfg, micro, &mem);
+    gpt_acts_alloc(&acts, &cfg, micro, mem);
 
-    StrBuf config;
-    sb_init(&config);
     char lab_fields[256];
     snprintf(lab_fields, sizeof lab_fields,
              "\"stage\":%d,\"offload\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,\"padding\":%zu,\"units\":%d",
              stage, offload ? "true" : "false", precision_name(prec), z.lay.psi_padded,
              z.lay.psi_padded - z.lay.psi, z.lay.units);
-    train_config_json(&config, &a, lab_fields);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-    report_memory(&log, &z, &mem, &host, offload, &cfg, micro, &a);
-    runlog_printf(&log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
+    lab_start(&L, gpt_num_params(&cfg), lab_fields);
+    report_memory(log, &z, mem, &host, offload, &cfg, micro, &a);
+    runlog_printf(log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
                   rank, rank * per_rank, (rank + 1) * per_rank - 1, a.batch, a.accum, micro);
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);  // the start-up broadcasts are not a step's
+    mem_reset_peak(mem);
 
     // Distributed checkpoints (dcp.h): each rank saves and loads its own slices; a checkpoint
     // from any lab at any N loads, each rank reading the ranges of its shards.
     DcpState load_state = {0}, save_state = {0};
     sharded_dcp_state(&load_state, &adam, z.param_slice, 0);
     sharded_dcp_state(&save_state, &adam, z.param_slice, 1);
-    int64_t first_step = 1;
+    int64_t first_step = lab_first_step(&L, &load_state, &L.dist.world_group);
     if (a.resume) {
-        first_step = dcp_resume(&resume, &dev, &load_state, &log);
         sharded_dcp_loaded(&adam, z.param_slice);
         gather_updated_weights(&z);  // stages 1-2: every rank's full weights from the loaded shards
-        dist_drain_records(&dist, records, 4096);
+        dist_drain_records(&L.dist, L.records, LAB_MAX_RECORDS);
     }
-    DcpSaver saver;
-    dcp_saver_init(&saver, "zero", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    snprintf(saver.layout, sizeof saver.layout, "zero stage %d, %s%s: each rank its shard of every unit (stage 0: a 1/N chunk)",
+    snprintf(L.saver.layout, sizeof L.saver.layout, "zero stage %d, %s%s: each rank its shard of every unit (stage 0: a 1/N chunk)",
              stage, precision_name(prec), offload ? ", offload" : "");
 
-    Progress progress;
-    progress_init(&progress, &a);
-    Batch batch = {&corpus, &a, &acts, &log, rank * per_rank, per_rank};
-    const double tokens_per_step = (double)a.batch * a.seq;
+    Batch batch = {&L.corpus, &a, &acts, log, rank * per_rank, per_rank};
     const double expect_bytes = expected_unit_bytes(&z, a.accum);
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us(), comm_us = 0;
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
+        int64_t comm_us = 0;
 
         // 1. Forward and backward, unit by unit (stage 3 gathers each unit's weights as it
         //    runs; stages 2-3 reduce-scatter each unit's gradient as soon as it is complete).
         zero_zero_grads(&z);
-        double loss_sum = forward_backward(&z, &batch, step, (float)(1.0 / tokens_per_step));
+        double loss_sum = forward_backward(&z, &batch, step, (float)(1.0 / L.tokens_per_step));
         // 2. Stages 0-1: reduce-scatter the gradients (stage 0: and all-gather them back).
         reduce_gradients(&z);
         // 3. Each rank updates its slice: its shard (stages 1-3), everything (stage 0).
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = sharded_adamw_step(&adam, &dist.world_group, z.param_slice, z.grad_slice, a.clip, lr, step);
-        runlog_span(&log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
+        double grad_norm = sharded_adamw_step(&adam, &L.dist.world_group, z.param_slice, z.grad_slice, a.clip, lr, step);
+        runlog_span(log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         // 4. Stages 1-2: every rank gets every updated shard.
         gather_updated_weights(&z);
-        uint64_t unit_bytes = sharded_log_collectives(&log, &dist, records, 4096, step, &comm_us);
+        uint64_t unit_bytes = sharded_log_collectives(log, &L.dist, L.records, LAB_MAX_RECORDS, step, &comm_us);
         if (step == first_step)  // more or fewer bytes: a warning, and comm.bytes grades it
-            runlog_self_check(&log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,
+            runlog_self_check(log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,
                               expect_bytes, "the reduce-scatters and all-gathers sent %llu bytes, the formula says %.0f",
                               (unsigned long long)unit_bytes, expect_bytes);
 
         // 5. The loss of the global batch, for the log: the ranks' sums, added in rank order.
         int64_t tl = runlog_now_us();
-        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;
+        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;
         comm_us += runlog_now_us() - tl;
-        dist_drain_records(&dist, records, 4096);
+        dist_drain_records(&L.dist, L.records, LAB_MAX_RECORDS);
 
         int64_t t1 = runlog_now_us();
-        double ms = (double)(t1 - t0) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[320];
         snprintf(extra, sizeof extra,
                  "\"unit_bytes_sent\":%llu,\"param_hash_of\":\"%s\",\"precision\":\"%s\","
                  "\"offload_bytes\":{\"d2h\":%llu,\"h2d\":%llu}",
                  (unsigned long long)unit_bytes, stage == 3 ? "shard" : "replica", precision_name(prec),
                  (unsigned long long)adam.bytes_d2h, (unsigned long long)adam.bytes_h2d);
-        uint64_t hash = sharded_hash(&z.lay, prec, &dev, z.params, stage < 3);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .host_mem = offload ? &host : NULL,
-                          .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            dcp_save(&saver, step, &save_state);
-            dist_drain_records(&dist, records, 4096);
-        }
+                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms, .host_mem = offload ? &host : NULL,
+                          .param_hash = sharded_hash(&z.lay, prec, &L.dev, z.params, stage < 3), .extra = extra};
+        lab_step_end(&L, &rec, &save_state);
     }
     dcp_state_free(&load_state);
     dcp_state_free(&save_state);
 
     // The summary's hash is of the whole model, gathered unit by unit for stage 3, so that
     // runs of every stage compare.
-    uint64_t hash = sharded_model_hash(&z.lay, prec, &mem, &dist.world_group, z.params, stage < 3);
+    uint64_t hash = sharded_model_hash(&z.lay, prec, mem, &L.dist.world_group, z.params, stage < 3);
     if (a.save) {
-        sharded_save_weights(a.save, &cfg, &adam, &dist.world_group, z.param_slice);
-        if (rank == 0) runlog_printf(&log, "weights: saved to %s\n", a.save);
+        sharded_save_weights(a.save, &cfg, &adam, &L.dist.world_group, z.param_slice);
+        if (rank == 0) runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     if (save_optim) {
         char path[3200];
-        snprintf(path, sizeof path, "%s/optim-rank-%d.safetensors", log.dir, rank);
+        snprintf(path, sizeof path, "%s/optim-rank-%d.safetensors", log->dir, rank);
         sharded_save_optim(path, &adam);
-        runlog_printf(&log, "optimizer state: rank %d's slices saved to %s\n", rank, path);
+        runlog_printf(log, "optimizer state: rank %d's slices saved to %s\n", rank, path);
     }
     char extra[160];
     snprintf(extra, sizeof extra, "\"stage\":%d,\"precision\":\"%s\",\"offload\":%s,\"psi_padded\":%zu", stage,
              precision_name(prec), offload ? "true" : "false", z.lay.psi_padded);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, hash, mem_peak(&mem), extra);
-
-    dist_barrier(&dist.world_group);  // nobody tears down shared memory while others still talk
-    dist_destroy(&dist);
-    free(records);
-    sb_free(&config);
-    runlog_close(&log);
+    lab_finish(&L, hash, extra);
     sharded_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &mem);
+    gpt_acts_free(&acts, mem);
     zero_destroy(&z);
     mem_destroy(&host);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    lab_close(&L);
     return 0;
 }

@@ -23,7 +23,7 @@
 
 #include "json.h"
 #include "labtest.h"
-#include "plan/plan.h"
+#include "plan.h"
 #include "runschema.h"
 #include "test.h"
 

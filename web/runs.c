@@ -28,7 +28,7 @@
 #include "check.h"
 #include "grade.h"
 #include "launch.h"
-#include "plan/plan.h"
+#include "plan.h"
 #include "runlog.h"
 #include "web.h"
 

@@ -4,7 +4,7 @@
 // starts with its own binaries (grade.c). None of them trusts the lab's own "check" events
 // or its config's derived fields: the expected value is recomputed here from the formula,
 // with the instructor's copy of labs/ (core/gpt.h's layer sizes, shard/dataset.h's sampler,
-// ckpt/activation_checkpointing.h's policies, tp/tensor_parallel.h's slices), so a student's
+// ckpt/activation_checkpointing.h's policies, core/tp_layout.h's slices), so a student's
 // change to them cannot move both sides of a comparison.
 //
 // The rubric per lab (points in brackets; every lab also has run.complete [1]):

@@ -13,20 +13,6 @@
 // The layout of a rank's slices
 // ---------------------------------------------------------------------------------------
 
-size_t tp_replicated_floats(const GptConfig *c, int vp, int layer) {
-    size_t C = (size_t)c->dim, V = (size_t)c->vocab, T = (size_t)c->seq;
-    if (layer == 0) return V * C + T * C;           // wte, wpe
-    if (layer <= c->layers) return 6 * C;          // ln_1, ln_2, the two c_proj biases
-    return 2 * C + (vp ? 0 : V * C);               // ln_f (+ lm_head unless vocab-parallel)
-}
-
-size_t tp_split_floats(const GptConfig *c, int vp, int t, int layer) {
-    size_t C = (size_t)c->dim, V = (size_t)c->vocab;
-    if (layer == 0) return 0;
-    if (layer <= c->layers) return (12 * C * C + 7 * C) / (size_t)t;  // c_attn w,b; c_proj w; c_fc w,b; c_proj w
-    return vp ? V * C / (size_t)t : 0;
-}
-
 // `rows` rows of `width` floats between the full buffer (rows `ld` apart) and the part (packed).
 // Returns the part's next free float.
 static float *slice_rows(float *full, size_t ld, float *part, size_t rows, size_t width, int to_parts) {
@@ -195,41 +181,13 @@ void tp_gather_model(Tp *tp, Gpt *full) {
 // Activations and workspace
 // ---------------------------------------------------------------------------------------
 
-// The rows of a micro-batch of B sequences: BT, R (this rank's), H (the head's).
-typedef struct {
-    size_t BT, R, H, Vh;
-} Rows;
-
-static Rows rows_of(const GptConfig *c, int t, int sp, int vp, int B) {
-    Rows x;
-    x.BT = (size_t)B * c->seq;
-    x.R = sp ? x.BT / (size_t)t : x.BT;
-    x.H = vp ? x.BT : x.R;
-    x.Vh = vp ? (size_t)c->vocab / (size_t)t : (size_t)c->vocab;
-    return x;
-}
-
-size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B) {
-    Rows x = rows_of(c, t, sp, vp, B);
-    size_t C = (size_t)c->dim, ts = (size_t)t;
-    size_t linear_in = 2 * x.BT * C + x.BT * 4 * C / ts;  // ln1, ln2 on all rows; fch_gelu: its share
-    size_t block = linear_in                             // (bf16 under --mixed)
-                   + 4 * x.R                             // the LayerNorms' means and rstds
-                   + x.BT * (3 * C + C + 4 * C) / ts     // qkv, atty, fch: this rank's share
-                   + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads
-                   + 2 * x.R * C;                        // res1, out: the residual stream's rows
-    size_t floats = x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;
-    size_t halves = c->mixed ? (size_t)c->layers * linear_in + x.H * C : 0;  // lnf on H rows
-    return 4 * (floats - halves) + 2 * halves;
-}
-
 // A float activation, or (--mixed, kept) its bf16 copy in *h.
 static float *take_linear_input(GptCarve *k, size_t n, int kept, bf16 **h) {
     *h = kept ? gpt_carve_halves(k, n) : NULL;
     return kept ? NULL : gpt_carve_floats(k, n);
 }
 
-static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, Rows x, int B) {
+static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, TpRows x, int B) {
     const GptConfig *c = &tp->cfg;
     size_t C = (size_t)c->dim, ts = (size_t)tp->t;
     int m = c->mixed;
@@ -260,7 +218,7 @@ static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, Rows x, int B) {
 
 void tp_acts_alloc(TpActs *a, Tp *tp, int B) {
     const GptConfig *c = &tp->cfg;
-    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, B);
+    TpRows x = tp_rows(c, tp->t, tp->sp, tp->vp, B);
     tp->B = B, tp->BT = (int)x.BT, tp->rows = (int)x.R, tp->row0 = tp->sp ? tp->r * (int)x.R : 0;
     a->blocks = calloc_check((size_t)c->layers, sizeof *a->blocks);
     GptCarve count = {0};
@@ -299,7 +257,7 @@ static size_t tp_kernel_workspace_bytes(const Tp *tp) {
 // is fp32 on every setting.
 static size_t tp_linear_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
-    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
+    TpRows x = tp_rows(c, tp->t, tp->sp, tp->vp, tp->B);
     int C = c->dim, Cl = C / tp->t, Fl = 4 * C / tp->t, BT = (int)x.BT;
     int shapes[][3] = {{BT, C, 3 * Cl}, {BT, Cl, C}, {BT, C, Fl}, {BT, Fl, C}, {(int)x.H, C, (int)x.Vh}};
     size_t m = linear_scratch_floats((int)x.R, 1, C, 0);
@@ -311,13 +269,13 @@ static size_t tp_linear_floats(const Tp *tp) {
 // --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch_gelu's
 // share, lnf), as the forward pass computes it and the backward pass widens it back.
 static size_t tp_kept_floats(const Tp *tp) {
-    Rows x = rows_of(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);
+    TpRows x = tp_rows(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);
     return tp->cfg.mixed ? max2(x.BT * (size_t)tp->cfg.dim, x.BT * 4 * (size_t)tp->cfg.dim / (size_t)tp->t) : 0;
 }
 
 size_t tp_workspace_floats(const Tp *tp) {
     const GptConfig *c = &tp->cfg;
-    Rows x = rows_of(c, tp->t, tp->sp, tp->vp, tp->B);
+    TpRows x = tp_rows(c, tp->t, tp->sp, tp->vp, tp->B);
     size_t C = (size_t)c->dim, Cl = C / (size_t)tp->t, Fl = 4 * C / (size_t)tp->t;
     size_t lin = tp_linear_floats(tp), kept = tp_kept_floats(tp);
     size_t lin_bwd = c->mixed ? lin + kept : 0;                          // fp32's backward needs none

@@ -2,9 +2,9 @@
 // matrix a rank holds, the two conjugate operators f and g, and each layer's forward and
 // backward pass on one tensor-parallel rank (labs/tp.c trains with it).
 //
-// Defines: TpKind, TpCount, Tp, TpBlockActs, TpActs, tp_replicated_floats(), tp_split_floats(),
-//          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(),
-//          tp_gather_model(), tp_acts_bytes(), tp_acts_alloc(), tp_acts_free(),
+// Defines: TpKind, TpCount, Tp, TpBlockActs, TpActs, tp_layer_slice(), tp_create(),
+//          tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
+//          tp_acts_free(),
 //          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
 //          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_f_forward_bf16(),
 //          tp_g_backward_bf16(), tp_layer_forward(),
@@ -57,6 +57,7 @@
 #include "gpt.h"
 #include "mem.h"
 #include "runlog.h"
+#include "tp_layout.h"
 
 typedef enum { TP_ALL_REDUCE, TP_REDUCE_SCATTER, TP_ALL_GATHER, TP_KINDS } TpKind;
 
@@ -92,10 +93,8 @@ typedef struct {
     int64_t comm_us;                 // time in collectives this step
 } Tp;
 
-// ---- the layout of a rank's slices ------------------------------------------------------
+// ---- the layout of a rank's slices (what it holds: core/tp_layout.h) -------------------
 
-size_t tp_replicated_floats(const GptConfig *c, int vp, int layer);
-size_t tp_split_floats(const GptConfig *c, int vp, int t, int layer);  // this rank's: 1/t of the split tensors
 // Copies between a layer's full flat buffer (gpt.h's layout, host memory) and rank r's parts:
 // to_parts = 1: full -> rep, split; 0: rep, split -> full (rank r's slices only).
 void tp_layer_slice(const GptConfig *c, int vp, int t, int r, int layer, float *full, float *rep, float *split,
@@ -145,8 +144,6 @@ typedef struct {
     float *buffer;                     // the floats, then the bf16s
 } TpActs;
 
-// Bytes of tp_acts_alloc()'s activations.
-size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B);
 // Also sets tp's rows for micro-batches of B sequences.
 void tp_acts_alloc(TpActs *a, Tp *tp, int B);
 void tp_acts_free(TpActs *a, Tp *tp);

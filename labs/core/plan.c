@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "gpt.h"
-#include "tp/tensor_parallel.h"
+#include "tp_layout.h"
 #include "train.h"
 
 // What the formulas leave out: the kernels' scratch (the backward pass' logits gradient and

@@ -1,0 +1,119 @@
+// lab.c — see lab.h.
+#include "lab.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "plan.h"
+
+// Every record the collectives have kept: calls that are not a step's (start-up, a save).
+static void drain(Lab *L) {
+    if (L->records)
+        while (dist_drain_records(&L->dist, L->records, LAB_MAX_RECORDS) == LAB_MAX_RECORDS) {}
+}
+
+void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags) {
+    *L = (Lab){.name = name, .a = a, .flags = flags, .argc = argc, .argv = argv, .backend = "none", .world = 1};
+    L->env = flags & LAB_ONE_RANK ? (DistEnv){.world = 1, .local_world = 1} : dist_env(name);
+    train_device(&L->dev, a, name, L->env.local_rank, L->env.local_world);
+    plan_check_rank(name, a, &L->dev, L->env.world, L->env.local_world, argc, argv);  // before anything is allocated
+    if (!(flags & LAB_ONE_RANK)) {
+        dist_init(&L->dist, name, &L->dev);
+        L->world = L->dist.world, L->rank = L->dist.rank, L->backend = L->dist.backend;
+    }
+    char who[64];
+    snprintf(who, sizeof who, "%s rank %d", name, L->rank);
+    check_set_context(who);
+}
+
+void lab_begin(Lab *L, const char *what, ...) {
+    TrainArgs *a = L->a;
+    L->cfg = train_model_config(a);
+    if (a->resume) dcp_open(&L->resume, a->resume, &L->cfg, a, L->name);  // checked before anything is written
+    if (L->flags & LAB_ONE_RANK) {
+        runlog_open(&L->log, L->name, 0, 1, a->run_dir);
+    } else {
+        char run_dir[3072];
+        dist_run_dir(&L->dist, a->run_dir, L->name, run_dir, sizeof run_dir);
+        runlog_open(&L->log, L->name, L->rank, L->world, run_dir);
+    }
+    char line[1024];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(line, sizeof line, what, ap);
+    va_end(ap);
+    runlog_printf(&L->log, "%s: %s; run directory %s\n", L->name, line, L->log.dir);
+    train_say_device(&L->log, &L->dev, L->world);
+    L->floor = -1.0;
+    if (!(L->flags & LAB_NO_CORPUS)) {
+        train_corpus(&L->corpus, a);
+        if (L->corpus.synthetic) L->floor = L->corpus.loss_floor;
+    }
+    mem_init(&L->mem, &L->dev);
+    L->tokens_per_step = (double)a->batch * a->seq;
+}
+
+void lab_start(Lab *L, uint64_t params, const char *lab_fields) {
+    sb_init(&L->config);
+    train_config_json(&L->config, L->a, lab_fields);
+    runlog_meta(&L->log, L->argc, L->argv, L->dev.name, L->backend, L->config.data);
+    runlog_start(&L->log, &L->dev, L->backend, params, L->config.data, L->floor);
+    if (!(L->flags & LAB_ONE_RANK)) L->records = malloc_check(LAB_MAX_RECORDS * sizeof *L->records);
+}
+
+int64_t lab_first_step(Lab *L, const DcpState *load, DistGroup *save_group) {
+    int64_t first = L->a->resume && load ? dcp_resume(&L->resume, &L->dev, load, &L->log) : 1;
+    dcp_saver_init(&L->saver, L->name, L->a, &L->cfg, &L->dev, save_group, &L->log, L->log.dir, L->config.data);
+    drain(L);  // the start-up's collectives are not a step's
+    progress_init(&L->progress, L->a);
+    train_tally_start(&L->tally, first);
+    train_catch_signals();
+    return first;
+}
+
+int lab_step_begin(Lab *L, int64_t step) {
+    int interrupted = train_interrupted(&L->log, step - 1);
+    if (interrupted) return interrupted;
+    L->step = step;
+    L->t0_us = runlog_now_us();
+    L->sent0 = L->records ? L->dist.stats.bytes_sent : 0;
+    L->recv0 = L->records ? L->dist.stats.bytes_recv : 0;
+    return 0;
+}
+
+double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save) {
+    // The step as the clock on the wall saw it: everything since the last step's record
+    // (logging, hashing, checkpoints too); rec->ms_work is its work alone.
+    rec->ms_step = train_tally_step(&L->tally, rec->step, rec->loss);
+    if (L->records && !rec->bytes_sent && !rec->bytes_recv) {
+        rec->bytes_sent = L->dist.stats.bytes_sent - L->sent0;
+        rec->bytes_recv = L->dist.stats.bytes_recv - L->recv0;
+    }
+    if (!rec->mem) rec->mem = &L->mem;
+    runlog_step(&L->log, rec);
+    if (L->rank == 0) progress_update(&L->progress, &L->log, rec->step, rec->loss, L->floor, rec->ms_step);
+    if (save && dcp_due(L->a, rec->step)) {
+        dcp_save(&L->saver, rec->step, save);
+        drain(L);  // the save's collectives are not the next step's
+    }
+    return rec->ms_step;
+}
+
+void lab_finish(Lab *L, uint64_t param_hash, const char *extra) {
+    train_finish(&L->log, L->a, &L->tally, L->tokens_per_step, L->floor, L->world, param_hash, mem_peak(&L->mem), extra);
+}
+
+void lab_close(Lab *L) {
+    if (!(L->flags & LAB_ONE_RANK)) {
+        dist_barrier(&L->dist.world_group);  // nobody tears down shared memory while others still talk
+        dist_destroy(&L->dist);
+    }
+    free(L->records);
+    sb_free(&L->config);
+    runlog_close(&L->log);
+    mem_destroy(&L->mem);
+    device_close(&L->dev);
+    if (!(L->flags & LAB_NO_CORPUS)) corpus_free(&L->corpus);
+}

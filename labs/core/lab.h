@@ -1,0 +1,106 @@
+// lab.h — the lab harness: what every training lab does around its algorithm, written once,
+// so that a lab's main reads as its options, its algorithm's setup, and its step loop.
+//
+// Defines: Lab, LAB_ONE_RANK, LAB_NO_CORPUS, lab_open(), lab_begin(), lab_start(),
+//          lab_first_step(), lab_step_begin(), lab_step_end(), lab_finish(), lab_close().
+//
+// A lab goes through it in this order:
+//     lab_open(&L, "ddp", &a, argc, argv, 0);       who and where: the ranks' environment, the
+//                                                   device, the planner's check, collectives
+//     ... the lab's own checks (train_check_batch, its mesh, its layers) ...
+//     lab_begin(&L, "%d rank(s) on %s ...", ...);   the model's config, a --resume checkpoint
+//                                                   opened, the run directory and its log (the
+//                                                   first line: "<lab>: " what it is given,
+//                                                   "; run directory <dir>"), the corpus, the
+//                                                   memory allocator
+//     ... the model, the optimizer, the activations ...
+//     lab_start(&L, params, lab_fields);           meta.json and the start event
+//     ... the memory table ...
+//     first = lab_first_step(&L, &whole_state);    resumed or 1; checkpoint saver, progress,
+//                                                   the wall clock, Ctrl-C
+//     for (step = first; step <= a.steps; step++) {
+//         if ((rc = lab_step_begin(&L, step))) return rc;   (interrupted: the exit status)
+//         ... the algorithm's step ...
+//         lab_step_end(&L, &record, &chunk_state);   the step event, progress, a checkpoint
+//     }
+//     lab_finish(&L, param_hash, extra);            the last line, end event, summary.json
+//     ... the lab frees what it made ...
+//     lab_close(&L);                                collectives down, the log closed, the rest
+#ifndef SHARDLAB_LAB_H
+#define SHARDLAB_LAB_H
+
+#include <stdint.h>
+
+#include "args.h"
+#include "data.h"
+#include "dcp.h"
+#include "device.h"
+#include "dist.h"
+#include "gpt.h"
+#include "json.h"
+#include "mem.h"
+#include "runlog.h"
+#include "train.h"
+
+enum {
+    LAB_ONE_RANK = 1,   // one rank and no collectives (single): no Dist, backend "none"
+    LAB_NO_CORPUS = 2,  // the lab reads its data itself (shard): lab_begin leaves the corpus
+};
+
+typedef struct {
+    const char *name;      // "ddp": the program, the run directory's prefix, every message's
+    TrainArgs *a;          // the lab's parsed options (dcp_open may set the schedule's)
+    unsigned flags;        // LAB_*
+    int argc;
+    char **argv;
+    DistEnv env;           // RANK, WORLD_SIZE, ... as the rank found them
+    Device dev;
+    Dist dist;             // the collectives (not with LAB_ONE_RANK)
+    const char *backend;   // dist.backend, or "none"
+    int world, rank;
+    GptConfig cfg;         // lab_begin: train_model_config(a)
+    Dcp resume;            // lab_begin: the --resume checkpoint, opened and checked
+    RunLog log;
+    Corpus corpus;
+    double floor;          // the synthetic corpus' loss floor, -1 for file data
+    Mem mem;               // the rank's device memory, counted
+    StrBuf config;         // meta.json's config (lab_start)
+    DistRecord *records;   // the collectives' records, drained as spans (LAB_MAX_RECORDS)
+    DcpSaver saver;
+    Progress progress;
+    TrainTally tally;
+    double tokens_per_step;   // B T of the global batch
+    int64_t step, t0_us;      // the step under way, and when it began (lab_step_begin)
+    uint64_t sent0, recv0;    // the collectives' byte counters then
+} Lab;
+#define LAB_MAX_RECORDS 4096
+
+// Who and where: the ranks' environment, the device (train_device), the planner's check that
+// the configuration fits (plan.h, before anything is allocated), the collectives' backend,
+// and "<lab> rank <r>" as every message's context.
+void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags);
+// The model's config, --resume's checkpoint opened (before anything is written), the run
+// directory and log with its first line ("<lab>: " + what + "; run directory <dir>"), where
+// the rank computes, the corpus (unless LAB_NO_CORPUS) and the memory allocator.
+void lab_begin(Lab *L, const char *what, ...) __attribute__((format(printf, 2, 3)));
+// meta.json and the start event: the shared options and lab_fields (NULL or "\"k\":v,..."),
+// the model's parameter count.
+void lab_start(Lab *L, uint64_t params, const char *lab_fields);
+// The first step: --resume's, its state loaded into `load` (NULL: no checkpoint to resume),
+// else 1. Then the checkpoint saver (collective over `save_group`, NULL on one rank), the
+// progress line, the wall clock, and Ctrl-C asking for a stop at the next step.
+int64_t lab_first_step(Lab *L, const DcpState *load, DistGroup *save_group);
+// The start of a step: 0, or, when a stop was asked for, the exit status the lab returns.
+int lab_step_begin(Lab *L, int64_t step);
+// The end of a step: rec's wall-clock time (the tally), the bytes the collectives moved since
+// lab_step_begin (unless set), the memory, then the step event, the progress line (rank 0)
+// and, when due, a checkpoint of `save` (NULL: none) whose collectives are not the next
+// step's. Returns the step's wall-clock ms.
+double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save);
+// The end of a run that trained (train_finish): after the lab's own reports and --save.
+void lab_finish(Lab *L, uint64_t param_hash, const char *extra);
+// Every rank waits for the others, then the collectives, the log, the allocator, the device
+// and the corpus go (the lab has freed what it allocated).
+void lab_close(Lab *L);
+
+#endif
