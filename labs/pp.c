@@ -64,8 +64,8 @@
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
+#include "lab.h"
 #include "mem.h"
-#include "plan.h"
 #include "runlog.h"
 #include "train.h"
 
@@ -467,11 +467,200 @@ static int parse_split(const char *text, int p, int *blocks) {
     return sum;
 }
 
+// The pipeline over N ranks in dp pipelines: its stages and chunks, the model's depth and each
+// chunk's layers. Exits 2 on what does not make a pipeline.
+static void lay_out_pipe(Pipe *pp, TrainArgs *a, const char *split, int dp, int N) {
+    if (N % dp != 0) usage_error("pp", "--dp %d does not divide the %d ranks", dp, N);
+    pp->p = N / dp;
+    pp->K = pp->p * pp->v;
+    if (pp->K > MAX_CHUNKS)
+        usage_error("pp", "%d stages x %d chunks make %d model chunks; at most %d", pp->p, pp->v, pp->K, MAX_CHUNKS);
+    int blocks[MAX_CHUNKS], split_blocks = 0;
+    if (split) {
+        if (pp->v > 1) usage_error("pp", "--split is for one chunk per stage (not --schedule interleaved)");
+        split_blocks = parse_split(split, pp->p, blocks);
+    }
+    // The model's depth, unless --layers gives it: --split's blocks, else one block per model
+    // chunk, so that a pipeline of any length runs as typed (`make lab-pp NGPU=4` trains 4
+    // blocks), and never fewer than every other lab's 2 (at p <= 2 the model is single's).
+    train_args_resolve_layers(a, split ? split_blocks : (pp->K > 2 ? pp->K : 2));
+    int L = a->layers;
+    if (pp->K > L) {
+        if (pp->v > 1)
+            usage_error("pp", "%d stages x %d chunks need at least %d blocks (--layers %d)", pp->p, pp->v, pp->K, L);
+        usage_error("pp", "%d stages need at least %d blocks, one per stage (--layers %d)", pp->p, pp->p, L);
+    }
+    if (split && split_blocks != L)
+        usage_error("pp", "--split '%s' gives %d blocks; the model has --layers %d", split, split_blocks, L);
+    if (pp->sched == SCHED_INTERLEAVED && (pp->m < pp->p || pp->m % pp->p != 0))
+        usage_error("pp", "interleaved 1F1B sends micro-batches round the ranks in groups of %d: --micro %d must be "
+                          "a multiple of the %d stages", pp->p, pp->m, pp->p);
+    if (a->batch % (dp * pp->m) != 0)
+        usage_error("pp", "--batch %d does not split into %d pipeline(s) x %d micro-batches of equal size", a->batch,
+                    dp, pp->m);
+    // Blocks per chunk: --split, or as even as can be (the first chunks take the remainder).
+    if (!split)
+        for (int k = 0; k < pp->K; k++) blocks[k] = L / pp->K + (k < L % pp->K);
+    for (int k = 0, l = 1; k < pp->K; k++) {
+        pp->first[k] = k == 0 ? 0 : l;  // chunk 0 starts with the embedding
+        l += blocks[k];
+        pp->last[k] = k == pp->K - 1 ? L + 1 : l - 1;  // the last chunk ends with the head
+    }
+}
+
+// Every rank's order of work (a rank sends in the order its neighbours ask), and its
+// simulation with costs 1 and 2: when each op starts, the makespan, the bubble it leaves.
+typedef struct {
+    Op **ops;     // [p][nops]
+    int **start;  // [p][nops]
+    int nops, makespan;
+    double bubble;
+} Timeline;
+
+static void timeline_build(Timeline *tl, const Pipe *pp) {
+    tl->nops = 2 * pp->m * pp->v;
+    tl->ops = malloc_check((size_t)pp->p * sizeof *tl->ops);
+    tl->start = malloc_check((size_t)pp->p * sizeof *tl->start);
+    for (int t = 0; t < pp->p; t++) {
+        tl->ops[t] = malloc_check((size_t)tl->nops * sizeof(Op));
+        tl->start[t] = malloc_check((size_t)tl->nops * sizeof(int));
+        schedule_ops(pp, t, tl->ops[t]);
+    }
+    tl->makespan = simulate(pp, tl->ops, tl->nops, tl->start);
+    if (tl->makespan < 0) die("this is a bug in shardlab's schedules", "the %s schedule deadlocks", schedule_names[pp->sched]);
+    tl->bubble = 1.0 - 3.0 * pp->m * pp->v / (double)tl->makespan;
+}
+
+static void timeline_free(Timeline *tl, const Pipe *pp) {
+    for (int t = 0; t < pp->p; t++) free(tl->ops[t]), free(tl->start[t]);
+    free(tl->ops), free(tl->start);
+}
+
+// One step's pipeline phase on this stage: its ops in order, messages in between, then what is
+// still on its way. Returns the sum of its token losses; *measured: the bubble this rank saw,
+// the part of the phase (from t0) it spent not computing.
+static double run_schedule(Runner *run, Stage *st, StepCtx *x, const Op *ops, int nops, uint8_t *tokens,
+                           uint8_t *targets, int64_t t0, double *measured) {
+    x->busy_us = 0, x->t_end_us = t0;
+    for (int i = 0; i < run->nout; i++) run->out[i].ready = run->out[i].sent = 0;
+    run->live = 0, run->live_max = 0, run->live_bytes = 0, run->live_bytes_max = 0;
+    double loss_sum = 0;
+    for (int i = 0; i < nops; i++) loss_sum += run_op(run, st, x, ops[i], tokens, targets);
+    while (unsent(run)) exchange(run, NULL, 1);
+    *measured = 1.0 - (double)x->busy_us / (double)(x->t_end_us - t0 > 0 ? x->t_end_us - t0 : 1);
+    return loss_sum;
+}
+
+// The schedule of a step as a timeline, and its bubble three ways (rank 0, at the end).
+static void report_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, double measured) {
+    char v_text[32];
+    snprintf(v_text, sizeof v_text, ", v=%d chunks per rank", pp->v);
+    runlog_printf(log, "\nthe %s schedule, p=%d m=%d%s (one column per unit of time: forward 1, backward 2; "
+                       "a b c .. forward, A B C .. backward of micro-batch 0 1 2 .., '.' idle):\n",
+                  schedule_names[pp->sched], pp->p, pp->m, pp->v > 1 ? v_text : "");
+    print_timeline(log, pp, tl->ops, tl->nops, tl->start, tl->makespan);
+    runlog_printf(log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
+                       "measured (mean over ranks and steps): %.4f\n",
+                  pp->v > 1 ? "v " : "", bubble_formula(pp), tl->bubble, measured);
+}
+
+// The global gradient norm, layer by layer in layer order as `single` sums it: each stage's
+// per-layer sums of squares travel over the pipeline as raw bits (an all-gather copies words).
+// layer_stage[l]: the stage that holds layer l.
+static double global_grad_norm(const Stage *st, const GptConfig *c, const Mem *mem, DistGroup *pipe, int p,
+                               const int *layer_stage) {
+    int L2 = st->nlayers;
+    double *sq = malloc_check((size_t)L2 * sizeof *sq), *sq_all = malloc_check((size_t)L2 * p * sizeof *sq_all);
+    for (int l = 0; l < L2; l++)
+        sq[l] = holds(st, l) ? mem->dev->ops->sum_of_squares(st->grads[l], gpt_layer_size(c, l)) : 0;
+    dist_all_gather(pipe, (const float *)sq, (float *)sq_all, 2 * (size_t)L2 * p);
+    double norm_sq = 0;
+    for (int l = 0; l < L2; l++) norm_sq += sq_all[layer_stage[l] * L2 + l];
+    free(sq), free(sq_all);
+    return sqrt(norm_sq);
+}
+
+// AdamW on this stage's layers, with the global clip factor, at rate lr.
+static void stage_update(Stage *st, const GptConfig *c, const Mem *mem, const TrainArgs *a, double norm, double lr,
+                         int64_t step) {
+    AdamW hyper = {.lr = (float)lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = (float)a->weight_decay};
+    for (int l = 0; l < st->nlayers; l++) {
+        if (!holds(st, l)) continue;
+        size_t n = gpt_layer_size(c, l);
+        if (a->clip > 0 && norm > a->clip) mem->dev->ops->scale_floats(st->grads[l], n, (float)(a->clip / norm));
+        mem->dev->ops->adamw_update(&hyper, step, st->params[l], st->grads[l], st->m[l], st->v[l], n);
+    }
+    device_sync(mem->dev);
+}
+
+// The step's messages and collectives as spans (sends and receives with the time they were
+// asked for); returns the time they took.
+static int64_t log_comm_spans(RunLog *log, Dist *dist, DistRecord *records, int64_t step) {
+    size_t k;
+    int64_t comm_us = 0;
+    while ((k = dist_drain_records(dist, records, LAB_MAX_RECORDS)) > 0)
+        for (size_t i = 0; i < k; i++) {
+            char extra[96] = "";
+            if (records[i].coll == DIST_SEND || records[i].coll == DIST_RECV)
+                snprintf(extra, sizeof extra, "\"issued_us\":%lld", (long long)records[i].issued_us);
+            runlog_span_extra(log, step, dist_coll_name(records[i].coll), records[i].tag, -1, records[i].t0_us,
+                              records[i].t1_us, records[i].bytes_sent + records[i].bytes_recv, extra);
+            comm_us += records[i].t1_us - records[i].t0_us;
+        }
+    return comm_us;
+}
+
+// The whole model on rank 0 (pipeline 0's stages send it their layers) into whole, which rank
+// 0 creates in host: for the summary's hash and --save. Returns rank 0's hash (0 elsewhere).
+static uint64_t gather_whole_model(Gpt *whole, Mem *host, const Stage *st, const GptConfig *c, Mem *mem,
+                                   DistGroup *pipe, int s, int d, int rank, const int *layer_stage, uint64_t seed) {
+    if (rank == 0) gpt_create(whole, c, host, seed);
+    if (d != 0) return 0;
+    for (int l = 0; l < st->nlayers; l++) {
+        size_t n = gpt_layer_size(c, l);
+        int owner = layer_stage[l];
+        if (owner == 0 && s == 0) {
+            device_to_host(mem->dev, whole->params[l], st->params[l], n * sizeof(float));
+        } else if (s == owner) {
+            DistP2p send = {.send = 1, .peer = 0, .buf = st->params[l], .n = n, .tag = l};
+            dist_p2p(pipe, &send, 1);
+        } else if (s == 0) {
+            float *tmp = mem_alloc_floats(mem, MEM_COMM, n, "layer on its way to rank 0");
+            DistP2p recv = {.send = 0, .peer = owner, .buf = tmp, .n = n, .tag = l};
+            dist_p2p(pipe, &recv, 1);
+            device_to_host(mem->dev, whole->params[l], tmp, n * sizeof(float));
+            mem_free(mem, tmp);
+        }
+    }
+    return rank == 0 ? gpt_param_hash(whole) : 0;
+}
+
+// Where this rank's memory goes: its layers (Psi_s), and per micro-batch in flight the
+// activations of its chunks' layers.
+static void report_memory(RunLog *log, const Stage *st, const Pipe *pp, const GptConfig *c, const Mem *mem, int s,
+                          int micro) {
+    double psi_s = (double)st->psi;
+    MemRow rows[] = {
+        {.cat = MEM_PARAMS, .formula = "4 Psi_s (this stage's layers)", .expect = 4 * psi_s},
+        {.cat = MEM_GRADS, .formula = "4 Psi_s", .expect = 4 * psi_s},
+        {.cat = MEM_OPTIM, .formula = "8 Psi_s (AdamW m and v)", .expect = 8 * psi_s},
+        {.cat = MEM_ACTS, .formula = "0 between steps (see below)", .expect = 0},
+        {.cat = MEM_COMM, .formula = "0 between steps", .expect = 0},
+    };
+    train_report_memory(log, mem, NULL, c, micro, rows, 5);
+    char text[64];
+    runlog_printf(log, "stage %d holds layers", s);
+    for (int k = s; k < pp->K; k += pp->p) {
+        runlog_printf(log, " %d..%d (chunk %d: %s per micro-batch in flight)", pp->first[k], pp->last[k], k,
+                      format_bytes(text, sizeof text, (double)gpt_acts_layers_bytes(c, micro, pp->first[k], pp->last[k])));
+    }
+}
+
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
     // The options' types, bounds and defaults: core/catalog.c (--layers defaults to auto here:
-    // see "The model's depth" below; --chunks auto is -1).
+    // see "The model's depth" in lay_out_pipe(); --chunks auto is -1).
     const char *sched_name, *split;
     int micro_batches, chunks, dp;
     LabBind own[] = {{"schedule", &sched_name}, {"micro", &micro_batches}, {"chunks", &chunks}, {"split", &split},
@@ -487,147 +676,57 @@ int main(int argc, char **argv) {
                     a.accum);
     pp.v = pp.sched == SCHED_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
 
-    DistEnv env = dist_env("pp");
-    Device dev;
-    train_device(&dev, &a, "pp", env.local_rank, env.local_world);
-    plan_check_rank("pp", &a, &dev, env.world, env.local_world, argc, argv);  // before anything is allocated
-    Dist dist;
-    dist_init(&dist, "pp", &dev);
-    int N = dist.world, rank = dist.rank;
-    if (N % dp != 0) usage_error("pp", "--dp %d does not divide the %d ranks", dp, N);
-    pp.p = N / dp;
-    pp.K = pp.p * pp.v;
-    int s = rank / dp, d = rank % dp;
-    if (pp.K > MAX_CHUNKS)
-        usage_error("pp", "%d stages x %d chunks make %d model chunks; at most %d", pp.p, pp.v, pp.K, MAX_CHUNKS);
-    int blocks[MAX_CHUNKS], split_blocks = 0;
-    if (split) {
-        if (pp.v > 1) usage_error("pp", "--split is for one chunk per stage (not --schedule interleaved)");
-        split_blocks = parse_split(split, pp.p, blocks);
-    }
-    // The model's depth, unless --layers gives it: --split's blocks, else one block per model
-    // chunk, so that a pipeline of any length runs as typed (`make lab-pp NGPU=4` trains 4
-    // blocks), and never fewer than every other lab's 2 (at p <= 2 the model is single's).
-    train_args_resolve_layers(&a, split ? split_blocks : (pp.K > 2 ? pp.K : 2));
-    int L = a.layers;
-    if (pp.K > L) {
-        if (pp.v > 1)
-            usage_error("pp", "%d stages x %d chunks need at least %d blocks (--layers %d)", pp.p, pp.v, pp.K, L);
-        usage_error("pp", "%d stages need at least %d blocks, one per stage (--layers %d)", pp.p, pp.p, L);
-    }
-    if (split && split_blocks != L)
-        usage_error("pp", "--split '%s' gives %d blocks; the model has --layers %d", split, split_blocks, L);
-    if (pp.sched == SCHED_INTERLEAVED && (pp.m < pp.p || pp.m % pp.p != 0))
-        usage_error("pp", "interleaved 1F1B sends micro-batches round the ranks in groups of %d: --micro %d must be "
-                          "a multiple of the %d stages", pp.p, pp.m, pp.p);
-    if (a.batch % (dp * pp.m) != 0)
-        usage_error("pp", "--batch %d does not split into %d pipeline(s) x %d micro-batches of equal size", a.batch,
-                    dp, pp.m);
-    // Blocks per chunk: --split, or as even as can be (the first chunks take the remainder).
-    if (!split)
-        for (int k = 0; k < pp.K; k++) blocks[k] = L / pp.K + (k < L % pp.K);
-    for (int k = 0, l = 1; k < pp.K; k++) {
-        pp.first[k] = k == 0 ? 0 : l;  // chunk 0 starts with the embedding
-        l += blocks[k];
-        pp.last[k] = k == pp.K - 1 ? L + 1 : l - 1;  // the last chunk ends with the head
-    }
-    char who[32];
-    snprintf(who, sizeof who, "pp rank %d", rank);
-    check_set_context(who);
-    GptConfig cfg = train_model_config(&a);
-    Dcp resume;  // checked before anything is written
-    if (a.resume) dcp_open(&resume, a.resume, &cfg, &a, "pp");
+    Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
+    lab_open(&L, "pp", &a, argc, argv, 0);
+    int N = L.world, rank = L.rank;
+    lay_out_pipe(&pp, &a, split, dp, N);
+    int s = rank / dp, d = rank % dp;  // this rank: stage s of pipeline d
 
     // Groups: pipeline d (its stages in order) and the data-parallel replicas of stage s.
     // Every rank builds both, in the same order (NCCL splits communicators collectively).
     int members[DIST_MAX_RANKS];
     DistGroup pipe, replicas;
     for (int t = 0; t < pp.p; t++) members[t] = t * dp + d;
-    dist_group(&dist, &pipe, members, pp.p);
+    dist_group(&L.dist, &pipe, members, pp.p);
     for (int e = 0; e < dp; e++) members[e] = s * dp + e;
-    dist_group(&dist, &replicas, members, dp);
+    dist_group(&L.dist, &replicas, members, dp);
 
-    RunLog log;
-    char run_dir[3072];
-    dist_run_dir(&dist, a.run_dir, "pp", run_dir, sizeof run_dir);
-    runlog_open(&log, "pp", rank, N, run_dir);
-    runlog_printf(&log, "pp: %d stage(s) x %d pipeline(s), schedule %s, %d micro-batches%s on %s, backend %s; run "
-                        "directory %s\n",
-                  pp.p, dp, schedule_names[pp.sched], pp.m, pp.v > 1 ? " (interleaved chunks)" : "", dev.name,
-                  dist.backend, log.dir);
-    train_say_device(&log, &dev, N);
-
-    Corpus corpus;
-    train_corpus(&corpus, &a);
-    double floor = corpus.synthetic ? corpus.loss_floor : -1.0;
-    Mem mem;
-    mem_init(&mem, &dev);
+    lab_begin(&L, "%d stage(s) x %d pipeline(s), schedule %s, %d micro-batches%s on %s, backend %s", pp.p, dp,
+              schedule_names[pp.sched], pp.m, pp.v > 1 ? " (interleaved chunks)" : "", L.dev.name, L.backend);
+    RunLog *log = &L.log;
+    GptConfig cfg = L.cfg;
+    Mem *mem = &L.mem;
     Stage st;
-    stage_create(&st, &pp, s, &cfg, &a, &mem);
+    stage_create(&st, &pp, s, &cfg, &a, mem);
     int per_pipe = a.batch / dp, micro = per_pipe / pp.m;
+    Timeline tl;
+    timeline_build(&tl, &pp);
 
-    // Everyone's schedule (a rank sends in the order its neighbours ask), and its simulation.
-    int nops = 2 * pp.m * pp.v;
-    Op **all_ops = malloc_check((size_t)pp.p * sizeof *all_ops);
-    int **start = malloc_check((size_t)pp.p * sizeof *start);
-    for (int t = 0; t < pp.p; t++) {
-        all_ops[t] = malloc_check((size_t)nops * sizeof(Op));
-        start[t] = malloc_check((size_t)nops * sizeof(int));
-        schedule_ops(&pp, t, all_ops[t]);
-    }
-    int makespan = simulate(&pp, all_ops, nops, start);
-    if (makespan < 0) die("this is a bug in shardlab's schedules", "the %s schedule deadlocks", schedule_names[pp.sched]);
-    double logical_bubble = 1.0 - 3.0 * pp.m * pp.v / (double)makespan;
-
-    StrBuf config;
-    sb_init(&config);
-    StrBuf lab;
-    sb_init(&lab);
-    sb_printf(&lab, "\"schedule\":\"%s\",\"micro\":%d,\"chunks\":%d,\"stages\":%d,\"dp\":%d,\"chunk_layers\":[",
+    StrBuf fields;
+    sb_init(&fields);
+    sb_printf(&fields, "\"schedule\":\"%s\",\"micro\":%d,\"chunks\":%d,\"stages\":%d,\"dp\":%d,\"chunk_layers\":[",
               schedule_names[pp.sched], pp.m, pp.v, pp.p, dp);
-    for (int k = 0; k < pp.K; k++) sb_printf(&lab, "%s[%d,%d]", k ? "," : "", pp.first[k], pp.last[k]);
-    sb_printf(&lab, "]");
-    train_config_json(&config, &a, lab.data);
-    runlog_meta(&log, argc, argv, dev.name, dist.backend, config.data);
-    runlog_start(&log, &dev, dist.backend, gpt_num_params(&cfg), config.data, floor);
-
-    // Where this rank's memory goes: its layers (Psi_s), and per micro-batch in flight the
-    // activations of its chunks' layers.
-    double psi_s = (double)st.psi;
-    MemRow rows[] = {
-        {.cat = MEM_PARAMS, .formula = "4 Psi_s (this stage's layers)", .expect = 4 * psi_s},
-        {.cat = MEM_GRADS, .formula = "4 Psi_s", .expect = 4 * psi_s},
-        {.cat = MEM_OPTIM, .formula = "8 Psi_s (AdamW m and v)", .expect = 8 * psi_s},
-        {.cat = MEM_ACTS, .formula = "0 between steps (see below)", .expect = 0},
-        {.cat = MEM_COMM, .formula = "0 between steps", .expect = 0},
-    };
-    train_report_memory(&log, &mem, NULL, &cfg, micro, rows, 5);
-    char text[64];
-    runlog_printf(&log, "stage %d holds layers", s);
-    for (int k = s; k < pp.K; k += pp.p) {
-        runlog_printf(&log, " %d..%d (chunk %d: %s per micro-batch in flight)", pp.first[k], pp.last[k], k,
-                      format_bytes(text, sizeof text,
-                                   (double)gpt_acts_layers_bytes(&cfg, micro, pp.first[k], pp.last[k])));
-    }
-    runlog_printf(&log, "\nrank %d is stage %d of pipeline %d; the pipeline trains on sequences %d..%d of each global "
-                        "batch of %d, in %d micro-batches of %d\n",
+    for (int k = 0; k < pp.K; k++) sb_printf(&fields, "%s[%d,%d]", k ? "," : "", pp.first[k], pp.last[k]);
+    sb_printf(&fields, "]");
+    lab_start(&L, gpt_num_params(&cfg), fields.data);
+    sb_free(&fields);
+    report_memory(log, &st, &pp, &cfg, mem, s, micro);
+    runlog_printf(log, "\nrank %d is stage %d of pipeline %d; the pipeline trains on sequences %d..%d of each global "
+                       "batch of %d, in %d micro-batches of %d\n",
                   rank, s, d, d * per_pipe, (d + 1) * per_pipe - 1, a.batch, pp.m, micro);
 
-    Runner run = {.pp = &pp, .s = s, .pipe = &pipe, .mem = &mem,
-                  .msg_floats = (size_t)micro * a.seq * a.dim};
+    Runner run = {.pp = &pp, .s = s, .pipe = &pipe, .mem = mem, .msg_floats = (size_t)micro * a.seq * a.dim};
     const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     run.broken = test_break && strcmp(test_break, "pp-drop-grad") == 0;
-    if (run.broken) runlog_printf(&log, "SHARDLAB_TEST_BREAK: deliberately broken: micro-batch 0's gradient is sent as zeros\n");
+    if (run.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: micro-batch 0's gradient is sent as zeros\n");
     plan_messages(&run);
     run.acts = calloc_check((size_t)pp.v * pp.m, sizeof *run.acts);
     // Workspace: one pass's scratch, and the gradient flowing down through this rank's layers.
-    StepCtx x = {.corpus = &corpus, .a = &a, .log = &log, .first = d * per_pipe, .micro = micro};
-    x.scratch = mem_alloc_floats(&mem, MEM_ACTS, gpt_pass_scratch_floats(&cfg, micro, mem.dev->kind == DEVICE_CUDA), "workspace");
-    x.dx = mem_alloc_floats(&mem, MEM_ACTS, run.msg_floats, "residual gradient");
-    size_t workspace = mem_in_use(&mem, MEM_ACTS);
-    mem_reset_peak(&mem);
-    DistRecord *records = malloc_check(4096 * sizeof *records);
-    dist_drain_records(&dist, records, 4096);
+    StepCtx x = {.corpus = &L.corpus, .a = &a, .log = log, .first = d * per_pipe, .micro = micro};
+    x.scratch = mem_alloc_floats(mem, MEM_ACTS, gpt_pass_scratch_floats(&cfg, micro, mem->dev->kind == DEVICE_CUDA), "workspace");
+    x.dx = mem_alloc_floats(mem, MEM_ACTS, run.msg_floats, "residual gradient");
+    size_t workspace = mem_in_use(mem, MEM_ACTS);
+    mem_reset_peak(mem);
     uint8_t *tokens = malloc_check((size_t)micro * a.seq), *targets = malloc_check((size_t)micro * a.seq);
 
     // Distributed checkpoints (dcp.h): a stage loads its layers whole; saving, the dp
@@ -635,192 +734,91 @@ int main(int argc, char **argv) {
     DcpState my_layers = {0}, my_chunk = {0};
     dcp_add_units(&my_layers, &cfg, st.params, st.m, st.v, 0, 1);
     dcp_add_units(&my_chunk, &cfg, st.params, st.m, st.v, d, dp);
-    int64_t first_step = a.resume ? dcp_resume(&resume, &dev, &my_layers, &log) : 1;
-    DcpSaver saver;
-    dcp_saver_init(&saver, "pp", &a, &cfg, &dev, &dist.world_group, &log, log.dir, config.data);
-    snprintf(saver.layout, sizeof saver.layout, "pp: %d stage(s) x %d pipeline(s); a stage's replicas each a 1/%d chunk "
-             "of its layers", pp.p, dp, dp);
-    dist_drain_records(&dist, records, 4096);
-
-    Progress progress;
-    progress_init(&progress, &a);
-    const double tokens_per_step = (double)a.batch * a.seq;
+    int64_t first_step = lab_first_step(&L, &my_layers, &L.dist.world_group);
+    snprintf(L.saver.layout, sizeof L.saver.layout, "pp: %d stage(s) x %d pipeline(s); a stage's replicas each a 1/%d "
+             "chunk of its layers", pp.p, dp, dp);
     double measured_sum = 0;
-    TrainTally tally;
-    train_tally_start(&tally, first_step);
-    int L2 = st.nlayers;
-    double *sq = malloc_check((size_t)L2 * sizeof *sq), *sq_all = malloc_check((size_t)L2 * pp.p * sizeof *sq_all);
-    int *layer_stage = malloc_check((size_t)L2 * sizeof *layer_stage);  // which stage holds layer l
+    int *layer_stage = malloc_check((size_t)st.nlayers * sizeof *layer_stage);  // which stage holds layer l
     for (int k = 0; k < pp.K; k++)
         for (int l = pp.first[k]; l <= pp.last[k]; l++) layer_stage[l] = stage_of(&pp, k);
-    AdamW hyper = {.lr = (float)a.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                         .weight_decay = (float)a.weight_decay};
 
-    train_catch_signals();
     for (int64_t step = first_step; step <= a.steps; step++) {
-        int interrupted = train_interrupted(&log, step - 1);
+        int interrupted = lab_step_begin(&L, step);
         if (interrupted) return interrupted;
-        int64_t t0 = runlog_now_us();
-        uint64_t sent0 = dist.stats.bytes_sent, recv0 = dist.stats.bytes_recv;
-        for (int l = 0; l < L2; l++)
-            if (holds(&st, l)) mem.dev->ops->zero(st.grads[l], gpt_layer_size(&cfg, l));
+        for (int l = 0; l < st.nlayers; l++)
+            if (holds(&st, l)) mem->dev->ops->zero(st.grads[l], gpt_layer_size(&cfg, l));
 
         // 1. The schedule: this stage's forwards and backwards, messages in between.
-        x.step = step, x.loss_scale = (float)(1.0 / tokens_per_step), x.busy_us = 0, x.t_end_us = t0;
-        for (int i = 0; i < run.nout; i++) run.out[i].ready = run.out[i].sent = 0;
-        run.live = 0, run.live_max = 0, run.live_bytes = 0, run.live_bytes_max = 0;
-        double loss_sum = 0;
-        for (int i = 0; i < nops; i++) loss_sum += run_op(&run, &st, &x, all_ops[s][i], tokens, targets);
-        while (unsent(&run)) exchange(&run, NULL, 1);  // what is still on its way
-        // The bubble this rank saw: the part of the pipeline phase it spent not computing.
-        double measured = 1.0 - (double)x.busy_us / (double)(x.t_end_us - t0 > 0 ? x.t_end_us - t0 : 1);
+        x.step = step, x.loss_scale = (float)(1.0 / L.tokens_per_step);
+        double measured, loss_sum = run_schedule(&run, &st, &x, tl.ops[s], tl.nops, tokens, targets, L.t0_us, &measured);
 
         // 2. PP x DP: the replicas of this stage sum their gradients.
         if (dp > 1)
-            for (int l = 0; l < L2; l++)
+            for (int l = 0; l < st.nlayers; l++)
                 if (holds(&st, l)) dist_all_reduce(&replicas, st.grads[l], gpt_layer_size(&cfg, l));
 
-        // 3. The global gradient norm, layer by layer in layer order as `single` sums it: each
-        //    stage's per-layer sums of squares travel as raw bits (an all-gather copies words).
-        for (int l = 0; l < L2; l++)
-            sq[l] = holds(&st, l) ? mem.dev->ops->sum_of_squares(st.grads[l], gpt_layer_size(&cfg, l)) : 0;
-        dist_all_gather(&pipe, (const float *)sq, (float *)sq_all, 2 * (size_t)L2 * pp.p);
-        double norm_sq = 0;
-        for (int l = 0; l < L2; l++) norm_sq += sq_all[layer_stage[l] * L2 + l];
-        double norm = sqrt(norm_sq);
+        // 3. The global gradient norm, over the pipeline's stages.
+        double norm = global_grad_norm(&st, &cfg, mem, &pipe, pp.p, layer_stage);
 
         // 4. The loss of the global batch (the last stages have it) and the bubble, for the log.
-        double loss_total = dist_sum_over_ranks(&dist.world_group, loss_sum);
-        double measured_mean = dist_sum_over_ranks(&dist.world_group, measured) / N;
-        double loss = loss_total / tokens_per_step;
+        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;
+        double measured_mean = dist_sum_over_ranks(&L.dist.world_group, measured) / N;
 
         // 5. AdamW on this stage's layers, with the global clip factor, at the schedule's rate.
         double lr = train_lr(&a, step);
-        hyper.lr = (float)lr;
         int64_t t_opt = runlog_now_us();
-        for (int l = 0; l < L2; l++) {
-            if (!holds(&st, l)) continue;
-            size_t n = gpt_layer_size(&cfg, l);
-            if (a.clip > 0 && norm > a.clip) mem.dev->ops->scale_floats(st.grads[l], n, (float)(a.clip / norm));
-            mem.dev->ops->adamw_update(&hyper, step, st.params[l], st.grads[l], st.m[l], st.v[l], n);
-        }
-        device_sync(mem.dev);
+        stage_update(&st, &cfg, mem, &a, norm, lr, step);
         int64_t t1 = runlog_now_us();
-        runlog_span(&log, step, "optim", -1, -1, t_opt, t1, 0);
-
-        // Spans of the messages and collectives.
-        size_t k;
-        int64_t comm_us = 0;
-        while ((k = dist_drain_records(&dist, records, 4096)) > 0)
-            for (size_t i = 0; i < k; i++) {
-                char extra[96] = "";
-                if (records[i].coll == DIST_SEND || records[i].coll == DIST_RECV) {
-                    snprintf(extra, sizeof extra, "\"issued_us\":%lld", (long long)records[i].issued_us);
-                }
-                runlog_span_extra(&log, step, dist_coll_name(records[i].coll), records[i].tag, -1, records[i].t0_us,
-                                  records[i].t1_us, records[i].bytes_sent + records[i].bytes_recv, extra);
-                comm_us += records[i].t1_us - records[i].t0_us;
-            }
+        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
+        log_comm_spans(log, &L.dist, L.records, step);
 
         if (step == first_step) {  // the lab's own invariants, as check events
-            runlog_check(&log, "bubble of this schedule (costs 1 and 2) = formula", fabs(logical_bubble -
-                         bubble_formula(&pp)) < 1e-12, logical_bubble, bubble_formula(&pp));
-            runlog_check(&log, "micro-batch activations held at once = the schedule's", run.live_max ==
-                         expected_in_flight(&pp, s), run.live_max, expected_in_flight(&pp, s));
+            runlog_check(log, "bubble of this schedule (costs 1 and 2) = formula",
+                         fabs(tl.bubble - bubble_formula(&pp)) < 1e-12, tl.bubble, bubble_formula(&pp));
+            runlog_check(log, "micro-batch activations held at once = the schedule's",
+                         run.live_max == expected_in_flight(&pp, s), run.live_max, expected_in_flight(&pp, s));
         }
-        double ms = (double)(t1 - t0) / 1000.0;
+        double ms = (double)(t1 - L.t0_us) / 1000.0, busy_ms = (double)x.busy_us / 1000.0;
         measured_sum += measured_mean;
         char extra[320];
         snprintf(extra, sizeof extra,
                  "\"stage\":%d,\"pipeline\":%d,\"inflight_max\":%d,\"acts_held_max\":%zu,"
                  "\"workspace\":%zu,\"bubble\":{\"formula\":%.6f,\"logical\":%.6f,\"measured\":%.6f,"
                  "\"measured_rank\":%.6f}",
-                 s, d, run.live_max, run.live_bytes_max, workspace, bubble_formula(&pp), logical_bubble,
-                 measured_mean, measured);
-        uint64_t hash = stage_hash(&st, &mem);
-        // The step as the clock on the wall saw it: everything since the last step's record
-        // (logging, hashing, checkpoints too); ms above is its work alone.
-        double wall_ms = train_tally_step(&tally, step, loss);
+                 s, d, run.live_max, run.live_bytes_max, workspace, bubble_formula(&pp), tl.bubble, measured_mean, measured);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = norm, .tokens = (int64_t)(per_pipe * a.seq),
-                          .ms_step = wall_ms, .ms_work = ms, .ms_compute = (double)x.busy_us / 1000.0,
-                          .ms_comm = ms - (double)x.busy_us / 1000.0 > 0 ? ms - (double)x.busy_us / 1000.0 : 0,
-                          .bytes_sent = dist.stats.bytes_sent - sent0, .bytes_recv = dist.stats.bytes_recv - recv0,
-                          .mem = &mem, .param_hash = hash, .extra = extra};
-        runlog_step(&log, &rec);
-        if (rank == 0) progress_update(&progress, &log, step, loss, floor, wall_ms);
-        if (dcp_due(&a, step)) {
-            dcp_save(&saver, step, &my_chunk);
-            dist_drain_records(&dist, records, 4096);
-        }
+                          .ms_work = ms, .ms_compute = busy_ms, .ms_comm = ms - busy_ms > 0 ? ms - busy_ms : 0,
+                          .param_hash = stage_hash(&st, mem), .extra = extra};
+        lab_step_end(&L, &rec, &my_chunk);
     }
     dcp_state_free(&my_layers);
     dcp_state_free(&my_chunk);
-    const double steps_run = (double)(a.steps - first_step + 1);
+    const double measured = measured_sum / (double)(a.steps - first_step + 1);
 
-    // The schedule of a step, and its bubble three ways.
-    if (rank == 0) {
-        char v_text[32];
-        snprintf(v_text, sizeof v_text, ", v=%d chunks per rank", pp.v);
-        runlog_printf(&log, "\nthe %s schedule, p=%d m=%d%s (one column per unit of time: forward 1, backward 2; "
-                            "a b c .. forward, A B C .. backward of micro-batch 0 1 2 .., '.' idle):\n",
-                      schedule_names[pp.sched], pp.p, pp.m, pp.v > 1 ? v_text : "");
-        print_timeline(&log, &pp, all_ops, nops, start, makespan);
-        runlog_printf(&log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
-                            "measured (mean over ranks and steps): %.4f\n",
-                      pp.v > 1 ? "v " : "", bubble_formula(&pp), logical_bubble, measured_sum / steps_run);
-    }
+    if (rank == 0) report_schedule(log, &pp, &tl, measured);
 
-    // The whole model on rank 0 (pipeline 0's stages send their layers), for the summary's
-    // hash and --save.
     Mem host;
     mem_init(&host, NULL);
     Gpt whole;
-    int gather = d == 0;
-    if (rank == 0) gpt_create(&whole, &cfg, &host, a.seed);
-    if (gather)
-        for (int l = 0; l < L2; l++) {
-            size_t n = gpt_layer_size(&cfg, l);
-            int owner = layer_stage[l];
-            if (owner == 0 && s == 0) {
-                device_to_host(mem.dev, whole.params[l], st.params[l], n * sizeof(float));
-            } else if (s == owner) {
-                DistP2p send = {.send = 1, .peer = 0, .buf = st.params[l], .n = n, .tag = l};
-                dist_p2p(&pipe, &send, 1);
-            } else if (s == 0) {
-                float *tmp = mem_alloc_floats(&mem, MEM_COMM, n, "layer on its way to rank 0");
-                DistP2p recv = {.send = 0, .peer = owner, .buf = tmp, .n = n, .tag = l};
-                dist_p2p(&pipe, &recv, 1);
-                device_to_host(mem.dev, whole.params[l], tmp, n * sizeof(float));
-                mem_free(&mem, tmp);
-            }
-        }
-    uint64_t whole_hash = rank == 0 ? gpt_param_hash(&whole) : 0;
+    uint64_t whole_hash = gather_whole_model(&whole, &host, &st, &cfg, mem, &pipe, s, d, rank, layer_stage, a.seed);
     if (a.save && rank == 0) {
         train_save_weights(&whole, a.save);
-        runlog_printf(&log, "weights: saved to %s\n", a.save);
+        runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     char extra[256];
     snprintf(extra, sizeof extra,
              "\"schedule\":\"%s\",\"stages\":%d,\"micro\":%d,\"chunks\":%d,\"dp\":%d,\"bubble\":{\"formula\":%.6f,"
              "\"logical\":%.6f,\"measured\":%.6f}",
-             schedule_names[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), logical_bubble,
-             measured_sum / steps_run);
-    train_finish(&log, &a, &tally, tokens_per_step, floor, N, whole_hash, mem_peak(&mem), extra);
+             schedule_names[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), tl.bubble, measured);
+    lab_finish(&L, whole_hash, extra);
 
-    dist_barrier(&dist.world_group);
-    dist_destroy(&dist);
     if (rank == 0) gpt_destroy(&whole);
     mem_destroy(&host);
-    for (int t = 0; t < pp.p; t++) free(all_ops[t]), free(start[t]);
-    free(all_ops), free(start), free(sq), free(sq_all), free(layer_stage), free(records), free(tokens), free(targets);
-    free(run.out), free(run.acts);
-    sb_free(&config), sb_free(&lab);
-    runlog_close(&log);
-    mem_free(&mem, x.scratch);
-    mem_free(&mem, x.dx);
-    stage_destroy(&st, &mem);
-    mem_destroy(&mem);
-    device_close(&dev);
-    corpus_free(&corpus);
+    timeline_free(&tl, &pp);
+    free(layer_stage), free(tokens), free(targets), free(run.out), free(run.acts);
+    mem_free(mem, x.scratch);
+    mem_free(mem, x.dx);
+    stage_destroy(&st, mem);
+    lab_close(&L);
     return 0;
 }

@@ -391,6 +391,27 @@ static void tp_ckpt_pieces(DcpState *s, TpCkpt *k, const GptConfig *c, int part,
 // Training
 // ---------------------------------------------------------------------------------------
 
+// A step event's own fields: the mesh, the step's collectives by kind (f and g in the blocks,
+// the replicated gradients' sums, the replicas'), the bytes of this rank's parameters, its
+// slices' hash, and at the last step the whole model's.
+static void step_fields(char *out, size_t n, const Tp *tp, int dp, const TpCount *rep, const TpCount *dpc, int last,
+                        uint64_t model_hash) {
+    uint64_t split_bytes = 0, rep_bytes = 0;
+    for (int l = 0; l < tp->nlayers; l++) split_bytes += 4 * tp->split_n[l], rep_bytes += 4 * tp->rep_n[l];
+    char whole[48] = "";
+    if (last) snprintf(whole, sizeof whole, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
+    snprintf(out, n,
+             "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s,"
+             "\"tp_collectives\":{\"all_reduce\":%d,\"reduce_scatter\":%d,\"all_gather\":%d,\"bytes\":%llu},"
+             "\"replicated_grad_all_reduces\":%d,\"replicated_grad_bytes\":%llu,\"dp_all_reduces\":%d,"
+             "\"dp_bytes\":%llu,\"split_param_bytes\":%llu,\"replicated_param_bytes\":%llu,\"shard_hash\":\"%016llx\"%s",
+             tp->t, dp, tp->sp ? "true" : "false", tp->vp ? "true" : "false", tp->model.calls[TP_ALL_REDUCE],
+             tp->model.calls[TP_REDUCE_SCATTER], tp->model.calls[TP_ALL_GATHER], (unsigned long long)tp->model.bytes,
+             rep->calls[TP_ALL_REDUCE], (unsigned long long)rep->bytes, dpc->calls[TP_ALL_REDUCE],
+             (unsigned long long)dpc->bytes, (unsigned long long)split_bytes, (unsigned long long)rep_bytes,
+             (unsigned long long)tp_hash(tp, 1), whole);
+}
+
 int main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
@@ -470,8 +491,6 @@ int main(int argc, char **argv) {
     snprintf(L.saver.layout, sizeof L.saver.layout, "tp: %d replica(s) x %d tensor-parallel rank(s); the group's parts "
              "gathered into whole units, each rank a 1/N chunk", dp, t);
 
-    uint64_t split_bytes = 0, rep_bytes = 0;
-    for (int l = 0; l < tp.nlayers; l++) split_bytes += 4 * tp.split_n[l], rep_bytes += 4 * tp.rep_n[l];
     Batch batch = {&L.corpus, &a, d * per_replica, per_replica};
     uint64_t model_hash = 0;
     Mem host;
@@ -526,18 +545,8 @@ int main(int argc, char **argv) {
 
         int64_t t1 = runlog_now_us();
         double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)tp.comm_us / 1000.0;
-        char extra[768], last[48] = "";
-        if (step == a.steps) snprintf(last, sizeof last, ",\"model_hash\":\"%016llx\"", (unsigned long long)model_hash);
-        snprintf(extra, sizeof extra,
-                 "\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s,"
-                 "\"tp_collectives\":{\"all_reduce\":%d,\"reduce_scatter\":%d,\"all_gather\":%d,\"bytes\":%llu},"
-                 "\"replicated_grad_all_reduces\":%d,\"replicated_grad_bytes\":%llu,\"dp_all_reduces\":%d,"
-                 "\"dp_bytes\":%llu,\"split_param_bytes\":%llu,\"replicated_param_bytes\":%llu,\"shard_hash\":\"%016llx\"%s",
-                 t, dp, sp ? "true" : "false", vp ? "true" : "false", tp.model.calls[TP_ALL_REDUCE],
-                 tp.model.calls[TP_REDUCE_SCATTER], tp.model.calls[TP_ALL_GATHER], (unsigned long long)tp.model.bytes,
-                 rep_count.calls[TP_ALL_REDUCE], (unsigned long long)rep_count.bytes, dp_count.calls[TP_ALL_REDUCE],
-                 (unsigned long long)dp_count.bytes, (unsigned long long)split_bytes, (unsigned long long)rep_bytes,
-                 (unsigned long long)tp_hash(&tp, 1), last);
+        char extra[768];
+        step_fields(extra, sizeof extra, &tp, dp, &rep_count, &dp_count, step == a.steps, model_hash);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)per_replica * a.seq,
                           .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms, .bytes_sent = sent,
                           .bytes_recv = recv, .param_hash = tp_hash(&tp, 0), .extra = extra};
