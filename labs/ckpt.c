@@ -231,11 +231,8 @@ int main(int argc, char **argv) {
     if (broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: checkpointed blocks are not recomputed\n");
 
     Gpt model;
-    gpt_create(&model, &cfg, &L.mem, a.seed);
-    if (a.init) train_load_weights(&model, a.init);
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
-    gpt_adamw_create(&adam, &model, &a);
+    lab_replica_create(&L, &model, &adam);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
     ckpt_acts_alloc(&acts, &cfg, micro, &policy, &L.mem);
@@ -296,18 +293,14 @@ int main(int argc, char **argv) {
                         records[i].tag : -1, records[i].t0_us, records[i].t1_us, records[i].bytes_sent);
 
         // 3. The same AdamW step on every rank.
-        int64_t t_opt = runlog_now_us();
-        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
-        int64_t t1 = runlog_now_us();
-        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
+        double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
         if (step == first_step)  // the step's peak: the saved activations plus the pass's workspace (mem.formula grades it)
             runlog_self_check(log, "acts.peak_in_step_1", (double)mem_peak_in(&L.mem, MEM_ACTS) == acts_bytes + W,
                               (double)mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W,
                               "the pass held %zu bytes of activations at its peak, the policy's formula and the pass's "
                               "workspace are %.0f", mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W);
-        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[256];
         snprintf(extra, sizeof extra,
                  "\"policy\":\"%s\",\"recomputed_blocks\":%d,\"recompute_ms\":%.3f,"
@@ -321,10 +314,7 @@ int main(int argc, char **argv) {
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    if (a.save && rank == 0) {
-        train_save_weights(&model, a.save);
-        runlog_printf(log, "weights: saved to %s\n", a.save);
-    }
+    lab_replica_save(&L, &model);
     char extra[96];
     snprintf(extra, sizeof extra, "\"policy\":\"%s\",\"recomputed_blocks\":%d", policy.name, policy.recomputed);
     lab_finish(&L, gpt_param_hash(&model), extra);

@@ -45,6 +45,7 @@
 #include "check.h"
 #include "dist.h"
 #include "json.h"
+#include "lab.h"
 #include "rng.h"
 #include "runlog.h"
 
@@ -278,7 +279,7 @@ int main(int argc, char **argv) {
     check_set_context(who);
     RunLog log;
     char run_dir[3072];
-    dist_run_dir(&d, o.run_dir, PROG, run_dir, sizeof run_dir);
+    lab_run_dir(&d, o.run_dir, PROG, run_dir, sizeof run_dir);
     runlog_open(&log, PROG, d.rank, d.world, run_dir);
 
     StrBuf config, rows_json, summary;

@@ -243,13 +243,10 @@ int main(int argc, char **argv) {
     RunLog *log = &L.log;
     GptConfig cfg = L.cfg;
 
+    // DDP's first step: every replica starts from rank 0's weights (the harness broadcasts them).
     Gpt model;
-    gpt_create(&model, &cfg, &L.mem, a.seed);
-    if (a.init) train_load_weights(&model, a.init);
-    // DDP's first step: every replica starts from rank 0's weights.
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
-    gpt_adamw_create(&adam, &model, &a);
+    lab_replica_create(&L, &model, &adam);
     int per_rank = a.batch / N, micro = per_rank / a.accum;
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
@@ -313,13 +310,9 @@ int main(int argc, char **argv) {
         double loss = loss_total / L.tokens_per_step;
 
         // 4. The same update on every rank, from the same gradient: the replicas stay equal.
-        int64_t t_opt = runlog_now_us();
-        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
-        int64_t t1 = runlog_now_us();
-        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
+        double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[160];
         snprintf(extra, sizeof extra, "\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d",
                  (unsigned long long)grad_sent, sync.buckets.n);
@@ -331,10 +324,7 @@ int main(int argc, char **argv) {
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    if (a.save && rank == 0) {
-        train_save_weights(&model, a.save);
-        runlog_printf(log, "weights: saved to %s\n", a.save);
-    }
+    lab_replica_save(&L, &model);
     char extra[96];
     snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
     lab_finish(&L, gpt_param_hash(&model), extra);

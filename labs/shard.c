@@ -443,11 +443,8 @@ int main(int argc, char **argv) {
 
     // The model, replicated as in DDP: every replica starts from rank 0's weights.
     Gpt model;
-    gpt_create(&model, &cfg, &L.mem, a.seed);
-    if (a.init) train_load_weights(&model, a.init);
-    for (int l = 0; l < model.nlayers; l++) dist_broadcast(&L.dist.world_group, model.params[l], gpt_layer_size(&cfg, l), 0);
     GptAdamW adam;
-    gpt_adamw_create(&adam, &model, &a);
+    lab_replica_create(&L, &model, &adam);
     int micro = ld.per_rank / a.accum;
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
@@ -513,13 +510,9 @@ int main(int argc, char **argv) {
         log_comm_spans(log, &L.dist, L.records, step);
 
         // 3. The same update on every replica.
-        int64_t t_opt = runlog_now_us();
-        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
-        int64_t t1 = runlog_now_us();
-        runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
+        double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(t1 - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[512];
         snprintf(extra, sizeof extra,
                  "\"data\":{\"strategy\":\"%s\",\"held\":%llu,\"recv\":%llu,\"sent\":%llu,"
@@ -543,10 +536,7 @@ int main(int argc, char **argv) {
 
     report_data(log, &ld, &L.dist.world_group, strategy_name, (double)ld.held, moved_recv / steps_run, moved_sent / steps_run);
 
-    if (a.save && rank == 0) {
-        train_save_weights(&model, a.save);
-        runlog_printf(log, "weights: saved to %s\n", a.save);
-    }
+    lab_replica_save(&L, &model);
     char summary[160];
     snprintf(summary, sizeof summary, "\"strategy\":\"%s\",\"items\":%lld,\"held\":%llu", strategy_name, (long long)ld.D,
              (unsigned long long)ld.held);

@@ -63,13 +63,9 @@ int main(int argc, char **argv) {
     // through the counting allocator.
     GptConfig cfg = L.cfg;
     Gpt model;
-    gpt_create(&model, &cfg, &L.mem, a.seed);
-    if (a.init) {
-        train_load_weights(&model, a.init);
-        runlog_printf(&L.log, "weights: loaded from %s\n", a.init);
-    }
     GptAdamW adam;
-    gpt_adamw_create(&adam, &model, &a);
+    lab_replica_create(&L, &model, &adam);
+    if (a.init) runlog_printf(&L.log, "weights: loaded from %s\n", a.init);
     int micro = a.batch / a.accum;  // sequences per micro-batch
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
@@ -107,13 +103,9 @@ int main(int argc, char **argv) {
         double loss = loss_sum / L.tokens_per_step;
 
         // Clip the global gradient norm, then one AdamW step per layer buffer.
-        int64_t t_opt = runlog_now_us();
-        double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = train_clip_and_update(&model, &adam, a.clip, lr, step);
-        int64_t t1 = runlog_now_us();
-        runlog_span(&L.log, step, "optim", -1, -1, t_opt, t1, 0);
+        double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(t1 - L.t0_us) / 1000.0;
+        double ms = (double)(L.t1_us - L.t0_us) / 1000.0;
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm,
                           .tokens = (int64_t)L.tokens_per_step, .ms_work = ms, .ms_compute = ms,
                           .param_hash = gpt_param_hash(&model)};
@@ -121,10 +113,7 @@ int main(int argc, char **argv) {
     }
     dcp_state_free(&state);
 
-    if (a.save) {
-        train_save_weights(&model, a.save);
-        runlog_printf(&L.log, "weights: saved to %s\n", a.save);
-    }
+    lab_replica_save(&L, &model);
     lab_finish(&L, gpt_param_hash(&model), NULL);
     gpt_adamw_destroy(&adam);
     gpt_acts_free(&acts, &L.mem);

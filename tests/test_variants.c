@@ -122,8 +122,8 @@ static const Variant VARIANTS[] = {
      "if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;",
      "if ((m = piece(n, p, mod(r - k, p), i, &off)) == 0) continue;", "ddp", "ddp",
      "*=replicas.equal,loss.reference,grads.reference", NULL, NULL},
-    {"DDP without gradient averaging", "ddp.c", "(float)(1.0 / tokens_per_step), &spans,",
-     "(float)(1.0 * N / tokens_per_step), &spans,", "ddp", "ddp", "*=grads.reference", "ddp-accum",
+    {"DDP without gradient averaging", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
+     "(float)(1.0 * N / L.tokens_per_step), &spans,", "ddp", "ddp", "*=grads.reference", "ddp-accum",
      "*=loss.reference,grads.reference"},
     {"ZeRO's shard one element too long", "zero/sharded.c",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;",
@@ -158,8 +158,8 @@ static const Variant VARIANTS[] = {
      "fsdp", "fsdp", "*=mem.formula", NULL, NULL},
 
     // ---- a mistake in an option: only the configuration that runs it catches it --------------
-    {"--accum: each micro-batch's loss weighted as a whole batch's", "ddp.c", "(float)(1.0 / tokens_per_step), &spans,",
-     "(float)(a.accum / tokens_per_step), &spans,", "ddp", "ddp", "ddp-accum=grads.reference", NULL, NULL},
+    {"--accum: each micro-batch's loss weighted as a whole batch's", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
+     "(float)(a.accum / L.tokens_per_step), &spans,", "ddp", "ddp", "ddp-accum=grads.reference", NULL, NULL},
     {"--accum: rank r's sequences start at r x the micro-batch, not r x its share", "ddp.c",
      "step, rank * per_rank, per_rank,", "step, rank * micro, per_rank,", "ddp", "ddp",
      "ddp-accum=loss.reference,grads.reference", NULL, NULL},
@@ -211,10 +211,10 @@ static const Variant VARIANTS[] = {
      "            mem_free(f->mem, g32);",
      "fsdp", "fsdp", "*=comm.bytes", NULL, NULL},
     {"ZeRO all-reducing the loss once more, to see that the ranks agree (the sum unused)", "zero.c",
-     "        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;\n",
-     "        double loss = dist_sum_over_ranks(&dist.world_group, loss_sum) / tokens_per_step;\n"
+     "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n",
+     "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n"
      "        float agree[1] = {(float)loss};\n"
-     "        dist_all_reduce(&dist.world_group, agree, 1);\n",
+     "        dist_all_reduce(&L.dist.world_group, agree, 1);\n",
      "zero", "zero", "*=comm.bytes", NULL, NULL},
 };
 

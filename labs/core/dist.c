@@ -1,5 +1,6 @@
-// dist.c — see dist.h: joining the run, groups, choosing an algorithm, asynchronous calls
-// on a communication thread, and the bookkeeping of bytes and spans.
+// dist.c — see dist.h: the rank's environment, joining the run through its backend
+// (dist_backend.h: dist_shm.c, dist_nccl.c), groups, asynchronous calls on a communication
+// thread, and the bookkeeping of bytes and spans.
 #include "dist.h"
 
 #include <errno.h>
@@ -8,8 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algos.h"
 #include "check.h"
+#include "dist_backend.h"
+#include "gpu.h"
 #include "runlog.h"
 
 const char *dist_coll_name(DistColl c) {
@@ -92,7 +94,7 @@ DistEnv dist_env(const char *lab) {
     return e;
 }
 
-static void on_die(const char *msg, void *arg) {
+void dist_on_die(const char *msg, void *arg) {
     Dist *d = arg;
     char line[600], own[32];
     // Most messages already begin "rank N: "; the abort record names the rank once.
@@ -100,92 +102,24 @@ static void on_die(const char *msg, void *arg) {
     if (strncmp(msg, own, strlen(own)) == 0) snprintf(line, sizeof line, "%s", msg);
     else snprintf(line, sizeof line, "%s%s", own, msg);
     dist_abort(d, line);
-    // Rank 0 made the name and dies before everyone mapped it: nobody else would remove it.
-    if (d->shm.created) shm_remove(d->shm.name), d->shm.created = 0;
 }
 
-static long master_port(void) { return env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500); }
+long dist_master_port(void) { return env_long((const char *const[]){"MASTER_PORT", NULL}, 1, 65535, 29500); }
 
 // What names this run's shared memory when no launcher made it: MASTER_PORT, else the job
 // that mpirun or srun started (every rank of a job sees the same id), else the default port.
-static void job_key(char *out, size_t n) {
+void dist_job_key(char *out, size_t n) {
     static const char *const jobs[] = {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", NULL};
     const char *port = getenv("MASTER_PORT"), *which = NULL;
     const char *v = port && *port ? NULL : first_env(jobs, &which);
     if (!v) {
-        snprintf(out, n, "%ld", master_port());
+        snprintf(out, n, "%ld", dist_master_port());
         return;
     }
     const char *step = strcmp(which, "SLURM_JOB_ID") == 0 ? getenv("SLURM_STEP_ID") : NULL;
     snprintf(out, n, "%s%s%s", v, step ? "." : "", step ? step : "");
     for (char *c = out; *c; c++)
         if (*c == '/') *c = '_';  // a shm name has one slash, at the start
-}
-
-// A descriptor number from SHARDLAB_SHM_FD, or -1 when it is not set.
-static int launcher_shm_fd(void) {
-    const char *v = getenv("SHARDLAB_SHM_FD");
-    if (!v || !*v) return -1;
-    char *end;
-    errno = 0;
-    long fd = strtol(v, &end, 10);
-    if (errno || *end || fd < 3 || fd > 65535)
-        die("SHARDLAB_SHM_FD is set by 'shardlab run' for its ranks; unset it", "SHARDLAB_SHM_FD=%s is not a descriptor", v);
-    return (int)fd;
-}
-
-static void join_shm(Dist *d, const char *lab) {
-    if (d->local_world != d->world)
-        die("run every rank on one machine, or give each rank its own GPU (NCCL reaches other machines)",
-            "%s: the shm backend needs all %d ranks on one machine, but LOCAL_WORLD_SIZE=%d", lab, d->world,
-            d->local_world);
-    // The memory (shm.h says why two ways): 'shardlab run' made it without a name and we
-    // inherited it (SHARDLAB_SHM_FD); ranks started some other way (mpirun, srun, a shell)
-    // meet at a name from their job's key, rank 0 creating it.
-    int fd = launcher_shm_fd();
-    if (fd >= 0) {
-        shm_attach_fd(&d->shm, fd, d->rank, d->world, d->timeout_s);
-        check_on_die(on_die, d);
-        return;
-    }
-    const char *name = getenv("SHARDLAB_SHM");
-    char own[96], key[48];
-    int create = 0;
-    if (!name || !*name) {
-        job_key(key, sizeof key);
-        snprintf(own, sizeof own, "/shardlab-%d-%.40s", (int)getuid(), key);
-        name = own;
-        create = d->rank == 0;
-    }
-    if (name[0] != '/' || strlen(name) >= sizeof d->shm.name || strchr(name + 1, '/'))
-        die("SHARDLAB_SHM names a segment in /dev/shm, e.g. /shardlab-job1; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
-    shm_attach(&d->shm, name, d->rank, d->world, d->timeout_s, create);
-    check_on_die(on_die, d);
-    // Everyone is here; the name can go: the memory stays while mapped and vanishes with
-    // the last rank, however the run ends.
-    dist_barrier(&d->world_group);
-    if (d->rank == 0) shm_remove(name), d->shm.created = 0;
-}
-
-// NCCL finds its peers through NCCL_COMM_ID=host:port (rank 0 listens there); torchrun's
-// MASTER_ADDR and MASTER_PORT name it unless NCCL_COMM_ID is already set.
-static void join_nccl(Dist *d, const char *lab) {
-    if (!getenv("NCCL_COMM_ID") || !*getenv("NCCL_COMM_ID")) {
-        const char *addr = getenv("MASTER_ADDR");
-        char id[300];
-        snprintf(id, sizeof id, "%s:%ld", addr && *addr ? addr : "127.0.0.1", master_port());
-        setenv("NCCL_COMM_ID", id, 1);
-    }
-    unsigned char uid[CUDA_NCCL_ID_BYTES];
-    char err[512];
-    if (cuda_nccl_unique_id(uid, err, sizeof err) != 0)
-        die("check NCCL_COMM_ID (host:port of rank 0) or MASTER_ADDR/MASTER_PORT", "%s rank %d: %s", lab, d->rank, err);
-    d->nccl = cuda_nccl_init(uid, d->world, d->rank, d->timeout_s, err, sizeof err);
-    if (!d->nccl)
-        die("every rank must start, with the same WORLD_SIZE and NCCL_COMM_ID; NCCL_DEBUG=WARN says more",
-            "%s rank %d: NCCL could not make the communicator of %d ranks: %s", lab, d->rank, d->world, err);
-    d->world_group.nccl = d->nccl;
-    check_on_die(on_die, d);
 }
 
 void dist_init(Dist *d, const char *lab, const Device *dev) {
@@ -209,7 +143,10 @@ void dist_init(Dist *d, const char *lab, const Device *dev) {
 
     // A GPU of its own: NCCL (a world of one too, so the GPU path is the same at N=1).
     // The CPU, or a GPU shared with other ranks (NCCL refuses two ranks on one GPU): shm.
-    d->backend = d->dev->kind == DEVICE_CUDA && !d->dev->shared ? "nccl" : "shm";
+    d->be = d->dev->kind != DEVICE_CUDA ? &dist_shm_backend
+          : d->dev->shared              ? &dist_shm_staged_backend
+                                        : &dist_nccl_backend;
+    d->backend = d->be->name;
     d->algo = DIST_ALGO_AUTO;
     d->direct_max_bytes = 64 * 1024;
     int all[DIST_MAX_RANKS];
@@ -217,13 +154,11 @@ void dist_init(Dist *d, const char *lab, const Device *dev) {
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->cond, NULL);
     dist_group(d, &d->world_group, all, d->world);
-    if (strcmp(d->backend, "nccl") == 0) join_nccl(d, lab);
-    else if (d->world > 1) join_shm(d, lab);
+    d->be->join(d, lab);
 }
 
 void dist_abort(Dist *d, const char *msg) {
-    if (d->nccl) cuda_nccl_abort(d->nccl);  // peers' NCCL calls then fail instead of waiting
-    else shm_abort(&d->shm, msg);
+    if (d->be) d->be->abort(d, msg);
 }
 
 static void drain_queue(Dist *d);
@@ -237,12 +172,8 @@ void dist_destroy(Dist *d) {
         pthread_mutex_unlock(&d->lock);
         pthread_join(d->thread, NULL);
     }
-    if (d->world > 1 || d->nccl) check_forget_die(on_die, d);
-    if (d->nccl) cuda_nccl_destroy(d->nccl);
-    shm_detach(&d->shm);
-    free(d->stage_host);
-    for (int i = 0; i < 4; i++)
-        if (d->stage_dev[i]) cuda_free(d->stage_dev[i]);
+    if (d->world > 1 || d->nccl) check_forget_die(dist_on_die, d);
+    if (d->be) d->be->destroy(d);
     free(d->records);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->cond);
@@ -266,35 +197,12 @@ void dist_group(Dist *d, DistGroup *g, const int *world_ranks, int size) {
         if (world_ranks[i] == d->rank) g->rank = i;
     }
     if (g->rank < 0) die("build only the groups this rank belongs to", "rank %d is not in the group it builds", d->rank);
-    if (!d->nccl) return;
-    // NCCL: a communicator of the group's ranks, split from the world's. ncclCommSplit is a
-    // collective over the whole world: every rank builds its groups in the same order.
-    if (size == d->world) {
-        g->nccl = d->nccl;
-        return;
-    }
-    int color = world_ranks[0];
-    for (int i = 1; i < size; i++) color = world_ranks[i] < color ? world_ranks[i] : color;
-    char err[512];
-    g->nccl = cuda_nccl_split(d->nccl, color, g->rank, d->timeout_s, err, sizeof err);
-    if (!g->nccl)
-        die("every rank must build its groups in the same order", "rank %d: ncclCommSplit for a group of %d: %s",
-            d->rank, size, err);
+    if (d->be && d->be->group) d->be->group(d, g);
 }
 
 // ---------------------------------------------------------------------------------------
 // Running one call: pick the algorithm, time it, count its bytes
 // ---------------------------------------------------------------------------------------
-
-// A call's buffer in the 4-byte words the shm algorithms move (algos.h): n floats, or n/2
-// words of two bf16s each (the bf16 entry points made sure n is even).
-static size_t work_words(const DistWork *w) { return w->dtype == DIST_BF16 ? w->n / 2 : w->n; }
-
-static int use_direct(const Dist *d, const DistWork *w) {
-    if (d->algo == DIST_ALGO_DIRECT) return 1;
-    if (d->algo == DIST_ALGO_RING) return 0;
-    return work_words(w) * sizeof(float) <= d->direct_max_bytes;
-}
 
 // Copies n floats (or words) wherever they are (host or GPU).
 static void copy_floats(const Dist *d, float *dst, const float *src, size_t n) {
@@ -309,7 +217,7 @@ static const char *run_alone(Dist *d, DistWork *w) {
     case DIST_REDUCE_SCATTER:
     case DIST_ALL_GATHER:
     case DIST_REDUCE:
-        copy_floats(d, w->out, w->in, work_words(w));
+        copy_floats(d, w->out, w->in, dist_work_words(w));
         break;
     case DIST_SEND:
     case DIST_RECV:
@@ -321,52 +229,8 @@ static const char *run_alone(Dist *d, DistWork *w) {
     return "local";
 }
 
-// The algorithms see n words and the dtype, which only the additions need.
-static const char *run_shm(Dist *d, DistWork *w) {
-    Shm *s = &d->shm;
-    DistGroup *g = w->group;
-    DistDtype t = w->dtype;
-    const float *in = w->in;
-    float *out = w->out;
-    size_t n = work_words(w);
-    int direct = use_direct(d, w);
-    switch (w->coll) {
-    case DIST_ALL_REDUCE:
-        if (direct) direct_all_reduce(s, g, t, out, n);
-        else ring_all_reduce(s, g, t, out, n);
-        break;
-    case DIST_REDUCE_SCATTER:
-        if (direct) direct_reduce_scatter(s, g, t, in, out, n);
-        else ring_reduce_scatter(s, g, t, in, out, n);
-        break;
-    case DIST_ALL_GATHER:
-        if (direct) direct_all_gather(s, g, in, out, n);
-        else ring_all_gather(s, g, in, out, n);
-        break;
-    case DIST_BROADCAST:
-        if (direct) direct_broadcast(s, g, out, n, w->peer);
-        else chain_broadcast(s, g, out, n, w->peer);
-        return direct ? "direct" : "chain";
-    case DIST_REDUCE:
-        if (direct) direct_reduce(s, g, t, in, out, n, w->peer);
-        else chain_reduce(s, g, t, in, out, n, w->peer);
-        return direct ? "direct" : "chain";
-    case DIST_SEND:
-        p2p_send(s, g, in, n, w->peer);
-        return "p2p";
-    case DIST_RECV:
-        p2p_recv(s, g, out, n, w->peer);
-        return "p2p";
-    case DIST_BARRIER:
-        direct_barrier(s, g);
-        return "dissemination";
-    }
-    return direct ? "direct" : "ring";
-}
-
-// How many words (floats, or pairs of bf16s) of in and out a call reads and writes on this rank.
-static void call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
-    size_t off, chunk, n = work_words(w);
+void dist_call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
+    size_t off, chunk, n = dist_work_words(w);
     dist_chunk(n, w->group->size, w->group->rank, &off, &chunk);
     *in_len = *out_len = 0;
     switch (w->coll) {
@@ -378,150 +242,6 @@ static void call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
     case DIST_RECV: *out_len = n; break;
     case DIST_BARRIER: break;
     }
-}
-
-// Ranks that share a GPU talk through host memory: a call on GPU buffers runs the shm
-// algorithm on host copies (in and out side by side in one staging buffer, counted in words,
-// so a bf16 call stages 2 bytes per element).
-static const char *run_shm_staged(Dist *d, DistWork *w) {
-    size_t in_len, out_len;
-    call_lengths(w, &in_len, &out_len);
-    int in_dev = w->in && cuda_is_device_ptr(w->in), out_dev = w->out && cuda_is_device_ptr(w->out);
-    if (!in_dev && !out_dev) return run_shm(d, w);
-    if (d->stage_host_n < in_len + out_len) {
-        d->stage_host = realloc_check(d->stage_host, (in_len + out_len) * sizeof(float));
-        d->stage_host_n = in_len + out_len;
-    }
-    DistWork h = *w;
-    int in_place = w->in == w->out;
-    if (in_dev) {
-        h.in = d->stage_host;
-        cuda_copy(d->stage_host, w->in, in_len * sizeof(float));
-    }
-    if (out_dev) h.out = in_place ? d->stage_host : d->stage_host + in_len;
-    const char *algo = run_shm(d, &h);
-    if (out_dev && out_len) cuda_copy(w->out, h.out, out_len * sizeof(float));
-    return algo;
-}
-
-// A device buffer of at least n floats, one of four (kept and grown between calls).
-static float *stage_dev(Dist *d, int slot, size_t n) {
-    if (d->stage_dev_n[slot] < n) {
-        if (d->stage_dev[slot]) cuda_free(d->stage_dev[slot]);
-        d->stage_dev[slot] = cuda_alloc(n * sizeof(float));
-        if (!d->stage_dev[slot])
-            die("lower --batch or --bucket-mb", "rank %d: out of GPU memory staging %zu floats for NCCL", d->rank, n);
-        d->stage_dev_n[slot] = n;
-    }
-    return d->stage_dev[slot];
-}
-
-// Until every call queued on the group's communicator is done (or the deadline passes).
-static void nccl_wait(Dist *d, DistWork *w) {
-    char err[512];
-    if (cuda_nccl_wait(w->group->nccl, d->timeout_s, err, sizeof err) != 0)
-        die("a rank is stuck or failed; its log says why", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
-}
-
-// n counts elements of the call's dtype.
-static void nccl_call(Dist *d, DistWork *w, CudaNcclOp op, const void *in, void *out, size_t n, int peer) {
-    char err[512];
-    CudaNcclType type = w->dtype == DIST_BF16 ? CUDA_NCCL_BF16 : CUDA_NCCL_F32;
-    if (cuda_nccl_call(w->group->nccl, op, type, in, out, n, peer, err, sizeof err) != 0)
-        die("NCCL_DEBUG=WARN says more", "rank %d: %s: %s", d->rank, dist_coll_name(w->coll), err);
-}
-
-// The bytes a ring (or chain) moves for this call on this rank: NCCL does not report what it
-// sent, so the record carries the algorithm's count, the same one the shm backend measures.
-static void ring_bytes(const DistWork *w, uint64_t *sent, uint64_t *recv) {
-    int p = w->group->size, r = w->group->rank;
-    size_t off, mine, prev, next, n = w->n;
-    dist_chunk(n, p, r, &off, &mine);
-    dist_chunk(n, p, (r + p - 1) % p, &off, &prev);
-    dist_chunk(n, p, (r + 1) % p, &off, &next);
-    int q = (r - w->peer + p) % p;  // place in a chain from the root
-    size_t s = 0, v = 0;
-    switch (w->coll) {
-    case DIST_ALL_REDUCE: s = (n - mine) + (n - next), v = (n - prev) + (n - mine); break;
-    case DIST_REDUCE_SCATTER: s = n - mine, v = n - prev; break;
-    case DIST_ALL_GATHER: s = n - next, v = n - mine; break;
-    case DIST_BROADCAST: s = q < p - 1 ? n : 0, v = q > 0 ? n : 0; break;
-    case DIST_REDUCE: s = q > 0 ? n : 0, v = q != 1 ? n : 0; break;
-    case DIST_SEND: s = n; break;
-    case DIST_RECV: v = n; break;
-    case DIST_BARRIER: break;
-    }
-    size_t elem = w->dtype == DIST_BF16 ? sizeof(bf16) : sizeof(float);
-    *sent = s * elem, *recv = v * elem;
-}
-
-// One GPU per rank: the call on NCCL's stream, then a wait with the deadline. Host buffers are
-// staged through the GPU (lengths in words, as the shm path); uneven chunks (n not a multiple
-// of the group's size, which NCCL's reduce-scatter and all-gather do not take) are padded to
-// equal ones. bf16 calls always have even chunks, so only float calls are ever padded.
-static const char *run_nccl(Dist *d, DistWork *w) {
-    DistGroup *g = w->group;
-    int p = g->size, r = g->rank;
-    size_t in_len, out_len, n = w->n, m = (n + (size_t)p - 1) / (size_t)p;
-    call_lengths(w, &in_len, &out_len);
-    const float *in = w->in;
-    float *out = w->out;
-    int out_host = out && out_len && !cuda_is_device_ptr(out);
-    if (in && in_len && !cuda_is_device_ptr(in)) {
-        float *s = stage_dev(d, 0, in_len);
-        cuda_copy(s, in, in_len * sizeof(float));
-        in = s;
-    }
-    if (out_host) out = w->in == w->out ? (float *)in : stage_dev(d, 1, out_len);
-    if (!out && w->coll == DIST_REDUCE) out = stage_dev(d, 1, n);  // not the root: NCCL still wants a buffer
-    size_t off, len;
-    switch (w->coll) {
-    case DIST_ALL_REDUCE: nccl_call(d, w, CUDA_NCCL_ALL_REDUCE, in, out, n, 0); break;
-    case DIST_BROADCAST: nccl_call(d, w, CUDA_NCCL_BROADCAST, out, out, n, w->peer); break;
-    case DIST_REDUCE: nccl_call(d, w, CUDA_NCCL_REDUCE, in, out, n, w->peer); break;
-    case DIST_SEND: nccl_call(d, w, CUDA_NCCL_SEND, in, NULL, n, w->peer); break;
-    case DIST_RECV: nccl_call(d, w, CUDA_NCCL_RECV, NULL, out, n, w->peer); break;
-    case DIST_BARRIER: nccl_call(d, w, CUDA_NCCL_ALL_REDUCE, stage_dev(d, 2, 1), stage_dev(d, 2, 1), 1, 0); break;
-    case DIST_REDUCE_SCATTER:
-        if (n % (size_t)p == 0) {
-            nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, in, out, n, 0);
-            break;
-        }
-        {   // chunk c at c*m, zeros after it; reduce-scatter p*m floats; keep our chunk's part
-            float *padded = stage_dev(d, 2, (size_t)p * m), *mine = stage_dev(d, 3, m);
-            cuda_memset0(padded, (size_t)p * m * sizeof(float));
-            for (int c = 0; c < p; c++) {
-                dist_chunk(n, p, c, &off, &len);
-                cuda_copy(padded + (size_t)c * m, in + off, len * sizeof(float));
-            }
-            nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, padded, mine, (size_t)p * m, 0);
-            nccl_wait(d, w);
-            dist_chunk(n, p, r, &off, &len);
-            cuda_copy(out, mine, len * sizeof(float));
-        }
-        break;
-    case DIST_ALL_GATHER:
-        if (n % (size_t)p == 0) {
-            nccl_call(d, w, CUDA_NCCL_ALL_GATHER, in, out, n, 0);
-            break;
-        }
-        {   // each rank's chunk padded to m floats; gather p*m; close the gaps
-            float *mine = stage_dev(d, 3, m), *all = stage_dev(d, 2, (size_t)p * m);
-            dist_chunk(n, p, r, &off, &len);
-            cuda_memset0(mine, m * sizeof(float));
-            cuda_copy(mine, in, len * sizeof(float));
-            nccl_call(d, w, CUDA_NCCL_ALL_GATHER, mine, all, (size_t)p * m, 0);
-            nccl_wait(d, w);
-            for (int c = 0; c < p; c++) {
-                dist_chunk(n, p, c, &off, &len);
-                cuda_copy(out + off, all + (size_t)c * m, len * sizeof(float));
-            }
-        }
-        break;
-    }
-    nccl_wait(d, w);
-    if (out_host) cuda_copy(w->out, out, out_len * sizeof(float));
-    return "nccl";
 }
 
 // Counts a finished call and keeps its record for dist_drain_records. Call with d->lock held.
@@ -546,18 +266,11 @@ static void run_work(Dist *d, DistWork *w) {
                 (long long)d->calls_started);
         for (;;) pause();
     }
-    uint64_t sent0 = d->shm.bytes_sent, recv0 = d->shm.bytes_recv, sent = 0, recv = 0;
+    uint64_t sent = 0, recv = 0;
     int64_t t0 = runlog_now_us();
-    const char *algo;
-    if (w->group->nccl) {  // a world of one too: the GPU path is the same at N = 1
-        algo = run_nccl(d, w);
-        if (w->group->size > 1) ring_bytes(w, &sent, &recv);
-    } else if (w->group->size == 1) {
-        algo = run_alone(d, w);
-    } else {
-        algo = d->dev->kind == DEVICE_CUDA ? run_shm_staged(d, w) : run_shm(d, w);
-        sent = d->shm.bytes_sent - sent0, recv = d->shm.bytes_recv - recv0;
-    }
+    // The backend's algorithms; a group of one has nothing to exchange (NCCL runs it anyway,
+    // so the GPU path is the same at N = 1).
+    const char *algo = w->group->size > 1 || d->be->one_rank_groups ? d->be->run(d, w, &sent, &recv) : run_alone(d, w);
     w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .dtype = w->dtype, .count = w->n,
                           .issued_us = w->issued_us, .t0_us = t0, .t1_us = runlog_now_us(),
                           .bytes_sent = sent, .bytes_recv = recv};
@@ -680,43 +393,6 @@ void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL,
 // Batched point to point
 // ---------------------------------------------------------------------------------------
 
-// NCCL: one group, so NCCL progresses every send and receive of it together.
-static void p2p_nccl(Dist *d, DistGroup *g, DistP2p *ops, int nops) {
-    char err[512];
-    if (cuda_nccl_group_start(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
-    for (int i = 0; i < nops; i++) {
-        if (ops[i].moved == ops[i].n) continue;
-        if (!cuda_is_device_ptr(ops[i].buf))
-            die("this is a bug in shardlab: batched sends and receives take GPU buffers on NCCL",
-                "rank %d: p2p: a host buffer in a batch", d->rank);
-        DistWork w = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .group = g, .dtype = DIST_F32};
-        if (ops[i].send) nccl_call(d, &w, CUDA_NCCL_SEND, ops[i].buf, NULL, ops[i].n, ops[i].peer);
-        else nccl_call(d, &w, CUDA_NCCL_RECV, NULL, ops[i].buf, ops[i].n, ops[i].peer);
-    }
-    if (cuda_nccl_group_end(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
-    DistWork w = {.coll = DIST_SEND, .group = g};
-    nccl_wait(d, &w);
-    for (int i = 0; i < nops; i++) ops[i].moved = ops[i].n;
-}
-
-// Ranks sharing a GPU: the batch runs on host copies of its buffers, to the end.
-static void p2p_shm_staged(Dist *d, DistGroup *g, DistP2p *ops, int nops) {
-    DistP2p host[DIST_P2P_MAX];
-    size_t moved[DIST_P2P_MAX];
-    for (int i = 0; i < nops; i++) {
-        host[i] = ops[i];
-        moved[i] = ops[i].moved;
-        host[i].buf = malloc_check((ops[i].n ? ops[i].n : 1) * sizeof(float));
-        if (ops[i].send && ops[i].n) cuda_copy(host[i].buf, ops[i].buf, ops[i].n * sizeof(float));
-    }
-    p2p_batch(&d->shm, g, host, moved, nops, nops);
-    for (int i = 0; i < nops; i++) {
-        if (!ops[i].send && ops[i].n) cuda_copy(ops[i].buf, host[i].buf, ops[i].n * sizeof(float));
-        free(host[i].buf);
-        ops[i].moved = ops[i].n;
-    }
-}
-
 // A batch the backends can take: at most DIST_P2P_MAX ops, each with another rank of the group.
 static void check_p2p_batch(const DistGroup *g, const DistP2p *ops, int nops) {
     const Dist *d = g->dist;
@@ -744,16 +420,7 @@ void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
     now = runlog_now_us();
     for (int i = 0; i < nops; i++)
         if (!ops[i].t0_us) ops[i].t0_us = now;
-    if (g->nccl) {
-        p2p_nccl(d, g, ops, nops);
-    } else if (d->dev && d->dev->kind == DEVICE_CUDA) {
-        p2p_shm_staged(d, g, ops, nops);
-    } else {
-        size_t moved[DIST_P2P_MAX];
-        for (int i = 0; i < nops; i++) moved[i] = ops[i].moved;
-        p2p_batch(&d->shm, g, ops, moved, nops, until);
-        for (int i = 0; i < nops; i++) ops[i].moved = moved[i];
-    }
+    d->be->p2p(d, g, ops, nops, until);
     int64_t t1 = runlog_now_us();
     pthread_mutex_lock(&d->lock);
     for (int i = 0; i < nops; i++) {
@@ -849,23 +516,4 @@ void dist_reduce_scatter_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, siz
 void dist_all_gather_bf16_start(DistGroup *g, const bf16 *in, bf16 *out, size_t n, int tag, DistWork *w) {
     check_bf16_call(g, "dist_all_gather_bf16_start", in, out, n);
     start(DIST_ALL_GATHER, g, DIST_BF16, in, out, n, tag, w);
-}
-
-void dist_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n) {
-    if (!dir || !*dir) dir = getenv("SHARDLAB_RUN_DIR");
-    if (dir && *dir) {
-        if ((size_t)snprintf(out, n, "%s", dir) >= n) die(NULL, "run directory path too long: '%s'", dir);
-        return;
-    }
-    // Rank 0 names it; the bytes of the name travel as floats (a broadcast only copies bits).
-    size_t nfloats = (n + sizeof(float) - 1) / sizeof(float);
-    float *buf = calloc_check(nfloats, sizeof(float));
-    if (d->rank == 0) {
-        runlog_new_dir(out, n, lab);
-        memcpy(buf, out, strlen(out) + 1);
-    }
-    dist_broadcast(&d->world_group, buf, nfloats, 0);
-    memcpy(out, buf, n);
-    out[n - 1] = 0;
-    free(buf);
 }

@@ -7,7 +7,7 @@
 //          dist_sum_over_ranks(), dist_sum_over_ranks_local(),
 //          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
 //          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
-//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(), dist_run_dir(),
+//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(),
 //          DistP2p, DIST_P2P_MAX, dist_p2p(), dist_p2p_progress().
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
@@ -41,12 +41,14 @@
 // message. Buffers start on a 4-byte boundary (malloc and cuda_alloc give that, and chunk
 // offsets are even), which is checked too.
 //
-// Backends, chosen by the rank's device (dist_init):
+// Backends, chosen by the rank's device (dist_init), each a struct of functions
+// (dist_backend.h) in a file of its own:
 //   "shm"   on the CPU, and on GPUs that ranks share: processes on one machine share memory
-//           (shm.h; ring.c and direct.c are the algorithms). Buffers in GPU memory are staged
-//           through host memory around each call.
+//           (shm.h; ring.c and direct.c are the algorithms; dist_shm.c). Buffers in GPU
+//           memory are staged through host memory around each call.
 //   "nccl"  one GPU per rank, on one or many nodes (gpu.h): NCCL's collectives on a
-//           communication stream; host buffers (a loss, a name) are staged through the GPU.
+//           communication stream; host buffers (a loss, a name) are staged through the GPU
+//           (dist_nccl.c).
 // Buffers are the caller's device memory (or host memory) either way. An asynchronous
 // collective runs on the rank's communication thread, in the order the calls were made, while
 // the caller computes; with NCCL that thread queues the call on NCCL's stream and waits for it
@@ -87,6 +89,7 @@ typedef enum {
 typedef enum { DIST_F32, DIST_BF16 } DistDtype;
 
 typedef struct Dist Dist;
+typedef struct DistBackend DistBackend;  // dist_backend.h: the backends, private to dist*.c
 
 typedef struct {
     Dist *dist;
@@ -144,6 +147,7 @@ struct Dist {
     DistStats stats;           // totals since dist_init, finished calls only
 
     // ---- private ----
+    const DistBackend *be;     // shm, shm staged through the host, or nccl (dist_backend.h)
     const Device *dev;
     Shm shm;
     CudaComm *nccl;            // the world's communicator (backend "nccl")
@@ -240,11 +244,6 @@ void dist_p2p(DistGroup *g, const DistP2p *ops, int nops);
 // only in a receive, or at the end of a step. With NCCL (and ranks sharing a GPU) every
 // call finishes all its ops, as one group.
 void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until);
-
-// The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the
-// launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts,
-// so ranks started by hand or by mpirun share one run. Writes it to out.
-void dist_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n);
 
 // Moves up to max finished-call records (oldest first) into out; returns how many.
 size_t dist_drain_records(Dist *d, DistRecord *out, size_t max);

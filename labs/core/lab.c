@@ -14,6 +14,25 @@ static void drain(Lab *L) {
         while (dist_drain_records(&L->dist, L->records, LAB_MAX_RECORDS) == LAB_MAX_RECORDS) {}
 }
 
+void lab_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n) {
+    if (!dir || !*dir) dir = getenv("SHARDLAB_RUN_DIR");
+    if (dir && *dir) {
+        if ((size_t)snprintf(out, n, "%s", dir) >= n) die(NULL, "run directory path too long: '%s'", dir);
+        return;
+    }
+    // Rank 0 names it; the bytes of the name travel as floats (a broadcast only copies bits).
+    size_t nfloats = (n + sizeof(float) - 1) / sizeof(float);
+    float *buf = calloc_check(nfloats, sizeof(float));
+    if (d->rank == 0) {
+        runlog_new_dir(out, n, lab);
+        memcpy(buf, out, strlen(out) + 1);
+    }
+    dist_broadcast(&d->world_group, buf, nfloats, 0);
+    memcpy(out, buf, n);
+    out[n - 1] = 0;
+    free(buf);
+}
+
 void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags) {
     *L = (Lab){.name = name, .a = a, .flags = flags, .argc = argc, .argv = argv, .backend = "none", .world = 1};
     L->env = flags & LAB_ONE_RANK ? (DistEnv){.world = 1, .local_world = 1} : dist_env(name);
@@ -36,7 +55,7 @@ void lab_begin(Lab *L, const char *what, ...) {
         runlog_open(&L->log, L->name, 0, 1, a->run_dir);
     } else {
         char run_dir[3072];
-        dist_run_dir(&L->dist, a->run_dir, L->name, run_dir, sizeof run_dir);
+        lab_run_dir(&L->dist, a->run_dir, L->name, run_dir, sizeof run_dir);
         runlog_open(&L->log, L->name, L->rank, L->world, run_dir);
     }
     char line[1024];
@@ -99,6 +118,30 @@ double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save) {
         drain(L);  // the save's collectives are not the next step's
     }
     return rec->ms_step;
+}
+
+void lab_replica_create(Lab *L, Gpt *model, GptAdamW *adam) {
+    gpt_create(model, &L->cfg, &L->mem, L->a->seed);
+    if (L->a->init) train_load_weights(model, L->a->init);
+    if (!(L->flags & LAB_ONE_RANK))
+        for (int l = 0; l < model->nlayers; l++)
+            dist_broadcast(&L->dist.world_group, model->params[l], gpt_layer_size(&L->cfg, l), 0);
+    gpt_adamw_create(adam, model, L->a);
+}
+
+double lab_replica_update(Lab *L, Gpt *model, GptAdamW *adam, double *lr) {
+    int64_t t_opt = runlog_now_us();
+    *lr = train_lr(L->a, L->step);  // the schedule: warmup, then cosine decay (adamw.h)
+    double grad_norm = train_clip_and_update(model, adam, L->a->clip, *lr, L->step);
+    L->t1_us = runlog_now_us();
+    runlog_span(&L->log, L->step, "optim", -1, -1, t_opt, L->t1_us, 0);
+    return grad_norm;
+}
+
+void lab_replica_save(Lab *L, const Gpt *model) {
+    if (!L->a->save || L->rank != 0) return;
+    train_save_weights(model, L->a->save);
+    runlog_printf(&L->log, "weights: saved to %s\n", L->a->save);
 }
 
 void lab_finish(Lab *L, uint64_t param_hash, const char *extra) {

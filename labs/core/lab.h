@@ -1,8 +1,9 @@
 // lab.h — the lab harness: what every training lab does around its algorithm, written once,
 // so that a lab's main reads as its options, its algorithm's setup, and its step loop.
 //
-// Defines: Lab, LAB_ONE_RANK, LAB_NO_CORPUS, lab_open(), lab_begin(), lab_start(),
-//          lab_first_step(), lab_step_begin(), lab_step_end(), lab_finish(), lab_close().
+// Defines: Lab, LAB_ONE_RANK, LAB_NO_CORPUS, lab_run_dir(), lab_open(), lab_begin(), lab_start(),
+//          lab_first_step(), lab_step_begin(), lab_step_end(), lab_replica_create(),
+//          lab_replica_update(), lab_replica_save(), lab_finish(), lab_close().
 //
 // A lab goes through it in this order:
 //     lab_open(&L, "ddp", &a, argc, argv, 0);       who and where: the ranks' environment, the
@@ -71,10 +72,16 @@ typedef struct {
     TrainTally tally;
     double tokens_per_step;   // B T of the global batch
     int64_t step, t0_us;      // the step under way, and when it began (lab_step_begin)
+    int64_t t1_us;            // when a replica's update ended (lab_replica_update)
     uint64_t sent0, recv0;    // the collectives' byte counters then
 } Lab;
 #define LAB_MAX_RECORDS 4096
 
+// The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the launcher
+// sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts, so ranks
+// started by hand or by mpirun share one run. Writes it to out. (lab_begin calls it; so does
+// the collectives lab, which trains nothing.)
+void lab_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n);
 // Who and where: the ranks' environment, the device (train_device), the planner's check that
 // the configuration fits (plan.h, before anything is allocated), the collectives' backend,
 // and "<lab> rank <r>" as every message's context.
@@ -97,6 +104,15 @@ int lab_step_begin(Lab *L, int64_t step);
 // and, when due, a checkpoint of `save` (NULL: none) whose collectives are not the next
 // step's. Returns the step's wall-clock ms.
 double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save);
+// A whole replica of the model (single, ddp, ckpt, shard): created from the seed, or --init's
+// weights, then rank 0's broadcast to every rank (DDP's first step), with its AdamW state.
+void lab_replica_create(Lab *L, Gpt *model, GptAdamW *adam);
+// Its update, the same on every replica: clip the global gradient norm, one AdamW step at the
+// schedule's rate (returned in *lr), timed as the step's "optim" span; L->t1_us is its end.
+// Returns the norm before clipping.
+double lab_replica_update(Lab *L, Gpt *model, GptAdamW *adam, double *lr);
+// --save: rank 0 writes the replica's weights, and says so.
+void lab_replica_save(Lab *L, const Gpt *model);
 // The end of a run that trained (train_finish): after the lab's own reports and --save.
 void lab_finish(Lab *L, uint64_t param_hash, const char *extra);
 // Every rank waits for the others, then the collectives, the log, the allocator, the device
