@@ -6,6 +6,7 @@
 //
 // Each student is a copy of labs/ built on the CPU as `make grade` builds one (LABS_SRC,
 // CUDA=0), and graded with `shardlab grade --labs --only`:
+//   - README's index of the student regions lists every one of them, and nothing else;
 //   - the starter (make starter): it builds, every lab stops at a stub, and scores 0;
 //   - the reference copy, built the same way: full marks;
 //   - wrong students, each one edit of the reference, and the checks each must fail in each
@@ -278,6 +279,32 @@ static int exactly(const JsonValue *g, const char *spec, double *lost_out, char 
     return exact && lost == want_lost && lost > 0;
 }
 
+// README's index of the student regions (For instructors, step 1) lists each one, by its file
+// and its BEGIN SOLUTION line, and nothing else.
+static void check_region_index(void) {
+    char *readme = read_file("README.md", NULL);
+    FILE *p = popen("grep -rn --include='*.c' --include='*.h' --include='*.cu' 'BEGIN SOLUTION' labs", "r");
+    int regions = 0, listed = 0, rows = 0;
+    char line[1024], missing[300] = "";
+    while (p && fgets(line, sizeof line, p)) {
+        char *colon = strchr(line, ':'), *what = strstr(line, "BEGIN SOLUTION: "), *end = what ? strstr(what, " */") : NULL;
+        if (!colon || !what || !end) continue;
+        *colon = 0, *end = 0;
+        what += strlen("BEGIN SOLUTION: ");
+        char row[900];
+        snprintf(row, sizeof row, "| `%.200s` | %.600s |", line, what);
+        regions++;
+        if (readme && strstr(readme, row)) listed++;
+        else if (!missing[0]) snprintf(missing, sizeof missing, "%.290s", row);
+    }
+    if (p) pclose(p);
+    for (const char *q = readme; q && (q = strstr(q, "\n   | `labs/")); q++) rows++;
+    EXPECT(regions >= 10 && listed == regions && rows == regions,
+           "README's index lists the %d student regions, each by its file and what it does, and no other (%d listed, "
+           "%d rows%s%s)", regions, listed, rows, missing[0] ? "; missing " : "", missing);
+    free(readme);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_variants SHARDLAB (from the repository root)\n");
@@ -287,6 +314,8 @@ int main(int argc, char **argv) {
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-variants-XXXXXX");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     double t_start = now_s();
+
+    check_region_index();
 
     // ---- the starter: builds as it is, stops at its stubs, scores zero ------------------------
     int rc = sh("sh labs/grade/starter.sh %s/starter >%s/starter.out 2>&1", tmp, tmp);
