@@ -189,7 +189,7 @@ SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS) $(COURSE_OBJ)
 SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
 endif
 # The grader (labs/grade/): `shardlab grade`, linked into the launcher.
-GRADE_SRCS := load rubric methods grade
+GRADE_SRCS := load rubric methods refs grade
 GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
 GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).

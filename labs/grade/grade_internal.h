@@ -1,7 +1,9 @@
 // grade_internal.h — what the grader's files share: the context a check runs in, the
 // reference runs, small readers of event fields, and the checks rubric.c lists from methods.c.
 //
-// Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(), grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+// Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
+//          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_remove_tree(), grade_last_line(),
+//          grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives().
 #ifndef SHARDLAB_GRADE_INTERNAL_H
@@ -49,6 +51,18 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n);
 // The replays of the run's replay points, started (or reused) on first use; *count of them.
 const GradeReplay *ctx_replays(Ctx *x, int *count);
 void ctx_free(Ctx *x);
+
+// refs.c: `shardlab run <lab> -n N --ui none args... --run-dir DIR` (launch.h) with the lab
+// programs of labs_dir, its output in log_path; returns its exit status (127: not started).
+int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir, const char *log_path);
+// path created anew for writing: what is there (in a student's run directory, maybe a link to
+// any file of the grader's user) is unlinked, never written through; the new file is created
+// exclusively, not following a link. A descriptor or -1 (errno set); or a FILE, or NULL.
+int grade_create_fresh(const char *path);
+FILE *grade_fopen_fresh(const char *path);
+void grade_remove_tree(const char *dir);
+// The last non-empty line of a file (the launcher's reason when a run failed).
+void grade_last_line(const char *path, char *out, size_t n);
 
 // A number field (NaN and the infinities as the schema writes them); NaN if absent.
 static inline double ev_num(const JsonValue *v, const char *key) {
