@@ -28,6 +28,7 @@
 #include "check.h"
 #include "grade.h"
 #include "launch.h"
+#include "logtail.h"
 #include "plan.h"
 #include "runlog.h"
 #include "web.h"
@@ -46,8 +47,7 @@ typedef struct {
     char id[256], dir[4400];
     int world;                      // rank files looked for
     int world_known;                // world came from meta.json: no need to read it again
-    off_t offset[MAX_RUN_RANKS];
-    StrBuf partial[MAX_RUN_RANKS];  // a line without its newline yet
+    LogTail tail[MAX_RUN_RANKS];    // how far each rank's file was read (logtail.h)
     int ended[MAX_RUN_RANKS];
     char status[16];                // "running", then "ok" / "error" when every rank ended
     char **lines;                   // every event so far, in index order
@@ -140,41 +140,23 @@ static void add_line(Run *r, const char *s, size_t n) {
     r->lines[r->n++] = copy;
 }
 
+// A line of a rank's file (logtail.h): an event if it is one.
+static void on_line(void *arg, LogTailKind kind, const char *line, size_t n) {
+    if (kind == LOGTAIL_LINE) add_line(arg, line, n);
+}
+
 // What the rank files gained since the last poll (r->lock held).
 static void poll_run(Run *r) {
     int64_t now = runlog_now_us();
     if (now - r->polled_us < POLL_EVERY_US) return;
     r->polled_us = now;
     if (!r->world_known) r->world = world_of(r->dir, &r->world_known);
-    // (CivetWeb's worker threads have small stacks: the read buffer is on the heap)
-    enum { READ_BYTES = 1 << 16 };
-    char *buf = malloc_check(READ_BYTES);
     for (int k = 0; k < r->world; k++) {
         char path[4600];
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", r->dir, k);
-        int fd = file_open_regular(path);  // (json.h: a FIFO in its place would block here)
-        if (fd < 0) continue;
-        ssize_t got;
-        while ((got = pread(fd, buf, READ_BYTES, r->offset[k])) > 0) {
-            r->offset[k] += got;
-            for (ssize_t i = 0, start = 0; i < got; i++)
-                if (buf[i] == '\n') {
-                    StrBuf *p = &r->partial[k];
-                    if (p->len) {
-                        sb_append(p, buf + start, (size_t)(i - start));
-                        add_line(r, p->data, p->len);
-                        sb_reset(p);
-                    } else {
-                        add_line(r, buf + start, (size_t)(i - start));
-                    }
-                    start = i + 1;
-                } else if (i == got - 1) {
-                    sb_append(&r->partial[k], buf + start, (size_t)(got - start));
-                }
-        }
-        close(fd);
+        // A line too long to be an event, or given up, is not one: add_line() skips what is not.
+        logtail_poll(&r->tail[k], path, LOGTAIL_MAX_LINE, 0, now, on_line, r);
     }
-    free(buf);
     int all = 1;
     for (int k = 0; k < r->world; k++) all &= r->ended[k];
     if (all && strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "ok");
@@ -221,7 +203,7 @@ int runs_exists(Web *w, const char *id) {
 static void run_free(Run *r) {
     for (long k = 0; k < r->n; k++) free(r->lines[k]);
     free(r->lines);
-    for (int k = 0; k < MAX_RUN_RANKS; k++) sb_free(&r->partial[k]);
+    for (int k = 0; k < MAX_RUN_RANKS; k++) logtail_free(&r->tail[k]);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
@@ -252,7 +234,6 @@ static Run *get_run(Web *w, const char *id) {
             snprintf(r->id, sizeof r->id, "%s", id);
             snprintf(r->dir, sizeof r->dir, "%s", dir);
             snprintf(r->status, sizeof r->status, "running");
-            for (int k = 0; k < MAX_RUN_RANKS; k++) sb_init(&r->partial[k]);
             pthread_mutex_init(&r->lock, NULL);
             r->world = world_of(dir, &r->world_known);
             cache[ncached++] = r;

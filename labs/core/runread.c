@@ -16,8 +16,6 @@
 #include "json.h"
 #include "runschema.h"
 
-#define READ_CHUNK (1 << 16)
-#define MAX_LINE (1 << 20)  // a longer "line" is not an event: skipped whole
 
 // ---------------------------------------------------------------------------------------
 // Small helpers: numbers from JSON that may be anything
@@ -322,71 +320,36 @@ static int read_summary(RunView *v) {
     return 1;
 }
 
-// Feeds every whole line in text[0..n) to the view; returns the bytes consumed.
-static size_t feed_lines(RunView *v, int r, const char *text, size_t n) {
-    size_t used = 0;
-    for (const char *nl; (nl = memchr(text + used, '\n', n - used)) != NULL; used = (size_t)(nl - text) + 1)
-        runview_feed_line(v, r, text + used, (size_t)(nl - (text + used)));
-    return used;
+// One line of rank r's file, as the tail cut it (logtail.h).
+typedef struct {
+    RunView *v;
+    int r;
+} LineCtx;
+
+static void on_line(void *arg, LogTailKind kind, const char *line, size_t n) {
+    LineCtx *x = arg;
+    RunRank *rk = rank_at(x->v, x->r);
+    if (kind == LOGTAIL_LINE) {
+        runview_feed_line(x->v, x->r, line, n);
+        return;
+    }
+    rk->lines++, rk->malformed++, x->v->malformed++;
+    if (kind == LOGTAIL_TOO_LONG)
+        note_problem(x->v, "rank-%d.jsonl line %ld: longer than %d bytes", x->r, rk->lines, LOGTAIL_MAX_LINE);
+    else note_problem(x->v, "rank-%d.jsonl line %ld: cut off (no newline, and the file stopped growing)", x->r, rk->lines);
 }
 
 // Reads rank r's file from where we stopped. Returns 1 if it grew.
 static int poll_rank(RunView *v, int r, int64_t now_us) {
     char path[sizeof v->dir + 32];
     snprintf(path, sizeof path, "%s/rank-%d.jsonl", v->dir, r);
-    int fd = file_open_regular(path);  // (json.h: a FIFO would block here)
-    if (fd < 0) {
+    LineCtx x = {v, r};
+    int grew = logtail_poll(&rank_at(v, r)->tail, path, LOGTAIL_MAX_LINE, RUN_PARTIAL_S, now_us, on_line, &x);
+    if (grew < 0) {
         if (errno != ENOENT) note_problem(v, "rank-%d.jsonl: %s", r, file_error(errno));  // (the first problem stays)
         return 0;
     }
-    RunRank *rk = rank_at(v, r);
-    rk->present = 1;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size < rk->offset) rk->offset = 0, rk->partial_len = 0;  // truncated: start over
-    int grew = 0;
-    char *buf = malloc_check(READ_CHUNK);  // not static: a web server reads runs from many threads
-    ssize_t got;
-    while ((got = pread(fd, buf, READ_CHUNK, rk->offset)) > 0) {
-        grew = 1;
-        rk->offset += got;
-        size_t n = (size_t)got;
-        size_t used = 0;
-        if (rk->partial_len > 0) {  // finish the line we had half of
-            const char *nl = memchr(buf, '\n', n);
-            size_t take = nl ? (size_t)(nl - buf) : n;
-            if (rk->partial_len + take <= MAX_LINE) {
-                rk->partial = realloc_check(rk->partial, rk->partial_len + take + 1);
-                memcpy(rk->partial + rk->partial_len, buf, take);
-            }
-            rk->partial_len += take;  // past MAX_LINE we only count
-            if (!nl) continue;
-            if (rk->partial_len <= MAX_LINE) runview_feed_line(v, r, rk->partial, rk->partial_len);
-            else {
-                rk->lines++, rk->malformed++, v->malformed++;
-                note_problem(v, "rank-%d.jsonl line %ld: longer than %d bytes", r, rk->lines, MAX_LINE);
-            }
-            rk->partial_len = 0;
-            used = take + 1;
-        }
-        used += feed_lines(v, r, buf + used, n - used);
-        if (used < n) {  // the rest is half a line
-            size_t rest = n - used;
-            rk->partial = realloc_check(rk->partial, rest + 1);
-            memcpy(rk->partial, buf + used, rest);
-            rk->partial_len = rest;
-        }
-    }
-    free(buf);
-    close(fd);
-    // Half a line that has not grown for RUN_PARTIAL_S: its writer died mid-line.
-    if (rk->partial_len == 0 || grew || rk->partial_since_us <= 0) {  // <= 0: the clock starts now
-        rk->partial_since_us = now_us;
-    } else if (now_us - rk->partial_since_us > (int64_t)RUN_PARTIAL_S * 1000000) {
-        rk->lines++, rk->malformed++, v->malformed++;
-        note_problem(v, "rank-%d.jsonl line %ld: cut off (no newline, and the file stopped growing)", r, rk->lines);
-        rk->partial_len = 0;
-        grew = 1;
-    }
+    rank_at(v, r)->present = 1;
     return grew;
 }
 
@@ -457,7 +420,8 @@ int runview_set_reference(RunView *v, const char *dir, char *err, size_t errlen)
 void runview_free(RunView *v) {
     for (int r = 0; r < v->nranks; r++) {
         RunRank *rk = &v->ranks[r];
-        free(rk->pending.items), free(rk->done.items), free(rk->prev.items), free(rk->partial);
+        free(rk->pending.items), free(rk->done.items), free(rk->prev.items);
+        logtail_free(&rk->tail);
     }
     free(v->ranks), free(v->loss), free(v->ms), free(v->ref);
     runview_init(v);

@@ -12,8 +12,8 @@
 // run, rank 0's loss at every step and, if the run names one (config "ref", or --ref), the
 // loss curve of a reference run to draw beside it.
 //
-// Reading is incremental (each poll reads only what was appended) and never trusts the
-// file: a line that is not JSON, or is JSON but not an event of the schema (runschema.h),
+// Reading is incremental (each poll reads only what was appended: logtail.h, the tail the
+// web server reads with too) and never trusts the file: a line that is not JSON, or is JSON but not an event of the schema (runschema.h),
 // is skipped and counted in `malformed`, with the first problem kept in `problem`; half a
 // line is kept until its end arrives, and counted as malformed if the file stops growing
 // for RUN_PARTIAL_S seconds without it (a writer that died mid-line).
@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "logtail.h"
 
 #define RUN_MAX_MEM 8        // memory categories shown: the five of mem.h and any a lab adds
 #define RUN_MAX_SPANS 4096   // spans kept per rank and step (more are counted, not kept)
@@ -68,11 +70,7 @@ typedef struct {
     char error[512];              // the first error event's message ("" if none)
     long checks, checks_failed;
     char failed_check[160];       // the first failed check: "mem.acts: 123 (expected 456)"
-    // reading the file
-    off_t offset;
-    char *partial;                // a line without its newline yet
-    size_t partial_len;
-    int64_t partial_since_us;
+    LogTail tail;                 // reading the file (logtail.h)
     long lines, malformed;
 } RunRank;
 
