@@ -49,6 +49,7 @@
 #include "runread.h"
 #include "shm.h"
 #include "lexicon.h"
+#include "logtail.h"
 #include "tui.h"
 #include "web.h"
 
@@ -105,7 +106,8 @@ typedef struct {
     int64_t error_held_us;     // since when echo_text holds back an error line of rank 0
     off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
     int64_t t0_us;
-    off_t echo_off, jsonl_off;  // rank 0's log and events, read up to here
+    off_t echo_off;             // rank 0's log, read up to here
+    LogTail events;             // rank 0's events, read as they come (logtail.h)
     long step, steps_total;
     double loss, ms_step;
     char shown[256];           // the status line on screen now
@@ -341,7 +343,7 @@ static void start_ranks(Launch *L) {
         rank_file(L, r, "jsonl", path, sizeof path);
         L->jsonl_start[r] = file_size(path);
     }
-    L->echo_off = L->log_start[0], L->jsonl_off = L->jsonl_start[0];
+    L->echo_off = L->log_start[0], L->events.offset = L->jsonl_start[0];
     fflush(NULL);  // else the child's copy of our stdio buffers is written twice
     for (int r = 0; r < L->n; r++) {
         pid_t pid = fork();
@@ -420,27 +422,29 @@ static size_t echo_text(Launch *L, char *text, size_t n, int final) {
     return took;
 }
 
-static size_t read_events(Launch *L, char *text, size_t n, int final) {
-    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-        int start = strncmp(line, "{\"ev\":\"start\"", 13) == 0;
-        if (!start && strncmp(line, "{\"ev\":\"step\"", 12) != 0) continue;  // spans: many, not needed
-        char err[128];
-        JsonValue *v = json_parse(line, (size_t)(nl - line), err, sizeof err);
-        const JsonValue *steps = v ? json_get(json_get(v, "config"), "steps") : NULL;
-        const JsonValue *step = v ? json_get(v, "step") : NULL, *loss = v ? json_get(v, "loss") : NULL;
-        const JsonValue *ms = v ? json_get(json_get(v, "ms"), "step") : NULL;
-        if (start && steps && steps->type == JSON_NUMBER) L->steps_total = (long)steps->number;
-        if (!start && step && loss && ms && step->type == JSON_NUMBER && loss->type == JSON_NUMBER && ms->type == JSON_NUMBER)
-            L->step = (long)step->number, L->loss = loss->number, L->ms_step = ms->number;
-        json_free(v);
-    }
-    return n;
+// Rank 0's start and step events, for the status line (spans: many, not needed).
+static void read_event(void *arg, LogTailKind kind, const char *line, size_t n) {
+    Launch *L = arg;
+    if (kind != LOGTAIL_LINE) return;
+    int start = n >= 13 && strncmp(line, "{\"ev\":\"start\"", 13) == 0;
+    if (!start && (n < 12 || strncmp(line, "{\"ev\":\"step\"", 12) != 0)) return;
+    char err[128];
+    JsonValue *v = json_parse(line, n, err, sizeof err);
+    const JsonValue *steps = v ? json_get(json_get(v, "config"), "steps") : NULL;
+    const JsonValue *step = v ? json_get(v, "step") : NULL, *loss = v ? json_get(v, "loss") : NULL;
+    const JsonValue *ms = v ? json_get(json_get(v, "ms"), "step") : NULL;
+    if (start && steps && steps->type == JSON_NUMBER) L->steps_total = (long)steps->number;
+    if (!start && step && loss && ms && step->type == JSON_NUMBER && loss->type == JSON_NUMBER && ms->type == JSON_NUMBER)
+        L->step = (long)step->number, L->loss = loss->number, L->ms_step = ms->number;
+    json_free(v);
 }
 
 static void show_progress(Launch *L, int final) {
     read_lines(L, "log", &L->echo_off, final, echo_text);
     if (L->status_line) {
-        read_lines(L, "jsonl", &L->jsonl_off, 0, read_events);
+        char path[sizeof L->run_dir + 32];
+        rank_file(L, 0, "jsonl", path, sizeof path);
+        logtail_poll(&L->events, path, LOGTAIL_MAX_LINE, 0, runlog_now_us(), read_event, L);
         char line[256], total[32] = "";
         long secs = (long)((runlog_now_us() - L->t0_us) / 1000000);
         if (L->steps_total > 0) snprintf(total, sizeof total, "/%ld", L->steps_total);
@@ -515,25 +519,33 @@ static int count_running(const Launch *L) {
     return k;
 }
 
+// What a rank's events say of its ending: whether it wrote its end, and its last step.
+typedef struct {
+    int ended;
+    long steps;
+} Ending;
+
+static void read_ending(void *arg, LogTailKind kind, const char *line, size_t n) {
+    Ending *e = arg;
+    if (kind != LOGTAIL_LINE) return;
+    e->ended |= n >= 11 && strncmp(line, "{\"ev\":\"end\"", 11) == 0;
+    const char *s = n >= 12 && strncmp(line, "{\"ev\":\"step\"", 12) == 0 ? memmem(line, n, "\"step\":", 7) : NULL;
+    if (s) e->steps = strtol(s + 7, NULL, 10);  // (the line ends in '}': strtol stops inside it)
+}
+
 // A rank that died without an "end" event gets an error and an end event from us: it is
 // dead, so nobody else writes to its file now.
 static void end_event_logs(Launch *L) {
     for (int r = 0; r < L->n; r++) {
-        char path[sizeof L->run_dir + 32], *line = NULL;
-        size_t cap = 0;
-        long steps = 0;
-        int ended = 0, newline = 1;
+        char path[sizeof L->run_dir + 32];
         rank_file(L, r, "jsonl", path, sizeof path);
-        FILE *f = file_fopen_regular(path);
-        if (f) fseeko(f, L->jsonl_start[r], SEEK_SET);
-        for (ssize_t len; f && (len = getline(&line, &cap, f)) > 0;) {
-            newline = line[len - 1] == '\n';
-            ended |= strncmp(line, "{\"ev\":\"end\"", 11) == 0;
-            char *s = strstr(line, "\"step\":");
-            if (newline && strncmp(line, "{\"ev\":\"step\"", 12) == 0 && s) steps = strtol(s + 7, NULL, 10);
-        }
-        free(line);
-        if (f) fclose(f);
+        LogTail tail = {.offset = L->jsonl_start[r]};  // this run's events only
+        Ending e = {0, 0};
+        logtail_poll(&tail, path, LOGTAIL_MAX_LINE, 0, 0, read_ending, &e);
+        int newline = tail.partial_len == 0;  // (a rank killed mid-line left half an event)
+        logtail_free(&tail);
+        long steps = e.steps;
+        int ended = e.ended;
         if (ended) continue;
         char how[64];
         if (failed(L->wstatus[r])) describe_exit(L->wstatus[r], how, sizeof how);

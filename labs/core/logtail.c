@@ -17,6 +17,7 @@ static void keep(LogTail *t, const char *text, size_t n, size_t max) {
     if (t->partial_len + n <= max) {
         t->partial = realloc_check(t->partial, t->partial_len + n + 1);
         memcpy(t->partial + t->partial_len, text, n);
+        t->partial[t->partial_len + n] = 0;
     }
     t->partial_len += n;
 }

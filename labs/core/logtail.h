@@ -32,6 +32,7 @@ typedef enum {
     LOGTAIL_TOO_LONG,  // a line longer than max_line (line is NULL)
     LOGTAIL_CUT_OFF,   // half a line given up (line is NULL)
 } LogTailKind;
+// A line's n bytes, without its newline (line[n] can be read: the newline, or a NUL).
 typedef void (*LogTailFn)(void *ctx, LogTailKind kind, const char *line, size_t n);
 
 // Reads path from where t stopped and calls fn for each line that ended (in file order).

@@ -17,11 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "catalog.h"
 #include "check.h"
 #include "grade.h"
+#include "logtail.h"
 #include "runschema.h"
 
 #define GRADE_MAX_FILE (256u << 20)  // a rank log larger than this is refused, not read
@@ -84,42 +86,54 @@ static int nonfinite_in(const JsonValue *step, char *what, size_t n) {
 // rank-<r>.jsonl: every line an event of the schema (the first bad one is the problem). How
 // the rank ended (its error, its end, how many steps) goes to `ending`: that is a problem
 // only if the run did not diverge (grade_run_load decides).
+// One line of a rank's file (logtail.h): an event of the schema, of this rank, or a problem.
+typedef struct {
+    GradeRun *run;
+    int r;
+    const char *name;
+} LineCtx;
+
+static void load_line(void *arg, LogTailKind kind, const char *line, size_t n) {
+    LineCtx *x = arg;
+    GradeRank *rk = &x->run->ranks[x->r];
+    rk->lines++;
+    char err[256];
+    JsonValue *ev = NULL;
+    if (kind == LOGTAIL_TOO_LONG) snprintf(err, sizeof err, "longer than %d bytes: not an event", LOGTAIL_MAX_LINE);
+    else if ((ev = json_parse(line, n, err, sizeof err)) && !runschema_check_event(ev, err, sizeof err))
+        json_free(ev), ev = NULL;
+    if (ev && json_get(ev, "rank")->number != x->r) {
+        snprintf(err, sizeof err, "an event of rank %.0f in rank %d's file", json_get(ev, "rank")->number, x->r);
+        json_free(ev), ev = NULL;
+    }
+    if (!ev) {
+        if (!rk->bad++) problem(x->run, "%s line %ld: %s", x->name, rk->lines, err);
+    } else {
+        add_event(rk, ev);
+    }
+}
+
 static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     GradeRank *rk = &run->ranks[r];
     char name[64], path[2200];
     snprintf(name, sizeof name, "rank-%d.jsonl", r);
     snprintf(path, sizeof path, "%s/%s", run->dir, name);
-    StrBuf sb;
-    sb_init(&sb);
-    int rc = sb_read_file(&sb, path, GRADE_MAX_FILE);
-    if (rc != 0) {
-        if (rc < 0) problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : file_error(errno));
-        else problem(run, "%s: larger than 256 MiB, refused", name);
-        sb_free(&sb);
+    struct stat info;
+    if (stat(path, &info) == 0 && info.st_size > GRADE_MAX_FILE) {
+        problem(run, "%s: larger than 256 MiB, refused", name);
         return;
     }
-    char *text = sb.data ? sb.data : "";
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        rk->lines++;
-        char err[256];
-        JsonValue *ev = nl ? json_parse(line, len, err, sizeof err) : NULL;
-        if (!nl) snprintf(err, sizeof err, "the last line has no end (the file was cut mid-line)");
-        else if (ev && !runschema_check_event(ev, err, sizeof err)) json_free(ev), ev = NULL;
-        if (ev && json_get(ev, "rank")->number != r) {
-            snprintf(err, sizeof err, "an event of rank %.0f in rank %d's file", json_get(ev, "rank")->number, r);
-            json_free(ev), ev = NULL;
-        }
-        if (!ev) {
-            if (!rk->bad++) problem(run, "%s line %ld: %s", name, rk->lines, err);
-        } else {
-            add_event(rk, ev);
-        }
-        if (!nl) break;
-        line = nl + 1;
+    LogTail tail = {0};
+    LineCtx x = {run, r, name};
+    if (logtail_poll(&tail, path, LOGTAIL_MAX_LINE, 0, 0, load_line, &x) < 0) {
+        problem(run, "%s: %s", name, errno == ENOENT ? "missing: that rank never started" : file_error(errno));
+        return;
     }
-    sb_free(&sb);
+    if (tail.partial_len > 0) {  // the file ends mid-line: that line is no event
+        rk->lines++;
+        if (!rk->bad++) problem(run, "%s line %ld: the last line has no end (the file was cut mid-line)", name, rk->lines);
+    }
+    logtail_free(&tail);
 
     // What the events say: start, steps in order, an ok end.
     rk->steps = calloc_check(rk->n + 1, sizeof *rk->steps);
