@@ -551,6 +551,15 @@ static double run_schedule(Runner *run, Stage *st, StepCtx *x, const Op *ops, in
     return loss_sum;
 }
 
+// The lab's own invariants, as check events (at the first step): the simulated schedule's
+// bubble is the formula's, and the micro-batches this stage held at once the schedule's bound.
+static void check_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, const Runner *run) {
+    runlog_check(log, "bubble of this schedule (costs 1 and 2) = formula", fabs(tl->bubble - bubble_formula(pp)) < 1e-12,
+                 tl->bubble, bubble_formula(pp));
+    runlog_check(log, "micro-batch activations held at once = the schedule's",
+                 run->live_max == expected_in_flight(pp, run->s), run->live_max, expected_in_flight(pp, run->s));
+}
+
 // The schedule of a step as a timeline, and its bubble three ways (rank 0, at the end).
 static void report_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, double measured) {
     char v_text[32];
@@ -562,6 +571,22 @@ static void report_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, dou
     runlog_printf(log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
                        "measured (mean over ranks and steps): %.4f\n",
                   pp->v > 1 ? "v " : "", bubble_formula(pp), tl->bubble, measured);
+}
+
+// The stage's runner (its messages planned, a slot for the activations of each chunk and
+// micro-batch) and the step's workspace: one pass's scratch, and the gradient flowing down
+// through this rank's layers. Returns the workspace's bytes.
+static size_t runner_create(Runner *run, StepCtx *x, const Pipe *pp, int s, DistGroup *pipe, const GptConfig *c, Mem *mem) {
+    *run = (Runner){.pp = pp, .s = s, .pipe = pipe, .mem = mem, .msg_floats = (size_t)x->micro * c->seq * c->dim};
+    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
+    run->broken = test_break && strcmp(test_break, "pp-drop-grad") == 0;
+    if (run->broken)
+        runlog_printf(x->log, "SHARDLAB_TEST_BREAK: deliberately broken: micro-batch 0's gradient is sent as zeros\n");
+    plan_messages(run);
+    run->acts = calloc_check((size_t)pp->v * pp->m, sizeof *run->acts);
+    x->scratch = mem_alloc_floats(mem, MEM_ACTS, gpt_pass_scratch_floats(c, x->micro, mem->dev->kind == DEVICE_CUDA), "workspace");
+    x->dx = mem_alloc_floats(mem, MEM_ACTS, run->msg_floats, "residual gradient");
+    return mem_in_use(mem, MEM_ACTS);
 }
 
 // The global gradient norm, layer by layer in layer order as `single` sums it: each stage's
@@ -702,12 +727,11 @@ int main(int argc, char **argv) {
     Timeline tl;
     timeline_build(&tl, &pp);
 
-    StrBuf fields;
+    StrBuf fields;  // meta.json's: the schedule, and each model chunk's layers
     sb_init(&fields);
     sb_printf(&fields, "\"schedule\":\"%s\",\"micro\":%d,\"chunks\":%d,\"stages\":%d,\"dp\":%d,\"chunk_layers\":[",
               schedule_names[pp.sched], pp.m, pp.v, pp.p, dp);
-    for (int k = 0; k < pp.K; k++) sb_printf(&fields, "%s[%d,%d]", k ? "," : "", pp.first[k], pp.last[k]);
-    sb_printf(&fields, "]");
+    for (int k = 0; k < pp.K; k++) sb_printf(&fields, "%s[%d,%d]%s", k ? "," : "", pp.first[k], pp.last[k], k == pp.K - 1 ? "]" : "");
     lab_start(&L, gpt_num_params(&cfg), fields.data);
     sb_free(&fields);
     report_memory(log, &st, &pp, &cfg, mem, s, micro);
@@ -715,17 +739,9 @@ int main(int argc, char **argv) {
                        "batch of %d, in %d micro-batches of %d\n",
                   rank, s, d, d * per_pipe, (d + 1) * per_pipe - 1, a.batch, pp.m, micro);
 
-    Runner run = {.pp = &pp, .s = s, .pipe = &pipe, .mem = mem, .msg_floats = (size_t)micro * a.seq * a.dim};
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    run.broken = test_break && strcmp(test_break, "pp-drop-grad") == 0;
-    if (run.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: micro-batch 0's gradient is sent as zeros\n");
-    plan_messages(&run);
-    run.acts = calloc_check((size_t)pp.v * pp.m, sizeof *run.acts);
-    // Workspace: one pass's scratch, and the gradient flowing down through this rank's layers.
+    Runner run;
     StepCtx x = {.corpus = &L.corpus, .a = &a, .log = log, .first = d * per_pipe, .micro = micro};
-    x.scratch = mem_alloc_floats(mem, MEM_ACTS, gpt_pass_scratch_floats(&cfg, micro, mem->dev->kind == DEVICE_CUDA), "workspace");
-    x.dx = mem_alloc_floats(mem, MEM_ACTS, run.msg_floats, "residual gradient");
-    size_t workspace = mem_in_use(mem, MEM_ACTS);
+    size_t workspace = runner_create(&run, &x, &pp, s, &pipe, &cfg, mem);
     mem_reset_peak(mem);
     uint8_t *tokens = malloc_check((size_t)micro * a.seq), *targets = malloc_check((size_t)micro * a.seq);
 
@@ -739,8 +755,7 @@ int main(int argc, char **argv) {
              "chunk of its layers", pp.p, dp, dp);
     double measured_sum = 0;
     int *layer_stage = malloc_check((size_t)st.nlayers * sizeof *layer_stage);  // which stage holds layer l
-    for (int k = 0; k < pp.K; k++)
-        for (int l = pp.first[k]; l <= pp.last[k]; l++) layer_stage[l] = stage_of(&pp, k);
+    for (int k = 0; k < pp.K; k++) for (int l = pp.first[k]; l <= pp.last[k]; l++) layer_stage[l] = stage_of(&pp, k);
 
     for (int64_t step = first_step; step <= a.steps; step++) {
         int interrupted = lab_step_begin(&L, step);
@@ -772,12 +787,7 @@ int main(int argc, char **argv) {
         runlog_span(log, step, "optim", -1, -1, t_opt, t1, 0);
         log_comm_spans(log, &L.dist, L.records, step);
 
-        if (step == first_step) {  // the lab's own invariants, as check events
-            runlog_check(log, "bubble of this schedule (costs 1 and 2) = formula",
-                         fabs(tl.bubble - bubble_formula(&pp)) < 1e-12, tl.bubble, bubble_formula(&pp));
-            runlog_check(log, "micro-batch activations held at once = the schedule's",
-                         run.live_max == expected_in_flight(&pp, s), run.live_max, expected_in_flight(&pp, s));
-        }
+        if (step == first_step) check_schedule(log, &pp, &tl, &run);
         double ms = (double)(t1 - L.t0_us) / 1000.0, busy_ms = (double)x.busy_us / 1000.0;
         measured_sum += measured_mean;
         char extra[320];

@@ -391,6 +391,34 @@ static void tp_ckpt_pieces(DcpState *s, TpCkpt *k, const GptConfig *c, int part,
 // Training
 // ---------------------------------------------------------------------------------------
 
+// The D x t mesh of N ranks (D = --dp): t tensor-parallel ranks per replica, which must
+// divide the heads, the vocabulary with --vocab-parallel, and with --sp a micro-batch's token
+// rows. Returns t; exits 2 with one line on what does not make a mesh.
+static int check_mesh(const TrainArgs *a, int N, int dp, int sp, int vp) {
+    if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
+    int t = N / dp;
+    if (a->heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a->heads);
+    if (vp && GPT_VOCAB % t != 0)
+        usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
+    train_check_batch(a, "tp", dp);
+    int micro = a->batch / dp / a->accum;
+    if (sp && (micro * a->seq) % t != 0)
+        usage_error("tp", "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch "
+                          "(B/(D accum) = %d x --seq %d)", t, micro * a->seq, micro, a->seq);
+    return t;
+}
+
+// This rank's two groups of the mesh: its tensor-parallel group (replica d's t ranks) and its
+// data-parallel group (rank r of every replica). Every rank builds all of its groups, in the
+// same order (NCCL's split is a collective over the whole world).
+static void build_mesh(Dist *dist, int t, int dp, int r, int d, DistGroup *tp_group, DistGroup *dp_group) {
+    int tp_ranks[DIST_MAX_RANKS], dp_ranks[DIST_MAX_RANKS];
+    for (int k = 0; k < t; k++) tp_ranks[k] = d * t + k;
+    for (int k = 0; k < dp; k++) dp_ranks[k] = k * t + r;
+    dist_group(dist, tp_group, tp_ranks, t);
+    dist_group(dist, dp_group, dp_ranks, dp);
+}
+
 // A step event's own fields: the mesh, the step's collectives by kind (f and g in the blocks,
 // the replicated gradients' sums, the replicas'), the bytes of this rank's parameters, its
 // slices' hash, and at the last step the whole model's.
@@ -422,27 +450,12 @@ int main(int argc, char **argv) {
     Lab L;  // the harness (core/lab.h): ranks, device, collectives, run log, corpus, memory
     lab_open(&L, "tp", &a, argc, argv, 0);
     int N = L.world, rank = L.rank;
-    if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
-    int t = N / dp, r = rank % t, d = rank / t;
-    if (a.heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a.heads);
-    if (vp && GPT_VOCAB % t != 0)
-        usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
-    train_check_batch(&a, "tp", dp);
+    int t = check_mesh(&a, N, dp, sp, vp), r = rank % t, d = rank / t;  // t tensor-parallel ranks, replica d
     int per_replica = a.batch / dp, micro = per_replica / a.accum;
-    if (sp && (micro * a.seq) % t != 0)
-        usage_error("tp", "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch "
-                          "(B/(D accum) = %d x --seq %d)", t, micro * a.seq, micro, a.seq);
     // The ring: its all-reduce is a reduce-scatter + an all-gather, and the byte counts are the formulas'.
     L.dist.algo = DIST_ALGO_RING;
-
-    // The mesh: every rank builds all of its groups, in the same order (NCCL's split is a
-    // collective over the whole world).
-    int tp_ranks[DIST_MAX_RANKS], dp_ranks[DIST_MAX_RANKS];
-    for (int k = 0; k < t; k++) tp_ranks[k] = d * t + k;
-    for (int k = 0; k < dp; k++) dp_ranks[k] = k * t + r;
     DistGroup tp_group, dp_group;
-    dist_group(&L.dist, &tp_group, tp_ranks, t);
-    dist_group(&L.dist, &dp_group, dp_ranks, dp);
+    build_mesh(&L.dist, t, dp, r, d, &tp_group, &dp_group);
 
     lab_begin(&L, "%d rank(s) on %s, backend %s, %d data-parallel replica(s) x %d tensor-parallel rank(s)%s%s", N,
               L.dev.name, L.backend, dp, t, sp ? ", sequence parallel" : "", vp ? ", vocabulary-parallel head" : "");
