@@ -524,10 +524,10 @@ int main(int argc, char **argv) {
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)ld.per_rank * a.seq,
                           .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
                           .param_hash = gpt_param_hash(&model), .extra = extra};
-        // A checkpoint's sampler state: where the next step's batch is in the epochs.
-        snprintf(L.saver.sampler, sizeof L.saver.sampler,
-                 "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
-                 (long long)ld.D, (long long)ld.E, (long long)(step / ld.E), (long long)(step % ld.E));
+        if (dcp_due(&a, step))  // a checkpoint's sampler state: where the next step's batch is in the epochs
+            snprintf(L.saver.sampler, sizeof L.saver.sampler,
+                     "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
+                     (long long)ld.D, (long long)ld.E, (long long)(step / ld.E), (long long)(step % ld.E));
         lab_step_end(&L, &rec, &chunk);
     }
     dcp_state_free(&whole);

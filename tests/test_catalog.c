@@ -25,27 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "catalog.h"
+#include "shelltest.h"
 #include "test.h"
 
 static const char *labs_dir, *shardlab;
-
-// cmd's output (stdout and stderr) and exit status.
-static char *output_of(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, len = 0;
-    char *out = calloc(cap, 1);
-    if (p) {
-        len = fread(out, 1, cap - 1, p);
-        out[len] = 0;
-    }
-    int st = p ? pclose(p) : -1;
-    *status = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
-}
 
 // Every option a lab takes: its own, then for a training lab the shared ones.
 static int options_of(const CatLab *lab, const CatOption **out, int max) {
@@ -171,9 +157,9 @@ static void check_help(void) {
     for (int l = 0; l < catalog_nlabs; l++) {
         const CatLab *lab = &catalog_labs[l];
         char cmd[1200];
-        snprintf(cmd, sizeof cmd, "'%s/%s' --help 2>&1", labs_dir, lab->name);
+        snprintf(cmd, sizeof cmd, "'%s/%s' --help", labs_dir, lab->name);
         int status;
-        char *out = output_of(cmd, &status);
+        char *out = test_sh(NULL, cmd, &status);
         const CatOption *all[128];
         int n = options_of(lab, all, 128), found = 0;
         char missing[200] = "";
@@ -196,8 +182,8 @@ static void check_help(void) {
 static void check_launcher(void) {
     char cmd[1200];
     int status;
-    snprintf(cmd, sizeof cmd, "'%s' run --help 2>&1", shardlab);
-    char *out = output_of(cmd, &status);
+    snprintf(cmd, sizeof cmd, "'%s' run --help", shardlab);
+    char *out = test_sh(NULL, cmd, &status);
     int listed = 0;
     for (int l = 0; l < catalog_nlabs; l++) {
         char line[200];
@@ -207,9 +193,9 @@ static void check_launcher(void) {
     EXPECT(status == 0 && listed == catalog_nlabs, "shardlab run --help lists the %d labs with their titles (%d)",
            catalog_nlabs, listed);
     free(out);
-    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' SHARDLAB_RUNS=/nonexistent/runs '%s' run single -n 2 --ui none 2>&1",
+    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' SHARDLAB_RUNS=/nonexistent/runs '%s' run single -n 2 --ui none",
              labs_dir, shardlab);
-    out = output_of(cmd, &status);
+    out = test_sh(NULL, cmd, &status);
     EXPECT(status == 2 && strstr(out, "single runs on at most 1 rank") && strchr(out, '\n') == out + strlen(out) - 1,
            "shardlab run single -n 2: exit 2, one line, before anything starts: %s", out);
     free(out);

@@ -651,9 +651,12 @@ static void check_safety(void) {
 // A run whose training diverged: its log holds NaN as the schema writes it ("NaN"), and the
 // server's list, description and events of it are JSON a browser can parse.
 
-// dir/meta.json of a fixture run: lab, its world and steps, the rest as a lab writes it.
-static void fixture_meta(const char *dir, const char *lab, int world, int steps) {
+// A fixture run: its directory runs_dir/id (in dir) and its meta.json: lab, its world and
+// steps, the rest as a lab writes it.
+static void fixture_run(char *dir, size_t n, const char *id, const char *lab, int world, int steps) {
     char path[1000], text[600];
+    snprintf(dir, n, "%s/%s", runs_dir, id);
+    mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/meta.json", dir);
     snprintf(text, sizeof text,
              "{\"lab\":\"%s\",\"argv\":[\"%s\"],\"world_size\":%d,\"device\":\"cpu\",\"backend\":\"%s\","
@@ -665,9 +668,7 @@ static void fixture_meta(const char *dir, const char *lab, int world, int steps)
 static void check_nonfinite_run(void) {
     const char *id = "single-20260101-000000-0bad";
     char dir[900], path[1000];
-    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
-    mkdir(dir, 0755);
-    fixture_meta(dir, "single", 1, 5);
+    fixture_run(dir, sizeof dir, id, "single", 1, 5);
     snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
     write_text(path, "w",
                "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"single\",\"device\":\"cpu\",\"backend\":\"none\","
@@ -712,9 +713,7 @@ static char *stream(const char *id, long from, long last_id, double max_s);
 static void check_summary_before_last_rank(void) {
     const char *id = "ddp-20260101-000003-5a5a";
     char dir[900], path[1000];
-    snprintf(dir, sizeof dir, "%s/%s", runs_dir, id);
-    mkdir(dir, 0755);
-    fixture_meta(dir, "ddp", 2, 1);
+    fixture_run(dir, sizeof dir, id, "ddp", 2, 1);
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
         char text[600];

@@ -96,7 +96,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     if (ncommon + nown > MAX_OPTIONS) die("this is a bug in shardlab", "%s: too many options", prog);
     int n = ncommon + catalog_bind(lab, own, nown, slots + ncommon);
     for (int i = ncommon; i < n; i++)  // a lab's option may not hide a shared one
-        if (catalog_find(&(CatLab){.trains = 1}, slots[i].opt->name))
+        if (catalog_find(NULL, slots[i].opt->name))
             die("this is a bug in shardlab: rename the lab's option", "%s: option --%s is also a shared option", prog,
                 slots[i].opt->name);
     if (lab->layers) a->layers = !strcmp(lab->layers, "auto") ? TRAIN_LAYERS_AUTO : atoi(lab->layers);

@@ -224,9 +224,9 @@ const CatLab *catalog_lab(const char *name) {
 }
 
 const CatOption *catalog_find(const CatLab *lab, const char *name) {
-    for (int i = 0; i < lab->noptions; i++)
+    for (int i = 0; lab && i < lab->noptions; i++)
         if (!strcmp(lab->options[i].name, name)) return &lab->options[i];
-    for (int i = 0; lab->trains && i < catalog_ntrain; i++)
+    for (int i = 0; (!lab || lab->trains) && i < catalog_ntrain; i++)
         if (!strcmp(catalog_train[i].name, name)) return &catalog_train[i];
     return NULL;
 }
@@ -340,10 +340,9 @@ int catalog_check(const CatOption *o, const char *text, int from_outside, char *
 }
 
 int catalog_check_option(const char *lab, const char *name, const char *text, char *why, size_t n) {
-    static const CatLab shared = {.name = "every training lab", .trains = 1};
-    const CatLab *l = lab ? catalog_lab(lab) : &shared;
-    const CatOption *o = l ? catalog_find(l, name) : NULL;
-    if (!o) return snprintf(why, n, "--%s: no such option%s%s", name, l ? " of " : "", l ? l->name : ""), -1;
+    const CatLab *l = lab ? catalog_lab(lab) : NULL;
+    const CatOption *o = l || !lab ? catalog_find(l, name) : NULL;
+    if (!o) return snprintf(why, n, "--%s: no such option of %s", name, l ? l->name : lab ? lab : "every training lab"), -1;
     return catalog_check(o, text, 1, why, n);
 }
 

@@ -82,6 +82,7 @@ extern const int catalog_ngraded;
 // The lab called name, or NULL.
 const CatLab *catalog_lab(const char *name);
 // The option --name of lab: its own, or for a training lab one every lab shares; NULL if none.
+// lab NULL: the options every training lab shares, only.
 const CatOption *catalog_find(const CatLab *lab, const char *name);
 
 // Whether text is a value o takes: its type, bounds, choices, and for CAT_FILE a readable
