@@ -193,11 +193,18 @@ static void check_launcher(void) {
     EXPECT(status == 0 && listed == catalog_nlabs, "shardlab run --help lists the %d labs with their titles (%d)",
            catalog_nlabs, listed);
     free(out);
-    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' SHARDLAB_RUNS=/nonexistent/runs '%s' run single -n 2 --ui none",
-             labs_dir, shardlab);
+    char runs[64];
+    snprintf(runs, sizeof runs, "/tmp/shardlab-test-catalog-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' SHARDLAB_RUNS='%s' '%s' run single -n 2 --ui none", labs_dir, runs,
+             shardlab);
     out = test_sh(NULL, cmd, &status);
-    EXPECT(status == 2 && strstr(out, "single runs on at most 1 rank") && strchr(out, '\n') == out + strlen(out) - 1,
-           "shardlab run single -n 2: exit 2, one line, before anything starts: %s", out);
+    struct stat st;
+    int started = stat(runs, &st) == 0;
+    EXPECT(status == 2 && strstr(out, "single runs on at most 1 rank") && strchr(out, '\n') == out + strlen(out) - 1 &&
+               !started,
+           "shardlab run single -n 2: exit 2, one line, before anything starts (no runs folder made): %s", out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", runs);
+    free(test_sh(NULL, cmd, &status));
     free(out);
 }
 
