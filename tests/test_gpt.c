@@ -184,7 +184,7 @@ static void check_matmul(void) {
 // ---- flash attention against naive attention and against double precision ------------------
 
 // Causal attention in double precision, the definition written out: out, lse and, given dout,
-// dqkv (the math of ops.c's comments, with the softmax backward summed over the whole row).
+// dqkv (the math of attention.c's comments, with the softmax backward summed over the whole row).
 static void attention_reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
                                 int Bn, int T, int C, int NH) {
     int hs = C / NH;

@@ -1,4 +1,5 @@
-// ops.h — the CPU kernels of the GPT: forward and backward of each operation.
+// ops.h — the CPU kernels of the GPT: forward and backward of each operation (ops.c; the
+// attention kernels, naive and flash, in attention.c).
 //
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_backward(), attention_forward(),

@@ -1,12 +1,22 @@
-// context.cuh — what the CUDA backend's own files share: the per-process context and the
-// checked wrappers. Not part of gpu.h's contract: nothing outside labs/core/cuda/ includes it.
+// context.cuh — what the CUDA backend's own files share: the per-process context, the
+// checked wrappers, the kernels' launch shapes and warp reductions, and the entries of
+// cuda_ops()'s table that each kernel file defines. Not part of gpu.h's contract: nothing
+// outside labs/core/cuda/ includes it.
 //
 // Defines: cudaCheck(), cublasCheck(), CudaContext, cuda_context(), cuda_stage_tokens(),
-//          cuda_workspace(), cuda_use_workspace(), CUDA_FLASH_MAX_HEAD,
-//          cuda_flash_attention_forward(), cuda_flash_attention_backward(), cuda_flash_head_size_ok().
+//          cuda_workspace(), cuda_use_workspace(), THREADS, WARP, WARPS_PER_BLOCK, FULL_MASK,
+//          WARP_BLOCK_THREADS, blocks_for(), warp_blocks_for(), compute_stream(), warp_sum(),
+//          warp_max(), warp_row(), thread_index(), cuda_column_sums(), cuda_sum_on_host(),
+//          cuda_attention_forward(), cuda_attention_backward(), cuda_embedding_forward(),
+//          cuda_embedding_backward(), cuda_crossentropy_forward(), cuda_crossentropy_backward(),
+//          cuda_adamw_update(), cuda_sum_of_squares(), cuda_scale_floats(), cuda_zero(),
+//          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
+//          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
+//          cuda_flash_head_size_ok(), cuda_flash_tc_usable(), cuda_flash_tc_forward(),
+//          cuda_flash_tc_backward().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
-// device.cu (cuda_open fills it, cuda_close empties it). ops.cu reaches it through
+// device.cu (cuda_open fills it, cuda_close empties it). The kernel files reach it through
 // cuda_context(), which also makes the context's GPU the calling thread's current device.
 #ifndef SHARDLAB_CUDA_CONTEXT_CUH
 #define SHARDLAB_CUDA_CONTEXT_CUH
@@ -93,6 +103,73 @@ void *cuda_workspace(size_t bytes);
 // Ops.use_workspace: the pass's workspace from now on (NULL, 0: none).
 void cuda_use_workspace(void *p, size_t bytes);
 
+// ---- launch shapes and warp reductions (the kernels of ops.cu, attention.cu, tokens.cu, buffers.cu) ----
+
+// THREADS per block for one thread per element; WARPS_PER_BLOCK warps of WARP lanes for the
+// kernels that give one warp to each row.
+enum { THREADS = 256, WARP = 32, WARPS_PER_BLOCK = 4 };
+static const unsigned FULL_MASK = 0xffffffffu;
+
+static inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+// Kernels that give one warp to each row.
+static inline unsigned warp_blocks_for(size_t rows) { return blocks_for(rows, WARPS_PER_BLOCK); }
+static const unsigned WARP_BLOCK_THREADS = WARPS_PER_BLOCK * WARP;
+// The stream every launch is queued on (and the check that a GPU is open).
+static inline cudaStream_t compute_stream(void) { return cuda_context()->stream; }
+
+// Warp reductions. The butterfly (xor) pattern is fixed, and lanes i and i^k add the same two
+// numbers (a + b == b + a exactly), so every lane ends with the same bits, run after run.
+__device__ static inline float warp_sum(float x) {
+    for (int offset = WARP / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(FULL_MASK, x, offset);
+    return x;
+}
+
+__device__ static inline float warp_max(float x) {
+    for (int offset = WARP / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(FULL_MASK, x, offset));
+    return x;
+}
+
+// The global index of this thread's warp, for one-warp-per-row kernels.
+__device__ static inline size_t warp_row(void) { return (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP; }
+__device__ static inline size_t thread_index(void) { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
+
+// ---- the entries of cuda_ops()'s table (ops.cu fills it), file by file, and what they share ----
+// Each keeps its CPU twin's contract (ops.h); ops.cu's top says how the kernels are built.
+
+// ops.cu: out[o] += sum over n of x[n, o], for an [N, cols] row-major x, by a tree whose shape
+// depends only on the matrix's ("Column sums" there).
+void cuda_column_sums(float *out, const float *x, int N, int cols);
+
+// attention.cu: causal self-attention, naive (cuBLAS strided batches and the causal softmax).
+void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
+                             int NH, float *scratch);
+
+// tokens.cu: the two ops that read token arrays (staged from host memory): the embeddings and
+// the softmax cross-entropy.
+void cuda_embedding_forward(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B, int T,
+                            int C);
+void cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B, int T,
+                             int C);
+double cuda_crossentropy_forward(float *probs_from_logits, const uint8_t *targets, int N, int V);
+void cuda_crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N, int V,
+                                float scale);
+
+// buffers.cu: the ops on flat buffers of n elements: the optimizer's elementwise work, zero
+// and copy, mixed precision's bf16 conversions (ops.cu's Linear rounds its operands with
+// cuda_to_bf16); and cuda_sum_on_host(), which copies n doubles from the device (after the
+// queued work) and adds them in order on the host.
+void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v, size_t n);
+double cuda_sum_of_squares(const float *x, size_t n);
+void cuda_scale_floats(float *x, size_t n, float s);
+void cuda_zero(float *x, size_t n);
+void cuda_copy_floats(float *dst, const float *src, size_t n);
+void cuda_to_bf16(bf16 *dst, const float *src, size_t n);
+void cuda_from_bf16(float *dst, const bf16 *src, size_t n);
+void cuda_add_bf16(bf16 *acc, const bf16 *x, size_t n);
+void cuda_acc_bf16(bf16 *acc, const float *x, size_t n);
+double cuda_sum_on_host(const double *dev, size_t n);
+
 // ---- flash attention (flash.cu): ops.h's flash_attention_forward/backward on the GPU ----
 
 // The widest head (C / NH channels) the flash kernels take: they keep a head's vectors in
@@ -102,5 +179,15 @@ int cuda_flash_head_size_ok(int hs);
 void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
 void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int C, int NH, float *scratch);
+
+// With --tf32, the same algorithm on the tensor cores (flash_tc.cu), which flash.cu's entry
+// points call for heads padded to hsp = 16, 32, 64 or 128 channels when
+// cuda_flash_tc_usable() says the GPU lends a block the shared memory; D is the backward
+// pass's [B,NH,T] workspace, scale 1/sqrt(C / NH).
+bool cuda_flash_tc_usable(const CudaContext *ctx, int hsp);
+void cuda_flash_tc_forward(int hsp, float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                           float scale, cudaStream_t s);
+void cuda_flash_tc_backward(int hsp, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
+                            const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s);
 
 #endif

@@ -1,11 +1,14 @@
 // ops.cu — the kernels of ops.h on the GPU: cuda_ops(), a table with the same entries and the
-// same meaning as ops_cpu, on device pointers (token arrays stay in host memory).
+// same meaning as ops_cpu, on device pointers (token arrays stay in host memory). Here: the
+// column sums, Linear, LayerNorm, GELU and the residual add, and the table; the other entries
+// are attention.cu's (naive attention), flash.cu's (flash attention), tokens.cu's (embeddings,
+// cross-entropy) and buffers.cu's (the optimizer's, zero and copy, bf16 conversions).
 //
-// Defines (gpu.h): cuda_ops().
+// Defines (gpu.h): cuda_ops(). (context.cuh): cuda_column_sums().
 //
 // Each function below keeps its CPU twin's contract exactly: the same arguments, the same
-// overwrite-or-accumulate rule, the same formula (written out in ops.c), so gpt.c runs
-// unchanged on either table. Three rules shape the kernels:
+// overwrite-or-accumulate rule, the same formula (written out in ops.c and attention.c), so
+// gpt.c runs unchanged on either table. Three rules shape the kernels of every file:
 //
 //   - Determinism. Replicas are compared by hashing parameters, so the same inputs must give
 //     the same bits on every run. There is no floating-point atomicAdd: every sum is done by
@@ -26,44 +29,14 @@
 // Matrix products go to cuBLAS, which is column-major. A row-major [R, C] matrix is, to
 // cuBLAS, its transpose: a column-major [C, R] matrix with leading dimension C. So a
 // row-major product Y = A B is computed as the column-major product Y^T = B^T A^T, with no
-// copies: each call below is written out with that reading.
+// copies: each call (here and in attention.cu) is written out with that reading.
 #include <math.h>
-#include <stdlib.h>
 
 #include "context.cuh"
 
 extern "C" {
 #include "gpu.h"
 }
-
-enum { THREADS = 256, WARP = 32, WARPS_PER_BLOCK = 4 };
-static const unsigned FULL_MASK = 0xffffffffu;
-
-static unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
-// Kernels that give one warp to each row.
-static unsigned warp_blocks_for(size_t rows) { return blocks_for(rows, WARPS_PER_BLOCK); }
-static const unsigned WARP_BLOCK_THREADS = WARPS_PER_BLOCK * WARP;
-// The stream every launch below is queued on (and the check that a GPU is open).
-static cudaStream_t compute_stream(void) { return cuda_context()->stream; }
-
-// ---------------------------------------------------------------------------------------
-// Warp reductions. The butterfly (xor) pattern is fixed, and lanes i and i^k add the same two
-// numbers (a + b == b + a exactly), so every lane ends with the same bits, run after run.
-// ---------------------------------------------------------------------------------------
-
-__device__ static float warp_sum(float x) {
-    for (int offset = WARP / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(FULL_MASK, x, offset);
-    return x;
-}
-
-__device__ static float warp_max(float x) {
-    for (int offset = WARP / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(FULL_MASK, x, offset));
-    return x;
-}
-
-// The global index of this thread's warp, for one-warp-per-row kernels.
-__device__ static size_t warp_row(void) { return (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP; }
-__device__ static size_t thread_index(void) { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 
 // ---------------------------------------------------------------------------------------
 // Column sums: out[o] += sum over n of x[n, o], for a bias gradient (dout's columns), the
@@ -134,7 +107,7 @@ __global__ static void add_partials_kernel(float *out, const float *partials, in
 static size_t column_sums_bytes(int N, int cols) { return (size_t)sum_slabs(N) * cols * sizeof(float); }
 
 // out[o] += sum over n of x[n, o], for an [N, cols] row-major x.
-static void column_sums(float *out, const float *x, int N, int cols) {
+void cuda_column_sums(float *out, const float *x, int N, int cols) {
     if (N <= 0 || cols <= 0) return;
     float *partials = (float *)cuda_workspace(column_sums_bytes(N, cols));
     dim3 grid(sum_strips(cols), sum_slabs(N));
@@ -167,8 +140,6 @@ static bf16 *bf16_part(float *scratch, size_t *used, size_t n) {
     *used += (n + LINEAR_ALIGN_FLOATS - 1) / LINEAR_ALIGN_FLOATS * LINEAR_ALIGN_FLOATS;
     return p;
 }
-
-static void cuda_to_bf16(bf16 *dst, const float *src, size_t n);
 
 static bf16 *bf16_copy(float *scratch, size_t *used, const float *src, size_t n) {
     bf16 *p = bf16_part(scratch, used, n);
@@ -226,7 +197,7 @@ static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, cons
     // inp is stored as inp^T (ld IC), op N; dout is stored as dout^T[OC,N] (ld OC), op T gives
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in);
-    if (dbias) column_sums(dbias, dout, N, OC);  // of the fp32 dout, as on the CPU
+    if (dbias) cuda_column_sums(dbias, dout, N, OC);  // of the fp32 dout, as on the CPU
 }
 
 // ---------------------------------------------------------------------------------------
@@ -335,118 +306,6 @@ static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const flo
 }
 
 // ---------------------------------------------------------------------------------------
-// Causal self-attention, naive (math in ops.c): the [T,T] matrices of every head are
-// written out, so the work is three kinds of matrix product and a softmax per row. The
-// products go to cuBLAS, a batch of the NH heads of one sequence per call; the softmax and
-// its backward are one warp per row (b,h,t), reading and writing along the row.
-//
-// qkv is [B,T,3C]; head h of token (b,t) has its q, k, v at columns h*hs, C + h*hs, 2C + h*hs
-// of row b*T + t. So head h's Q is a [T,hs] matrix with row stride 3C starting at column h*hs,
-// and the next head's starts hs floats further: cuBLAS's strided batch, stride hs, over NH
-// heads (one call per sequence b, whose heads start T*3C floats after the previous one's).
-// Read as column-major (see the top), Q_h is [hs,T] with leading dimension 3C; att's block
-// for (b,h) is [T,T], row t holding the probabilities of query t over keys u.
-//
-//   forward    S   = scale Q K^T            (the full [T,T]; the softmax masks u > t)
-//              A   = softmax of each row over u <= t, 0 above the diagonal     -> att
-//              O   = A V                     -> out, head h at columns h*hs
-//   backward   dA  = dO V^T                  (into dS, the workspace)
-//              dS  = A (dA - rowsum(A dA)) scale, 0 above the diagonal
-//              dQ  = dS K,  dK = dS^T Q,  dV = A^T dO      (each overwritten in dqkv)
-//
-// The products above the diagonal are computed and thrown away (A and dS are 0 there): twice
-// the work of the causal half, at cuBLAS's speed, and no serial loop over the sequence per
-// thread. cuBLAS's sums run in another order than the CPU's loops: rounding only.
-// ---------------------------------------------------------------------------------------
-
-// One cuBLAS call per sequence: Y_h = alpha op(A_h) op(B_h) for the NH heads, column-major
-// (m, n, k and the leading dimensions as cuBLAS reads them), overwriting Y.
-static void head_products(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                          const float *A, int lda, long long stride_a, size_t seq_a, const float *Bm, int ldb,
-                          long long stride_b, size_t seq_b, float *Y, int ldy, long long stride_y, size_t seq_y,
-                          int B, int NH) {
-    CudaContext *c = cuda_context();
-    const float zero = 0.0f;
-    for (int b = 0; b < B; b++)
-        cublasCheck(cublasSgemmStridedBatched(c->cublas, ta, tb, m, n, k, &alpha, A + b * seq_a, lda, stride_a,
-                                              Bm + b * seq_b, ldb, stride_b, &zero, Y + b * seq_y, ldy, stride_y, NH));
-}
-
-// Row (b,h,t) of att holds the scaled scores; each becomes its softmax over u <= t, 0 above.
-__global__ static void causal_softmax_kernel(float *att, int T, size_t rows) {
-    size_t row = warp_row();  // ((b * NH + h) * T + t)
-    if (row >= rows) return;
-    int lane = threadIdx.x % WARP, t = (int)(row % T);
-    float *a = att + row * T;
-    float maxs = -INFINITY;
-    for (int u = lane; u <= t; u += WARP) maxs = fmaxf(maxs, a[u]);
-    maxs = warp_max(maxs);  // u = 0 always exists, so this is finite
-    float sum = 0.0f;
-    for (int u = lane; u <= t; u += WARP) sum += expf(a[u] - maxs);
-    float inv = 1.0f / warp_sum(sum);
-    for (int u = lane; u < T; u += WARP) a[u] = u <= t ? expf(a[u] - maxs) * inv : 0.0f;
-}
-
-// Row (b,h,t) of dS holds da[t,u] = do_t . v_u; it becomes ds = a (da - sum_w a[t,w] da[t,w])
-// scale for u <= t, 0 above.
-__global__ static void causal_softmax_backward_kernel(float *dS, const float *att, int T, size_t rows, float scale) {
-    size_t row = warp_row();
-    if (row >= rows) return;
-    int lane = threadIdx.x % WARP, t = (int)(row % T);
-    const float *a = att + row * T;
-    float *ds = dS + row * T;
-    float dot = 0.0f;
-    for (int u = lane; u <= t; u += WARP) dot += a[u] * ds[u];
-    dot = warp_sum(dot);
-    for (int u = lane; u < T; u += WARP) ds[u] = u <= t ? a[u] * (ds[u] - dot) * scale : 0.0f;
-}
-
-static void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    size_t rows = (size_t)B * NH * T;
-    if (rows == 0) return;
-    int hs = C / NH, ld = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);  // as ops.c computes it
-    size_t seq = (size_t)T * 3 * C, tt = (size_t)T * T;
-    const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
-    // S^T[u,t] = k_u . q_t: column-major S^T is row-major S, att's layout. K op T, Q op N.
-    head_products(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, ld, hs, seq, q, ld, hs, seq, att, T, (long long)tt,
-                  tt * NH, B, NH);
-    causal_softmax_kernel<<<warp_blocks_for(rows), WARP_BLOCK_THREADS, 0, compute_stream()>>>(att, T, rows);
-    cudaCheck(cudaGetLastError());
-    // O^T[i,t] = sum_u v_u[i] A[t,u]: V op N ([hs,T], ld 3C), A read as column-major A^T (ld T).
-    head_products(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, ld, hs, seq, att, T, (long long)tt, tt * NH, out, C, hs,
-                  (size_t)T * C, B, NH);
-}
-
-static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
-                                    int C, int NH, float *scratch) {
-    (void)scratch;  // the CPU's 2*T floats; the GPU's dS lives in the pass's workspace
-    size_t rows = (size_t)B * NH * T;
-    if (rows == 0) return;
-    int hs = C / NH, ld = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
-    size_t seq = (size_t)T * 3 * C, tt = (size_t)T * T, dseq = (size_t)T * C;
-    float *dS = (float *)cuda_workspace(rows * T * sizeof(float));
-    const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
-    float *dq = dqkv, *dk = dqkv + C, *dv = dqkv + 2 * C;
-    // dA^T[u,t] = v_u . do_t: V op T, dO op N ([hs,T], ld C).
-    head_products(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, ld, hs, seq, dout, C, hs, dseq, dS, T, (long long)tt,
-                  tt * NH, B, NH);
-    causal_softmax_backward_kernel<<<warp_blocks_for(rows), WARP_BLOCK_THREADS, 0, compute_stream()>>>(dS, att, T, rows,
-                                                                                                      scale);
-    cudaCheck(cudaGetLastError());
-    // dQ^T[i,t] = sum_u k_u[i] dS[t,u]: K op N, dS read as column-major dS^T (ld T), op N.
-    head_products(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, ld, hs, seq, dS, T, (long long)tt, tt * NH, dq, ld, hs,
-                  seq, B, NH);
-    // dK^T[i,u] = sum_t q_t[i] dS[t,u]: Q op N, dS^T transposed back (op T).
-    head_products(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, ld, hs, seq, dS, T, (long long)tt, tt * NH, dk, ld, hs,
-                  seq, B, NH);
-    // dV^T[i,u] = sum_t do_t[i] A[t,u]: dO op N, A^T transposed back (op T).
-    head_products(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, dout, C, hs, dseq, att, T, (long long)tt, tt * NH, dv, ld,
-                  hs, seq, B, NH);
-}
-
-// ---------------------------------------------------------------------------------------
 // Elementwise: GELU (tanh form, as ops.c), residual add. No pointer is __restrict__: dinp
 // may be dout, out may be a or b, and each thread reads its element before writing it.
 // ---------------------------------------------------------------------------------------
@@ -494,271 +353,8 @@ static void cuda_residual_add(float *out, const float *a, const float *b, int n)
 }
 
 // ---------------------------------------------------------------------------------------
-// Embeddings. The backward is a gather: the thread owning dwte[v, c] scans the B*T tokens in
-// order and adds the rows whose token is v, which is the order the CPU adds them in.
+// The table
 // ---------------------------------------------------------------------------------------
-
-enum { TOKEN_VALUES = 256 };  // tokens are bytes, so the vocabulary holds at most 256 rows
-
-// out[b,t,c] = wte[tokens[b,t], c] + wpe[t, c], one thread per output float.
-__global__ static void embedding_forward_kernel(float *out, const uint8_t *tokens, const float *wte, const float *wpe,
-                                                int B, int T, int C) {
-    size_t i = thread_index();
-    if (i >= (size_t)B * T * C) return;
-    size_t n = i / C;
-    int c = (int)(i % C), t = (int)(n % T);
-    out[i] = wte[(size_t)tokens[n] * C + c] + wpe[(size_t)t * C + c];
-}
-
-// dwte[v, c] += dout[n, c] for every n with tokens[n] == v. Rows of tokens that do not occur
-// are never touched, so a vocabulary smaller than 256 is never written past.
-__global__ static void embedding_backward_wte_kernel(float *dwte, const float *dout, const uint8_t *tokens, int BT,
-                                                     int C) {
-    size_t i = thread_index();
-    if (i >= (size_t)TOKEN_VALUES * C) return;
-    int v = (int)(i / C), c = (int)(i % C);
-    float *dst = dwte + (size_t)v * C + c;
-    float acc = 0.0f;
-    int seen = 0;
-    for (int n = 0; n < BT; n++)
-        if (tokens[n] == v) {
-            if (!seen) {
-                acc = *dst;  // the first occurrence starts from the gradient so far
-                seen = 1;
-            }
-            acc += dout[(size_t)n * C + c];
-        }
-    if (seen) *dst = acc;
-}
-
-static void cuda_embedding_forward(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B,
-                                   int T, int C) {
-    size_t n = (size_t)B * T * C;
-    if (n == 0) return;
-    const uint8_t *tokens_dev = cuda_stage_tokens(tokens, (size_t)B * T);
-    embedding_forward_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(out, tokens_dev, wte, wpe, B,
-                                                                                       T, C);
-    cudaCheck(cudaGetLastError());
-}
-
-static void cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const uint8_t *tokens, int B, int T,
-                                    int C) {
-    if ((size_t)B * T * C == 0) return;
-    const uint8_t *tokens_dev = cuda_stage_tokens(tokens, (size_t)B * T);
-    embedding_backward_wte_kernel<<<blocks_for((size_t)TOKEN_VALUES * C, THREADS), THREADS, 0, compute_stream()>>>(
-        dwte, dout, tokens_dev, B * T, C);
-    cudaCheck(cudaGetLastError());
-    // dwpe[t, c] += sum over b of dout[b, t, c]: the column sums of dout seen as [B, T*C].
-    column_sums(dwpe, dout, B, T * C);
-}
-
-// ---------------------------------------------------------------------------------------
-// Softmax cross-entropy (math in ops.c). One warp per row; each row's loss is computed in
-// double on the device and the host adds the rows in order, as crossentropy_forward does.
-// ---------------------------------------------------------------------------------------
-
-__global__ static void crossentropy_forward_kernel(float *logits, const uint8_t *targets, int N, int V,
-                                                   double *row_loss) {
-    size_t n = warp_row();
-    if (n >= (size_t)N) return;
-    int lane = threadIdx.x % WARP;
-    float *z = logits + n * V;
-    float target_z = z[targets[n]];
-    float maxz = -INFINITY;
-    for (int v = lane; v < V; v += WARP) maxz = fmaxf(maxz, z[v]);
-    maxz = warp_max(maxz);
-    __syncwarp();  // every lane has read target_z before any lane overwrites the row
-    float sum = 0.0f;
-    for (int v = lane; v < V; v += WARP) {
-        float e = expf(z[v] - maxz);
-        z[v] = e;
-        sum += e;
-    }
-    sum = warp_sum(sum);
-    float inv = 1.0f / sum;
-    for (int v = lane; v < V; v += WARP) z[v] *= inv;
-    if (lane == 0) row_loss[n] = log((double)sum) + (double)maxz - (double)target_z;
-}
-
-// dlogits[n, v] = probs[n, v] * scale, minus scale at the target.
-__global__ static void crossentropy_backward_kernel(float *dlogits, const float *probs, const uint8_t *targets, int N,
-                                                    int V, float scale) {
-    size_t i = thread_index();
-    if (i >= (size_t)N * V) return;
-    size_t n = i / V;
-    int v = (int)(i % V);
-    float d = probs[i] * scale;
-    if (v == targets[n]) d -= scale;
-    dlogits[i] = d;
-}
-
-// Copy n doubles from the device (after the queued work) and add them in order on the host.
-static double sum_on_host(const double *dev, size_t n) {
-    CudaContext *c = cuda_context();
-    double *host = (double *)malloc_check(n * sizeof(double));
-    cudaCheck(cudaMemcpyAsync(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost, c->stream));
-    cudaCheck(cudaStreamSynchronize(c->stream));
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += host[i];
-    free(host);
-    return total;
-}
-
-static double cuda_crossentropy_forward(float *probs_from_logits, const uint8_t *targets, int N, int V) {
-    if (N <= 0) return 0.0;
-    const uint8_t *targets_dev = cuda_stage_tokens(targets, (size_t)N);
-    double *row_loss = (double *)cuda_workspace((size_t)N * sizeof(double));
-    crossentropy_forward_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
-        probs_from_logits, targets_dev, N, V, row_loss);
-    cudaCheck(cudaGetLastError());
-    return sum_on_host(row_loss, (size_t)N);
-}
-
-static void cuda_crossentropy_backward(float *dlogits, const float *probs, const uint8_t *targets, int N, int V,
-                                       float scale) {
-    size_t n = (size_t)N * V;
-    if (n == 0) return;
-    const uint8_t *targets_dev = cuda_stage_tokens(targets, (size_t)N);
-    crossentropy_backward_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dlogits, probs,
-                                                                                           targets_dev, N, V, scale);
-    cudaCheck(cudaGetLastError());
-}
-
-// ---------------------------------------------------------------------------------------
-// The optimizer's elementwise work (adamw.c)
-// ---------------------------------------------------------------------------------------
-
-// One AdamW step per element, the float formula of adamw.c; c1 and c2 are its bias
-// corrections, computed on the host exactly as adamw.c computes them.
-__global__ static void adamw_kernel(float *params, const float *grads, float *m, float *v, size_t n, AdamW opt,
-                                    float c1, float c2) {
-    size_t i = thread_index();
-    if (i >= n) return;
-    float b1 = opt.beta1, b2 = opt.beta2, g = grads[i];
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi / c1, vhat = vi / c2;
-    params[i] -= opt.lr * (mhat / (sqrtf(vhat) + opt.eps) + opt.weight_decay * params[i]);
-}
-
-// Fixed-size blocks of the input, each summed to one double partial by a fixed tree, so the
-// result never depends on timing; the host adds the partials in block order.
-enum { SUMSQ_THREADS = 256, SUMSQ_BLOCK_ELEMS = 8192 };
-
-__global__ static void sum_of_squares_kernel(const float *x, size_t n, double *partials) {
-    __shared__ double part[SUMSQ_THREADS];
-    size_t start = (size_t)blockIdx.x * SUMSQ_BLOCK_ELEMS;
-    size_t end = start + SUMSQ_BLOCK_ELEMS < n ? start + SUMSQ_BLOCK_ELEMS : n;
-    double s = 0.0;
-    for (size_t i = start + threadIdx.x; i < end; i += SUMSQ_THREADS) s += (double)x[i] * x[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int stride = SUMSQ_THREADS / 2; stride > 0; stride /= 2) {
-        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
-}
-
-__global__ static void scale_kernel(float *x, size_t n, float s) {
-    size_t i = thread_index();
-    if (i < n) x[i] *= s;
-}
-
-static void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
-                              size_t n) {
-    if (n == 0) return;
-    float c1 = 1.0f - (float)pow(opt->beta1, (double)t);
-    float c2 = 1.0f - (float)pow(opt->beta2, (double)t);
-    adamw_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(params, grads, m, v, n, *opt, c1, c2);
-    cudaCheck(cudaGetLastError());
-}
-
-static double cuda_sum_of_squares(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    size_t nblocks = (n + SUMSQ_BLOCK_ELEMS - 1) / SUMSQ_BLOCK_ELEMS;
-    double *partials = (double *)cuda_workspace(nblocks * sizeof(double));
-    sum_of_squares_kernel<<<(unsigned)nblocks, SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
-    cudaCheck(cudaGetLastError());
-    return sum_on_host(partials, nblocks);
-}
-
-static void cuda_scale_floats(float *x, size_t n, float s) {
-    if (n == 0) return;
-    scale_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(x, n, s);
-    cudaCheck(cudaGetLastError());
-}
-
-// ---------------------------------------------------------------------------------------
-// Buffers, and the table
-// ---------------------------------------------------------------------------------------
-
-static void cuda_zero(float *x, size_t n) {
-    if (n) cudaCheck(cudaMemsetAsync(x, 0, n * sizeof(float), compute_stream()));
-}
-
-static void cuda_copy_floats(float *dst, const float *src, size_t n) {
-    if (n == 0 || dst == src) return;
-    // The CPU's copy is a memmove; cudaMemcpy's result is undefined for overlapping ranges.
-    if (dst < src + n && src < dst + n)
-        die("copy between distinct, non-overlapping buffers (a bug in shardlab)",
-            "Ops.copy on the GPU: the %zu floats at %p and %p overlap", n, (void *)dst, (const void *)src);
-    cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
-}
-
-// ---------------------------------------------------------------------------------------
-// Mixed precision. One thread per element, each calling bf16.h's functions, which nvcc
-// compiles for the device: the same integer rounding (nearest, ties to even, NaNs kept quiet
-// with their sign) as the CPU, so the bits match. cuda_bf16.h's __float2bfloat16 is not
-// used: it rounds the same way but turns every NaN into one canonical NaN, losing the sign.
-// The additions are plain fp32 adds (rounded to nearest; nothing to fuse, no fast-math).
-// ---------------------------------------------------------------------------------------
-
-__global__ static void to_bf16_kernel(bf16 *dst, const float *src, size_t n) {
-    size_t i = thread_index();
-    if (i < n) dst[i] = bf16_from_float(src[i]);
-}
-
-__global__ static void from_bf16_kernel(float *dst, const bf16 *src, size_t n) {
-    size_t i = thread_index();
-    if (i < n) dst[i] = bf16_to_float(src[i]);
-}
-
-__global__ static void add_bf16_kernel(bf16 *acc, const bf16 *x, size_t n) {
-    size_t i = thread_index();
-    if (i < n) acc[i] = bf16_add(acc[i], x[i]);
-}
-
-__global__ static void acc_bf16_kernel(bf16 *acc, const float *x, size_t n) {
-    size_t i = thread_index();
-    if (i < n) acc[i] = bf16_add_float(acc[i], x[i]);
-}
-
-static void cuda_to_bf16(bf16 *dst, const float *src, size_t n) {
-    if (n == 0) return;
-    to_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dst, src, n);
-    cudaCheck(cudaGetLastError());
-}
-
-static void cuda_from_bf16(float *dst, const bf16 *src, size_t n) {
-    if (n == 0) return;
-    from_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(dst, src, n);
-    cudaCheck(cudaGetLastError());
-}
-
-static void cuda_add_bf16(bf16 *acc, const bf16 *x, size_t n) {
-    if (n == 0) return;
-    add_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(acc, x, n);
-    cudaCheck(cudaGetLastError());
-}
-
-static void cuda_acc_bf16(bf16 *acc, const float *x, size_t n) {
-    if (n == 0) return;
-    acc_bf16_kernel<<<blocks_for(n, THREADS), THREADS, 0, compute_stream()>>>(acc, x, n);
-    cudaCheck(cudaGetLastError());
-}
 
 static const Ops cuda_table = {
     .name = "cuda",
