@@ -1,4 +1,4 @@
-// test_json.c — the JSON reader and string builder (labs/core/json.c).
+// test_json.c — the JSON reader and string builder (labs/core/json.c, labs/core/strbuf.c).
 //
 // What it proves: every JSON type is read with the right value; escapes (including \uXXXX
 // and surrogate pairs) decode to the right UTF-8; malformed input of every kind the labs

@@ -541,7 +541,7 @@ static void test_launcher_killed(void) {
 
 // Segments of this user named shardlab-* whose creator is gone, and whether `keep` (a name
 // under /dev/shm, or NULL) is still there. A segment's header says who created it: the
-// launcher or the rank 0 that made it (core/shm.c); its first 16 bytes are the magic and
+// launcher or the rank 0 that made it (core/shm.c, shm_internal.h); its first 16 bytes are the magic and
 // then the world size and the creator's pid.
 static int shm_dead_left(void) {
     int k = 0;

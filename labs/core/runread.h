@@ -150,7 +150,7 @@ const RunSpans *runview_spans(const RunView *v, int r, int64_t step);
 int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen);
 
 // The rank an error message blames: when one rank fails, the others stop too, saying
-// "rank 2 failed, so rank 0 stops ..." or "rank 1 (pid 4242) is gone" (core/shm.c), so the
+// "rank 2 failed, so rank 0 stops ..." or "rank 1 (pid 4242) is gone" (core/shm_chan.c), so the
 // cause of a failure is the rank nobody's message leads past. -1: it blames nobody.
 int run_blamed_rank(const char *msg);
 
