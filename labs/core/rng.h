@@ -1,6 +1,6 @@
 // rng.h — the one seeded random number generator every lab uses.
 //
-// Defines: Rng, rng_seed(), rng_u64(), rng_uniform(), rng_normal(), rng_hash().
+// Defines: Rng, rng_seed(), rng_u64(), rng_uniform(), rng_below(), rng_normal(), rng_hash().
 //
 // splitmix64: tiny, fast, and the same stream on every machine, so a seed means the same
 // initial weights and the same batches everywhere (that is what lets a run at N ranks be
@@ -26,6 +26,16 @@ static inline uint64_t rng_u64(Rng *r) {
 
 // Uniform in [0, 1), 53 random bits.
 static inline double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+
+// Uniform in 0..n-1 exactly (n >= 1): draws at or above the largest multiple of n are thrown
+// back, so no value is favoured (a plain % n would favour the small ones, a little).
+static inline int64_t rng_below(Rng *r, int64_t n) {
+    uint64_t un = (uint64_t)n, limit = UINT64_MAX - UINT64_MAX % un;
+    uint64_t x;
+    do x = rng_u64(r);
+    while (x >= limit);
+    return (int64_t)(x % un);
+}
 
 // Standard normal by Box-Muller (one value per call; simple beats fast here).
 static inline double rng_normal(Rng *r) {

@@ -155,39 +155,19 @@ int mixture_source_of(const Mixture *m, int64_t index) {
 }
 
 // ------------------------------------------------------------------------------------------
-// 3. The sampler
+// 3. What the sampler draws from (the permutation itself is the lab's: shard/sampler.c)
 
-// Uniform in 0..n-1 exactly: draws above the largest multiple of n are thrown back, so no
-// value is favoured (a plain % n would favour the small ones, a little).
-static int64_t uniform_below(Rng *r, int64_t n) {
-    uint64_t un = (uint64_t)n, limit = UINT64_MAX - UINT64_MAX % un;
-    uint64_t x;
-    do x = rng_u64(r);
-    while (x >= limit);
-    return (int64_t)(x % un);
-}
-
-void sampler_epoch(int64_t *out, int64_t D, uint64_t seed, int64_t epoch, const Mixture *mix) {
+Rng sampler_stream(uint64_t seed, int64_t epoch) {
     Rng r;
     rng_seed(&r, rng_hash(seed, STREAM_EPOCH, (uint64_t)epoch));
-    if (!mix) {
-        // Fisher-Yates: position i takes one of the items not yet placed, uniformly. Start
-        // from 0..D-1 in order; for i from D-1 down to 1, swap out[i] with out[j], j drawn by
-        // uniform_below(&r, i + 1) (the draws in exactly this order: every rank must compute
-        // the same permutation).
-        /* BEGIN SOLUTION: the epoch's permutation of the D items, by Fisher-Yates */
-        for (int64_t i = 0; i < D; i++) out[i] = i;
-        for (int64_t i = D - 1; i > 0; i--) {
-            int64_t j = uniform_below(&r, i + 1), t = out[i];
-            out[i] = out[j], out[j] = t;
-        }
-        /* END SOLUTION */
-        return;
-    }
+    return r;
+}
+
+void mixture_draws(int64_t *out, int64_t D, Rng *r, const Mixture *mix) {
     for (int64_t i = 0; i < D; i++) {
         // The source: where u falls in the cumulative probabilities (u beyond their rounded
         // total, about once in 2^52 draws: the last source that can be drawn).
-        double u = rng_uniform(&r), cumulative = 0;
+        double u = rng_uniform(r), cumulative = 0;
         int s = -1, last = 0;
         for (int j = 0; j < mix->k; j++) {
             cumulative += mix->prob[j];
@@ -195,7 +175,7 @@ void sampler_epoch(int64_t *out, int64_t D, uint64_t seed, int64_t epoch, const 
             if (s < 0 && u < cumulative) s = j;
         }
         if (s < 0) s = last;
-        out[i] = mix->first[s] + uniform_below(&r, mix->size[s]);
+        out[i] = mix->first[s] + rng_below(r, mix->size[s]);
     }
 }
 

@@ -1,9 +1,11 @@
 // dataset.h — a dataset of fixed-size items stored in a file, and the global sampler that
-// orders its items into epochs and global batches (the data-sharding lab, labs/shard.c).
+// orders its items into epochs and global batches (the data-sharding lab, labs/shard.c; the
+// sampler's permutation, a student's part, is shard/sampler.c).
 //
 // Defines: Dataset, dataset_open(), dataset_read(), dataset_close(), dataset_write_file(),
 //          Mixture, MIXTURE_MAX_SOURCES, mixture_parse(), mixture_layout(), mixture_source_of(),
-//          sampler_epoch(), indices_hash(), words_for_bytes(); ShardArgs, SHARD_NOPTIONS,
+//          sampler_stream(), mixture_draws(), sampler_epoch(), indices_hash(),
+//          words_for_bytes(); ShardArgs, SHARD_NOPTIONS,
 //          SHARD_STRATEGIES, shard_args_bind(), shard_args_defaults(),
 //          shard_args_check().
 //
@@ -30,6 +32,7 @@
 #include <stdio.h>
 
 #include "args.h"
+#include "rng.h"
 
 typedef struct {
     int fd;
@@ -75,8 +78,14 @@ int mixture_layout(Mixture *m, int64_t D, char *err, size_t errlen);
 // The source item `index` belongs to.
 int mixture_source_of(const Mixture *m, int64_t index);
 
-// The D item indices of epoch `epoch` (0-based) in order: a permutation (mix NULL), or the
-// mixture's D draws. Depends only on (D, seed, epoch, mix).
+// The stream epoch `epoch` (0-based) draws from, seeded by (seed, epoch) alone.
+Rng sampler_stream(uint64_t seed, int64_t epoch);
+// The mixture's D draws with replacement from r: a source by its probability, then an item
+// of that source uniformly (rng_below).
+void mixture_draws(int64_t *out, int64_t D, Rng *r, const Mixture *mix);
+// The D item indices of epoch `epoch` in order (shard/sampler.c): with mix NULL a permutation
+// of 0..D-1, by Fisher-Yates from sampler_stream(seed, epoch); with a mixture, its draws from
+// that stream. Depends only on (D, seed, epoch, mix).
 void sampler_epoch(int64_t *out, int64_t D, uint64_t seed, int64_t epoch, const Mixture *mix);
 
 // FNV-1a 64 of n indices, each written as 8 little-endian bytes (the same on every machine).
