@@ -142,7 +142,7 @@ endif
 # labs/ckpt/, labs/shard/, labs/zero/ for zero and fsdp). The sanitized build (the tests)
 # is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
 CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/*.c))
-LAB_DIRS  := tp ckpt shard zero
+LAB_DIRS  := tp ckpt shard zero pp
 ALGO_SRCS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.c))
 ALGO_HDRS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.h))
 ALGO_OBJS := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/algo/%.o)
@@ -175,7 +175,7 @@ COURSE_SAN := $(BUILD)/san/course/course.o
 # md4c's parser renders the lexicon and the lessons (tui/mdterm.c), for shardlab and the tests.
 MD4C_LIBS := -lmd4c
 # The web server (web/): CivetWeb (no pkg-config file) and md4c's HTML renderer.
-WEB_SRCS  := web runs html
+WEB_SRCS  := $(sort $(basename $(notdir $(wildcard web/*.c))))
 WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
 WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
 WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
@@ -189,13 +189,16 @@ SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS) $(COURSE_OBJ)
 SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
 endif
 # The grader (labs/grade/): `shardlab grade`, linked into the launcher.
-GRADE_SRCS := load rubric methods refs grade
+GRADE_SRCS := $(sort $(basename $(notdir $(wildcard labs/grade/*.c))))
 GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
 GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
 # It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
 # libraries carry so much thread-local storage that CivetWeb's worker threads, created with
 # a small fixed stack, cannot start in a process that loads them.
+# The command: labs/shardlab.c (the launcher, `shardlab run`, and the other commands), with
+# the launcher's view of a run and its reading of the ranks' endings (labs/launcher.h).
+LAUNCHER_SRCS := labs/shardlab.c labs/launcher_view.c labs/launcher_ranks.c
 SHARDLAB_LIB := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
@@ -336,8 +339,8 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
-$(SHARDLAB): labs/shardlab.c $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $< $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+$(SHARDLAB): $(LAUNCHER_SRCS) labs/launcher.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
@@ -345,8 +348,8 @@ $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): labs/shardlab.c $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $< $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(SHARDLAB_SAN): $(LAUNCHER_SRCS) labs/launcher.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
+	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60

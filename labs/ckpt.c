@@ -211,7 +211,6 @@ static void compare_policies(Work *w, const CkptPolicy *policies, int np, int re
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     const char *policy_text;  // the options' types, bounds and defaults (--layers 4 here): core/catalog.c
     int reps;
     LabBind own[] = {{"policy", &policy_text}, {"compare", &reps}};
@@ -226,8 +225,7 @@ int main(int argc, char **argv) {
     lab_begin(&L, "%d rank(s) on %s, backend %s, policy %s", N, L.dev.name, L.backend, policy.name);
     RunLog *log = &L.log;
     GptConfig cfg = L.cfg;
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    int broken = test_break && strcmp(test_break, "ckpt-stale-recompute") == 0;
+    int broken = check_test_break("ckpt-stale-recompute");
     if (broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: checkpointed blocks are not recomputed\n");
 
     Gpt model;
@@ -245,15 +243,7 @@ int main(int argc, char **argv) {
     char lab_fields[96];
     snprintf(lab_fields, sizeof lab_fields, "\"policy\":\"%s\",\"compare\":%d", policy.name, reps);
     lab_start(&L, gpt_num_params(&cfg), lab_fields);
-    double psi = (double)gpt_num_params(&cfg);
-    MemRow rows[] = {
-        {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
-        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
-        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = ckpt_acts_formula(&cfg, &policy), .expect = acts_bytes},
-        {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
-    };
-    train_report_memory(log, &L.mem, NULL, &cfg, micro, rows, 5);
+    lab_replica_memory(&L, micro, ckpt_acts_formula(&cfg, &policy), acts_bytes, 1);
 
     Work work = {.model = &model, .corpus = &L.corpus, .a = &a, .first = rank * per_rank, .count = per_rank,
                  .loss_scale = (float)(1.0 / L.tokens_per_step), .pass = {.log = log, .skip_recompute = broken}};
@@ -300,27 +290,20 @@ int main(int argc, char **argv) {
                               (double)mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W,
                               "the pass held %zu bytes of activations at its peak, the policy's formula and the pass's "
                               "workspace are %.0f", mem_peak_in(&L.mem, MEM_ACTS), acts_bytes + W);
-        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[256];
         snprintf(extra, sizeof extra,
                  "\"policy\":\"%s\",\"recomputed_blocks\":%d,\"recompute_ms\":%.3f,"
                  "\"acts_saved\":%.0f,\"workspace\":%.0f", policy.name, policy.recomputed,
                  (double)work.pass.recompute_us / 1000.0, acts_bytes, W);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .param_hash = gpt_param_hash(&model), .extra = extra};
-        lab_step_end(&L, &rec, &chunk);
+                          .extra = extra};
+        lab_replica_step_end(&L, &model, &rec, comm_us, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    lab_replica_save(&L, &model);
     char extra[96];
     snprintf(extra, sizeof extra, "\"policy\":\"%s\",\"recomputed_blocks\":%d", policy.name, policy.recomputed);
-    lab_finish(&L, gpt_param_hash(&model), extra);
-    gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &L.mem);
-    gpt_destroy(&model);
-    lab_close(&L);
+    lab_replica_close(&L, &model, &adam, &acts, extra);
     return 0;
 }

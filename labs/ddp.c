@@ -222,7 +222,6 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     const char *sync_name, *algo_name;  // the options' types, bounds and defaults: core/catalog.c
     double bucket_mb;
     LabBind own[] = {{"sync", &sync_name}, {"bucket-mb", &bucket_mb}, {"algo", &algo_name}};
@@ -251,9 +250,8 @@ int main(int argc, char **argv) {
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     Sync sync = {.mode = mode, .model = &model, .group = &L.dist.world_group,
-                 .broken = test_break && strcmp(test_break, "ddp-skip-bucket") == 0};
+                 .broken = check_test_break("ddp-skip-bucket")};
     if (sync.broken && mode != SYNC_OVERLAP)
         usage_error("ddp", "SHARDLAB_TEST_BREAK=ddp-skip-bucket needs --sync overlap");
     if (sync.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: bucket 0's sum is not used\n");
@@ -312,29 +310,21 @@ int main(int argc, char **argv) {
         // 4. The same update on every rank, from the same gradient: the replicas stay equal.
         double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[160];
         snprintf(extra, sizeof extra, "\"grad_bytes_sent\":%llu,\"grad_all_reduces\":%d",
                  (unsigned long long)grad_sent, sync.buckets.n);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)(per_rank * a.seq),
-                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .param_hash = gpt_param_hash(&model), .extra = extra};
-        lab_step_end(&L, &rec, &chunk);
+                          .extra = extra};
+        lab_replica_step_end(&L, &model, &rec, comm_us, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
 
-    lab_replica_save(&L, &model);
-    char extra[96];
-    snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
-    lab_finish(&L, gpt_param_hash(&model), extra);
-
     for (int i = 0; i < sync.buckets.n; i++)
         if (sync.buckets.b[i].flat) mem_free(&L.mem, sync.buckets.b[i].flat);
     free(sync.buckets.b);
-    gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &L.mem);
-    gpt_destroy(&model);
-    lab_close(&L);
+    char extra[96];
+    snprintf(extra, sizeof extra, "\"sync\":\"%s\",\"buckets\":%d", sync_name, sync.buckets.n);
+    lab_replica_close(&L, &model, &adam, &acts, extra);
     return 0;
 }

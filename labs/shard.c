@@ -16,7 +16,8 @@
 // that file; with synthetic data rank 0 writes the corpus to <run dir>/dataset.bin first.
 // A rank HOLDS the items it has read into memory.
 //
-// The global sampler (shard/dataset.h), one for all three strategies, computed by each rank:
+// The global sampler (shard/dataset.h, its permutation shard/sampler.c), one for all three
+// strategies, computed by each rank:
 // epoch e is a permutation of the D items seeded by (seed, e); global batch b of the epoch
 // is positions [b B, (b+1) B) of it; step s (1-based) is batch (s-1) mod E of epoch
 // (s-1) / E, with E = floor(D/B) batches an epoch. drop_last: the last D mod B positions of
@@ -61,6 +62,7 @@
 #include "check.h"
 #include "data.h"
 #include "shard/dataset.h"
+#include "shard/loader.h"
 #include "dcp.h"
 #include "dist.h"
 #include "gpt.h"
@@ -70,54 +72,10 @@
 #include "runlog.h"
 #include "train.h"
 
-typedef enum { SLICE, SAMPLER, DISPATCH } Strategy;
-
 // ---------------------------------------------------------------------------------------
 // The loader: what this rank holds, and how each step's part of the global batch reaches it
+// (its state and the formulas it is checked against: shard/loader.h, shard/figures.c)
 // ---------------------------------------------------------------------------------------
-
-typedef struct {
-    Strategy strategy;
-    Dataset ds;
-    const Mixture *mix;        // NULL: each epoch a permutation
-    int64_t D, E;              // items, batches per epoch
-    int B, N, rank, per_rank, S;  // S = T + 1 bytes per item
-    int local_ranks;              // the ranks on this node, whose items share its host memory
-    uint64_t seed;
-    int broken;                // SHARDLAB_TEST_BREAK=shard-overlap
-    int64_t *order;            // the current epoch's D indices (every rank computes them)
-    int64_t epoch;             // the epoch `order` belongs to (-1: none yet)
-    uint8_t *whole;            // slice, and dispatch on rank 0: all D items
-    uint8_t *mine;             // sampler: this rank's items of the epoch, in consumption order
-    uint64_t held;             // bytes of dataset in memory
-    uint8_t *part, *batch;     // this step's B/N sequences; dispatch rank 0: the global batch
-    float *words;              // dispatch: a part as 4-byte words
-    FILE *list;                // indices-rank-<r>-epoch-<e>.txt
-    const char *dir;
-} Loader;
-
-// The first position of rank r's part in a global batch: r B/N. The graders' own test
-// (SHARDLAB_TEST_BREAK=shard-overlap): every rank but 0 starts one position early, so it
-// overlaps its left neighbour and the batch's last position is nobody's.
-static int shard_first(const Loader *L, int r) { return r * L->per_rank - (L->broken && r > 0); }
-
-// What this rank should hold, by the table at the top of this file.
-static uint64_t held_formula(const Loader *L, int r) {
-    uint64_t whole = (uint64_t)L->D * (uint64_t)L->S;
-    if (L->strategy == SLICE) return whole;
-    if (L->strategy == DISPATCH) return r == 0 ? whole : 0;
-    return (uint64_t)L->E * (uint64_t)L->per_rank * (uint64_t)L->S;
-}
-
-static size_t part_bytes(const Loader *L) { return (size_t)L->per_rank * (size_t)L->S; }
-
-// The bytes rank r moves per step (sent or received), by the same table.
-static uint64_t sent_formula(const Loader *L, int r) {
-    return L->strategy == DISPATCH && r == 0 ? (uint64_t)(L->N - 1) * 4 * words_for_bytes(part_bytes(L)) : 0;
-}
-static uint64_t recv_formula(const Loader *L, int r) {
-    return L->strategy == DISPATCH && r != 0 ? 4 * (uint64_t)words_for_bytes(part_bytes(L)) : 0;
-}
 
 static void loader_open(Loader *L, const char *path, int64_t cap) {
     char err[1200];
@@ -130,7 +88,7 @@ static void loader_open(Loader *L, const char *path, int64_t cap) {
     // hold (their strategy's shares of the items, and each rank its epoch's order at 8 bytes an
     // item) is checked against the host memory first. Every rank does the same sum.
     double shares = 0, available = plan_host_available();
-    for (int r = 0; r < L->N; r++) shares += (double)held_formula(L, r);
+    for (int r = 0; r < L->N; r++) shares += (double)shard_held_formula(L, r);
     double here = shares * L->local_ranks / L->N + 8.0 * (double)L->D * L->local_ranks;
     if (available >= 0 && here > available) {
         char h[32], have[32];
@@ -297,16 +255,6 @@ static void log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t st
     }
 }
 
-// Every rank's figures on every rank: n doubles each, sent as float pairs (hi, lo) as
-// dist_sum_over_ranks does, exact for whole numbers below 2^48. all: [N][n].
-static void gather_figures(DistGroup *g, const double *mine, int n, double *all) {
-    float pairs[2 * 8], *every = malloc_check((size_t)(2 * n * g->size) * sizeof(float));
-    for (int i = 0; i < n; i++) pairs[2 * i] = (float)mine[i], pairs[2 * i + 1] = (float)(mine[i] - (double)(float)mine[i]);
-    dist_all_gather(g, pairs, every, (size_t)(2 * n * g->size));  // rank r's chunk: its 2n floats
-    for (int i = 0; i < n * g->size; i++) all[i] = (double)every[2 * i] + (double)every[2 * i + 1];
-    free(every);
-}
-
 // ---------------------------------------------------------------------------------------
 // Training
 // ---------------------------------------------------------------------------------------
@@ -332,10 +280,9 @@ static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long 
         markov_free(&m);
         dist_barrier(&L->dist.world_group);
     }
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
     *ld = (Loader){.strategy = strategy, .mix = mix, .B = a->batch, .N = L->world, .rank = L->rank,
                    .local_ranks = L->env.local_world, .per_rank = a->batch / L->world, .S = a->seq + 1, .seed = a->seed,
-                   .dir = L->log.dir, .broken = test_break && strcmp(test_break, "shard-overlap") == 0};
+                   .dir = L->log.dir, .broken = check_test_break("shard-overlap")};
     loader_open(ld, data_path, cap);
     if (cap > ld->ds.available)
         usage_error("shard", "--items %lld: the data holds only %lld items of T+1 = %d bytes", cap,
@@ -352,71 +299,8 @@ static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long 
                   L->rank, shard_first(ld, L->rank), shard_first(ld, L->rank) + ld->per_rank - 1);
 }
 
-// The data this rank holds and moved in a step, by the table at the top: check events at the
-// first step and at the first step that differs (with a warning; the run goes on, and the
-// grader's data.coverage judges what the ranks read and trained on). *warned: whether one
-// differed already.
-static void check_data(RunLog *log, const Loader *ld, int64_t step, int first, uint64_t sent, uint64_t recv, int *warned) {
-    int r = ld->rank;
-    int held_ok = ld->held == held_formula(ld, r);
-    int moved_ok = sent == sent_formula(ld, r) && recv == recv_formula(ld, r);
-    if (!first && ((held_ok && moved_ok) || *warned)) return;
-    *warned |= !(held_ok && moved_ok);
-    if (ld->strategy == SAMPLER || !held_ok)
-        runlog_self_check(log, "data.held", held_ok, (double)ld->held, (double)held_formula(ld, r),
-                          "step %lld: holding %llu bytes of the dataset, the formula says %llu", (long long)step,
-                          (unsigned long long)ld->held, (unsigned long long)held_formula(ld, r));
-    runlog_self_check(log, "data.bytes_moved", moved_ok, (double)(sent + recv), (double)(sent_formula(ld, r) + recv_formula(ld, r)),
-                      "step %lld moved %llu bytes out and %llu in; the formulas say %llu and %llu", (long long)step,
-                      (unsigned long long)sent, (unsigned long long)recv, (unsigned long long)sent_formula(ld, r),
-                      (unsigned long long)recv_formula(ld, r));
-}
-
-// Every rank's figures (held, received and sent a step) on rank 0, in a table next to the
-// formulas, with a check event (a collective: every rank calls it).
-static void report_data(RunLog *log, const Loader *ld, DistGroup *g, const char *strategy_name, double held, double recv,
-                        double sent) {
-    int N = ld->N, B = ld->B;
-    Strategy strategy = ld->strategy;
-    double mine[3] = {held, recv, sent}, *all = malloc_check(3 * (size_t)N * sizeof *all);
-    gather_figures(g, mine, 3, all);
-    if (ld->rank == 0) {
-        runlog_printf(log, "\ndata sharding, strategy %s: D = %lld items of T+1 = %d bytes, B = %d, N = %d, "
-                           "P = (B/N)(T+1) = %zu bytes a part\n",
-                      strategy_name, (long long)ld->D, ld->S, B, N, part_bytes(ld));
-        runlog_printf(log, "  %4s %12s  %-30s %10s  %-18s %10s  %s\n", "rank", "held", "formula", "recv/step", "formula",
-                      "sent/step", "formula");
-        int ok = 1;
-        double total = 0, total_formula = 0;
-        for (int r = 0; r < N; r++) {
-            const double *f = all + 3 * r;
-            const char *held_text = strategy == SLICE ? "D(T+1)" : strategy == SAMPLER ? "floor(D/B)(B/N)(T+1)"
-                                  : r == 0 ? "D(T+1)" : NULL;
-            char hf[48] = "0", rf[48] = "0", sf[48] = "0";
-            if (held_text) snprintf(hf, sizeof hf, "%s = %llu", held_text, (unsigned long long)held_formula(ld, r));
-            if (recv_formula(ld, r)) snprintf(rf, sizeof rf, "4 ceil(P/4) = %llu", (unsigned long long)recv_formula(ld, r));
-            if (sent_formula(ld, r))
-                snprintf(sf, sizeof sf, "(N-1) 4 ceil(P/4) = %llu", (unsigned long long)sent_formula(ld, r));
-            runlog_printf(log, "  %4d %12.0f  %-30s %10.0f  %-18s %10.0f  %s\n", r, f[0], hf, f[1], rf, f[2], sf);
-            ok &= f[0] == (double)held_formula(ld, r) && f[1] == (double)recv_formula(ld, r) &&
-                  f[2] == (double)sent_formula(ld, r);
-            total += f[0], total_formula += (double)held_formula(ld, r);
-        }
-        runlog_printf(log, "  held over all ranks: %.0f bytes (slice: N D(T+1) = %.0f, sampler: floor(D/B) B (T+1) = "
-                           "%.0f, dispatch: D(T+1) = %.0f)\n",
-                      total, (double)N * ld->D * ld->S, (double)ld->E * B * ld->S, (double)ld->D * ld->S);
-        if (strategy == DISPATCH)
-            runlog_printf(log, "  a part's %zu bytes travel as %zu words = %zu bytes (the same when P is a multiple of 4)\n",
-                          part_bytes(ld), words_for_bytes(part_bytes(ld)), 4 * words_for_bytes(part_bytes(ld)));
-        runlog_self_check(log, "data.table", ok, total, total_formula,
-                          "a rank's figures differ from the formulas (the table above)");
-    }
-    free(all);
-}
-
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     ShardArgs sa;  // --strategy, --weights, --temperature, --items (types, bounds, defaults: core/catalog.c)
     LabBind own[SHARD_NOPTIONS];
     shard_args_bind(&sa, own);
@@ -458,21 +342,11 @@ int main(int argc, char **argv) {
     else sb_printf(&lab_fields, "null");
     lab_start(&L, gpt_num_params(&cfg), lab_fields.data);
     sb_free(&lab_fields);
-    double psi = (double)gpt_num_params(&cfg);
-    const char *acts_formula;
-    double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
-    MemRow rows[] = {
-        {.cat = MEM_PARAMS, .formula = "4 Psi (a full replica)", .expect = 4 * psi},
-        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
-        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
-        {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
-    };
-    train_report_memory(log, &L.mem, NULL, &cfg, micro, rows, 5);
+    lab_replica_memory(&L, micro, NULL, 0, 1);  // a whole replica, as ddp's
     // The dataset this rank holds (host memory): the slice and dispatch copies were read at
     // open; the sampler reads its first epoch's items at step 1, so it is checked there.
     if (strategy != SAMPLER)
-        runlog_check(log, "data.held", ld.held == held_formula(&ld, rank), (double)ld.held, (double)held_formula(&ld, rank));
+        runlog_check(log, "data.held", ld.held == shard_held_formula(&ld, rank), (double)ld.held, (double)shard_held_formula(&ld, rank));
     mem_reset_peak(&L.mem);
 
     // Distributed checkpoints (dcp.h), as in ddp.c: every replica loads the whole state, and
@@ -496,7 +370,7 @@ int main(int argc, char **argv) {
         const uint8_t *part = loader_next(&ld, &L.dist, step, idx);
         uint64_t data_sent = L.dist.stats.bytes_sent - L.sent0, data_recv = L.dist.stats.bytes_recv - L.recv0;
         int64_t t_data = runlog_now_us();
-        check_data(log, &ld, step, step == first_step, data_sent, data_recv, &data_warned);
+        shard_check_data(log, &ld, step, step == first_step, data_sent, data_recv, &data_warned);
         moved_sent += (double)data_sent, moved_recv += (double)data_recv;
 
         // 2. Forward and backward on it, then the gradients summed over the replicas, layer
@@ -512,7 +386,6 @@ int main(int argc, char **argv) {
         // 3. The same update on every replica.
         double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(L.t1_us - L.t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
         char extra[512];
         snprintf(extra, sizeof extra,
                  "\"data\":{\"strategy\":\"%s\",\"held\":%llu,\"recv\":%llu,\"sent\":%llu,"
@@ -522,30 +395,24 @@ int main(int argc, char **argv) {
                  (unsigned long long)(data_sent ? (size_t)(N - 1) * part_bytes(&ld) : 0), (long long)ld.epoch,
                  (long long)((step - 1) % ld.E), (unsigned long long)indices_hash(idx, ld.per_rank));
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm, .tokens = (int64_t)ld.per_rank * a.seq,
-                          .ms_work = ms, .ms_compute = ms - comm_ms, .ms_comm = comm_ms,
-                          .param_hash = gpt_param_hash(&model), .extra = extra};
+                          .extra = extra};
         if (dcp_due(&a, step))  // a checkpoint's sampler state: where the next step's batch is in the epochs
             snprintf(L.saver.sampler, sizeof L.saver.sampler,
                      "\"epochs\":{\"items\":%lld,\"batches_per_epoch\":%lld,\"next_epoch\":%lld,\"next_batch\":%lld}",
                      (long long)ld.D, (long long)ld.E, (long long)(step / ld.E), (long long)(step % ld.E));
-        lab_step_end(&L, &rec, &chunk);
+        lab_replica_step_end(&L, &model, &rec, comm_us, &chunk);
     }
     dcp_state_free(&whole);
     dcp_state_free(&chunk);
     const double steps_run = (double)(a.steps - first_step + 1);
 
-    report_data(log, &ld, &L.dist.world_group, strategy_name, (double)ld.held, moved_recv / steps_run, moved_sent / steps_run);
+    shard_report_data(log, &ld, &L.dist.world_group, strategy_name, (double)ld.held, moved_recv / steps_run, moved_sent / steps_run);
 
-    lab_replica_save(&L, &model);
     char summary[160];
     snprintf(summary, sizeof summary, "\"strategy\":\"%s\",\"items\":%lld,\"held\":%llu", strategy_name, (long long)ld.D,
              (unsigned long long)ld.held);
-    lab_finish(&L, gpt_param_hash(&model), summary);
     free(idx);
     loader_close(&ld);
-    gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &L.mem);
-    gpt_destroy(&model);
-    lab_close(&L);
+    lab_replica_close(&L, &model, &adam, &acts, summary);
     return 0;
 }

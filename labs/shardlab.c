@@ -1,4 +1,5 @@
-// shardlab.c — the `shardlab` command: `run` (the launcher, this file) and `tui` (the
+// shardlab.c — the `shardlab` command: `run` (the launcher: this file, with what it shows in
+// launcher_view.c and how it reads the ranks' endings in launcher_ranks.c) and `tui` (the
 // terminal dashboard, tui/).
 //
 // Run it:   build/shardlab run ddp -n 2 --steps 200        (or: make lab-ddp NGPU=2 STEPS=200)
@@ -43,6 +44,7 @@
 
 #include "catalog.h"
 #include "check.h"
+#include "launcher.h"
 #include "grade.h"
 #include "json.h"
 #include "runlog.h"
@@ -52,13 +54,6 @@
 #include "logtail.h"
 #include "tui.h"
 #include "web.h"
-
-#define MAX_RANKS SHM_MAX_RANKS
-#define POLL_US 20000          // how often we look at the ranks and their logs
-#define BLAME_WAIT_US 500000   // how long we wait for the rank another one blames (see find_cause)
-#define FAIL_GRACE_US 1000000  // after a failure: SIGTERM, then SIGKILL this much later
-#define STOP_GRACE_US 2000000  // after Ctrl-C: time for the ranks to write their end events
-#define ERROR_HOLD_US 2000000  // how long rank 0's error line waits for rank 0 to exit (echo_text)
 
 static const char *USAGE =
     "usage: shardlab <command> [options]\n"
@@ -84,34 +79,6 @@ static const char *RUN_USAGE =
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
     "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143/129 interrupted\n"
     "(Ctrl-C, SIGTERM, the terminal closed).\n";
-
-// The launcher's one context: the run, its ranks, and how far we have read rank 0's files.
-typedef struct {
-    const char *lab;
-    char lab_path[PATH_MAX + 64];
-    char **lab_argv;           // [lab_path, passthrough options..., NULL]
-    int n, status_line;
-    int want_tui;              // --ui tui, or auto on a terminal
-    Tui *tui;                  // the dashboard while it is open
-    StrBuf said;               // what we had to say while the dashboard held the terminal
-    char run_dir[3072];
-    int shm_fd;                // the ranks' shared memory (no name: shm.h); -1 when N = 1
-    int port;
-    pid_t launcher, pgid;
-    pid_t pid[MAX_RANKS];
-    int done[MAX_RANKS], wstatus[MAX_RANKS];
-    char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
-    int usage_said;            // a rank's usage error was passed on as ours (exit 2)
-    int error_said;            // rank 0 failed and our line quoted its error line
-    int64_t error_held_us;     // since when echo_text holds back an error line of rank 0
-    off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
-    int64_t t0_us;
-    off_t echo_off;             // rank 0's log, read up to here
-    LogTail events;             // rank 0's events, read as they come (logtail.h)
-    long step, steps_total;
-    double loss, ms_step;
-    char shown[256];           // the status line on screen now
-} Launch;
 
 static volatile sig_atomic_t last_signal, signal_count;
 static void on_signal(int sig) { last_signal = sig; signal_count++; }
@@ -248,12 +215,12 @@ static void name_run_dir(Launch *L) {
     runlog_make_dirs(L->run_dir);  // the ranks open their logs in it before the lab runs
 }
 
-static off_t file_size(const char *path) {
+off_t launcher_file_size(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 ? st.st_size : 0;
 }
 
-static void rank_file(const Launch *L, int r, const char *ext, char *out, size_t n) {
+void launcher_rank_file(const Launch *L, int r, const char *ext, char *out, size_t n) {
     snprintf(out, n, "%s/rank-%d.%s", L->run_dir, r, ext);
 }
 
@@ -310,7 +277,7 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     signal(SIGHUP, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     char path[sizeof L->run_dir + 32];
-    rank_file(L, r, "log", path, sizeof path);
+    launcher_rank_file(L, r, "log", path, sizeof path);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644), nul = open("/dev/null", O_RDONLY);
     if (fd < 0 || nul < 0) {
         fprintf(stderr, "shardlab: error: rank %d cannot open %s: %s\n", r, path, strerror(errno));
@@ -338,10 +305,10 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
 static void start_ranks(Launch *L) {
     for (int r = 0; r < L->n; r++) {
         char path[sizeof L->run_dir + 32];
-        rank_file(L, r, "log", path, sizeof path);
-        L->log_start[r] = file_size(path);
-        rank_file(L, r, "jsonl", path, sizeof path);
-        L->jsonl_start[r] = file_size(path);
+        launcher_rank_file(L, r, "log", path, sizeof path);
+        L->log_start[r] = launcher_file_size(path);
+        launcher_rank_file(L, r, "jsonl", path, sizeof path);
+        L->jsonl_start[r] = launcher_file_size(path);
     }
     L->echo_off = L->log_start[0], L->events.offset = L->jsonl_start[0];
     fflush(NULL);  // else the child's copy of our stdio buffers is written twice
@@ -356,305 +323,44 @@ static void start_ranks(Launch *L) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Showing progress: rank 0's log, and a status line from its step events
-// ---------------------------------------------------------------------------------------
-
-static void clear_status(Launch *L) {
-    if (L->shown[0]) fputs("\r\033[K", stdout), L->shown[0] = 0;
-}
-
-// Reads whole lines of rank 0's file from *off on (or everything, at the end) and hands them
-// to fn, which returns how much of them it took: the rest is offered again next time.
-typedef size_t (*LinesFn)(Launch *L, char *text, size_t n, int final);
-static void read_lines(Launch *L, const char *ext, off_t *off, int final, LinesFn fn) {
-    static char buf[1 << 16];
-    char path[sizeof L->run_dir + 32];
-    rank_file(L, 0, ext, path, sizeof path);
-    int fd = file_open_regular(path);  // (json.h: never a FIFO's wait)
-    if (fd < 0) return;
-    ssize_t got;
-    while ((got = pread(fd, buf, sizeof buf - 1, *off)) > 0) {
-        size_t n = (size_t)got;
-        while (!final && n > 0 && buf[n - 1] != '\n') n--;  // half a line: wait for the rest
-        if (n == 0 && (size_t)got == sizeof buf - 1) n = (size_t)got;  // unless it is enormous
-        if (n == 0) break;
-        buf[n] = 0;
-        size_t took = fn(L, buf, n, final);
-        *off += (off_t)took;
-        if (took < n) break;
-    }
-    close(fd);
-}
-
-// Rank 0's output, as it comes, but for the lines the launcher says itself, so the user
-// reads each once: a lab's usage error (check.h), which watch() passes on as its own (exit 2),
-// and the error line of a rank 0 that failed, which watch() quotes in its one line. Either is
-// held back until rank 0 has exited (an error line for at most ERROR_HOLD_US: die() exits
-// right after it, but a lab may print such a line and go on).
-static size_t echo_text(Launch *L, char *text, size_t n, int final) {
-    size_t took = 0;
-    while (took < n) {
-        char *nl = memchr(text + took, '\n', n - took);
-        size_t len = nl ? (size_t)(nl - (text + took)) + 1 : n - took;
-        if (check_is_usage_line(text + took, len)) {
-            if (!L->done[0] && !final) break;  // rank 0 has not exited yet: wait and see
-            // The launcher said a rank's usage error as its own: rank 0's is the same line (the
-            // ranks parse the same arguments), whether rank 0 got to exit 2 or was stopped first.
-            if (L->usage_said) {
-                took += len;
-                continue;
-            }
-        } else if (memmem(text + took, len, ": error: ", 9)) {
-            int64_t now = runlog_now_us();
-            if (!L->error_held_us) L->error_held_us = now;
-            if (!L->done[0] && !final && now - L->error_held_us < ERROR_HOLD_US) break;
-            size_t body = len - (text[took + len - 1] == '\n');
-            L->error_held_us = 0;
-            if (L->error_said && body == strlen(L->errline[0]) && memcmp(text + took, L->errline[0], body) == 0) {
-                took += len;
-                continue;
-            }
-        }
-        clear_status(L);
-        fwrite(text + took, 1, len, stdout);
-        took += len;
-    }
-    return took;
-}
-
-// Rank 0's start and step events, for the status line (spans: many, not needed).
-static void read_event(void *arg, LogTailKind kind, const char *line, size_t n) {
-    Launch *L = arg;
-    if (kind != LOGTAIL_LINE) return;
-    int start = n >= 13 && strncmp(line, "{\"ev\":\"start\"", 13) == 0;
-    if (!start && (n < 12 || strncmp(line, "{\"ev\":\"step\"", 12) != 0)) return;
-    char err[128];
-    JsonValue *v = json_parse(line, n, err, sizeof err);
-    const JsonValue *steps = v ? json_get(json_get(v, "config"), "steps") : NULL;
-    const JsonValue *step = v ? json_get(v, "step") : NULL, *loss = v ? json_get(v, "loss") : NULL;
-    const JsonValue *ms = v ? json_get(json_get(v, "ms"), "step") : NULL;
-    if (start && steps && steps->type == JSON_NUMBER) L->steps_total = (long)steps->number;
-    if (!start && step && loss && ms && step->type == JSON_NUMBER && loss->type == JSON_NUMBER && ms->type == JSON_NUMBER)
-        L->step = (long)step->number, L->loss = loss->number, L->ms_step = ms->number;
-    json_free(v);
-}
-
-static void show_progress(Launch *L, int final) {
-    read_lines(L, "log", &L->echo_off, final, echo_text);
-    if (L->status_line) {
-        char path[sizeof L->run_dir + 32];
-        rank_file(L, 0, "jsonl", path, sizeof path);
-        logtail_poll(&L->events, path, LOGTAIL_MAX_LINE, 0, runlog_now_us(), read_event, L);
-        char line[256], total[32] = "";
-        long secs = (long)((runlog_now_us() - L->t0_us) / 1000000);
-        if (L->steps_total > 0) snprintf(total, sizeof total, "/%ld", L->steps_total);
-        if (L->step > 0)
-            snprintf(line, sizeof line, "[shardlab] %s · %d ranks · step %ld%s · loss %.4f · %.1f ms/step · %ld:%02ld elapsed",
-                     L->lab, L->n, L->step, total, L->loss, L->ms_step, secs / 60, secs % 60);
-        else snprintf(line, sizeof line, "[shardlab] %s · %d ranks · starting · %ld:%02ld elapsed", L->lab, L->n, secs / 60, secs % 60);
-        if (final) {
-            clear_status(L);
-        } else if (strcmp(line, L->shown) != 0) {  // redraw only what changed
-            printf("\r\033[K%s", line);
-            snprintf(L->shown, sizeof L->shown, "%s", line);
-        }
-    }
-    fflush(stdout);
-}
-
-// ---------------------------------------------------------------------------------------
-// Watching the ranks
-// ---------------------------------------------------------------------------------------
-
-static void describe_exit(int status, char *out, size_t n) {
-    if (WIFSIGNALED(status)) {
-        const char *abbrev = sigabbrev_np(WTERMSIG(status));
-        snprintf(out, n, "was killed by signal %d (SIG%s)", WTERMSIG(status), abbrev ? abbrev : "?");
-    } else {
-        snprintf(out, n, "failed (exit %d)", WEXITSTATUS(status));
-    }
-}
-
-static int failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
-
-// What the rank said about its failure: the last line of its log that says ": error: "
-// (die() writes one), else, if it exited on its own, its last line (a usage error, a
-// sanitizer's summary). A rank killed by a signal said nothing about it.
-static void read_error_line(Launch *L, int r) {
-    char path[sizeof L->run_dir + 32], *line = NULL, last[sizeof L->errline[r]] = "";
-    size_t cap = 0;
-    rank_file(L, r, "log", path, sizeof path);
-    FILE *f = file_fopen_regular(path);
-    if (!f) return;
-    fseeko(f, L->log_start[r], SEEK_SET);
-    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
-        if (line[len - 1] == '\n') line[len - 1] = 0;
-        if (strstr(line, ": error: ")) snprintf(L->errline[r], sizeof L->errline[r], "%s", line);
-        if (line[0]) snprintf(last, sizeof last, "%s", line);
-    }
-    if (!L->errline[r][0] && WIFEXITED(L->wstatus[r])) snprintf(L->errline[r], sizeof L->errline[r], "%s", last);
-    free(line);
-    fclose(f);
-}
-
-// The cause of a failure is the first rank to fail, which is not always the first we reap:
-// when rank 2 dies, ranks 0 and 1 stop too and may exit first. So from the first failure we
-// reaped, we follow who blames whom. Returns the cause, or -1 to look again after a while
-// (the blamed rank has not exited yet; we wait for it up to BLAME_WAIT_US).
-static int find_cause(Launch *L, int first, int64_t first_seen_us) {
-    int cause = first;
-    for (int hops = 0; hops < MAX_RANKS; hops++) {
-        int b = run_blamed_rank(L->errline[cause]);  // runread.h
-        if (b < 0 || b >= L->n || b == cause) break;
-        if (!L->done[b]) return runlog_now_us() - first_seen_us < BLAME_WAIT_US ? -1 : cause;
-        if (!failed(L->wstatus[b])) break;
-        cause = b;
-    }
-    return cause;
-}
-
-static int count_running(const Launch *L) {
-    int k = 0;
-    for (int r = 0; r < L->n; r++) k += !L->done[r];
-    return k;
-}
-
-// What a rank's events say of its ending: whether it wrote its end, and its last step.
-typedef struct {
-    int ended;
-    long steps;
-} Ending;
-
-static void read_ending(void *arg, LogTailKind kind, const char *line, size_t n) {
-    Ending *e = arg;
-    if (kind != LOGTAIL_LINE) return;
-    e->ended |= n >= 11 && strncmp(line, "{\"ev\":\"end\"", 11) == 0;
-    const char *s = n >= 12 && strncmp(line, "{\"ev\":\"step\"", 12) == 0 ? memmem(line, n, "\"step\":", 7) : NULL;
-    if (s) e->steps = strtol(s + 7, NULL, 10);  // (the line ends in '}': strtol stops inside it)
-}
-
-// A rank that died without an "end" event gets an error and an end event from us: it is
-// dead, so nobody else writes to its file now.
-static void end_event_logs(Launch *L) {
-    for (int r = 0; r < L->n; r++) {
-        char path[sizeof L->run_dir + 32];
-        rank_file(L, r, "jsonl", path, sizeof path);
-        LogTail tail = {.offset = L->jsonl_start[r]};  // this run's events only
-        Ending e = {0, 0};
-        logtail_poll(&tail, path, LOGTAIL_MAX_LINE, 0, 0, read_ending, &e);
-        int newline = tail.partial_len == 0;  // (a rank killed mid-line left half an event)
-        logtail_free(&tail);
-        long steps = e.steps;
-        int ended = e.ended;
-        if (ended) continue;
-        char how[64];
-        if (failed(L->wstatus[r])) describe_exit(L->wstatus[r], how, sizeof how);
-        else snprintf(how, sizeof how, "exited with status 0");
-        StrBuf sb, msg;
-        sb_init(&sb), sb_init(&msg);
-        sb_printf(&msg, "rank %d %s without writing an end event (written by shardlab run)", r, how);
-        sb_printf(&sb, "%s{\"ev\":\"error\",\"rank\":%d,\"msg\":", newline ? "" : "\n", r);
-        sb_json_string(&sb, msg.data);
-        sb_printf(&sb, "}\n{\"ev\":\"end\",\"rank\":%d,\"status\":\"error\",\"steps\":%ld}\n", r, steps);
-        FILE *out = fopen_check(path, "a");
-        fwrite_check(sb.data, 1, sb.len, out, path);
-        fclose_check(out, path);
-        sb_free(&sb), sb_free(&msg);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // The dashboard
 // ---------------------------------------------------------------------------------------
-
-// A line for the user's terminal (stderr): now, or when the dashboard gives the terminal back.
-static void say(Launch *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(Launch *L, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (L->tui) {
-        char line[1024];
-        vsnprintf(line, sizeof line, fmt, ap);
-        sb_printf(&L->said, "%s", line);
-    } else {
-        vfprintf(stderr, fmt, ap);
-    }
-    va_end(ap);
-}
-
-static void open_tui(Launch *L) {
-    if (!L->want_tui) return;
-    char err[512];
-    TuiOptions o = {.attached = 1, .color = -1};
-    // The ranks create their files within moments; the dashboard needs one to start from.
-    for (int tries = 0; tries < 250; tries++) {
-        char path[sizeof L->run_dir + 32];
-        rank_file(L, 0, "jsonl", path, sizeof path);
-        if (file_size(path) > L->jsonl_start[0] || count_running(L) < L->n) break;
-        usleep(POLL_US);
-    }
-    if (!(L->tui = tui_open(L->run_dir, &o, err, sizeof err))) {
-        fprintf(stderr, "shardlab: no dashboard (%s); showing rank 0's output instead\n", err);
-        L->status_line = isatty(STDOUT_FILENO);
-    }
-}
-
-// The dashboard gives the terminal back; the run goes on with rank 0's output and the status
-// line, starting with everything rank 0 printed so far.
-static void close_tui(Launch *L) {
-    if (!L->tui) return;
-    tui_close(L->tui);
-    L->tui = NULL;
-    if (L->said.len) fputs(L->said.data, stderr), sb_reset(&L->said);
-    L->status_line = isatty(STDOUT_FILENO);
-}
-
-// A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
-// 2)") is one option away from running: name it as the user would type it, in make's ARGS
-// when make started us (it sets MAKELEVEL for its commands), else as a lab option.
-static void hint_layers(Launch *L, const char *msg) {
-    const char *at = strstr(msg, "at least ");
-    int blocks;
-    if (!strstr(msg, "(--layers ") || !at || sscanf(at, "at least %d blocks", &blocks) != 1) return;
-    if (getenv("MAKELEVEL")) say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
-    else say(L, "HINT: a model of %d blocks: --layers %d\n", blocks, blocks);
-}
 
 // Returns the exit status of `shardlab run`.
 static int watch(Launch *L) {
     int first = -1, cause = -1, stop_sig = 0, handled = 0, killed = 0, stopped = 0, usage = 0;
     int64_t first_us = 0, kill_at = 0;
-    while (count_running(L) > 0) {
+    while (launcher_count_running(L) > 0) {
         int status;
         pid_t pid;
         // Each rank by its pid: a pager the dashboard started is a child too, and is its own.
         for (int r = 0; r < L->n; r++)
             if (!L->done[r] && (pid = waitpid(L->pid[r], &status, WNOHANG)) == L->pid[r]) {
                 L->done[r] = 1, L->wstatus[r] = status;
-                if (failed(status)) read_error_line(L, r);
-                if (failed(status) && first < 0 && !stop_sig) first = r, first_us = runlog_now_us();
+                if (launcher_failed(status)) launcher_read_error_line(L, r);
+                if (launcher_failed(status) && first < 0 && !stop_sig) first = r, first_us = runlog_now_us();
             }
         int64_t now = runlog_now_us();
-        if (first >= 0 && cause < 0 && (cause = find_cause(L, first, first_us)) >= 0) {
+        if (first >= 0 && cause < 0 && (cause = launcher_find_cause(L, first, first_us)) >= 0) {
             char how[64];
-            int others = count_running(L);
-            describe_exit(L->wstatus[cause], how, sizeof how);
-            clear_status(L);
+            int others = launcher_count_running(L);
+            launcher_describe_exit(L->wstatus[cause], how, sizeof how);
+            launcher_clear_status(L);
             fflush(stdout);
             // Exit status 2 is a lab's "bad argument" (e.g. a batch that does not divide over
             // N ranks): pass its one line on as ours.
             usage = WIFEXITED(L->wstatus[cause]) && WEXITSTATUS(L->wstatus[cause]) == 2 && L->errline[cause][0];
             if (usage) {
                 L->usage_said = 1;  // first: close_tui echoes rank 0's output, less this line
-                close_tui(L);  // nothing ran worth looking at: straight to the message
-                say(L, "shardlab run: %s\n", L->errline[cause]);
-                hint_layers(L, L->errline[cause]);
+                launcher_close_tui(L);  // nothing ran worth looking at: straight to the message
+                launcher_say(L, "shardlab run: %s\n", L->errline[cause]);
+                launcher_hint_layers(L, L->errline[cause]);
             } else {
                 // Rank 0's error line is in its output too, which we echo: echo_text drops it.
                 L->error_said = cause == 0 && L->errline[0][0];
-                if (others) say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
+                if (others) launcher_say(L, "shardlab: rank %d %s%s%s; stopping the other %d rank(s)\n", cause, how,
                                 L->errline[cause][0] ? ": " : "", L->errline[cause], others);
-                else say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
+                else launcher_say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
             }
             if (others) kill(-L->pgid, SIGTERM);
             kill_at = now + FAIL_GRACE_US;
@@ -662,7 +368,7 @@ static int watch(Launch *L) {
         if (signal_count > handled) {  // Ctrl-C, SIGTERM, SIGHUP: pass it on; a second one kills
             handled = signal_count;
             if (!stop_sig && cause < 0 && first < 0) {
-                stop_sig = last_signal, stopped = count_running(L);
+                stop_sig = last_signal, stopped = launcher_count_running(L);
                 if (L->shm_fd >= 0) shm_note_stop(L->shm_fd, stop_sig);
                 kill(-L->pgid, stop_sig);
                 kill_at = now + STOP_GRACE_US;
@@ -675,13 +381,13 @@ static int watch(Launch *L) {
         }
         if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
         int view = L->tui ? tui_tick(L->tui, now) : 0;
-        if (view) close_tui(L);  // q: the view goes, the run goes on
+        if (view) launcher_close_tui(L);  // q: the view goes, the run goes on
         if (view == TUI_HANGUP) hung_up();  // the terminal went: as if it had sent SIGHUP
-        if (!L->tui) show_progress(L, 0);
-        if (count_running(L) > 0) usleep(POLL_US);
+        if (!L->tui) launcher_show_progress(L, 0);
+        if (launcher_count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
-    end_event_logs(L);
+    launcher_end_event_logs(L);
     // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
     // the user wants the terminal back at once. A signal (SIGTERM, a closed terminal's
     // SIGHUP) ends the wait too: nobody may be there to press q.
@@ -691,8 +397,8 @@ static int watch(Launch *L) {
         if (!signal_count && tui_wait_quit(L->tui, why, &signal_count) == TUI_HANGUP) hung_up();
         if (signal_count) late_sig = last_signal;
     }
-    close_tui(L);
-    show_progress(L, 1);
+    launcher_close_tui(L);
+    launcher_show_progress(L, 1);
     if (L->shm_fd >= 0) close(L->shm_fd), L->shm_fd = -1;
     if (stop_sig) {
         fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
@@ -749,7 +455,7 @@ int main(int argc, char **argv) {
     L.t0_us = runlog_now_us();
     start_ranks(&L);
     sb_init(&L.said);
-    open_tui(&L);
+    launcher_open_tui(&L);
     int code = watch(&L);
     sb_free(&L.said);
     free(L.lab_argv);

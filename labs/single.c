@@ -47,7 +47,6 @@
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     train_args_parse(&a, argc, argv, catalog_lab("single"), NULL, 0);
     Lab L;  // the harness (core/lab.h): device, run log, corpus, memory, the step's bookkeeping
     lab_open(&L, "single", &a, argc, argv, LAB_ONE_RANK);
@@ -71,17 +70,9 @@ int main(int argc, char **argv) {
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
     lab_start(&L, gpt_num_params(&cfg), NULL);
-    // What it is graded against: see the top of this file.
-    double psi = (double)gpt_num_params(&cfg);
-    const char *acts_formula;
-    double acts_expect = train_acts_formula(&cfg, micro, &acts_formula);
-    MemRow rows[] = {
-        {.cat = MEM_PARAMS, .formula = "4 Psi", .expect = 4 * psi},
-        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
-        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
-        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_expect},
-    };
-    train_report_memory(&L.log, &L.mem, NULL, &cfg, micro, rows, 4);
+    // What it is graded against (see the top of this file): 4 Psi of parameters, 4 Psi of
+    // gradients, 8 Psi of AdamW moments, the activations' formula.
+    lab_replica_memory(&L, micro, NULL, 0, 0);
 
     // Distributed checkpoints (dcp.h): one rank holds the whole state and saves it whole.
     DcpState state = {0};
@@ -105,19 +96,11 @@ int main(int argc, char **argv) {
         // Clip the global gradient norm, then one AdamW step per layer buffer.
         double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
 
-        double ms = (double)(L.t1_us - L.t0_us) / 1000.0;
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm,
-                          .tokens = (int64_t)L.tokens_per_step, .ms_work = ms, .ms_compute = ms,
-                          .param_hash = gpt_param_hash(&model)};
-        lab_step_end(&L, &rec, &state);
+                          .tokens = (int64_t)L.tokens_per_step};
+        lab_replica_step_end(&L, &model, &rec, 0, &state);
     }
     dcp_state_free(&state);
-
-    lab_replica_save(&L, &model);
-    lab_finish(&L, gpt_param_hash(&model), NULL);
-    gpt_adamw_destroy(&adam);
-    gpt_acts_free(&acts, &L.mem);
-    gpt_destroy(&model);
-    lab_close(&L);
+    lab_replica_close(&L, &model, &adam, &acts, NULL);
     return 0;
 }

@@ -81,68 +81,9 @@
 #include "lab.h"
 #include "mem.h"
 #include "runlog.h"
+#include "tp/optimizer.h"
 #include "tp/tensor_parallel.h"
 #include "train.h"
-
-// ---------------------------------------------------------------------------------------
-// AdamW on a rank's two parts: the replicated weights (updated identically on every rank of
-// the group) and its slices. The global gradient norm counts each replicated gradient once
-// and sums the slices' squares over the group.
-// ---------------------------------------------------------------------------------------
-
-typedef struct {
-    AdamW hyper;
-    float **m[2], **v[2];  // [replicated, split][layer]
-} TpAdamW;
-
-static float *part_of(float **rep, float **split, int part, int l) { return part ? split[l] : rep[l]; }
-static size_t count_of(const Tp *tp, int part, int l) { return part ? tp->split_n[l] : tp->rep_n[l]; }
-
-static void tp_adamw_create(TpAdamW *o, const Tp *tp, const TrainArgs *a) {
-    o->hyper = (AdamW){.lr = (float)a->lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                       .weight_decay = (float)a->weight_decay};
-    for (int p = 0; p < 2; p++) {
-        o->m[p] = calloc_check((size_t)tp->nlayers, sizeof(float *));
-        o->v[p] = calloc_check((size_t)tp->nlayers, sizeof(float *));
-        for (int l = 0; l < tp->nlayers; l++)
-            if (count_of(tp, p, l)) {
-                o->m[p][l] = mem_alloc_floats(tp->mem, MEM_OPTIM, count_of(tp, p, l), "AdamW first moment");
-                o->v[p][l] = mem_alloc_floats(tp->mem, MEM_OPTIM, count_of(tp, p, l), "AdamW second moment");
-            }
-    }
-}
-
-static void tp_adamw_destroy(TpAdamW *o, Tp *tp) {
-    for (int p = 0; p < 2; p++) {
-        for (int l = 0; l < tp->nlayers; l++) mem_free(tp->mem, o->m[p][l]), mem_free(tp->mem, o->v[p][l]);
-        free(o->m[p]), free(o->v[p]);
-    }
-}
-
-static double clip_and_update(Tp *tp, TpAdamW *o, double clip, double lr, int64_t step) {
-    o->hyper.lr = (float)lr;
-    const Ops *ops = tp->ops;
-    double sq[2] = {0, 0};
-    for (int p = 0; p < 2; p++)
-        for (int l = 0; l < tp->nlayers; l++)
-            if (count_of(tp, p, l))
-                sq[p] += ops->sum_of_squares(part_of(tp->rep_grad, tp->split_grad, p, l), count_of(tp, p, l));
-    if (tp->t > 1) {
-        sq[1] = dist_sum_over_ranks(tp->group, sq[1]);  // the same bits on every rank: the same clip
-        tp_log_collectives(tp, "tp", "grad_norm", "", -1, NULL);
-    }
-    double norm = sqrt(sq[0] + sq[1]);
-    for (int p = 0; p < 2; p++)
-        for (int l = 0; l < tp->nlayers; l++) {
-            size_t n = count_of(tp, p, l);
-            if (!n) continue;
-            float *g = part_of(tp->rep_grad, tp->split_grad, p, l);
-            if (clip > 0 && norm > clip) ops->scale_floats(g, n, (float)(clip / norm));
-            ops->adamw_update(&o->hyper, step, part_of(tp->rep, tp->split, p, l), g, o->m[p][l], o->v[p][l], n);
-        }
-    device_sync(tp->mem->dev);
-    return norm;
-}
 
 // ---------------------------------------------------------------------------------------
 // Forward and backward over this replica's micro-batches
@@ -195,8 +136,8 @@ static double forward_backward(Tp *tp, TpActs *acts, const Batch *b, int64_t ste
 static void all_reduce_gradients(Tp *tp, DistGroup *g, const char *name, const char *op, int split, TpCount *count) {
     for (int p = 0; p <= split; p++)
         for (int l = 0; l < tp->nlayers; l++)
-            if (count_of(tp, p, l)) {
-                dist_all_reduce(g, part_of(tp->rep_grad, tp->split_grad, p, l), count_of(tp, p, l));
+            if (tp_part_floats(tp, p, l)) {
+                dist_all_reduce(g, tp_part(tp->rep_grad, tp->split_grad, p, l), tp_part_floats(tp, p, l));
                 tp_log_collectives(tp, name, op, p ? "split" : "replicated", l, count);
             }
 }
@@ -301,93 +242,6 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
 }
 
 // ---------------------------------------------------------------------------------------
-// Distributed checkpoints (dcp.h), through whole units on the host
-//
-// A rank's parts are not ranges of gpt.h's flat units (its slice of a row-parallel matrix is
-// a set of columns), so checkpoints go through whole units: to save, each tensor-parallel
-// group all-gathers its split parts, every rank rebuilds the whole units (tp_layer_slice) and
-// writes its 1/N chunk of them; to resume, every rank reads the whole units and cuts its
-// parts out. Any lab's checkpoint, at any N, so loads into any t and D.
-// ---------------------------------------------------------------------------------------
-
-typedef struct {
-    float **whole[DCP_KINDS];  // [kind][layer] host memory, gpt_layer_size() floats
-    float *rep, *split;        // host staging: one layer's parts (split: the whole group's)
-    size_t most_split;         // the largest layer's split part, in floats
-    float *gathered;           // device, while a save gathers: the group's split parts of one
-                               // layer ("comm", transient: a run's steady memory is not a save's)
-} TpCkpt;
-
-// The device buffers of a kind's parts (part 0 replicated, 1 split) of layer l.
-static float *tp_state_of(Tp *tp, TpAdamW *o, int kind, int part, int l) {
-    return kind == DCP_PARAMS ? part_of(tp->rep, tp->split, part, l) : kind == DCP_M ? o->m[part][l] : o->v[part][l];
-}
-
-static void tp_ckpt_create(TpCkpt *k, const Tp *tp) {
-    size_t most_rep = 0, most_split = 0;
-    for (int l = 0; l < tp->nlayers; l++) {
-        most_rep = tp->rep_n[l] > most_rep ? tp->rep_n[l] : most_rep;
-        most_split = tp->split_n[l] > most_split ? tp->split_n[l] : most_split;
-    }
-    for (int kind = 0; kind < DCP_KINDS; kind++) {
-        k->whole[kind] = calloc_check((size_t)tp->nlayers, sizeof(float *));
-        for (int l = 0; l < tp->nlayers; l++) k->whole[kind][l] = calloc_check(gpt_layer_size(&tp->cfg, l), sizeof(float));
-    }
-    k->rep = malloc_check((most_rep + 1) * sizeof(float));
-    k->split = malloc_check((most_split * (size_t)tp->t + 1) * sizeof(float));
-    k->most_split = most_split;
-}
-
-static void tp_ckpt_destroy(TpCkpt *k, Tp *tp) {
-    for (int kind = 0; kind < DCP_KINDS; kind++) {
-        for (int l = 0; l < tp->nlayers; l++) free(k->whole[kind][l]);
-        free(k->whole[kind]);
-    }
-    free(k->rep), free(k->split);
-}
-
-// The whole units from the group's parts (every rank of the group calls it).
-static void tp_ckpt_gather(TpCkpt *k, Tp *tp, TpAdamW *o) {
-    k->gathered = k->most_split ? mem_alloc_floats(tp->mem, MEM_COMM, k->most_split * (size_t)tp->t, "checkpoint gather")
-                                : NULL;
-    for (int kind = 0; kind < DCP_KINDS; kind++)
-        for (int l = 0; l < tp->nlayers; l++) {
-            size_t nr = tp->rep_n[l], ns = tp->split_n[l];
-            if (nr) device_to_host(tp->mem->dev, k->rep, tp_state_of(tp, o, kind, 0, l), nr * sizeof(float));
-            if (ns) {
-                tp->mem->dev->ops->copy(k->gathered + (size_t)tp->r * ns, tp_state_of(tp, o, kind, 1, l), ns);
-                dist_all_gather(tp->group, k->gathered + (size_t)tp->r * ns, k->gathered, ns * (size_t)tp->t);
-                device_to_host(tp->mem->dev, k->split, k->gathered, ns * (size_t)tp->t * sizeof(float));
-            }
-            for (int r = 0; r < tp->t; r++)
-                tp_layer_slice(&tp->cfg, tp->vp, tp->t, r, l, k->whole[kind][l], k->rep, k->split + (size_t)r * ns, 0);
-        }
-    if (k->gathered) mem_free(tp->mem, k->gathered);
-    k->gathered = NULL;
-}
-
-// This rank's parts cut out of the whole units.
-static void tp_ckpt_scatter(TpCkpt *k, Tp *tp, TpAdamW *o) {
-    for (int kind = 0; kind < DCP_KINDS; kind++)
-        for (int l = 0; l < tp->nlayers; l++) {
-            tp_layer_slice(&tp->cfg, tp->vp, tp->t, tp->r, l, k->whole[kind][l], k->rep, k->split, 1);
-            if (tp->rep_n[l])
-                device_from_host(tp->mem->dev, tp_state_of(tp, o, kind, 0, l), k->rep, tp->rep_n[l] * sizeof(float));
-            if (tp->split_n[l])
-                device_from_host(tp->mem->dev, tp_state_of(tp, o, kind, 1, l), k->split, tp->split_n[l] * sizeof(float));
-        }
-}
-
-// The whole units as pieces: chunk `part` of `parts` of each.
-static void tp_ckpt_pieces(DcpState *s, TpCkpt *k, const GptConfig *c, int part, int parts) {
-    for (int l = 0; l < gpt_layer_count(c); l++) {
-        size_t off, len;
-        dist_chunk(gpt_layer_size(c, l), parts, part, &off, &len);
-        for (int kind = 0; kind < DCP_KINDS; kind++) dcp_state_add(s, (DcpKind)kind, l, off, len, k->whole[kind][l] + off, 1);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Training
 // ---------------------------------------------------------------------------------------
 
@@ -442,7 +296,6 @@ static void step_fields(char *out, size_t n, const Tp *tp, int dp, const TpCount
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     int dp, sp, vp;  // the options' types, bounds and defaults: core/catalog.c
     LabBind own[] = {{"dp", &dp}, {"sp", &sp}, {"vocab-parallel", &vp}};
     train_args_parse(&a, argc, argv, catalog_lab("tp"), own, 3);
@@ -465,8 +318,7 @@ int main(int argc, char **argv) {
     tp_create(&tp, &cfg, t, r, sp, vp, &tp_group, &L.dist, &L.mem, &a);
     tp.log = log;
     if (a.init) runlog_printf(log, "weights: loaded from %s\n", a.init);
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    tp.broken = test_break && strcmp(test_break, "tp-skip-f") == 0;
+    tp.broken = check_test_break("tp-skip-f");
     if (tp.broken)
         runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: block 0's attention f skips its backward %s\n",
                       sp ? "reduce-scatter" : "all-reduce");
@@ -546,7 +398,7 @@ int main(int argc, char **argv) {
         // 5. Clip and update: every rank its slices, and the replicated weights identically.
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
-        double grad_norm = clip_and_update(&tp, &adam, a.clip, lr, step);
+        double grad_norm = tp_clip_and_update(&tp, &adam, a.clip, lr, step);
         runlog_span(log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         // The step's bytes are the training's: the gather below is the summary's, not the step's.
         uint64_t sent = L.dist.stats.bytes_sent - L.sent0, recv = L.dist.stats.bytes_recv - L.recv0;

@@ -201,21 +201,19 @@ typedef struct {
 static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss_scale) {
     const GptConfig c = train_model_config(b->a);
     int micro = b->acts->B, U = z->lay.units;
-    size_t n = (size_t)micro * b->a->seq;
-    uint8_t *tokens = malloc_check(n), *targets = malloc_check(n);
-    float *scratch = mem_alloc_floats(z->mem, MEM_ACTS, gpt_pass_scratch_floats(&c, micro, z->mem->dev->kind == DEVICE_CUDA), "workspace");
-    float *dx = mem_alloc_floats(z->mem, MEM_ACTS, n * (size_t)c.dim, "residual gradient");
+    GptPassBuffers pass;  // tokens, targets, the workspace, the gradient flowing down (gpt.h)
+    gpt_pass_buffers_alloc(&pass, &c, micro, z->mem);
     double loss_sum = 0;
     // Spans on the device's clock (train.h): a GPU's are read once, when the step's work is queued.
     const Device *dev = z->mem->dev;
     SpanLogger spans = {.log = b->log, .step = step};
     for (int mb = 0; mb * micro < b->count; mb++) {
-        train_micro_batch(b->corpus, b->a, step, b->first + mb * micro, micro, tokens, targets);
+        train_micro_batch(b->corpus, b->a, step, b->first + mb * micro, micro, pass.tokens, pass.targets);
         spans.mb = mb;
         for (int u = 0; u < U; u++) {
             UnitWeights uw = unit_acquire(z, u);  // stage 3: all-gather
             DeviceMark m0 = device_mark(dev);
-            loss_sum += gpt_layer_forward(z->ops, &c, u, uw.w, b->acts, tokens, targets, scratch);
+            loss_sum += gpt_layer_forward(z->ops, &c, u, uw.w, b->acts, pass.tokens, pass.targets, pass.scratch);
             span_logger_add(&spans, dev, "fwd", u, m0, device_mark(dev));
             unit_release(z, &uw);                 // stage 3: free the gathered copy
         }
@@ -223,17 +221,14 @@ static double forward_backward(Zero *z, const Batch *b, int64_t step, float loss
             UnitWeights uw = unit_acquire(z, u);  // stage 3: all-gather again
             float *g32 = unit_grad_begin(z, u);
             DeviceMark m0 = device_mark(dev);
-            gpt_layer_backward(z->ops, &c, u, uw.w, g32, b->acts, tokens, targets, loss_scale, dx, scratch);
+            gpt_layer_backward(z->ops, &c, u, uw.w, g32, b->acts, pass.tokens, pass.targets, loss_scale, pass.dx, pass.scratch);
             span_logger_add(&spans, dev, "bwd", u, m0, device_mark(dev));
             unit_release(z, &uw);
             unit_grad_end(z, u, g32);             // stages 2-3: reduce-scatter
         }
     }
     span_logger_flush(&spans);
-    mem_free(z->mem, dx);
-    mem_free(z->mem, scratch);
-    free(tokens);
-    free(targets);
+    gpt_pass_buffers_free(&pass, z->mem);
     return loss_sum;
 }
 
@@ -323,7 +318,6 @@ static void report_memory(RunLog *log, const Zero *z, const Mem *mem, const Mem 
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_defaults(&a);
     int stage, offload, save_optim;  // the options' types, bounds and defaults: core/catalog.c
     LabBind own[] = {{"stage", &stage}, {"offload", &offload}, {"save-optim", &save_optim}};
     train_args_parse(&a, argc, argv, catalog_lab("zero"), own, 3);
@@ -351,8 +345,7 @@ int main(int argc, char **argv) {
     shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
     float **init = sharded_init_weights(&lay, &cfg, &a, &L.dist.world_group);
     zero_create(&z, stage, prec, &lay, &L.dist.world_group, mem, init);
-    const char *test_break = getenv("SHARDLAB_TEST_BREAK");
-    z.broken = test_break && strcmp(test_break, "zero-skip-gather") == 0;
+    z.broken = check_test_break("zero-skip-gather");
     if (z.broken && (stage == 0 || stage == 3))
         usage_error("zero", "SHARDLAB_TEST_BREAK=zero-skip-gather needs --stage 1 or 2");
     if (z.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's updated weights are not all-gathered\n");

@@ -359,7 +359,29 @@ static void test_rules(void) {
     sb_free(&sb);
 }
 
+// An event's kind by its first field, without parsing (the launcher's and the web's filters).
+static void test_line_is(void) {
+    static const struct {
+        const char *line, *ev;
+        int want;
+    } cases[] = {
+        {"{\"ev\":\"step\",\"rank\":0,\"step\":1}", "step", 1},
+        {"{\"ev\":\"end\",\"rank\":1}", "end", 1},
+        {"{\"ev\":\"steps\",\"rank\":0}", "step", 0},   // another kind that starts alike
+        {"{\"ev\":\"step\",\"rank\":0}", "steps", 0},
+        {"{\"ev\":\"step", "step", 0},                  // cut before the kind's closing quote
+        {"{\"rank\":0,\"ev\":\"step\"}", "step", 0},    // not as a lab writes it
+        {"", "end", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = runschema_line_is(cases[i].line, strlen(cases[i].line), cases[i].ev);
+        EXPECT(got == cases[i].want, "runschema_line_is(%s, \"%s\") = %d (want %d)", cases[i].line, cases[i].ev, got,
+               cases[i].want);
+    }
+}
+
 int main(void) {
+    test_line_is();
     test_valid();
     test_missing_fields();
     test_wrong_types();

@@ -91,6 +91,7 @@ double train_lr(const TrainArgs *a, int64_t step) {
 void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, const LabBind *own, int nown) {
     if (!lab || !lab->trains) die("this is a bug in shardlab", "train_args_parse: not a training lab of the catalog");
     const char *prog = lab->name;
+    train_args_defaults(a);
     CatSlot slots[MAX_OPTIONS];
     int ncommon = shared_slots(a, slots);
     if (ncommon + nown > MAX_OPTIONS) die("this is a bug in shardlab", "%s: too many options", prog);

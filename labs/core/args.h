@@ -61,7 +61,7 @@ void train_args_defaults(TrainArgs *a);
 LrSchedule train_lr_schedule(const TrainArgs *a);
 double train_lr(const TrainArgs *a, int64_t step);
 
-// Parses argv[1..argc) into a (after train_args_defaults) and the lab's own options, each
+// Sets a to train_args_defaults, then parses argv[1..argc) into it and the lab's own options, each
 // bound in own to its variable (which takes the catalog's default first): every option the
 // catalog gives the lab must be bound, and nothing else. The lab's own default depth (the
 // catalog's CatLab.layers) replaces the shared one. Exits 0 after --help and 2 on any bad

@@ -191,6 +191,15 @@ size_t gpt_scratch_floats(const GptConfig *c, int B);
 // gpt_layer_forward() and gpt_layer_backward() hand to the kernels. Sized here, from the
 // shape, so a GPU allocates nothing inside a pass and every byte it uses is counted.
 size_t gpt_pass_scratch_floats(const GptConfig *c, int B, int gpu);
+// What a pass over micro-batches of B sequences works in, allocated once for the step: the
+// tokens and their targets (host), the pass's workspace (gpt_pass_scratch_floats) and the
+// gradient flowing down through the layers, B T C floats (both "acts" memory, in that order).
+typedef struct {
+    uint8_t *tokens, *targets;
+    float *scratch, *dx;
+} GptPassBuffers;
+void gpt_pass_buffers_alloc(GptPassBuffers *p, const GptConfig *c, int B, Mem *mem);
+void gpt_pass_buffers_free(GptPassBuffers *p, Mem *mem);
 
 // ---- layer-by-layer forward and backward ------------------------------------------------
 // tokens/targets are [B,T], in host memory; every float buffer is on the device whose

@@ -138,10 +138,36 @@ double lab_replica_update(Lab *L, Gpt *model, GptAdamW *adam, double *lr) {
     return grad_norm;
 }
 
-void lab_replica_save(Lab *L, const Gpt *model) {
-    if (!L->a->save || L->rank != 0) return;
-    train_save_weights(model, L->a->save);
-    runlog_printf(&L->log, "weights: saved to %s\n", L->a->save);
+void lab_replica_memory(Lab *L, int micro, const char *acts_formula, double acts_bytes, int replicas) {
+    double psi = (double)gpt_num_params(&L->cfg);
+    if (!acts_formula) acts_bytes = train_acts_formula(&L->cfg, micro, &acts_formula);
+    MemRow rows[] = {
+        {.cat = MEM_PARAMS, .formula = replicas ? "4 Psi (a full replica)" : "4 Psi", .expect = 4 * psi},
+        {.cat = MEM_GRADS, .formula = "4 Psi", .expect = 4 * psi},
+        {.cat = MEM_OPTIM, .formula = "8 Psi (AdamW m and v)", .expect = 8 * psi},
+        {.cat = MEM_ACTS, .formula = acts_formula, .expect = acts_bytes},
+        {.cat = MEM_COMM, .formula = "0 (all-reduced in place)", .expect = 0},
+    };
+    train_report_memory(&L->log, &L->mem, NULL, &L->cfg, micro, rows, replicas ? 5 : 4);
+}
+
+double lab_replica_step_end(Lab *L, const Gpt *model, StepRecord *rec, int64_t comm_us, const DcpState *save) {
+    double ms = (double)(L->t1_us - L->t0_us) / 1000.0, comm_ms = (double)comm_us / 1000.0;
+    rec->ms_work = ms, rec->ms_compute = ms - comm_ms, rec->ms_comm = comm_ms;
+    rec->param_hash = gpt_param_hash(model);
+    return lab_step_end(L, rec, save);
+}
+
+void lab_replica_close(Lab *L, Gpt *model, GptAdamW *adam, GptActs *acts, const char *extra) {
+    if (L->a->save && L->rank == 0) {
+        train_save_weights(model, L->a->save);
+        runlog_printf(&L->log, "weights: saved to %s\n", L->a->save);
+    }
+    lab_finish(L, gpt_param_hash(model), extra);
+    gpt_adamw_destroy(adam);
+    gpt_acts_free(acts, &L->mem);
+    gpt_destroy(model);
+    lab_close(L);
 }
 
 void lab_finish(Lab *L, uint64_t param_hash, const char *extra) {

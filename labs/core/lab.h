@@ -3,7 +3,7 @@
 //
 // Defines: Lab, LAB_ONE_RANK, LAB_NO_CORPUS, lab_run_dir(), lab_open(), lab_begin(), lab_start(),
 //          lab_first_step(), lab_step_begin(), lab_step_end(), lab_replica_create(),
-//          lab_replica_update(), lab_replica_save(), lab_finish(), lab_close().
+//          lab_replica_update(), lab_replica_memory(), lab_replica_step_end(), lab_replica_close(), lab_finish(), lab_close().
 //
 // A lab goes through it in this order:
 //     lab_open(&L, "ddp", &a, argc, argv, 0);       who and where: the ranks' environment, the
@@ -111,8 +111,20 @@ void lab_replica_create(Lab *L, Gpt *model, GptAdamW *adam);
 // schedule's rate (returned in *lr), timed as the step's "optim" span; L->t1_us is its end.
 // Returns the norm before clipping.
 double lab_replica_update(Lab *L, Gpt *model, GptAdamW *adam, double *lr);
-// --save: rank 0 writes the replica's weights, and says so.
-void lab_replica_save(Lab *L, const Gpt *model);
+// The memory table of a rank that holds a whole replica, against its formulas: parameters
+// 4 Psi, gradients 4 Psi, AdamW's two moments 8 Psi, the activations of a micro-batch of
+// `micro` sequences (acts_formula and acts_bytes; NULL: train_acts_formula's) and, where
+// replicas all-reduce their gradients (replicas != 0), no communication buffer.
+void lab_replica_memory(Lab *L, int micro, const char *acts_formula, double acts_bytes, int replicas);
+// The end of a replica's step: rec holds the step, the loss, the update's lr and norm, the
+// tokens this rank trained on and the lab's extra fields; the harness adds the time from
+// lab_step_begin to the update's end (L->t1_us), comm_us of it communicating and the rest
+// computing, and the replica's param_hash, then ends the step (lab_step_end).
+double lab_replica_step_end(Lab *L, const Gpt *model, StepRecord *rec, int64_t comm_us, const DcpState *save);
+// The end of a replica's run: --save (rank 0 writes the weights and says so), the summary
+// with the replica's param_hash and extra (lab_finish), then the model, its AdamW state and
+// its activations freed, and lab_close.
+void lab_replica_close(Lab *L, Gpt *model, GptAdamW *adam, GptActs *acts, const char *extra);
 // The end of a run that trained (train_finish): after the lab's own reports and --save.
 void lab_finish(Lab *L, uint64_t param_hash, const char *extra);
 // Every rank waits for the others, then the collectives, the log, the allocator, the device

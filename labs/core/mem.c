@@ -101,6 +101,11 @@ void mem_free(Mem *m, void *ptr) {
     die("this is a bug in shardlab", "mem_free of a pointer mem_alloc did not return");
 }
 
+void mem_free_array(Mem *m, float **bufs, int n) {
+    for (int i = 0; i < n; i++) mem_free(m, bufs[i]);
+    free(bufs);
+}
+
 size_t mem_in_use(const Mem *m, MemCategory c) { return (unsigned)c < MEM_CATEGORIES ? m->in_use[c] : 0; }
 
 size_t mem_total(const Mem *m) {

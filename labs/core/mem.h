@@ -1,7 +1,7 @@
 // mem.h — the device-memory allocator that counts every byte by category.
 //
 // Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
-//          mem_alloc(), mem_alloc_floats(), mem_free(), mem_in_use(), mem_total(),
+//          mem_alloc(), mem_alloc_floats(), mem_free(), mem_free_array(), mem_in_use(), mem_total(),
 //          mem_peak(), mem_peak_in(), mem_reset_peak(), mem_keep_freed(), format_bytes().
 //
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
@@ -70,6 +70,8 @@ void *mem_alloc(Mem *m, MemCategory c, size_t bytes, const char *what);
 float *mem_alloc_floats(Mem *m, MemCategory c, size_t count, const char *what);
 // ptr must come from mem_alloc on the same Mem (dies otherwise); NULL is ignored.
 void mem_free(Mem *m, void *ptr);
+// mem_free() on each of n buffers (NULL ones too: nothing), then free() on the array.
+void mem_free_array(Mem *m, float **bufs, int n);
 
 size_t mem_in_use(const Mem *m, MemCategory c);
 size_t mem_total(const Mem *m);

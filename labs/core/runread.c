@@ -302,20 +302,18 @@ static int read_summary(RunView *v) {
     // Labs that do not train (collectives) write their own fields: take what is there, and
     // insist only on an object with a status.
     const JsonValue *status = json_get(s, "status");
-    if (!s || !status || status->type != JSON_STRING) {
+    v->has_summary = s && status && status->type == JSON_STRING ? 1 : -1;  // -1: not read again
+    if (v->has_summary < 0) {
         note_problem(v, "summary.json: %s", s ? "no \"status\" string" : err);
-        v->has_summary = -1;  // not read again
-        json_free(s);
-        return 1;
+    } else {
+        copy_str(v->status, sizeof v->status, status);
+        v->first_loss = flt(json_get(s, "first_loss"), NAN);
+        v->final_loss = flt(json_get(s, "final_loss"), NAN);
+        v->wall_s = num(json_get(s, "wall_s"), 0);
+        v->tokens_per_s = num(json_get(s, "tokens_per_s"), 0);
+        v->mem_peak = num(json_get(s, "mem_peak"), 0);
+        v->summary_steps = int_of(json_get(s, "steps"), 0);
     }
-    v->has_summary = 1;
-    copy_str(v->status, sizeof v->status, json_get(s, "status"));
-    v->first_loss = flt(json_get(s, "first_loss"), NAN);
-    v->final_loss = flt(json_get(s, "final_loss"), NAN);
-    v->wall_s = num(json_get(s, "wall_s"), 0);
-    v->tokens_per_s = num(json_get(s, "tokens_per_s"), 0);
-    v->mem_peak = num(json_get(s, "mem_peak"), 0);
-    v->summary_steps = int_of(json_get(s, "steps"), 0);
     json_free(s);
     return 1;
 }

@@ -140,3 +140,9 @@ int runschema_check_summary(const JsonValue *summary, char *err, size_t errlen) 
                               {"wall_s", "n"},     {"tokens_per_s", "n"}, {"param_hash", "s"}, {"mem_peak", "u"}};
     return check_fields(summary, "summary.json", f, COUNT(f), err, errlen);
 }
+
+int runschema_line_is(const char *line, size_t n, const char *ev) {
+    static const char head[] = "{\"ev\":\"";
+    size_t nh = sizeof head - 1, ne = strlen(ev);
+    return n >= nh + ne + 1 && memcmp(line, head, nh) == 0 && memcmp(line + nh, ev, ne) == 0 && line[nh + ne] == '"';
+}

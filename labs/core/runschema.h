@@ -1,6 +1,7 @@
 // runschema.h — checks that run-directory files follow the schema of runlog.h.
 //
-// Defines: runschema_check_event(), runschema_check_meta(), runschema_check_summary().
+// Defines: runschema_check_event(), runschema_check_meta(), runschema_check_summary(),
+//          runschema_line_is().
 //
 // Used by the tests on real runs, and by whatever reads runs (dashboards, graders), so that
 // a malformed or truncated log is reported clearly instead of misread.
@@ -16,5 +17,10 @@
 int runschema_check_event(const JsonValue *ev, char *err, size_t errlen);
 int runschema_check_meta(const JsonValue *meta, char *err, size_t errlen);
 int runschema_check_summary(const JsonValue *summary, char *err, size_t errlen);
+// Whether the n bytes at line are an event of kind ev ("step", "end", ...), by its first
+// field, without parsing it: every lab writes an event as {"ev":"<kind>",...} (runlog.h), so
+// a reader that wants only some kinds (the launcher's status line, the web's filters) skips
+// the others cheaply. What it then reads of the line it still parses and checks.
+int runschema_line_is(const char *line, size_t n, const char *ev);
 
 #endif

@@ -49,20 +49,12 @@ __attribute__((format(printf, 3, 4))) static int st_error(char *err, size_t errl
 
 // The format is little-endian whatever the machine; these go through bytes so the code is
 // right on any host (and compilers turn them into plain loads and stores on x86 and ARM).
-static void st_put_u32_le(unsigned char *b, uint32_t v) {
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+static void st_put_le(unsigned char *b, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) b[i] = (unsigned char)(v >> (8 * i));
 }
-static uint32_t st_get_u32_le(const unsigned char *b) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | b[i];
-    return v;
-}
-static void st_put_u64_le(unsigned char *b, uint64_t v) {
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t st_get_u64_le(const unsigned char *b) {
+static uint64_t st_get_le(const unsigned char *b, int bytes) {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
+    for (int i = bytes - 1; i >= 0; i--) v = (v << 8) | b[i];
     return v;
 }
 
@@ -173,7 +165,7 @@ static int st_write_f32(FILE *f, const float *data, uint64_t count) {
         for (size_t i = 0; i < k; i++) {
             uint32_t u;
             memcpy(&u, &data[i], 4);
-            st_put_u32_le(buf + 4 * i, u);
+            st_put_le(buf + 4 * i, u, 4);
         }
         if (fwrite(buf, 4, k, f) != k) return -1;
         data += k;
@@ -208,7 +200,7 @@ int safetensors_save(const char *path, const StTensor *tensors, int n, const cha
         goto out;
     }
     unsigned char len8[8];
-    st_put_u64_le(len8, header.len);
+    st_put_le(len8, header.len, 8);
     int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(header.data, 1, header.len, f) != header.len;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t bytes = 0;
@@ -434,7 +426,7 @@ int safetensors_load(const char *path, StTensor *expect, int n, char *err, size_
         goto out;
     }
     // Check the length against the real file size before allocating anything for it.
-    uint64_t header_len = st_get_u64_le(len8);
+    uint64_t header_len = st_get_le(len8, 8);
     if (header_len > size - 8) {
         st_error(err, errlen, "%s: header length %llu is larger than the file (%llu bytes): "
                  "truncated, or not a safetensors file", path, (unsigned long long)header_len,
@@ -486,7 +478,7 @@ int safetensors_load(const char *path, StTensor *expect, int n, char *err, size_
     for (int i = 0; i < n; i++) {
         const unsigned char *src = (const unsigned char *)data + match[i]->begin;
         for (uint64_t k = 0; k < bytes[i] / 4; k++) {
-            uint32_t u = st_get_u32_le(src + 4 * k);
+            uint32_t u = (uint32_t)st_get_le(src + 4 * k, 4);
             memcpy(&expect[i].data[k], &u, 4);
         }
     }

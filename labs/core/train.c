@@ -265,12 +265,8 @@ void gpt_adamw_create(GptAdamW *o, const Gpt *g, const TrainArgs *a) {
 }
 
 void gpt_adamw_destroy(GptAdamW *o) {
-    for (int l = 0; l < o->nlayers; l++) {
-        mem_free(o->mem, o->m[l]);
-        mem_free(o->mem, o->v[l]);
-    }
-    free(o->m);
-    free(o->v);
+    mem_free_array(o->mem, o->m, o->nlayers);
+    mem_free_array(o->mem, o->v, o->nlayers);
     memset(o, 0, sizeof *o);
 }
 

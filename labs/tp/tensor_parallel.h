@@ -1,9 +1,11 @@
 // tensor_parallel.h — Megatron-style tensor parallelism of the GPT: which slice of each
 // matrix a rank holds, the two conjugate operators f and g, and each layer's forward and
-// backward pass on one tensor-parallel rank (labs/tp.c trains with it).
+// backward pass on one tensor-parallel rank (labs/tp.c trains with it). A rank's slices, its
+// state and its activations' and workspace's layout are in slices.c; f and g, and the passes
+// in tensor_parallel.c.
 //
-// Defines: TpKind, TpCount, Tp, TpBlockActs, TpActs, tp_layer_slice(), tp_create(),
-//          tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
+// Defines: TpKind, TpCount, Tp, tp_part(), tp_part_floats(), TpBlockActs, TpActs,
+//          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
 //          tp_acts_free(),
 //          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
 //          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_f_forward_bf16(),
@@ -92,6 +94,10 @@ typedef struct {
     TpCount model;                   // this step's f, g and vocabulary-parallel collectives
     int64_t comm_us;                 // time in collectives this step
 } Tp;
+
+// A rank's part of layer l (0: replicated, 1: its slices) in rep's or split's arrays, and its floats.
+static inline float *tp_part(float **rep, float **split, int part, int l) { return part ? split[l] : rep[l]; }
+static inline size_t tp_part_floats(const Tp *tp, int part, int l) { return part ? tp->split_n[l] : tp->rep_n[l]; }
 
 // ---- the layout of a rank's slices (what it holds: core/tp_layout.h) -------------------
 
