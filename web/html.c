@@ -24,7 +24,7 @@
 #include "web.h"
 
 // The tags md4c-html writes for GitHub-flavoured markdown, the wiki link it writes before
-// web.c makes it a link, and the course's <details><summary>; each with the attributes it
+// pages.c makes it a link, and the course's <details><summary>; each with the attributes it
 // may carry ("" none; boolean attributes listed too).
 static const struct {
     const char *tag, *attrs;

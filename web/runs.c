@@ -1,5 +1,7 @@
-// runs.c — the runs, for the web server: the list, one run's events from any index, the live
-// stream of them (Server-Sent Events), starting a lab, and grading a run. See web.h.
+// runs.c — the runs, for the web server: the list, one run's description and its events from
+// any index, whether it has ended, and the launchers this server started. The live stream of
+// the events is runs_stream.c's; starting a lab, runs_start.c's; grading a run, runs_grade.c's.
+// See web.h.
 //
 // A run's events live in rank-<r>.jsonl, one file per rank, each appended by its rank. The
 // server gives every event of a run an index: it reads the files incrementally (a run is
@@ -7,58 +9,30 @@
 // lines of rank 0, then rank 1, ... to one list. An index so means the same event for as long
 // as the server runs, which is what ?from=N and Last-Event-ID resume from. Lines that are not
 // JSON objects are skipped (a dashboard must not crash on a damaged log).
-#include <civetweb.h>
 #include <dirent.h>
-#include <errno.h>
-#include <math.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "catalog.h"
 #include "check.h"
-#include "grade.h"
-#include "launch.h"
 #include "logtail.h"
-#include "plan.h"
 #include "runlog.h"
-#include "web.h"
+#include "runs_internal.h"
+#include "runschema.h"
 
-#define MAX_RUN_RANKS 64
 #define MAX_CACHED_RUNS 64
 #define MAX_LINES_PER_RUN 2000000
 #define POLL_EVERY_US 50000
-#define STREAM_IDLE_MS 100
-#define KEEPALIVE_S 10
 #define STOPPED_S 120               // logs still this long, and no end: the run stopped
 #define SUMMARY_QUIET_S 2           // ... this long with summary.json (run_status)
-#define GRADE_STACK_BYTES (16u << 20)
 
-typedef struct {
-    char id[256], dir[4400];
-    int world;                      // rank files looked for
-    int world_known;                // world came from meta.json: no need to read it again
-    LogTail tail[MAX_RUN_RANKS];    // how far each rank's file was read (logtail.h)
-    int ended[MAX_RUN_RANKS];
-    char status[16];                // "running", then "ok" / "error" when every rank ended
-    char **lines;                   // every event so far, in index order
-    long n, cap;
-    int64_t polled_us;
-    pthread_mutex_t lock;
-} Run;
-
-static Run *cache[MAX_CACHED_RUNS];
-static int ncached;
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+// ---------------------------------------------------------------------------------------
+// The launchers this server started
 
 // The launchers this server started, by run: reaped one by one (never waitpid(-1): the grader
 // forks a reference run and waits for it, and must get its own child's status), and kept
@@ -72,7 +46,7 @@ static Launched *launched;
 static int nlaunched, caplaunched;
 static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void launched_add(pid_t pid, const char *id) {
+void launched_add(pid_t pid, const char *id) {
     pthread_mutex_lock(&launched_lock);
     if (nlaunched == caplaunched)
         launched = realloc_check(launched, (size_t)(caplaunched = caplaunched ? 2 * caplaunched : 64) * sizeof *launched);
@@ -91,6 +65,20 @@ static int launched_exited(const char *id) {
     pthread_mutex_unlock(&launched_lock);
     return exited;
 }
+
+void runs_reap(void) {
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++)
+        if (!launched[i].exited && waitpid(launched[i].pid, NULL, WNOHANG) == launched[i].pid) launched[i].exited = 1;
+    pthread_mutex_unlock(&launched_lock);
+}
+
+// ---------------------------------------------------------------------------------------
+// A run, read: its events indexed, its status, and the cache of runs
+
+static Run *cache[MAX_CACHED_RUNS];
+static int ncached;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // meta.json, summary.json: the first max bytes, or NULL; free() it.
 static char *read_small(const char *path, size_t max) {
@@ -146,7 +134,7 @@ static void on_line(void *arg, LogTailKind kind, const char *line, size_t n) {
 }
 
 // What the rank files gained since the last poll (r->lock held).
-static void poll_run(Run *r) {
+void poll_run(Run *r) {
     int64_t now = runlog_now_us();
     if (now - r->polled_us < POLL_EVERY_US) return;
     r->polled_us = now;
@@ -162,7 +150,18 @@ static void poll_run(Run *r) {
     if (all && strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "ok");
 }
 
-static time_t run_last_write(const char *dir, int world);
+// The newest change to the run's files (its directory, meta.json, the rank logs).
+static time_t run_last_write(const char *dir, int world) {
+    struct stat st;
+    time_t newest = stat(dir, &st) == 0 ? st.st_mtime : 0;
+    char path[4600];
+    for (int k = -1; k < world; k++) {
+        if (k < 0) snprintf(path, sizeof path, "%s/meta.json", dir);
+        else snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
+        if (stat(path, &st) == 0 && st.st_mtime > newest) newest = st.st_mtime;
+    }
+    return newest;
+}
 
 // Whether a run goes on, and how it ended: the one answer the list, a run's description, its
 // events and its stream all give (r locked). "ok" or "error": every rank logged its end.
@@ -173,7 +172,7 @@ static time_t run_last_write(const char *dir, int world);
 // writes summary.json as it finishes, when the other ranks may not have written their end
 // yet: with it, the logs must have been still for SUMMARY_QUIET_S, not STOPPED_S (else a
 // stream could end, and a run be called stopped, a moment before rank 1's last event).
-static const char *run_status(Run *r) {
+const char *run_status(Run *r) {
     if (strcmp(r->status, "running") != 0) return r->status;
     char path[4600];
     snprintf(path, sizeof path, "%s/summary.json", r->dir);
@@ -186,7 +185,7 @@ static const char *run_status(Run *r) {
 }
 
 // A run is a directory under w->runs (a freshly started one may not have its logs yet).
-static int run_exists(Web *w, const char *id, char *dir, size_t n) {
+int run_exists(Web *w, const char *id, char *dir, size_t n) {
     if (!id[0] || strchr(id, '/') || strstr(id, "..") || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                                   "0123456789._-") != strlen(id))
         return 0;
@@ -211,7 +210,7 @@ static void run_free(Run *r) {
 // The cached run (created on first use), LOCKED (the caller unlocks r->lock), or NULL if there
 // is no such run. The run is locked before the cache is let go, so a run is never forgotten
 // (freed) between a reader finding it and locking it: forgetting needs both locks.
-static Run *get_run(Web *w, const char *id) {
+Run *get_run(Web *w, const char *id) {
     char dir[4400];
     if (!run_exists(w, id, dir, sizeof dir)) return NULL;
     pthread_mutex_lock(&cache_lock);
@@ -256,6 +255,15 @@ void runs_free_all(void) {
     pthread_mutex_unlock(&launched_lock);
 }
 
+int runs_ended(Web *w, const char *id) {
+    Run *r = get_run(w, id);  // (locked)
+    if (!r) return -1;
+    poll_run(r);
+    int ended = strcmp(run_status(r), "running") != 0;
+    pthread_mutex_unlock(&r->lock);
+    return ended;
+}
+
 // ---------------------------------------------------------------------------------------
 // GET /api/runs, /api/runs/<id>, /api/runs/<id>/events
 
@@ -275,9 +283,6 @@ static long whole_in(const JsonValue *v, long lo, long hi, long dflt) {
     if (!v || v->type != JSON_NUMBER || !(v->number >= (double)lo && v->number <= (double)hi)) return dflt;
     return (long)v->number;
 }
-
-static Run *get_run(Web *w, const char *id);
-
 // A run's entry in the list: its status (run_status: the same word its page and its stream
 // say), and how far it got from the end of rank 0's log, without reading all of it.
 static void list_status(Web *w, const char *id, const char *dir, StrBuf *out) {
@@ -397,11 +402,7 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
 }
 
 static int line_matches(const char *line, const char *kind, int rank) {
-    if (kind) {
-        char want[48];
-        snprintf(want, sizeof want, "{\"ev\":\"%s\"", kind);
-        if (strncmp(line, want, strlen(want)) != 0) return 0;
-    }
+    if (kind && !runschema_line_is(line, strlen(line), kind)) return 0;
     if (rank >= 0) {
         char want[32];
         snprintf(want, sizeof want, "\"rank\":%d,", rank);
@@ -424,327 +425,4 @@ int runs_events_json(Web *w, const char *id, long from, const char *kind, int ra
     sb_printf(out, "],\"next\":%ld,\"done\":%s,\"status\":\"%s\"}", i, done ? "true" : "false", status);
     pthread_mutex_unlock(&r->lock);
     return 0;
-}
-
-// ---------------------------------------------------------------------------------------
-// The live stream
-
-// Whether the stream's client has gone: its socket has been closed or reset (it reads as end of
-// file now). Checked every idle tick, so a thread is not held for a client that left until a
-// keep-alive write fails. (An EventSource never half-closes: end of file means gone.)
-static int client_gone(int fd) {
-    if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP)) return 1;
-    char c;
-    return (p.revents & POLLIN) && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
-static int open_streams;  // (under streams_lock)
-static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from) {
-    // At most WEB_MAX_STREAMS at once: each holds a thread, and the others serve pages and the API.
-    pthread_mutex_lock(&streams_lock);
-    int admitted = open_streams < WEB_MAX_STREAMS;
-    open_streams += admitted;
-    pthread_mutex_unlock(&streams_lock);
-    if (!admitted) {
-        const char *body = "{\"error\":\"too many live streams open on this server: try again in a few seconds\"}";
-        mg_printf(conn, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                        "Retry-After: 5\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
-                  strlen(body), body);
-        return;
-    }
-    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                    "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n");
-    mg_printf(conn, "retry: 1000\n\n");
-    int fd = web_socket(conn);
-    long next = from < 0 ? 0 : from;
-    time_t last_write = time(NULL);
-    StrBuf chunk;
-    sb_init(&chunk);
-    while (!w->stopping && !client_gone(fd)) {
-        Run *r = get_run(w, id);  // (locked; fetched each round: the cache may have forgotten it)
-        if (!r) break;
-        sb_reset(&chunk);
-        poll_run(r);
-        char status[16];
-        snprintf(status, sizeof status, "%s", run_status(r));  // (before the events: "stopped" reads the logs to their end)
-        for (; next < r->n && chunk.len < (1 << 20); next++) sb_printf(&chunk, "id: %ld\ndata: %s\n\n", next, r->lines[next]);
-        int ended = strcmp(status, "running") != 0 && next >= r->n;
-        pthread_mutex_unlock(&r->lock);
-        if (chunk.len) {
-            if (mg_write(conn, chunk.data, chunk.len) <= 0) break;  // the client left
-            last_write = time(NULL);
-        }
-        if (ended) {
-            mg_printf(conn, "event: end\ndata: {\"status\":\"%s\"}\n\n", status);
-            break;
-        }
-        if (time(NULL) - last_write >= KEEPALIVE_S) {  // a comment: keeps proxies open
-            if (mg_printf(conn, ": keep-alive\n\n") <= 0) break;
-            last_write = time(NULL);
-        }
-        struct timespec ts = {0, STREAM_IDLE_MS * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    sb_free(&chunk);
-    pthread_mutex_lock(&streams_lock);
-    open_streams--;
-    pthread_mutex_unlock(&streams_lock);
-}
-
-// ---------------------------------------------------------------------------------------
-// Starting a lab: known labs, bounded options, an argv (no shell)
-
-// What the form may send for a lab: the options its catalog entry marks CAT_FORM (catalog.c),
-// nothing else (no paths: --run-dir, --data and the like are the command line's only).
-static const CatOption *form_option(const CatLab *lab, const char *name) {
-    const CatOption *o = catalog_find(lab, name);
-    return o && (o->flags & CAT_FORM) ? o : NULL;
-}
-
-// "-12", "0.5", ".5", "1e-3": an optional minus, digits with at most one point, an optional
-// exponent; nothing around it.
-static int plain_decimal(const char *s) {
-    const char *p = s + (*s == '-');
-    size_t ints = strspn(p, "0123456789");
-    p += ints;
-    size_t frac = *p == '.' ? strspn(p + 1, "0123456789") : 0;
-    if (*p == '.') p += 1 + frac;
-    if (ints + frac == 0) return 0;
-    if (*p == 'e' || *p == 'E') {
-        p += 1 + (p[1] == '+' || p[1] == '-');
-        size_t exp = strspn(p, "0123456789");
-        if (exp == 0 || exp > 4) return 0;
-        p += exp;
-    }
-    return *p == 0 && strlen(s) <= 64;
-}
-
-// One option's value as the text to pass to the lab, checked as the lab's own parser checks
-// it (catalog_check: the same bounds and names); -1 with why.
-static int field_value(Web *w, const CatOption *o, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
-    if (o->flags & CAT_RUN) {  // a run of ours that has ended, with a log to read the loss from
-        char dir[4400], log[4600];
-        if (v->type != JSON_STRING || !run_exists(w, v->string, dir, sizeof dir))
-            return snprintf(why, whylen, "%s must name one of this server's runs (GET /api/runs lists them)", o->name), -1;
-        snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
-        if (access(log, R_OK) != 0 || runs_ended(w, v->string) != 1)
-            return snprintf(why, whylen, "%s: run %.100s has not ended: compare with a finished run", o->name, v->string), -1;
-        size_t len = strlen(dir);
-        if (len >= n) return snprintf(why, whylen, "%s: the run's path is too long", o->name), -1;
-        memcpy(out, dir, len + 1);
-        return 0;
-    }
-    switch (o->kind) {
-    case OPT_FLAG:
-        if (v->type != JSON_BOOL) return snprintf(why, whylen, "%s is true or false", o->name), -1;
-        snprintf(out, n, "%s", v->boolean ? "1" : "");
-        return 0;
-    case OPT_INT:
-    case OPT_U64:
-    case OPT_DOUBLE: {
-        // A JSON number, or a string spelling one in plain decimal: strtod alone also takes
-        // "nan", "inf" and hex. A whole number for INT and U64 (up to 2^53, what JSON holds
-        // exactly); the bounds are the catalog's, checked below on the text.
-        double x = NAN;
-        if (v->type == JSON_NUMBER) x = v->number;
-        else if (v->type == JSON_STRING && plain_decimal(v->string)) x = strtod(v->string, NULL);
-        int whole = o->kind != OPT_DOUBLE;
-        if (!isfinite(x) || (whole && (x != floor(x) || fabs(x) > 9007199254740992.0)))
-            return snprintf(why, whylen, "%s must be %s", o->name, whole ? "a whole number" : "a number"), -1;
-        if (whole) snprintf(out, n, "%lld", (long long)x);
-        else snprintf(out, n, "%.9g", x);
-        break;
-    }
-    case OPT_BYTES:
-    case OPT_STRING:
-        if (v->type != JSON_STRING || !v->string[0] || strlen(v->string) > 64)
-            return snprintf(why, whylen, "%s must be a short text", o->name), -1;
-        if (o->kind == OPT_STRING && !o->choices && strspn(v->string, o->chars ? o->chars : "") != strlen(v->string))
-            return snprintf(why, whylen, "%s may hold only %s", o->name, o->chars ? o->chars : "nothing"), -1;
-        snprintf(out, n, "%s", v->string);
-        break;
-    }
-    return catalog_check(o, out, 1, why, whylen);
-}
-
-void runs_reap(void) {
-    pthread_mutex_lock(&launched_lock);
-    for (int i = 0; i < nlaunched; i++)
-        if (!launched[i].exited && waitpid(launched[i].pid, NULL, WNOHANG) == launched[i].pid) launched[i].exited = 1;
-    pthread_mutex_unlock(&launched_lock);
-}
-
-int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen) {
-    if (!req || req->type != JSON_OBJECT) return snprintf(why, whylen, "the body must be a JSON object"), 400;
-    const JsonValue *lab = json_get(req, "lab"), *n = json_get(req, "n"), *steps = json_get(req, "steps"),
-                    *opts = json_get(req, "options");
-    const CatLab *form = lab && lab->type == JSON_STRING ? catalog_lab(lab->string) : NULL;
-    if (!form) return snprintf(why, whylen, "lab must be one of the labs (single, collectives, ddp, ...)"), 400;
-    if (!n || n->type != JSON_NUMBER || n->number < 1 || n->number > 8 || n->number != (int)n->number)
-        return snprintf(why, whylen, "n must be a whole number of ranks from 1 to 8"), 400;
-    if (form->max_world && n->number > form->max_world)
-        return snprintf(why, whylen, "%s runs on at most %d rank%s", form->name, form->max_world, form->max_world > 1 ? "s" : ""), 400;
-    if (!steps || steps->type != JSON_NUMBER || steps->number < 1 || steps->number > 100000 ||
-        steps->number != (int)steps->number)
-        return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
-    if (opts && opts->type != JSON_OBJECT) return snprintf(why, whylen, "options must be an object"), 400;
-
-    char *argv[56], store[4096], stext[16], dir[4400];  // the options; launch_run() adds the rest
-    size_t used = 0;
-    int a = 0;
-#define PUSH(text)                                                            \
-    do {                                                                      \
-        size_t l_ = strlen(text) + 1;                                         \
-        if (a >= 54 || used + l_ > sizeof store) return snprintf(why, whylen, "too many options"), 400; \
-        memcpy(store + used, text, l_);                                       \
-        argv[a++] = store + used;                                             \
-        used += l_;                                                           \
-    } while (0)
-    snprintf(stext, sizeof stext, "%d", (int)steps->number);
-    PUSH("--steps");
-    PUSH(stext);
-    for (size_t i = 0; opts && i < opts->count; i++) {
-        const CatOption *fd = form_option(form, opts->keys[i]);
-        if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->name, opts->keys[i]), 400;
-        char value[1024], flag[48];
-        if (field_value(w, fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
-        if (fd->kind == OPT_FLAG && !value[0]) continue;  // false: leave it out
-        snprintf(flag, sizeof flag, "--%s", fd->name);
-        PUSH(flag);
-        if (fd->kind != OPT_FLAG) PUSH(value);
-    }
-    // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
-    // this machine cannot hold is refused here, with the same figures the lab would give.
-    if (plan_check_options(form->name, (int)n->number, a, argv, why, whylen) != 0) return 400;
-    // The run's directory, named as the launcher names them, so the page can follow it at once.
-    char problem[1200];
-    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->name, problem, sizeof problem) != 0)
-        return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
-    const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
-    argv[a] = NULL;
-#undef PUSH
-    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
-    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
-    pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
-    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
-    launched_add(pid, name);
-    snprintf(id, idlen, "%s", name);
-    return 0;
-}
-
-// ---------------------------------------------------------------------------------------
-// Grading a run: GET and POST /api/runs/<id>/grade
-
-// The newest change to the run's files (its directory, meta.json, the rank logs).
-static time_t run_last_write(const char *dir, int world) {
-    struct stat st;
-    time_t newest = stat(dir, &st) == 0 ? st.st_mtime : 0;
-    char path[4600];
-    for (int k = -1; k < world; k++) {
-        if (k < 0) snprintf(path, sizeof path, "%s/meta.json", dir);
-        else snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, k);
-        if (stat(path, &st) == 0 && st.st_mtime > newest) newest = st.st_mtime;
-    }
-    return newest;
-}
-
-int runs_ended(Web *w, const char *id) {
-    Run *r = get_run(w, id);  // (locked)
-    if (!r) return -1;
-    poll_run(r);
-    int ended = strcmp(run_status(r), "running") != 0;
-    pthread_mutex_unlock(&r->lock);
-    return ended;
-}
-
-int runs_grade_json(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {
-    char dir[4400], path[4600];
-    if (!run_exists(w, id, dir, sizeof dir)) return snprintf(why, whylen, "no such run"), 404;
-    snprintf(path, sizeof path, "%s/grade.json", dir);
-    StrBuf b;
-    sb_init(&b);
-    int rc = sb_read_file(&b, path, 1 << 20);
-    if (rc != 0) {
-        sb_free(&b);
-        if (rc < 0 && errno == ENOENT)
-            return snprintf(why, whylen, "run %.200s has no grade yet: POST /api/runs/%.200s/grade grades it", id, id), 404;
-        return snprintf(why, whylen, "cannot read grade.json of run %.200s: %s", id,
-                        rc > 0 ? "larger than 1 MiB" : strerror(errno)), 500;
-    }
-    // The file is the grader's, but the directory is the student's: say so if it is not JSON.
-    char err[128];
-    JsonValue *v = json_parse(b.data ? b.data : "", b.len, err, sizeof err);
-    if (!v || v->type != JSON_OBJECT) {
-        json_free(v);
-        sb_free(&b);
-        return snprintf(why, whylen, "grade.json of run %.200s is not a JSON object (%s): grade the run again", id,
-                        v ? "another value" : err), 500;
-    }
-    json_free(v);
-    sb_append(out, b.data, b.len);
-    sb_free(&b);
-    return 0;
-}
-
-// Grading runs on a thread of its own: the grader keeps a GradeRun and its references on the
-// stack, more than CivetWeb's worker threads (small, fixed stacks) can hold under ASan.
-typedef struct {
-    Grade *g;
-    const char *dir;
-    const GradeRefs *refs;
-    int written;
-} GradeJob;
-
-static void *grade_thread(void *arg) {
-    GradeJob *job = arg;
-    grade_rubric(job->g, job->dir, NULL, NULL, job->refs);
-    job->written = grade_write_run(job->g) == 0;
-    return NULL;
-}
-
-// One grading at a time: two requests for the same run would both start its reference run
-// into the same ref-<lab>/ (and two of different runs would share the machine's cores).
-// A second request waits here; it then finds the reference whole and reuses it.
-static pthread_mutex_t grade_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {
-    char dir[4400];
-    if (!run_exists(w, id, dir, sizeof dir)) return snprintf(why, whylen, "no such run"), 404;
-    int ended = runs_ended(w, id);
-    if (ended < 0) return snprintf(why, whylen, "no such run"), 404;
-    if (!ended)
-        return snprintf(why, whylen, "run %.200s is still going: it can be graded once it has ended", id), 409;
-    Grade *g = calloc_check(1, sizeof *g);  // (~20 KB: never on a worker's stack)
-    GradeRefs *refs = calloc_check(1, sizeof *refs);
-    if (strlen(dir) + 64 > sizeof g->run_dir || strlen(w->labs) >= sizeof refs->labs_dir) {
-        free(g), free(refs);
-        return snprintf(why, whylen, "the run's path (or the labs' %.100s) is too long for the grader", w->labs), 500;
-    }
-    memcpy(refs->labs_dir, w->labs, strlen(w->labs) + 1);  // (its length checked above)
-    refs->ref_dir = NULL;  // the grader starts its own single-rank reference
-    refs->quiet = 1;
-    GradeJob job = {.g = g, .dir = dir, .refs = refs};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, GRADE_STACK_BYTES);
-    pthread_mutex_lock(&grade_lock);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, grade_thread, &job);
-    if (rc == 0) pthread_join(t, NULL);
-    pthread_mutex_unlock(&grade_lock);
-    pthread_attr_destroy(&attr);
-    int status = 0;
-    if (rc != 0) status = 500, snprintf(why, whylen, "cannot start the grader: %s", strerror(rc));
-    else if (!job.written)
-        status = 500, snprintf(why, whylen, "graded %d/%d, but cannot write grade.json and grade.xml into %.200s", g->points,
-                               g->max, dir);
-    else grade_to_json(g, out);
-    free(g);
-    free(refs);
-    return status;
 }

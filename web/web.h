@@ -65,14 +65,14 @@ typedef struct {
 #define WEB_THREADS 64
 #define WEB_MAX_STREAMS (WEB_THREADS - 8)
 
-// The socket of a connection a handler is serving (CivetWeb gives none), or -1. See web.c.
+// The socket of a connection a handler is serving (CivetWeb gives none), or -1. See http.c.
 int web_socket(const struct mg_connection *c);
 
 // `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S]`; root: the
 // checkout; labs: the lab programs, as the launcher finds them.
 int web_main(int argc, char **argv, const char *root, const char *labs);
 
-// ---- runs (web/runs.c) ------------------------------------------------------------------
+// ---- runs (web/runs.c; the stream: runs_stream.c; starting: runs_start.c; grading: runs_grade.c)
 // id: a run directory's name under w->runs; 1 if there is such a run (a directory there).
 int runs_exists(Web *w, const char *id);
 void runs_list_json(Web *w, StrBuf *out);

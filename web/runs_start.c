@@ -1,0 +1,149 @@
+// runs_start.c — starting a lab from the web (POST /api/runs): a known lab, the options the
+// catalog lets a form send, each checked as the lab's own parser checks it, a memory estimate,
+// and an argv for the launcher, never a shell. See web.h.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "launch.h"
+#include "plan.h"
+#include "runlog.h"
+#include "runs_internal.h"
+
+// ---------------------------------------------------------------------------------------
+// Starting a lab: known labs, bounded options, an argv (no shell)
+
+// What the form may send for a lab: the options its catalog entry marks CAT_FORM (catalog.c),
+// nothing else (no paths: --run-dir, --data and the like are the command line's only).
+static const CatOption *form_option(const CatLab *lab, const char *name) {
+    const CatOption *o = catalog_find(lab, name);
+    return o && (o->flags & CAT_FORM) ? o : NULL;
+}
+
+// "-12", "0.5", ".5", "1e-3": an optional minus, digits with at most one point, an optional
+// exponent; nothing around it.
+static int plain_decimal(const char *s) {
+    const char *p = s + (*s == '-');
+    size_t ints = strspn(p, "0123456789");
+    p += ints;
+    size_t frac = *p == '.' ? strspn(p + 1, "0123456789") : 0;
+    if (*p == '.') p += 1 + frac;
+    if (ints + frac == 0) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        size_t exp = strspn(p, "0123456789");
+        if (exp == 0 || exp > 4) return 0;
+        p += exp;
+    }
+    return *p == 0 && strlen(s) <= 64;
+}
+
+// One option's value as the text to pass to the lab, checked as the lab's own parser checks
+// it (catalog_check: the same bounds and names); -1 with why.
+static int field_value(Web *w, const CatOption *o, const JsonValue *v, char *out, size_t n, char *why, size_t whylen) {
+    if (o->flags & CAT_RUN) {  // a run of ours that has ended, with a log to read the loss from
+        char dir[4400], log[4600];
+        if (v->type != JSON_STRING || !run_exists(w, v->string, dir, sizeof dir))
+            return snprintf(why, whylen, "%s must name one of this server's runs (GET /api/runs lists them)", o->name), -1;
+        snprintf(log, sizeof log, "%s/rank-0.jsonl", dir);
+        if (access(log, R_OK) != 0 || runs_ended(w, v->string) != 1)
+            return snprintf(why, whylen, "%s: run %.100s has not ended: compare with a finished run", o->name, v->string), -1;
+        size_t len = strlen(dir);
+        if (len >= n) return snprintf(why, whylen, "%s: the run's path is too long", o->name), -1;
+        memcpy(out, dir, len + 1);
+        return 0;
+    }
+    switch (o->kind) {
+    case OPT_FLAG:
+        if (v->type != JSON_BOOL) return snprintf(why, whylen, "%s is true or false", o->name), -1;
+        snprintf(out, n, "%s", v->boolean ? "1" : "");
+        return 0;
+    case OPT_INT:
+    case OPT_U64:
+    case OPT_DOUBLE: {
+        // A JSON number, or a string spelling one in plain decimal: strtod alone also takes
+        // "nan", "inf" and hex. A whole number for INT and U64 (up to 2^53, what JSON holds
+        // exactly); the bounds are the catalog's, checked below on the text.
+        double x = NAN;
+        if (v->type == JSON_NUMBER) x = v->number;
+        else if (v->type == JSON_STRING && plain_decimal(v->string)) x = strtod(v->string, NULL);
+        int whole = o->kind != OPT_DOUBLE;
+        if (!isfinite(x) || (whole && (x != floor(x) || fabs(x) > 9007199254740992.0)))
+            return snprintf(why, whylen, "%s must be %s", o->name, whole ? "a whole number" : "a number"), -1;
+        if (whole) snprintf(out, n, "%lld", (long long)x);
+        else snprintf(out, n, "%.9g", x);
+        break;
+    }
+    case OPT_BYTES:
+    case OPT_STRING:
+        if (v->type != JSON_STRING || !v->string[0] || strlen(v->string) > 64)
+            return snprintf(why, whylen, "%s must be a short text", o->name), -1;
+        if (o->kind == OPT_STRING && !o->choices && strspn(v->string, o->chars ? o->chars : "") != strlen(v->string))
+            return snprintf(why, whylen, "%s may hold only %s", o->name, o->chars ? o->chars : "nothing"), -1;
+        snprintf(out, n, "%s", v->string);
+        break;
+    }
+    return catalog_check(o, out, 1, why, whylen);
+}
+
+int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen) {
+    if (!req || req->type != JSON_OBJECT) return snprintf(why, whylen, "the body must be a JSON object"), 400;
+    const JsonValue *lab = json_get(req, "lab"), *n = json_get(req, "n"), *steps = json_get(req, "steps"),
+                    *opts = json_get(req, "options");
+    const CatLab *form = lab && lab->type == JSON_STRING ? catalog_lab(lab->string) : NULL;
+    if (!form) return snprintf(why, whylen, "lab must be one of the labs (single, collectives, ddp, ...)"), 400;
+    if (!n || n->type != JSON_NUMBER || n->number < 1 || n->number > 8 || n->number != (int)n->number)
+        return snprintf(why, whylen, "n must be a whole number of ranks from 1 to 8"), 400;
+    if (form->max_world && n->number > form->max_world)
+        return snprintf(why, whylen, "%s runs on at most %d rank%s", form->name, form->max_world, form->max_world > 1 ? "s" : ""), 400;
+    if (!steps || steps->type != JSON_NUMBER || steps->number < 1 || steps->number > 100000 ||
+        steps->number != (int)steps->number)
+        return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
+    if (opts && opts->type != JSON_OBJECT) return snprintf(why, whylen, "options must be an object"), 400;
+
+    char *argv[56], store[4096], stext[16], dir[4400];  // the options; launch_run() adds the rest
+    size_t used = 0;
+    int a = 0;
+#define PUSH(text)                                                            \
+    do {                                                                      \
+        size_t l_ = strlen(text) + 1;                                         \
+        if (a >= 54 || used + l_ > sizeof store) return snprintf(why, whylen, "too many options"), 400; \
+        memcpy(store + used, text, l_);                                       \
+        argv[a++] = store + used;                                             \
+        used += l_;                                                           \
+    } while (0)
+    snprintf(stext, sizeof stext, "%d", (int)steps->number);
+    PUSH("--steps");
+    PUSH(stext);
+    for (size_t i = 0; opts && i < opts->count; i++) {
+        const CatOption *fd = form_option(form, opts->keys[i]);
+        if (!fd) return snprintf(why, whylen, "%s has no option '%.40s'", form->name, opts->keys[i]), 400;
+        char value[1024], flag[48];
+        if (field_value(w, fd, &opts->items[i], value, sizeof value, why, whylen) != 0) return 400;
+        if (fd->kind == OPT_FLAG && !value[0]) continue;  // false: leave it out
+        snprintf(flag, sizeof flag, "--%s", fd->name);
+        PUSH(flag);
+        if (fd->kind != OPT_FLAG) PUSH(value);
+    }
+    // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
+    // this machine cannot hold is refused here, with the same figures the lab would give.
+    if (plan_check_options(form->name, (int)n->number, a, argv, why, whylen) != 0) return 400;
+    // The run's directory, named as the launcher names them, so the page can follow it at once.
+    char problem[1200];
+    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->name, problem, sizeof problem) != 0)
+        return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
+    const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
+    argv[a] = NULL;
+#undef PUSH
+    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
+    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
+    pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
+    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
+    launched_add(pid, name);
+    snprintf(id, idlen, "%s", name);
+    return 0;
+}
