@@ -130,7 +130,7 @@ static const Variant VARIANTS[] = {
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align + 1;", "zero,fsdp", "zero,fsdp",
      "*=mem.formula,comm.bytes", "zero-2", NULL},
-    {"1F1B with one forward too many before the first backward", "pp.c",
+    {"1F1B with one forward too many before the first backward", "pp/schedule.c",
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s < m ? p - s : m);", "pp", "pp-1f1b", "*=schedule.in_flight",
      NULL, NULL},
@@ -305,6 +305,33 @@ static void check_region_index(void) {
     free(readme);
 }
 
+// The grader's own code (labs/grade/) calls nothing defined in a file that holds a student's
+// part (a file with a BEGIN SOLUTION region: shard/sampler.c, ckpt/activation_checkpointing.c,
+// core/ring.c, ...): what it expects is computed from files no student edits, so a run graded
+// with a student's own build is still graded against the formula, not against the student.
+static void check_grader_calls_no_student_file(const char *build_dir) {
+    char cmd[2000], line[512], said[400] = "";
+    snprintf(cmd, sizeof cmd,
+             "B='%s'; nm -u \"$B\"/grade/*.o | awk 'NF {print $NF}' | sort -u >\"$B/.grade-undefined\" || exit 1; "
+             "n=0; for f in $(grep -rl --include='*.c' 'BEGIN SOLUTION' labs/*/); do "
+             "  o=\"$B/core/$(basename \"$f\" .c).o\"; case $f in labs/core/*) ;; *) o=\"$B/algo/${f#labs/}\"; o=\"${o%%.c}.o\";; esac; "
+             "  [ -f \"$o\" ] || { echo \"missing $o\"; continue; }; n=$((n + 1)); "
+             "  nm -g --defined-only \"$o\" | awk 'NF == 3 {print $3}' | sort -u | comm -12 - \"$B/.grade-undefined\" | "
+             "  sed \"s|\\$| ($f)|\"; done; echo \"files $n\"; rm -f \"$B/.grade-undefined\"",
+             build_dir);
+    FILE *p = popen(cmd, "r");
+    int files = 0, calls = 0;
+    while (p && fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = 0;
+        if (sscanf(line, "files %d", &files) == 1) continue;
+        calls++;
+        if (strlen(said) + strlen(line) + 3 < sizeof said) strcat(strcat(said, said[0] ? "; " : ""), line);
+    }
+    int rc = p ? pclose(p) : -1;
+    EXPECT(rc == 0 && files >= 5 && calls == 0,
+           "the grader calls nothing in the %d files that hold a student's part (%s)", files, calls ? said : "none");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_variants SHARDLAB (from the repository root)\n");
@@ -316,6 +343,12 @@ int main(int argc, char **argv) {
     double t_start = now_s();
 
     check_region_index();
+    char build_dir[600];
+    snprintf(build_dir, sizeof build_dir, "%s", shardlab);
+    char *slash = strrchr(build_dir, '/');  // SHARDLAB is BUILD/shardlab
+    if (slash) *slash = 0;
+    else snprintf(build_dir, sizeof build_dir, ".");
+    check_grader_calls_no_student_file(build_dir);
 
     // ---- the starter: builds as it is, stops at its stubs, scores zero ------------------------
     int rc = sh("sh labs/grade/starter.sh %s/starter >%s/starter.out 2>&1", tmp, tmp);

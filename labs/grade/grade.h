@@ -17,9 +17,10 @@
 //     every item of an epoch consumed once.
 // The rubric is one row per check: PASS or FAIL, measured against expected, points.
 //
-// Files: load.c reads and checks a run directory, rubric.c holds the checks and which lab
-// gets which, grade.c the command (references, output, and the graded configurations that
-// `make grade LABS=dir` runs on a student's copy).
+// Files: load.c reads and checks a run directory, rubric.c holds the generic checks and which
+// lab gets which, memory.c, comm.c, methods.c and coverage.c the checks of a formula or a
+// method, refs.c the reference runs, grade.c the command (output, and the graded
+// configurations that `make grade LABS=dir` runs on a student's copy).
 #ifndef SHARDLAB_GRADE_H
 #define SHARDLAB_GRADE_H
 

@@ -1,11 +1,13 @@
 // grade_internal.h — what the grader's files share: the context a check runs in, the
-// reference runs, small readers of event fields, and the checks rubric.c lists from methods.c.
+// reference runs, small readers of event fields, and the checks rubric.c lists from memory.c,
+// comm.c, methods.c and coverage.c.
 //
 // Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
 //          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_remove_tree(), grade_last_line(),
-//          grade_model(), grade_model_ok(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
-//          grade_say(), MEASURED(), EXPECTED(), REASON(), check_in_flight(), check_bubble(),
-//          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives().
+//          grade_model(), grade_model_ok(), grade_unit_shard(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+//          grade_say(), MEASURED(), EXPECTED(), REASON(), check_mem(), check_comm(), check_in_flight(), check_bubble(),
+//          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives(),
+//          grade_ckpt_acts().
 #ifndef SHARDLAB_GRADE_INTERNAL_H
 #define SHARDLAB_GRADE_INTERNAL_H
 
@@ -98,7 +100,18 @@ static inline void grade_say(char *dst, size_t n, const char *fmt, ...) {
 GptConfig grade_model(const GradeRun *run);
 int grade_model_ok(const GptConfig *m);
 
-// methods.c: the checks of one method each.
+// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
+// rounded up to `align` (sharded.h). The shard's length (memory.c's formulas, comm.c's bytes).
+static inline double grade_unit_shard(const GptConfig *m, int u, int N, int align) {
+    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
+    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
+}
+
+// memory.c: mem.formula. comm.c: comm.bytes.
+void check_mem(Ctx *x, GradeCheck *c);
+void check_comm(Ctx *x, GradeCheck *c);
+
+// methods.c: the checks of one method each; coverage.c: data sharding's.
 void check_in_flight(Ctx *x, GradeCheck *c);
 void check_bubble(Ctx *x, GradeCheck *c);
 void check_recompute_bitwise(Ctx *x, GradeCheck *c);
