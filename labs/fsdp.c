@@ -261,12 +261,10 @@ int main(int argc, char **argv) {
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, mem);
 
-    char lab_fields[256];
-    snprintf(lab_fields, sizeof lab_fields,
-             "\"prefetch\":%s,\"reshard_after_forward\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,"
-             "\"padding\":%zu,\"units\":%d",
-             prefetch ? "true" : "false", no_reshard ? "false" : "true", precision_name(prec),
-             f.lay.psi_padded, f.lay.psi_padded - f.lay.psi, f.lay.units);
+    char layout[160], lab_fields[256];
+    sharded_layout_fields(layout, sizeof layout, &f.lay, prec);
+    snprintf(lab_fields, sizeof lab_fields, "\"prefetch\":%s,\"reshard_after_forward\":%s,%s",
+             prefetch ? "true" : "false", no_reshard ? "false" : "true", layout);
     lab_start(&L, gpt_num_params(&cfg), lab_fields);
 
     // The memory table: ZeRO stage 3's, beside DDP's at the same N and --accum (train.h).

@@ -356,11 +356,9 @@ int main(int argc, char **argv) {
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, mem);
 
-    char lab_fields[256];
-    snprintf(lab_fields, sizeof lab_fields,
-             "\"stage\":%d,\"offload\":%s,\"precision\":\"%s\",\"psi_padded\":%zu,\"padding\":%zu,\"units\":%d",
-             stage, offload ? "true" : "false", precision_name(prec), z.lay.psi_padded,
-             z.lay.psi_padded - z.lay.psi, z.lay.units);
+    char layout[160], lab_fields[256];
+    sharded_layout_fields(layout, sizeof layout, &z.lay, prec);
+    snprintf(lab_fields, sizeof lab_fields, "\"stage\":%d,\"offload\":%s,%s", stage, offload ? "true" : "false", layout);
     lab_start(&L, gpt_num_params(&cfg), lab_fields);
     report_memory(log, &z, mem, &host, offload, &cfg, micro, &a);
     runlog_printf(log, "rank %d trains on sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",

@@ -43,28 +43,31 @@ void grade_print(const Grade *g, FILE *out) {
     if (g->failed) fprintf(out, ": %d check%s failed\n", g->failed, g->failed == 1 ? "" : "s");
 }
 
+// lead as it is, then s as a JSON string, or as text escaped for XML.
+static void put_json(StrBuf *sb, const char *lead, const char *s) {
+    sb_printf(sb, "%s", lead);
+    sb_json_string(sb, s);
+}
+static void put_markup(StrBuf *sb, const char *lead, const char *s) {
+    sb_printf(sb, "%s", lead);
+    sb_markup_text(sb, s);
+}
+
 void grade_to_json(const Grade *g, StrBuf *sb) {
-    sb_printf(sb, "{\"run_dir\":");
-    sb_json_string(sb, g->run_dir);
-    sb_printf(sb, ",\"lab\":");
-    sb_json_string(sb, g->lab);
-    sb_printf(sb, ",\"label\":");
-    sb_json_string(sb, g->label);
+    put_json(sb, "{\"run_dir\":", g->run_dir);
+    put_json(sb, ",\"lab\":", g->lab);
+    put_json(sb, ",\"label\":", g->label);
     sb_printf(sb, ",\"points\":%d,\"max\":%d,\"failed\":%d,\"pass\":%s,\"checks\":[", g->points, g->max, g->failed,
               g->failed ? "false" : "true");
     for (int i = 0; i < g->n; i++) {
         const GradeCheck *c = &g->checks[i];
-        sb_printf(sb, "%s{\"name\":", i ? "," : "");
-        sb_json_string(sb, c->name);
-        sb_printf(sb, ",\"result\":\"%s\",\"points\":%d,\"max\":%d,\"what\":", c->skipped ? "SKIP" : c->pass ? "PASS" : "FAIL",
+        put_json(sb, i ? ",{\"name\":" : "{\"name\":", c->name);
+        sb_printf(sb, ",\"result\":\"%s\",\"points\":%d,\"max\":%d", c->skipped ? "SKIP" : c->pass ? "PASS" : "FAIL",
                   c->points, c->max);
-        sb_json_string(sb, c->what);
-        sb_printf(sb, ",\"measured\":");
-        sb_json_string(sb, c->measured);
-        sb_printf(sb, ",\"expected\":");
-        sb_json_string(sb, c->expected);
-        sb_printf(sb, ",\"reason\":");
-        sb_json_string(sb, c->reason);
+        put_json(sb, ",\"what\":", c->what);
+        put_json(sb, ",\"measured\":", c->measured);
+        put_json(sb, ",\"expected\":", c->expected);
+        put_json(sb, ",\"reason\":", c->reason);
         sb_printf(sb, "}");
     }
     sb_printf(sb, "]}");
@@ -78,32 +81,24 @@ void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf
             failures += !grades[i]->checks[k].pass;
             skipped += grades[i]->checks[k].skipped;
         }
-    sb_printf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"");
-    sb_markup_text(sb, suite);
+    put_markup(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"", suite);
     sb_printf(sb, "\" tests=\"%d\" failures=\"%d\" skipped=\"%d\">\n", tests, failures, skipped);
     for (int i = 0; i < n; i++) {
         const Grade *g = grades[i];
-        sb_printf(sb, "  <testsuite name=\"");
-        sb_markup_text(sb, g->label);
+        put_markup(sb, "  <testsuite name=\"", g->label);
         sb_printf(sb, "\" tests=\"%d\" failures=\"%d\">\n", g->n, g->failed);
         for (int k = 0; k < g->n; k++) {
             const GradeCheck *c = &g->checks[k];
-            sb_printf(sb, "    <testcase classname=\"shardlab.");
-            sb_markup_text(sb, g->label);
-            sb_printf(sb, "\" name=\"");
-            sb_markup_text(sb, c->name);
+            put_markup(sb, "    <testcase classname=\"shardlab.", g->label);
+            put_markup(sb, "\" name=\"", c->name);
             sb_printf(sb, "\">");
             if (c->skipped) {
-                sb_printf(sb, "<skipped message=\"");
-                sb_markup_text(sb, c->reason);
+                put_markup(sb, "<skipped message=\"", c->reason);
                 sb_printf(sb, "\"/>");
             } else if (!c->pass) {
-                sb_printf(sb, "<failure message=\"");
-                sb_markup_text(sb, c->reason);
-                sb_printf(sb, "\">measured: ");
-                sb_markup_text(sb, c->measured);
-                sb_printf(sb, "\nexpected: ");
-                sb_markup_text(sb, c->expected);
+                put_markup(sb, "<failure message=\"", c->reason);
+                put_markup(sb, "\">measured: ", c->measured);
+                put_markup(sb, "\nexpected: ", c->expected);
                 sb_printf(sb, "</failure>");
             }
             sb_printf(sb, "</testcase>\n");

@@ -142,6 +142,11 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
 // Weights at start and at the end
 // ---------------------------------------------------------------------------------------
 
+void sharded_layout_fields(char *out, size_t n, const ShardLayout *s, Precision prec) {
+    snprintf(out, n, "\"precision\":\"%s\",\"psi_padded\":%zu,\"padding\":%zu,\"units\":%d", precision_name(prec),
+             s->psi_padded, s->psi_padded - s->psi, s->units);
+}
+
 float **sharded_init_weights(const ShardLayout *s, const GptConfig *c, const TrainArgs *a, DistGroup *g) {
     // The whole model once on the host, as `single` builds it, then cut up by the caller.
     Mem host;

@@ -5,7 +5,7 @@
 //          precision_from_fp32(), precision_accumulate(), precision_add(), ShardLayout, sharded_widen(),
 //          sharded_reduce_gradient(), sharded_log_collectives(),
 //          shard_layout_init(), shard_layout_free(), shard_padded(), sharded_all_gather(),
-//          sharded_reduce_scatter(), sharded_init_weights(),
+//          sharded_reduce_scatter(), sharded_layout_fields(), sharded_init_weights(),
 //          sharded_free_weights(), sharded_load(), ShardedAdamW, sharded_adamw_create(), sharded_adamw_destroy(),
 //          sharded_adamw_step(), sharded_hash(), sharded_model_hash(), sharded_save_weights(),
 //          sharded_save_optim(), sharded_dcp_state(), sharded_dcp_loaded().
@@ -109,6 +109,9 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
 // The starting weights of every unit, on the host in fp32, each padded to shard_padded():
 // seeded (gpt_init_layer) or read from --init, then rank 0's broadcast to every rank, as DDP
 // does. Free with sharded_free_weights().
+// meta.json's fields of a sharded run, after the lab's own: "precision", "psi_padded",
+// "padding" (psi_padded - psi) and "units", as JSON members, into out.
+void sharded_layout_fields(char *out, size_t n, const ShardLayout *s, Precision prec);
 float **sharded_init_weights(const ShardLayout *s, const GptConfig *c, const TrainArgs *a, DistGroup *g);
 void sharded_free_weights(const ShardLayout *s, float **units);
 // n starting weights from the host (fp32, e.g. a rank's slice of sharded_init_weights()'s
