@@ -175,6 +175,16 @@ static void check_help(void) {
         }
         EXPECT(status == 0 && found == n && strstr(out, lab->about), "%s --help: exit 0, the catalog's about and all %d of its "
                "options with the catalog's help (%d found%s%s)", lab->name, n, found, missing[0] ? "; missing " : "", missing);
+        // Each option says its default once: where the help text names it, not again after.
+        char twice[200] = "";
+        for (char *line = out; line && *line && !twice[0];) {
+            char *end = strchr(line, '\n');
+            if (end) *end = 0;
+            char *first = strstr(line, "(default");
+            if (first && strstr(first + 1, "(default")) snprintf(twice, sizeof twice, "%.190s", line);
+            line = end ? end + 1 : NULL;
+        }
+        EXPECT(!twice[0], "%s --help gives each option's default once%s%s", lab->name, twice[0] ? ": " : "", twice);
         free(out);
     }
 }

@@ -58,7 +58,7 @@ const CatOption catalog_train[] = {
      "'synthetic' (Markov corpus with a known loss floor) or any file's bytes", CAT_FILE, NULL},
     {"init", OPT_STRING, 0, 0, NULL, NULL, "FILE", "start from these weights (safetensors)", CAT_FILE, NULL},
     {"save", OPT_STRING, 0, 0, NULL, NULL, "FILE", "write the final weights here (safetensors)", 0, NULL},
-    {"run-dir", OPT_STRING, 0, 0, NULL, NULL, "DIR", "write the run here (default runs/<lab>-<time>-<hex>)", 0, NULL},
+    {"run-dir", OPT_STRING, 0, 0, NULL, NULL, "DIR", "write the run here (default: runs/<lab>-<time>-<hex>)", 0, NULL},
     {"ref", OPT_STRING, 0, 0, NULL, NULL, "DIR",
      "a finished run to compare with: the dashboards draw its loss beside this one's", FORM | CAT_RUN, NULL},
     {"device", OPT_STRING, 0, 0, "auto|cpu|cuda", "auto", "DEV", "auto (cuda when a GPU is usable), cpu or cuda", 0, NULL},
@@ -393,9 +393,13 @@ static void print_help(const char *prog, const char *about, const CatSlot *slots
         char left[64];
         const char *metavar = o->metavar ? o->metavar : "";
         snprintf(left, sizeof left, "--%s%s%s", o->name, metavar[0] ? " " : "", metavar);
-        printf("  %-22s %s (default: ", left, o->help);
-        print_value(o, slots[i].value);
-        printf(")\n");
+        printf("  %-22s %s", left, o->help);
+        if (!strstr(o->help, "(default")) {  // else the help says it, in words ("as even as can be")
+            printf(" (default: ");
+            print_value(o, slots[i].value);
+            printf(")");
+        }
+        printf("\n");
     }
     printf("  %-22s %s\n", "--help", "show this help and exit");
     printf("\nEnvironment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun\n"
