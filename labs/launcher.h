@@ -40,6 +40,7 @@ typedef struct {
     int done[MAX_RANKS], wstatus[MAX_RANKS];
     char errline[MAX_RANKS][512];  // the rank's last ": error: " line, read when it failed
     int usage_said;            // a rank's usage error was passed on as ours (exit 2)
+    int dir_made;              // we named and made the run directory (no --run-dir)
     int error_said;            // rank 0 failed and our line quoted its error line
     int64_t error_held_us;     // since when echo_text holds back an error line of rank 0
     off_t log_start[MAX_RANKS], jsonl_start[MAX_RANKS];  // what an earlier run in DIR left
@@ -88,7 +89,12 @@ int launcher_find_cause(Launch *L, int first, int64_t first_seen_us);
 // The ranks not reaped yet.
 int launcher_count_running(const Launch *L);
 // A rank that died without an "end" event gets an error and an end event from us: it is
-// dead, so nobody else writes to its file now.
+// dead, so nobody else writes to its file now. The error names how it ended and, where it
+// said why (launcher_read_error_line), its own line.
 void launcher_end_event_logs(Launch *L);
+// A run whose ranks stopped at a usage error before any of them started (no meta.json) is
+// not a run: the directory we made for it goes, with the ranks' logs (the launcher has said
+// the error). Anything else in it, or a directory the user named, stays.
+void launcher_remove_unstarted(Launch *L);
 
 #endif

@@ -108,7 +108,8 @@ void launcher_end_event_logs(Launch *L) {
         else snprintf(how, sizeof how, "exited with status 0");
         StrBuf sb, msg;
         sb_init(&sb), sb_init(&msg);
-        sb_printf(&msg, "rank %d %s without writing an end event (written by shardlab run)", r, how);
+        sb_printf(&msg, "rank %d %s without writing an end event (written by shardlab run)%s%s", r, how,
+                  L->errline[r][0] ? ": " : "", L->errline[r]);
         sb_printf(&sb, "%s{\"ev\":\"error\",\"rank\":%d,\"msg\":", newline ? "" : "\n", r);
         sb_json_string(&sb, msg.data);
         sb_printf(&sb, "}\n{\"ev\":\"end\",\"rank\":%d,\"status\":\"error\",\"steps\":%ld}\n", r, steps);
@@ -117,4 +118,17 @@ void launcher_end_event_logs(Launch *L) {
         fclose_check(out, path);
         sb_free(&sb), sb_free(&msg);
     }
+}
+
+void launcher_remove_unstarted(Launch *L) {
+    char path[sizeof L->run_dir + 32];
+    snprintf(path, sizeof path, "%s/meta.json", L->run_dir);
+    if (!L->dir_made || access(path, F_OK) == 0) return;
+    for (int r = 0; r < L->n; r++) {
+        launcher_rank_file(L, r, "log", path, sizeof path);
+        unlink(path);
+        launcher_rank_file(L, r, "jsonl", path, sizeof path);
+        unlink(path);
+    }
+    rmdir(L->run_dir);  // (not empty: something else is there, and it stays)
 }

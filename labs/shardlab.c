@@ -208,6 +208,7 @@ static void name_run_dir(Launch *L) {
     }
     if (!dir || !*dir) {
         runlog_new_dir(L->run_dir, sizeof L->run_dir, L->lab);
+        L->dir_made = 1;
         return;
     }
     if (strlen(dir) >= sizeof L->run_dir - 64) usage_error("shardlab run", "--run-dir: path too long");
@@ -404,7 +405,10 @@ static int watch(Launch *L) {
         fprintf(stderr, "shardlab: interrupted; %d rank(s) stopped; run written to %s\n", stopped, L->run_dir);
         return 128 + stop_sig;
     }
-    if (usage) return 2;
+    if (usage) {
+        launcher_remove_unstarted(L);
+        return 2;
+    }
     if (first >= 0) {
         printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
         return 1;  // the failure says more than how the view was left

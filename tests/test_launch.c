@@ -338,6 +338,33 @@ static void test_fail_on_purpose(void) {
     // Proves: the launcher removes the segment itself, and writes end events for ranks that
     // never opened their event log.
     EXPECT(clean_after(&j, 3, why, sizeof why), "ranks failing before they join: nothing left behind (%s)", why);
+    // Proves: the end events the launcher writes say why the rank stopped, in its own words.
+    char events[600];
+    snprintf(events, sizeof events, "%s/rank-0.jsonl", j.dir);
+    FILE *f = fopen(events, "r");
+    char line[2048] = "";
+    if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+    }
+    EXPECT(strstr(line, "\"ev\":\"error\"") && strstr(line, "failed (exit 2)") && strstr(line, "ranklab: --steps: 'x'"),
+           "ranks failing before they join: their error events quote their own line (%s)", one_line(line));
+    job_free(&j);
+
+    // Proves: a run that never started, in a directory the launcher named itself, is not left
+    // behind (a --run-dir the user named stays, above).
+    char runs[300];
+    snprintf(runs, sizeof runs, "%s/runs", tmp);
+    int before = 0, after = 0;
+    DIR *d = opendir(runs);
+    for (struct dirent *e; d && (e = readdir(d));) before += e->d_name[0] != '.';
+    if (d) closedir(d);
+    run_job(&j, "unstarted", NULL, "run ranklab -n 2 --steps x");
+    d = opendir(runs);
+    for (struct dirent *e; d && (e = readdir(d));) after += e->d_name[0] != '.';
+    if (d) closedir(d);
+    EXPECT(j.code == 2 && after == before, "a usage error with no --run-dir: exit 2, no run directory left (exit %d, %d -> %d)",
+           j.code, before, after);
     job_free(&j);
 }
 

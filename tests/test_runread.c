@@ -226,6 +226,21 @@ static void test_open_errors_and_latest(void) {
     fclose(f);
     EXPECT(runview_latest_run(runs, out, sizeof out, err, sizeof err) == 0 && strcmp(out, a) == 0, "the newest run is %s (%s)", a,
            out);
+    // A run that ended before it started (no meta.json; the launcher ended its log) is newer
+    // but nobody's newest run; one still starting (no meta.json yet, no end) is.
+    char c[400];
+    snprintf(c, sizeof c, "%s/ddp-c", runs);
+    mkdir(c, 0755);
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", c);
+    f = fopen(path, "w");
+    fputs("{\"ev\":\"error\",\"rank\":0,\"msg\":\"rank 0 failed (exit 2)\"}\n{\"ev\":\"end\",\"rank\":0,\"status\":\"error\",\"steps\":0}\n", f);
+    fclose(f);
+    EXPECT(runview_latest_run(runs, out, sizeof out, err, sizeof err) == 0 && strcmp(out, a) == 0,
+           "a run that never started is not the newest run (%s)", out);
+    f = fopen(path, "w");
+    fclose(f);
+    EXPECT(runview_latest_run(runs, out, sizeof out, err, sizeof err) == 0 && strcmp(out, c) == 0,
+           "a run still starting is the newest run (%s)", out);
 }
 
 static void test_reference(void) {

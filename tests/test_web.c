@@ -665,6 +665,40 @@ static void fixture_run(char *dir, size_t n, const char *id, const char *lab, in
     write_text(path, "w", text);
 }
 
+// Runs without training steps, listed for what they are: one that stopped before it started
+// (no meta.json; the launcher's end events) by its name's lab and "started":false, and a lab
+// that trains nothing (collectives) with "trains":false, so the home page shows neither as
+// "-1 steps, loss 0".
+static void check_runs_without_steps(void) {
+    char dir[900], path[1000], err[128];
+    snprintf(dir, sizeof dir, "%s/ddp-20260101-000002-0dea", runs_dir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w",
+               "{\"ev\":\"error\",\"rank\":0,\"msg\":\"rank 0 failed (exit 2) without writing an end event (written by "
+               "shardlab run): ddp: --batch 8 does not divide over 3 ranks\"}\n"
+               "{\"ev\":\"end\",\"rank\":0,\"status\":\"error\",\"steps\":0}\n");
+    fixture_run(dir, sizeof dir, "collectives-20260101-000003-0c0c", "collectives", 2, 0);
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+    write_text(path, "w", "{\"ev\":\"end\",\"rank\":0,\"status\":\"ok\",\"steps\":0}\n");
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    JsonValue *list = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *runs = json_get(list, "runs"), *unstarted = NULL, *coll = NULL;
+    for (size_t i = 0; runs && i < runs->count; i++) {
+        const JsonValue *id = json_get(json_at(runs, i), "id");
+        if (id && id->type == JSON_STRING && !strcmp(id->string, "ddp-20260101-000002-0dea")) unstarted = json_at(runs, i);
+        if (id && id->type == JSON_STRING && !strcmp(id->string, "collectives-20260101-000003-0c0c")) coll = json_at(runs, i);
+    }
+    const JsonValue *lab = json_get(unstarted, "lab"), *started = json_get(unstarted, "started");
+    EXPECT(lab && lab->type == JSON_STRING && !strcmp(lab->string, "ddp") && started && started->type == JSON_BOOL && !started->boolean,
+           "GET /api/runs: a run that never started is listed as ddp, \"started\":false (%.200s)", r.body ? r.body : "");
+    const JsonValue *trains = json_get(coll, "trains");
+    EXPECT(trains && trains->type == JSON_BOOL && !trains->boolean,
+           "GET /api/runs: a collectives run is listed with \"trains\":false");
+    json_free(list);
+    resp_free(&r);
+}
+
 static void check_nonfinite_run(void) {
     const char *id = "single-20260101-000000-0bad";
     char dir[900], path[1000];
@@ -1529,6 +1563,7 @@ int main(int argc, char **argv) {
     check_hostile_markdown();
     check_safety();
     check_nonfinite_run();
+    check_runs_without_steps();
     check_summary_before_last_rank();
     check_request_numbers();
     check_run_file_numbers();

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "logtail.h"
 #include "runlog.h"
@@ -347,10 +348,18 @@ void runs_list_json(Web *w, StrBuf *out) {
         JsonValue *meta = m ? json_parse(m, strlen(m), err, sizeof err) : NULL;
         const JsonValue *lab = json_get(meta, "lab"), *cfg = json_get(meta, "config"), *start = json_get(meta, "start_time");
         const JsonValue *steps = json_get(cfg, "steps");
+        // A run that never started has no meta.json: its lab is its name's first word (as the
+        // launcher names runs), if that is a lab. What it is decides what the list shows: no
+        // steps for one that did not start, nor for a lab that trains nothing (collectives).
+        char named[64];
+        snprintf(named, sizeof named, "%.*s", (int)strcspn(e[i].id, "-"), e[i].id);
+        const char *lab_name = lab && lab->type == JSON_STRING ? lab->string : catalog_lab(named) ? named : "?";
+        const CatLab *known = catalog_lab(lab_name);
         sb_printf(out, "%s{\"id\":", i ? "," : "");
         sb_json_string(out, e[i].id);
         sb_printf(out, ",\"lab\":");
-        sb_json_string(out, lab && lab->type == JSON_STRING ? lab->string : "?");
+        sb_json_string(out, lab_name);
+        sb_printf(out, ",\"started\":%s,\"trains\":%s", meta ? "true" : "false", known && !known->trains ? "false" : "true");
         sb_printf(out, ",\"world\":%d,\"steps\":%ld,\"start\":", world_of(dir, NULL), whole_in(steps, 0, 1L << 40, 0));
         sb_json_string(out, start && start->type == JSON_STRING ? start->string : "");
         sb_printf(out, ",");

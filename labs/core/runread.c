@@ -468,6 +468,20 @@ const RunSpans *runview_spans(const RunView *v, int r, int64_t step) {
     return NULL;
 }
 
+// Whether rank 0's events (a run without meta.json) already end: the run stopped before it
+// started (a failed start the launcher ended), so it is no one's newest run.
+static int run_ended_unstarted(const char *events) {
+    int fd = file_open_regular(events);
+    if (fd < 0) return 0;
+    char buf[4096];
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[got > 0 ? got : 0] = 0;
+    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (runschema_line_is(line, strlen(line), "end")) return 1;
+    return 0;
+}
+
 int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen) {
     DIR *d = opendir(runs_dir);
     if (!d) return snprintf(err, errlen, "%s: %s (no runs yet? start one with 'make lab-ddp')", runs_dir, strerror(errno)), -1;
@@ -478,9 +492,9 @@ int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, siz
         char path[4096 + 300];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s/meta.json", runs_dir, e->d_name);
-        if (stat(path, &st) != 0) {
+        if (stat(path, &st) != 0) {  // not started yet, or never: only the first counts
             snprintf(path, sizeof path, "%s/%s/rank-0.jsonl", runs_dir, e->d_name);
-            if (stat(path, &st) != 0) continue;
+            if (stat(path, &st) != 0 || run_ended_unstarted(path)) continue;
         }
         double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
         if (t > best && strlen(runs_dir) + strlen(e->d_name) + 2 <= n) {

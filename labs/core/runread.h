@@ -145,8 +145,9 @@ int64_t runview_timeline_step(const RunView *v);
 // The spans of `step` on rank r, or NULL.
 const RunSpans *runview_spans(const RunView *v, int r, int64_t step);
 
-// The newest run directory under runs_dir (by its meta.json's or its own modification
-// time). Returns 0, or -1 with the reason.
+// The newest run directory under runs_dir (by its meta.json's modification time, or, while
+// it starts, its rank 0 log's; a run that ended before it started is skipped). Returns 0, or
+// -1 with the reason.
 int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen);
 
 // The rank an error message blames: when one rank fails, the others stop too, saying

@@ -131,9 +131,15 @@
       li.appendChild(el('span', null, r.lab + ' \u00d7' + r.world));
       // The status is a word; the colour class only repeats it.
       li.appendChild(el('span', 'st-' + r.status, r.status));
-      const steps = r.steps ? (r.last_step || 0) + ' / ' + r.steps + ' steps' : (r.last_step || 0) + ' steps';
+      // How far it got, or why it has no steps: it stopped before it started (its page says
+      // why), or its lab trains nothing (collectives measures the collectives).
+      const done = Math.max(r.last_step || 0, 0);
+      let steps = r.steps ? done + ' / ' + r.steps + ' steps' : done + ' steps';
+      let loss = typeof r.loss === 'number' && done > 0 ? 'loss ' + r.loss.toFixed(4) : '';
+      if (r.started === false) steps = r.status === 'running' ? 'starting' : 'did not start', loss = '';
+      else if (r.trains === false) steps = 'no training steps', loss = '';
       li.appendChild(el('span', 'num', steps));
-      li.appendChild(el('span', 'num', typeof r.loss === 'number' ? 'loss ' + r.loss.toFixed(4) : ''));
+      li.appendChild(el('span', 'num', loss));
       const t = el('span', 'muted num', when(r.start));
       li.appendChild(t);
       runList.appendChild(li);
