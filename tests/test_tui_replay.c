@@ -10,6 +10,7 @@
 //      after RUN_PARTIAL_S (2 s) without growth, and the good events are still drawn;
 //   8. `shardlab tui` on a file, a missing or empty directory, or with --width 10: exit 2, one
 //      line.
+#include "canvas.h"
 #include "tuitest.h"
 
 // ---- 6. a run with known numbers, replayed -----------------------------------------------
@@ -447,6 +448,37 @@ static void test_bad_args(const char *good_dir) {
 }
 
 
+// Text that does not fit (a narrow terminal: 80x24) loses whole clauses, never half a word:
+// "peak 5.70 Mi" was what an 80-column banner showed of "peak 5.70 MiB/rank".
+static void test_cut_text(void) {
+    static const struct {
+        int w;
+        const char *text, *want;
+    } cases[] = {
+        {44, "finished: 20 steps, loss 5.55 -> 4.79, peak 5.70 MiB", "finished: 20 steps, loss 5.55 -> 4.79"},
+        {28, "memory by category, to scale", "memory by category, to scale"},
+        {24, "memory by category, to scale", "memory by category"},
+        {10, "  loss 4.7928", ""},                                   // a clause that does not fit: none of it
+        {12, "in use 5.00 MiB", "in use 5.00"},                      // no clause fits: before the last word
+        {7, "6 checks, 0 failed", ""},                               // not half of it would show
+        {10, "/a/long/path/no/spaces", "/a/long/pa"},                 // one long word: cut where it ends
+        {20, "a · b · c · d · e · f · g", "a · b · c · d · e"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Canvas c;
+        canvas_init(&c, cases[i].w, 1);
+        canvas_text(&c, 0, 0, -1, COLOR_NONE, 0, cases[i].text);
+        StrBuf sb;
+        sb_init(&sb);
+        canvas_to_text(&c, &sb);
+        if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
+        EXPECT(!strcmp(sb.data ? sb.data : "", cases[i].want), "\"%s\" in %d columns: \"%s\" (got \"%s\")", cases[i].text,
+               cases[i].w, cases[i].want, sb.data ? sb.data : "");
+        sb_free(&sb);
+        canvas_free(&c);
+    }
+}
+
 int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui_replay", runs, sizeof runs) != 0) return 2;
@@ -455,6 +487,7 @@ int main(int argc, char **argv) {
     snprintf(crafted, sizeof crafted, "%s/crafted", runs);
     snprintf(cut, sizeof cut, "%s/malformed-cut", runs);
     snprintf(whole, sizeof whole, "%s/malformed-whole", runs);
+    test_cut_text();
     test_replay(crafted);
     test_malformed(cut, whole);
     test_bad_args(crafted);
