@@ -1,16 +1,17 @@
 // run.js — a run's dashboard, live while the run trains and the same afterwards (replay).
 //
 // The server gives the run's description (GET /api/runs/ID) and then its events, all of them
-// from the first, as one Server-Sent Events stream; this script keeps the little state the
-// panels need (rank 0's loss, each rank's latest step, the spans of the steps the timeline
-// may show) and redraws at most five times a second, so a fast run or the replay of a long
-// one streams tens of thousands of events without freezing the page.
+// from the first, as one Server-Sent Events stream; this script feeds them to the little
+// state the panels need (run_state.js: rank 0's loss, each rank's latest step, the spans of
+// the steps the timeline may show) and redraws at most five times a second, so a fast run or
+// the replay of a long one streams tens of thousands of events without freezing the page.
 //
 // Panels: status line; (1) loss of rank 0 with the loss floor and a reference run; (2) step
 // time per rank, compute and communication; (3) memory per rank by category; (4) the timeline
 // of the last complete step; (5) at the end, summary and checks; (6) the grade: the lab's
-// rubric (GET/POST /api/runs/ID/grade). This file decides what they show; charts.js (loaded
-// from here) draws them.
+// rubric (GET/POST /api/runs/ID/grade). This file builds the page and decides what the status
+// line and (1) to (4) show, run_end.js what (5) and (6) show; charts.js draws (1) to (4). The
+// other three files are loaded from here.
 'use strict';
 
 (function () {
@@ -35,7 +36,7 @@
     for (const k of kids) e.append(k);
     return e;
   }
-  window.ShardlabDom = { el };  // charts.js draws with the same helper
+  window.ShardlabDom = { el };  // charts.js and run_end.js draw with the same helper
 
   const fmtMiB = (b) => { const m = b / MiB; return m.toFixed(m >= 100 ? 0 : m >= 10 ? 1 : 2); };
   const fmtMs = (ms) => ms.toFixed(ms >= 100 ? 0 : ms >= 10 ? 1 : 2);
@@ -47,7 +48,8 @@
     return res.json();
   }
 
-  // The server's page includes Chart.js and this file; the drawing code is a file of its own.
+  // The server's page includes Chart.js and this file; the state, the end-of-run panels and
+  // the drawing code are files of their own.
   function loadScript(src) {
     return new Promise((resolve, reject) => {
       const s = el('script', { src });
@@ -59,121 +61,9 @@
 
   // ================================================================ state
 
-  const S = {
-    info: null,           // GET /api/runs/ID
-    world: 1, stepsTotal: 0, lab: '', device: '', backend: '',
-    status: 'running',
-    lossFloor: null,
-    loss: [],             // rank 0: [{x: step, y: loss}], in step order
-    ref: null,            // the reference run's [{x, y}], or a string saying why there is none
-    refName: '',          // its id, when it is one of this server's runs
-    refAsked: false,      // the server has been asked which run the reference is
-    last: [],             // per rank: its latest step event
-    ended: [],            // per rank: its end event
-    spans: [],            // per rank: Map(step -> [span]) for steps the timeline may still show
-    checks: new Map(),    // name -> [{rank, ok, value, expect}]
-    errors: [],
-    connection: '',       // why the stream is not flowing, when it is not
-    final: false,         // the server has said the run is over (its description or the stream's end)
-    streamDone: false,    // every event has arrived
-  };
-
-  // The last complete step: every rank has logged its step event for it (spans come before
-  // it, and a late span of a finished step still joins it). While the run goes on, a rank
-  // that has not stepped yet means there is no complete step; once it has ended, the ranks
-  // that stepped decide. A lab that logs spans but no step events (collectives: one "step"
-  // per message size) shows, once its stream is over, the last step its ranks all reached.
-  function timelineStep() {
-    let step = -1;
-    if (!S.last.length) {
-      if (!S.streamDone) return -1;
-      for (const m of S.spans) {
-        if (!m || !m.size) continue;
-        const top = Math.max(...m.keys());
-        if (step < 0 || top < step) step = top;
-      }
-      return step;
-    }
-    for (let r = 0; r < S.world; r++) {
-      const ev = S.last[r];
-      if (!ev) { if (S.status === 'running') return -1; continue; }
-      if (step < 0 || ev.step < step) step = ev.step;
-    }
-    return step;
-  }
-
-  function ingest(ev) {
-    const r = typeof ev.rank === 'number' ? ev.rank : 0;
-    if (r >= S.world) S.world = r + 1;
-    switch (ev.ev) {
-      case 'start':
-        if (r === 0 && 'loss_floor' in ev) S.lossFloor = typeof ev.loss_floor === 'number' ? ev.loss_floor : null;
-        if (ev.world) S.world = Math.max(S.world, ev.world);
-        if (ev.device) S.device = ev.device;
-        if (ev.backend) S.backend = ev.backend;
-        // The start event carries the config too: the step count is known from it even when
-        // the page opened before the run had written meta.json.
-        if (ev.config && ev.config.steps > S.stepsTotal) S.stepsTotal = ev.config.steps;
-        // So does the reference (--ref): rank 0 wrote meta.json before this event, so the
-        // server can now say whether the reference is one of its runs, to draw it.
-        if (r === 0 && ev.config && ev.config.ref && !S.refAsked) askRef();
-        break;
-      case 'step':
-        if (!S.last[r] || ev.step >= S.last[r].step) S.last[r] = ev;
-        if (r === 0 && typeof ev.loss === 'number') addLoss(ev.step, ev.loss);
-        if (ev.step > S.stepsTotal) S.stepsTotal = ev.step;
-        prune();
-        break;
-      case 'span': {
-        const m = S.spans[r] || (S.spans[r] = new Map());
-        const list = m.get(ev.step);
-        if (list) list.push(ev); else m.set(ev.step, [ev]);
-        break;
-      }
-      case 'check': {
-        const list = S.checks.get(ev.name) || [];
-        list.push({ rank: r, ok: ev.ok === true, value: ev.value, expect: ev.expect });
-        S.checks.set(ev.name, list);
-        break;
-      }
-      case 'error':
-        S.errors.push({ rank: r, msg: String(ev.msg) });
-        break;
-      case 'end':
-        S.ended[r] = ev;
-        // Every rank has ended: the run has, whatever the stream says next (the server's
-        // own end message, with the launcher's word on the status, normally follows).
-        if (S.status === 'running' && ranksEnded()) {
-          S.status = S.ended.some((e) => e && e.status !== 'ok') ? 'error' : 'ok';
-        }
-        break;
-    }
-  }
-
-  function ranksEnded() {
-    for (let r = 0; r < S.world; r++) if (!S.ended[r]) return false;
-    return true;
-  }
-
-  function addLoss(step, loss) {
-    const L = S.loss;
-    if (!L.length || step > L[L.length - 1].x) { L.push({ x: step, y: loss }); return; }
-    // A step seen again (a resumed run repeats steps): the newer value replaces it.
-    let i = L.length - 1;
-    while (i > 0 && L[i - 1].x >= step) i--;
-    if (L[i].x === step) L[i].y = loss; else L.splice(i, 0, { x: step, y: loss });
-  }
-
-  // Spans of steps older than the timeline's step will never be drawn: drop them, so a long
-  // run's replay holds a few steps of spans, not all of them.
-  function prune() {
-    const keep = timelineStep();
-    if (keep < 0) return;
-    for (const m of S.spans) {
-      if (!m) continue;
-      for (const step of m.keys()) if (step < keep) m.delete(step);
-    }
-  }
+  // The state and how each event changes it (run_state.js), and the end-of-run panels
+  // (run_end.js): start() sets these once their files have loaded, before the first event.
+  let state = null, S = null, end = null;
 
   // ================================================================ the page's skeleton
 
@@ -339,220 +229,8 @@
   }
 
   function renderTimeline() {
-    const step = timelineStep();
+    const step = state.timelineStep();
     charts.timeline.draw({ step, rows: ranks().map((r) => (S.spans[r] && S.spans[r].get(step)) || []) });
-  }
-
-  // ================================================================ (5) summary and checks
-
-  function flatten(obj, prefix, out) {
-    for (const [k, v] of Object.entries(obj)) {
-      if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v, prefix + k + '.', out);
-      else out.push([prefix + k, v]);
-    }
-    return out;
-  }
-  // Six significant digits: 0.19999999999999996 is 0.2 to anyone reading a dashboard.
-  const num = (v) => (typeof v === 'number' && !Number.isInteger(v) ? +v.toPrecision(6) : v);
-  const js = (v) => JSON.stringify(num(v));
-  function show(key, v) {
-    if (v === null) return 'null';
-    if (typeof v === 'number' && /mem|bytes/.test(key) && v >= 1024) return v + ' (' + fmtMiB(v) + ' MiB)';
-    return typeof v === 'string' ? v : JSON.stringify(v);
-  }
-  function kvTable(pairs, caption) {
-    return el('table', { class: 'kv' }, el('caption', { class: 'sr-only', text: caption }),
-      el('tbody', null, ...pairs.map(([k, v]) => el('tr', null, el('th', { scope: 'row', text: k }), el('td', { text: show(k, v) })))));
-  }
-
-  function renderSummary() {
-    if (!S.final) return;
-    const sum = S.info && S.info.summary;
-    ui.summary.s.hidden = false;
-    if (!sum) {
-      ui.summary.n.textContent = 'the run ended without a summary.json (rank 0 writes it last; a run that failed early has none)';
-      return;
-    }
-    if (ui.summary.done) return;
-    ui.summary.done = true;
-    ui.summary.n.textContent = 'summary.json, written by rank 0 at the end';
-    // Scalars (and small objects, flattened) in one table; a list of records (the
-    // collectives lab's measurements) as a table of its own, folded when long.
-    const pairs = [], lists = [];
-    for (const [k, v] of Object.entries(sum)) {
-      if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) lists.push([k, v]);
-      else flatten({ [k]: v }, '', pairs);
-    }
-    ui.summary.s.append(kvTable(pairs, 'summary of run ' + RUN));
-    // A finished training run is a reference for the next: its loss drawn beside theirs.
-    if (S.status === 'ok' && S.lab && S.lab !== 'collectives') {
-      ui.summary.s.append(el('p', null, el('a', { class: 'button', id: 'compare', href: '/labs/' + encodeURIComponent(S.lab) + '?ref=' +
-        encodeURIComponent(RUN), text: 'Start a run compared with this one' }),
-        ' (its dashboard draws this run\u2019s loss as the reference; every lab\u2019s form offers it under --ref)'));
-    }
-    for (const [k, rows] of lists) {
-      const cols = Array.from(new Set(rows.flatMap((r) => Object.keys(r))));
-      const table = el('table', { class: 'data' },
-        el('thead', null, el('tr', null, ...cols.map((c) => el('th', { text: c })))),
-        el('tbody', null, ...rows.map((r) => el('tr', null, ...cols.map((c) => el('td', { text: r[c] === undefined ? '' : show(c, r[c]) }))))));
-      ui.summary.s.append(rows.length > 12
-        ? el('details', { class: 'data' }, el('summary', { text: k + ': ' + plural(rows.length, 'row') }), table)
-        : el('div', null, el('h3', { text: k }), table));
-    }
-  }
-
-  function renderChecks() {
-    if (!S.checks.size) return;
-    ui.checks.s.hidden = false;
-    let bad = 0;
-    const items = [];
-    for (const [name, list] of S.checks) {
-      const failed = list.filter((c) => !c.ok);
-      bad += failed.length;
-      const li = el('li', { class: failed.length ? 'bad' : 'ok' }, el('span', { class: 'mark', text: failed.length ? 'FAILED' : 'ok' }), name);
-      if (failed.length) {
-        li.append(' \u2014 ' + failed.map((c) => 'rank ' + c.rank + ': ' + js(c.value) + ', expected ' + js(c.expect)).join('; '));
-      } else {
-        const c = list[0];
-        li.append(el('span', { class: 'muted', text: ' (' + plural(new Set(list.map((x) => x.rank)).size, 'rank') + (c.value !== undefined ? '; ' + js(c.value) : '') + ')' }));
-      }
-      items.push(li);
-    }
-    ui.checks.n.textContent = bad ? bad + ' failed' : 'all passed';
-    ui.checks.s.querySelectorAll('ul, details').forEach((u) => u.remove());
-    // Failures always show; a long list of passes folds away, so they do not bury them.
-    const fails = items.filter((li) => li.classList.contains('bad')), passes = items.filter((li) => !li.classList.contains('bad'));
-    if (fails.length) ui.checks.s.append(el('ul', { class: 'checks' }, ...fails));
-    if (passes.length > 12) {
-      ui.checks.s.append(el('details', { class: 'data' }, el('summary', { text: plural(passes.length, 'check') + ' passed' }),
-        el('ul', { class: 'checks' }, ...passes)));
-    } else if (passes.length) {
-      ui.checks.s.append(el('ul', { class: 'checks' }, ...passes));
-    }
-  }
-
-  // ================================================================ (6) the grade
-
-  // Once the run has ended: its grade.json when it has one, else a button that grades it.
-  // Grading runs `shardlab grade` in the server, which may first start a single-rank reference
-  // run: seconds, during which the button waits and says so. It starts processes, so the
-  // server wants the token the page was given (as the lab form does); the command stays in a
-  // note for the terminal.
-  const tokenMeta = document.querySelector('meta[name="shardlab-token"]');
-  const TOKEN = tokenMeta ? tokenMeta.content : '';
-  const NO_TOKEN = 'This page cannot grade: open it with the URL that shardlab web printed when it started ' +
-    '(it ends in ?token=...), or grade in a terminal.';
-  const G = { state: 'idle' };  // idle, loading, none, grading, graded
-
-  function gradeSay(text, isError, done) {
-    G.status.textContent = text;
-    G.status.classList.toggle('error', !!isError);
-    G.status.classList.toggle('done', !!done);
-  }
-
-  function gradeButton(label, secondary) {
-    const b = el('button', { type: 'button', class: secondary ? 'secondary' : null, text: label });
-    b.addEventListener('click', gradeNow);
-    return b;
-  }
-
-  async function gradeNow(e) {
-    const button = e.currentTarget;
-    if (!TOKEN) { gradeSay(NO_TOKEN, true); return; }
-    button.disabled = true;
-    G.state = 'grading';
-    ui.grade.s.setAttribute('aria-busy', 'true');
-    gradeSay('grading\u2026 the grader reads the logs and may start a single-rank reference run; this takes a few seconds', false);
-    let res = null, reply = null;
-    try {
-      res = await fetch(api + '/grade', {
-        method: 'POST',
-        headers: { 'X-Shardlab-Token': TOKEN, Accept: 'application/json' },
-      });
-      try { reply = await res.json(); } catch (_) { /* the status code says enough */ }
-    } catch (err) {
-      reply = { error: 'could not reach the server (' + err.message + '); is shardlab web still running?' };
-    }
-    ui.grade.s.removeAttribute('aria-busy');
-    button.disabled = false;
-    if (res && res.ok && reply) {
-      showGrade(reply, true);
-      return;
-    }
-    G.state = G.table ? 'graded' : 'none';
-    gradeSay((reply && reply.error) || 'the server answered HTTP ' + (res ? res.status : '?'), true);
-  }
-
-  function showGrade(g, fresh) {
-    if (!g || !Array.isArray(g.checks)) {
-      G.state = 'none';
-      G.body.replaceChildren(gradeButton('Grade this run'));
-      gradeSay('grade.json is not one run\u2019s grade (it has no list of checks): grade the run again', true);
-      return;
-    }
-    G.state = 'graded';
-    const failed = g.checks.filter((c) => c.result === 'FAIL').length;
-    const total = g.points + '/' + g.max;
-    const verdict = failed ? plural(failed, 'check') + ' failed' : 'every check passed';
-    // The reason column only when a check failed or was skipped; it is what a student reads.
-    const why = g.checks.some((c) => c.reason);
-    const head = ['Check', 'Result', 'Points', 'Measured', 'Expected'].concat(why ? ['Why'] : []);
-    const rows = g.checks.map((c) => {
-      const res = ['PASS', 'FAIL', 'SKIP'].includes(c.result) ? c.result : String(c.result);
-      return el('tr', { class: 'res-' + res.toLowerCase() },
-        el('th', { scope: 'row' }, el('code', { text: c.name }), el('span', { class: 'what', text: c.what || '' })),
-        el('td', { class: 'res', text: res }),
-        el('td', { class: 'num', text: res === 'SKIP' ? '\u2013' : c.points + '/' + c.max }),
-        el('td', { class: 'val', text: c.measured || '' }),
-        el('td', { class: 'val', text: c.expected || '' }),
-        ...(why ? [el('td', { class: 'why', text: res === 'PASS' ? '' : c.reason || '' })] : []));
-    });
-    G.table = el('table', { class: 'data rubric' },
-      el('caption', null, 'Total ', el('strong', { class: 'grade-total', text: total }), ' points \u00b7 ' + verdict),
-      el('thead', null, el('tr', null, ...head.map((h) => el('th', { scope: 'col', class: h === 'Points' ? 'num' : null, text: h })))),
-      el('tbody', null, ...rows));
-    G.body.replaceChildren(el('div', { class: 'rubric-box' }, G.table),
-      el('p', { class: 'grade-actions' }, gradeButton('Grade again', true)));
-    ui.grade.n.textContent = 'rubric of ' + (g.label || g.lab || 'the lab') + ': each check PASS or FAIL, measured against expected, '
-      + 'from grade.json in the run\u2019s directory';
-    gradeSay(fresh ? 'graded: ' + total + ' points, ' + verdict : '', false, true);
-  }
-
-  function offerGrading() {
-    G.state = 'none';
-    G.body.replaceChildren(gradeButton('Grade this run'));
-    gradeSay(TOKEN ? '' : NO_TOKEN, false);
-  }
-
-  async function loadGrade() {
-    // The run's description says whether it has a grade.json: asking for one it does not
-    // have would be a 404, which browsers log as an error.
-    if (!(S.info && S.info.graded)) { offerGrading(); return; }
-    G.state = 'loading';
-    gradeSay('looking for a grade\u2026', false);
-    let res = null, reply = null;
-    try {
-      res = await fetch(api + '/grade', { headers: { Accept: 'application/json' } });
-      try { reply = await res.json(); } catch (_) { /* below */ }
-    } catch (_) { /* below: offer to grade */ }
-    if (res && res.ok) { showGrade(reply, false); return; }
-    offerGrading();
-    if (!(res && res.status === 404)) gradeSay((reply && reply.error) || 'could not read the grade', true);
-  }
-
-  function renderGrade() {
-    if (!S.final) return;
-    if (G.state === 'idle') {
-      G.body = el('div', { class: 'grade-body' });
-      G.status = el('p', { class: 'grade-status', role: 'status' });
-      G.cmd = el('code');
-      ui.grade.s.append(G.body, G.status, el('p', { class: 'note grade-cmd' }, 'In a terminal: ', G.cmd));
-      ui.grade.s.hidden = false;
-      loadGrade();
-    }
-    // The summary (and so the run's directory as the launcher wrote it) may arrive later.
-    const sum = S.info && S.info.summary;
-    setText(G.cmd, 'shardlab grade ' + ((sum && sum.run_dir) || 'runs/' + RUN));
   }
 
   // ================================================================ drawing, batched
@@ -560,7 +238,8 @@
   const charts = {};
   let timer = 0, lastDraw = 0, checksSeen = -1;
   function invalidate() {
-    if (timer) return;
+    // Nothing to draw before start() has the state (a change of theme may come first).
+    if (timer || !S) return;
     timer = setTimeout(() => { timer = 0; window.requestAnimationFrame(render); },
       Math.max(0, REDRAW_MS - (performance.now() - lastDraw)));
   }
@@ -592,9 +271,9 @@
       renderTimeline();
     }
     const nchecks = Array.from(S.checks.values()).reduce((n, l) => n + l.length, 0);
-    if (nchecks !== checksSeen) { checksSeen = nchecks; renderChecks(); }
-    renderSummary();
-    renderGrade();
+    if (nchecks !== checksSeen) { checksSeen = nchecks; end.renderChecks(); }
+    end.renderSummary();
+    end.renderGrade();
   }
 
   // A change of colour scheme (or of forced colours) draws everything again in the new
@@ -674,7 +353,7 @@
       }
       let ev;
       try { ev = JSON.parse(m.data); } catch (_) { return; }
-      ingest(ev);
+      state.ingest(ev);
       if (S.connection) S.connection = '';
       invalidate();
     };
@@ -702,16 +381,22 @@
 
   async function start() {
     skeleton();
-    // The drawing code loads while the run's description arrives; without it the status,
-    // summary and checks still work.
+    // The other files load while the run's description arrives. The drawing code may fail to:
+    // without it the status, summary and checks still work.
     const drawing = loadScript('/static/charts.js').catch(() => null);
+    const parts = Promise.all([loadScript('/static/run_state.js'), loadScript('/static/run_end.js')]);
+    let info;
     try {
-      S.info = await getJSON(api);
+      [info] = await Promise.all([getJSON(api), parts]);
     } catch (err) {
       root.replaceChildren(el('h1', { text: 'Run ' + RUN }), el('p', { role: 'alert', text: 'Could not load this run: ' + err.message }));
       return;
     }
-    const info = S.info, meta = info.meta || {};
+    state = window.ShardlabRunState(askRef);
+    S = state.S;
+    end = window.ShardlabRunEnd({ S, ui, RUN, api, plural, fmtMiB, setText });
+    S.info = info;
+    const meta = info.meta || {};
     S.lab = info.lab || meta.lab || '';
     S.world = info.world || meta.world_size || meta.world || 1;
     S.status = info.status || 'running';
@@ -722,7 +407,7 @@
     if (Array.isArray(meta.argv)) ui.argv.replaceChildren(el('code', { text: meta.argv.join(' ') }));
     if (meta.config) {
       ui.config.replaceChildren(el('summary', { text: 'configuration (meta.json)' }),
-        kvTable(Object.entries(meta.config), 'configuration of run ' + RUN));
+        end.kvTable(Object.entries(meta.config), 'configuration of run ' + RUN));
     }
     if (info.ref) S.refAsked = true, loadRef(info.ref);
     await drawing;
