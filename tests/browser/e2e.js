@@ -139,6 +139,23 @@ async function main() {
     const [again, againMax] = await totalOf();
     check(again === got && againMax === max && await page.getByRole('button', { name: 'Grade this run' }).count() === 0,
       `reloaded, the page shows the saved grade (${again}/${againMax}) instead of the button`);
+
+    // A run that fails before it starts (ddp on 3 ranks: the batch of 8 does not divide): its
+    // page shows each rank's own reason, says the panels will not fill, and offers no grade.
+    await page.goto(new URL('/labs/ddp', url).href);
+    await page.waitForSelector('#lab-form');
+    await page.fill('input[name=n]', '3');
+    await page.fill('input[name=steps]', '5');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await page.waitForFunction(() => /does not divide over 3 ranks/.test((document.querySelector('.run-errors') || {}).textContent || ''),
+      null, { timeout: 30000 });
+    await page.waitForFunction(() => /nothing to grade/.test(document.querySelector('#dashboard').textContent), null, { timeout: 30000 });
+    const failedText = await page.locator('#dashboard').textContent();
+    await page.screenshot({ path: path.join(outDir, 'run-failed.png'), fullPage: true });
+    check(/ended before its first step/.test(failedText) && /ended before every rank finished a step/.test(failedText) &&
+      !/waiting for/.test(failedText) && await page.getByRole('button', { name: 'Grade this run' }).count() === 0,
+      "a run that failed before it started: the ranks' own reason, panels that say it ended, no grade offered");
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

@@ -405,7 +405,8 @@ window.ShardlabCharts = (function () {
       for (const spans of rows) for (const s of spans) { a = Math.min(a, s.t0_us); b = Math.max(b, s.t1_us); }
       if (d.step < 0 || !isFinite(a)) {
         panel.h.textContent = 'Timeline';
-        panel.n.textContent = d.step < 0 ? 'waiting for a step that every rank has finished ...' : 'step ' + d.step + ' logged no spans';
+        panel.n.textContent = d.step >= 0 ? 'step ' + d.step + ' logged no spans'
+          : d.ended ? 'the run ended before every rank finished a step' : 'waiting for a step that every rank has finished ...';
         box.hidden = true;
         return;
       }

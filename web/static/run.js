@@ -206,9 +206,15 @@
     });
   }
 
+  // A panel with nothing to show yet, or ever: a run that ended before its first step (the
+  // errors above say why).
+  function noStepYet() {
+    return S.final ? 'the run ended before its first step' : 'waiting for the first step ...';
+  }
+
   function renderTime() {
     const steps = ranks().map(stepOf), parts = timeParts();
-    ui.time.n.textContent = !S.last.length ? 'waiting for the first step ...'
+    ui.time.n.textContent = !S.last.length ? noStepYet()
       : (steps.every((s) => s === steps[0]) ? 'step ' + steps[0] : 'each rank\u2019s latest step') + '; compute plain, communication hatched';
     charts.time.update({
       parts, steps, title: 'Step time per rank', marks: [],
@@ -219,7 +225,7 @@
 
   function renderMem() {
     const mem = (r) => (S.last[r] && S.last[r].mem) || {}, parts = memParts();
-    ui.mem.n.textContent = !S.last.length ? 'waiting for the first step ...'
+    ui.mem.n.textContent = !S.last.length ? noStepYet()
       : 'after the latest step, MiB by category; the dashed tick is the peak since start (transient buffers included)';
     charts.mem.update({
       parts, steps: ranks().map(stepOf), title: 'Memory per rank', totals: [],
@@ -230,7 +236,7 @@
 
   function renderTimeline() {
     const step = state.timelineStep();
-    charts.timeline.draw({ step, rows: ranks().map((r) => (S.spans[r] && S.spans[r].get(step)) || []) });
+    charts.timeline.draw({ step, ended: S.final, rows: ranks().map((r) => (S.spans[r] && S.spans[r].get(step)) || []) });
   }
 
   // ================================================================ drawing, batched

@@ -208,6 +208,16 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
 
   function renderGrade() {
     if (!S.final) return;
+    // A run that stopped before it started (no meta.json: its lab refused the options) has
+    // nothing to grade; the errors above say why.
+    if (S.info && !S.info.meta) {
+      if (G.state === 'idle') {
+        G.state = 'none';
+        ui.grade.s.append(el('p', { class: 'note' }, 'This run stopped before it started: there is nothing to grade.'));
+        ui.grade.s.hidden = false;
+      }
+      return;
+    }
     if (G.state === 'idle') {
       G.body = el('div', { class: 'grade-body' });
       G.status = el('p', { class: 'grade-status', role: 'status' });
