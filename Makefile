@@ -211,7 +211,15 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
 
+# What make says: one line per file it builds ("  CC      labs/core/gpt.c", "  LD      build/labs/ddp");
+# V=1 prints the full commands instead, make -s nothing.
+V ?= 0
+SILENT := $(findstring s,$(firstword -$(MAKEFLAGS)))
+quiet = $(if $(filter 1,$(V)),,@$(if $(SILENT),,printf '  %-7s %s\n' '$(1)' '$(2)';))
+
 all: cuda-status deps-status $(LAB_BINS) $(SHARDLAB)
+# What the lab-* targets need: the programs, without the CUDA line (make and make all say it).
+LABS_BUILT = deps-status $(LAB_BINS) $(SHARDLAB)
 
 cuda-status:
 	@echo "$(CUDA_STATUS)"
@@ -222,7 +230,8 @@ deps-status:
 help:
 	@echo "shardlab make targets:"
 	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code,"
-	@echo "                        DEPS=0: install nothing; without ncursesw, md4c, CivetWeb: no tui, lexicon, web)"
+	@echo "                        DEPS=0: install nothing; without ncursesw, md4c, CivetWeb: no tui, lexicon, web;"
+	@echo "                        a line per file it builds, V=1: the full commands)"
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
 	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
 	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed\"]"
@@ -283,54 +292,54 @@ deps-ncurses:
 
 # ---- build ----------------------------------------------------------------------------
 $(BUILD)/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/core
-	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/san/core
-	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
 $(ALGO_OBJS): $(BUILD)/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
 $(ALGO_SAN): $(BUILD)/san/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h | $(BUILD)/core/cuda
-	$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
+	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
 
 $(BUILD)/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
-	$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
-	$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/course
-	$(CC) $(BASE) -Ilabs/course $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/course $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/san/course
-	$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/labs
-	$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
-	$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
-	$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 $(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
-	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
-	$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/grade
-	$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/grade
-	$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
 
 ifeq ($(SHARDLAB_KIND),install)
 # The libraries are missing but make may install them: make deps, then build shardlab again
@@ -340,28 +349,28 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
 $(SHARDLAB): $(LAUNCHER_SRCS) labs/launcher.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
 $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
-	$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
 $(SHARDLAB_SAN): $(LAUNCHER_SRCS) labs/launcher.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
-	$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
 $(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c labs/core/*.h tui/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
+	$(call quiet,LD,$@)clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 # ... and on the grader: a run directory's files from one input, loaded and graded (no lab
 # starts: the run is its own --ref). UB stops it too (-fno-sanitize-recover).
 $(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) labs/core/*.h labs/grade/*.h
 	@mkdir -p $(@D)
-	clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
+	$(call quiet,LD,$@)clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
 
 fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-grade
@@ -371,41 +380,41 @@ fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 # Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
 $(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(LIB_SAN) labs/core/*.h
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/bench
-	$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # GPU tests: built with the CUDA backend, run by tests/gpu/check.sh (they skip without a GPU).
 $(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/gpu
-	$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
 # One rank, through the launcher like every lab (so it gets the dashboard too).
-lab-single: $(BUILD)/labs/single $(SHARDLAB)
+lab-single: deps-status $(BUILD)/labs/single $(SHARDLAB)
 	$(SHARDLAB) run single -n 1 --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # ZeRO at STAGE=0..3 (0: DDP), on NGPU ranks.
-lab-zero: all
+lab-zero: $(LABS_BUILT)
 	$(SHARDLAB) run zero -n $(NGPU) --ui $(UI) --stage $(STAGE) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # A pipeline of NGPU stages: SCHEDULE=gpipe|1f1b|interleaved, MICRO=m micro-batches.
-lab-pp: all
+lab-pp: $(LABS_BUILT)
 	$(SHARDLAB) run pp -n $(NGPU) --ui $(UI) --schedule $(SCHEDULE) --micro $(MICRO) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Activation checkpointing with POLICY=none|every|sqrt|K, on NGPU data-parallel ranks.
-lab-ckpt: all
+lab-ckpt: $(LABS_BUILT)
 	$(SHARDLAB) run ckpt -n $(NGPU) --ui $(UI) --policy $(POLICY) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Data sharding on NGPU ranks: STRATEGY=slice|sampler|dispatch (who holds the data, what moves).
-lab-shard: all
+lab-shard: $(LABS_BUILT)
 	$(SHARDLAB) run shard -n $(NGPU) --ui $(UI) --strategy $(STRATEGY) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # Every other lab runs on NGPU ranks through the launcher.
-lab-%: all
+lab-%: $(LABS_BUILT)
 	$(SHARDLAB) run $* -n $(NGPU) --ui $(UI) $(if $(STEPS),--steps $(STEPS)) $(ARGS)
 
 # ---- grading ----------------------------------------------------------------------------

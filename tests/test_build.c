@@ -138,6 +138,9 @@ static void check_libraries(void) {
     EXPECT(st == 0 && strstr(out, "shardlab: built without tui, lexicon and web"),
            "the bare build compiles and links, and says what it left out (exit %d)%s%.2000s", st, st ? ":\n" : "",
            st ? out : "");
+    // What make prints: a line per file ("  CC      labs/core/gpt.c"), not the commands (V=1).
+    EXPECT(strstr(out, "\n  CC      labs/core/gpt.c\n") && strstr(out, "  LD      ") && !strstr(out, "-std=c11"),
+           "the build says one line per file, not its commands: %.300s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "readelf -d '%s/shardlab' | grep NEEDED", build);
     out = test_sh(NULL, cmd, &st);
