@@ -97,6 +97,8 @@ static int count_of(const char *text, const char *glyph) {
     return n;
 }
 
+static void exact_times(int r, double *busy, double *hidden);
+
 // The overview of the crafted run at 120x36 (banner on row 3, so the chart starts on row 4).
 static void check_overview(const char *how, const char *frame) {
     char line[1024];
@@ -115,6 +117,15 @@ static void check_overview(const char *how, const char *frame) {
     // Proves: each rank's row has its step and its memory in use / peak (7.5 MB / 9 MB).
     EXPECT(strstr(frame, "7.15 MiB / 8.58 MiB") && strstr(frame, "5.25 MiB / 5.72 MiB"),
            "%s: the rows say r0 '7.15 MiB / 8.58 MiB' and r1 '5.25 MiB / 5.72 MiB'", how);
+    // Proves: the step-time bar's legend names the communication both ways, with rank 0's in
+    // all from the timeline's spans (its hidden share as the timeline panel computes it).
+    double busy, hidden;
+    exact_times(0, &busy, &hidden);
+    char want[80];
+    snprintf(want, sizeof want, "ms in all, %.0f%% hidden", 100 * hidden);
+    EXPECT(strstr(frame, "communication the step waited for (exposed)") && strstr(frame, "hidden behind compute") &&
+               strstr(frame, want),
+           "%s: the overview names exposed and hidden communication, r0 '%s'", how, want);
 }
 
 // The memory panel at width 120: each rank's bar starts at column 5 and is w = 113 wide.

@@ -263,7 +263,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_put(c, x, y, dash_glyph(s, '='), COLOR_FWD, 0);
         canvas_text(c, x + 1, y, -1, COLOR_DIM, ATTR_BOLD, "compute");
         canvas_put(c, x + 9, y, dash_glyph(s, '~'), COLOR_ALL_REDUCE, 0);
-        canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "comm");
+        canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "wait");
         x += cb + 3;
     }
     canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "sent/step");
@@ -287,11 +287,16 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         if (with_time_bar) {
             canvas_put(c, x, row, '[', COLOR_DIM, 0);
             if (ms_max > 0) {
+                // Compute, then the communication the step waited for (exposed); the part of
+                // the communication that ran during compute (hidden) marks the end of compute.
+                double total_ms = 0, hidden_ms = 0;
+                dash_comm_ms(v, r, &total_ms, &hidden_ms);
                 int a = (int)lround(cb * st->ms_compute / ms_max), b = (int)lround(cb * (st->ms_compute + st->ms_comm) / ms_max);
+                int hid = (int)lround(cb * hidden_ms / ms_max);
                 for (int i = 0; i < cb; i++) {
-                    int comp = i < a, comm = !comp && i < b;
-                    uint32_t ch = comp ? dash_glyph(s, '=') : comm ? dash_glyph(s, '~') : ' ';
-                    canvas_put(c, x + 1 + i, row, ch, comp ? COLOR_FWD : COLOR_ALL_REDUCE, 0);
+                    int comp = i < a, hidden = comp && i >= a - hid, comm = !comp && i < b;
+                    uint32_t ch = hidden ? (s->utf8 ? 0x2592 : '%') : comp ? dash_glyph(s, '=') : comm ? dash_glyph(s, '~') : ' ';
+                    canvas_put(c, x + 1 + i, row, ch, hidden ? COLOR_ALL_REDUCE : comp ? COLOR_FWD : COLOR_ALL_REDUCE, 0);
                 }
             }
             canvas_put(c, x + cb + 1, row, ']', COLOR_DIM, 0);
@@ -309,7 +314,20 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
                           format_bytes(b2, sizeof b2, st->peak));
     }
     if (shown < world) canvas_printf(c, 1, row++, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
-    if (row < y + h && v->nmem) mem_legend(c, v, s, 1, row, w - 2);
+    if (row < y + h && v->nmem) mem_legend(c, v, s, 1, row++, w - 2);
+    // Communication, named both ways: what the step waited for, and all of it.
+    if (with_time_bar && row < y + h) {
+        double total_ms = 0, hidden_ms = 0;
+        int x0 = 1;
+        canvas_put(c, x0, row, dash_glyph(s, '='), COLOR_FWD, 0);
+        x0 += 2 + canvas_text(c, x0 + 2, row, -1, COLOR_DIM, 0, "compute");
+        canvas_put(c, x0 + 2, row, dash_glyph(s, '~'), COLOR_ALL_REDUCE, 0);
+        x0 += 4 + canvas_text(c, x0 + 4, row, -1, COLOR_DIM, 0, "communication the step waited for (exposed)");
+        canvas_put(c, x0 + 2, row, s->utf8 ? 0x2592 : '%', COLOR_ALL_REDUCE, 0);
+        x0 += 4 + canvas_text(c, x0 + 4, row, -1, COLOR_DIM, 0, "hidden behind compute");
+        if (dash_comm_ms(v, 0, &total_ms, &hidden_ms) && total_ms > 0)
+            canvas_printf(c, x0, row, -1, COLOR_DIM, 0, "; r0: %.2f ms in all, %.0f%% hidden", total_ms, 100 * hidden_ms / total_ms);
+    }
 }
 
 // The last lines of s->log_text that fit in rows [y, y + h), from column x.
@@ -335,7 +353,7 @@ static void log_lines(Canvas *c, const DashState *s, int x, int y, int h) {
 
 static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
     int world = runview_world(v);
-    int ranks_h = world + 2;  // header, rows, legend
+    int ranks_h = world + 2 + (c->w >= 96);  // header, rows, legends (the time bar's when it is drawn)
     if (ranks_h > h / 2) ranks_h = h / 2;
     int chart_h = h - ranks_h - 1;
     if (v->nloss == 0 && s->log_text && s->log_text[0]) {

@@ -64,5 +64,9 @@ static inline uint32_t dash_glyph(const DashState *s, uint32_t letter) {
 // The pieces, for the panels that share them (timeline.c, lossplot.c).
 void dash_loss_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
 void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
+// Rank r's communication in the timeline's step (the last every rank finished), from its
+// spans: all of it, and the part that ran while the rank computed (hidden), in ms. 0: no
+// spans for it yet.
+int dash_comm_ms(const RunView *v, int r, double *total_ms, double *hidden_ms);
 
 #endif

@@ -85,14 +85,15 @@ static int64_t overlap(const Interval *x, size_t nx, const Interval *y, size_t n
 }
 
 typedef struct {
-    double busy, hidden;  // fractions; hidden < 0 when there was no communication
+    double busy, hidden;         // fractions; hidden < 0 when there was no communication
+    int64_t comm_us, hidden_us;  // the communication's time, and the part of it while computing
 } RankTime;
 
 static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
     Interval *comp = malloc_check(sp->n * sizeof *comp + 1), *comm = malloc_check(sp->n * sizeof *comm + 1),
              *all = malloc_check(sp->n * sizeof *all + 1);
     size_t nc = 0, nm = 0, na = 0;
-    RankTime t = {0, -1};
+    RankTime t = {0, -1, 0, 0};
     for (size_t i = 0; i < sp->n; i++) {
         Interval iv = {sp->items[i].t0_us, sp->items[i].t1_us};
         if (SPAN_IS_COMPUTE(span_kind(sp->items[i].name))) comp[nc++] = iv;
@@ -102,7 +103,8 @@ static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
     nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na);
     if (t1 > t0) t.busy = (double)length(all, na) / (double)(t1 - t0);
     int64_t comm_len = length(comm, nm);
-    if (comm_len > 0) t.hidden = (double)overlap(comp, nc, comm, nm) / (double)comm_len;
+    t.comm_us = comm_len, t.hidden_us = comm_len > 0 ? overlap(comp, nc, comm, nm) : 0;
+    if (comm_len > 0) t.hidden = (double)t.hidden_us / (double)comm_len;
     free(comp), free(comm), free(all);
     return t;
 }
@@ -127,6 +129,15 @@ static void draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int comp
         uint32_t ch = dash_glyph(s, (uint32_t)KIND[k].letter);
         for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, KIND[k].color, 0);
     }
+}
+
+int dash_comm_ms(const RunView *v, int r, double *total_ms, double *hidden_ms) {
+    int64_t step = runview_timeline_step(v);
+    const RunSpans *sp = step >= 0 ? runview_spans(v, r, step) : NULL;
+    if (!sp) return 0;
+    RankTime t = rank_time(sp, 0, 0);
+    *total_ms = (double)t.comm_us / 1000.0, *hidden_ms = (double)t.hidden_us / 1000.0;
+    return 1;
 }
 
 void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h) {

@@ -82,6 +82,13 @@ async function main() {
     check(await stepOf() > first, `the dashboard follows the live run (step ${first}, then ${await stepOf()})`);
     const canvases = await page.locator('#dashboard canvas').count();
     check(canvases >= 3, `the loss chart, the step-time and memory bars and the timeline are drawn (${canvases} canvases)`);
+    // ZeRO stage 1 moves its gradients by reduce-scatter and its weights by all-gather: the
+    // timeline tells them apart, and the step time names the communication both ways.
+    await page.waitForFunction(() => /of communication in all/.test(document.querySelector('#p-time').textContent), null, { timeout: 30000 });
+    const gantt = await page.locator('#p-gantt').textContent(), timeText = await page.locator('#p-time').textContent();
+    check(/RS reduce-scatter/.test(gantt) && /AG all-gather/.test(gantt) && /waited for/.test(timeText) &&
+      /% of it hidden behind compute/.test(timeText) && /sent [\d.]+ MiB a step/.test(timeText),
+      'the timeline tells reduce-scatter from all-gather; the step time names the communication waited for and all of it');
 
     // The end: the summary.
     await page.waitForFunction(() => /final_loss/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });

@@ -335,7 +335,10 @@ window.ShardlabCharts = (function () {
     bwd: { letter: 'B', label: 'B backward', colour: 'bwd', pattern: 'back', lane: 0 },
     recompute: { letter: 'R', label: 'R recompute (checkpointed forward)', colour: 'recompute', pattern: 'dots', lane: 0 },
     optim: { letter: 'O', label: 'O optimizer step', colour: 'optim-span', pattern: 'cross', lane: 0 },
-    coll: { letter: 'C', label: 'C collective (all-reduce, reduce-scatter, all-gather, ...)', colour: 'coll', pattern: 'diag', lane: 1 },
+    all_reduce: { letter: 'AR', label: 'AR all-reduce', colour: 'coll', pattern: 'diag', lane: 1 },
+    reduce_scatter: { letter: 'RS', label: 'RS reduce-scatter', colour: 'commbuf', pattern: 'back', lane: 1 },
+    all_gather: { letter: 'AG', label: 'AG all-gather', colour: 'params', pattern: 'dots', lane: 1 },
+    coll: { letter: 'C', label: 'C other collective (broadcast, reduce, barrier, ...)', colour: 'coll', pattern: 'cross', lane: 1 },
     send: { letter: 'S', label: 'S send', colour: 'send', pattern: 'horiz', lane: 1 },
     recv: { letter: 'V', label: 'V receive', colour: 'recv', pattern: 'vert', lane: 1 },
     io: { letter: 'K', label: 'K checkpoint save/load', colour: 'other', pattern: 'solid', lane: 1 },
@@ -343,6 +346,15 @@ window.ShardlabCharts = (function () {
   // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
   const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
     : KINDS[name] && name !== 'coll' && name !== 'io' ? name : 'coll');
+
+  // A rank's communication in one step's spans: all of it, and the part that ran while the
+  // rank computed (hidden), in ms (the step event's ms.comm is only what the step waited for).
+  function commOf(spans) {
+    const comp = [], comm = [];
+    for (const s of spans || []) (KINDS[kindOf(s.name)].lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
+    const mm = merged(comm);
+    return { total: length(mm) / 1000, hidden: overlap(merged(comp), mm) / 1000 };
+  }
 
   // Exact figures by interval arithmetic, as the terminal dashboard computes them: "busy" is
   // the part of the step the rank spent on anything, "hidden" the part of its communication
@@ -496,5 +508,5 @@ window.ShardlabCharts = (function () {
     return { draw, redraw: () => { if (last) draw(last); } };
   }
 
-  return { MiB, fmtMiB, fmtMs, theme, retheme, LossChart, BarChart, Timeline };
+  return { MiB, fmtMiB, fmtMs, theme, retheme, LossChart, BarChart, Timeline, commOf };
 })();

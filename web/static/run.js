@@ -159,7 +159,7 @@
   function timeParts() {
     const parts = [
       { key: 'compute', label: 'compute', short: 'compute', letter: 'cmp', colour: 'compute', pattern: 'solid' },
-      { key: 'comm', label: 'communication (collectives, send/recv)', short: 'comm', letter: 'com', colour: 'comm', pattern: 'diag' },
+      { key: 'comm', label: 'communication the step waited for (exposed)', short: 'comm', letter: 'com', colour: 'comm', pattern: 'diag' },
     ];
     if (S.last.some((e) => e && e.ms && timeValue(e, 'other') > 0.01 * e.ms.step)) {
       parts.push({ key: 'other', label: 'other (the loop\u2019s bookkeeping: logging, hashing, checkpoints)', short: 'other', letter: 'o', colour: 'other', pattern: 'dots' });
@@ -212,10 +212,25 @@
     return S.final ? 'the run ended before its first step' : 'waiting for the first step ...';
   }
 
+  // Communication named both ways: the hatched part is what the step waited for (exposed);
+  // the spans of the timeline's step say how much there was in all, and how much of it ran
+  // behind compute (hidden); the step event says how many bytes rank 0 sent.
+  function commNote() {
+    const step = state.timelineStep(), sent = S.last[0] && S.last[0].bytes ? S.last[0].bytes.sent : null;
+    const c = step >= 0 && window.ShardlabCharts.commOf ? window.ShardlabCharts.commOf(S.spans[0] && S.spans[0].get(step)) : null;
+    let text = '';
+    if (c && c.total > 0)
+      text += '. Rank 0 at step ' + step + ': ' + fmtMs(c.total) + ' ms of communication in all, ' +
+        Math.round((100 * c.hidden) / c.total) + '% of it hidden behind compute';
+    if (typeof sent === 'number' && sent > 0) text += (text ? '; ' : '. Rank 0 ') + 'sent ' + fmtMiB(sent) + ' MiB a step';
+    return text;
+  }
+
   function renderTime() {
     const steps = ranks().map(stepOf), parts = timeParts();
     ui.time.n.textContent = !S.last.length ? noStepYet()
-      : (steps.every((s) => s === steps[0]) ? 'step ' + steps[0] : 'each rank\u2019s latest step') + '; compute plain, communication hatched';
+      : (steps.every((s) => s === steps[0]) ? 'step ' + steps[0] : 'each rank\u2019s latest step') +
+        '; compute plain, the communication the step waited for hatched' + commNote();
     charts.time.update({
       parts, steps, title: 'Step time per rank', marks: [],
       values: ranks().map((r) => parts.map((p) => timeValue(S.last[r], p.key))),
