@@ -50,6 +50,7 @@
 #include "runlog.h"
 #include "runread.h"
 #include "shm.h"
+#include "trace.h"
 #include "lexicon.h"
 #include "logtail.h"
 #include "tui.h"
@@ -64,7 +65,9 @@ static const char *USAGE =
     "  lexicon [TERM]             the lexicon's index, or one term in the terminal (shardlab lexicon --help)\n"
     "  web [--port P]             the course, the labs and live runs in the browser (shardlab web --help)\n"
     "  grade RUN_DIR [--ref DIR]  a run checked against its lab's invariants: the rubric, grade.json,\n"
-    "                             JUnit XML; --labs DIR grades a student's build (shardlab grade --help)\n";
+    "                             JUnit XML; --labs DIR grades a student's build (shardlab grade --help)\n"
+    "  trace RUN_DIR [-o FILE]    the run's timeline (spans, memory, loss) for ui.perfetto.dev or\n"
+    "                             chrome://tracing, written to RUN_DIR/trace.json (shardlab trace --help)\n";
 
 static const char *RUN_USAGE =
     "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
@@ -422,7 +425,7 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, web or grade");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, web, grade or trace");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
     if (strcmp(argv[1], "grade") == 0) {
         char dir[PATH_MAX];
@@ -430,6 +433,7 @@ int main(int argc, char **argv) {
         return grade_main(argc, argv, dir);
     }
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
+    if (strcmp(argv[1], "trace") == 0) return trace_main(argc, argv);
     if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "web") == 0) {
         char root[4096], labs[PATH_MAX];
         tui_find_root(root, sizeof root);
@@ -438,7 +442,7 @@ int main(int argc, char **argv) {
         return web_main(argc, argv, root, labs);
     }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, web and grade", argv[1]);
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, web, grade and trace", argv[1]);
 
     static Launch L;
     parse_run(&L, argc, argv);

@@ -52,6 +52,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_nonfinite) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/san/shardlab" ;;
         test_grade) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" "$BUILD/shardlab" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;
+        test_trace) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_catalog) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
         test_tui | test_tui_replay) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;

@@ -32,6 +32,9 @@
 //  10. threads are never held for long: a body that does not come is cut at the request
 //      timeout; streams are capped (503 with Retry-After beyond), a closed stream frees its
 //      thread at once; a run whose launcher died ends for the list, its page and its stream.
+//  11. a run's timeline for Perfetto (GET /api/runs/<id>/trace) is a JSON download named after
+//      the run, 404 for no such run, 409 for a directory with no run in it yet, 405 but for
+//      GET, and the run's page links it.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -734,6 +737,70 @@ static void check_nonfinite_run(void) {
            "GET /api/runs/<id>/events: valid JSON, the step's non-finite numbers as strings (%d %s)", r.status,
            events ? "" : err);
     json_free(events);
+    resp_free(&r);
+}
+
+// A run's timeline for Perfetto (GET /api/runs/<id>/trace, core/trace.h): 200, Chrome
+// trace-event JSON with one complete event per span of the logs and every rank a named
+// process, as a download named after the run; 404 for a run that is not there, 409 for a
+// directory that holds no run yet (no meta.json), 405 for anything but GET; the run's page
+// links it. Broken variant: without the route in api.c, the first check fails (404).
+static void check_trace(void) {
+    const char *id = "ddp-20260101-000004-7ace", *empty = "ddp-20260101-000005-0e0e";
+    char dir[900], path[1000], text[1600], url[300], err[128], want[300];
+    fixture_run(dir, sizeof dir, id, "ddp", 2, 1);
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+        snprintf(text, sizeof text,
+                 "{\"ev\":\"span\",\"rank\":%d,\"step\":1,\"name\":\"fwd\",\"mb\":0,\"layer\":1,\"t0_us\":1000,\"t1_us\":1500,"
+                 "\"bytes\":0}\n"
+                 "{\"ev\":\"span\",\"rank\":%d,\"step\":1,\"name\":\"all_reduce\",\"mb\":-1,\"layer\":-1,\"t0_us\":1600,"
+                 "\"t1_us\":1900,\"bytes\":4096,\"algo\":\"ring\\\"\"}\n"
+                 "{\"ev\":\"step\",\"rank\":%d,\"step\":1,\"loss\":5.5,\"lr\":0.001,\"tokens\":8,\"ms\":{\"step\":1,"
+                 "\"work\":1,\"compute\":1,\"comm\":0},\"bytes\":{\"sent\":4096,\"recv\":4096},\"mem\":{\"params\":40,"
+                 "\"grads\":40,\"optim\":80,\"acts\":8,\"comm\":0,\"peak\":200},\"param_hash\":\"0123456789abcdef\"}\n",
+                 r, r, r);
+        write_text(path, "w", text);
+    }
+    snprintf(url, sizeof url, "/api/runs/%s/trace", id);
+    Resp r = request("GET", url, NULL, NULL);
+    char *body_at = r.all ? strstr(r.all, "\r\n\r\n") : NULL;
+    if (body_at) *body_at = 0;  // the headers alone, for the search below
+    snprintf(want, sizeof want, "Content-Disposition: attachment; filename=\"%s-trace.json\"", id);
+    int headers_ok = r.all && strstr(r.all, want) && strstr(r.all, "Content-Type: application/json");
+    if (body_at) *body_at = '\r';
+    JsonValue *doc = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *events = json_get(doc, "traceEvents");
+    int spans = 0, named = 0, counters = 0;
+    for (size_t i = 0; events && i < events->count; i++) {
+        const JsonValue *e = json_at(events, i), *ph = json_get(e, "ph"), *name = json_get(e, "name");
+        if (!ph || ph->type != JSON_STRING || !name || name->type != JSON_STRING) continue;
+        spans += !strcmp(ph->string, "X");
+        counters += !strcmp(ph->string, "C");
+        named += !strcmp(ph->string, "M") && !strcmp(name->string, "process_name");
+    }
+    EXPECT(r.status == 200 && headers_ok && events && events->type == JSON_ARRAY && spans == 4 && named == 2 && counters > 0,
+           "GET /api/runs/<id>/trace: 200, a JSON download named <id>-trace.json, 4 spans, 2 named ranks, counters "
+           "(%d, %d spans, %d named, %s)", r.status, spans, named, doc ? "JSON" : err);
+    json_free(doc);
+    resp_free(&r);
+    EXPECT(get_status("/api/runs/no-such-run-here/trace") == 404, "GET /api/runs/<unknown>/trace: 404");
+    snprintf(dir, sizeof dir, "%s/%s", runs_dir, empty);
+    mkdir(dir, 0755);
+    snprintf(url, sizeof url, "/api/runs/%s/trace", empty);
+    r = request("GET", url, NULL, NULL);
+    EXPECT(r.status == 409 && r.body && strstr(r.body, "meta.json"),
+           "GET /api/runs/<id>/trace of a directory with no run in it yet: 409 naming meta.json (%d %.200s)", r.status,
+           r.body ? r.body : "");
+    resp_free(&r);
+    snprintf(url, sizeof url, "/api/runs/%s/trace", id);
+    r = request("POST", url, NULL, "{}");
+    EXPECT(r.status == 405, "POST /api/runs/<id>/trace: 405 (%d)", r.status);
+    resp_free(&r);
+    snprintf(url, sizeof url, "/runs/%s", id);
+    r = request("GET", url, NULL, NULL);
+    snprintf(want, sizeof want, "href=\"/api/runs/%s/trace\" download>Download the timeline (Perfetto)", id);
+    EXPECT(r.status == 200 && r.body && strstr(r.body, want), "the run's page links the timeline for Perfetto");
     resp_free(&r);
 }
 
@@ -1563,6 +1630,7 @@ int main(int argc, char **argv) {
     check_hostile_markdown();
     check_safety();
     check_nonfinite_run();
+    check_trace();
     check_runs_without_steps();
     check_summary_before_last_rank();
     check_request_numbers();

@@ -1,10 +1,13 @@
 // api.c — the web server's JSON API under /api/: the runs, their events and streams, starting
-// a lab and grading a run (web/runs*.c do the work). See web.h for the routes.
+// a lab, grading a run (web/runs*.c do the work) and a run's timeline for Perfetto
+// (GET /api/runs/<id>/trace, core/trace.h). See web.h for the routes.
 #include <civetweb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runs_internal.h"
+#include "trace.h"
 #include "web_internal.h"
 
 // ---------------------------------------------------------------------------------------
@@ -56,6 +59,30 @@ static int api_grade(Web *w, struct mg_connection *c, const char *method, const 
     return 200;
 }
 
+// GET: the run's timeline as Chrome trace-event JSON (core/trace.h: what `shardlab trace`
+// writes), as a download for ui.perfetto.dev or chrome://tracing. Read from the run's files
+// at each request, so a live run gives what it has logged so far.
+static int api_trace(Web *w, struct mg_connection *c, const char *method, const char *id) {
+    if (strcmp(method, "GET") != 0) return web_reply_json_error(c, 405, "GET only");
+    char dir[4400];
+    if (!web_safe_name(id) || !run_exists(w, id, dir, sizeof dir)) return web_reply_json_error(c, 404, "no such run");
+    StrBuf b;
+    sb_init(&b);
+    TraceStats st;
+    char why[600], msg[700], headers[400];
+    if (trace_run(dir, &b, &st, why, sizeof why) != 0) {
+        sb_free(&b);
+        snprintf(msg, sizeof msg, "the run has no timeline yet: %s", why);  // (why names files, not paths)
+        return web_reply_json_error(c, 409, msg);
+    }
+    // (id is a safe name: letters, digits, '-', '_' and '.', nothing to quote)
+    snprintf(headers, sizeof headers,
+             "Content-Disposition: attachment; filename=\"%s-trace.json\"\r\n", id);
+    web_reply(c, 200, "application/json", b.data, b.len, headers);
+    sb_free(&b);
+    return 200;
+}
+
 int web_api(Web *w, struct mg_connection *c, const char *method, const char *rest, const char *qs) {
     if (strcmp(rest, "runs") == 0) {
         if (strcmp(method, "POST") == 0) {
@@ -96,6 +123,7 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
     const char *slash = strchr(rest + 5, '/');
     snprintf(id, sizeof id, "%.*s", (int)(slash ? slash - rest - 5 : (long)strlen(rest + 5)), rest + 5);
     if (slash && strcmp(slash, "/grade") == 0) return api_grade(w, c, method, id);
+    if (slash && strcmp(slash, "/trace") == 0) return api_trace(w, c, method, id);
     if (strcmp(method, "GET") != 0) return web_reply_json_error(c, 404, "no such API");
     if (!web_safe_name(id)) return web_reply_json_error(c, 404, "no such run");
     StrBuf b;

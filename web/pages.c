@@ -256,6 +256,12 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
     page_start(w, c, &b, id, attrs);
     sb_printf(&b, "<div id=\"dashboard\"><p>Loading run %s…</p></div>\n", id);
+    // Outside the dashboard (run.js redraws that): the timeline as a file for Perfetto.
+    sb_printf(&b, "<p class=\"run-trace\"><a href=\"/api/runs/");
+    sb_markup_text(&b, id);
+    sb_printf(&b, "/trace\" download>Download the timeline (Perfetto)</a> <small>every rank's compute and "
+                  "communication spans, memory and loss, for ui.perfetto.dev or chrome://tracing "
+                  "(<code>shardlab trace</code>)</small></p>\n");
     page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
     int st = send_page(w, c, &b);
     sb_free(&b);
