@@ -23,8 +23,8 @@
 //                               run through the launcher, never a shell
 //   GET  /api/runs/<id>/grade   the run's grade.json (404 until it has one)
 //   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
-//   GET  /api/runs/<id>/trace   its timeline as Chrome trace-event JSON, for ui.perfetto.dev (`shardlab trace`)
 //                               (409 before): writes grade.json and grade.xml, answers the grade
+//   GET  /api/runs/<id>/trace   its timeline as Chrome trace-event JSON, for ui.perfetto.dev (`shardlab trace`)
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
