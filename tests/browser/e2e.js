@@ -91,7 +91,7 @@ async function main() {
       'the timeline tells reduce-scatter from all-gather; the step time names the communication waited for and all of it');
 
     // The end: the summary.
-    await page.waitForFunction(() => /final_loss/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });
+    await page.waitForFunction(() => /loss at the last step/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });
     await page.screenshot({ path: path.join(outDir, 'run-end.png'), fullPage: true });
     check(await page.locator('#run-status .st-ok').count() === 1, 'at the end: status ok, and the summary');
 

@@ -26,9 +26,23 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     if (typeof v === 'number' && /mem|bytes/.test(key) && v >= 1024) return v + ' (' + fmtMiB(v) + ' MiB)';
     return typeof v === 'string' ? v : JSON.stringify(v);
   }
+  // A summary's fields in words, with their units (the file's own key is each row's tooltip,
+  // to read summary.json against); a field without words reads as its key, spaced.
+  const WORDS = {
+    lab: ['lab'], status: ['status'], world_size: ['ranks'], steps: ['steps'], first_loss: ['loss at step 1'],
+    final_loss: ['loss at the last step'], loss_floor: ['loss floor (the data\u2019s entropy)'],
+    tokens: ['tokens trained on'], wall_s: ['wall time', (v) => v.toFixed(v >= 100 ? 0 : 2) + ' s'],
+    tokens_per_s: ['tokens per second', (v) => Math.round(v).toLocaleString('en-US')],
+    param_hash: ['parameters\u2019 hash (bitwise identity)'], mem_peak: ['peak memory per rank'],
+    run_dir: ['run directory'], psi_padded: ['parameters, padded to N equal shards']
+  };
   function kvTable(pairs, caption) {
-    return el('table', { class: 'kv' }, el('caption', { class: 'sr-only', text: caption }),
-      el('tbody', null, ...pairs.map(([k, v]) => el('tr', null, el('th', { scope: 'row', text: k }), el('td', { text: show(k, v) })))));
+    const row = ([k, v]) => {
+      const w = WORDS[k], label = w ? w[0] : k.replace(/_/g, ' ').replace(/\./g, ': ');
+      const text = w && w[1] && typeof v === 'number' ? w[1](v) : show(k, v);
+      return el('tr', null, el('th', { scope: 'row', text: label, title: k }), el('td', { text }));
+    };
+    return el('table', { class: 'kv' }, el('caption', { class: 'sr-only', text: caption }), el('tbody', null, ...pairs.map(row)));
   }
 
   function renderSummary() {
