@@ -454,7 +454,7 @@ web: deps $(SHARDLAB) $(LAB_BINS)
 # TERM given on the command line counts: the environment's TERM is the terminal's type.
 LEXICON_TERM = $(if $(filter command line,$(origin TERM)),$(TERM))
 lexicon: $(SHARDLAB)
-	$(SHARDLAB) lexicon $(LEXICON_TERM)
+	$(SHARDLAB) lexicon $(if $(LEXICON_TERM),"$(LEXICON_TERM)")
 
 # The terminal dashboard on RUN (default: the newest run under runs/).
 tui: $(SHARDLAB)

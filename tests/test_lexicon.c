@@ -20,7 +20,11 @@
 //      entries, evaluate to what the labs log (memory per rank, bubble fraction, bytes sent);
 //   6. the terminal renderer on every file: no failure, and none of the markdown markers the
 //      files use left in its output; `shardlab lexicon` finds exact, partial and misspelt
-//      names and refuses unknown ones with exit 2.
+//      names (a title given as several words; the central term first among near ones) and
+//      refuses unknown ones with exit 2;
+//   7. one value per quantity: the typical MFU range and the threshold of `--algo auto` are
+//      stated alike in every file (the threshold as labs/core/dist.c sets it), and no wrapped
+//      line turns into a markdown list.
 #include <ctype.h>
 #include <stdint.h>
 
@@ -784,6 +788,258 @@ static void check_command(int *linked) {
     free(e);
     status = lexicon_cmd("badopt", "--bogus", NULL);
     EXPECT(status == 2, "shardlab lexicon --bogus: exit 2");
+
+    // A title in several words, unquoted, as `make lexicon TERM="zero stage 3"` passes it after
+    // a shell splits it: the words are one name, and the entry opens without a "closest term"
+    // note. Broken variant: a second word refused ("one term at a time").
+    {
+        char *argv_words[] = {(char *)shardlab, "lexicon", "zero", "stage", "3", NULL};
+        char rootenv[700];
+        snprintf(rootenv, sizeof rootenv, "SHARDLAB_ROOT=%s", root);
+        char *env[] = {rootenv, "NO_COLOR=1", NULL};
+        int st = run_env(argv_words, "words", env);
+        char *o = captured("words", "out");
+        EXPECT(st == 0 && strncmp(o, "ZeRO stage 3\n", 13) == 0 && !strstr(o, "closest"),
+               "shardlab lexicon zero stage 3 (three words): the ZeRO stage 3 entry (exit %d)", st);
+        free(o);
+    }
+    // The Makefile hands TERM over quoted, so that make lexicon TERM="zero stage 3" reaches the
+    // command as one name even when the command line is split again. Broken variant: unquoted.
+    {
+        char path[700];
+        snprintf(path, sizeof path, "%s/Makefile", root);
+        char *mk = read_file(path, NULL);
+        const char *line = mk ? strstr(mk, "\n\t$(SHARDLAB) lexicon ") : NULL;
+        const char *eol = line ? strchr(line + 1, '\n') : NULL;
+        const char *quoted = line ? strstr(line, "\"$(LEXICON_TERM)\"") : NULL;
+        EXPECT(quoted && eol && quoted < eol, "the Makefile's lexicon target quotes $(LEXICON_TERM)");
+        free(mk);
+    }
+    // A misspelt word: "pipelne" is one edit from the word "pipeline" of several titles, and
+    // the central term comes first. Broken variant: suggestions ranked by edits to whole names
+    // only, which puts short names (gpipe, mfu, nccl) first.
+    status = lexicon_cmd("misspelt", "pipelne", NULL);
+    e = captured("misspelt", "err");
+    EXPECT(status == 2 && strstr(e, "the closest: pipeline-parallelism, pipeline-bubble"),
+           "shardlab lexicon pipelne: exit 2, pipeline-parallelism suggested first: %s", one_line(e));
+    free(e);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. One value per quantity: what several files state, they state alike
+
+// The files a reader meets a quantity in: the terms, the lessons and the README (and, for the
+// all-reduce threshold, the option's help in labs/core/catalog.c). Returns how many it read
+// into texts[] (paths in names[]).
+#define MAX_TEXTS 80
+static int read_texts(char *texts[], char names[][96], int with_catalog) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < (pass ? NLESSONS : NTERMS) && n < MAX_TEXTS; i++) {
+            texts[n] = load(pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
+            snprintf(names[n], 96, "%s/%s.md", pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
+            if (texts[n]) n++;
+        }
+    const char *extra[] = {"README.md", "labs/core/catalog.c"};
+    for (int i = 0; i < (with_catalog ? 2 : 1) && n < MAX_TEXTS; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", root, extra[i]);
+        texts[n] = read_file(path, NULL);
+        snprintf(names[n], 96, "%s", extra[i]);
+        if (texts[n]) n++;
+    }
+    return n;
+}
+
+// "30 to 50%", "30–50%", "30-50 %" at p: the two bounds; 0 if p does not start such a range.
+static int percent_range(const char *p, double *a, double *b) {
+    char *e;
+    if (!isdigit((unsigned char)*p)) return 0;
+    *a = strtod(p, &e);
+    while (*e == ' ') e++;
+    if (strncmp(e, "to", 2) == 0) e += 2;
+    else if (strncmp(e, "\xe2\x80\x93", 3) == 0) e += 3;  // an en dash
+    else if (*e == '-') e++;
+    else return 0;
+    while (*e == ' ') e++;
+    if (!isdigit((unsigned char)*e)) return 0;
+    *b = strtod(e, &e);
+    while (*e == ' ') e++;
+    return *e == '%';
+}
+
+// "64 KiB", "65536 bytes", "65,536 bytes", "1 MiB" at p, in bytes; -1 if none.
+static double size_at(const char *p) {
+    char digits[32];
+    int k = 0;
+    for (; (isdigit((unsigned char)*p) || (*p == ',' && isdigit((unsigned char)p[1]))) && k < 31; p++)
+        if (*p != ',') digits[k++] = *p;
+    digits[k] = 0;
+    if (!k) return -1;
+    while (*p == ' ') p++;
+    double v = atof(digits);
+    if (strncmp(p, "KiB", 3) == 0) return v * 1024;
+    if (strncmp(p, "MiB", 3) == 0) return v * 1024 * 1024;
+    if (strncmp(p, "bytes", 5) == 0 || (*p == 'B' && !isalpha((unsigned char)p[1]))) return v;
+    return -1;
+}
+
+// The threshold of `--algo auto` as the code sets it: "direct_max_bytes = 64 * 1024;" in
+// labs/core/dist.c, a product of integers. -1 if it is not there in that form.
+static double auto_threshold_in_code(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/labs/core/dist.c", root);
+    char *src = read_file(path, NULL);
+    const char *p = src ? strstr(src, "direct_max_bytes = ") : NULL;
+    double v = -1;
+    if (p) {
+        p += strlen("direct_max_bytes = ");
+        v = 1;
+        for (;;) {
+            char *e;
+            long f = strtol(p, &e, 10);
+            if (e == p) { v = -1; break; }
+            v *= (double)f;
+            while (*e == ' ') e++;
+            if (*e != '*') break;
+            p = e + 1;
+            while (*p == ' ') p++;
+        }
+    }
+    free(src);
+    return v;
+}
+
+static void check_one_value_per_quantity(void) {
+    char *texts[MAX_TEXTS], names[MAX_TEXTS][96];
+    int n = read_texts(texts, names, 1);
+
+    // The typical MFU: every paragraph that gives a range of percentages and speaks of MFU or
+    // of peak states the same range (mfu.md and lesson 01 both do). Broken variant: mfu.md
+    // back at "35 to 55%" beside lesson 01's "30 to 50%".
+    double first_a = -1, first_b = -1;
+    int ranges = 0, differ = 0;
+    char seen[512] = "";
+    for (int t = 0; t < n; t++) {
+        if (strstr(names[t], ".c")) continue;
+        for (const char *para = texts[t]; para && *para;) {
+            const char *end = strstr(para, "\n\n");
+            size_t len = end ? (size_t)(end - para) : strlen(para);
+            char *pa = strndup(para, len);
+            if (strcasestr(pa, "mfu") || strcasestr(pa, "peak"))
+                for (const char *p = pa; *p; p++) {
+                    double a, b;
+                    int starts = p == pa || (!isdigit((unsigned char)p[-1]) && p[-1] != '.');  // a whole number
+                    if (starts && percent_range(p, &a, &b)) {
+                        if (ranges++ == 0) first_a = a, first_b = b;
+                        else if (a != first_a || b != first_b) differ++;
+                        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s %g-%g%%", strlen(seen) ? ", " : "",
+                                 names[t], a, b);
+                    }
+                }
+            free(pa);
+            para = end ? end + 2 : NULL;
+        }
+    }
+    EXPECT(ranges >= 2 && differ == 0, "the typical MFU range is one range wherever it is stated (%d statements, %d "
+           "different from the first): %s", ranges, differ, seen);
+
+    // The all-reduce threshold of `--algo auto`: every "direct up to SIZE" in the text and in
+    // the option's help equals the constant in labs/core/dist.c, and every paragraph of a term
+    // or lesson that names `--algo auto` states it so. Broken variant: lesson 16 saying
+    // "direct up to 16 KiB" (where its own run crossed over) while the code switches at 64 KiB.
+    double code = auto_threshold_in_code();
+    int statements = 0, wrong = 0, unstated = 0;
+    char found[768] = "";
+    for (int t = 0; t < n; t++) {
+        for (const char *para = texts[t]; para && *para;) {
+            const char *end = strstr(para, "\n\n");
+            size_t len = end ? (size_t)(end - para) : strlen(para);
+            char *pa = strndup(para, len);
+            int here = 0;
+            for (const char *p = pa; (p = strstr(p, "direct")); p++) {
+                const char *q = p + 6;  // "direct", a backtick maybe, then "up to" across a line break too
+                if (*q == '`') q++;
+                if (!isspace((unsigned char)*q)) continue;
+                while (isspace((unsigned char)*q)) q++;
+                if (strncmp(q, "up", 2) != 0 || !isspace((unsigned char)q[2])) continue;
+                for (q += 2; isspace((unsigned char)*q);) q++;
+                if (strncmp(q, "to", 2) != 0 || !isspace((unsigned char)q[2])) continue;
+                for (q += 2; isspace((unsigned char)*q);) q++;
+                double v = size_at(q);
+                here++, statements++;
+                if (v != code) wrong++;
+                snprintf(found + strlen(found), sizeof found - strlen(found), "%s%s %.0f", strlen(found) ? ", " : "",
+                         names[t], v);
+            }
+            if (strstr(pa, "algo auto") && !here && !strstr(names[t], ".c"))
+                unstated++, printf("# %s: a paragraph names --algo auto without \"direct up to SIZE\"\n", names[t]);
+            free(pa);
+            para = end ? end + 2 : NULL;
+        }
+    }
+    EXPECT(code > 0 && statements >= 3 && wrong == 0 && unstated == 0,
+           "the direct/ring all-reduce threshold is the code's %.0f bytes wherever it is stated (%d statements, %d "
+           "different, %d paragraphs naming --algo auto without it): %s", code, statements, wrong, unstated, found);
+    for (int t = 0; t < n; t++) free(texts[t]);
+}
+
+// Lists the text did not mean: in markdown a line "1. " (or "1) ") right under a line of a
+// paragraph starts an ordered list, so a sentence wrapped before "1. That makes m ..." becomes
+// a list item. Every term and lesson, outside code blocks; and lesson 13's sentence, rendered,
+// stays in its paragraph (no blank line between "just" and "1."). Broken variant: lesson 13
+// wrapped as "... the last one just\n1. That makes m a free parameter".
+static void check_no_spurious_lists(void) {
+    int bad = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < (pass ? NLESSONS : NTERMS); i++) {
+            char *md = load(pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
+            int fence = 0, line_no = 0;
+            const char *prev = "", *prev_end = prev;
+            for (const char *l = md; l && *l; line_no++) {
+                const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+                const char *s = l;
+                while (s < end && *s == ' ') s++;
+                if (end - s >= 3 && strncmp(s, "```", 3) == 0) fence = !fence;
+                const char *ps = prev;
+                while (ps < prev_end && *ps == ' ') ps++;
+                int prev_text = ps < prev_end && *ps != '#' && *ps != '|' && *ps != '<' &&
+                                !((*ps == '-' || *ps == '*' || *ps == '+') && ps[1] == ' ') &&
+                                !(isdigit((unsigned char)*ps) && (strchr(".)", ps[strspn(ps, "0123456789")]) != NULL));
+                if (!fence && s - l <= 3 && end - s > 3 && s[0] == '1' && (s[1] == '.' || s[1] == ')') && s[2] == ' ' &&
+                    prev_text) {
+                    bad++;
+                    printf("# %s/%s.md:%d: \"%.*s\" under a paragraph's line starts a list\n", pass ? "lessons" : "lexicon",
+                           pass ? LESSONS[i] : TERMS[i].slug, line_no + 1, (int)(end - s > 40 ? 40 : end - s), s);
+                }
+                prev = l, prev_end = end;
+                l = nl ? nl + 1 : NULL;
+            }
+            free(md);
+        }
+    EXPECT(bad == 0, "no term or lesson has a wrapped line that markdown reads as a list (\"1. \" under a paragraph's "
+           "line): %d", bad);
+
+    char dir[600], err[256];
+    snprintf(dir, sizeof dir, "%s/lexicon", root);
+    Lexicon lx;
+    char *md = load("lessons", "13-pipeline-schedules");
+    if (md && lexicon_load(&lx, dir, err, sizeof err) == 0) {
+        StrBuf out;
+        sb_init(&out);
+        MdTermOptions o = {.width = 72, .color = 0, .link_name = lexicon_link_name, .link_ctx = &lx};
+        mdterm_render(md, strlen(md), &o, &out);
+        const char *s = out.data ? strstr(out.data, "That makes m a free parameter") : NULL;
+        const char *j = s;
+        while (j && j > out.data && (j[-1] == ' ' || j[-1] == '\n' || j[-1] == '.' || j[-1] == '1')) j--;
+        int joined = s && j + 4 <= s && strncmp(j - 4, "just", 4) == 0 && !memmem(j, (size_t)(s - j), "\n\n", 2);
+        EXPECT(joined, "lesson 13 renders \"just 1. That makes m a free parameter\" as one paragraph, not a list");
+        sb_free(&out);
+        lexicon_free(&lx);
+    } else {
+        EXPECT(0, "lesson 13 and the lexicon load");
+    }
+    free(md);
 }
 
 int main(int argc, char **argv) {
@@ -832,6 +1088,8 @@ int main(int argc, char **argv) {
     EXPECT(helps == NLABS, "every lab's --help exits 0 and lists its options (%d of %d)", helps, NLABS);
     check_formulas();
     check_rendering();
+    check_one_value_per_quantity();
+    check_no_spurious_lists();
     run_commands();
 
     tmp_finish(test_failed);

@@ -17,11 +17,12 @@
 // `shardlab lexicon`
 
 static const char *LEXICON_USAGE =
-    "usage: shardlab lexicon [--plain] [TERM]\n"
+    "usage: shardlab lexicon [--plain] [TERM...]\n"
     "\n"
     "Without TERM: the 49 terms of the lexicon, grouped by category. With TERM: that entry,\n"
-    "rendered for the terminal. TERM is a slug (zero-stage-3), a title (\"ZeRO stage 3\") or\n"
-    "another name (ZeRO-3), in any case; a partial or misspelt name finds the closest terms.\n"
+    "rendered for the terminal. TERM is a slug (zero-stage-3), a title (ZeRO stage 3, quoted\n"
+    "or not: several words are one name) or another name (ZeRO-3), in any case; a partial or\n"
+    "misspelt name finds the closest terms.\n"
     "  --plain   no colours (also when NO_COLOR is set or the output is not a terminal)\n"
     "Environment: SHARDLAB_ROOT (the checkout, where lexicon/ is; default: found from this\n"
     "program's place), COLUMNS (the width to wrap at).\n"
@@ -55,14 +56,18 @@ static void print_index(const Lexicon *lx, int color) {
 
 int lexicon_main(int argc, char **argv, const char *root) {
     int plain = 0;
-    const char *term = NULL;
+    // The words given, joined by spaces: `lexicon zero stage 3` is `lexicon "zero stage 3"`.
+    char joined[512] = "";
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return fputs(LEXICON_USAGE, stdout), 0;
         if (strcmp(argv[i], "--plain") == 0) plain = 1;
         else if (argv[i][0] == '-' && argv[i][1]) usage_error("shardlab lexicon", "unknown option '%s'", argv[i]);
-        else if (term) usage_error("shardlab lexicon", "one term at a time (got '%s' and '%s')", term, argv[i]);
-        else term = argv[i];
+        else if (strlen(joined) + strlen(argv[i]) + 2 > sizeof joined)
+            usage_error("shardlab lexicon", "the term is too long (%zu bytes at most)", sizeof joined - 1);
+        else if (argv[i][0])
+            snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s", joined[0] ? " " : "", argv[i]);
     }
+    const char *term = joined[0] ? joined : NULL;  // none, or only empty words: the index
     int color = !plain && isatty(1) && !getenv("NO_COLOR");
     char dir[4200], err[512];
     snprintf(dir, sizeof dir, "%s/lexicon", root);

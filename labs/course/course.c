@@ -157,13 +157,48 @@ static int names_of(const LexTerm *t, char names[][96], int max) {
     int k = 0;
     lexicon_normalize(t->slug, names[k++], 96);
     lexicon_normalize(t->title, names[k++], 96);
+    // Also-known-as names are separated by commas or semicolons outside parentheses: "PTD-P
+    // (pipeline, tensor, data)" is one name, so "tensor" does not name N-D parallelism.
     char aka[400];
     snprintf(aka, sizeof aka, "%s", t->aka);
-    for (char *save = NULL, *p = strtok_r(aka, ",;", &save); p && k < max; p = strtok_r(NULL, ",;", &save)) {
-        lexicon_normalize(p, names[k], 96);
+    int depth = 0;
+    for (char *p = aka, *start = aka; k < max; p++) {
+        depth += *p == '(' ? 1 : *p == ')' && depth > 0 ? -1 : 0;
+        if (*p && (depth > 0 || (*p != ',' && *p != ';'))) continue;
+        int last = *p == 0;
+        *p = 0;
+        lexicon_normalize(start, names[k], 96);
         if (names[k][0]) k++;
+        if (last) break;
+        start = p + 1;
     }
     return k;
+}
+
+// The single words of a term's slug and title (slug_title = 1) or of its also-known-as names
+// (slug_title = 0), normalized ("pipeline", "parallelism", "pp", ...): a misspelt word is compared
+// with these, so that "pipelne" is one edit from "pipeline" rather than a dozen from
+// "pipelineparallelism".
+static int words_of(const LexTerm *t, int slug_title, char words[][48], int max) {
+    char all[700];
+    if (slug_title) snprintf(all, sizeof all, "%s %s", t->slug, t->title);
+    else snprintf(all, sizeof all, "%s", t->aka);
+    int k = 0;
+    for (char *save = NULL, *p = strtok_r(all, " -,;()/", &save); p && k < max; p = strtok_r(NULL, " -,;()/", &save)) {
+        lexicon_normalize(p, words[k], 48);
+        if (words[k][0]) k++;
+    }
+    return k;
+}
+
+// How many terms list this one under Related: among equally close terms the more central
+// comes first (pipeline parallelism before pipeline bubble).
+static int cited_by(const Lexicon *lx, const char *slug) {
+    char link[80];
+    snprintf(link, sizeof link, "[[%s]]", slug);
+    int n = 0;
+    for (int i = 0; i < lx->n; i++) n += strstr(lx->t[i].related, link) != NULL;
+    return n;
 }
 
 int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k) {
@@ -171,41 +206,73 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
     lexicon_normalize(name, q, sizeof q);
     *k = 0;
     if (!q[0] || lx->n == 0) return 0;
-    int *dist = malloc_check((size_t)lx->n * sizeof *dist), partial = -1, npartial = 0;
+    // For each term i: whole[i], the fewest edits from q to one of its names (-1: q is part of
+    // one); near[i], the fewest to a name or to one word of its names; titled[i], 0 if near[i]
+    // is reached only through an also-known-as name or word, not the slug or the title.
+    int *whole = malloc_check((size_t)lx->n * sizeof *whole), *near = malloc_check((size_t)lx->n * sizeof *near);
+    int *titled = malloc_check((size_t)lx->n * sizeof *titled), *cited = malloc_check((size_t)lx->n * sizeof *cited);
+    int partial = -1, npartial = 0, rc = 0;
     for (int i = 0; i < lx->n; i++) {
-        char names[16][96];
+        char names[16][96], words[64][48];
         int nn = names_of(&lx->t[i], names, 16), best = 99, part = 0;
         for (int j = 0; j < nn; j++) {
             if (strcmp(names[j], q) == 0) {  // exact
                 out[0] = i, *k = 1;
-                free(dist);
-                return 1;
+                rc = 1;
+                goto done;
             }
             if (strlen(q) >= 3 && strstr(names[j], q)) part = 1;
             int e = edit_distance(q, names[j]);
             if (e < best) best = e;
         }
-        dist[i] = part ? -1 : best;  // -1: the name is part of this term's
+        whole[i] = part ? -1 : best;
+        near[i] = whole[i], titled[i] = !part || strstr(names[0], q) || strstr(names[1], q);
+        for (int m = 1; m >= 0; m--) {
+            int nw = words_of(&lx->t[i], m, words, 64);
+            for (int j = 0; j < nw; j++) {
+                int e = edit_distance(q, words[j]);
+                if (e < near[i]) near[i] = e, titled[i] = m;
+            }
+        }
+        cited[i] = cited_by(lx, lx->t[i].slug);
         if (part) partial = i, npartial++;
     }
-    int rc = 0;
     if (npartial == 1) {
         out[0] = partial, *k = 1;
         rc = 1;
-    } else {
-        // Closest first: the partial matches if there are (only them), else by edit distance.
-        int used = 0;
-        for (int pass = -1; pass < (npartial ? 0 : 99) && used < max; pass++)
-            for (int i = 0; i < lx->n && used < max; i++)
-                if (dist[i] == pass) out[used++] = i;
-        *k = used;
-        int tol = (int)strlen(q) / 4 > 1 ? (int)strlen(q) / 4 : 1;
-        if (npartial == 0 && used > 0 && dist[out[0]] <= tol && (used == 1 || dist[out[1]] > dist[out[0]])) {
-            *k = 1;
-            rc = 1;
-        }
+        goto done;
     }
-    free(dist);
+    // Closest first: the partial matches if there are (only them), else by near[]; equally
+    // near terms: slug or title words before also-known-as words, then the terms cited by more
+    // terms, then by slug. A selection sort: a few dozen terms.
+    char *taken = calloc_check((size_t)lx->n, 1);
+    while (*k < max) {
+        int pick = -1;
+        for (int i = 0; i < lx->n; i++) {
+            if (taken[i] || (npartial && whole[i] != -1)) continue;
+            int better = pick < 0 || near[i] < near[pick] ||
+                         (near[i] == near[pick] && (titled[i] > titled[pick] || (titled[i] == titled[pick] && cited[i] > cited[pick])));
+            if (better) pick = i;
+        }
+        if (pick < 0) break;
+        taken[pick] = 1;
+        out[(*k)++] = pick;
+    }
+    free(taken);
+    // One term opens by itself only if its whole name is uniquely nearest, within about one
+    // edit in four letters ("fsdpp"); a word's nearness only orders the suggestions.
+    int first = -1, second = -1;
+    for (int i = 0; i < lx->n && !npartial; i++) {
+        if (first < 0 || whole[i] < whole[first]) second = first, first = i;
+        else if (second < 0 || whole[i] < whole[second]) second = i;
+    }
+    int tol = (int)strlen(q) / 4 > 1 ? (int)strlen(q) / 4 : 1;
+    if (first >= 0 && whole[first] <= tol && (second < 0 || whole[second] > whole[first])) {
+        out[0] = first, *k = 1;
+        rc = 1;
+    }
+done:
+    free(whole), free(near), free(titled), free(cited);
     return rc;
 }
 

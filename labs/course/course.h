@@ -53,6 +53,9 @@ const LexTerm *lexicon_term(const Lexicon *lx, const char *slug);
 //   part of exactly one term       -> returns 1, out[0] the term        ("ring-all" -> ring all-reduce)
 //   else a unique nearest name within about one edit in four letters -> returns 1 ("fsdpp")
 //   else                           -> returns 0, out[0..k) the closest terms (k <= max), best first
+// "Nearest" counts edits to a whole name or to one of its words ("pipelne" is one edit from
+// the word "pipeline"); equally near terms come in order of how many terms list them under
+// Related (pipeline parallelism before pipeline bubble), then by slug.
 // *k gets how many are in out.
 int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k);
 // A name as lexicon_lookup() compares it: lower case, letters and digits only.
