@@ -1385,6 +1385,23 @@ static void check_grade(const char *id) {
 // --ref from the browser: a run of this server that has ended, passed to the lab as its
 // directory; anything else is 400 and starts nothing. The new run's description names the
 // reference, so its dashboard can draw it.
+// A lab's form shows each option's default where its field is empty (the placeholder, or
+// the select's first choice), the lab's own --layers included; pp's form has no --accum
+// (its micro-batches are its accumulation).
+static void check_form_defaults(void) {
+    Resp r = request("GET", "/labs/ddp", NULL, NULL);
+    int ddp_ok = r.status == 200 && r.body && strstr(r.body, "name=\"batch\" min=\"1\"") &&
+                 strstr(strstr(r.body, "name=\"batch\""), "placeholder=\"8\"") && strstr(r.body, "<option value=\"\">overlap (default)</option>");
+    resp_free(&r);
+    r = request("GET", "/labs/pp", NULL, NULL);
+    const char *layers = r.body ? strstr(r.body, "name=\"layers\"") : NULL;
+    int pp_ok = r.status == 200 && strstr(r.body, "<option value=\"\">1f1b (default)</option>") && layers &&
+                strstr(layers, "placeholder=\"auto\"") && !strstr(r.body, "name=\"accum\"");
+    resp_free(&r);
+    EXPECT(ddp_ok && pp_ok, "the forms show the defaults: ddp's --batch 8 and --sync overlap, pp's --schedule 1f1b and --layers "
+           "auto; pp's form has no --accum (ddp %d, pp %d)", ddp_ok, pp_ok);
+}
+
 static void check_ref(const char *done_id, const char *running_id, const char *own) {
     Resp r = request("GET", "/labs/ddp", NULL, NULL);
     int offered = r.status == 200 && strstr(r.body, "<select id=\"f-ref\" name=\"ref\" data-runs>");
@@ -1632,6 +1649,7 @@ int main(int argc, char **argv) {
     check_nonfinite_run();
     check_trace();
     check_runs_without_steps();
+    check_form_defaults();
     check_summary_before_last_rank();
     check_request_numbers();
     check_run_file_numbers();

@@ -66,8 +66,10 @@ static void render_md(StrBuf *page, const char *md, size_t n) {
     for (const char *at; (at = strstr(p, open));) {
         sb_append(b, p, (size_t)(at - p));
         const char *t = at + strlen(open), *q = strchr(t, '"'), *gt = q ? strchr(q, '>') : NULL,
-                   *end = gt ? strstr(gt, close) : NULL;
-        if (!end || !q) {  // not one md4c wrote (raw HTML in the text): shown as text
+                   *end = gt ? strstr(gt, close) : NULL, *next = gt ? strstr(gt, open) : NULL;
+        // Not one md4c wrote (raw HTML in the text), or one whose close belongs to a later link
+        // (an unclosed one in mangled text): shown as text.
+        if (!end || !q || (next && next < end)) {
             sb_printf(b, "&lt;");
             p = at + 1;
             continue;
@@ -189,14 +191,20 @@ int web_page_home(Web *w, struct mg_connection *c) {
 }
 
 // One option of the catalog as a form field: its bounds and names are what POST /api/runs checks.
-static void field_input(StrBuf *b, const CatOption *f) {
+// An option's field. Left empty it is the option's default, which it shows (dflt: the
+// catalog's, or the lab's own --layers).
+static void field_input(StrBuf *b, const CatOption *f, const char *dflt) {
+    char shown[96] = "";
+    if (dflt && *dflt) snprintf(shown, sizeof shown, "%s", dflt);
     sb_printf(b, "<p><label for=\"f-%s\">--%s</label> ", f->name, f->name);
     if (f->flags & CAT_RUN) {  // lab.js offers the finished runs (GET /api/runs)
         sb_printf(b, "<select id=\"f-%s\" name=\"%s\" data-runs><option value=\"\">(none)</option></select>", f->name, f->name);
     } else if (f->kind == OPT_FLAG) {
         sb_printf(b, "<input type=\"checkbox\" id=\"f-%s\" name=\"%s\">", f->name, f->name);
     } else if (f->kind == OPT_STRING && f->choices) {
-        sb_printf(b, "<select id=\"f-%s\" name=\"%s\"><option value=\"\">(default)</option>", f->name, f->name);
+        sb_printf(b, "<select id=\"f-%s\" name=\"%s\"><option value=\"\">", f->name, f->name);
+        if (shown[0]) sb_markup_text(b, shown), sb_printf(b, " (default)</option>");
+        else sb_printf(b, "(default)</option>");
         for (const char *p = f->choices; *p;) {
             size_t k = strcspn(p, "|");
             sb_printf(b, "<option>%.*s</option>", (int)k, p);
@@ -204,13 +212,20 @@ static void field_input(StrBuf *b, const CatOption *f) {
         }
         sb_printf(b, "</select>");
     } else if (f->kind == OPT_STRING || f->kind == OPT_BYTES) {
-        sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\" placeholder=\"%s\">", f->name, f->name,
-                  f->dflt ? f->dflt : "");
-    } else if (f->kind == OPT_U64) {
-        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"0\" step=\"1\">", f->name, f->name);
+        sb_printf(b, "<input id=\"f-%s\" name=\"%s\" maxlength=\"64\" placeholder=\"", f->name, f->name);
+        sb_markup_text(b, shown);
+        sb_printf(b, "\">");
     } else {
-        sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\">", f->name,
-                  f->name, f->min, f->max, f->kind == OPT_INT ? "1" : "any");
+        // A number's field: its default in the placeholder ("auto" for one derived from the
+        // others); the browser's number field takes "auto" as a hint, not a value.
+        if (f->kind == OPT_U64)
+            sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"0\" step=\"1\"", f->name, f->name);
+        else
+            sb_printf(b, "<input type=\"number\" id=\"f-%s\" name=\"%s\" min=\"%g\" max=\"%g\" step=\"%s\"", f->name,
+                      f->name, f->min, f->max, f->kind == OPT_INT ? "1" : "any");
+        sb_printf(b, " placeholder=\"");
+        sb_markup_text(b, shown);
+        sb_printf(b, "\">");
     }
     sb_printf(b, " <small>");
     sb_markup_text(b, f->help);
@@ -231,14 +246,19 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
                   "<p><label for=\"f-steps\">steps</label> <input type=\"number\" id=\"f-steps\" name=\"steps\" min=\"1\" max=\"100000\" value=\"100\"></p>",
               lab->max_world ? lab->max_world : 8, lab->max_world == 1 ? 1 : 2);
     for (int i = 0; i < lab->noptions; i++)
-        if (lab->options[i].flags & CAT_FORM) field_input(&b, &lab->options[i]);
+        if (lab->options[i].flags & CAT_FORM) field_input(&b, &lab->options[i], lab->options[i].dflt);
     for (int i = 0; lab->trains && i < catalog_ntrain; i++)
-        if (catalog_train[i].flags & CAT_RUN) field_input(&b, &catalog_train[i]);
+        if (catalog_train[i].flags & CAT_RUN) field_input(&b, &catalog_train[i], catalog_train[i].dflt);
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
     if (lab->trains) {
         // The shape of the run (POST /api/runs also takes the other options the catalog marks).
         static const char *const shape[] = {"layers", "dim", "batch", "accum", "attn", "mixed"};
-        for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++) field_input(&b, catalog_find(lab, shape[k]));
+        for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++) {
+            // pp's micro-batches are its gradient accumulation (--micro, above): no --accum.
+            if (!strcmp(shape[k], "accum") && !strcmp(lab->name, "pp")) continue;
+            const CatOption *f = catalog_find(lab, shape[k]);
+            field_input(&b, f, !strcmp(shape[k], "layers") && lab->layers ? lab->layers : f->dflt);
+        }
     }
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");

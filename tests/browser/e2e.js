@@ -105,6 +105,9 @@ async function main() {
     const chosen = await page.locator('select[name=ref]').inputValue();
     await page.screenshot({ path: path.join(outDir, 'lab-ref.png') });
     check(chosen === firstId, `the run's "compare" link opens the lab's form with the run chosen under --ref (${chosen})`);
+    await page.waitForFunction(() => document.querySelector('input[name=steps]').value === '600', null, { timeout: 10000 }).catch(() => {});
+    const refSteps = await page.locator('input[name=steps]').inputValue();
+    check(refSteps === '600', `compared with a 600-step run, the form starts at 600 steps (${refSteps})`);
 
     // Grading from the page, on that short run of the same lab: over a few steps the
     // distributed loss equals the single-rank reference's within the rubric's tolerance (fp32

@@ -103,6 +103,13 @@
     }
     const finished = runs.filter((r) => r.status === 'ok' && r.lab !== 'collectives');
     if (wanted && !finished.some((r) => r.id === wanted)) finished.unshift({ id: wanted });
+    // Compared with a run, the new one starts like it: its steps and ranks (the loss curves
+    // then cover the same ground), unless the reader has changed them already.
+    const ref = finished.find((r) => r.id === wanted && r.steps);
+    for (const [name, value] of ref ? [['steps', ref.steps], ['n', ref.world]] : []) {
+      const input = form.elements[name];
+      if (input && input.value === input.defaultValue && value) input.value = String(value);
+    }
     for (const r of finished) {
       const o = document.createElement('option');
       o.value = r.id;
@@ -113,6 +120,14 @@
     }
   }
   for (const select of form.querySelectorAll('select[data-runs]')) offerRuns(select);
+
+  // Options in the address (a lexicon term's Run link: /labs/zero?stage=3) fill their fields.
+  for (const [name, value] of new URLSearchParams(window.location.search)) {
+    const input = name !== 'ref' && form.elements[name];
+    if (!input || input.tagName === 'FIELDSET') continue;
+    if (input.type === 'checkbox') input.checked = value === '' || value === '1' || value === 'true';
+    else input.value = value;
+  }
 
   form.addEventListener('submit', start);
 })();
