@@ -28,6 +28,7 @@
 #include <ctype.h>
 #include <stdint.h>
 
+#include "catalog.h"
 #include "test.h"
 #include "labtest.h"
 #define STEPS 1
@@ -346,15 +347,30 @@ static void check_terms(int *linked) {
             printf("# %s: header block (title, also known as, category '%s', related with links, labs)\n",
                    TERMS[i].slug, TERMS[i].category);
         }
-        // Labs field: lab names in backticks, or a dash.
+        // Labs field: in backticks, a lab's name and the options its Run button fills in
+        // ("zero --stage 3": options the catalog gives that lab, with values it takes), or a dash.
         if (f4) {
             const char *p = f4 + strlen("\n- **Labs:** "), *eol = strchr(p, '\n');
             while ((p = strchr(p, '`')) && eol && p < eol) {
                 const char *q = strchr(p + 1, '`');
                 if (!q || q > eol) break;
-                int li = lab_index(p + 1, (size_t)(q - p - 1));
+                size_t name_len = strcspn(p + 1, " `");
+                int li = lab_index(p + 1, name_len);
                 if (li < 0) labs_bad++, printf("# %s: Labs names '%.*s', not a lab\n", TERMS[i].slug, (int)(q - p - 1), p + 1);
                 else lab_in_term[li] = 1;
+                char opts[128], *save = NULL, why[200];
+                snprintf(opts, sizeof opts, "%.*s", (int)(q - p - 1 - (int)name_len), p + 1 + name_len);
+                char lab_name[32];
+                snprintf(lab_name, sizeof lab_name, "%.*s", (int)name_len, p + 1);
+                const CatLab *lab = catalog_lab(lab_name);
+                for (char *w = strtok_r(opts, " ", &save); lab && w; w = strtok_r(NULL, " ", &save)) {
+                    const CatOption *o = !strncmp(w, "--", 2) ? catalog_find(lab, w + 2) : NULL;
+                    if (!o && !strncmp(w, "--", 2)) o = catalog_find(NULL, w + 2);
+                    const char *value = o && o->kind != OPT_FLAG ? strtok_r(NULL, " ", &save) : "";
+                    if (!o || !value || (o->kind != OPT_FLAG && catalog_check(o, value, 1, why, sizeof why) != 0))
+                        labs_bad++, printf("# %s: Labs '%.*s': '%s' is not an option %s takes\n", TERMS[i].slug,
+                                           (int)(q - p - 1), p + 1, w, lab_name);
+                }
                 p = q + 1;
             }
         }

@@ -1388,6 +1388,18 @@ static void check_grade(const char *id) {
 // A lab's form shows each option's default where its field is empty (the placeholder, or
 // the select's first choice), the lab's own --layers included; pp's form has no --accum
 // (its micro-batches are its accumulation).
+// A term's Run button carries the options its Labs line names: zero-stage-3's opens the zero
+// lab's form with --stage 3 (lab.js fills the field from the address).
+static void check_term_options(void) {
+    Resp r = request("GET", "/lexicon/zero-stage-3", NULL, NULL);
+    int ok = r.status == 200 && r.body && strstr(r.body, "href=\"/labs/zero?stage=3\">Run zero --stage 3</a>");
+    resp_free(&r);
+    r = request("GET", "/lexicon/sequence-parallelism", NULL, NULL);
+    ok = ok && r.status == 200 && r.body && strstr(r.body, "href=\"/labs/tp?sp=1\">Run tp --sp</a>");
+    resp_free(&r);
+    EXPECT(ok, "a term's Run button carries its options: /labs/zero?stage=3, /labs/tp?sp=1");
+}
+
 static void check_form_defaults(void) {
     Resp r = request("GET", "/labs/ddp", NULL, NULL);
     int ddp_ok = r.status == 200 && r.body && strstr(r.body, "name=\"batch\" min=\"1\"") &&
@@ -1650,6 +1662,7 @@ int main(int argc, char **argv) {
     check_trace();
     check_runs_without_steps();
     check_form_defaults();
+    check_term_options();
     check_summary_before_last_rank();
     check_request_numbers();
     check_run_file_numbers();

@@ -105,18 +105,37 @@ static char *read_text(const char *path, size_t *n) {
 }
 
 // The labs a term names in its header ("`ddp`, `zero`"), as Run buttons.
+// A term's Labs line: `lab` or `lab --option value --flag`, each a button to the lab's form
+// with those options filled in (/labs/zero?stage=3; lab.js reads them). Only a lab the
+// catalog has, and options it gives that lab, make a button.
 static void lab_buttons(StrBuf *b, const char *labs) {
     int any = 0;
     for (const char *p = strchr(labs, '`'); p; p = strchr(p + 1, '`')) {
         const char *q = strchr(p + 1, '`');
         if (!q) break;
-        char name[32];
-        snprintf(name, sizeof name, "%.*s", (int)(q - p - 1), p + 1);
-        if (catalog_lab(name)) {
-            if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
-            sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s\">Run %s</a></li>", name, name);
-        }
+        char text[128], shown[128], *save = NULL;
+        snprintf(text, sizeof text, "%.*s", (int)(q - p - 1), p + 1);
+        snprintf(shown, sizeof shown, "%s", text);
         p = q;
+        StrBuf query;
+        sb_init(&query);
+        char *name = strtok_r(text, " ", &save);
+        const CatLab *lab = name ? catalog_lab(name) : NULL;
+        int ok = lab != NULL;
+        for (char *w = strtok_r(NULL, " ", &save); ok && w; w = strtok_r(NULL, " ", &save)) {
+            const CatOption *o = strncmp(w, "--", 2) == 0 ? catalog_find(lab, w + 2) : NULL;
+            if (!o) o = strncmp(w, "--", 2) == 0 ? catalog_find(NULL, w + 2) : NULL;
+            char *value = o && o->kind != OPT_FLAG ? strtok_r(NULL, " ", &save) : NULL;
+            ok = o && (o->kind == OPT_FLAG || (value && web_safe_name(value)));
+            if (ok) sb_printf(&query, "%s%s=%s", query.len ? "&" : "?", o->name, value ? value : "1");
+        }
+        if (ok) {
+            if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
+            sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s%s\">Run ", lab->name, query.len ? query.data : "");
+            sb_markup_text(b, shown);
+            sb_printf(b, "</a></li>");
+        }
+        sb_free(&query);
     }
     if (any) sb_printf(b, "</ul></aside>\n");
 }

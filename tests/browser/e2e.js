@@ -60,9 +60,11 @@ async function main() {
     await page.keyboard.press('Enter');
     await page.waitForURL(/\/lexicon\/zero-stage-2$/);
     check((await page.title()).startsWith('ZeRO stage 2'), 'Enter opens the term page');
-    await page.click('a.button[href="/labs/zero"]');
+    await page.click('a.button[href^="/labs/zero"]');
     await page.waitForSelector('#lab-form');
-    check(/\/labs\/zero$/.test(page.url()), "the term's Run button opens the zero lab's form");
+    const stage = await page.locator('[name=stage]').inputValue();
+    check(/\/labs\/zero\?stage=2$/.test(page.url()) && stage === '2',
+      `the term's Run button opens the zero lab's form at stage 2 (${page.url()}, --stage ${stage})`);
 
     // The form starts a 2-rank run and the browser follows it.
     await page.fill('input[name=n]', '2');
@@ -82,7 +84,7 @@ async function main() {
     check(await stepOf() > first, `the dashboard follows the live run (step ${first}, then ${await stepOf()})`);
     const canvases = await page.locator('#dashboard canvas').count();
     check(canvases >= 3, `the loss chart, the step-time and memory bars and the timeline are drawn (${canvases} canvases)`);
-    // ZeRO stage 1 moves its gradients by reduce-scatter and its weights by all-gather: the
+    // ZeRO stage 2 moves its gradients by reduce-scatter and its weights by all-gather: the
     // timeline tells them apart, and the step time names the communication both ways.
     await page.waitForFunction(() => /of communication in all/.test(document.querySelector('#p-time').textContent), null, { timeout: 30000 });
     const gantt = await page.locator('#p-gantt').textContent(), timeText = await page.locator('#p-time').textContent();
