@@ -82,6 +82,9 @@ async function main() {
       return m && Number(m[1]) > n;
     }, first, { timeout: 30000 });
     check(await stepOf() > first, `the dashboard follows the live run (step ${first}, then ${await stepOf()})`);
+    const live = await status.textContent();
+    check(/ETA \d+:\d\d/.test(live) && /[\d.]+k? tok\/s/.test(live) && /[\d.]+ ms\/step/.test(live),
+      'the live run shows its ETA, tokens a second and ms a step, as the terminal does (' + live.slice(0, 160) + ')');
     const canvases = await page.locator('#dashboard canvas').count();
     check(canvases >= 3, `the loss chart, the step-time and memory bars and the timeline are drawn (${canvases} canvases)`);
     // ZeRO stage 2 moves its gradients by reduce-scatter and its weights by all-gather: the

@@ -110,12 +110,30 @@
     const p = {
       lab: el('span'), ranks: el('span'), where: el('span'),
       step: el('span', { 'aria-hidden': 'true' }), spoken: el('span', { class: 'sr-only' }),
-      status: el('span'), conn: el('span', { class: 'muted' }),
+      rate: el('span', { class: 'rate' }), status: el('span'), conn: el('span', { class: 'muted' }),
     };
-    ui.status.replaceChildren(p.lab, sep(), p.ranks, sep(), p.where, sep(), p.step, p.spoken, sep(), p.status, p.conn);
+    ui.status.replaceChildren(p.lab, sep(), p.ranks, sep(), p.where, sep(), p.step, p.spoken, p.rate, sep(), p.status, p.conn);
     return p;
   }
   const setText = (node, text) => { if (node.textContent !== text) node.textContent = text; };
+
+  // The pace, as the terminal's header gives it: the time left at the last 20 steps' pace
+  // (while it runs), tokens a second (the summary's at the end, else the global batch's tokens
+  // over that pace) and ms a step.
+  function rateText(k, total) {
+    const ms = S.ms.length ? S.ms.reduce((a, b) => a + b, 0) / S.ms.length : 0;
+    const sum = S.info && S.info.summary, tokens = S.batchTokens;
+    const tps = S.final && sum && sum.tokens_per_s > 0 ? sum.tokens_per_s : ms > 0 && tokens ? tokens / (ms / 1000) : 0;
+    const parts = [];
+    if (S.status === 'running' && ms > 0 && total > k) {
+      const left = Math.round(((total - k) * ms) / 1000);
+      parts.push('ETA ' + (left >= 3600 ? Math.floor(left / 3600) + 'h' : '') + String(Math.floor((left % 3600) / 60)).padStart(left >= 3600 ? 2 : 1, '0') +
+        ':' + String(left % 60).padStart(2, '0'));
+    }
+    if (tps > 0) parts.push((tps >= 1e6 ? (tps / 1e6).toFixed(2) + 'M' : tps >= 1e3 ? (tps / 1e3).toFixed(1) + 'k' : Math.round(tps)) + ' tok/s');
+    if (ms > 0) parts.push(fmtMs(ms) + ' ms/step');
+    return parts.length ? ' \u00b7 ' + parts.join(' \u00b7 ') : '';
+  }
 
   function renderStatus() {
     const p = ui.st || (ui.st = statusParts());
@@ -131,6 +149,7 @@
     // Screen readers hear the step in tenths of the run while it trains, exactly at the end.
     const spoken = S.status === 'running' && total ? Math.floor(Math.floor((10 * k) / total) * total / 10) : k;
     setText(p.spoken, noSteps ? stepText : 'step ' + spoken + ' of ' + total);
+    setText(p.rate, noSteps ? '' : rateText(k, total));
     setText(p.status, S.status);
     p.status.className = 'st-' + S.status;
     setText(p.conn, S.connection ? ' \u00b7 ' + S.connection : '');

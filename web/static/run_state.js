@@ -15,6 +15,8 @@ window.ShardlabRunState = function (onRef) {
     status: 'running',
     lossFloor: null,
     loss: [],             // rank 0: [{x: step, y: loss}], in step order
+    ms: [],               // rank 0: its last 20 steps' ms.step (the rate and the ETA, as the terminal's)
+    batchTokens: 0,       // B T of the global batch (the start event's config)
     ref: null,            // the reference run's [{x, y}], or a string saying why there is none
     refName: '',          // its id, when it is one of this server's runs
     refAsked: false,      // the server has been asked which run the reference is
@@ -64,6 +66,7 @@ window.ShardlabRunState = function (onRef) {
         // The start event carries the config too: the step count is known from it even when
         // the page opened before the run had written meta.json.
         if (ev.config && ev.config.steps > S.stepsTotal) S.stepsTotal = ev.config.steps;
+        if (ev.config && ev.config.batch > 0 && ev.config.seq > 0) S.batchTokens = ev.config.batch * ev.config.seq;
         // So does the reference (--ref): rank 0 wrote meta.json before this event, so the
         // server can now say whether the reference is one of its runs, to draw it.
         if (r === 0 && ev.config && ev.config.ref && !S.refAsked) onRef();
@@ -71,6 +74,10 @@ window.ShardlabRunState = function (onRef) {
       case 'step':
         if (!S.last[r] || ev.step >= S.last[r].step) S.last[r] = ev;
         if (r === 0 && typeof ev.loss === 'number') addLoss(ev.step, ev.loss);
+        if (r === 0 && ev.ms && typeof ev.ms.step === 'number') {
+          S.ms.push(ev.ms.step);
+          if (S.ms.length > 20) S.ms.shift();
+        }
         if (ev.step > S.stepsTotal) S.stepsTotal = ev.step;
         prune();
         break;
