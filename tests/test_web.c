@@ -1389,7 +1389,8 @@ static void check_grade(const char *id) {
 // the select's first choice), the lab's own --layers included; pp's form has no --accum
 // (its micro-batches are its accumulation).
 // A term's Run button carries the options its Labs line names: zero-stage-3's opens the zero
-// lab's form with --stage 3 (lab.js fills the field from the address).
+// lab's form with --stage 3 (lab.js fills the field from the address); a lesson's buttons
+// come from its make commands.
 static void check_term_options(void) {
     Resp r = request("GET", "/lexicon/zero-stage-3", NULL, NULL);
     int ok = r.status == 200 && r.body && strstr(r.body, "href=\"/labs/zero?stage=3\">Run zero --stage 3</a>");
@@ -1398,6 +1399,12 @@ static void check_term_options(void) {
     ok = ok && r.status == 200 && r.body && strstr(r.body, "href=\"/labs/tp?sp=1\">Run tp --sp</a>");
     resp_free(&r);
     EXPECT(ok, "a term's Run button carries its options: /labs/zero?stage=3, /labs/tp?sp=1");
+    // A lesson's Run buttons: each lab its make commands run, with the first one's variables.
+    r = request("GET", "/lessons/05-ddp-from-scratch", NULL, NULL);
+    ok = r.status == 200 && r.body && strstr(r.body, "href=\"/labs/single?steps=30\">Run single</a>") &&
+         strstr(r.body, "href=\"/labs/ddp?n=2&amp;steps=30\">Run ddp</a>");
+    resp_free(&r);
+    EXPECT(ok, "a lesson has Run buttons for the labs its commands run (lesson 05: single, ddp with NGPU=2 STEPS=30)");
 }
 
 static void check_form_defaults(void) {

@@ -127,7 +127,7 @@ static void lab_buttons(StrBuf *b, const char *labs) {
             if (!o) o = strncmp(w, "--", 2) == 0 ? catalog_find(NULL, w + 2) : NULL;
             char *value = o && o->kind != OPT_FLAG ? strtok_r(NULL, " ", &save) : NULL;
             ok = o && (o->kind == OPT_FLAG || (value && web_safe_name(value)));
-            if (ok) sb_printf(&query, "%s%s=%s", query.len ? "&" : "?", o->name, value ? value : "1");
+            if (ok) sb_printf(&query, "%s%s=%s", query.len ? "&amp;" : "?", o->name, value ? value : "1");
         }
         if (ok) {
             if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
@@ -138,6 +138,45 @@ static void lab_buttons(StrBuf *b, const char *labs) {
         sb_free(&query);
     }
     if (any) sb_printf(b, "</ul></aside>\n");
+}
+
+// A lesson's Run buttons: each lab its `make lab-NAME VAR=value ...` commands run, once, with
+// the first such command's ranks, steps and lab options filled in (/labs/ddp?n=2&steps=30).
+static void lesson_buttons(StrBuf *b, const char *md) {
+    static const char *const vars[][2] = {{"NGPU", "n"},         {"STEPS", "steps"},       {"STAGE", "stage"},
+                                          {"SCHEDULE", "schedule"}, {"MICRO", "micro"},     {"POLICY", "policy"},
+                                          {"STRATEGY", "strategy"}};
+    char seen[16][32];
+    int nseen = 0;
+    for (const char *p = md; (p = strstr(p, "make lab-")) && nseen < 16; p++) {
+        const char *name = p + strlen("make lab-");
+        size_t len = strspn(name, "abcdefghijklmnopqrstuvwxyz");
+        char lab[32];
+        snprintf(lab, sizeof lab, "%.*s", (int)len, name);
+        int dup = 0;
+        for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], lab);
+        if (dup || !catalog_lab(lab)) continue;
+        snprintf(seen[nseen++], sizeof seen[0], "%s", lab);
+        StrBuf query;
+        sb_init(&query);
+        const char *q = name + len, *end = q + strcspn(q, "`\n");
+        while (q < end) {  // VAR=value words, up to the command's end
+            q += strspn(q, " ");
+            size_t wl = strcspn(q, " `\n");
+            char word[64], *eq;
+            snprintf(word, sizeof word, "%.*s", (int)(wl < sizeof word ? wl : sizeof word - 1), q);
+            q += wl ? wl : 1;
+            if (!(eq = strchr(word, '='))) continue;
+            *eq = 0;
+            for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++)
+                if (!strcmp(word, vars[v][0]) && web_safe_name(eq + 1))
+                    sb_printf(&query, "%s%s=%s", query.len ? "&amp;" : "?", vars[v][1], eq + 1);
+        }
+        if (nseen == 1) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
+        sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s%s\">Run %s</a></li>", lab, query.len ? query.data : "", lab);
+        sb_free(&query);
+    }
+    if (nseen) sb_printf(b, "</ul></aside>\n");
 }
 
 int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const char *slug) {
@@ -160,6 +199,7 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
     render_md(&b, md, n);
     sb_printf(&b, "</article>\n");
     if (term) lab_buttons(&b, term->labs);
+    else lesson_buttons(&b, md);
     page_end(&b, NULL, NULL);
     int st = send_page(w, c, &b);
     sb_free(&b);

@@ -66,6 +66,15 @@ async function main() {
     check(/\/labs\/zero\?stage=2$/.test(page.url()) && stage === '2',
       `the term's Run button opens the zero lab's form at stage 2 (${page.url()}, --stage ${stage})`);
 
+    // The fold of model options opens below the run's fieldset, the button below it, on the left.
+    await page.click('#lab-form details summary');
+    const fieldsetBox = await page.locator('#lab-form fieldset').boundingBox();
+    const buttonBox = await page.locator('#lab-form button[type=submit]').boundingBox();
+    const layersBox = await page.locator('#lab-form [name=layers]').boundingBox();
+    check(Math.abs(buttonBox.x - fieldsetBox.x) < 4 && buttonBox.y > layersBox.y,
+      `with "Model and data" open, the button sits at the form's left edge, below the fields (x ${Math.round(buttonBox.x)} vs ${Math.round(fieldsetBox.x)})`);
+    await page.click('#lab-form details summary');
+
     // The form starts a 2-rank run and the browser follows it.
     await page.fill('input[name=n]', '2');
     await page.fill('input[name=steps]', '600');  // long enough to watch it move

@@ -221,10 +221,10 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
   }
 
   function renderGrade() {
-    if (!S.final) return;
-    // A run that stopped before it started (no meta.json: its lab refused the options) has
-    // nothing to grade; the errors above say why.
-    if (S.info && !S.info.meta) {
+    if (!S.final || !S.streamDone) return;  // (what the run is needs all of its events)
+    // A run that stopped before it started (every event read, none a start event: its lab
+    // refused the options) has nothing to grade; the errors above say why.
+    if (S.streamDone && !S.started) {
       if (G.state === 'idle') {
         G.state = 'none';
         ui.grade.s.append(el('p', { class: 'note' }, 'This run stopped before it started: there is nothing to grade.'));
@@ -242,7 +242,7 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     }
     // The summary (and so the run's directory as the launcher wrote it) may arrive later.
     const sum = S.info && S.info.summary;
-    setText(G.cmd, 'shardlab grade ' + ((sum && sum.run_dir) || 'runs/' + RUN));
+    if (G.cmd) setText(G.cmd, 'shardlab grade ' + ((sum && sum.run_dir) || 'runs/' + RUN));
   }
 
   return { renderSummary, renderChecks, renderGrade, kvTable };

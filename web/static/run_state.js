@@ -17,6 +17,7 @@ window.ShardlabRunState = function (onRef) {
     loss: [],             // rank 0: [{x: step, y: loss}], in step order
     ms: [],               // rank 0: its last 20 steps' ms.step (the rate and the ETA, as the terminal's)
     batchTokens: 0,       // B T of the global batch (the start event's config)
+    started: false,       // a start event came: the lab got past its options and set up
     ref: null,            // the reference run's [{x, y}], or a string saying why there is none
     refName: '',          // its id, when it is one of this server's runs
     refAsked: false,      // the server has been asked which run the reference is
@@ -59,6 +60,7 @@ window.ShardlabRunState = function (onRef) {
     if (r >= S.world) S.world = r + 1;
     switch (ev.ev) {
       case 'start':
+        S.started = true;
         if (r === 0 && 'loss_floor' in ev) S.lossFloor = typeof ev.loss_floor === 'number' ? ev.loss_floor : null;
         if (ev.world) S.world = Math.max(S.world, ev.world);
         if (ev.device) S.device = ev.device;
