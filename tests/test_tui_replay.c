@@ -117,6 +117,10 @@ static void check_overview(const char *how, const char *frame) {
     // Proves: each rank's row has its step and its memory in use / peak (7.5 MB / 9 MB).
     EXPECT(strstr(frame, "7.15 MiB / 8.58 MiB") && strstr(frame, "5.25 MiB / 5.72 MiB"),
            "%s: the rows say r0 '7.15 MiB / 8.58 MiB' and r1 '5.25 MiB / 5.72 MiB'", how);
+    // Proves: a still frame's footer names the run, not keys nobody can press (the --dump one).
+    if (strstr(how, "--dump"))
+        EXPECT(!strstr(frame, "q quit") && strstr(frame, "\n run ") && strstr(frame, "crafted"),
+               "%s: the footer names the run instead of the keys", how);
     // Proves: the step-time bar's legend names the communication both ways, with rank 0's in
     // all from the timeline's spans (its hidden share as the timeline panel computes it).
     double busy, hidden;

@@ -175,6 +175,7 @@ static void footer(Canvas *c, const RunView *v, const DashState *s) {
         ? "q leave the view (the run goes on)  p pause  tab/1-4 panels  l lexicon  ? help"
         : "q quit  p pause  tab/1-4 panels  l lexicon  ? help";
     if (s->message) canvas_text(c, 1, y, c->w - 2, COLOR_WARN, ATTR_BOLD, s->message);
+    else if (s->dump) canvas_printf(c, 1, y, c->w - 2, COLOR_DIM, 0, "run %s", v->dir);
     else canvas_text(c, 1, y, c->w - 2, COLOR_DIM, 0, keys);
     if (v->malformed) {
         char t[64];

@@ -37,6 +37,7 @@ typedef struct {
     int color;              // colours are on; without them bars use letters
     int paused, help;       // the view is frozen; the help box is open
     int attached;           // started by `shardlab run`: q leaves the view, the run goes on
+    int dump;               // a still frame (--dump): the footer names the run, not keys
     int64_t now_us;
     const char *message;    // one line for the footer (a key's answer), or NULL
     const char *log_text;   // panel 4: the last lines of rank log_rank's output, or NULL

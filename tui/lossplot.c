@@ -45,13 +45,17 @@ static void widen(Scale *sc, double x) {
     if (x > sc->hi) sc->hi = x;
 }
 
+// dotted: a dot every third dot-column at most, so that without colour the curve reads as a
+// dotted line beside the run's solid one however many steps it has.
 static void draw_curve(Braille *b, const Scale *sc, const RunPoint *p, size_t n, int color, int dotted) {
     int px = -1, py = -1;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(p[i].loss)) continue;
         int x = dot_x(sc, p[i].step), y = dot_y(sc, p[i].loss);
-        if (dotted) braille_dot(b, x, y, color);
-        else if (px < 0) braille_dot(b, x, y, color);
+        if (dotted) {
+            if (px >= 0 && x - px < 3) continue;
+            braille_dot(b, x, y, color);
+        } else if (px < 0) braille_dot(b, x, y, color);
         else braille_line(b, px, py, x, y, color);
         px = x, py = y;
     }

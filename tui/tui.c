@@ -450,7 +450,7 @@ static int dump(const char *dir, const TuiOptions *o, int w, int h) {
     if (o->ref && runview_set_reference(&v, o->ref, err, sizeof err) != 0) usage_error("shardlab tui", "--ref %s", err);
     setlocale(LC_ALL, "");
     DashState s = {.panel = (Panel)o->panel, .utf8 = !o->ascii && strcmp(nl_langinfo(CODESET), "UTF-8") == 0,
-                   .color = 0, .now_us = 0};
+                   .color = 0, .now_us = 0, .dump = 1};
     StrBuf sb, log;
     sb_init(&sb), sb_init(&log);
     if (s.panel == PANEL_LOG || (s.panel == PANEL_OVERVIEW && v.nloss == 0)) read_log_tail(v.dir, 0, &log), s.log_text = log.data;
