@@ -442,12 +442,15 @@ int main(int argc, char **argv) {
         train_save_weights(&whole, a.save);
         runlog_printf(log, "weights: saved to %s\n", a.save);
     }
-    char extra[256];
-    snprintf(extra, sizeof extra,
-             "\"schedule\":\"%s\",\"stages\":%d,\"micro\":%d,\"chunks\":%d,\"dp\":%d,\"bubble\":{\"formula\":%.6f,"
-             "\"logical\":%.6f,\"measured\":%.6f}",
-             SCHEDULE_NAMES[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), tl.bubble, measured);
-    lab_finish(&L, whole_hash, extra);
+    StrBuf extra;  // summary.json's: the schedule, its bubble three ways, its timeline
+    sb_init(&extra);
+    sb_printf(&extra,
+              "\"schedule\":\"%s\",\"stages\":%d,\"micro\":%d,\"chunks\":%d,\"dp\":%d,\"bubble\":{\"formula\":%.6f,"
+              "\"logical\":%.6f,\"measured\":%.6f},",
+              SCHEDULE_NAMES[pp.sched], pp.p, pp.m, pp.v, dp, bubble_formula(&pp), tl.bubble, measured);
+    timeline_json(&extra, &pp, &tl);
+    lab_finish(&L, whole_hash, extra.data);
+    sb_free(&extra);
 
     if (rank == 0) gpt_destroy(&whole);
     mem_destroy(&host);

@@ -99,18 +99,35 @@ double bubble_formula(const Pipe *pp) { return (double)(pp->p - 1) / (pp->v * pp
 
 // The schedule as text, one row per stage, one character per unit of time: forward of
 // micro-batch 0, 1, ... as a b c ..., backward as A B C ... (two units), '.' for the bubble.
-static void print_timeline(RunLog *log, const Pipe *pp, Op **ops, int nops, int **start, int makespan) {
-    int width = makespan < 150 ? makespan : 150;
-    char *row = malloc_check((size_t)makespan + 1);
-    for (int s = 0; s < pp->p; s++) {
-        memset(row, '.', (size_t)makespan);
-        row[makespan] = 0;
-        for (int i = 0; i < nops; i++) {
-            char c = (char)((ops[s][i].bwd ? 'A' : 'a') + ops[s][i].mb % 26);
-            for (int t = 0; t < (ops[s][i].bwd ? 2 : 1); t++) row[start[s][i] + t] = c;
-        }
-        runlog_printf(log, "  stage %d |%.*s%s|\n", s, width, row, makespan > width ? "..." : "");
+static void timeline_row(const Timeline *tl, int s, char *row) {
+    memset(row, '.', (size_t)tl->makespan);
+    row[tl->makespan] = 0;
+    for (int i = 0; i < tl->nops; i++) {
+        const Op *o = &tl->ops[s][i];
+        char c = (char)((o->bwd ? 'A' : 'a') + o->mb % 26);
+        for (int t = 0; t < (o->bwd ? 2 : 1); t++) row[tl->start[s][i] + t] = c;
     }
+}
+
+static void print_timeline(RunLog *log, const Pipe *pp, const Timeline *tl) {
+    int width = tl->makespan < 150 ? tl->makespan : 150;
+    char *row = malloc_check((size_t)tl->makespan + 1);
+    for (int s = 0; s < pp->p; s++) {
+        timeline_row(tl, s, row);
+        runlog_printf(log, "  stage %d |%.*s%s|\n", s, width, row, tl->makespan > width ? "..." : "");
+    }
+    free(row);
+}
+
+void timeline_json(StrBuf *out, const Pipe *pp, const Timeline *tl) {
+    enum { MAX_COLUMNS = 600 };
+    char *row = malloc_check((size_t)tl->makespan + 1);
+    sb_printf(out, "\"timeline\":[");
+    for (int s = 0; s < pp->p; s++) {
+        timeline_row(tl, s, row);
+        sb_printf(out, "%s\"%.*s\"", s ? "," : "", MAX_COLUMNS, row);  // letters and dots only
+    }
+    sb_printf(out, "],\"timeline_cut\":%s", tl->makespan > MAX_COLUMNS ? "true" : "false");
     free(row);
 }
 
@@ -202,7 +219,7 @@ void report_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, double mea
     runlog_printf(log, "\nthe %s schedule, p=%d m=%d%s (one column per unit of time: forward 1, backward 2; "
                        "a b c .. forward, A B C .. backward of micro-batch 0 1 2 .., '.' idle):\n",
                   SCHEDULE_NAMES[pp->sched], pp->p, pp->m, pp->v > 1 ? v_text : "");
-    print_timeline(log, pp, tl->ops, tl->nops, tl->start, tl->makespan);
+    print_timeline(log, pp, tl);
     runlog_printf(log, "bubble: formula (p-1)/(%sm+p-1) = %.4f, this schedule with costs 1 and 2: %.4f, "
                        "measured (mean over ranks and steps): %.4f\n",
                   pp->v > 1 ? "v " : "", bubble_formula(pp), tl->bubble, measured);

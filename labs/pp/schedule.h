@@ -3,7 +3,7 @@
 //
 // Defines: Schedule, SCHEDULE_NAMES, Pipe, Op, stage_of(), schedule_ops(), expected_in_flight(),
 //          bubble_formula(), lay_out_pipe(), Timeline, timeline_build(), timeline_free(),
-//          report_schedule().
+//          report_schedule(), timeline_json().
 //
 // A schedule is checked before it runs: every stage's order is simulated with forward cost 1
 // and backward cost 2 and free messages (timeline_build), which must not deadlock and must
@@ -63,5 +63,9 @@ void timeline_free(Timeline *tl, const Pipe *pp);
 // The schedule of a step as a timeline, and its bubble three ways (formula, simulated, and
 // measured, the mean over ranks and steps).
 void report_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, double measured);
+// The same timeline as summary.json's members: "timeline" (a row of letters and dots per
+// stage, as report_schedule prints it, at most 600 columns) and "timeline_cut" (it was
+// longer), for the web's schedule chart.
+void timeline_json(StrBuf *out, const Pipe *pp, const Timeline *tl);
 
 #endif

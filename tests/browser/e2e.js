@@ -180,6 +180,20 @@ async function main() {
     check(/ended before its first step/.test(failedText) && /ended before every rank finished a step/.test(failedText) &&
       !/waiting for/.test(failedText) && await page.getByRole('button', { name: 'Grade this run' }).count() === 0,
       "a run that failed before it started: the ranks' own reason, panels that say it ended, no grade offered");
+    // A pipeline run draws its schedule as the terminal prints it: a row per stage, forwards,
+    // backwards and the shaded bubble (1F1B, 2 stages, 4 micro-batches: 'ab..AAcBBdCC.DD').
+    await page.goto(new URL('/labs/pp', url).href);
+    await page.waitForSelector('#lab-form');
+    await page.fill('input[name=n]', '2');
+    await page.fill('input[name=steps]', '3');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await page.waitForSelector('.schedule .sched-row', { timeout: 60000 });
+    const rowsText = await page.locator('.schedule .sched-row').allTextContents();
+    const idle = await page.locator('.schedule .sched-idle').count();
+    await page.locator('.schedule').screenshot({ path: path.join(outDir, 'run-pp-schedule.png') });
+    check(rowsText.length === 2 && rowsText[0].replace(/\u00a0/g, '.') === 'stage 0ab..AAcBBdCC.DD' && idle === 6,
+      `a pipeline run draws its schedule: ${JSON.stringify(rowsText)}, ${idle} idle cells`);
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

@@ -45,6 +45,25 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     return el('table', { class: 'kv' }, el('caption', { class: 'sr-only', text: caption }), el('tbody', null, ...pairs.map(row)));
   }
 
+  // pp's schedule as the terminal prints it, a row per stage and a column per unit of time
+  // (forward 1, backward 2): forwards light, backwards dark, the idle time (the bubble) shaded.
+  function schedule(sum) {
+    const cells = (row) => Array.from(row).map((ch) => {
+      const kind = ch === '.' ? 'idle' : ch >= 'a' && ch <= 'z' ? 'fwd' : 'bwd';
+      const mb = kind === 'idle' ? null : (ch.toLowerCase().charCodeAt(0) - 97);
+      return el('span', { class: 'sched-' + kind, title: kind === 'idle' ? 'idle' : (kind === 'fwd' ? 'forward' : 'backward') +
+        ' of micro-batch ' + mb, text: ch === '.' ? '\u00a0' : ch });
+    });
+    const rows = sum.timeline.map((row, s) => el('div', { class: 'sched-row' }, el('span', { class: 'sched-stage', text: 'stage ' + s }), ...cells(row)));
+    const b = sum.bubble || {};
+    return el('div', { class: 'schedule', role: 'img', 'aria-label': 'pipeline schedule, ' + sum.timeline.join(' | ') },
+      el('h3', { text: 'The ' + (sum.schedule || '') + ' schedule' }),
+      ...rows,
+      el('p', { class: 'note', text: 'One column per unit of time (forward 1, backward 2); a b c \u2026 forward, A B C \u2026 backward of ' +
+        'micro-batch 0 1 2 \u2026; shaded: idle, the bubble' + (typeof b.formula === 'number' ? ': ' + (100 * b.formula).toFixed(1) +
+        '% of the step by the formula, ' + (100 * b.measured).toFixed(1) + '% measured' : '') + (sum.timeline_cut ? ' (its first 600 columns)' : '') + '.' }));
+  }
+
   function renderSummary() {
     if (!S.final) return;
     const sum = S.info && S.info.summary;
@@ -60,6 +79,7 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     // collectives lab's measurements) as a table of its own, folded when long.
     const pairs = [], lists = [];
     for (const [k, v] of Object.entries(sum)) {
+      if (k === 'timeline' || k === 'timeline_cut') continue;  // pp's schedule: drawn below
       if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) lists.push([k, v]);
       else flatten({ [k]: v }, '', pairs);
     }
@@ -70,6 +90,7 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
         encodeURIComponent(RUN), text: 'Start a run compared with this one' }),
         ' (its dashboard draws this run\u2019s loss as the reference; every lab\u2019s form offers it under --ref)'));
     }
+    if (Array.isArray(sum.timeline) && sum.timeline.every((r) => typeof r === 'string')) ui.summary.s.append(schedule(sum));
     for (const [k, rows] of lists) {
       const cols = Array.from(new Set(rows.flatMap((r) => Object.keys(r))));
       const table = el('table', { class: 'data' },
