@@ -194,6 +194,18 @@ async function main() {
     await page.locator('.schedule').screenshot({ path: path.join(outDir, 'run-pp-schedule.png') });
     check(rowsText.length === 2 && rowsText[0].replace(/\u00a0/g, '.') === 'stage 0ab..AAcBBdCC.DD' && idle === 6,
       `a pipeline run draws its schedule: ${JSON.stringify(rowsText)}, ${idle} idle cells`);
+    // The collectives lab draws its bus bandwidth against message size, a line per
+    // collective, under this machine's memory-copy ceiling.
+    await page.goto(new URL('/labs/collectives', url).href);
+    await page.waitForSelector('#lab-form');
+    await page.fill('input[name=n]', '2');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await page.waitForSelector('#p-summary canvas[aria-label^="Bus bandwidth"]', { timeout: 120000 });
+    const busLabel = await page.locator('#p-summary canvas[aria-label^="Bus bandwidth"]').getAttribute('aria-label');
+    await page.locator('#p-summary').screenshot({ path: path.join(outDir, 'run-collectives-busbw.png') });
+    check(/all-reduce up to/.test(busLabel) && /all-gather up to/.test(busLabel) && /memcpy ceiling [\d.]+ GB\/s/.test(busLabel),
+      'the collectives run draws bus bandwidth by message size per collective, under the memcpy ceiling: ' + busLabel.slice(0, 160));
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

@@ -173,6 +173,45 @@ window.ShardlabCharts = (function () {
     return { canvas, wrap };
   }
 
+  // The collectives lab: bus bandwidth against message size, a line per collective (each its
+  // colour and marker), and this machine's memory-copy rate (summary.json's memcpy_gbps)
+  // dashed across as the ceiling the shm backend's copies run into.
+  function BusbwChart(panel, rows, ceiling) {
+    setDefaults();
+    const t = theme();
+    const { canvas, wrap } = chartBox(panel, 300);
+    const colours = ['coll', 'params', 'commbuf', 'optim', 'send', 'recv', 'fwd', 'bwd', 'host'];
+    const markers = ['circle', 'triangle', 'rect', 'rectRot', 'star', 'crossRot', 'cross', 'line', 'circle'];
+    const by = new Map();
+    for (const r of rows) {
+      if (!(r.size > 0) || typeof r.busbw !== 'number') continue;
+      if (!by.has(r.coll)) by.set(r.coll, []);
+      by.get(r.coll).push({ x: r.size, y: r.busbw });
+    }
+    const datasets = Array.from(by, ([name, data], i) => ({
+      label: String(name).replace(/_/g, '-'), data, borderWidth: 2, pointRadius: 3,
+      borderColor: t.c[colours[i % colours.length]], backgroundColor: t.c[colours[i % colours.length]], pointStyle: markers[i % markers.length],
+    }));
+    const xs = rows.map((r) => r.size).filter((x) => x > 0);
+    if (ceiling > 0 && xs.length)
+      datasets.push({ label: 'memcpy ceiling ' + ceiling.toFixed(2) + ' GB/s', data: [{ x: Math.min(...xs), y: ceiling }, { x: Math.max(...xs), y: ceiling }],
+        borderColor: t.c.floor, backgroundColor: t.c.floor, borderDash: [9, 5], borderWidth: 2, pointRadius: 0 });
+    new window.Chart(canvas, {
+      type: 'line',
+      data: { datasets },
+      options: Object.assign(baseOptions(), {
+        plugins: { legend: { display: true, labels: { usePointStyle: true } } },
+        scales: {
+          x: { type: 'logarithmic', title: { display: true, text: 'message size (bytes)' } },
+          y: { beginAtZero: true, title: { display: true, text: 'bus bandwidth (GB/s)' } },
+        },
+      }),
+    });
+    canvas.setAttribute('aria-label', 'Bus bandwidth against message size: ' +
+      datasets.map((d) => d.label + (d.label.startsWith('memcpy') ? '' : ' up to ' + Math.max(...d.data.map((p) => p.y)).toFixed(3) + ' GB/s')).join('; '));
+    return wrap;
+  }
+
   // (1) Loss: rank 0's curve, the reference run's and the floor. Markers every few points,
   // so the lines differ even where they lie on each other.
   const LOSS = { colour: 'loss', dash: [], point: 'circle' };
@@ -508,5 +547,5 @@ window.ShardlabCharts = (function () {
     return { draw, redraw: () => { if (last) draw(last); } };
   }
 
-  return { MiB, fmtMiB, fmtMs, theme, retheme, LossChart, BarChart, Timeline, commOf };
+  return { MiB, fmtMiB, fmtMs, theme, retheme, LossChart, BarChart, Timeline, BusbwChart, commOf };
 })();

@@ -91,6 +91,10 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
         ' (its dashboard draws this run\u2019s loss as the reference; every lab\u2019s form offers it under --ref)'));
     }
     if (Array.isArray(sum.timeline) && sum.timeline.every((r) => typeof r === 'string')) ui.summary.s.append(schedule(sum));
+    // The collectives lab's measurements as a picture first: bus bandwidth by message size.
+    const measured = lists.find(([k]) => k === 'rows');
+    if (S.lab === 'collectives' && measured && window.ShardlabCharts && window.ShardlabCharts.BusbwChart)
+      window.ShardlabCharts.BusbwChart({ s: ui.summary.s }, measured[1], typeof sum.memcpy_gbps === 'number' ? sum.memcpy_gbps : 0);
     for (const [k, rows] of lists) {
       const cols = Array.from(new Set(rows.flatMap((r) => Object.keys(r))));
       const table = el('table', { class: 'data' },
