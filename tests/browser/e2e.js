@@ -199,6 +199,8 @@ async function main() {
     await page.goto(new URL('/labs/collectives', url).href);
     await page.waitForSelector('#lab-form');
     await page.fill('input[name=n]', '2');
+    await page.fill('input[name="max-bytes"]', '1M');  // sizes up to 1 MiB: seconds, not a minute
+    await page.fill('input[name=steps]', '5');          // (its --iters)
     await page.click('button[type=submit]');
     await page.waitForURL(/\/runs\//, { timeout: 15000 });
     await page.waitForSelector('#p-summary canvas[aria-label^="Bus bandwidth"]', { timeout: 120000 });
