@@ -10,8 +10,8 @@
 // time per rank, compute and communication; (3) memory per rank by category; (4) the timeline
 // of the last complete step; (5) at the end, summary and checks; (6) the grade: the lab's
 // rubric (GET/POST /api/runs/ID/grade). This file builds the page and decides what the status
-// line and (1) to (4) show, run_end.js what (5) and (6) show; charts.js draws (1) to (4). The
-// other three files are loaded from here.
+// line and (1) to (4) show, run_end.js what (5) and (6) show; charts.js draws (1) to (3),
+// timeline.js (4). The other four files are loaded from here.
 'use strict';
 
 (function () {
@@ -236,7 +236,7 @@
   // behind compute (hidden); the step event says how many bytes rank 0 sent.
   function commNote() {
     const step = state.timelineStep(), sent = S.last[0] && S.last[0].bytes ? S.last[0].bytes.sent : null;
-    const c = step >= 0 && window.ShardlabCharts.commOf ? window.ShardlabCharts.commOf(S.spans[0] && S.spans[0].get(step)) : null;
+    const c = step >= 0 && window.ShardlabTimeline ? window.ShardlabTimeline.commOf(S.spans[0] && S.spans[0].get(step)) : null;
     let text = '';
     if (c && c.total > 0)
       text += '. Rank 0 at step ' + step + ': ' + fmtMs(c.total) + ' ms of communication in all, ' +
@@ -307,8 +307,8 @@
       for (const p of [ui.loss, ui.time, ui.mem]) p.n.textContent = 'charts need ' + why + ', which did not load';
     }
     if (C) {
-      if (!charts.timeline) charts.timeline = C.Timeline(ui.gantt);
-      renderTimeline();
+      if (!charts.timeline && window.ShardlabTimeline) charts.timeline = window.ShardlabTimeline.Timeline(ui.gantt);
+      if (charts.timeline) renderTimeline();
     }
     const nchecks = Array.from(S.checks.values()).reduce((n, l) => n + l.length, 0);
     if (nchecks !== checksSeen) { checksSeen = nchecks; end.renderChecks(); }
@@ -423,7 +423,7 @@
     skeleton();
     // The other files load while the run's description arrives. The drawing code may fail to:
     // without it the status, summary and checks still work.
-    const drawing = loadScript('/static/charts.js').catch(() => null);
+    const drawing = loadScript('/static/charts.js').then(() => loadScript('/static/timeline.js')).catch(() => null);
     const parts = Promise.all([loadScript('/static/run_state.js'), loadScript('/static/run_end.js')]);
     let info;
     try {

@@ -1,0 +1,195 @@
+// timeline.js — panel (4) of a run's page: the last complete step of every rank as a Gantt
+// chart, a lane each for compute and communication, every span a bar with its letter, the
+// figures on the right exact (interval arithmetic, as the terminal's timeline computes them).
+// It draws with charts.js's theme and patterns (window.ShardlabCharts), which loads first;
+// run.js loads it and takes window.ShardlabTimeline: { Timeline, commOf }.
+'use strict';
+
+window.ShardlabTimeline = (function () {
+  const { el } = window.ShardlabDom;
+  const { fmt, theme, fill, haloText, hidpi, setLegend } = window.ShardlabCharts;
+
+  // ================================================================ (4) the timeline
+
+  // Every span is a bar with a letter, so the chart reads in black and white. Compute and
+  // communication get a lane each per rank: with overlap they happen at the same time.
+  const KINDS = {
+    fwd: { letter: 'F', label: 'F forward', colour: 'fwd', pattern: 'solid', lane: 0 },
+    bwd: { letter: 'B', label: 'B backward', colour: 'bwd', pattern: 'back', lane: 0 },
+    recompute: { letter: 'R', label: 'R recompute (checkpointed forward)', colour: 'recompute', pattern: 'dots', lane: 0 },
+    optim: { letter: 'O', label: 'O optimizer step', colour: 'optim-span', pattern: 'cross', lane: 0 },
+    all_reduce: { letter: 'AR', label: 'AR all-reduce', colour: 'coll', pattern: 'diag', lane: 1 },
+    reduce_scatter: { letter: 'RS', label: 'RS reduce-scatter', colour: 'commbuf', pattern: 'back', lane: 1 },
+    all_gather: { letter: 'AG', label: 'AG all-gather', colour: 'params', pattern: 'dots', lane: 1 },
+    coll: { letter: 'C', label: 'C other collective (broadcast, reduce, barrier, ...)', colour: 'coll', pattern: 'cross', lane: 1 },
+    send: { letter: 'S', label: 'S send', colour: 'send', pattern: 'horiz', lane: 1 },
+    recv: { letter: 'V', label: 'V receive', colour: 'recv', pattern: 'vert', lane: 1 },
+    io: { letter: 'K', label: 'K checkpoint save/load', colour: 'other', pattern: 'solid', lane: 1 },
+  };
+  // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
+  const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
+    : KINDS[name] && name !== 'coll' && name !== 'io' ? name : 'coll');
+
+  // A rank's communication in one step's spans: all of it, and the part that ran while the
+  // rank computed (hidden), in ms (the step event's ms.comm is only what the step waited for).
+  function commOf(spans) {
+    const comp = [], comm = [];
+    for (const s of spans || []) (KINDS[kindOf(s.name)].lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
+    const mm = merged(comm);
+    return { total: length(mm) / 1000, hidden: overlap(merged(comp), mm) / 1000 };
+  }
+
+  // Exact figures by interval arithmetic, as the terminal dashboard computes them: "busy" is
+  // the part of the step the rank spent on anything, "hidden" the part of its communication
+  // that ran while it computed.
+  function merged(iv) {
+    iv.sort((a, b) => a[0] - b[0]);
+    const out = [];
+    for (const x of iv) {
+      if (out.length && x[0] <= out[out.length - 1][1]) out[out.length - 1][1] = Math.max(out[out.length - 1][1], x[1]);
+      else out.push([x[0], x[1]]);
+    }
+    return out;
+  }
+  const length = (iv) => iv.reduce((s, x) => s + x[1] - x[0], 0);
+  function overlap(a, b) {
+    let s = 0;
+    for (let i = 0, j = 0; i < a.length && j < b.length;) {
+      const lo = Math.max(a[i][0], b[j][0]), hi = Math.min(a[i][1], b[j][1]);
+      if (hi > lo) s += hi - lo;
+      if (a[i][1] < b[j][1]) i++; else j++;
+    }
+    return s;
+  }
+
+  // panel: {s, h, n}; draw({step, rows}) with rows[r] the spans of rank r in that step.
+  function Timeline(panel) {
+    const canvas = el('canvas', { role: 'img' });
+    const tip = el('div', { class: 'gantt-tip', hidden: '' });
+    const box = el('div', { class: 'gantt-box' }, canvas, tip);
+    const leg = el('div'), note = el('p', { class: 'note' });
+    panel.s.append(box, leg, note);
+    let hits = [], t0 = 0, width = 0, last = null;
+
+    canvas.addEventListener('mousemove', (e) => {
+      const rect = canvas.getBoundingClientRect();
+      const x = e.clientX - rect.left, y = e.clientY - rect.top;
+      const h = hits.find((b) => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h);
+      if (!h) { tip.hidden = true; return; }
+      const s = h.span, a = (s.t0_us - t0) / 1000, b = (s.t1_us - t0) / 1000;
+      const lines = [s.name + ' \u00b7 rank ' + s.rank + (s.mb >= 0 ? ' \u00b7 micro-batch ' + s.mb : '') + (s.layer >= 0 ? ' \u00b7 layer ' + s.layer : ''),
+        fmt(a, 3) + ' \u2192 ' + fmt(b, 3) + ' ms (' + fmt(b - a, 3) + ' ms)'];
+      if (s.bytes) lines.push(s.bytes >= 1024 ? fmt(s.bytes / 1024, 1) + ' KiB' : s.bytes + ' bytes');
+      if (s.issued_us && s.t0_us > s.issued_us) lines.push('queued ' + fmt((s.t0_us - s.issued_us) / 1000, 3) + ' ms before it started');
+      tip.textContent = lines.join('\n');
+      tip.hidden = false;
+      tip.style.left = Math.max(0, Math.min(x + 12, box.clientWidth - tip.offsetWidth - 4)) + 'px';
+      tip.style.top = (y + 14) + 'px';
+    });
+    canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
+    // The canvas has a fixed pixel size: a new width (a turned phone, a resized window)
+    // draws it again.
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => { if (last && box.clientWidth !== width) draw(last); }).observe(box);
+    }
+
+    function draw(d) {
+      last = d;
+      const t = theme(), rows = d.rows, world = rows.length;
+      let a = Infinity, b = -Infinity;
+      for (const spans of rows) for (const s of spans) { a = Math.min(a, s.t0_us); b = Math.max(b, s.t1_us); }
+      if (d.step < 0 || !isFinite(a)) {
+        panel.h.textContent = 'Timeline';
+        panel.n.textContent = d.step >= 0 ? 'step ' + d.step + ' logged no spans'
+          : d.ended ? 'the run ended before every rank finished a step' : 'waiting for a step that every rank has finished ...';
+        box.hidden = true;
+        return;
+      }
+      box.hidden = false;
+      if (b <= a) b = a + 1;
+      t0 = a;
+      const ms = (b - a) / 1000;
+      panel.h.textContent = 'Timeline of step ' + d.step;
+      panel.n.textContent = fmt(ms, 2) + ' ms from the first span to the last, on every rank\u2019s clock. ' +
+        'Gaps are idle time: a pipeline bubble, or a rank waiting for a slower one.';
+
+      const W = box.clientWidth || 600;
+      width = W;
+      // On a phone the labels shrink ("r0", "cmp") so that the bars keep most of the width.
+      const narrow = W < 640;
+      const padL = narrow ? 62 : 128, padR = narrow ? 62 : 100, top = 26, laneH = 22, gap = 12, rowH = 2 * laneH + gap;
+      const H = top + world * rowH + 8;
+      const ctx = hidpi(canvas, W, H);
+      const pw = W - padL - padR, X = (us) => padL + ((us - a) / (b - a)) * pw;
+      ctx.fillStyle = t.bg; ctx.fillRect(0, 0, W, H);
+
+      // The time axis: ms from the step's first span, ticks at a round interval.
+      const raw = ms / Math.max(2, Math.floor(pw / 90));
+      const p10 = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p10;
+      const tick = (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p10;
+      const dec = Math.max(0, -Math.floor(Math.log10(tick)));
+      ctx.font = t.font; ctx.textBaseline = 'alphabetic'; ctx.textAlign = 'center';
+      for (let k = 0; k * tick <= ms + 1e-9; k++) {
+        const x = padL + ((k * tick) / ms) * pw;
+        ctx.strokeStyle = t.grid; ctx.lineWidth = 1;
+        ctx.beginPath(); ctx.moveTo(x, top - 4); ctx.lineTo(x, H - 8); ctx.stroke();
+        ctx.fillStyle = t.muted; ctx.fillText((k * tick).toFixed(dec), x, top - 8);
+      }
+      ctx.textAlign = 'left'; ctx.fillText('ms', padL + pw + 8, top - 8);
+
+      const mbs = new Set();
+      rows.forEach((sp) => sp.forEach((s) => { if (s.mb >= 0) mbs.add(s.mb); }));
+      const showMb = mbs.size > 1;  // micro-batch numbers matter in a pipeline or with accumulation
+      hits = [];
+      const said = [];
+      rows.forEach((spans, r) => {
+        const y = top + r * rowH;
+        haloText(ctx, (narrow ? 'r' : 'rank ') + r, 2, y + laneH / 2, 'left', t.bold);
+        ctx.fillStyle = t.muted; ctx.font = t.font; ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
+        ctx.fillText(narrow ? 'cmp' : 'compute', padL - 6, y + laneH / 2);
+        ctx.fillText('comm', padL - 6, y + laneH * 1.5);
+        ctx.strokeStyle = t.fg; ctx.lineWidth = 1;
+        ctx.strokeRect(padL - 0.5, y - 0.5, pw + 1, 2 * laneH + 1);
+        const comp = [], comm = [];
+        for (const s of spans) {
+          const k = KINDS[kindOf(s.name)];
+          (k.lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
+          const x0 = X(s.t0_us), w = Math.max(1, X(s.t1_us) - x0), yy = y + k.lane * laneH + 2, hh = laneH - 4;
+          ctx.fillStyle = fill(k.pattern, k.colour);
+          ctx.fillRect(x0, yy, w, hh);
+          // An outline keeps neighbours of one kind (layer after layer) apart.
+          if (w >= 3) { ctx.strokeStyle = t.fg; ctx.lineWidth = 1; ctx.strokeRect(x0 + 0.5, yy + 0.5, w - 1, hh - 1); }
+          ctx.font = t.bold;
+          const txt = [showMb && s.mb >= 0 ? k.letter + s.mb : null, k.letter].find((x) => x && ctx.measureText(x).width + 4 <= w);
+          if (txt) haloText(ctx, txt, x0 + w / 2, yy + hh / 2, 'center', t.bold);
+          hits.push({ x: x0, y: yy, w, h: hh, span: s });
+        }
+        if (!spans.length) {
+          ctx.fillStyle = t.muted; ctx.font = t.font; ctx.textAlign = 'left';
+          ctx.fillText('(no spans for this step yet)', padL + 6, y + laneH);
+        }
+        const mc = merged(comp), mm = merged(comm);
+        const busy = length(merged(comp.concat(comm))) / (b - a), hidden = mm.length ? overlap(mc, mm) / length(mm) : -1;
+        ctx.font = t.font; ctx.fillStyle = t.fg; ctx.textAlign = 'left'; ctx.textBaseline = 'middle';
+        ctx.fillText((narrow ? '' : 'busy ') + Math.round(100 * busy) + '%', padL + pw + 8, y + laneH / 2);
+        if (hidden >= 0) ctx.fillText(Math.round(100 * hidden) + (narrow ? '% hid' : '% hidden'), padL + pw + 8, y + laneH * 1.5);
+        said.push('rank ' + r + ' busy ' + Math.round(100 * busy) + '%' +
+          (hidden >= 0 ? ', ' + Math.round(100 * hidden) + '% of its communication hidden' : ''));
+      });
+      canvas.setAttribute('aria-label', 'Timeline of step ' + d.step + ', ' + fmt(ms, 2) + ' ms: ' + said.join('; '));
+
+      // The legend lists the kinds this step has, in the table's order.
+      const present = new Set();
+      rows.forEach((sp) => sp.forEach((s) => present.add(kindOf(s.name))));
+      setLegend(leg, Object.keys(KINDS).filter((k) => present.has(k))
+        .map((k) => ({ pattern: KINDS[k].pattern, colour: KINDS[k].colour, letter: KINDS[k].letter, label: KINDS[k].label })));
+      const text = (narrow ? 'The right column: busy, and hidden. ' : '') +
+        'busy: the part of the step the rank worked; hidden: the part of its communication that overlapped its compute' +
+        (showMb ? '; the number after a letter is the micro-batch' : '') + '. Hover a bar for its details.';
+      if (note.textContent !== text) note.textContent = text;
+    }
+    return { draw, redraw: () => { if (last) draw(last); } };
+  }
+
+  return { Timeline, commOf };
+})();
