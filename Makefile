@@ -244,6 +244,7 @@ help:
 	@echo "  make tui RUN=runs/..  the terminal dashboard on a run, live or finished (default: the newest)"
 	@echo "  make web              the course in the browser at http://127.0.0.1:8080 [PORT=8081]"
 	@echo "  make lexicon TERM=zero-stage-3  a lexicon entry in the terminal (no TERM: the index)"
+	@echo "  make lesson N=5       a lesson in the terminal, by number or name (no N: the list)"
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
@@ -455,6 +456,11 @@ web: deps $(SHARDLAB) $(LAB_BINS)
 LEXICON_TERM = $(if $(filter command line,$(origin TERM)),$(TERM))
 lexicon: $(SHARDLAB)
 	$(SHARDLAB) lexicon $(if $(LEXICON_TERM),"$(LEXICON_TERM)")
+
+# One lesson in the terminal, by number or name (N=5, N=ddp-from-scratch), or the list without N.
+.PHONY: lesson
+lesson: $(SHARDLAB)
+	$(SHARDLAB) lesson $(if $(N),"$(N)")
 
 # The terminal dashboard on RUN (default: the newest run under runs/).
 tui: $(SHARDLAB)

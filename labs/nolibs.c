@@ -1,10 +1,10 @@
-// nolibs.c — tui, lexicon and web in a shardlab built without ncursesw, md4c and CivetWeb.
+// nolibs.c — tui, lexicon, lesson and web in a shardlab built without ncursesw, md4c and CivetWeb.
 //
 // The Makefile links this file instead of tui/ and web/ where their libraries' headers are
 // missing and cannot be installed (a GPU node without root, an HPC cluster: DEPS=0), as it
 // links core/nocuda.c where nvcc is missing. What needs only libc is the same program:
 // `shardlab run` (the launcher, its progress line, its fault handling) and `shardlab grade`.
-// The three commands left out say so in one line, with the command that installs what they
+// The four commands left out say so in one line, with the command that installs what they
 // need, and exit 2; `shardlab run` on a terminal (--ui auto or tui) says in one line that the
 // dashboard is not in this build and shows rank 0's output with the progress line instead.
 #include <stdio.h>
@@ -25,6 +25,7 @@ static int left_out(const char *command) {
 
 int tui_main(int argc, char **argv) { (void)argc, (void)argv; return left_out("tui"); }
 int lexicon_main(int argc, char **argv, const char *root) { (void)argc, (void)argv, (void)root; return left_out("lexicon"); }
+int lesson_main(int argc, char **argv, const char *root) { (void)argc, (void)argv, (void)root; return left_out("lesson"); }
 int web_main(int argc, char **argv, const char *root, const char *labs) {
     (void)argc, (void)argv, (void)root, (void)labs;
     return left_out("web");

@@ -63,6 +63,7 @@ static const char *USAGE =
     "  run <lab> -n N [options]   start N ranks of a lab and watch them (shardlab run --help)\n"
     "  tui [RUN_DIR]              the terminal dashboard on a run, live or finished (shardlab tui --help)\n"
     "  lexicon [TERM]             the lexicon's index, or one term in the terminal (shardlab lexicon --help)\n"
+    "  lesson [N|NAME]            the lessons in order, or one in the terminal (shardlab lesson --help)\n"
     "  web [--port P]             the course, the labs and live runs in the browser (shardlab web --help)\n"
     "  grade RUN_DIR [--ref DIR]  a run checked against its lab's invariants: the rubric, grade.json,\n"
     "                             JUnit XML; --labs DIR grades a student's build (shardlab grade --help)\n"
@@ -425,7 +426,7 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, web, grade or trace");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, lesson, web, grade or trace");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
     if (strcmp(argv[1], "grade") == 0) {
         char dir[PATH_MAX];
@@ -434,15 +435,16 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
     if (strcmp(argv[1], "trace") == 0) return trace_main(argc, argv);
-    if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "web") == 0) {
+    if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "lesson") == 0 || strcmp(argv[1], "web") == 0) {
         char root[4096], labs[PATH_MAX];
         tui_find_root(root, sizeof root);
-        if (argv[1][0] == 'l') return lexicon_main(argc, argv, root);
+        if (strcmp(argv[1], "lexicon") == 0) return lexicon_main(argc, argv, root);
+        if (strcmp(argv[1], "lesson") == 0) return lesson_main(argc, argv, root);
         labs_dir(labs, sizeof labs);
         return web_main(argc, argv, root, labs);
     }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, web, grade and trace", argv[1]);
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, lesson, web, grade and trace", argv[1]);
 
     static Launch L;
     parse_run(&L, argc, argv);

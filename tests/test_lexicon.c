@@ -1,5 +1,5 @@
 // test_lexicon.c — the lexicon (49 terms) and the lessons: their shape, their links, their
-// commands, their formulas, and `shardlab lexicon`.
+// commands, their formulas, `shardlab lexicon` and `shardlab lesson`.
 //
 // Usage: test_lexicon ROOT SHARDLAB LAUNCHER LABS_DIR
 //   ROOT      the checkout (lexicon/ and lessons/)
@@ -21,7 +21,8 @@
 //   6. the terminal renderer on every file: no failure, and none of the markdown markers the
 //      files use left in its output; `shardlab lexicon` finds exact, partial and misspelt
 //      names (a title given as several words; the central term first among near ones) and
-//      refuses unknown ones with exit 2;
+//      refuses unknown ones with exit 2; `shardlab lesson` lists the 16 lessons and opens one
+//      by number (5, 05), slug or title, and refuses an unknown one with exit 2 and one line;
 //   7. one value per quantity: the typical MFU range and the threshold of `--algo auto` are
 //      stated alike in every file (the threshold as labs/core/dist.c sets it), and no wrapped
 //      line turns into a markdown list.
@@ -753,6 +754,92 @@ static int lexicon_cmd(const char *tag, const char *a1, const char *a2) {
     return run_env(argv, tag, env);
 }
 
+// `shardlab lesson WORDS...` with the checkout as SHARDLAB_ROOT, colours left to the command
+// (its output here is a file, not a terminal).
+static int lesson_cmd(const char *tag, char *const words[]) {
+    char *argv[8] = {(char *)shardlab, "lesson"};
+    for (int i = 0; words[i] && i < 5; i++) argv[i + 2] = words[i];
+    char rootenv[700];
+    snprintf(rootenv, sizeof rootenv, "SHARDLAB_ROOT=%s", root);
+    char *env[] = {rootenv, NULL};
+    return run_env(argv, tag, env);
+}
+
+static void check_lesson_command(void) {
+    // The list: every lesson, its number and its title (as its first line gives them, less the
+    // number), in order. Broken variant: numbers from the position in the directory listing.
+    int status = lesson_cmd("lessons", (char *[]){NULL});
+    char *out = captured("lessons", "out");
+    int listed = 0;
+    const char *after = out;
+    for (int i = 0; i < NLESSONS; i++) {
+        char *md = load("lessons", LESSONS[i]), want[256];
+        const char *dot = md ? strstr(md, ". ") : NULL, *eol = md ? strchr(md, '\n') : NULL;
+        if (!dot || !eol || dot > eol) {
+            printf("# lessons/%s.md: no first line '# N. Title'\n", LESSONS[i]);
+            free(md);
+            continue;
+        }
+        snprintf(want, sizeof want, "\n  %2d  %.*s\n", atoi(LESSONS[i]), (int)(eol - dot - 2), dot + 2);
+        const char *at = strstr(after, want);
+        if (at) listed++, after = at + 1;
+        else printf("# shardlab lesson does not list, in order: %s", want + 1);
+        free(md);
+    }
+    EXPECT(status == 0 && listed == NLESSONS && count_lines(out) == NLESSONS + 2,
+           "shardlab lesson: lists the %d lessons in order, number and title (%d listed, exit %d)", NLESSONS, listed,
+           status);
+    free(out);
+
+    // One lesson four ways: its number, with a leading zero, its slug without the number, its
+    // title as three unquoted words. Each opens lesson 05 whole (its title first, its last
+    // section, "Terms", rendered), with no "closest lesson" note, and since the output is a
+    // file, not a terminal, without colours. Broken variant: the number looked up as a name
+    // ("5" is then no lesson's name, and lesson 5 does not open).
+    char *const ways[][4] = {{"5", NULL}, {"05", NULL}, {"ddp-from-scratch", NULL}, {"ddp", "from", "scratch", NULL}};
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        char tag[32], words[64] = "";
+        snprintf(tag, sizeof tag, "lesson-%zu", i);
+        for (int w = 0; ways[i][w]; w++)
+            snprintf(words + strlen(words), sizeof words - strlen(words), "%s%s", w ? " " : "", ways[i][w]);
+        int st = lesson_cmd(tag, ways[i]);
+        char *o = captured(tag, "out");
+        EXPECT(st == 0 && strncmp(o, "5. DDP from scratch\n", 20) == 0 && strstr(o, "\nTerms\n") &&
+                   !strstr(o, "closest") && !strchr(o, '\033') && !raw_marker(o),
+               "shardlab lesson %s: lesson 05, whole, rendered, plain (exit %d; its first line: %.*s)", words, st,
+               (int)strcspn(o, "\n"), o);
+        free(o);
+    }
+
+    // Unknown lessons: exit 2, nothing on stdout, one line on stderr; a number out of range says
+    // which numbers there are, a name gives the closest lessons. Broken variant: a number out
+    // of range opening the nearest name instead.
+    status = lesson_cmd("lesson-99", (char *[]){"99", NULL});
+    out = captured("lesson-99", "out");
+    char *e = captured("lesson-99", "err");
+    EXPECT(status == 2 && !out[0] && count_lines(e) == 1 && strstr(e, "numbered 1 to 16"),
+           "shardlab lesson 99: exit 2, one line naming the numbers there are (exit %d): %s", status, one_line(e));
+    free(out), free(e);
+    status = lesson_cmd("lesson-nosuch", (char *[]){"nosuch", NULL});
+    out = captured("lesson-nosuch", "out");
+    e = captured("lesson-nosuch", "err");
+    EXPECT(status == 2 && !out[0] && count_lines(e) == 1 && strstr(e, "the closest: "),
+           "shardlab lesson nosuch: exit 2, one line with the closest lessons (exit %d): %s", status, one_line(e));
+    free(out), free(e);
+    status = lesson_cmd("lesson-help", (char *[]){"--help", NULL});
+    out = captured("lesson-help", "out");
+    EXPECT(status == 0 && strncmp(out, "usage: shardlab lesson", 22) == 0, "shardlab lesson --help: the usage, exit 0");
+    free(out);
+    // `make lesson N="ddp from scratch"` hands N over quoted, as lexicon does TERM.
+    char path[700];
+    snprintf(path, sizeof path, "%s/Makefile", root);
+    char *mk = read_file(path, NULL);
+    const char *line = mk ? strstr(mk, "\n\t$(SHARDLAB) lesson ") : NULL;
+    const char *eol = line ? strchr(line + 1, '\n') : NULL, *quoted = line ? strstr(line, "\"$(N)\"") : NULL;
+    EXPECT(quoted && eol && quoted < eol, "the Makefile's lesson target quotes $(N)");
+    free(mk);
+}
+
 static void check_command(int *linked) {
     // The index lists every term, in its category.
     int status = lexicon_cmd("index", NULL, NULL);
@@ -1077,6 +1164,7 @@ int main(int argc, char **argv) {
     check_terms(linked);
     check_lessons(linked);
     check_command(linked);
+    check_lesson_command();
     int unlinked = 0;
     for (int i = 0; i < NTERMS; i++) unlinked += !linked[i];
     EXPECT(unlinked == 0, "every term is reachable: linked from a term or a lesson, or listed by the index (%d not)",

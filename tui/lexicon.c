@@ -1,5 +1,5 @@
-// lexicon.c — `shardlab lexicon`: the course's lexicon (course.h) in the terminal, its index
-// or one entry rendered by mdterm.h.
+// lexicon.c — `shardlab lexicon` and `shardlab lesson`: the course's lexicon and lessons
+// (course.h) in the terminal, an index or one file rendered by mdterm.h.
 #include "lexicon.h"
 
 #include <stdio.h>
@@ -12,6 +12,57 @@
 #include "course.h"
 #include "json.h"
 #include "mdterm.h"
+
+// ---------------------------------------------------------------------------------------
+// What both commands share: their arguments, the course, one file rendered
+
+static int terminal_width(void) {
+    const char *c = getenv("COLUMNS");
+    int w = c ? atoi(c) : 0;
+    struct winsize ws;
+    if (w <= 0 && isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0) w = ws.ws_col;
+    if (w <= 0) w = 80;
+    return w > 100 ? 100 : w;
+}
+
+// The command's arguments: --help (returns 1: usage printed), --plain, and the words given
+// joined by spaces into name (`lexicon zero stage 3` is `lexicon "zero stage 3"`); an empty
+// name when none or only empty words were given.
+static int read_args(int argc, char **argv, const char *prog, const char *usage, int *plain, char *name, size_t n) {
+    *plain = 0, name[0] = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return fputs(usage, stdout), 1;
+        if (strcmp(argv[i], "--plain") == 0) *plain = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) usage_error(prog, "unknown option '%s'", argv[i]);
+        else if (strlen(name) + strlen(argv[i]) + 2 > n)
+            usage_error(prog, "the name is too long (%zu bytes at most)", n - 1);
+        else if (argv[i][0]) snprintf(name + strlen(name), n - strlen(name), "%s%s", name[0] ? " " : "", argv[i]);
+    }
+    return 0;
+}
+
+// The terms, and the lessons' titles beside them, from root/lexicon and root/lessons.
+static void load_course(Lexicon *lx, const char *root, const char *prog) {
+    char dir[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/lexicon", root);
+    if (lexicon_load(lx, dir, err, sizeof err) != 0) usage_error(prog, "%s (set SHARDLAB_ROOT to the checkout)", err);
+}
+
+// One markdown file rendered for the terminal (wiki links read as their term's or lesson's
+// name) and printed, after a note saying it is only the closest to what was asked, if it is.
+static void show_file(const char *path, Lexicon *lx, int color, const char *note) {
+    StrBuf md, out;
+    sb_init(&md);
+    sb_init(&out);
+    sb_read_file(&md, path, (size_t)1 << 20);
+    MdTermOptions o = {.width = terminal_width(), .color = color, .link_name = lexicon_link_name, .link_ctx = lx};
+    if (mdterm_render(md.data ? md.data : "", md.len, &o, &out) != 0)
+        die("the file's markdown could not be parsed", "rendering %s failed", path);
+    if (note) printf("(%s)\n\n", note);
+    fputs(out.data, stdout);
+    sb_free(&md);
+    sb_free(&out);
+}
 
 // ---------------------------------------------------------------------------------------
 // `shardlab lexicon`
@@ -27,15 +78,6 @@ static const char *LEXICON_USAGE =
     "Environment: SHARDLAB_ROOT (the checkout, where lexicon/ is; default: found from this\n"
     "program's place), COLUMNS (the width to wrap at).\n"
     "Exit status: 0 shown, 2 unknown term or bad arguments.\n";
-
-static int terminal_width(void) {
-    const char *c = getenv("COLUMNS");
-    int w = c ? atoi(c) : 0;
-    struct winsize ws;
-    if (w <= 0 && isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0) w = ws.ws_col;
-    if (w <= 0) w = 80;
-    return w > 100 ? 100 : w;
-}
 
 static void print_index(const Lexicon *lx, int color) {
     printf("%sthe shardlab lexicon: %d terms%s (shardlab lexicon TERM shows one)\n", color ? "\033[1m" : "", lx->n,
@@ -55,26 +97,14 @@ static void print_index(const Lexicon *lx, int color) {
 }
 
 int lexicon_main(int argc, char **argv, const char *root) {
-    int plain = 0;
-    // The words given, joined by spaces: `lexicon zero stage 3` is `lexicon "zero stage 3"`.
-    char joined[512] = "";
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return fputs(LEXICON_USAGE, stdout), 0;
-        if (strcmp(argv[i], "--plain") == 0) plain = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) usage_error("shardlab lexicon", "unknown option '%s'", argv[i]);
-        else if (strlen(joined) + strlen(argv[i]) + 2 > sizeof joined)
-            usage_error("shardlab lexicon", "the term is too long (%zu bytes at most)", sizeof joined - 1);
-        else if (argv[i][0])
-            snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s", joined[0] ? " " : "", argv[i]);
-    }
-    const char *term = joined[0] ? joined : NULL;  // none, or only empty words: the index
+    const char *prog = "shardlab lexicon";
+    int plain;
+    char term[512];
+    if (read_args(argc, argv, prog, LEXICON_USAGE, &plain, term, sizeof term)) return 0;
     int color = !plain && isatty(1) && !getenv("NO_COLOR");
-    char dir[4200], err[512];
-    snprintf(dir, sizeof dir, "%s/lexicon", root);
     Lexicon lx;
-    if (lexicon_load(&lx, dir, err, sizeof err) != 0)
-        usage_error("shardlab lexicon", "%s (set SHARDLAB_ROOT to the checkout)", err);
-    if (!term) {
+    load_course(&lx, root, prog);
+    if (!term[0]) {
         print_index(&lx, color);
         lexicon_free(&lx);
         return 0;
@@ -85,28 +115,80 @@ int lexicon_main(int argc, char **argv, const char *root) {
         for (int i = 0; i < k; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", lx.t[found[i]].slug);
         lexicon_free(&lx);
-        if (k) usage_error("shardlab lexicon", "no term '%s'; the closest: %s", term, list);
-        usage_error("shardlab lexicon", "no term '%s' ('shardlab lexicon' lists them)", term);
+        if (k) usage_error(prog, "no term '%s'; the closest: %s", term, list);
+        usage_error(prog, "no term '%s' ('shardlab lexicon' lists them)", term);
     }
     const LexTerm *t = &lx.t[found[0]];
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s.md", dir, t->slug);
-    StrBuf md, out;
-    sb_init(&md);
-    sb_init(&out);
-    sb_read_file(&md, path, (size_t)1 << 20);
-    char q[96], s[96];
+    char path[4400], q[96], s[96], tt[96], note[700];
+    snprintf(path, sizeof path, "%s/%s.md", lx.dir, t->slug);
     lexicon_normalize(term, q, sizeof q);
     lexicon_normalize(t->slug, s, sizeof s);
-    MdTermOptions o = {.width = terminal_width(), .color = color, .link_name = lexicon_link_name, .link_ctx = &lx};
-    if (mdterm_render(md.data ? md.data : "", md.len, &o, &out) != 0)
-        die("the entry's markdown could not be parsed", "rendering %s failed", path);
-    char tt[96];
     lexicon_normalize(t->title, tt, sizeof tt);
-    if (strcmp(q, s) != 0 && strcmp(q, tt) != 0) printf("(%s: the closest term to '%s')\n\n", t->slug, term);
-    fputs(out.data, stdout);
-    sb_free(&md);
-    sb_free(&out);
+    snprintf(note, sizeof note, "%s: the closest term to '%s'", t->slug, term);
+    show_file(path, &lx, color, strcmp(q, s) != 0 && strcmp(q, tt) != 0 ? note : NULL);
+    lexicon_free(&lx);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// `shardlab lesson`
+
+static const char *LESSON_USAGE =
+    "usage: shardlab lesson [--plain] [LESSON...]\n"
+    "\n"
+    "Without LESSON: the course's lessons, in order. With LESSON: that lesson, rendered for the\n"
+    "terminal. LESSON is its number (5 or 05), its slug (ddp-from-scratch, with or without the\n"
+    "number) or its title (DDP from scratch, quoted or not: several words are one name), in any\n"
+    "case; a partial or misspelt name finds the closest lessons.\n"
+    "  --plain   no colours (also when NO_COLOR is set or the output is not a terminal)\n"
+    "Environment: SHARDLAB_ROOT (the checkout, where lessons/ is; default: found from this\n"
+    "program's place), COLUMNS (the width to wrap at).\n"
+    "Exit status: 0 shown, 2 unknown lesson or bad arguments.\n";
+
+static void print_lessons(const Lexicon *lx, int color) {
+    printf("%sthe shardlab lessons: %d, in order%s (shardlab lesson N opens one)\n\n", color ? "\033[1m" : "",
+           lx->nlessons, color ? "\033[0m" : "");
+    for (int i = 0, number; i < lx->nlessons; i++) {
+        const char *title = course_lesson_title(&lx->lessons[i], &number);
+        if (number >= 0) printf("  %2d  %s\n", number, title);
+        else printf("      %s (%s)\n", title, lx->lessons[i].slug);  // a lesson without a number: by its slug
+    }
+}
+
+int lesson_main(int argc, char **argv, const char *root) {
+    const char *prog = "shardlab lesson";
+    int plain;
+    char name[512];
+    if (read_args(argc, argv, prog, LESSON_USAGE, &plain, name, sizeof name)) return 0;
+    int color = !plain && isatty(1) && !getenv("NO_COLOR");
+    Lexicon lx;
+    load_course(&lx, root, prog);
+    if (lx.nlessons == 0) {
+        lexicon_free(&lx);
+        usage_error(prog, "no lessons in '%s/lessons' (set SHARDLAB_ROOT to the checkout)", root);
+    }
+    if (!name[0]) {
+        print_lessons(&lx, color);
+        lexicon_free(&lx);
+        return 0;
+    }
+    int found[3], k = 0, how = course_lesson_lookup(&lx, name, found, 3, &k);
+    if (!how) {
+        char list[1024] = "";
+        for (int i = 0; i < k; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", lx.lessons[found[i]].slug);
+        int first, last;
+        course_lesson_title(&lx.lessons[0], &first);
+        course_lesson_title(&lx.lessons[lx.nlessons - 1], &last);
+        lexicon_free(&lx);
+        if (k) usage_error(prog, "no lesson '%s'; the closest: %s", name, list);
+        usage_error(prog, "no lesson %s: they are numbered %d to %d ('shardlab lesson' lists them)", name, first, last);
+    }
+    const LexTerm *l = &lx.lessons[found[0]];
+    char path[4400], note[700];
+    snprintf(path, sizeof path, "%s/../lessons/%s.md", lx.dir, l->slug);
+    snprintf(note, sizeof note, "%s: the closest lesson to '%s'", l->slug, name);
+    show_file(path, &lx, color, how == 2 ? note : NULL);
     lexicon_free(&lx);
     return 0;
 }

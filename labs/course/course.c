@@ -152,11 +152,25 @@ static int edit_distance(const char *a, const char *b) {
     return d[n][m];
 }
 
-// The names a term answers to, normalized: slug, title, each also-known-as name.
+// A lesson's slug or title without its number: "05-ddp-from-scratch" -> "ddp-from-scratch",
+// "5. DDP from scratch" -> "DDP from scratch"; NULL for a name that has none (a term's: 1f1b).
+static const char *unnumbered(const char *s) {
+    const char *p = s;
+    while (isdigit((unsigned char)*p)) p++;
+    if (p == s || (*p != '-' && *p != '.')) return NULL;
+    for (p++; *p == ' ';) p++;
+    return p;
+}
+
+// The names an entry answers to, normalized: slug, title, a lesson's slug and title without
+// their number, each also-known-as name.
 static int names_of(const LexTerm *t, char names[][96], int max) {
     int k = 0;
     lexicon_normalize(t->slug, names[k++], 96);
     lexicon_normalize(t->title, names[k++], 96);
+    const char *bare_slug = unnumbered(t->slug), *bare_title = unnumbered(t->title);
+    if (bare_slug) lexicon_normalize(bare_slug, names[k++], 96);
+    if (bare_title) lexicon_normalize(bare_title, names[k++], 96);
     // Also-known-as names are separated by commas or semicolons outside parentheses: "PTD-P
     // (pipeline, tensor, data)" is one name, so "tensor" does not name N-D parallelism.
     char aka[400];
@@ -201,24 +215,27 @@ static int cited_by(const Lexicon *lx, const char *slug) {
     return n;
 }
 
-int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k) {
+// lexicon_lookup() over any list of entries: the terms (ranked by cited_by(lx)) or the
+// lessons (lx NULL: equally close lessons come in their order). *exact: 1 if name is one of
+// the found entry's names, not only the closest to it.
+static int lookup(const LexTerm *t, int n, const Lexicon *lx, const char *name, int *out, int max, int *k, int *exact) {
     char q[96];
     lexicon_normalize(name, q, sizeof q);
-    *k = 0;
-    if (!q[0] || lx->n == 0) return 0;
-    // For each term i: whole[i], the fewest edits from q to one of its names (-1: q is part of
+    *k = 0, *exact = 0;
+    if (!q[0] || n == 0) return 0;
+    // For each entry i: whole[i], the fewest edits from q to one of its names (-1: q is part of
     // one); near[i], the fewest to a name or to one word of its names; titled[i], 0 if near[i]
     // is reached only through an also-known-as name or word, not the slug or the title.
-    int *whole = malloc_check((size_t)lx->n * sizeof *whole), *near = malloc_check((size_t)lx->n * sizeof *near);
-    int *titled = malloc_check((size_t)lx->n * sizeof *titled), *cited = malloc_check((size_t)lx->n * sizeof *cited);
+    int *whole = malloc_check((size_t)n * sizeof *whole), *near = malloc_check((size_t)n * sizeof *near);
+    int *titled = malloc_check((size_t)n * sizeof *titled), *cited = malloc_check((size_t)n * sizeof *cited);
     int partial = -1, npartial = 0, rc = 0;
-    for (int i = 0; i < lx->n; i++) {
+    for (int i = 0; i < n; i++) {
         char names[16][96], words[64][48];
-        int nn = names_of(&lx->t[i], names, 16), best = 99, part = 0;
+        int nn = names_of(&t[i], names, 16), best = 99, part = 0;
         for (int j = 0; j < nn; j++) {
             if (strcmp(names[j], q) == 0) {  // exact
                 out[0] = i, *k = 1;
-                rc = 1;
+                rc = 1, *exact = 1;
                 goto done;
             }
             if (strlen(q) >= 3 && strstr(names[j], q)) part = 1;
@@ -228,13 +245,13 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
         whole[i] = part ? -1 : best;
         near[i] = whole[i], titled[i] = !part || strstr(names[0], q) || strstr(names[1], q);
         for (int m = 1; m >= 0; m--) {
-            int nw = words_of(&lx->t[i], m, words, 64);
+            int nw = words_of(&t[i], m, words, 64);
             for (int j = 0; j < nw; j++) {
                 int e = edit_distance(q, words[j]);
                 if (e < near[i]) near[i] = e, titled[i] = m;
             }
         }
-        cited[i] = cited_by(lx, lx->t[i].slug);
+        cited[i] = lx ? cited_by(lx, t[i].slug) : 0;
         if (part) partial = i, npartial++;
     }
     if (npartial == 1) {
@@ -245,10 +262,10 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
     // Closest first: the partial matches if there are (only them), else by near[]; equally
     // near terms: slug or title words before also-known-as words, then the terms cited by more
     // terms, then by slug. A selection sort: a few dozen terms.
-    char *taken = calloc_check((size_t)lx->n, 1);
+    char *taken = calloc_check((size_t)n, 1);
     while (*k < max) {
         int pick = -1;
-        for (int i = 0; i < lx->n; i++) {
+        for (int i = 0; i < n; i++) {
             if (taken[i] || (npartial && whole[i] != -1)) continue;
             int better = pick < 0 || near[i] < near[pick] ||
                          (near[i] == near[pick] && (titled[i] > titled[pick] || (titled[i] == titled[pick] && cited[i] > cited[pick])));
@@ -262,7 +279,7 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
     // One term opens by itself only if its whole name is uniquely nearest, within about one
     // edit in four letters ("fsdpp"); a word's nearness only orders the suggestions.
     int first = -1, second = -1;
-    for (int i = 0; i < lx->n && !npartial; i++) {
+    for (int i = 0; i < n && !npartial; i++) {
         if (first < 0 || whole[i] < whole[first]) second = first, first = i;
         else if (second < 0 || whole[i] < whole[second]) second = i;
     }
@@ -274,6 +291,38 @@ int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *
 done:
     free(whole), free(near), free(titled), free(cited);
     return rc;
+}
+
+int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k) {
+    int exact;
+    return lookup(lx->t, lx->n, lx, name, out, max, k, &exact);
+}
+
+// The number a lesson's slug begins with ("05-ddp-from-scratch" -> 5), or -1.
+static int lesson_number(const LexTerm *lesson) { return unnumbered(lesson->slug) ? atoi(lesson->slug) : -1; }
+
+const char *course_lesson_title(const LexTerm *lesson, int *number) {
+    *number = lesson_number(lesson);
+    const char *bare = unnumbered(lesson->title);
+    return bare ? bare : lesson->title;
+}
+
+int course_lesson_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k) {
+    char q[96];
+    lexicon_normalize(name, q, sizeof q);
+    *k = 0;
+    // A number ("5", "05"): that lesson or none; a near number is not a near lesson.
+    if (q[0] && strspn(q, "0123456789") == strlen(q)) {
+        int want = strlen(q) <= 4 ? atoi(q) : -1;
+        for (int i = 0; i < lx->nlessons; i++)
+            if (lesson_number(&lx->lessons[i]) == want) {
+                out[0] = i, *k = 1;
+                return 1;
+            }
+        return 0;
+    }
+    int exact, found = lookup(lx->lessons, lx->nlessons, NULL, name, out, max, k, &exact);
+    return found ? (exact ? 1 : 2) : 0;
 }
 
 // ---------------------------------------------------------------------------------------

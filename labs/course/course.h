@@ -1,11 +1,12 @@
 // course.h — the course the labs teach, as the terminal and the web read it: the lexicon's
 // terms (lexicon/<slug>.md: their header fields, the index by category, finding a term from
-// what a person typed, exact, partial or misspelt), the lessons' titles, the names wiki links
-// show, and which link addresses may be shown at all. Plain C: no terminal, no web server.
+// what a person typed, exact, partial or misspelt), the lessons' titles and finding a lesson
+// by number or name, the names wiki links show, and which link addresses may be shown at all.
+// Plain C: no terminal, no web server.
 //
 // Defines: LEXICON_CATEGORIES, LEXICON_NCATEGORIES, LexTerm, Lexicon, lexicon_load(),
-//          lexicon_free(), lexicon_term(), lexicon_lookup(), lexicon_normalize(), lexicon_link_name(),
-//          course_url_ok().
+//          lexicon_free(), lexicon_term(), lexicon_lookup(), course_lesson_lookup(),
+//          course_lesson_title(), lexicon_normalize(), lexicon_link_name(), course_url_ok().
 //
 // An entry begins with a header block (the lessons and tests rely on exactly this shape):
 //     # <Title>
@@ -58,6 +59,16 @@ const LexTerm *lexicon_term(const Lexicon *lx, const char *slug);
 // Related (pipeline parallelism before pipeline bubble), then by slug.
 // *k gets how many are in out.
 int lexicon_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k);
+// What `shardlab lesson NAME` opens, out[0] an index into lx->lessons:
+//   a number ("5", "05")           -> returns 1 if a lesson has it (its slug begins "05-"), else 0 and *k = 0
+//   else a name, as lexicon_lookup() finds a term: the slug or title with or without its number
+//   ("ddp-from-scratch", "DDP from scratch"), part of one lesson's name, or a near misspelling.
+//   Returns 1 if NAME is one of the lesson's names, 2 if it is only the closest, 0 if none is
+//   (out[0..k) the closest lessons, best first; equally close ones in the course's order).
+int course_lesson_lookup(const Lexicon *lx, const char *name, int *out, int max, int *k);
+// A lesson's title without its number ("5. DDP from scratch" -> "DDP from scratch"), and in
+// *number the number its slug begins with (05-ddp-from-scratch -> 5; -1 if none).
+const char *course_lesson_title(const LexTerm *lesson, int *number);
 // A name as lexicon_lookup() compares it: lower case, letters and digits only.
 void lexicon_normalize(const char *s, char *out, size_t n);
 
