@@ -96,14 +96,23 @@ static void print_index(const Lexicon *lx, int color) {
     }
 }
 
+// How `lexicon` and `lesson` start: their arguments (1: --help was answered), whether to
+// colour, and the course loaded from root.
+static int course_command(int argc, char **argv, const char *prog, const char *usage, const char *root, Lexicon *lx,
+                          char *name, size_t n, int *color) {
+    int plain;
+    if (read_args(argc, argv, prog, usage, &plain, name, n)) return 1;
+    *color = !plain && isatty(1) && !getenv("NO_COLOR");
+    load_course(lx, root, prog);
+    return 0;
+}
+
 int lexicon_main(int argc, char **argv, const char *root) {
     const char *prog = "shardlab lexicon";
-    int plain;
     char term[512];
-    if (read_args(argc, argv, prog, LEXICON_USAGE, &plain, term, sizeof term)) return 0;
-    int color = !plain && isatty(1) && !getenv("NO_COLOR");
+    int color;
     Lexicon lx;
-    load_course(&lx, root, prog);
+    if (course_command(argc, argv, prog, LEXICON_USAGE, root, &lx, term, sizeof term, &color)) return 0;
     if (!term[0]) {
         print_index(&lx, color);
         lexicon_free(&lx);
@@ -157,12 +166,10 @@ static void print_lessons(const Lexicon *lx, int color) {
 
 int lesson_main(int argc, char **argv, const char *root) {
     const char *prog = "shardlab lesson";
-    int plain;
     char name[512];
-    if (read_args(argc, argv, prog, LESSON_USAGE, &plain, name, sizeof name)) return 0;
-    int color = !plain && isatty(1) && !getenv("NO_COLOR");
+    int color;
     Lexicon lx;
-    load_course(&lx, root, prog);
+    if (course_command(argc, argv, prog, LESSON_USAGE, root, &lx, name, sizeof name, &color)) return 0;
     if (lx.nlessons == 0) {
         lexicon_free(&lx);
         usage_error(prog, "no lessons in '%s/lessons' (set SHARDLAB_ROOT to the checkout)", root);

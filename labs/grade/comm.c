@@ -273,11 +273,8 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
 
 void check_comm(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
-    GptConfig m = grade_model(run);
-    if (!grade_model_ok(&m)) {
-        REASON("the config's model is not one shardlab builds");
-        return;
-    }
+    GptConfig m;
+    if (!grade_model_or_say(run, &m, c)) return;
     if (run->world == 1) {
         MEASURED("a world of one: nothing to send");
         EXPECTED("0 bytes");

@@ -4,7 +4,7 @@
 //
 // Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
 //          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_remove_tree(), grade_last_line(),
-//          grade_model(), grade_model_ok(), grade_unit_shard(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+//          grade_model(), grade_model_ok(), grade_model_or_say(), grade_unit_shard(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_mem(), check_comm(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives(),
 //          grade_ckpt_acts().
@@ -99,6 +99,8 @@ static inline void grade_say(char *dst, size_t n, const char *fmt, ...) {
 // whether it is one shardlab builds.
 GptConfig grade_model(const GradeRun *run);
 int grade_model_ok(const GptConfig *m);
+// The run's model into *m, or 0 with the check's reason: its config is not a model shardlab builds.
+int grade_model_or_say(const GradeRun *run, GptConfig *m, GradeCheck *c);
 
 // ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
 // rounded up to `align` (sharded.h). The shard's length (memory.c's formulas, comm.c's bytes).

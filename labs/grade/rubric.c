@@ -79,6 +79,15 @@ int grade_model_ok(const GptConfig *m) {
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }
 
+int grade_model_or_say(const GradeRun *run, GptConfig *m, GradeCheck *c) {
+    *m = grade_model(run);
+    if (grade_model_ok(m)) return 1;
+    MEASURED("-");
+    EXPECTED("-");
+    REASON("the config's model (seq, dim, layers, heads) is not one shardlab builds");
+    return 0;
+}
+
 // ---- run.complete -----------------------------------------------------------------------
 
 static void check_complete(Ctx *x, GradeCheck *c) {
