@@ -166,12 +166,15 @@ async function main() {
 
     // A run that fails before it starts (ddp on 3 ranks: the batch of 8 does not divide): its
     // page shows each rank's own reason, says the panels will not fill, and offers no grade.
-    await page.goto(new URL('/labs/ddp', url).href);
-    await page.waitForSelector('#lab-form');
-    await page.fill('input[name=n]', '3');
-    await page.fill('input[name=steps]', '5');
-    await page.click('button[type=submit]');
-    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    // A lab's form, its fields filled in, submitted: the browser lands on the new run's page.
+    const startFromForm = async (lab, fields) => {
+      await page.goto(new URL('/labs/' + lab, url).href);
+      await page.waitForSelector('#lab-form');
+      for (const [name, value] of Object.entries(fields)) await page.fill(`input[name="${name}"]`, value);
+      await page.click('button[type=submit]');
+      await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    };
+    await startFromForm('ddp', { n: '3', steps: '5' });
     await page.waitForFunction(() => /does not divide over 3 ranks/.test((document.querySelector('.run-errors') || {}).textContent || ''),
       null, { timeout: 30000 });
     await page.waitForFunction(() => /nothing to grade/.test(document.querySelector('#dashboard').textContent), null, { timeout: 30000 });
@@ -182,12 +185,7 @@ async function main() {
       "a run that failed before it started: the ranks' own reason, panels that say it ended, no grade offered");
     // A pipeline run draws its schedule as the terminal prints it: a row per stage, forwards,
     // backwards and the shaded bubble (1F1B, 2 stages, 4 micro-batches: 'ab..AAcBBdCC.DD').
-    await page.goto(new URL('/labs/pp', url).href);
-    await page.waitForSelector('#lab-form');
-    await page.fill('input[name=n]', '2');
-    await page.fill('input[name=steps]', '3');
-    await page.click('button[type=submit]');
-    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await startFromForm('pp', { n: '2', steps: '3' });
     await page.waitForSelector('.schedule .sched-row', { timeout: 60000 });
     const rowsText = await page.locator('.schedule .sched-row').allTextContents();
     const idle = await page.locator('.schedule .sched-idle').count();
@@ -196,13 +194,8 @@ async function main() {
       `a pipeline run draws its schedule: ${JSON.stringify(rowsText)}, ${idle} idle cells`);
     // The collectives lab draws its bus bandwidth against message size, a line per
     // collective, under this machine's memory-copy ceiling.
-    await page.goto(new URL('/labs/collectives', url).href);
-    await page.waitForSelector('#lab-form');
-    await page.fill('input[name=n]', '2');
-    await page.fill('input[name="max-bytes"]', '1M');  // sizes up to 1 MiB: seconds, not a minute
-    await page.fill('input[name=steps]', '5');          // (its --iters)
-    await page.click('button[type=submit]');
-    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    // Sizes up to 1 MiB, 5 calls each (steps are its --iters): seconds, not a minute.
+    await startFromForm('collectives', { n: '2', 'max-bytes': '1M', steps: '5' });
     await page.waitForSelector('#p-summary canvas[aria-label^="Bus bandwidth"]', { timeout: 120000 });
     const busLabel = await page.locator('#p-summary canvas[aria-label^="Bus bandwidth"]').getAttribute('aria-label');
     await page.locator('#p-summary').screenshot({ path: path.join(outDir, 'run-collectives-busbw.png') });
