@@ -365,8 +365,7 @@ static void check_terms(int *linked) {
                 snprintf(lab_name, sizeof lab_name, "%.*s", (int)name_len, p + 1);
                 const CatLab *lab = catalog_lab(lab_name);
                 for (char *w = strtok_r(opts, " ", &save); lab && w; w = strtok_r(NULL, " ", &save)) {
-                    const CatOption *o = !strncmp(w, "--", 2) ? catalog_find(lab, w + 2) : NULL;
-                    if (!o && !strncmp(w, "--", 2)) o = catalog_find(NULL, w + 2);
+                    const CatOption *o = !strncmp(w, "--", 2) ? catalog_find(lab, w + 2) : NULL;  // (shared ones too)
                     const char *value = o && o->kind != OPT_FLAG ? strtok_r(NULL, " ", &save) : "";
                     if (!o || !value || (o->kind != OPT_FLAG && catalog_check(o, value, 1, why, sizeof why) != 0))
                         labs_bad++, printf("# %s: Labs '%.*s': '%s' is not an option %s takes\n", TERMS[i].slug,

@@ -104,7 +104,15 @@ static char *read_text(const char *path, size_t *n) {
     return b.data;
 }
 
-// The labs a term names in its header ("`ddp`, `zero`"), as Run buttons.
+// One Run button to lab's form, its fields filled from query ("" or "?stage=3&amp;..."),
+// labelled "Run <text>"; the first opens the "Run it" box (*any counts them).
+static void run_button(StrBuf *b, int *any, const char *lab, const StrBuf *query, const char *text) {
+    if (!(*any)++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
+    sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s%s\">Run ", lab, query->len ? query->data : "");
+    sb_markup_text(b, text);
+    sb_printf(b, "</a></li>");
+}
+
 // A term's Labs line: `lab` or `lab --option value --flag`, each a button to the lab's form
 // with those options filled in (/labs/zero?stage=3; lab.js reads them). Only a lab the
 // catalog has, and options it gives that lab, make a button.
@@ -123,18 +131,12 @@ static void lab_buttons(StrBuf *b, const char *labs) {
         const CatLab *lab = name ? catalog_lab(name) : NULL;
         int ok = lab != NULL;
         for (char *w = strtok_r(NULL, " ", &save); ok && w; w = strtok_r(NULL, " ", &save)) {
-            const CatOption *o = strncmp(w, "--", 2) == 0 ? catalog_find(lab, w + 2) : NULL;
-            if (!o) o = strncmp(w, "--", 2) == 0 ? catalog_find(NULL, w + 2) : NULL;
+            const CatOption *o = strncmp(w, "--", 2) == 0 ? catalog_find(lab, w + 2) : NULL;  // (shared ones too)
             char *value = o && o->kind != OPT_FLAG ? strtok_r(NULL, " ", &save) : NULL;
             ok = o && (o->kind == OPT_FLAG || (value && web_safe_name(value)));
             if (ok) sb_printf(&query, "%s%s=%s", query.len ? "&amp;" : "?", o->name, value ? value : "1");
         }
-        if (ok) {
-            if (!any++) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
-            sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s%s\">Run ", lab->name, query.len ? query.data : "");
-            sb_markup_text(b, shown);
-            sb_printf(b, "</a></li>");
-        }
+        if (ok) run_button(b, &any, lab->name, &query, shown);
         sb_free(&query);
     }
     if (any) sb_printf(b, "</ul></aside>\n");
@@ -147,7 +149,7 @@ static void lesson_buttons(StrBuf *b, const char *md) {
                                           {"SCHEDULE", "schedule"}, {"MICRO", "micro"},     {"POLICY", "policy"},
                                           {"STRATEGY", "strategy"}};
     char seen[16][32];
-    int nseen = 0;
+    int nseen = 0, any = 0;
     for (const char *p = md; (p = strstr(p, "make lab-")) && nseen < 16; p++) {
         const char *name = p + strlen("make lab-");
         size_t len = strspn(name, "abcdefghijklmnopqrstuvwxyz");
@@ -172,11 +174,10 @@ static void lesson_buttons(StrBuf *b, const char *md) {
                 if (!strcmp(word, vars[v][0]) && web_safe_name(eq + 1))
                     sb_printf(&query, "%s%s=%s", query.len ? "&amp;" : "?", vars[v][1], eq + 1);
         }
-        if (nseen == 1) sb_printf(b, "<aside class=\"labs\"><h2>Run it</h2><ul>");
-        sb_printf(b, "<li><a class=\"button\" href=\"/labs/%s%s\">Run %s</a></li>", lab, query.len ? query.data : "", lab);
+        run_button(b, &any, lab, &query, lab);
         sb_free(&query);
     }
-    if (nseen) sb_printf(b, "</ul></aside>\n");
+    if (any) sb_printf(b, "</ul></aside>\n");
 }
 
 int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const char *slug) {
