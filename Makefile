@@ -162,7 +162,7 @@ LAB_SAN   := $(LABS_ALL:%=$(BUILD)/san/labs/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').
-TUI_DRAW  := canvas dashboard lossplot timeline mdterm lexicon
+TUI_DRAW  := canvas dashboard lossplot busbwplot memview timeline mdterm lexicon
 TUI_OBJS  := $(TUI_DRAW:%=$(BUILD)/tui/%.o) $(BUILD)/tui/tui.o
 TUI_SAN   := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o) $(BUILD)/san/tui/tui.o
 TUI_DRAW_SAN := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o)

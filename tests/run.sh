@@ -55,7 +55,7 @@ for t in "$BUILD"/san/tests/test_*; do
         test_trace) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_catalog) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
-        test_tui | test_tui_replay) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
+        test_tui | test_tui_replay | test_tui_panels) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
         *) run "$name" "$t" ;;
     esac
 done

@@ -1,5 +1,6 @@
 // dashboard.c — the frame: header, banner, panels, footer (see dashboard.h). The loss chart
-// is in lossplot.c, the timeline in timeline.c.
+// is in lossplot.c, the collectives' in busbwplot.c, the memory panel and bars in memview.c,
+// the timeline in timeline.c.
 #include "dashboard.h"
 
 #include <math.h>
@@ -185,59 +186,6 @@ static void footer(Canvas *c, const RunView *v, const DashState *s) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Bars: step time, and memory by category
-// ---------------------------------------------------------------------------------------
-
-// The glyph of memory category k: a coloured block, or its initial without colour.
-static uint32_t mem_glyph(const RunView *v, const DashState *s, int k) {
-    char ch = v->mem_names[k][0];
-    return dash_glyph(s, (uint32_t)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch ? ch : '?'));
-}
-
-// The bytes a rank holds after its step: the sum of its categories.
-static double in_use(const RunView *v, const RunStep *st) {
-    double total = 0;
-    for (int k = 0; k < v->nmem; k++) total += st->mem[k];
-    return total;
-}
-
-static double mem_scale(const RunView *v) {
-    double scale = 0;
-    for (int r = 0; r < v->nranks; r++) {
-        const RunStep *st = &v->ranks[r].last;
-        double total = in_use(v, st);
-        if (st->peak > scale) scale = st->peak;
-        if (total > scale) scale = total;
-    }
-    return scale;
-}
-
-// Rank r's memory, stacked by category in mem_names order, then the headroom up to its peak,
-// on a bar where `scale` bytes fill `w` columns. Category k takes round(w * bytes_k / scale)
-// columns, each rounded on its own, so equal amounts (params and grads in fp32) always get
-// equal bars; the headroom runs to round(w * peak / scale).
-static void mem_bar(Canvas *c, const RunView *v, const DashState *s, const RunStep *st, int x, int y, int w, double scale) {
-    if (scale <= 0) return;
-    int col = 0;
-    for (int k = 0; k < v->nmem; k++) {
-        int cells = (int)lround(w * st->mem[k] / scale);
-        for (int i = 0; i < cells && col < w; i++, col++) canvas_put(c, x + col, y, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
-    }
-    int peak_end = (int)lround(w * st->peak / scale);
-    for (; col < peak_end && col < w; col++) canvas_put(c, x + col, y, s->utf8 ? 0x2591 : '.', COLOR_DIM, 0);
-}
-
-static void mem_legend(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w) {
-    int lx = x;
-    for (int k = 0; k < v->nmem && lx < x + w; k++) {
-        canvas_put(c, lx, y, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
-        lx += 2 + canvas_text(c, lx + 2, y, x + w - lx - 2, COLOR_NONE, 0, v->mem_names[k]) + 1;
-    }
-    canvas_put(c, lx, y, s->utf8 ? 0x2591 : '.', COLOR_DIM, 0);
-    canvas_text(c, lx + 2, y, x + w - lx - 2, COLOR_NONE, 0, "transient, up to the peak");
-}
-
-// ---------------------------------------------------------------------------------------
 // Panel 1: overview
 // ---------------------------------------------------------------------------------------
 
@@ -254,7 +202,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
     int mb = w - 1 - 5 - 7 - 9 - (with_time_bar ? cb + 3 : 0) - 11 - 2 - 21;  // the memory bar
     int with_figures = mb >= 16;  // narrow: the bar keeps the room, the memory panel has the bytes
     if (!with_figures) mb += 21;
-    double ms_max = 0, scale = mem_scale(v);
+    double ms_max = 0, scale = dash_mem_scale(v);
     for (int r = 0; r < v->nranks; r++)
         if (v->ranks[r].last.ms_step > ms_max) ms_max = v->ranks[r].last.ms_step;
     int x = 1;
@@ -307,17 +255,20 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_printf(c, x, row, 10, COLOR_NONE, 0, "%10s", format_bytes(b1, sizeof b1, st->sent));
         x += 11;
         canvas_put(c, x, row, '[', COLOR_DIM, 0);
-        mem_bar(c, v, s, st, x + 1, row, mb, scale);
+        dash_mem_bar(c, v, s, st, x + 1, row, mb, scale);
         canvas_put(c, x + mb + 1, row, ']', COLOR_DIM, 0);
-        double total = in_use(v, st);
+        double total = dash_mem_in_use(v, st);
         if (with_figures)
             canvas_printf(c, x + mb + 3, row, -1, COLOR_NONE, 0, "%s / %s", format_bytes(b1, sizeof b1, total),
                           format_bytes(b2, sizeof b2, st->peak));
     }
     if (shown < world) canvas_printf(c, 1, row++, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
-    if (row < y + h && v->nmem) mem_legend(c, v, s, 1, row++, w - 2);
-    // Communication, named both ways: what the step waited for, and all of it.
-    if (with_time_bar && row < y + h) {
+    if (row < y + h && v->nmem) dash_mem_legend(c, v, s, 1, row++, w - 2);
+    // Communication, named both ways: what the step waited for, and all of it (for a lab
+    // with steps: the collectives have none).
+    int steps = 0;
+    for (int r = 0; r < v->nranks; r++) steps |= v->ranks[r].has_step;
+    if (with_time_bar && steps && row < y + h) {
         double total_ms = 0, hidden_ms = 0;
         int x0 = 1;
         canvas_put(c, x0, row, dash_glyph(s, '='), COLOR_FWD, 0);
@@ -357,7 +308,9 @@ static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int
     int ranks_h = world + 2 + (c->w >= 96);  // header, rows, legends (the time bar's when it is drawn)
     if (ranks_h > h / 2) ranks_h = h / 2;
     int chart_h = h - ranks_h - 1;
-    if (v->nloss == 0 && s->log_text && s->log_text[0]) {
+    if (v->nloss == 0 && v->nbusbw > 0 && chart_h >= 8) {
+        dash_busbw_chart(c, v, s, 1, y, c->w - 2, chart_h);  // the collectives: their picture
+    } else if (v->nloss == 0 && s->log_text && s->log_text[0]) {
         // No step yet (or a lab without steps): what rank 0 said (its memory table, the
         // collectives' table) is the news.
         canvas_printf(c, 1, y, c->w - 2, COLOR_TITLE, ATTR_BOLD, "rank %d's output (%s)", s->log_rank,
@@ -367,47 +320,6 @@ static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int
         dash_loss_chart(c, v, s, 0, y, c->w - 1, chart_h);
     }
     rank_rows(c, v, s, y + chart_h + 1, ranks_h);
-}
-
-// ---------------------------------------------------------------------------------------
-// Panel 2: memory
-// ---------------------------------------------------------------------------------------
-
-static void memory(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
-    char b[32];
-    double scale = mem_scale(v);
-    int world = runview_world(v), w = c->w;
-    canvas_printf(c, 1, y, w - 2, COLOR_TITLE, ATTR_BOLD, "device memory each rank holds after its last step; full width = %s",
-                  format_bytes(b, sizeof b, scale));
-    mem_legend(c, v, s, 1, y + 1, w - 2);
-    int row = y + 3, shown = 0;
-    for (int r = 0; r < world && row + 3 <= y + h; r++, shown++) {
-        const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
-        if (!rk || !rk->has_step) {
-            canvas_printf(c, 1, row, -1, COLOR_DIM, 0, "r%-2d no step yet", r);
-            row += 2;
-            continue;
-        }
-        const RunStep *st = &rk->last;
-        double total = in_use(v, st);
-        char b1[32], b2[32], b3[32];
-        int x = 1 + canvas_printf(c, 1, row, -1, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
-        x += canvas_printf(c, x + 1, row, -1, COLOR_NONE, 0, "in use %s, peak %s (%s transient) after step %lld",
-                           format_bytes(b1, sizeof b1, total), format_bytes(b2, sizeof b2, st->peak),
-                           format_bytes(b3, sizeof b3, st->peak > total ? st->peak - total : 0), (long long)st->step) + 1;
-        if (rk->checks)
-            canvas_printf(c, x + 2, row, -1, rk->checks_failed ? COLOR_BAD : COLOR_OK, 0, "%ld check%s, %ld failed",
-                          rk->checks, rk->checks == 1 ? "" : "s", rk->checks_failed);
-        mem_bar(c, v, s, st, 5, row + 1, w - 7, scale);
-        x = 5;
-        for (int k = 0; k < v->nmem; k++) {
-            canvas_put(c, x, row + 2, mem_glyph(v, s, k), COLOR_MEM0 + k, 0);
-            x += 2 + canvas_printf(c, x + 2, row + 2, -1, COLOR_NONE, 0, "%s %s", v->mem_names[k],
-                                   format_bytes(b1, sizeof b1, st->mem[k])) + 2;
-        }
-        row += 4;
-    }
-    if (shown < world) canvas_printf(c, 1, row, -1, COLOR_DIM, 0, "... %d more rank(s): make the terminal taller", world - shown);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -486,7 +398,7 @@ void dash_render(Canvas *c, const RunView *v, const DashState *s) {
     int h = c->h - 1 - y;  // the footer takes the last row
     switch (s->panel) {
     case PANEL_OVERVIEW: overview(c, v, s, y, h); break;
-    case PANEL_MEMORY: memory(c, v, s, y, h); break;
+    case PANEL_MEMORY: dash_memory(c, v, s, y, h); break;
     case PANEL_TIMELINE: dash_timeline(c, v, s, 1, y, c->w - 2, h); break;
     default: log_panel(c, v, s, y, h); break;
     }

@@ -1,7 +1,8 @@
 // dashboard.h — what the terminal dashboard draws, as a pure function of a run.
 //
 // Defines: Panel, DashState, DASH_MIN_W, DASH_MIN_H, dash_render(), dash_panel_name(),
-//          dash_timeline(), dash_loss_chart(), dash_status(), SpanKind, span_kind().
+//          dash_timeline(), dash_loss_chart(), dash_busbw_chart(), dash_status(), SpanKind,
+//          span_kind(), dash_mem_*(), dash_memory().
 //
 // dash_render() draws one frame of a RunView (runread.h) into a Canvas (canvas.h): a header
 // (lab, world, device and backend, step / total with a progress bar, ETA, tokens/s), a
@@ -10,10 +11,12 @@
 // `shardlab tui --dump` prints it, and the tests compare it with the run's numbers.
 //
 // Panels (keys 1-4, tab):
-//   1 overview   the loss chart (floor and reference run included) and a row per rank:
+//   1 overview   the loss chart (floor and reference run included; for the collectives lab,
+//                the bus bandwidth by message size instead) and a row per rank:
 //                step time split into compute and communication, bytes sent per step,
 //                memory as a bar stacked by category against the peak
-//   2 memory     each rank's memory by category, in bytes and to scale
+//   2 memory     each rank's memory by category, in bytes and to scale; below, on a terminal
+//                with the rows, the ranks side by side as columns stacked by category
 //   3 timeline   the last complete step of every rank as a Gantt chart: compute on one
 //                line, communication on the next, so overlap and idle time show
 //   4 log        the summary, each rank's end, errors and failed checks, and the tail of a
@@ -64,10 +67,22 @@ static inline uint32_t dash_glyph(const DashState *s, uint32_t letter) {
 
 // The pieces, for the panels that share them (timeline.c, lossplot.c).
 void dash_loss_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
+// The collectives lab's bus bandwidth by message size (busbwplot.c); nothing without measurements.
+void dash_busbw_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
 void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h);
 // Rank r's communication in the timeline's step (the last every rank finished), from its
 // spans: all of it, and the part that ran while the rank computed (hidden), in ms. 0: no
 // spans for it yet.
 int dash_comm_ms(const RunView *v, int r, double *total_ms, double *hidden_ms);
+
+// Memory (memview.c): category k's glyph; the bytes a step's categories add up to; the
+// scale every rank's bar shares (the largest of any rank's peak and in-use); a rank's bar,
+// stacked by category, then the transient part up to its peak; the legend; panel 2.
+uint32_t dash_mem_glyph(const RunView *v, const DashState *s, int k);
+double dash_mem_in_use(const RunView *v, const RunStep *st);
+double dash_mem_scale(const RunView *v);
+void dash_mem_bar(Canvas *c, const RunView *v, const DashState *s, const RunStep *st, int x, int y, int w, double scale);
+void dash_mem_legend(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w);
+void dash_memory(Canvas *c, const RunView *v, const DashState *s, int y, int h);
 
 #endif

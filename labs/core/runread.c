@@ -1,7 +1,6 @@
 // runread.c — see runread.h. The schema it reads is written at the top of runlog.h.
 #include "runread.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,7 +14,6 @@
 #include "check.h"
 #include "json.h"
 #include "runschema.h"
-
 
 // ---------------------------------------------------------------------------------------
 // Small helpers: numbers from JSON that may be anything
@@ -188,12 +186,40 @@ static void on_span(RunRank *rk, const JsonValue *ev) {
     }
 }
 
-static void on_check(RunRank *rk, const JsonValue *ev) {
+// The collectives lab reports each size's bus bandwidth as a check "<coll>.<bytes>.busbw"
+// (labs/collectives.c): rank 0's are the measurements its chart draws. A size measured again
+// replaces the old figure.
+static void busbw_add(RunView *v, const char *name, double gbps) {
+    size_t n = strlen(name);
+    const char *tail = ".busbw", *dot;
+    if (n < 8 || strcmp(name + n - 6, tail) != 0 || !isfinite(gbps) || gbps < 0) return;
+    for (dot = name + n - 7; dot > name && *dot != '.'; dot--)
+        if (*dot < '0' || *dot > '9') return;
+    size_t len = (size_t)(dot - name);
+    if (*dot != '.' || len == 0 || dot + 1 == name + n - 6 || len >= sizeof v->busbw->coll) return;
+    RunBusbw m = {.bytes = strtod(dot + 1, NULL), .gbps = gbps};
+    memcpy(m.coll, name, len);
+    if (!(m.bytes > 0) || !isfinite(m.bytes)) return;
+    for (size_t i = 0; i < v->nbusbw; i++)
+        if (strcmp(v->busbw[i].coll, m.coll) == 0 && v->busbw[i].bytes == m.bytes) {
+            v->busbw[i] = m;
+            return;
+        }
+    if (v->nbusbw == RUN_MAX_BUSBW) return;
+    if (v->nbusbw == v->busbw_cap) {
+        v->busbw_cap = v->busbw_cap ? 2 * v->busbw_cap : 64;
+        v->busbw = realloc_check(v->busbw, v->busbw_cap * sizeof *v->busbw);
+    }
+    v->busbw[v->nbusbw++] = m;
+}
+
+static void on_check(RunView *v, RunRank *rk, int r, const JsonValue *ev) {
     rk->checks++;
+    const JsonValue *name = json_get(ev, "name");
+    if (r == 0 && name && name->type == JSON_STRING) busbw_add(v, name->string, num(json_get(ev, "value"), NAN));
     const JsonValue *ok = json_get(ev, "ok");
     if (ok && ok->type == JSON_BOOL && ok->boolean) return;
     if (!rk->checks_failed++) {
-        const JsonValue *name = json_get(ev, "name");
         snprintf(rk->failed_check, sizeof rk->failed_check, "%s: %.6g (expected %.6g)",
                  name && name->type == JSON_STRING ? name->string : "?", num(json_get(ev, "value"), NAN),
                  num(json_get(ev, "expect"), NAN));
@@ -223,7 +249,7 @@ void runview_feed_line(RunView *v, int r, const char *line, size_t len) {
     if (strcmp(kind, "start") == 0) on_start(v, rk, ev);
     else if (strcmp(kind, "step") == 0) on_step(v, rk, r, ev);
     else if (strcmp(kind, "span") == 0) on_span(rk, ev);
-    else if (strcmp(kind, "check") == 0) on_check(rk, ev);
+    else if (strcmp(kind, "check") == 0) on_check(v, rk, r, ev);
     else if (strcmp(kind, "end") == 0) {
         rk->ended = 1;
         copy_str(rk->status, sizeof rk->status, json_get(ev, "status"));
@@ -313,6 +339,7 @@ static int read_summary(RunView *v) {
         v->tokens_per_s = num(json_get(s, "tokens_per_s"), 0);
         v->mem_peak = num(json_get(s, "mem_peak"), 0);
         v->summary_steps = int_of(json_get(s, "steps"), 0);
+        v->memcpy_gbps = fmax(num(json_get(s, "memcpy_gbps"), 0), 0);
     }
     json_free(s);
     return 1;
@@ -354,15 +381,6 @@ static int poll_rank(RunView *v, int r, int64_t now_us) {
 // ---------------------------------------------------------------------------------------
 // The public side
 // ---------------------------------------------------------------------------------------
-
-int run_blamed_rank(const char *msg) {
-    for (const char *p = msg; (p = strstr(p, "rank ")) != NULL; p += 5) {
-        int r, end = 0;
-        if (sscanf(p, "rank %d failed, so%n", &r, &end) == 1 && end) return r;
-        if (sscanf(p, "rank %d (pid %*d) is gone%n", &r, &end) == 1 && end) return r;
-    }
-    return -1;
-}
 
 void runview_init(RunView *v) {
     memset(v, 0, sizeof *v);
@@ -421,7 +439,7 @@ void runview_free(RunView *v) {
         free(rk->pending.items), free(rk->done.items), free(rk->prev.items);
         logtail_free(&rk->tail);
     }
-    free(v->ranks), free(v->loss), free(v->ms), free(v->ref);
+    free(v->ranks), free(v->loss), free(v->ms), free(v->ref), free(v->busbw);
     runview_init(v);
 }
 
@@ -466,43 +484,4 @@ const RunSpans *runview_spans(const RunView *v, int r, int64_t step) {
     if (rk->done.step == step) return &rk->done;
     if (rk->prev.step == step) return &rk->prev;
     return NULL;
-}
-
-// Whether rank 0's events (a run without meta.json) already end: the run stopped before it
-// started (a failed start the launcher ended), so it is no one's newest run.
-static int run_ended_unstarted(const char *events) {
-    int fd = file_open_regular(events);
-    if (fd < 0) return 0;
-    char buf[4096];
-    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    buf[got > 0 ? got : 0] = 0;
-    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (runschema_line_is(line, strlen(line), "end")) return 1;
-    return 0;
-}
-
-int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen) {
-    DIR *d = opendir(runs_dir);
-    if (!d) return snprintf(err, errlen, "%s: %s (no runs yet? start one with 'make lab-ddp')", runs_dir, strerror(errno)), -1;
-    struct dirent *e;
-    double best = -1;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char path[4096 + 300];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s/meta.json", runs_dir, e->d_name);
-        if (stat(path, &st) != 0) {  // not started yet, or never: only the first counts
-            snprintf(path, sizeof path, "%s/%s/rank-0.jsonl", runs_dir, e->d_name);
-            if (stat(path, &st) != 0 || run_ended_unstarted(path)) continue;
-        }
-        double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
-        if (t > best && strlen(runs_dir) + strlen(e->d_name) + 2 <= n) {
-            best = t;
-            snprintf(out, n, "%s/%s", runs_dir, e->d_name);
-        }
-    }
-    closedir(d);
-    if (best < 0) return snprintf(err, errlen, "%s: no run directories in it (start one with 'make lab-ddp')", runs_dir), -1;
-    return 0;
 }

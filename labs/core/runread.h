@@ -1,6 +1,6 @@
 // runread.h — reading a run directory while it grows, or long after it ended.
 //
-// Defines: RUN_MAX_MEM, RUN_MAX_SPANS, RunStep, RunSpan, RunSpans, RunRank, RunPoint, RunView,
+// Defines: RUN_MAX_MEM, RUN_MAX_SPANS, RunStep, RunSpan, RunSpans, RunRank, RunPoint, RunBusbw, RunView,
 //          runview_init(), runview_open(), runview_poll(), runview_feed_line(),
 //          runview_set_reference(), runview_free(), runview_ended(), runview_world(),
 //          runview_tokens_per_s(), runview_ms_per_step(), runview_timeline_step(),
@@ -30,6 +30,7 @@
 #define RUN_MAX_SPANS 4096   // spans kept per rank and step (more are counted, not kept)
 #define RUN_MAX_RANKS 4096   // a larger world_size in meta.json is refused as malformed
 #define RUN_PARTIAL_S 2      // a line without its end for this long is given up
+#define RUN_MAX_BUSBW 1024   // the collectives' measurements kept (more are dropped)
 
 // What a rank's latest step event said.
 typedef struct {
@@ -79,6 +80,12 @@ typedef struct {
     double loss;
 } RunPoint;
 
+// One measurement of the collectives lab: rank 0's check event "<coll>.<bytes>.busbw".
+typedef struct {
+    char coll[24];                // all_reduce, reduce_scatter, ...
+    double bytes, gbps;           // the message size, and the bus bandwidth in GB/s
+} RunBusbw;
+
 typedef struct {
     char dir[4096];
     // meta.json (rank 0 writes it at start; absent until then)
@@ -105,6 +112,11 @@ typedef struct {
     RunPoint *ref;
     size_t nref;
     char ref_problem[256];        // why the reference named could not be read ("" if fine)
+    // the collectives' bus bandwidth by collective and size, in the order measured, and the
+    // machine's memory-copy rate its summary.json gives (0: none)
+    RunBusbw *busbw;
+    size_t nbusbw, busbw_cap;
+    double memcpy_gbps;
     // summary.json (rank 0 writes it at the end); a field a lab did not write is NaN or 0
     int has_summary;              // 1 read, -1 unreadable, 0 not there (yet)
     char status[16];
@@ -145,7 +157,7 @@ int64_t runview_timeline_step(const RunView *v);
 // The spans of `step` on rank r, or NULL.
 const RunSpans *runview_spans(const RunView *v, int r, int64_t step);
 
-// The newest run directory under runs_dir (by its meta.json's modification time, or, while
+// Finding runs (runfind.c). The newest run directory under runs_dir (by its meta.json's modification time, or, while
 // it starts, its rank 0 log's; a run that ended before it started is skipped). Returns 0, or
 // -1 with the reason.
 int runview_latest_run(const char *runs_dir, char *out, size_t n, char *err, size_t errlen);
