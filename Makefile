@@ -206,7 +206,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -514,7 +514,9 @@ bench-gpu:
 GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops $(BUILD)/gpu/bench_ops)
 # The C benchmarks are built (not run) so that they keep compiling with the code they time.
 BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
-test: deps deps-browser all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
+# What the tests run, built (make -j N test-programs builds it on N cores; .ci/run does).
+test-programs: all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
+test: deps deps-browser test-programs
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:
