@@ -8,6 +8,7 @@
 #include "gpt.h"
 #include "grade.h"
 #include "grade_internal.h"
+#include "memplan.h"
 #include "tp_layout.h"
 
 // ---- comm.bytes --------------------------------------------------------------------------
@@ -136,10 +137,10 @@ static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t st
     return 1;
 }
 
-// Psi'/N: the sum of the units' padded shards (grade_unit_shard).
+// Psi'/N: the sum of the units' padded shards (memplan_unit_shard).
 static double padded_shard_sum(const GptConfig *m, int N, int align) {
     double sum = 0;
-    for (int u = 0; u < gpt_layer_count(m); u++) sum += grade_unit_shard(m, u, N, align);
+    for (int u = 0; u < gpt_layer_count(m); u++) sum += memplan_unit_shard(m, u, N, align);
     return sum;
 }
 

@@ -4,7 +4,7 @@
 //
 // Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
 //          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_remove_tree(), grade_last_line(),
-//          grade_model(), grade_model_ok(), grade_model_or_say(), grade_unit_shard(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
+//          grade_model(), grade_model_ok(), grade_model_or_say(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_mem(), check_comm(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives(),
 //          grade_ckpt_acts().
@@ -101,13 +101,6 @@ GptConfig grade_model(const GradeRun *run);
 int grade_model_ok(const GptConfig *m);
 // The run's model into *m, or 0 with the check's reason: its config is not a model shardlab builds.
 int grade_model_or_say(const GradeRun *run, GptConfig *m, GradeCheck *c);
-
-// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
-// rounded up to `align` (sharded.h). The shard's length (memory.c's formulas, comm.c's bytes).
-static inline double grade_unit_shard(const GptConfig *m, int u, int N, int align) {
-    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
-    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
-}
 
 // memory.c: mem.formula. comm.c: comm.bytes.
 void check_mem(Ctx *x, GradeCheck *c);

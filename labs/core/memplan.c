@@ -1,0 +1,144 @@
+// memplan.c — see memplan.h. The peaks, walked from each method's schedule:
+//   acts (single, ddp, shard, zero, fsdp, ckpt)  the saved activations of a micro-batch, plus
+//            the pass's workspace W = 4 (S + B' T C): gpt_pass_scratch_floats() S and the
+//            residual gradient
+//   ddp      params, grads, optim as after a step; comm: the bucket buffers
+//   zero     params: + the unit being gathered (stage 3) and its fp32 copy (bf16), the largest
+//            unit n; grads: + the fp32 gradient of the unit in backward (4 n, not stage 0-1
+//            fp32, which write into the gradients) and its bf16 copy for the reduce-scatter
+//            (stages 2-3), or the optimizer's fp32 copy of a bf16 slice, whichever is more;
+//            comm: the reduce-scatter's output shard (stages 2-3)
+//   fsdp     params: + the gathered units of the fullest moment of the schedule: the running
+//            unit, the next with --prefetch, every unit gathered so far without resharding
+//            (and the running unit's fp32 copy in bf16); grads, comm as ZeRO-3
+//   pp       params, grads, optim as after a step; the activations in flight are the
+//            schedule's (graded as schedule.in_flight), its messages in flight timing's
+#include "memplan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+double memplan_unit_shard(const GptConfig *m, int u, int N, int align) {
+    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
+    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
+}
+
+// The units of ZeRO and FSDP: sum and largest of the shards s_u and padded units N s_u.
+typedef struct {
+    double shards, padded, max_shard, max_padded;
+} Units;
+
+static Units units_of(const GptConfig *m, int N, int align) {
+    Units u = {0};
+    for (int l = 0; l < gpt_layer_count(m); l++) {
+        double s = memplan_unit_shard(m, l, N, align);
+        u.shards += s, u.padded += s * N;
+        u.max_shard = fmax(u.max_shard, s), u.max_padded = fmax(u.max_padded, s * N);
+    }
+    return u;
+}
+
+// FSDP's gathered weights at the fullest moment (elements, e bytes each) plus the running
+// unit's fp32 copy (w bytes per element; bf16 only): at each unit's forward and backward,
+// what the schedule holds gathered (tests/test_fsdp.c walks it the same way).
+static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e, double w, int prefetch, int reshard) {
+    int U = gpt_layer_count(m);
+    double worst = 0, gathered_before = 0;  // the units 0..u-1, all held without resharding
+    for (int u = 0; u < U; u++) {
+        double unit = memplan_unit_shard(m, u, N, align) * N;
+        double next = prefetch && u + 1 < U ? memplan_unit_shard(m, u + 1, N, align) * N : 0;
+        double prev = prefetch && u > 0 ? memplan_unit_shard(m, u - 1, N, align) * N : 0;
+        double held = unit + next + (reshard ? 0 : gathered_before);  // forward of u
+        worst = fmax(worst, e * held + w * unit);
+        // Backward of u, from the head down: the unit below prefetched (already held without
+        // resharding).
+        held = unit + prev + (reshard ? 0 : gathered_before - prev);
+        worst = fmax(worst, e * held + w * unit);
+        gathered_before += unit;
+    }
+    return worst;
+}
+
+static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
+    int fsdp = strcmp(l->lab, "fsdp") == 0, st = fsdp ? 3 : l->stage, N = l->world, mixed = l->mixed;
+    double e = mixed ? 2 : 4, k = mixed ? 12 : 8;
+    Units u = units_of(m, N, mixed ? 2 : 1);
+    double slice = st == 0 ? u.max_padded : u.max_shard;
+    p->after[MEM_PARAMS] = e * (st == 3 ? u.shards : u.padded);
+    p->after[MEM_GRADS] = e * (st >= 2 ? u.shards : u.padded);
+    p->after[MEM_OPTIM] = l->offload ? 0 : k * (st == 0 ? u.padded : u.shards);
+    p->formula = "ZeRO: e Psi' or e Psi'/N per the stage, K Psi'/N for the optimizer";
+    p->after_formula[MEM_PARAMS] = st == 3 ? "e Psi'/N" : "e Psi'";
+    p->after_formula[MEM_GRADS] = st >= 2 ? "e Psi'/N" : "e Psi'";
+    p->after_formula[MEM_OPTIM] = l->offload ? "0 (in host memory: --offload)" : st == 0 ? "K Psi'" : "K Psi'/N";
+    if (fsdp) {
+        p->peak[MEM_PARAMS] = p->after[MEM_PARAMS] +
+                              fsdp_gathered_peak(m, N, mixed ? 2 : 1, e, mixed ? 4 : 0, l->prefetch, l->reshard);
+        p->peak_formula[MEM_PARAMS] = "the shards + the gathered units of the schedule's fullest moment (one; two "
+                                      "with --prefetch; all so far with --no-reshard)";
+    } else {
+        p->peak[MEM_PARAMS] = p->after[MEM_PARAMS] + ((st == 3 ? e : 0) + (mixed ? 4 : 0)) * u.max_padded;
+        p->peak_formula[MEM_PARAMS] = st == 3 ? "the shards + one gathered unit (the largest)"
+                                    : mixed   ? "e Psi' + the fp32 copy of the largest unit"
+                                              : "as after a step";
+    }
+    double backward = !mixed && st <= 1 ? 0 : (4 + (mixed && st >= 2 ? e : 0)) * u.max_padded;
+    double update = mixed && !l->offload ? 4 * slice : 0;
+    p->peak[MEM_GRADS] = p->after[MEM_GRADS] + fmax(backward, update);
+    p->peak_formula[MEM_GRADS] = st >= 2 ? "the shards + one unit's full gradient (the largest), never more"
+                               : mixed   ? "e Psi' + the fp32 gradient of the largest unit"
+                                         : "as after a step";
+    p->peak[MEM_OPTIM] = p->after[MEM_OPTIM];
+    p->peak[MEM_COMM] = st >= 2 ? e * u.max_shard : 0;
+    if (st >= 2) p->peak_formula[MEM_COMM] = "one reduce-scatter's output shard";
+}
+
+int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
+    for (int k = 0; k < MEM_CATEGORIES; k++) {
+        p->after[k] = p->peak[k] = NAN;
+        p->after_formula[k] = NULL, p->peak_formula[k] = "as after a step";
+    }
+    const char *lab = l->lab;
+    int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0;
+    int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
+    if (!zero && !fsdp && !pp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
+    if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
+    if (l->world < 1 || l->micro < 1) return snprintf(why, nwhy, "%d ranks, micro-batches of %d", l->world, l->micro), -1;
+
+    // The activations of a micro-batch, and the pass's workspace on top at the peak. On a GPU
+    // the workspace also holds the kernels' own (gpt_pass_scratch_floats).
+    double acts = (double)gpt_acts_bytes(m, l->micro);
+    double W = 4.0 * ((double)gpt_pass_scratch_floats(m, l->micro, l->gpu) + (double)l->micro * m->seq * m->dim);
+    p->after[MEM_ACTS] = acts, p->peak[MEM_ACTS] = acts + W;
+    p->after_formula[MEM_ACTS] = "4 B' T (2C + 2 + V + L (16C + 4 + NH T)), the saved activations of a micro-batch";
+    p->peak_formula[MEM_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
+    p->after[MEM_COMM] = p->peak[MEM_COMM] = 0;
+    p->after_formula[MEM_COMM] = "0";
+    double psi = (double)gpt_num_params(m);
+    if (zero || fsdp) {
+        zero_plan(m, l, p);
+    } else if (pp) {
+        p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * l->stage_params, p->after[MEM_OPTIM] = 8 * l->stage_params;
+        p->after[MEM_ACTS] = p->peak[MEM_ACTS] = p->after[MEM_COMM] = p->peak[MEM_COMM] = NAN;
+        p->formula = "4 Psi_s, 4 Psi_s, 8 Psi_s (this stage's layers)";
+        p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi_s", p->after_formula[MEM_OPTIM] = "8 Psi_s";
+    } else {
+        p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * psi, p->after[MEM_OPTIM] = 8 * psi;
+        p->formula = "4 Psi, 4 Psi, 8 Psi (a full replica)";
+        p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi", p->after_formula[MEM_OPTIM] = "8 Psi";
+        if (!strcmp(lab, "ddp") && l->buckets) {
+            p->after[MEM_COMM] = p->peak[MEM_COMM] = 4 * psi;
+            p->after_formula[MEM_COMM] = "4 Psi", p->peak_formula[MEM_COMM] = "the bucket buffers, 4 Psi";
+        }
+        if (!strcmp(lab, "ckpt")) {
+            p->after[MEM_ACTS] = l->ckpt_acts, p->peak[MEM_ACTS] = l->ckpt_acts + W;
+            p->formula = "16 Psi; acts per the policy";
+            p->after_formula[MEM_ACTS] = "the activations the policy keeps";
+            p->peak_formula[MEM_ACTS] = "the policy's activations + the pass's workspace W = 4 (S + B' T C)";
+        }
+    }
+    for (int k = 0; k < MEM_ACTS; k++)
+        if (isnan(p->peak[k])) p->peak[k] = p->after[k];
+    return 0;
+}

@@ -1,0 +1,55 @@
+// memplan.h — the bytes one rank holds, by category, after a step and at the most it holds at
+// once: the formulas every lab's run is graded against (mem.formula, labs/grade/memory.c), and
+// what `shardlab plan` prints for a model and layout at any scale. One implementation for both.
+//
+// Defines: MemLayout, MemPlan, memplan(), memplan_unit_shard(). The categories are mem.h's.
+//
+// After a step (the steady state, the papers' formulas), for Psi parameters, e bytes a weight
+// (4, or 2 with --mixed) and K bytes of optimizer state a parameter (8, or 12 with --mixed:
+// AdamW's m and v and the fp32 master weights):
+//   a replica (single, ddp, shard, ckpt)  e Psi, e Psi, K Psi; ddp's bucket buffers 4 Psi
+//   ZeRO stage 0-3                         e Psi' or e Psi'/N for the weights (stage 3) and the
+//                                          gradients (stage 2+), K Psi'/N for the optimizer
+//                                          (stage 1+; 0 on the device with --offload)
+//   FSDP                                   as ZeRO-3
+//   a pipeline stage                       4 Psi_s, 4 Psi_s, 8 Psi_s for its layers Psi_s
+// where Psi' counts each unit (a block, the embedding, the head) padded to N equal shards.
+// The activations: the lab's formula for a micro-batch of B' sequences (gpt_acts_bytes; ckpt:
+// the policy's), and at the peak the pass's workspace W = 4 (S + B' T C) on top. The peaks of
+// the other categories are walked from each method's schedule (memplan.c says how).
+#ifndef SHARDLAB_MEMPLAN_H
+#define SHARDLAB_MEMPLAN_H
+
+#include <stddef.h>
+
+#include "gpt.h"
+#include "mem.h"
+
+typedef struct {
+    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp or pp
+    int world;            // N: ranks that split the training state (and, but pp, the batch)
+    int micro;            // B': sequences in one micro-batch of one rank
+    int mixed;            // bf16 weights and gradients, fp32 master weights in the optimizer
+    int gpu;              // on a GPU the pass's workspace also holds its kernels' own
+    int stage, offload;   // zero: the stage, 0-3; the optimizer's state in host memory
+    int prefetch, reshard;  // fsdp: the next unit gathered early; units freed after forward
+    int buckets;          // ddp: gradients reduced through bucket buffers (not --sync per-tensor)
+    double ckpt_acts;     // ckpt: the activation bytes its policy keeps (ckpt_acts_bytes)
+    double stage_params;  // pp: Psi_s, the parameters of this rank's stage
+} MemLayout;
+
+typedef struct {
+    double after[MEM_CATEGORIES], peak[MEM_CATEGORIES];  // bytes; NaN: no formula (pp's acts and comm)
+    const char *formula;                     // params, grads and optim after a step
+    const char *after_formula[MEM_CATEGORIES], *peak_formula[MEM_CATEGORIES];
+} MemPlan;
+
+// The plan of layout l for model m: 0, or -1 with the reason in why (a lab it has no formula
+// for, a ZeRO stage outside 0-3).
+int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy);
+
+// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
+// rounded up to `align` (sharded.h: 2 with --mixed). The shard's length in elements.
+double memplan_unit_shard(const GptConfig *m, int u, int N, int align);
+
+#endif
