@@ -81,18 +81,8 @@
 
 // "none", "every", "sqrt" or K; exits 2 on anything else.
 static void policy_parse(CkptPolicy *p, const char *text, int L) {
-    for (int kind = CKPT_NONE; kind <= CKPT_SQRT; kind++) {
-        ckpt_policy(p, (CkptKind)kind, 0, L);
-        if (strcmp(text, p->name) == 0) return;
-    }
-    char *end;
-    long K = strtol(text, &end, 10);
-    if (end == text || *end || K < 1)
-        usage_error("ckpt", "--policy must be none, every, sqrt or a positive whole number K (got '%s')", text);
-    if (K > L)
-        usage_error("ckpt", "--policy %ld checkpoints blocks %ld, %ld, ...: that needs at least %ld blocks (--layers %d)",
-                    K, K, 2 * K, K, L);
-    ckpt_policy(p, CKPT_K, (int)K, L);
+    char why[200];
+    if (ckpt_policy_named(p, text, L, why, sizeof why) != 0) usage_error("ckpt", "%s", why);
 }
 
 // What a rank computes in a step: its sequences of the global batch, in micro-batches.

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -32,6 +33,23 @@ void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L) {
         p->recomputed += len;
         for (int l = p->first[i]; l <= p->last[i]; l++) p->seg_of[l] = i;
     }
+}
+
+int ckpt_policy_named(CkptPolicy *p, const char *text, int L, char *why, size_t n) {
+    if (L < 1 || L > CKPT_MAX_BLOCKS) return snprintf(why, n, "%d blocks: checkpointing takes 1 to %d", L, CKPT_MAX_BLOCKS), -1;
+    for (int kind = CKPT_NONE; kind <= CKPT_SQRT; kind++) {
+        ckpt_policy(p, (CkptKind)kind, 0, L);
+        if (strcmp(text, p->name) == 0) return 0;
+    }
+    char *end;
+    long K = strtol(text, &end, 10);
+    if (end == text || *end || K < 1)
+        return snprintf(why, n, "--policy must be none, every, sqrt or a positive whole number K (got '%s')", text), -1;
+    if (K > L)
+        return snprintf(why, n, "--policy %ld checkpoints blocks %ld, %ld, ...: that needs at least %ld blocks (--layers %d)", K,
+                        K, 2 * K, K, L), -1;
+    ckpt_policy(p, CKPT_K, (int)K, L);
+    return 0;
 }
 
 // The closed form, computed from the shapes alone (not from the segments): the allocator's

@@ -2,7 +2,7 @@
 // activations then take (the formulas the ckpt lab prints and the grader checks). The pass
 // that recomputes them is activation_checkpointing.h's.
 //
-// Defines: CkptKind, CKPT_MAX_BLOCKS, CkptPolicy, ckpt_policy(), ckpt_acts_bytes(),
+// Defines: CkptKind, CKPT_MAX_BLOCKS, CkptPolicy, ckpt_policy(), ckpt_policy_named(), ckpt_acts_bytes(),
 //          ckpt_acts_formula(), ckpt_block_formula().
 //
 // A policy is a list of SEGMENTS: runs of consecutive blocks recomputed together. A block in
@@ -23,6 +23,8 @@
 #ifndef SHARDLAB_CKPT_POLICY_H
 #define SHARDLAB_CKPT_POLICY_H
 
+#include <stddef.h>
+
 #include "gpt.h"
 
 typedef enum { CKPT_NONE, CKPT_EVERY, CKPT_SQRT, CKPT_K } CkptKind;
@@ -41,6 +43,9 @@ typedef struct {
 
 // The policy for L blocks (K: 1 <= K <= L, used by CKPT_K only).
 void ckpt_policy(CkptPolicy *p, CkptKind kind, int K, int L);
+// The policy --policy names for L blocks: "none", "every", "sqrt" or K. 0, or -1 with the
+// reason in why (in the words the ckpt lab's usage error says).
+int ckpt_policy_named(CkptPolicy *p, const char *text, int L, char *why, size_t n);
 // The saved activations in closed form (bytes; the table above), and that formula as text.
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p);
 const char *ckpt_acts_formula(const GptConfig *c, const CkptPolicy *p);

@@ -24,6 +24,13 @@ double memplan_unit_shard(const GptConfig *m, int u, int N, int align) {
     return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
 }
 
+void memplan_pp_chunk(int L, int K, int k, int *first, int *last) {
+    int before = k * (L / K) + (k < L % K ? k : L % K);  // blocks in chunks 0..k-1
+    int blocks = L / K + (k < L % K);
+    *first = k == 0 ? 0 : before + 1;
+    *last = k == K - 1 ? L + 1 : before + blocks;
+}
+
 // The units of ZeRO and FSDP: sum and largest of the shards s_u and padded units N s_u.
 typedef struct {
     double shards, padded, max_shard, max_padded;

@@ -2,7 +2,7 @@
 // once: the formulas every lab's run is graded against (mem.formula, labs/grade/memory.c), and
 // what `shardlab plan` prints for a model and layout at any scale. One implementation for both.
 //
-// Defines: MemLayout, MemPlan, memplan(), memplan_unit_shard(). The categories are mem.h's.
+// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_unit_shard(). The categories are mem.h's.
 //
 // After a step (the steady state, the papers' formulas), for Psi parameters, e bytes a weight
 // (4, or 2 with --mixed) and K bytes of optimizer state a parameter (8, or 12 with --mixed:
@@ -47,6 +47,12 @@ typedef struct {
 // The plan of layout l for model m: 0, or -1 with the reason in why (a lab it has no formula
 // for, a ZeRO stage outside 0-3).
 int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy);
+
+// A pipeline of K = p v model chunks over L blocks, as pp lays it out unless --split says
+// otherwise: blocks as even as can be, the first chunks taking the remainder; chunk 0 starts
+// with the embedding (layer 0), the last ends with the head (layer L + 1). Chunk k's layers,
+// first..last. A stage s holds chunks s, s + p, s + 2p, ...
+void memplan_pp_chunk(int L, int K, int k, int *first, int *last);
 
 // ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
 // rounded up to `align` (sharded.h: 2 with --mixed). The shard's length in elements.

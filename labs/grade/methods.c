@@ -214,13 +214,8 @@ void check_recompute_bitwise(Ctx *x, GradeCheck *c) {
 // The run's policy, or -1 with a reason.
 static int run_policy(const GradeRun *run, const GptConfig *m, CkptPolicy *p, GradeCheck *c) {
     const char *name = grade_cfg_str(run, "policy", "");
-    char *end;
-    long K = strtol(name, &end, 10);
-    if (!strcmp(name, "none")) ckpt_policy(p, CKPT_NONE, 0, m->layers);
-    else if (!strcmp(name, "every")) ckpt_policy(p, CKPT_EVERY, 0, m->layers);
-    else if (!strcmp(name, "sqrt")) ckpt_policy(p, CKPT_SQRT, 0, m->layers);
-    else if (*name && !*end && K >= 1 && K <= m->layers) ckpt_policy(p, CKPT_K, (int)K, m->layers);
-    else {
+    char why[200];
+    if (ckpt_policy_named(p, name, m->layers, why, sizeof why) != 0) {
         MEASURED("policy \"%s\"", name);
         REASON("the config's policy is not none, every, sqrt or 1..L");
         return -1;

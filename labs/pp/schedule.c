@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "memplan.h"
 
 const char *const SCHEDULE_NAMES[3] = {"gpipe", "1f1b", "interleaved"};
 
@@ -183,10 +184,13 @@ void lay_out_pipe(Pipe *pp, TrainArgs *a, const char *split, int dp, int N) {
     if (a->batch % (dp * pp->m) != 0)
         usage_error("pp", "--batch %d does not split into %d pipeline(s) x %d micro-batches of equal size", a->batch,
                     dp, pp->m);
-    // Blocks per chunk: --split, or as even as can be (the first chunks take the remainder).
-    if (!split)
-        for (int k = 0; k < pp->K; k++) blocks[k] = L / pp->K + (k < L % pp->K);
+    // Blocks per chunk: as even as can be (memplan_pp_chunk: the first chunks take the
+    // remainder, the layout the memory formulas assume), or --split's.
     for (int k = 0, l = 1; k < pp->K; k++) {
+        if (!split) {
+            memplan_pp_chunk(L, pp->K, k, &pp->first[k], &pp->last[k]);
+            continue;
+        }
         pp->first[k] = k == 0 ? 0 : l;  // chunk 0 starts with the embedding
         l += blocks[k];
         pp->last[k] = k == pp->K - 1 ? L + 1 : l - 1;  // the last chunk ends with the head
