@@ -46,8 +46,9 @@ SANFLAGS := -O1 -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-r
 LDLIBS  := -lm -pthread
 
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the
-# dashboard's tests (they drive it in a terminal as a person would).
-DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js
+# dashboard's tests (they drive it in a terminal as a person would); libjs-chart.js draws the
+# web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript).
+DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js libjs-katex
 
 # ---- CUDA: built when nvcc and NCCL are found, unless CUDA=0 ------------------------------
 # labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;

@@ -882,6 +882,22 @@ static void check_command(int *linked) {
     status = lexicon_cmd("ambiguous", "zero", NULL);  // exact: the umbrella term, not its stages
     out = captured("ambiguous", "out");
     EXPECT(status == 0 && strstr(out, "ZeRO"), "shardlab lexicon zero: the ZeRO entry (exact beats partial)");
+    // Its formulas as the file writes them, each line whole on a line of its own: the browser
+    // draws them as mathematics (web/static/math.js), the terminal keeps the text one can copy.
+    // Broken variant: the renderer dropping a ```formula block, or rewriting its lines.
+    char *md = load("lexicon", "zero");
+    const char *block = md ? strstr(md, "```formula\n") : NULL;
+    const char *block_end = block ? strstr(block + 11, "\n```") : NULL;
+    int formula_lines = 0, shown = 0;
+    for (const char *l = block_end ? block + 11 : NULL; l && l < block_end; l = strchr(l, '\n') + 1) {
+        char want[200];
+        snprintf(want, sizeof want, " %.*s\n", (int)(strchr(l, '\n') - l), l);
+        formula_lines++;
+        shown += strstr(out, want) != NULL;
+    }
+    EXPECT(formula_lines == 6 && shown == formula_lines && !strstr(out, "\\frac") && !strstr(out, "\\text"),
+           "shardlab lexicon zero: its %d formula lines as plain text, as written (%d shown)", formula_lines, shown);
+    free(md);
     free(out);
     status = lexicon_cmd("partial", "stage", NULL);  // part of three names: suggestions, exit 2
     e = captured("partial", "err");

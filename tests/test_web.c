@@ -9,7 +9,8 @@
 //   1. every lexicon and lesson page answers 200 with its title, the home page links every
 //      term, every lab has a form; unknown slugs, labs and runs are 404;
 //   2. files come only from the server's own directories: "..", encoded or not, and a
-//      symbolic link out of web/static are 404;
+//      symbolic link out of web/static are 404; Debian's KaTeX is served whole (its stylesheet
+//      as text/css, a font byte for byte as font/woff2), and only pages with formulas load it;
 //   3. nothing acts without the token and from another site: a POST without the token, with a
 //      foreign Origin, or with a foreign Host is 403; bad labs and options are 400, and none
 //      of them starts anything;
@@ -41,6 +42,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -80,6 +82,7 @@ static int connect_server(void) {
 typedef struct {
     int status;
     char *body, *all;
+    size_t n;  // the body's bytes (a font holds NULs)
 } Resp;
 
 // raw: the request without its final blank line... given whole, e.g. "GET / HTTP/1.1\r\nHost: ...\r\n\r\n".
@@ -103,6 +106,7 @@ static Resp request_raw(const char *raw, size_t n) {
     sscanf(r.all, "HTTP/1.%*d %d", &r.status);
     char *b = strstr(r.all, "\r\n\r\n");
     r.body = b ? b + 4 : r.all + len;
+    r.n = len - (size_t)(r.body - r.all);
     return r;
 }
 
@@ -406,6 +410,74 @@ static void check_no_runs(void) {
 // ---------------------------------------------------------------------------------------
 // 1-2. Pages and files
 
+// The value of a reply's header, or "" (the first line that starts with name).
+static void header_of(const Resp *r, const char *name, char *out, size_t max) {
+    out[0] = 0;
+    size_t k = strlen(name);
+    for (const char *l = r->all ? strstr(r->all, "\r\n") : NULL; l && l < r->body; l = strstr(l + 2, "\r\n"))
+        if (strncasecmp(l + 2, name, k) == 0 && l[2 + k] == ':') {
+            const char *v = l + 3 + k + strspn(l + 3 + k, " ");
+            snprintf(out, max, "%.*s", (int)strcspn(v, "\r"), v);
+            return;
+        }
+}
+
+// Debian's KaTeX, which draws the formulas (web/static/math.js): its stylesheet and script,
+// and a font, whole (a font is binary: a server that read it as text would cut it at its first
+// NUL). Broken variants: no /static/katex/ route (404), fonts sent as application/octet-stream,
+// a file's length taken with strlen.
+#define KATEX_FONT "/usr/share/javascript/katex/fonts/KaTeX_Main-Regular.woff2"
+static void check_katex(void) {
+    char type[128], length[32];
+    Resp css = request("GET", "/static/katex/katex.min.css", NULL, NULL);
+    header_of(&css, "Content-Type", type, sizeof type);
+    EXPECT(css.status == 200 && strncmp(type, "text/css", 8) == 0 && strstr(css.body, ".katex"),
+           "/static/katex/katex.min.css: 200, text/css, KaTeX's stylesheet (status %d, %s)", css.status, type);
+    resp_free(&css);
+    Resp js = request("GET", "/static/katex/katex.min.js", NULL, NULL);
+    header_of(&js, "Content-Type", type, sizeof type);
+    Resp math = request("GET", "/static/math.js", NULL, NULL);
+    EXPECT(js.status == 200 && strncmp(type, "text/javascript", 15) == 0 && math.status == 200,
+           "/static/katex/katex.min.js (a symbolic link in Debian's package) and /static/math.js: 200 (%d, %s; %d)",
+           js.status, type, math.status);
+    resp_free(&js), resp_free(&math);
+
+    size_t size = 0;
+    char *want = read_file(KATEX_FONT, &size);
+    Resp font = request("GET", "/static/katex/fonts/KaTeX_Main-Regular.woff2", NULL, NULL);
+    header_of(&font, "Content-Type", type, sizeof type);
+    header_of(&font, "Content-Length", length, sizeof length);
+    EXPECT(want && font.status == 200 && !strcmp(type, "font/woff2") && font.n == size && strtoull(length, NULL, 10) == size &&
+           memcmp(font.body, want, size) == 0,
+           "a KaTeX font (fonts/ links out to /usr/share/fonts): 200, font/woff2, all %zu bytes, as on disk "
+           "(status %d, %s, %zu bytes, Content-Length %s)", size, font.status, type, font.n, length);
+    resp_free(&font);
+    free(want);
+
+    // Only a page with formulas loads KaTeX: the ZeRO term has them, barrier and home none.
+    Resp zero = request("GET", "/lexicon/zero", NULL, NULL), barrier = request("GET", "/lexicon/barrier", NULL, NULL),
+         home = request("GET", "/", NULL, NULL);
+    int in_zero = zero.body && strstr(zero.body, "href=\"/static/katex/katex.min.css\"") &&
+                  strstr(zero.body, "src=\"/static/katex/katex.min.js\"") && strstr(zero.body, "src=\"/static/math.js\"") &&
+                  strstr(zero.body, "<code class=\"language-formula\">stage_0 = 4*Psi+4*Psi+8*Psi\n");
+    int elsewhere = (barrier.body && strstr(barrier.body, "katex")) || (home.body && strstr(home.body, "katex"));
+    EXPECT(in_zero && !elsewhere, "/lexicon/zero loads KaTeX and math.js, its formulas in the page as written; "
+           "a term without formulas and the home page load neither");
+    resp_free(&zero), resp_free(&barrier), resp_free(&home);
+
+    // The way out of KaTeX's directory, in every spelling: 404, nothing read.
+    const char *out[] = {"/static/katex/../../../etc/passwd", "/static/katex/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                         "/static/katex/fonts/..%2f..%2f..%2f..%2fetc%2fpasswd", "/static/katex/fonts",
+                         "/static/katex/fonts/", "/static/katex/"};
+    int not404 = 0;
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        Resp r = request("GET", out[i], NULL, NULL);
+        if (r.status != 404 || (r.body && strstr(r.body, "root:"))) not404++, printf("# %s: %d\n", out[i], r.status);
+        resp_free(&r);
+    }
+    EXPECT(not404 == 0, "/static/katex/../../../etc/passwd, encoded, and KaTeX's directories themselves: 404 (%d not)", not404);
+}
+
 static void check_pages(void) {
     Resp home = request("GET", "/", NULL, NULL);
     int pages = 0, bad = 0, linked = 0;
@@ -468,6 +540,7 @@ static void check_pages(void) {
            "unknown term, lesson, lab, run and path: 404");
     EXPECT(get_status("/static/app.css") == 200 && get_status("/static/vendor/chart.min.js") == 200,
            "the stylesheet and Debian's Chart.js are served");
+    check_katex();
 
     // Traversal, in the spellings a client can send (raw, so nothing normalizes it first).
     const char *attempts[] = {
@@ -476,6 +549,8 @@ static void check_pages(void) {
         "/static/vendor/../../../../etc/passwd", "/static/vendor/..%2f..%2f..%2f..%2fetc%2fpasswd",
         "/static/passwd-link",           "/static//etc/passwd",             "/static/%00",
         "/static/.%2e/web.h",            "/runs/..%2f..%2fetc",             "/static/..\\..\\Makefile",
+        "/static/katex/../../../etc/passwd", "/static/katex/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "/static/katex/fonts/..%2f..%2f..%2f..%2fetc%2fpasswd",
     };
     int leaked = 0;
     for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
@@ -552,6 +627,17 @@ static int tags_safe(const char *html, char *why, size_t whylen) {
     return 1;
 }
 
+// tags_safe() on what the markdown became: the page's <article> (outside it, the page's own
+// scripts: KaTeX and math.js on a page with formulas).
+static int article_safe(const char *html, char *why, size_t whylen) {
+    const char *a = html ? strstr(html, "<article") : NULL, *end = a ? strstr(a, "</article>") : NULL;
+    if (!end) return snprintf(why, whylen, "no <article>"), 0;
+    char *text = strndup(a, (size_t)(end - a));
+    int ok = tags_safe(text, why, whylen);
+    free(text);
+    return ok;
+}
+
 // Markdown that attacks the page (lexicon/hostile.md, written by make_root): links to
 // javascript:, vbscript: and data: in any case, spacing or entity spelling, raw HTML with
 // script and event handlers. The page keeps its text and safe links, and no tag in it runs
@@ -559,7 +645,7 @@ static int tags_safe(const char *html, char *why, size_t whylen) {
 static void check_hostile_markdown(void) {
     Resp r = request("GET", "/lexicon/hostile", NULL, NULL);
     char why[1024] = "";
-    int safe = r.status == 200 && tags_safe(r.body, why, sizeof why);
+    int safe = r.status == 200 && article_safe(r.body, why, sizeof why);
     EXPECT(safe && strstr(r.body, "<a href=\"https://example.org/x\">ok</a>") && strstr(r.body, "<a href=\"/lexicon/zero\">rel</a>") &&
            strstr(r.body, "href=\"/lexicon/zero\">ZeRO") && strstr(r.body, "<details><summary>S</summary>") == NULL,
            "hostile markdown: no javascript:, vbscript: or data: link, no script, no event handler, in any spelling; "
@@ -567,7 +653,7 @@ static void check_hostile_markdown(void) {
     resp_free(&r);
     // Our own lessons keep their folded answers.
     r = request("GET", "/lessons/02-where-memory-goes", NULL, NULL);
-    EXPECT(r.status == 200 && strstr(r.body, "<details><summary>Answer</summary>") && tags_safe(r.body, why, sizeof why),
+    EXPECT(r.status == 200 && strstr(r.body, "<details><summary>Answer</summary>") && article_safe(r.body, why, sizeof why),
            "a lesson's folded answers (<details><summary>) still render (%d %s)", r.status, why);
     resp_free(&r);
 }

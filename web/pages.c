@@ -13,17 +13,22 @@
 #include "web_internal.h"
 
 #define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"
+#define DEBIAN_KATEX "/usr/share/javascript/katex"
 
 // ---------------------------------------------------------------------------------------
 // Pages
 
-static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs) {
+// stylesheet: one more than app.css, or NULL.
+static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs,
+                       const char *stylesheet) {
     sb_printf(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
     if (web_has_token(w, c)) sb_printf(b, "<meta name=\"shardlab-token\" content=\"%s\">", w->token);
     sb_printf(b, "<title>");
     sb_markup_text(b, title);
-    sb_printf(b, " · shardlab</title><link rel=\"stylesheet\" href=\"/static/app.css\"></head><body>\n"
+    sb_printf(b, " · shardlab</title><link rel=\"stylesheet\" href=\"/static/app.css\">");
+    if (stylesheet) sb_printf(b, "<link rel=\"stylesheet\" href=\"%s\">", stylesheet);
+    sb_printf(b, "</head><body>\n"
                  "<header><nav aria-label=\"site\"><a class=\"brand\" href=\"/\">shardlab</a> "
                  "<a href=\"/#lessons\">Lessons</a> <a href=\"/#lexicon\">Lexicon</a> <a href=\"/#labs\">Labs</a> "
                  "<a href=\"/#runs\">Runs</a></nav></header>\n<main %s>\n", main_attrs ? main_attrs : "");
@@ -95,11 +100,16 @@ static void render_md(StrBuf *page, const char *md, size_t n) {
     sb_free(&html);
 }
 
-// A file's bytes (markdown, a static file), or NULL; free() it.
-static char *read_text(const char *path, size_t *n) {
+// A file's bytes, whole (markdown, a script, a font: binary is fine, *n counts the bytes), or
+// NULL, also for one over 64 MiB rather than a cut one; free() it.
+static char *read_file_whole(const char *path, size_t *n) {
     StrBuf b;
     sb_init(&b);
-    if (sb_read_file(&b, path, (size_t)64 << 20) < 0) return NULL;
+    int rc = sb_read_file(&b, path, (size_t)64 << 20);
+    if (rc != 0) {
+        sb_free(&b);
+        return NULL;
+    }
     *n = b.len;
     return b.data;
 }
@@ -191,17 +201,21 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
     char path[8400];
     snprintf(path, sizeof path, "%s/%s/%s.md", w->root, kind, slug);
     size_t n;
-    char *md = read_text(path, &n);
+    char *md = read_file_whole(path, &n);
     if (!md) return web_not_found(c);
+    // A page with a ```formula block draws it as mathematics: KaTeX (Debian's libjs-katex) and
+    // web/static/math.js, which turns each `name = expression` line into TeX for it.
+    int math = strstr(md, "```formula") != NULL;
     StrBuf b;
     sb_init(&b);
-    page_start(w, c, &b, title, NULL);
+    page_start(w, c, &b, title, NULL, math ? "/static/katex/katex.min.css" : NULL);
     sb_printf(&b, "<article class=\"md\">\n");
     render_md(&b, md, n);
     sb_printf(&b, "</article>\n");
     if (term) lab_buttons(&b, term->labs);
     else lesson_buttons(&b, md);
-    page_end(&b, NULL, NULL);
+    if (math) page_end(&b, "/static/katex/katex.min.js", "/static/math.js");
+    else page_end(&b, NULL, NULL);
     int st = send_page(w, c, &b);
     sb_free(&b);
     free(md);
@@ -211,7 +225,7 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
 int web_page_home(Web *w, struct mg_connection *c) {
     StrBuf b;
     sb_init(&b);
-    page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"");
+    page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"", NULL);
     sb_printf(&b, "<h1>shardlab</h1><p>Distributed training from scratch: read a lesson, run its lab, watch it live.</p>\n");
     sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ul class=\"lessons\">");  // (titles carry their numbers)
     for (int i = 0; i < web_lexicon.nlessons; i++) {
@@ -299,7 +313,7 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
     sb_init(&b);
     char attrs[96];
     snprintf(attrs, sizeof attrs, "id=\"lab\" data-lab=\"%s\"", lab->name);
-    page_start(w, c, &b, lab->name, attrs);
+    page_start(w, c, &b, lab->name, attrs, NULL);
     sb_printf(&b, "<h1>Lab: %s</h1><p>%s. Runs as <code>shardlab run %s -n N</code>.</p>\n", lab->name, lab->title, lab->name);
     sb_printf(&b, "<form id=\"lab-form\"><fieldset><legend>Run</legend>"
                   "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"%d\" value=\"%d\"></p>"
@@ -334,7 +348,7 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     sb_init(&b);
     char attrs[400];
     snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
-    page_start(w, c, &b, id, attrs);
+    page_start(w, c, &b, id, attrs, NULL);
     sb_printf(&b, "<div id=\"dashboard\"><p>Loading run %s…</p></div>\n", id);
     // Outside the dashboard (run.js redraws that): the timeline as a file for Perfetto.
     sb_printf(&b, "<p class=\"run-trace\"><a href=\"/api/runs/");
@@ -349,7 +363,19 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Static files: web/static/ and Debian's Chart.js, nothing else
+// Static files: web/static/, Debian's Chart.js and Debian's KaTeX, nothing else
+
+// What follows /static/ names a directory by its first words (the first prefix that matches),
+// else it is in web/static. Debian's KaTeX keeps its fonts in /usr/share/fonts/truetype/katex
+// and links them into its directory as katex/fonts: that link is a directory of its own here,
+// so the guard below holds each file to the directory it was asked from.
+static const struct {
+    const char *prefix, *dir;
+} static_dirs[] = {
+    {"vendor/", DEBIAN_CHARTJS},
+    {"katex/fonts/", DEBIAN_KATEX "/fonts"},
+    {"katex/", DEBIAN_KATEX},
+};
 
 static const char *mime(const char *path) {
     const char *dot = strrchr(path, '.');
@@ -360,6 +386,9 @@ static const char *mime(const char *path) {
     if (!strcmp(dot, ".svg")) return "image/svg+xml";
     if (!strcmp(dot, ".png")) return "image/png";
     if (!strcmp(dot, ".json")) return "application/json";
+    if (!strcmp(dot, ".woff2")) return "font/woff2";  // KaTeX's fonts, sent byte for byte
+    if (!strcmp(dot, ".woff")) return "font/woff";
+    if (!strcmp(dot, ".ttf")) return "font/ttf";
     return "application/octet-stream";
 }
 
@@ -371,12 +400,14 @@ int web_send_static(Web *w, struct mg_connection *c, const char *rel) {
     for (char *s = NULL, *seg = strtok_r(copy, "/", &s); seg; seg = strtok_r(NULL, "/", &s))
         if (!web_safe_name(seg)) return web_not_found(c);
     char base[4200], path[4800], real[PATH_MAX], real_base[PATH_MAX];
-    if (strncmp(rel, "vendor/", 7) == 0) {
-        snprintf(base, sizeof base, "%s", DEBIAN_CHARTJS);
-        snprintf(path, sizeof path, "%s/%s", base, rel + 7);
-    } else {
-        snprintf(base, sizeof base, "%s/web/static", w->root);
-        snprintf(path, sizeof path, "%s/%s", base, rel);
+    snprintf(base, sizeof base, "%s/web/static", w->root);
+    snprintf(path, sizeof path, "%s/%s", base, rel);
+    for (size_t i = 0; i < sizeof static_dirs / sizeof static_dirs[0]; i++) {
+        size_t k = strlen(static_dirs[i].prefix);
+        if (strncmp(rel, static_dirs[i].prefix, k) != 0) continue;
+        snprintf(base, sizeof base, "%s", static_dirs[i].dir);
+        snprintf(path, sizeof path, "%s/%s", base, rel + k);
+        break;
     }
     // A symbolic link that leads out of the directory is not ours to serve.
     if (!realpath(path, real) || !realpath(base, real_base) || strncmp(real, real_base, strlen(real_base)) != 0 ||
@@ -385,7 +416,7 @@ int web_send_static(Web *w, struct mg_connection *c, const char *rel) {
     struct stat st;
     if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) return web_not_found(c);
     size_t n;
-    char *data = read_text(real, &n);
+    char *data = read_file_whole(real, &n);
     if (!data) return web_not_found(c);
     web_reply(c, 200, mime(real), data, n, NULL);
     free(data);

@@ -13,7 +13,8 @@
 //   /lessons/<slug>             a lesson, rendered
 //   /labs/<name>                a form to start the lab (N 1-8, steps, the lab's options)
 //   /runs/<id>                  the live dashboard of a run (web/static/run.js draws it)
-//   /static/<file>              web/static/, and /static/vendor/chart.min.js (Debian's libjs-chart.js)
+//   /static/<file>              web/static/, /static/vendor/chart.min.js (Debian's libjs-chart.js) and
+//                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
 //   GET  /api/runs              recent runs
 //   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a grade.json
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)

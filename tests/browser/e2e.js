@@ -13,12 +13,15 @@
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
 // back on reload; no page logs an error. The screenshots are for a person to look at.
+// First, the course's formulas (formulas.js): converted to TeX and rendered by KaTeX in node,
+// then drawn on every page that has them, their plain text a click away, light and dark.
 'use strict';
 const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { chromium } = require('playwright-core');
+const formulas = require('./formulas.js');
 
 const [shardlab, outDir] = process.argv.slice(2);
 let failed = 0;
@@ -29,6 +32,7 @@ function check(ok, what) {
 
 async function main() {
   fs.mkdirSync(outDir, { recursive: true });
+  formulas.run(check);
   const runs = fs.mkdtempSync(path.join(os.tmpdir(), 'shardlab-browser-'));
   const server = spawn(shardlab, ['web', '--port', '0', '--runs', runs], { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve, reject) => {
@@ -42,6 +46,7 @@ async function main() {
   });
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
   try {
+    await formulas.runPages(browser, url, outDir, check);
     const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
     const errors = [];
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
