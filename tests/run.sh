@@ -62,6 +62,7 @@ run_test() {
         test_trace) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_catalog) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;
         test_launch) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/san/fixtures" ;;
+        test_plan) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
         test_tui | test_tui_replay | test_tui_panels) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" ;;
         *) run "$name" "$t" ;;
     esac

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "train.h"
+
 double memplan_unit_shard(const GptConfig *m, int u, int N, int align) {
     size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
     return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
@@ -118,8 +120,8 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     double acts = (double)gpt_acts_bytes(m, l->micro);
     double W = 4.0 * ((double)gpt_pass_scratch_floats(m, l->micro, l->gpu) + (double)l->micro * m->seq * m->dim);
     p->after[MEM_ACTS] = acts, p->peak[MEM_ACTS] = acts + W;
-    p->after_formula[MEM_ACTS] = "4 B' T (2C + 2 + V + L (16C + 4 + NH T)), the saved activations of a micro-batch";
-    p->peak_formula[MEM_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
+    train_acts_formula(m, 1, &p->after_formula[MEM_ACTS]);  // the saved activations of a micro-batch of B sequences
+    p->peak_formula[MEM_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B T C)";
     p->after[MEM_COMM] = p->peak[MEM_COMM] = 0;
     p->after_formula[MEM_COMM] = "0";
     double psi = (double)gpt_num_params(m);
@@ -128,6 +130,9 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     } else if (pp) {
         p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * l->stage_params, p->after[MEM_OPTIM] = 8 * l->stage_params;
         p->after[MEM_ACTS] = p->peak[MEM_ACTS] = p->after[MEM_COMM] = p->peak[MEM_COMM] = NAN;
+        p->after_formula[MEM_ACTS] = "the schedule's micro-batches in flight (graded as schedule.in_flight; not planned)";
+        p->after_formula[MEM_COMM] = "the messages in flight: timing's (not planned)";
+        p->peak_formula[MEM_ACTS] = p->peak_formula[MEM_COMM] = NULL;
         p->formula = "4 Psi_s, 4 Psi_s, 8 Psi_s (this stage's layers)";
         p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi_s", p->after_formula[MEM_OPTIM] = "8 Psi_s";
     } else {
@@ -142,7 +147,7 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
             p->after[MEM_ACTS] = l->ckpt_acts, p->peak[MEM_ACTS] = l->ckpt_acts + W;
             p->formula = "16 Psi; acts per the policy";
             p->after_formula[MEM_ACTS] = "the activations the policy keeps";
-            p->peak_formula[MEM_ACTS] = "the policy's activations + the pass's workspace W = 4 (S + B' T C)";
+            p->peak_formula[MEM_ACTS] = "the policy's activations + the pass's workspace W = 4 (S + B T C)";
         }
     }
     for (int k = 0; k < MEM_ACTS; k++)

@@ -1,0 +1,227 @@
+// test_plan.c — `shardlab plan`: the bytes per GPU it plans, against the labs and against
+// formulas written here.
+//
+// usage: test_plan SHARDLAB LABS_DIR
+// Checked:
+//   1. every layout the planner offers, at small shapes: `plan ... --check` runs the lab and
+//      finds every figure every rank logged (each category after the first step and at the
+//      peak) equal to the plan, to the byte;
+//   2. at GPT-2's shapes, --json against the formulas computed here from the shape alone: Psi,
+//      a replica's 4/4/8 Psi, ZeRO-3's padded shards Psi'/N, a micro-batch's activations, a
+//      pipeline stage's parameters, and whether it fits a 24 GB card;
+//   3. what no lab can run (heads not dividing the width, more stages than blocks, a batch
+//      that does not split, tp, unknown names): exit 2 and one line, nothing on stdout.
+#include <math.h>
+
+#include "json.h"
+#include "labtest.h"
+#include "test.h"
+
+static char shardlab[PATH_MAX];
+
+// `shardlab plan ARGS...` (one string, split at spaces) with stdout and stderr captured.
+static int plan(const char *tag, const char *args) {
+    char buf[1024], *argv[48] = {shardlab, "plan"};
+    int argc = 2;
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *w = strtok(buf, " "); w && argc < 47; w = strtok(NULL, " ")) argv[argc++] = w;
+    argv[argc] = NULL;
+    return run(argv, tag);
+}
+
+// ---- 1. measured = planned, for every layout --------------------------------------------------
+
+static void check_layouts(void) {
+    static const char *const layouts[] = {
+        "single",
+        "single --accum 2 --mixed",
+        "ddp -n 2",
+        "ddp -n 3 --batch 6 --sync per-tensor",
+        "shard -n 2",
+        "ckpt -n 2 --policy sqrt --layers 5",
+        "ckpt -n 2 --policy 2 --layers 4 --attn naive",
+        "zero -n 2 --stage 0",
+        "zero -n 4 --stage 1",
+        "zero -n 3 --stage 2 --mixed --batch 6",
+        "zero -n 2 --stage 3",
+        "zero -n 2 --stage 3 --mixed --offload",
+        "fsdp -n 4 --prefetch",
+        "fsdp -n 2 --no-reshard --mixed",
+        "pp -n 4 --layers 6 --micro 4",
+        "pp -n 4 --dp 2 --schedule gpipe",
+        "pp -n 2 --schedule interleaved --chunks 2 --micro 4",
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --check", layouts[i]);
+        int rc = plan("check", args);
+        char *out = captured("check", "out"), *line = strstr(out, "check: ");
+        int equal = -1, figures = -2;
+        for (char *p = out; (p = strstr(p, "check: ")); p += 7)
+            if (sscanf(p, "check: %d of %d figures equal", &equal, &figures) == 2) break;
+        const char *n = strstr(layouts[i], "-n ");
+        int ranks = n ? atoi(n + 3) : 1, pp = strncmp(layouts[i], "pp", 2) == 0;
+        // Proves: the lab ran at that shape, and every rank's every planned figure (5 categories
+        // after the first step and at the peak; a pipeline stage's 3) is what it logged.
+        int want = ranks * (pp ? 6 : 10);
+        if (!EXPECT(rc == 0 && equal == want && figures == want, "plan %s --check: %d of %d figures equal (want %d; exit %d)",
+                    layouts[i], equal, figures, want, rc))
+            printf("# %s\n", one_line(line ? line : out));
+        free(out);
+    }
+}
+
+// ---- 2. the planner at scale, against the formulas --------------------------------------------
+
+typedef struct {
+    double L, C, NH, T, V;
+} Shape;
+static const Shape GPT2 = {12, 768, 12, 1024, 50257};
+
+// The labs' GPT's units: the embedding (V + T) C, a block 12 C^2 + 13 C, the head 2 C + V C.
+static double unit_size(const Shape *s, int u) {
+    if (u == 0) return (s->V + s->T) * s->C;
+    if (u <= s->L) return 12 * s->C * s->C + 13 * s->C;
+    return 2 * s->C + s->V * s->C;
+}
+
+static double psi(const Shape *s) {
+    double sum = 0;
+    for (int u = 0; u < s->L + 2; u++) sum += unit_size(s, u);
+    return sum;
+}
+
+static JsonValue *plan_json(const char *args) {
+    char full[256];
+    snprintf(full, sizeof full, "%s --json", args);
+    int rc = plan("json", full);
+    char *out = captured("json", "out"), err[128];
+    JsonValue *v = rc == 0 ? json_parse(out, strlen(out), err, sizeof err) : NULL;
+    if (!v) printf("# plan %s: exit %d, %s\n", full, rc, one_line(out));
+    free(out);
+    return v;
+}
+
+// v[k1][k2] (or v[k1]) as a number, NaN if it is not one.
+static double num2(const JsonValue *v, const char *k1, const char *k2) {
+    const JsonValue *x = v ? json_get(v, k1) : NULL;
+    if (k2) x = x ? json_get(x, k2) : NULL;
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+
+static void check_scale(void) {
+    // A replica of GPT-2's shape on 8 GPUs: Psi = (V+T)C + L(12C^2+13C) + 2C + VC, 4, 4 and 8
+    // bytes of it; a micro-batch of 8 / 8 = 1 sequence: 4 B T (2C + 2 + V + L (16C + 4 + NH))
+    // bytes of activations (flash attention).
+    JsonValue *v = plan_json("ddp -n 8 --model gpt2");
+    double P = psi(&GPT2), acts = 4.0 * 1 * GPT2.T * (2 * GPT2.C + 2 + GPT2.V + GPT2.L * (16 * GPT2.C + 4 + GPT2.NH));
+    const JsonValue *st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    EXPECT(num2(v, "model", "params") == P && num2(st, "after", "params") == 4 * P && num2(st, "after", "grads") == 4 * P &&
+               num2(st, "after", "optim") == 8 * P && num2(st, "after", "comm") == 4 * P && num2(st, "after", "acts") == acts,
+           "plan ddp -n 8 --model gpt2: Psi %.0f, 4 Psi, 4 Psi, 8 Psi, buckets 4 Psi, acts %.0f (got %.0f, %.0f, %.0f, %.0f, %.0f)", P,
+           acts, num2(st, "after", "params"), num2(st, "after", "grads"), num2(st, "after", "optim"), num2(st, "after", "comm"),
+           num2(st, "after", "acts"));
+    json_free(v);
+
+    // ZeRO-3 on 8: each unit padded to 8 equal shards; a rank keeps 4 bytes of each shard of
+    // weights and gradients and 8 of optimizer state: 4, 4, 8 x sum ceil(n_u / 8).
+    v = plan_json("zero -n 8 --stage 3 --model gpt2");
+    double shards = 0;
+    for (int u = 0; u < GPT2.L + 2; u++) shards += ceil(unit_size(&GPT2, u) / 8);
+    st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    EXPECT(num2(st, "after", "params") == 4 * shards && num2(st, "after", "grads") == 4 * shards &&
+               num2(st, "after", "optim") == 8 * shards,
+           "plan zero -n 8 --stage 3 --model gpt2: 4, 4, 8 x Psi'/N = %.0f elements", shards);
+    json_free(v);
+
+    // A pipeline of 4 stages over GPT-2 medium's 24 blocks: 6 blocks a stage, the embedding on
+    // the first, the head on the last.
+    Shape med = {24, 1024, 16, 1024, 50257};
+    v = plan_json("pp -n 4 --model gpt2-medium --micro 8");
+    const JsonValue *stages = v ? json_get(v, "stages") : NULL;
+    int ok = stages && stages->count == 4;
+    for (int s = 0; ok && s < 4; s++) {
+        double want = 6 * unit_size(&med, 1) + (s == 0 ? unit_size(&med, 0) : 0) + (s == 3 ? unit_size(&med, 25) : 0);
+        const JsonValue *x = json_at(stages, (size_t)s);
+        const JsonValue *acts_s = json_get(json_get(x, "after"), "acts");
+        ok &= num2(x, "params", NULL) == want && num2(x, "after", "params") == 4 * want && acts_s && acts_s->type == JSON_NULL;
+    }
+    EXPECT(ok, "plan pp -n 4 --model gpt2-medium: each stage 6 blocks (+ the embedding, + the head), 4 Psi_s; acts not planned");
+    json_free(v);
+
+    // Fits: GPT-2 XL's 16 Psi alone is 26 GB, over a 24 GB card; GPT-2 small's, sharded 8 ways, fits.
+    v = plan_json("zero -n 1 --stage 0 --model gpt2-xl --gpu rtx4090");
+    JsonValue *w = plan_json("zero -n 8 --stage 3 --model gpt2 --gpu rtx4090");
+    const JsonValue *f1 = v ? json_get(json_at(json_get(v, "stages"), 0), "fits") : NULL;
+    const JsonValue *f2 = w ? json_get(json_at(json_get(w, "stages"), 0), "fits") : NULL;
+    EXPECT(f1 && f1->type == JSON_BOOL && !f1->boolean && f2 && f2->type == JSON_BOOL && f2->boolean,
+           "--gpu rtx4090: GPT-2 XL unsharded does not fit, GPT-2 under ZeRO-3 on 8 does");
+    json_free(v), json_free(w);
+
+    // The table says the same in words.
+    int rc = plan("table", "zero -n 1 --stage 0 --model gpt2-xl --gpu rtx4090");
+    char *out = captured("table", "out");
+    EXPECT(rc == 0 && strstr(out, "does NOT fit") && strstr(out, "per GPU") && strstr(out, "K Psi'") &&
+               strstr(out, "caching") && strstr(out, "Psi = 1,"),
+           "the table: the categories, the formulas, Psi grouped, does NOT fit, what a framework adds");
+    free(out);
+}
+
+// ---- 3. what cannot be planned -----------------------------------------------------------------
+
+static void check_refusals(void) {
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"", "expected a lab"},
+        {"tp -n 4", "no memory formulas yet for 'tp'"},
+        {"nolab", "no lab called 'nolab'"},
+        {"ddp --heads 5", "--heads 5 does not divide --dim 64"},
+        {"ddp -n 0", "-n takes 1 to 65536"},
+        {"ddp --gpu xyz", "--gpu takes"},
+        {"ddp --model gpt5", "--model takes"},
+        {"pp -n 8 --layers 4", "need at least 8 blocks"},
+        {"ddp -n 2 --batch 7", "--batch 7 does not split"},
+        {"zero --stage 4", "--stage"},
+        {"ddp --bogus", "--bogus is not an option of ddp"},
+        {"single -n 2", "at most 1 rank"},
+        {"ddp --mixed=1", "takes no value"},
+        {"ddp --batch", "needs a value"},
+        {"ckpt --policy 9", "needs at least 9 blocks"},
+        {"ddp -n 16 --batch 16 --check", "at most 8 ranks"},
+        {"ddp --model gpt2 --check", "not --model"},
+        {"ddp --json --check", "one at a time"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = plan("bad", bad[i].args);
+        char *out = captured("bad", "out"), *err = captured("bad", "err");
+        // Proves: exit 2, one line that says why, and no plan printed.
+        EXPECT(rc == 2 && strstr(err, bad[i].says) && count_lines(err) == 1 && !out[0], "plan %s: exit 2 and '%s' (exit %d: %s)",
+               bad[i].args, bad[i].says, rc, one_line(err));
+        free(out), free(err);
+    }
+    int rc = plan("help", "--help");
+    char *out = captured("help", "out");
+    EXPECT(rc == 0 && strstr(out, "usage: shardlab plan") && strstr(out, "--check"), "plan --help: exit 0 and the usage");
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || !realpath(argv[1], shardlab)) {
+        fprintf(stderr, "usage: test_plan SHARDLAB LABS_DIR\n");
+        return 2;
+    }
+    char labs[PATH_MAX];
+    if (!realpath(argv[2], labs)) return fprintf(stderr, "test_plan: %s not found\n", argv[2]), 2;
+    setenv("SHARDLAB_LABS", labs, 1);  // --check runs the optimized labs
+    unsetenv("SHARDLAB_TIMEOUT_S");
+    snprintf(tmp, sizeof tmp, "/tmp/test_plan-XXXXXX");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 2;
+    double t0 = now_s();
+    check_refusals();
+    check_scale();
+    check_layouts();
+    printf("# %.1f s\n", now_s() - t0);
+    tmp_finish(test_failed);
+    return test_done();
+}
