@@ -427,6 +427,59 @@ static void header_of(const Resp *r, const char *name, char *out, size_t max) {
 // NUL). Broken variants: no /static/katex/ route (404), fonts sent as application/octet-stream,
 // a file's length taken with strlen.
 #define KATEX_FONT "/usr/share/javascript/katex/fonts/KaTeX_Main-Regular.woff2"
+// The planner's page and API: the plan `shardlab plan ... --json` prints, byte for byte; what
+// the planner refuses is a 400 (API) or a message on the page, escaped; the form is there.
+static void check_plan(void) {
+    Resp api = request("GET", "/api/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&batch=16", NULL, NULL);
+    char *argv[] = {(char *)shardlab, "plan", "zero", "-n", "8", "--stage", "3", "--model", "gpt2", "--mixed", "--batch", "16",
+                    "--json", NULL};
+    int rc = run(argv, "plan-cli");
+    char *cli = captured("plan-cli", "out");
+    // Proves: the API's plan is the command's, to the byte (one implementation behind both).
+    EXPECT(api.status == 200 && rc == 0 && cli[0] && !strcmp(api.body, cli) && strstr(api.body, "\"stage\":0"),
+           "/api/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&batch=16: 200 and what `shardlab plan ... --json` prints "
+           "(%d; %s)", api.status, one_line(api.body));
+    resp_free(&api), free(cli);
+    static const struct {
+        const char *query, *says;
+    } bad[] = {
+        {"/api/plan", "choose a lab"},
+        {"/api/plan?lab=tp", "no memory formulas yet for 'tp'"},
+        {"/api/plan?lab=ddp&heads=5", "--heads 5 does not divide --dim 64"},
+        {"/api/plan?lab=ddp&n=3", "--batch 8 does not split"},
+        {"/api/plan?lab=zero&stage=9", "--stage"},
+        {"/api/plan?lab=ddp&n=99999999999", "-n takes"},
+    };
+    int ok = 1;
+    char first[300] = "";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Resp r = request("GET", bad[i].query, NULL, NULL);
+        if (!(r.status == 400 && strstr(r.body, bad[i].says)) && ok)
+            ok = 0, snprintf(first, sizeof first, "%s: %d %s", bad[i].query, r.status, one_line(r.body));
+        resp_free(&r);
+    }
+    // Proves: a layout no lab can run is a 400 that says why, never a plan or a crash.
+    EXPECT(ok, "/api/plan refuses %zu impossible layouts with 400 and the planner's reason%s%s", sizeof bad / sizeof bad[0],
+           first[0] ? ": " : "", first);
+    Resp post = request("POST", "/api/plan?lab=ddp", "Content-Type: application/json\r\n", "{}");
+    EXPECT(post.status == 405, "POST /api/plan: 405 (%d)", post.status);
+    resp_free(&post);
+
+    Resp page = request("GET", "/plan?lab=pp&n=4&model=gpt2-medium&micro=8&stage=3&gpu=rtx4090", NULL, NULL);
+    // Proves: the page plans each pipeline stage (stage=, not a pp option, left out), says
+    // whether it fits the chosen card, and keeps the form filled in.
+    EXPECT(page.status == 200 && strstr(page.body, "id=\"plan-form\"") && strstr(page.body, "<h3>stage 3: Psi_s = ") &&
+               strstr(page.body, "one RTX 4090 24GB") && strstr(page.body, "<option selected>gpt2-medium</option>") &&
+               strstr(page.body, "value=\"8\""),
+           "/plan?lab=pp&n=4&model=gpt2-medium...: 200, the form as filled in, a table per stage, the fit on an RTX 4090");
+    resp_free(&page);
+    Resp evil = request("GET", "/plan?lab=%3Cscript%3Ealert(1)%3C/script%3E", NULL, NULL);
+    EXPECT(evil.status == 200 && strstr(evil.body, "id=\"plan-error\"") && strstr(evil.body, "&lt;script&gt;") &&
+               !strstr(evil.body, "<script>alert"),
+           "/plan with a lab named <script>: the planner's message on the page, escaped");
+    resp_free(&evil);
+}
+
 static void check_katex(void) {
     char type[128], length[32];
     Resp css = request("GET", "/static/katex/katex.min.css", NULL, NULL);
@@ -541,6 +594,7 @@ static void check_pages(void) {
     EXPECT(get_status("/static/app.css") == 200 && get_status("/static/vendor/chart.min.js") == 200,
            "the stylesheet and Debian's Chart.js are served");
     check_katex();
+    check_plan();
 
     // Traversal, in the spellings a client can send (raw, so nothing normalizes it first).
     const char *attempts[] = {

@@ -118,6 +118,7 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
         sb_free(&b);
         return 200;
     }
+    if (strcmp(rest, "plan") == 0) return web_api_plan(w, c, method, qs);
     if (strncmp(rest, "runs/", 5) != 0) return web_reply_json_error(c, 404, "no such API");
     char id[256];
     const char *slash = strchr(rest + 5, '/');

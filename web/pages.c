@@ -19,7 +19,7 @@
 // Pages
 
 // stylesheet: one more than app.css, or NULL.
-static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs,
+void web_page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs,
                        const char *stylesheet) {
     sb_printf(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
@@ -31,10 +31,10 @@ static void page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *t
     sb_printf(b, "</head><body>\n"
                  "<header><nav aria-label=\"site\"><a class=\"brand\" href=\"/\">shardlab</a> "
                  "<a href=\"/#lessons\">Lessons</a> <a href=\"/#lexicon\">Lexicon</a> <a href=\"/#labs\">Labs</a> "
-                 "<a href=\"/#runs\">Runs</a></nav></header>\n<main %s>\n", main_attrs ? main_attrs : "");
+                 "<a href=\"/#runs\">Runs</a> <a href=\"/plan\">Planner</a></nav></header>\n<main %s>\n", main_attrs ? main_attrs : "");
 }
 
-static void page_end(StrBuf *b, const char *script1, const char *script2) {
+void web_page_end(StrBuf *b, const char *script1, const char *script2) {
     sb_printf(b, "</main>\n");
     if (script1) sb_printf(b, "<script src=\"%s\"></script>\n", script1);
     if (script2) sb_printf(b, "<script src=\"%s\"></script>\n", script2);
@@ -42,7 +42,7 @@ static void page_end(StrBuf *b, const char *script1, const char *script2) {
 }
 
 // The token in the URL the server printed: remembered in a cookie only this site sends.
-static int send_page(Web *w, struct mg_connection *c, StrBuf *b) {
+int web_send_page(Web *w, struct mg_connection *c, StrBuf *b) {
     char cookie[160] = "";
     const struct mg_request_info *ri = mg_get_request_info(c);
     char v[128];
@@ -208,15 +208,15 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
     int math = strstr(md, "```formula") != NULL;
     StrBuf b;
     sb_init(&b);
-    page_start(w, c, &b, title, NULL, math ? "/static/katex/katex.min.css" : NULL);
+    web_page_start(w, c, &b, title, NULL, math ? "/static/katex/katex.min.css" : NULL);
     sb_printf(&b, "<article class=\"md\">\n");
     render_md(&b, md, n);
     sb_printf(&b, "</article>\n");
     if (term) lab_buttons(&b, term->labs);
     else lesson_buttons(&b, md);
-    if (math) page_end(&b, "/static/katex/katex.min.js", "/static/math.js");
-    else page_end(&b, NULL, NULL);
-    int st = send_page(w, c, &b);
+    if (math) web_page_end(&b, "/static/katex/katex.min.js", "/static/math.js");
+    else web_page_end(&b, NULL, NULL);
+    int st = web_send_page(w, c, &b);
     sb_free(&b);
     free(md);
     return st;
@@ -225,7 +225,7 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
 int web_page_home(Web *w, struct mg_connection *c) {
     StrBuf b;
     sb_init(&b);
-    page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"", NULL);
+    web_page_start(w, c, &b, "Distributed training from scratch", "id=\"home\"", NULL);
     sb_printf(&b, "<h1>shardlab</h1><p>Distributed training from scratch: read a lesson, run its lab, watch it live.</p>\n");
     sb_printf(&b, "<section id=\"lessons\"><h2>Lessons</h2><ul class=\"lessons\">");  // (titles carry their numbers)
     for (int i = 0; i < web_lexicon.nlessons; i++) {
@@ -258,8 +258,8 @@ int web_page_home(Web *w, struct mg_connection *c) {
         sb_printf(&b, "<li><a href=\"/labs/%s\">%s</a>: %s</li>", catalog_labs[i].name, catalog_labs[i].name,
                   catalog_labs[i].title);
     sb_printf(&b, "</ul></section>\n<section id=\"runs\"><h2>Recent runs</h2><ul id=\"run-list\"></ul></section>\n");
-    page_end(&b, "/static/home.js", NULL);
-    int st = send_page(w, c, &b);
+    web_page_end(&b, "/static/home.js", NULL);
+    int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;
 }
@@ -313,7 +313,7 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
     sb_init(&b);
     char attrs[96];
     snprintf(attrs, sizeof attrs, "id=\"lab\" data-lab=\"%s\"", lab->name);
-    page_start(w, c, &b, lab->name, attrs, NULL);
+    web_page_start(w, c, &b, lab->name, attrs, NULL);
     sb_printf(&b, "<h1>Lab: %s</h1><p>%s. Runs as <code>shardlab run %s -n N</code>.</p>\n", lab->name, lab->title, lab->name);
     sb_printf(&b, "<form id=\"lab-form\"><fieldset><legend>Run</legend>"
                   "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"%d\" value=\"%d\"></p>"
@@ -336,8 +336,8 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
     }
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");
-    page_end(&b, "/static/lab.js", NULL);
-    int st = send_page(w, c, &b);
+    web_page_end(&b, "/static/lab.js", NULL);
+    int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;
 }
@@ -348,7 +348,7 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     sb_init(&b);
     char attrs[400];
     snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
-    page_start(w, c, &b, id, attrs, NULL);
+    web_page_start(w, c, &b, id, attrs, NULL);
     sb_printf(&b, "<div id=\"dashboard\"><p>Loading run %s…</p></div>\n", id);
     // Outside the dashboard (run.js redraws that): the timeline as a file for Perfetto.
     sb_printf(&b, "<p class=\"run-trace\"><a href=\"/api/runs/");
@@ -356,8 +356,8 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     sb_printf(&b, "/trace\" download>Download the timeline (Perfetto)</a> <small>every rank's compute and "
                   "communication spans, memory and loss, for ui.perfetto.dev or chrome://tracing "
                   "(<code>shardlab trace</code>)</small></p>\n");
-    page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
-    int st = send_page(w, c, &b);
+    web_page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
+    int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;
 }

@@ -64,6 +64,7 @@ static int route(Web *w, struct mg_connection *c) {
     if (strncmp(u, "/lexicon/", 9) == 0) return web_page_markdown(w, c, "lexicon", u + 9);
     if (strncmp(u, "/lessons/", 9) == 0) return web_page_markdown(w, c, "lessons", u + 9);
     if (strncmp(u, "/labs/", 6) == 0) return web_page_lab(w, c, u + 6);
+    if (strcmp(u, "/plan") == 0) return web_page_plan(w, c, ri->query_string);
     if (strncmp(u, "/runs/", 6) == 0) return web_page_run(w, c, u + 6);
     if (strcmp(u, "/lexicon") == 0 || strcmp(u, "/lessons") == 0 || strcmp(u, "/labs") == 0 || strcmp(u, "/runs") == 0) {
         char loc[64];

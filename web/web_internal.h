@@ -5,7 +5,8 @@
 // Defines: web_lexicon, web_reply(), web_reply_json_error(), web_not_found(), web_deadlines_enforce(),
 //          web_body_read, web_has_body(), web_read_body(), web_host_ok(), web_token_eq(), web_has_token(),
 //          web_may_act(), web_safe_name(), web_page_home(), web_page_markdown(), web_page_lab(),
-//          web_page_run(), web_send_static(), web_api().
+//          web_page_run(), web_page_start(), web_page_end(), web_send_page(), web_page_plan(),
+//          web_api_plan(), web_send_static(), web_api().
 #ifndef SHARDLAB_WEB_INTERNAL_H
 #define SHARDLAB_WEB_INTERNAL_H
 
@@ -49,6 +50,15 @@ int web_page_home(Web *w, struct mg_connection *c);
 // kind: "lexicon" or "lessons"
 int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const char *slug);
 int web_page_lab(Web *w, struct mg_connection *c, const char *name);
+// A page's head and navigation (stylesheet: one more than app.css, or NULL), its end (scripts
+// or NULL), and the page sent (remembering the token of the URL the server printed).
+void web_page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs,
+                    const char *stylesheet);
+void web_page_end(StrBuf *b, const char *script1, const char *script2);
+int web_send_page(Web *w, struct mg_connection *c, StrBuf *b);
+// plan.c: /plan, the planner's page, and /api/plan, its plan as JSON (qs: the query).
+int web_page_plan(Web *w, struct mg_connection *c, const char *qs);
+int web_api_plan(Web *w, struct mg_connection *c, const char *method, const char *qs);
 int web_page_run(Web *w, struct mg_connection *c, const char *id);
 // rel: what follows /static/
 int web_send_static(Web *w, struct mg_connection *c, const char *rel);

@@ -206,6 +206,15 @@ async function main() {
     await page.locator('#p-summary').screenshot({ path: path.join(outDir, 'run-collectives-busbw.png') });
     check(/all-reduce up to/.test(busLabel) && /all-gather up to/.test(busLabel) && /memcpy ceiling [\d.]+ GB\/s/.test(busLabel),
       'the collectives run draws bus bandwidth by message size per collective, under the memcpy ceiling: ' + busLabel.slice(0, 160));
+    // The memory planner: the form filled in from the address, a table of bytes per GPU by
+    // category, and whether it fits the card chosen.
+    await page.goto(new URL('/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&gpu=rtx4090', url).href);
+    const planRows = await page.locator('#plan table.plan tbody tr').allTextContents();
+    const fits = await page.locator('#plan p.fits, #plan p.fits-not').textContent();
+    await page.screenshot({ path: path.join(outDir, 'plan.png'), fullPage: true });
+    check(planRows.length === 6 && /^params/.test(planRows[0]) && /MiB/.test(planRows[0]) && /^Fits one RTX 4090/.test(fits) &&
+      (await page.locator('#p-lab').inputValue()) === 'zero',
+      'the planner page plans ZeRO-3 of GPT-2 on 8 GPUs, by category, and says it fits an RTX 4090: ' + fits);
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

@@ -1,0 +1,209 @@
+// plan.c — the planner in the browser: /plan (a form, and the plan it asks for as a table) and
+// /api/plan (the same plan as `shardlab plan --json`), from core/planner.h: the words of the
+// query are the words of `shardlab plan`, checked the same way.
+//
+// A query names the lab (lab=zero) and any of the planner's words (n, model, vocab, gpu) and
+// the lab's options by their names (stage=3, mixed=on, batch=16); an option the lab does not
+// take is left out rather than refused, so that one form serves every lab.
+#include <civetweb.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mem.h"
+#include "planner.h"
+#include "web_internal.h"
+
+#define MAX_WORDS (2 * PLANNER_MAX_GIVEN + 16)
+
+// The words of the query, as `shardlab plan` would read them (argv[0]: the lab). 0, or -1
+// with why; words[] points into store.
+static int query_words(const char *qs, char store[][128], char **words, int *n, char *why, size_t nwhy) {
+    size_t len = qs ? strlen(qs) : 0;
+    *n = 0;
+    if (!qs || mg_get_var(qs, len, "lab", store[0], sizeof store[0]) <= 0)
+        return snprintf(why, nwhy, "choose a lab"), -1;
+    words[(*n)++] = store[0];
+    const CatLab *lab = catalog_lab(store[0]);
+    if (!lab) return snprintf(why, nwhy, "no lab called '%.40s'", store[0]), -1;
+    static const char *const own[][2] = {{"n", "-n"}, {"model", "--model"}, {"vocab", "--vocab"}, {"gpu", "--gpu"}};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        char *value = store[*n + 1];
+        if (mg_get_var(qs, len, own[i][0], value, sizeof store[0]) <= 0 || !value[0]) continue;
+        words[(*n)++] = (char *)own[i][1];
+        words[(*n)++] = value;
+    }
+    // The lab's options: the shared ones a training lab takes, then its own.
+    for (int pass = 0; pass < 2; pass++) {
+        const CatOption *opts = pass ? lab->options : catalog_train;
+        int nopts = pass ? lab->noptions : (lab->trains ? catalog_ntrain : 0);
+        for (int i = 0; i < nopts && *n + 2 < MAX_WORDS; i++) {
+            char *name = store[*n], *value = store[*n + 1];
+            if (mg_get_var(qs, len, opts[i].name, value, sizeof store[0]) <= 0 || !value[0]) continue;
+            if (opts[i].kind == OPT_FLAG && strcmp(value, "on") && strcmp(value, "1") && strcmp(value, "true")) continue;
+            snprintf(name, sizeof store[0], "--%s", opts[i].name);
+            words[(*n)++] = name;
+            if (opts[i].kind != OPT_FLAG) words[(*n)++] = value;
+        }
+    }
+    return 0;
+}
+
+// A query's words and the plan they ask for, on the heap: a server thread's stack is small.
+typedef struct {
+    char store[MAX_WORDS][128];
+    char *words[MAX_WORDS];
+    Planner p;
+} PlanQuery;
+
+// The plan the query asks for: a PlanQuery to free(), or NULL with why.
+static PlanQuery *plan_query(const char *qs, char *why, size_t nwhy) {
+    PlanQuery *q = calloc_check(1, sizeof *q);
+    int n;
+    if (query_words(qs, q->store, q->words, &n, why, nwhy) != 0 || planner_parse(&q->p, n, q->words, why, nwhy) != 0 ||
+        planner_lay_out(&q->p, 1, why, nwhy) != 0) {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+int web_api_plan(Web *w, struct mg_connection *c, const char *method, const char *qs) {
+    (void)w;
+    if (strcmp(method, "GET") != 0) return web_reply_json_error(c, 405, "GET only");
+    char why[300];
+    PlanQuery *q = plan_query(qs, why, sizeof why);
+    if (!q) return web_reply_json_error(c, 400, why);
+    StrBuf b;
+    sb_init(&b);
+    planner_json(&q->p, &b);
+    web_reply(c, 200, "application/json", b.data, b.len, NULL);
+    sb_free(&b);
+    free(q);
+    return 200;
+}
+
+// ---- the page ------------------------------------------------------------------------------
+
+static void field(StrBuf *b, const char *qs, const char *name, const char *label, const char *hint) {
+    char v[128] = "";
+    if (qs) mg_get_var(qs, strlen(qs), name, v, sizeof v);
+    sb_printf(b, "<p><label for=\"p-%s\">%s</label> <input id=\"p-%s\" name=\"%s\" value=\"", name, label, name, name);
+    sb_markup_text(b, v);
+    sb_printf(b, "\" placeholder=\"");
+    sb_markup_text(b, hint);
+    sb_printf(b, "\"></p>");
+}
+
+static void choice(StrBuf *b, const char *qs, const char *name, const char *label, const char *const *values, int n) {
+    char v[128] = "";
+    if (qs) mg_get_var(qs, strlen(qs), name, v, sizeof v);
+    sb_printf(b, "<p><label for=\"p-%s\">%s</label> <select id=\"p-%s\" name=\"%s\">", name, label, name, name);
+    for (int i = 0; i < n; i++) {
+        sb_printf(b, "<option%s>", !strcmp(v, values[i]) ? " selected" : "");
+        sb_markup_text(b, values[i]);
+        sb_printf(b, "</option>");
+    }
+    sb_printf(b, "</select></p>");
+}
+
+static void flag(StrBuf *b, const char *qs, const char *name, const char *label) {
+    char v[16] = "";
+    if (qs) mg_get_var(qs, strlen(qs), name, v, sizeof v);
+    sb_printf(b, "<p><label><input type=\"checkbox\" name=\"%s\"%s> %s</label></p>", name, v[0] ? " checked" : "", label);
+}
+
+static void form(StrBuf *b, const char *qs) {
+    static const char *const labs[] = {"zero", "fsdp", "ddp", "single", "ckpt", "pp", "shard"};
+    const char *models[16], *gpus[16];
+    for (int i = 0; i < planner_nmodels; i++) models[i] = planner_models[i].name;
+    for (int i = 0; i < planner_ngpus; i++) gpus[i] = planner_gpus[i].name;
+    sb_printf(b, "<form id=\"plan-form\" method=\"get\" action=\"/plan\"><fieldset><legend>Layout</legend>");
+    choice(b, qs, "lab", "lab", labs, 7);
+    field(b, qs, "n", "GPUs (N)", "8");
+    choice(b, qs, "gpu", "device", gpus, planner_ngpus);
+    field(b, qs, "stage", "ZeRO stage (zero)", "1");
+    flag(b, qs, "offload", "--offload (zero: optimizer state in host memory)");
+    flag(b, qs, "prefetch", "--prefetch (fsdp)");
+    flag(b, qs, "no-reshard", "--no-reshard (fsdp)");
+    field(b, qs, "policy", "checkpointing policy (ckpt)", "every");
+    field(b, qs, "micro", "micro-batches (pp)", "4");
+    field(b, qs, "dp", "pipelines (pp)", "1");
+    flag(b, qs, "mixed", "--mixed");
+    sb_printf(b, "</fieldset><fieldset><legend>Model and batch</legend>");
+    choice(b, qs, "model", "shape", models, planner_nmodels);
+    field(b, qs, "layers", "blocks (L)", "the shape's");
+    field(b, qs, "dim", "width (C)", "the shape's");
+    field(b, qs, "heads", "heads (NH)", "the shape's");
+    field(b, qs, "seq", "sequence (T)", "the shape's");
+    field(b, qs, "vocab", "vocabulary (V)", "the shape's");
+    field(b, qs, "batch", "global batch (sequences)", "8");
+    field(b, qs, "accum", "micro-batches a step (accum)", "1");
+    sb_printf(b, "</fieldset><p><button type=\"submit\">Plan</button></p></form>\n");
+}
+
+static void table(StrBuf *b, const Planner *p) {
+    char b1[32], b2[32];
+    sb_printf(b, "<section id=\"plan\"><h2>%s on %d GPU%s: Psi = %s parameters</h2>", p->l.lab, p->n, p->n == 1 ? "" : "s",
+              planner_grouped(b1, sizeof b1, (double)gpt_num_params(&p->m)));
+    sb_printf(b, "<p>The labs' GPT: L %d blocks, C %d, NH %d heads, T %d tokens, V %d; B = %d sequence%s in each rank's "
+                 "micro-batch; %s.</p>",
+              p->m.layers, p->m.dim, p->m.heads, p->m.seq, p->m.vocab, p->micro, p->micro == 1 ? "" : "s",
+              p->m.mixed ? "--mixed" : "fp32");
+    for (int s = 0; s < planner_stages(p); s++) {
+        MemPlan mp;
+        planner_stage(p, s, &mp);
+        if (planner_stages(p) > 1)
+            sb_printf(b, "<h3>stage %d: Psi_s = %s</h3>", s, planner_grouped(b1, sizeof b1, planner_stage_params(p, s)));
+        sb_printf(b, "<table class=\"data plan\"><thead><tr><th>per GPU</th><th>after a step</th><th>at the peak</th>"
+                     "<th>formula</th></tr></thead><tbody>");
+        for (int k = 0; k < MEM_CATEGORIES; k++) {
+            sb_printf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>", mem_category_name((MemCategory)k),
+                      isnan(mp.after[k]) ? "-" : format_bytes(b1, sizeof b1, mp.after[k]),
+                      isnan(mp.peak[k]) ? "-" : format_bytes(b2, sizeof b2, mp.peak[k]));
+            sb_markup_text(b, mp.after_formula[k] ? mp.after_formula[k] : "");
+            if (mp.peak_formula[k] && strcmp(mp.peak_formula[k], "as after a step")) {
+                sb_printf(b, "<br><small>peak: ");
+                sb_markup_text(b, mp.peak_formula[k]);
+                sb_printf(b, "</small>");
+            }
+            sb_printf(b, "</td></tr>");
+        }
+        sb_printf(b, "<tr><th>total</th><td></td><td>%s</td><td>the peaks summed (an upper bound)</td></tr></tbody></table>",
+                  format_bytes(b1, sizeof b1, planner_peak_total(&mp)));
+        int fits = planner_fits(p, &mp);
+        if (fits >= 0)
+            sb_printf(b, "<p class=\"%s\">%s one %s (%.0f MiB), with 1 GiB held back for the CUDA context and libraries.</p>",
+                      fits ? "fits" : "fits-not", fits ? "Fits" : "Does not fit", planner_gpus[p->gpu].what, planner_gpus[p->gpu].mib);
+    }
+    sb_printf(b, "<p><small>Exact for shardlab's labs (<code>shardlab plan ... --check</code> runs one and compares); a "
+                 "framework adds its allocator's reserved blocks and fragmentation, the kernels' workspaces, the CUDA "
+                 "context and NCCL's buffers.</small></p></section>\n");
+}
+
+int web_page_plan(Web *w, struct mg_connection *c, const char *qs) {
+    StrBuf b;
+    sb_init(&b);
+    web_page_start(w, c, &b, "Memory planner", "id=\"planner\"", NULL);
+    sb_printf(&b, "<h1>Memory planner</h1><p>The bytes each GPU holds for a model and a layout, by category, from the "
+                  "formulas every lab is graded against: <code>shardlab plan</code> in the browser.</p>\n");
+    // The answer first, then the form to change it.
+    char why[300], lab[32];
+    if (qs && mg_get_var(qs, strlen(qs), "lab", lab, sizeof lab) > 0) {
+        PlanQuery *q = plan_query(qs, why, sizeof why);
+        if (q) table(&b, &q->p);
+        else {
+            sb_printf(&b, "<p class=\"error\" id=\"plan-error\">");
+            sb_markup_text(&b, why);
+            sb_printf(&b, "</p>\n");
+        }
+        free(q);
+    }
+    form(&b, qs);
+    web_page_end(&b, NULL, NULL);
+    int st = web_send_page(w, c, &b);
+    sb_free(&b);
+    return st;
+}
