@@ -12,6 +12,27 @@
 //      on 80x18 there is no room, and the columns are left out.
 #include "tuitest.h"
 
+// ---- crafted runs ----
+
+// A crafted run of `lab` on 2 ranks with this config (JSON): its directory and meta.json, and
+// each rank's start event into sb (start: the event's fields after the config).
+static void write_meta(const char *dir, const char *lab, const char *config) {
+    mkdir(dir, 0755);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "{\"lab\":\"%s\",\"argv\":[\"%s\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\",\"config\":%s,"
+                   "\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1767225600000000}\n", lab, lab, config);
+    write_text(path, "w", sb.data);
+    sb_free(&sb);
+}
+
+static void start_event(StrBuf *sb, int r, const char *lab, const char *config, const char *params) {
+    sb_printf(sb, "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"%s\",\"device\":\"cpu\",\"backend\":\"shm\",\"params\":%s,"
+                  "\"config\":%s,\"loss_floor\":%s}\n", r, lab, params, config, strcmp(lab, "collectives") ? "1.5" : "null");
+}
+
 // ---- 1. the collectives' chart -------------------------------------------------------------
 
 // Rank 0's bus bandwidth (GB/s) at 4 B, 1 KiB and 1 MiB (log2: 2, 10, 20).
@@ -20,17 +41,12 @@ static const double AR[3] = {0, 2, 8}, AG[3] = {0, 1, 4};
 #define MEMCPY 6.0
 
 static void write_collectives(const char *dir, int with_summary) {
-    mkdir(dir, 0755);
+    write_meta(dir, "collectives", "{}");
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    write_text(path, "w",
-               "{\"lab\":\"collectives\",\"argv\":[\"collectives\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\","
-               "\"config\":{},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1767225600000000}\n");
     for (int r = 0; r < 2; r++) {
         StrBuf sb;
         sb_init(&sb);
-        sb_printf(&sb, "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"collectives\",\"device\":\"cpu\",\"backend\":\"shm\","
-                       "\"params\":0,\"config\":{},\"loss_floor\":null}\n", r);
+        start_event(&sb, r, "collectives", "{}", "0");
         for (int i = 0; i < 3; i++)
             for (int c = 0; c < 2; c++) {
                 // Rank 1 measures 100 GB/s: were its checks drawn, the axis would reach 100.
@@ -148,17 +164,13 @@ static const double PEAK[2] = {9000000, 5000000};
 static const char LETTER[5] = {'P', 'G', 'O', 'A', 'C'};
 
 static void write_memory_run(const char *dir) {
-    mkdir(dir, 0755);
+    const char *config = "{\"steps\":2,\"batch\":4,\"seq\":8}";
+    write_meta(dir, "zero", config);
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    write_text(path, "w",
-               "{\"lab\":\"zero\",\"argv\":[\"zero\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\","
-               "\"config\":{\"steps\":2,\"batch\":4,\"seq\":8},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1767225600000000}\n");
     for (int r = 0; r < 2; r++) {
         StrBuf sb;
         sb_init(&sb);
-        sb_printf(&sb, "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"zero\",\"device\":\"cpu\",\"backend\":\"shm\","
-                       "\"params\":250000,\"config\":{\"steps\":2,\"batch\":4,\"seq\":8},\"loss_floor\":1.5}\n", r);
+        start_event(&sb, r, "zero", config, "250000");
         for (int step = 1; step <= 2; step++)
             sb_printf(&sb,
                       "{\"ev\":\"step\",\"rank\":%d,\"step\":%d,\"loss\":3,\"lr\":0.001,\"tokens\":32,"
