@@ -37,11 +37,12 @@ static const char *PLAN_USAGE =
     "optim, acts, comm), after a step and at the most it holds at once, with the formula of\n"
     "each: the formulas `shardlab grade` checks every lab's run against, at any scale.\n"
     "\n"
-    "  LAB            single, ddp, shard, ckpt, zero, fsdp or pp\n"
+    "  LAB            single, ddp, shard, ckpt, zero, fsdp, pp or tp\n"
     "  -n N           ranks (GPUs), 1 to 65536 (default: 8; single: 1)\n"
     "  --model NAME   the labs' GPT at a preset shape: labs (the labs' default), gpt2,\n"
     "                 gpt2-medium, gpt2-large, gpt2-xl (GPT-2's depth, width, heads, 1024 tokens\n"
-    "                 and 50257-token vocabulary); --layers, --dim, --heads, --seq override it\n"
+    "                 and 50257-token vocabulary), llama-7b, llama-70b (Llama 2's, 4096 tokens,\n"
+    "                 32000); --layers, --dim, --heads, --seq, --vocab override it\n"
     "  --vocab V      the vocabulary (the labs read bytes: 256)\n"
     "  --gpu NAME     the device to fit: h100-80gb (default), h200, a100-40gb, a100-80gb,\n"
     "                 rtx4090, or none\n"
@@ -71,6 +72,9 @@ static void print_plan(const Planner *a) {
     if (!strcmp(lab, "zero")) printf(", stage %d%s", x->l.stage, x->l.offload ? ", offload" : "");
     if (!strcmp(lab, "fsdp")) printf("%s%s", x->l.prefetch ? ", prefetch" : "", x->l.reshard ? "" : ", no reshard");
     if (!strcmp(lab, "ckpt")) printf(", policy %s", planner_option(a, "policy") ? planner_option(a, "policy") : "every");
+    if (!strcmp(lab, "tp"))
+        printf(", t = %d tensor-parallel ranks x %d replica%s%s%s", x->l.tp, x->dp, x->dp == 1 ? "" : "s", x->l.sp ? ", --sp" : "",
+               x->l.vp ? ", --vocab-parallel" : "");
     if (!strcmp(lab, "pp")) printf(", %d stage%s x %d chunk%s, %d pipeline%s", x->stages, x->stages == 1 ? "" : "s", x->chunks,
                                    x->chunks == 1 ? "" : "s", x->dp, x->dp == 1 ? "" : "s");
     int sharded = !strcmp(lab, "zero") || !strcmp(lab, "fsdp");
@@ -80,9 +84,8 @@ static void print_plan(const Planner *a) {
     printf("  model  the labs' GPT%s%s: L %d blocks, C %d, NH %d heads, T %d tokens, V %d; Psi = %s parameters\n",
            a->model ? " at " : "", a->model ? planner_models[a->model].name : "", x->m.layers, x->m.dim, x->m.heads, x->m.seq,
            x->m.vocab, planner_grouped(b1, sizeof b1, psi));
-    if (a->model)
-        printf("         (its output layer is its own: V C = %s more than GPT-2's, which ties it to the embedding)\n",
-               planner_grouped(b1, sizeof b1, (double)x->m.vocab * x->m.dim));
+    const PlannerModel *pm = &planner_models[a->model];
+    if (pm->note) printf("         (%s%s%s)\n", pm->note, pm->size ? "; compare " : "", pm->size ? pm->size : "");
     printf("  batch  %d sequences a step; B = %d sequence%s in each rank's micro-batch (%s attention)\n", x->batch, x->micro,
            x->micro == 1 ? "" : "s", gpt_attn_name(x->m.attn));
     int stages = planner_stages(x);

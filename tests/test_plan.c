@@ -50,6 +50,8 @@ static void check_layouts(void) {
         "pp -n 4 --layers 6 --micro 4",
         "pp -n 4 --dp 2 --schedule gpipe",
         "pp -n 2 --schedule interleaved --chunks 2 --micro 4",
+        "tp -n 4 --sp",
+        "tp -n 4 --dp 2 --vocab-parallel --mixed",
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         char args[256];
@@ -63,7 +65,8 @@ static void check_layouts(void) {
         int ranks = n ? atoi(n + 3) : 1, pp = strncmp(layouts[i], "pp", 2) == 0;
         // Proves: the lab ran at that shape, and every rank's every planned figure (5 categories
         // after the first step and at the peak; a pipeline stage's 3) is what it logged.
-        int want = ranks * (pp ? 6 : 10);
+        int tp = strncmp(layouts[i], "tp", 2) == 0;  // (its activations' peak is not planned)
+        int want = ranks * (pp ? 6 : tp ? 9 : 10);
         if (!EXPECT(rc == 0 && equal == want && figures == want, "plan %s --check: %d of %d figures equal (want %d; exit %d)",
                     layouts[i], equal, figures, want, rc))
             printf("# %s\n", one_line(line ? line : out));
@@ -110,6 +113,8 @@ static double num2(const JsonValue *v, const char *k1, const char *k2) {
 }
 
 static void check_scale(void) {
+    int rc;
+    char *out;
     // A replica of GPT-2's shape on 8 GPUs: Psi = (V+T)C + L(12C^2+13C) + 2C + VC, 4, 4 and 8
     // bytes of it; a micro-batch of 8 / 8 = 1 sequence: 4 B T (2C + 2 + V + L (16C + 4 + NH))
     // bytes of activations (flash attention).
@@ -149,6 +154,25 @@ static void check_scale(void) {
     EXPECT(ok, "plan pp -n 4 --model gpt2-medium: each stage 6 blocks (+ the embedding, + the head), 4 Psi_s; acts not planned");
     json_free(v);
 
+    // Tensor parallelism over 4 GPUs: each keeps the replicated parameters (embeddings, norms,
+    // the row-parallel biases, the head) and 1/4 of the split ones, L (12 C^2 + 7 C).
+    v = plan_json("tp -n 4 --model gpt2");
+    double split = GPT2.L * (12 * GPT2.C * GPT2.C + 7 * GPT2.C), mine = (P - split) + split / 4;
+    st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    EXPECT(num2(st, "after", "params") == 4 * mine && num2(st, "after", "optim") == 8 * mine,
+           "plan tp -n 4 --model gpt2: 4 and 8 x (Psi_rep + Psi_split/4) = %.0f (got %.0f)", 4 * mine, num2(st, "after", "params"));
+    json_free(v);
+
+    // Llama 2's 7B shape in the labs' GPT: Psi from the shape alone, the difference said.
+    Shape l7 = {32, 4096, 32, 4096, 32000};
+    v = plan_json("zero -n 8 --stage 3 --model llama-7b --mixed");
+    EXPECT(num2(v, "model", "params") == psi(&l7), "plan --model llama-7b: Psi = %.0f from L 32, C 4096, V 32000, T 4096", psi(&l7));
+    json_free(v);
+    rc = plan("llama", "zero -n 8 --stage 3 --model llama-7b");
+    out = captured("llama", "out");
+    EXPECT(rc == 0 && strstr(out, "SwiGLU") && strstr(out, "6.74 billion"), "the table says how Llama differs from the labs' GPT");
+    free(out);
+
     // Fits: GPT-2 XL's 16 Psi alone is 26 GB, over a 24 GB card; GPT-2 small's, sharded 8 ways, fits.
     v = plan_json("zero -n 1 --stage 0 --model gpt2-xl --gpu rtx4090");
     JsonValue *w = plan_json("zero -n 8 --stage 3 --model gpt2 --gpu rtx4090");
@@ -159,8 +183,8 @@ static void check_scale(void) {
     json_free(v), json_free(w);
 
     // The table says the same in words.
-    int rc = plan("table", "zero -n 1 --stage 0 --model gpt2-xl --gpu rtx4090");
-    char *out = captured("table", "out");
+    rc = plan("table", "zero -n 1 --stage 0 --model gpt2-xl --gpu rtx4090");
+    out = captured("table", "out");
     EXPECT(rc == 0 && strstr(out, "does NOT fit") && strstr(out, "per GPU") && strstr(out, "K Psi'") &&
                strstr(out, "caching") && strstr(out, "Psi = 1,"),
            "the table: the categories, the formulas, Psi grouped, does NOT fit, what a framework adds");
@@ -174,7 +198,9 @@ static void check_refusals(void) {
         const char *args, *says;
     } bad[] = {
         {"", "expected a lab"},
-        {"tp -n 4", "no memory formulas yet for 'tp'"},
+        {"collectives -n 4", "no memory formulas yet for 'collectives'"},
+        {"tp -n 3", "3 tensor-parallel ranks do not divide --heads 4"},
+        {"tp -n 4 --dp 3", "--dp 3 does not divide the 4 ranks"},
         {"nolab", "no lab called 'nolab'"},
         {"ddp --heads 5", "--heads 5 does not divide --dim 64"},
         {"ddp -n 0", "-n takes 1 to 65536"},

@@ -444,7 +444,7 @@ static void check_plan(void) {
         const char *query, *says;
     } bad[] = {
         {"/api/plan", "choose a lab"},
-        {"/api/plan?lab=tp", "no memory formulas yet for 'tp'"},
+        {"/api/plan?lab=collectives", "no memory formulas yet for 'collectives'"},
         {"/api/plan?lab=ddp&heads=5", "--heads 5 does not divide --dim 64"},
         {"/api/plan?lab=ddp&n=3", "--batch 8 does not split"},
         {"/api/plan?lab=zero&stage=9", "--stage"},

@@ -116,12 +116,12 @@ static void flag(StrBuf *b, const char *qs, const char *name, const char *label)
 }
 
 static void form(StrBuf *b, const char *qs) {
-    static const char *const labs[] = {"zero", "fsdp", "ddp", "single", "ckpt", "pp", "shard"};
+    static const char *const labs[] = {"zero", "fsdp", "ddp", "tp", "pp", "single", "ckpt", "shard"};
     const char *models[16], *gpus[16];
     for (int i = 0; i < planner_nmodels; i++) models[i] = planner_models[i].name;
     for (int i = 0; i < planner_ngpus; i++) gpus[i] = planner_gpus[i].name;
     sb_printf(b, "<form id=\"plan-form\" method=\"get\" action=\"/plan\"><fieldset><legend>Layout</legend>");
-    choice(b, qs, "lab", "lab", labs, 7);
+    choice(b, qs, "lab", "lab", labs, 8);
     field(b, qs, "n", "GPUs (N)", "8");
     choice(b, qs, "gpu", "device", gpus, planner_ngpus);
     field(b, qs, "stage", "ZeRO stage (zero)", "1");
@@ -130,7 +130,9 @@ static void form(StrBuf *b, const char *qs) {
     flag(b, qs, "no-reshard", "--no-reshard (fsdp)");
     field(b, qs, "policy", "checkpointing policy (ckpt)", "every");
     field(b, qs, "micro", "micro-batches (pp)", "4");
-    field(b, qs, "dp", "pipelines (pp)", "1");
+    field(b, qs, "dp", "replicas (pp, tp: N = D x stages or t)", "1");
+    flag(b, qs, "sp", "--sp (tp: sequence parallel)");
+    flag(b, qs, "vocab-parallel", "--vocab-parallel (tp)");
     flag(b, qs, "mixed", "--mixed");
     sb_printf(b, "</fieldset><fieldset><legend>Model and batch</legend>");
     choice(b, qs, "model", "shape", models, planner_nmodels);

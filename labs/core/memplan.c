@@ -13,12 +13,15 @@
 //            (and the running unit's fp32 copy in bf16); grads, comm as ZeRO-3
 //   pp       params, grads, optim as after a step; the activations in flight are the
 //            schedule's (graded as schedule.in_flight), its messages in flight timing's
+//   tp       params, grads, optim as after a step; the activations' peak (the pass's own
+//            workspace on top of tp_acts_bytes) is not planned
 #include "memplan.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "tp_layout.h"
 #include "train.h"
 
 double memplan_unit_shard(const GptConfig *m, int u, int N, int align) {
@@ -109,9 +112,9 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
         p->after_formula[k] = NULL, p->peak_formula[k] = "as after a step";
     }
     const char *lab = l->lab;
-    int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0;
+    int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0, tp = strcmp(lab, "tp") == 0;
     int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
-    if (!zero && !fsdp && !pp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
+    if (!zero && !fsdp && !pp && !tp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
     if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
     if (l->world < 1 || l->micro < 1) return snprintf(why, nwhy, "%d ranks, micro-batches of %d", l->world, l->micro), -1;
 
@@ -125,8 +128,20 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     p->after[MEM_COMM] = p->peak[MEM_COMM] = 0;
     p->after_formula[MEM_COMM] = "0";
     double psi = (double)gpt_num_params(m);
+    if (tp && (l->tp < 1 || m->heads % l->tp)) return snprintf(why, nwhy, "%d tensor-parallel ranks for %d heads", l->tp, m->heads), -1;
     if (zero || fsdp) {
         zero_plan(m, l, p);
+    } else if (tp) {
+        double mine = 0;  // Psi_rep + Psi_split / t
+        for (int k = 0; k < gpt_layer_count(m); k++)
+            mine += (double)tp_replicated_floats(m, l->vp, k) + (double)tp_split_floats(m, l->vp, l->tp, k);
+        p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * mine, p->after[MEM_OPTIM] = 8 * mine;
+        p->after[MEM_ACTS] = (double)tp_acts_bytes(m, l->tp, l->sp, l->vp, l->micro), p->peak[MEM_ACTS] = NAN;
+        p->formula = "4, 4, 8 (Psi_rep + Psi_split/t)";
+        p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 (Psi_rep + Psi_split/t)";
+        p->after_formula[MEM_OPTIM] = "8 (Psi_rep + Psi_split/t)";
+        p->after_formula[MEM_ACTS] = "4 BT a: a micro-batch's rows, a floats each on a rank of t (the tp lab prints a's terms)";
+        p->peak_formula[MEM_ACTS] = NULL;
     } else if (pp) {
         p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * l->stage_params, p->after[MEM_OPTIM] = 8 * l->stage_params;
         p->after[MEM_ACTS] = p->peak[MEM_ACTS] = p->after[MEM_COMM] = p->peak[MEM_COMM] = NAN;

@@ -13,6 +13,8 @@
 //                                          (stage 1+; 0 on the device with --offload)
 //   FSDP                                   as ZeRO-3
 //   a pipeline stage                       4 Psi_s, 4 Psi_s, 8 Psi_s for its layers Psi_s
+//   a tensor-parallel rank                 4, 4 and 8 x (Psi_rep + Psi_split / t): the replicated
+//                                          parameters and its slice of the split ones (tp_layout.h)
 // where Psi' counts each unit (a block, the embedding, the head) padded to N equal shards.
 // The activations: the lab's formula for a micro-batch of B' sequences (gpt_acts_bytes; ckpt:
 // the policy's), and at the peak the pass's workspace W = 4 (S + B' T C) on top. The peaks of
@@ -26,7 +28,7 @@
 #include "mem.h"
 
 typedef struct {
-    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp or pp
+    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp, pp or tp
     int world;            // N: ranks that split the training state (and, but pp, the batch)
     int micro;            // B': sequences in one micro-batch of one rank
     int mixed;            // bf16 weights and gradients, fp32 master weights in the optimizer
@@ -36,6 +38,7 @@ typedef struct {
     int buckets;          // ddp: gradients reduced through bucket buffers (not --sync per-tensor)
     double ckpt_acts;     // ckpt: the activation bytes its policy keeps (ckpt_acts_bytes)
     double stage_params;  // pp: Psi_s, the parameters of this rank's stage
+    int tp, sp, vp;       // tp: the tensor-parallel ranks t; sequence parallel; the head split by vocabulary
 } MemLayout;
 
 typedef struct {

@@ -12,12 +12,17 @@
 
 static const char *const SHAPE[4] = {"layers", "dim", "heads", "seq"};
 
+#define GPT2_NOTE "its output layer is its own: V C parameters more than GPT-2's, which ties it to the embedding"
+#define LLAMA_NOTE "Llama's MLP is SwiGLU (three matrices 8/3 C wide), its positions rotary, its norms without biases"
 const PlannerModel planner_models[] = {
-    {"labs", {0}, GPT_VOCAB},  // the lab's defaults
-    {"gpt2", {12, 768, 12, 1024}, 50257},
-    {"gpt2-medium", {24, 1024, 16, 1024}, 50257},
-    {"gpt2-large", {36, 1280, 20, 1024}, 50257},
-    {"gpt2-xl", {48, 1600, 25, 1024}, 50257},
+    {"labs", {0}, GPT_VOCAB, NULL, NULL},  // the lab's defaults
+    {"gpt2", {12, 768, 12, 1024}, 50257, GPT2_NOTE, NULL},
+    {"gpt2-medium", {24, 1024, 16, 1024}, 50257, GPT2_NOTE, NULL},
+    {"gpt2-large", {36, 1280, 20, 1024}, 50257, GPT2_NOTE, NULL},
+    {"gpt2-xl", {48, 1600, 25, 1024}, 50257, GPT2_NOTE, NULL},
+    {"llama-7b", {32, 4096, 32, 4096}, 32000, LLAMA_NOTE, "Llama 2 7B: about 6.74 billion"},
+    {"llama-70b", {80, 8192, 64, 4096}, 32000, LLAMA_NOTE "; 70B's 64 heads share 8 keys and values",
+     "Llama 2 70B: about 69.0 billion"},
 };
 const int planner_nmodels = (int)(sizeof planner_models / sizeof planner_models[0]);
 
@@ -55,7 +60,7 @@ const char *planner_option(const Planner *a, const char *name) {
     return o && o->kind != OPT_FLAG ? o->dflt : NULL;
 }
 
-static int opt_int(const Planner *a, const char *name, int fallback) {
+static int planner_option_int(const Planner *a, const char *name, int fallback) {
     const char *t = planner_option(a, name);
     return t && *t && strcmp(t, "auto") != 0 ? atoi(t) : fallback;
 }
@@ -70,11 +75,11 @@ static int find(const char *const *names, int n, const char *name) {
 
 int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nwhy) {
     memset(a, 0, sizeof *a);
-    if (argc < 1) return fail(why, nwhy, "expected a lab: single, ddp, shard, ckpt, zero, fsdp or pp");
+    if (argc < 1) return fail(why, nwhy, "expected a lab: single, ddp, shard, ckpt, zero, fsdp, pp or tp");
     a->lab = catalog_lab(argv[0]);
-    static const char *const planned[] = {"single", "ddp", "shard", "ckpt", "zero", "fsdp", "pp"};
-    if (!a->lab || find(planned, 7, a->lab->name) < 0)
-        return fail(why, nwhy, "%s '%s': the planner has formulas for single, ddp, shard, ckpt, zero, fsdp and pp",
+    static const char *const planned[] = {"single", "ddp", "shard", "ckpt", "zero", "fsdp", "pp", "tp"};
+    if (!a->lab || find(planned, 8, a->lab->name) < 0)
+        return fail(why, nwhy, "%s '%s': the planner has formulas for single, ddp, shard, ckpt, zero, fsdp, pp and tp",
                     a->lab ? "no memory formulas yet for" : "no lab called", argv[0]);
     a->n = a->lab->max_world == 1 ? 1 : 8;
     const char *models[16], *gpus[16];
@@ -111,7 +116,7 @@ int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nw
             a->vocab = (int)v;
         } else if (!strcmp(name, "--model")) {
             if ((a->model = find(models, planner_nmodels, value)) < 0)
-                return fail(why, nwhy, "--model takes labs, gpt2, gpt2-medium, gpt2-large or gpt2-xl (got '%s')", value);
+                return fail(why, nwhy, "--model takes labs, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-7b or llama-70b (got '%s')", value);
         } else if (!strcmp(name, "--gpu")) {
             if ((a->gpu = find(gpus, planner_ngpus, value)) < 0)
                 return fail(why, nwhy, "--gpu takes h100-80gb, h200, a100-40gb, a100-80gb, rtx4090 or none (got '%s')", value);
@@ -140,24 +145,24 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
     int *dims[4] = {&x->m.layers, &x->m.dim, &x->m.heads, &x->m.seq};
     for (int i = 0; i < 4; i++) {
         const char *lab_default = i == 0 ? a->lab->layers : NULL;
-        if (typed(a, SHAPE[i])) *dims[i] = opt_int(a, SHAPE[i], -1);
+        if (typed(a, SHAPE[i])) *dims[i] = planner_option_int(a, SHAPE[i], -1);
         else if (preset) *dims[i] = planner_models[preset].shape[i];
         else if (lab_default) *dims[i] = strcmp(lab_default, "auto") ? atoi(lab_default) : -1;
-        else *dims[i] = opt_int(a, SHAPE[i], -1);
+        else *dims[i] = planner_option_int(a, SHAPE[i], -1);
     }
     x->m.vocab = a->vocab ? a->vocab : planner_models[preset].vocab;
     x->m.attn = gpt_attn_parse(planner_option(a, "attn") ? planner_option(a, "attn") : "flash");
     x->m.mixed = opt_flag(a, "mixed");
     if (x->m.dim % x->m.heads) return fail(why, nwhy, "--heads %d does not divide --dim %d", x->m.heads, x->m.dim);
-    x->batch = opt_int(a, "batch", 8), x->accum = opt_int(a, "accum", 1);
+    x->batch = planner_option_int(a, "batch", 8), x->accum = planner_option_int(a, "accum", 1);
     int N = a->n;
     if (pp) {
-        x->dp = opt_int(a, "dp", 1), x->chunks = 1;
+        x->dp = planner_option_int(a, "dp", 1), x->chunks = 1;
         const char *sched = planner_option(a, "schedule");
-        if (sched && !strcmp(sched, "interleaved")) x->chunks = opt_int(a, "chunks", 2);
+        if (sched && !strcmp(sched, "interleaved")) x->chunks = planner_option_int(a, "chunks", 2);
         if (N % x->dp) return fail(why, nwhy, "--dp %d does not divide the %d ranks", x->dp, N);
         x->stages = N / x->dp;
-        int K = x->stages * x->chunks, micro = opt_int(a, "micro", 4);
+        int K = x->stages * x->chunks, micro = planner_option_int(a, "micro", 4);
         if (x->m.layers < 0) x->m.layers = K > 2 ? K : 2;  // pp's depth: one block per model chunk
         if (K > x->m.layers)
             return fail(why, nwhy, "%d stage%s x %d chunk%s need at least %d blocks (--layers %d)", x->stages,
@@ -166,6 +171,22 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         if (x->batch % (x->dp * micro))
             return fail(why, nwhy, "--batch %d does not split into %d pipeline(s) x %d micro-batches", x->batch, x->dp, micro);
         x->micro = x->batch / (x->dp * micro);
+    } else if (!strcmp(lab, "tp")) {
+        // The D x t mesh, as the tp lab checks it (tp.c's check_mesh).
+        x->dp = planner_option_int(a, "dp", 1);
+        if (N % x->dp) return fail(why, nwhy, "--dp %d does not divide the %d ranks (N = D x t)", x->dp, N);
+        int t = N / x->dp;
+        if (x->m.layers < 0) x->m.layers = 2;
+        if (x->m.heads % t) return fail(why, nwhy, "%d tensor-parallel ranks do not divide --heads %d", t, x->m.heads);
+        if (planner_option(a, "vocab-parallel") && x->m.vocab % t)
+            return fail(why, nwhy, "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, x->m.vocab);
+        if (x->batch % (x->dp * x->accum))
+            return fail(why, nwhy, "--batch %d does not split into %d replica(s) x %d micro-batches (--accum)", x->batch, x->dp,
+                        x->accum);
+        x->micro = x->batch / (x->dp * x->accum);
+        if (planner_option(a, "sp") && ((long)x->micro * x->m.seq) % t)
+            return fail(why, nwhy, "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch", t,
+                        x->micro * x->m.seq);
     } else {
         if (x->m.layers < 0) x->m.layers = 2;
         int per = !strcmp(lab, "single") ? 1 : N;
@@ -176,9 +197,11 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
     }
     x->l = (MemLayout){
         .lab = lab, .world = N, .micro = pp ? 1 : x->micro, .mixed = x->m.mixed, .gpu = gpu,
-        .stage = !strcmp(lab, "fsdp") ? 3 : opt_int(a, "stage", 1), .offload = opt_flag(a, "offload"),
+        .stage = !strcmp(lab, "fsdp") ? 3 : planner_option_int(a, "stage", 1), .offload = opt_flag(a, "offload"),
         .prefetch = opt_flag(a, "prefetch"), .reshard = !opt_flag(a, "no-reshard"),
         .buckets = !planner_option(a, "sync") || strcmp(planner_option(a, "sync"), "per-tensor") != 0, .ckpt_acts = NAN,
+        .tp = !strcmp(lab, "tp") ? N / x->dp : 0, .sp = planner_option(a, "sp") != NULL,
+        .vp = planner_option(a, "vocab-parallel") != NULL,
     };
     if (!strcmp(lab, "ckpt")) {
         CkptPolicy p;

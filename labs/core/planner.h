@@ -23,11 +23,14 @@
 
 #define PLANNER_MAX_GIVEN 64
 
-// The labs' GPT at a preset shape: "labs" (the lab's own defaults), GPT-2's four sizes.
+// The labs' GPT at a preset shape: "labs" (the lab's own defaults), GPT-2's four sizes, and
+// Llama 2's 7B and 70B shapes.
 typedef struct {
     const char *name;
-    int shape[4];  // --layers, --dim, --heads, --seq (labs: 0, the lab's defaults)
+    int shape[4];      // --layers, --dim, --heads, --seq (labs: 0, the lab's defaults)
     int vocab;
+    const char *note;  // how the labs' GPT at this shape differs from the model it is named after
+    const char *size;  // that model's parameter count, in words (NULL: the note says it)
 } PlannerModel;
 extern const PlannerModel planner_models[];
 extern const int planner_nmodels;
