@@ -199,7 +199,7 @@ GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # a small fixed stack, cannot start in a process that loads them.
 # The command: labs/shardlab.c (the launcher, `shardlab run`, and the other commands), with
 # the launcher's view of a run and its reading of the ranks' endings (labs/launcher.h).
-LAUNCHER_SRCS := labs/shardlab.c labs/launcher_view.c labs/launcher_ranks.c labs/plan_cmd.c
+LAUNCHER_SRCS := labs/shardlab.c labs/launcher_view.c labs/launcher_ranks.c labs/plan_cmd.c labs/whatif_cmd.c
 SHARDLAB_LIB := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
@@ -350,7 +350,7 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
-$(SHARDLAB): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
+$(SHARDLAB): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
@@ -359,7 +359,7 @@ $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
+$(SHARDLAB_SAN): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.

@@ -48,6 +48,7 @@
 #include "grade.h"
 #include "json.h"
 #include "plan_cmd.h"
+#include "whatif_cmd.h"
 #include "runlog.h"
 #include "runread.h"
 #include "shm.h"
@@ -72,7 +73,9 @@ static const char *USAGE =
     "                             chrome://tracing, written to RUN_DIR/trace.json (shardlab trace --help)\n"
     "  plan LAB [-n N] [options]  the bytes each GPU holds for a model and layout at any scale, by\n"
     "                             category, from the labs' formulas; --check runs the lab to compare\n"
-    "                             (shardlab plan --help)\n";
+    "                             (shardlab plan --help)\n"
+    "  whatif RUN_DIR [--link L]  a finished run's step projected onto another interconnect and\n"
+    "                             GPU: compute, exposed communication, bubble (shardlab whatif --help)\n";
 
 static const char *RUN_USAGE =
     "usage: shardlab run <lab> -n N [--ui auto|tui|none] [--steps S] [--device auto|cpu|cuda] [lab options]\n"
@@ -430,7 +433,7 @@ static int watch(Launch *L) {
 
 int main(int argc, char **argv) {
     check_set_context("shardlab");
-    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, lesson, web, grade, trace or plan");
+    if (argc < 2) usage_error("shardlab", "expected a command: run, tui, lexicon, lesson, web, grade, trace, plan or whatif");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(USAGE, stdout), 0;
     if (strcmp(argv[1], "grade") == 0) {
         char dir[PATH_MAX];
@@ -440,6 +443,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "tui") == 0) return tui_main(argc, argv);
     if (strcmp(argv[1], "trace") == 0) return trace_main(argc, argv);
     if (strcmp(argv[1], "plan") == 0) return plan_main(argc, argv);
+    if (strcmp(argv[1], "whatif") == 0) return whatif_main(argc, argv);
     if (strcmp(argv[1], "lexicon") == 0 || strcmp(argv[1], "lesson") == 0 || strcmp(argv[1], "web") == 0) {
         char root[4096], labs[PATH_MAX];
         tui_find_root(root, sizeof root);
@@ -449,7 +453,7 @@ int main(int argc, char **argv) {
         return web_main(argc, argv, root, labs);
     }
     if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, lesson, web, grade, trace and plan", argv[1]);
+        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, lesson, web, grade, trace, plan and whatif", argv[1]);
 
     static Launch L;
     parse_run(&L, argc, argv);

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
 #include "dashboard.h"
+#include "spantime.h"
 
 static const struct {
     int color;
@@ -38,74 +38,18 @@ SpanKind span_kind(const char *name) {
     return SPAN_OTHER_COMM;
 }
 
-// ---------------------------------------------------------------------------------------
-// Exact time figures: unions and intersections of intervals
-// ---------------------------------------------------------------------------------------
-
-typedef struct {
-    int64_t a, b;
-} Interval;
-
-static int by_start(const void *x, const void *y) {
-    const Interval *p = x, *q = y;
-    return (p->a > q->a) - (p->a < q->a);
-}
-
-// Sorts and merges in place; returns the number of disjoint intervals left.
-static size_t merge(Interval *iv, size_t n) {
-    if (n == 0) return 0;
-    qsort(iv, n, sizeof *iv, by_start);
-    size_t k = 0;
-    for (size_t i = 1; i < n; i++) {
-        if (iv[i].a <= iv[k].b) {
-            if (iv[i].b > iv[k].b) iv[k].b = iv[i].b;
-        } else {
-            iv[++k] = iv[i];
-        }
-    }
-    return k + 1;
-}
-
-static int64_t length(const Interval *iv, size_t n) {
-    int64_t sum = 0;
-    for (size_t i = 0; i < n; i++) sum += iv[i].b - iv[i].a;
-    return sum;
-}
-
-// The total length of the intersection of two merged lists.
-static int64_t overlap(const Interval *x, size_t nx, const Interval *y, size_t ny) {
-    int64_t sum = 0;
-    for (size_t i = 0, j = 0; i < nx && j < ny;) {
-        int64_t a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
-        if (b > a) sum += b - a;
-        if (x[i].b < y[j].b) i++;
-        else j++;
-    }
-    return sum;
-}
-
 typedef struct {
     double busy, hidden;         // fractions; hidden < 0 when there was no communication
     int64_t comm_us, hidden_us;  // the communication's time, and the part of it while computing
 } RankTime;
 
+// Exact figures (spantime.h): busy over the step's time span t0..t1, hidden over the
+// communication time.
 static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
-    Interval *comp = malloc_check(sp->n * sizeof *comp + 1), *comm = malloc_check(sp->n * sizeof *comm + 1),
-             *all = malloc_check(sp->n * sizeof *all + 1);
-    size_t nc = 0, nm = 0, na = 0;
-    RankTime t = {0, -1, 0, 0};
-    for (size_t i = 0; i < sp->n; i++) {
-        Interval iv = {sp->items[i].t0_us, sp->items[i].t1_us};
-        if (SPAN_IS_COMPUTE(span_kind(sp->items[i].name))) comp[nc++] = iv;
-        else comm[nm++] = iv;
-        all[na++] = iv;
-    }
-    nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na);
-    if (t1 > t0) t.busy = (double)length(all, na) / (double)(t1 - t0);
-    int64_t comm_len = length(comm, nm);
-    t.comm_us = comm_len, t.hidden_us = comm_len > 0 ? overlap(comp, nc, comm, nm) : 0;
-    if (comm_len > 0) t.hidden = (double)t.hidden_us / (double)comm_len;
-    free(comp), free(comm), free(all);
+    SpanTime st = span_time(sp);
+    RankTime t = {0, -1, st.comm_us, st.hidden_us};
+    if (t1 > t0) t.busy = (double)st.busy_us / (double)(t1 - t0);
+    if (st.comm_us > 0) t.hidden = (double)st.hidden_us / (double)st.comm_us;
     return t;
 }
 

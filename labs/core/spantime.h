@@ -1,0 +1,24 @@
+// spantime.h — a rank's step from its spans, exactly: how long it computed, communicated, and
+// communicated while it computed (interval arithmetic on the spans, not sampled). The
+// dashboard's timeline and `shardlab whatif` read a step the same way.
+//
+// Defines: SpanTime, span_is_compute(), span_time().
+#ifndef SHARDLAB_SPANTIME_H
+#define SHARDLAB_SPANTIME_H
+
+#include <stdint.h>
+
+#include "runread.h"
+
+typedef struct {
+    int64_t compute_us;  // the union of the compute spans (fwd, bwd, recompute, optim)
+    int64_t comm_us;     // the union of the others (the collectives, send and recv)
+    int64_t hidden_us;   // the part of comm_us inside compute_us: communication overlap hid
+    int64_t busy_us;     // the union of all of them
+} SpanTime;
+
+// fwd, bwd, recompute and optim are compute; every other span is communication.
+int span_is_compute(const char *name);
+SpanTime span_time(const RunSpans *sp);
+
+#endif

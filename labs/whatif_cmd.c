@@ -1,0 +1,295 @@
+// whatif_cmd.c — `shardlab whatif RUN_DIR`: a finished run's step projected onto another
+// interconnect and GPU.
+//
+//     shardlab whatif runs/ddp-20261126-... --link eth-100g --gpu h100
+//
+// What is exact, from the run: each rank's collectives of its last complete step, with the bytes
+// each sent (the spans), and how much of its communication ran while it computed (the overlap
+// it achieved). What is a model: the compute takes the step's FLOPs (6 Psi + 12 L T C a token,
+// more where blocks are recomputed) over the GPU's dense peak times --mfu; a collective takes
+// k alpha + bytes / beta on the link (k: the steps of a ring over the group, 2(n-1) for an
+// all-reduce, n-1 for a reduce-scatter or all-gather, 1 for a send); the share of the
+// communication the run hid stays hidden, up to the projected compute; a pipeline's bubble is
+// its schedule's, (p-1)/(v m + p-1) of the step. The step is the slowest rank's.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "check.h"
+#include "ckpt/policy.h"
+#include "gpt.h"
+#include "json.h"
+#include "runread.h"
+#include "spantime.h"
+#include "whatif_cmd.h"
+
+static const char *WHATIF_USAGE =
+    "usage: shardlab whatif RUN_DIR [--link NAME] [--gpu NAME] [--mfu F] [--json]\n"
+    "       shardlab whatif --links\n"
+    "\n"
+    "A finished training run's step projected onto an interconnect and a GPU: the step as\n"
+    "compute, communication left exposed, and a pipeline's bubble, and the scaling efficiency\n"
+    "against one GPU doing the whole batch. The bytes of every collective and the overlap the\n"
+    "run achieved are the run's own; the rates are the tables' (--links prints them, sourced).\n"
+    "\n"
+    "  --link NAME  nvlink4 (default), nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g, eth-25g\n"
+    "  --gpu NAME   h100 (default), a100, rtx4090\n"
+    "  --mfu F      the share of the GPU's dense peak the kernels reach, 0 < F <= 1 (default 0.4)\n"
+    "  --json       the projection as one JSON object\n"
+    "Exit status: 0 projected, 2 bad arguments or a run it cannot project.\n";
+
+// Per direction, and the latency of one message step. Bandwidths: the vendors' published
+// figures; latencies: the order of one hop's software and wire time, not a measurement.
+static const struct {
+    const char *name, *what;
+    double gbps, alpha_us;
+    const char *source;
+} LINKS[] = {
+    {"nvlink4", "NVLink 4 (H100 SXM)", 450, 2, "NVIDIA H100 datasheet: 900 GB/s NVLink, both directions"},
+    {"nvlink3", "NVLink 3 (A100 SXM)", 300, 2, "NVIDIA A100 datasheet: 600 GB/s NVLink, both directions"},
+    {"pcie5", "PCIe 5.0 x16", 64, 3, "PCI-SIG: 32 GT/s a lane, 16 lanes"},
+    {"pcie4", "PCIe 4.0 x16", 32, 3, "PCI-SIG: 16 GT/s a lane, 16 lanes"},
+    {"ib-ndr", "InfiniBand NDR, one 400 Gb/s port", 50, 5, "NVIDIA ConnectX-7 / Quantum-2: 400 Gb/s"},
+    {"ib-hdr", "InfiniBand HDR, one 200 Gb/s port", 25, 5, "NVIDIA ConnectX-6 / Quantum: 200 Gb/s"},
+    {"eth-100g", "100 Gb Ethernet (RoCE)", 12.5, 10, "IEEE 802.3: 100 Gb/s"},
+    {"eth-25g", "25 Gb Ethernet", 3.125, 15, "IEEE 802.3: 25 Gb/s"},
+};
+#define NLINKS ((int)(sizeof LINKS / sizeof LINKS[0]))
+
+// Dense tensor-core peaks in TFLOPS: bf16 (--mixed), tf32 (--tf32) and plain fp32.
+static const struct {
+    const char *name, *what;
+    double bf16, tf32, fp32;
+    const char *source;
+} GPUS[] = {
+    {"h100", "H100 SXM", 989, 495, 67, "NVIDIA H100 datasheet (dense)"},
+    {"a100", "A100 SXM", 312, 156, 19.5, "NVIDIA A100 datasheet (dense)"},
+    {"rtx4090", "RTX 4090", 165, 82.6, 82.6, "NVIDIA Ada whitepaper (dense, fp32 accumulate)"},
+};
+#define NGPUS ((int)(sizeof GPUS / sizeof GPUS[0]))
+
+static int find_link(const char *name) {
+    for (int i = 0; i < NLINKS; i++)
+        if (!strcmp(LINKS[i].name, name)) return i;
+    return -1;
+}
+
+static int find_gpu(const char *name) {
+    for (int i = 0; i < NGPUS; i++)
+        if (!strcmp(GPUS[i].name, name)) return i;
+    return -1;
+}
+
+static void print_tables(void) {
+    printf("links (per direction; alpha: one message step, an order of magnitude)\n");
+    for (int i = 0; i < NLINKS; i++)
+        printf("  %-9s %-36s %7.2f GB/s  alpha %4.0f us   %s\n", LINKS[i].name, LINKS[i].what, LINKS[i].gbps, LINKS[i].alpha_us,
+               LINKS[i].source);
+    printf("GPUs (dense peak TFLOPS)\n");
+    for (int i = 0; i < NGPUS; i++)
+        printf("  %-9s %-10s bf16 %5.0f  tf32 %5.1f  fp32 %5.1f   %s\n", GPUS[i].name, GPUS[i].what, GPUS[i].bf16, GPUS[i].tf32,
+               GPUS[i].fp32, GPUS[i].source);
+}
+
+// ---- the run ----------------------------------------------------------------------------------
+
+typedef struct {
+    char lab[32];
+    int world, group;      // N; the ranks a collective spans (tp: t; pp: its --dp; else N)
+    GptConfig m;
+    double tokens;         // of a global batch
+    double recompute;      // ckpt: the compute grows by 1 + r / (3L)
+    double bubble;         // pp: the schedule's (p-1)/(v m + p-1) of the step
+    int mixed, tf32;
+} Run;
+
+static double cfg_num(const JsonValue *config, const char *key, double fallback) {
+    const JsonValue *v = config ? json_get(config, key) : NULL;
+    return v && v->type == JSON_NUMBER && isfinite(v->number) ? v->number : fallback;
+}
+
+static int cfg_bool(const JsonValue *config, const char *key) {
+    const JsonValue *v = config ? json_get(config, key) : NULL;
+    return v && v->type == JSON_BOOL && v->boolean;
+}
+
+// The run's lab, world and model from its meta.json. 0, or -1 with why.
+static int read_run(const char *dir, Run *run, char *why, size_t n) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    StrBuf text;
+    sb_init(&text);
+    int rc = sb_read_file(&text, path, 1 << 20);
+    char err[160];
+    JsonValue *meta = rc == 0 ? json_parse(text.data, text.len, err, sizeof err) : NULL;
+    sb_free(&text);
+    if (!meta) return snprintf(why, n, "%.300s: %s", path, rc ? file_error(errno) : err), -1;
+    const JsonValue *lab = json_get(meta, "lab"), *config = json_get(meta, "config");
+    memset(run, 0, sizeof *run);
+    snprintf(run->lab, sizeof run->lab, "%s", lab && lab->type == JSON_STRING ? lab->string : "?");
+    run->world = (int)cfg_num(meta, "world_size", 0);
+    run->m = (GptConfig){.vocab = (int)cfg_num(config, "vocab", GPT_VOCAB), .seq = (int)cfg_num(config, "seq", 0),
+                         .layers = (int)cfg_num(config, "layers", 0), .dim = (int)cfg_num(config, "dim", 0),
+                         .heads = (int)cfg_num(config, "heads", 0)};
+    run->mixed = cfg_bool(config, "mixed"), run->tf32 = cfg_bool(config, "tf32");
+    run->tokens = cfg_num(config, "batch", 0) * run->m.seq;
+    int ok = run->world >= 1 && run->world <= RUN_MAX_RANKS && run->m.seq >= 1 && run->m.layers >= 1 && run->m.layers <= 4096 &&
+             run->m.dim >= 1 && run->m.heads >= 1 && run->m.vocab >= 1 && run->tokens >= 1 && run->tokens <= 1e12;
+    run->group = run->world, run->recompute = 1;
+    if (ok && !strcmp(run->lab, "tp")) run->group = (int)cfg_num(config, "tp", run->world);
+    if (ok && !strcmp(run->lab, "pp")) {
+        double p = cfg_num(config, "stages", 1), v = cfg_num(config, "chunks", 1), m = cfg_num(config, "micro", 1);
+        run->group = (int)cfg_num(config, "dp", 1);
+        ok = p >= 1 && v >= 1 && m >= 1;
+        run->bubble = ok ? (p - 1) / (v * m + p - 1) : 0;
+    }
+    if (ok && !strcmp(run->lab, "ckpt")) {
+        const JsonValue *policy = json_get(config, "policy");
+        CkptPolicy p;
+        char pwhy[200];
+        ok = policy && policy->type == JSON_STRING && ckpt_policy_named(&p, policy->string, run->m.layers, pwhy, sizeof pwhy) == 0;
+        if (ok) run->recompute = 1 + (double)p.recomputed / (3.0 * run->m.layers);
+    }
+    int trains = catalog_lab(run->lab) && catalog_lab(run->lab)->trains;
+    json_free(meta);
+    if (!trains) return snprintf(why, n, "%s: a run of %s, which trains no model: whatif projects the training labs", dir, run->lab), -1;
+    if (!ok || run->group < 1) return snprintf(why, n, "%s: its meta.json does not describe a model and layout", dir), -1;
+    return 0;
+}
+
+// A ring step count for a collective over n ranks.
+static double ring_steps(const char *name, int n) {
+    if (!strcmp(name, "send") || !strcmp(name, "recv")) return 1;
+    if (n <= 1) return 0;
+    if (!strcmp(name, "all_reduce")) return 2.0 * (n - 1);
+    return n - 1;  // reduce_scatter, all_gather, broadcast, reduce: a ring's n - 1
+}
+
+// ---- the projection ---------------------------------------------------------------------------
+
+typedef struct {
+    int rank;
+    double measured_compute_ms, measured_comm_ms, measured_hidden_ms;
+    double comm_ms, hidden_ms, exposed_ms, step_ms;  // projected
+    double bytes;
+    int calls;
+} RankProj;
+
+int whatif_main(int argc, char **argv) {
+    const char *dir = NULL, *link = "nvlink4", *gpu = "h100";
+    double mfu = 0.4;
+    int json = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WHATIF_USAGE, stdout), 0;
+        if (!strcmp(a, "--links")) return print_tables(), 0;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--link") || !strcmp(a, "--gpu") || !strcmp(a, "--mfu")) {
+            if (i + 1 >= argc) usage_error("shardlab whatif", "%s needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp(a, "--link")) link = v;
+            else if (!strcmp(a, "--gpu")) gpu = v;
+            else {
+                char *end;
+                mfu = strtod(v, &end);
+                if (!*v || *end || !(mfu > 0 && mfu <= 1)) usage_error("shardlab whatif", "--mfu takes 0 < F <= 1 (got '%s')", v);
+            }
+        } else if (a[0] == '-') {
+            usage_error("shardlab whatif", "unknown option '%s'", a);
+        } else if (dir) {
+            usage_error("shardlab whatif", "one run directory at a time ('%s' and '%s')", dir, a);
+        } else {
+            dir = a;
+        }
+    }
+    if (!dir) usage_error("shardlab whatif", "expected a run directory (runs/<lab>-<time>-<hex>)");
+    int li = find_link(link), gi = find_gpu(gpu);
+    if (li < 0) usage_error("shardlab whatif", "--link takes nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g or eth-25g (got '%s')", link);
+    if (gi < 0) usage_error("shardlab whatif", "--gpu takes h100, a100 or rtx4090 (got '%s')", gpu);
+
+    char why[600];
+    Run run;
+    RunView v;
+    runview_init(&v);
+    if (runview_open(&v, dir, why, sizeof why) != 0) usage_error("shardlab whatif", "%s", why);
+    if (read_run(dir, &run, why, sizeof why) != 0) usage_error("shardlab whatif", "%s", why);
+    int64_t step = runview_timeline_step(&v);
+    if (step < 0) usage_error("shardlab whatif", "%s: no step that every rank finished with its spans", dir);
+
+    // Compute: the step's FLOPs, shared evenly by the ranks, at the GPU's rate times --mfu.
+    double psi = (double)gpt_num_params(&run.m), L = run.m.layers, T = run.m.seq, C = run.m.dim;
+    double flops = run.tokens * (6 * psi + 12 * L * T * C) * run.recompute;
+    double rate = (run.mixed ? GPUS[gi].bf16 : run.tf32 ? GPUS[gi].tf32 : GPUS[gi].fp32) * 1e12 * mfu;
+    double compute_ms = flops / run.world / rate * 1e3, alone_ms = flops / rate * 1e3;
+    double alpha = LINKS[li].alpha_us * 1e-3, beta = LINKS[li].gbps * 1e9;  // ms; bytes a second
+
+    RankProj worst = {.rank = -1};
+    StrBuf ranks;  // each rank's projection, for --json
+    sb_init(&ranks);
+    for (int r = 0; r < v.nranks && r < run.world; r++) {
+        const RunSpans *sp = runview_spans(&v, r, step);
+        if (!sp) continue;
+        SpanTime t = span_time(sp);
+        RankProj p = {.rank = r, .measured_compute_ms = t.compute_us / 1e3, .measured_comm_ms = t.comm_us / 1e3,
+                      .measured_hidden_ms = t.hidden_us / 1e3};
+        for (size_t i = 0; i < sp->n; i++) {
+            const RunSpan *s = &sp->items[i];
+            if (span_is_compute(s->name)) continue;
+            double bytes = s->bytes > 0 ? s->bytes : 0;
+            p.comm_ms += ring_steps(s->name, run.group) * alpha + bytes / beta * 1e3;
+            p.bytes += bytes, p.calls++;
+        }
+        double hidden_share = t.comm_us > 0 ? (double)t.hidden_us / (double)t.comm_us : 0;
+        p.hidden_ms = fmin(hidden_share * p.comm_ms, compute_ms);
+        p.exposed_ms = p.comm_ms - p.hidden_ms;
+        p.step_ms = (compute_ms + p.exposed_ms) / (1 - run.bubble);
+        if (worst.rank < 0 || p.step_ms > worst.step_ms) worst = p;
+        sb_printf(&ranks, "%s{\"rank\":%d,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"step_ms\":%.9g,\"bytes\":%.0f}",
+                  ranks.len ? "," : "", r, p.comm_ms, p.hidden_ms, p.step_ms, p.bytes);
+    }
+    if (worst.rank < 0) usage_error("shardlab whatif", "%s: no rank has the spans of step %lld", dir, (long long)step);
+    if (!ranks.data) sb_printf(&ranks, "%s", "");
+    double bubble_ms = worst.step_ms * run.bubble, efficiency = alone_ms / (run.world * worst.step_ms);
+    const RunRank *rk0 = v.nranks ? &v.ranks[0] : NULL;
+
+    if (json) {
+        printf("{\"run\":");
+        StrBuf sb;
+        sb_init(&sb);
+        sb_json_string(&sb, dir);
+        printf("%s,\"lab\":\"%s\",\"world\":%d,\"step\":%lld,\"link\":\"%s\",\"gpu\":\"%s\",\"mfu\":%g,\"flops\":%.6g,"
+               "\"rank\":%d,\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"exposed_ms\":%.9g,\"bubble_ms\":%.9g,"
+               "\"step_ms\":%.9g,\"alone_ms\":%.9g,\"efficiency\":%.9g,\"bytes\":%.0f,\"calls\":%d,"
+               "\"measured\":{\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g},\"ranks\":[%s]}\n",
+               sb.data, run.lab, run.world, (long long)step, LINKS[li].name, GPUS[gi].name, mfu, flops, worst.rank, compute_ms,
+               worst.comm_ms, worst.hidden_ms, worst.exposed_ms, bubble_ms, worst.step_ms, alone_ms, efficiency, worst.bytes,
+               worst.calls, worst.measured_compute_ms, worst.measured_comm_ms, worst.measured_hidden_ms, ranks.data);
+        sb_free(&sb), sb_free(&ranks);
+        runview_free(&v);
+        return 0;
+    }
+    printf("shardlab whatif %s: %s on %d ranks, step %lld\n", dir, run.lab, run.world, (long long)step);
+    printf("  measured (%s, %s): rank %d computed %.3f ms and communicated %.3f ms, %.0f%% of it while computing\n",
+           rk0 && rk0->device[0] ? rk0->device : "?", rk0 && rk0->backend[0] ? rk0->backend : "?", worst.rank,
+           worst.measured_compute_ms, worst.measured_comm_ms,
+           worst.measured_comm_ms > 0 ? 100 * worst.measured_hidden_ms / worst.measured_comm_ms : 0);
+    printf("  projected on %d x %s over %s: %.2f GB/s, alpha %.0f us; --mfu %g\n", run.world, GPUS[gi].what, LINKS[li].what,
+           LINKS[li].gbps, LINKS[li].alpha_us, mfu);
+    printf("    compute        %10.3f ms   %.3g FLOPs a step / %d ranks / (%.0f TFLOPS x %g)\n", compute_ms, flops, run.world,
+           rate / mfu / 1e12, mfu);
+    printf("    communication  %10.3f ms   %d calls, %.0f bytes sent, each k alpha + bytes / beta\n", worst.comm_ms, worst.calls,
+           worst.bytes);
+    printf("      hidden       %10.3f ms   the share the run hid, up to the compute\n", worst.hidden_ms);
+    printf("      exposed      %10.3f ms\n", worst.exposed_ms);
+    if (run.bubble > 0) printf("    bubble         %10.3f ms   (p-1)/(v m + p-1) = %.4f of the step\n", bubble_ms, run.bubble);
+    printf("    step           %10.3f ms   (rank %d, the slowest)\n", worst.step_ms, worst.rank);
+    printf("  scaling: one %s alone takes %.3f ms for the whole batch; %d of them take %.3f ms: %.0f%% efficient\n",
+           GPUS[gi].what, alone_ms, run.world, worst.step_ms, 100 * efficiency);
+    sb_free(&ranks);
+    runview_free(&v);
+    return 0;
+}

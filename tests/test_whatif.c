@@ -1,0 +1,277 @@
+// test_whatif.c — `shardlab whatif`: a run's step projected onto a link and a GPU, against the
+// same projection worked out here from the run's own numbers.
+//
+// usage: test_whatif SHARDLAB LABS_DIR
+// Checked:
+//   1. crafted runs with known spans (ddp on 2 ranks; a 2-stage pipeline): the compute is the
+//      step's FLOPs, 6 Psi + 12 L T C a token, over the GPU's peak times --mfu; each collective
+//      k alpha + bytes / beta; the share of communication the run hid stays hidden, up to the
+//      compute; a pipeline's bubble (p-1)/(m+p-1) of the step; the slowest rank's step; the
+//      efficiency against one GPU alone;
+//   2. a real ddp run: the projection carries exactly the bytes rank 0's step event says it sent;
+//      a faster link never makes the step longer;
+//   3. what it cannot project (no directory, a file, a run of the collectives, no spans, a
+//      link or GPU it does not know, --mfu outside (0, 1]): exit 2 and one line.
+#include <math.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "labtest.h"
+#include "test.h"
+
+static char shardlab[PATH_MAX], labs_dir[PATH_MAX];
+
+static int whatif(const char *tag, const char *dir, const char *a1, const char *a2, const char *a3, const char *a4) {
+    char *argv[] = {shardlab, "whatif", (char *)dir, (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
+    return run(argv, tag);
+}
+
+static double num_of(const JsonValue *v, const char *k1, const char *k2) {
+    const JsonValue *x = v ? json_get(v, k1) : NULL;
+    if (k2) x = x ? json_get(x, k2) : NULL;
+    return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+
+static JsonValue *projected(const char *dir, const char *link, const char *mfu) {
+    char *argv[] = {shardlab, "whatif", (char *)dir, "--json", "--link", (char *)link, mfu ? "--mfu" : NULL, (char *)mfu, NULL};
+    int rc = run(argv, "json");
+    char *out = captured("json", "out"), err[128];
+    JsonValue *v = rc == 0 ? json_parse(out, strlen(out), err, sizeof err) : NULL;
+    if (!v) {
+        char *err2 = captured("json", "err");
+        printf("# whatif %s --link %s: exit %d: %s %s\n", dir, link, rc, one_line(out), one_line(err2));
+        free(err2);
+    }
+    free(out);
+    return v;
+}
+
+static int close_to(double got, double want) { return fabs(got - want) <= 1e-9 * fmax(1, fabs(want)); }
+
+// ---- 1. crafted runs ---------------------------------------------------------------------------
+
+#define T0 1767225601000000LL
+typedef struct {
+    const char *name;
+    int t0, t1, bytes;
+} Span;
+
+// A run of lab on 2 ranks of the labs' GPT at L 2, C 64, NH 4, T 8, batch 4; each rank's spans
+// of step 2 (and step 1's, so that step 2 is complete).
+static void write_run(const char *dir, const char *lab, const char *extra_config, const Span spans[2][5]) {
+    mkdir(dir, 0755);
+    char path[PATH_MAX + 32], config[400];
+    snprintf(config, sizeof config, "{\"steps\":2,\"batch\":4,\"seq\":8,\"layers\":2,\"dim\":64,\"heads\":4,\"vocab\":256,\"mixed\":false%s}",
+             extra_config);
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "{\"lab\":\"%s\",\"argv\":[\"%s\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\",\"config\":%s,"
+                   "\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":%lld}\n", lab, lab, config, T0 - 1000000);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    write_text(path, "w", sb.data);
+    for (int r = 0; r < 2; r++) {
+        sb.len = 0, sb.data[0] = 0;
+        sb_printf(&sb, "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"%s\",\"device\":\"cpu\",\"backend\":\"shm\",\"params\":1,"
+                       "\"config\":%s,\"loss_floor\":1.5}\n", r, lab, config);
+        for (int step = 1; step <= 2; step++) {
+            for (int k = 0; k < 5 && spans[r][k].name; k++)
+                sb_printf(&sb, "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":0,\"layer\":-1,\"t0_us\":%lld,"
+                               "\"t1_us\":%lld,\"bytes\":%d}\n",
+                          r, step, spans[r][k].name, T0 + step * 10000 + spans[r][k].t0, T0 + step * 10000 + spans[r][k].t1,
+                          spans[r][k].bytes);
+            sb_printf(&sb, "{\"ev\":\"step\",\"rank\":%d,\"step\":%d,\"loss\":3,\"lr\":0.001,\"tokens\":32,"
+                           "\"ms\":{\"step\":10,\"compute\":8,\"comm\":2},\"bytes\":{\"sent\":1000,\"recv\":1000},"
+                           "\"mem\":{\"params\":1,\"grads\":1,\"optim\":1,\"acts\":1,\"comm\":0,\"peak\":5},"
+                           "\"param_hash\":\"0123456789abcdef\"}\n", r, step);
+        }
+        snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+        write_text(path, "w", sb.data);
+    }
+    sb_free(&sb);
+}
+
+// The projection worked out here: rank r's spans on a link of beta bytes a second and alpha ms
+// a step, k steps per collective; compute_ms the rank's projected compute.
+static double rank_step(const Span sp[5], double compute_ms, double alpha, double beta, int k_coll, double bubble,
+                        double *comm_out) {
+    double comm = 0, measured_comm = 0, hidden_us = 0;
+    for (int i = 0; i < 5 && sp[i].name; i++) {
+        int is_comm = strcmp(sp[i].name, "fwd") && strcmp(sp[i].name, "bwd") && strcmp(sp[i].name, "optim");
+        if (!is_comm) continue;
+        comm += (strcmp(sp[i].name, "send") ? k_coll : 1) * alpha + sp[i].bytes / beta * 1e3;
+        measured_comm += sp[i].t1 - sp[i].t0;
+        for (int j = 0; j < 5 && sp[j].name; j++) {  // (the crafted compute spans never overlap each other)
+            if (!strcmp(sp[j].name, sp[i].name) || !(strcmp(sp[j].name, "fwd") == 0 || !strcmp(sp[j].name, "bwd") ||
+                                                      !strcmp(sp[j].name, "optim")))
+                continue;
+            int a = sp[i].t0 > sp[j].t0 ? sp[i].t0 : sp[j].t0, b = sp[i].t1 < sp[j].t1 ? sp[i].t1 : sp[j].t1;
+            if (b > a) hidden_us += b - a;
+        }
+    }
+    double hidden = fmin(measured_comm > 0 ? hidden_us / measured_comm * comm : 0, compute_ms);
+    *comm_out = comm;
+    return (compute_ms + comm - hidden) / (1 - bubble);
+}
+
+static void check_crafted(void) {
+    // The labs' GPT at L 2, C 64, T 8, V 256: Psi = (V+T)C + L(12C^2+13C) + 2C + VC; a batch of
+    // 4 x 8 tokens: 32 (6 Psi + 12 L T C) FLOPs, half a rank's; an H100's fp32 67 TFLOPS x 0.5.
+    double L = 2, C = 64, T = 8, V = 256, psi = (V + T) * C + L * (12 * C * C + 13 * C) + 2 * C + V * C;
+    double flops = 32 * (6 * psi + 12 * L * T * C), compute = flops / 2 / (67e12 * 0.5) * 1e3, alone = flops / (67e12 * 0.5) * 1e3;
+    static const Span ddp[2][5] = {
+        {{"fwd", 0, 1000, 0}, {"bwd", 1000, 3000, 0}, {"all_reduce", 2000, 3400, 400000}, {"optim", 3600, 4000, 0}},
+        {{"fwd", 0, 1000, 0}, {"bwd", 1000, 2500, 0}, {"all_reduce", 2500, 3500, 800000}, {"optim", 3600, 4000, 0}},
+    };
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/ddp", tmp);
+    write_run(dir, "ddp", "", ddp);
+    // eth-100g: 12.5 GB/s, 10 us a step; an all-reduce over 2 ranks takes 2(2-1) = 2 steps.
+    double alpha = 0.010, beta = 12.5e9, c0, c1;
+    double s0 = rank_step(ddp[0], compute, alpha, beta, 2, 0, &c0), s1 = rank_step(ddp[1], compute, alpha, beta, 2, 0, &c1);
+    JsonValue *v = projected(dir, "eth-100g", "0.5");
+    double step = fmax(s0, s1);
+    const JsonValue *ranks = v ? json_get(v, "ranks") : NULL;
+    // Proves: each rank's own projection: rank 0 hid 5/7 of its all-reduce behind bwd, which
+    // hides no more than the projected compute; rank 1 hid none.
+    EXPECT(ranks && ranks->count == 2 && close_to(num_of(json_at(ranks, 0), "step_ms", NULL), s0) &&
+               close_to(num_of(json_at(ranks, 1), "step_ms", NULL), s1) &&
+               close_to(num_of(json_at(ranks, 0), "hidden_ms", NULL), fmin(c0 * 1000.0 / 1400, compute)),
+           "ddp over eth-100g: rank 0's step %.6f ms (hidden %.6f), rank 1's %.6f ms", s0, fmin(c0 * 1000.0 / 1400, compute), s1);
+    // Proves: compute, communication and step as worked out here from the spans and the
+    // tables, the slowest rank's (rank 1 sent twice the bytes and hid none of them).
+    EXPECT(v && close_to(num_of(v, "compute_ms", NULL), compute) && close_to(num_of(v, "comm_ms", NULL), s1 > s0 ? c1 : c0) &&
+               close_to(num_of(v, "step_ms", NULL), step) && num_of(v, "rank", NULL) == (s1 > s0 ? 1 : 0) &&
+               close_to(num_of(v, "efficiency", NULL), alone / (2 * step)) && num_of(v, "bytes", NULL) == 800000,
+           "ddp on 2 ranks over eth-100g, --mfu 0.5: compute %.6f ms, step %.6f ms (rank %d), efficiency %.4f (got %.6f, %.6f, "
+           "rank %.0f, %.4f)",
+           compute, step, s1 > s0 ? 1 : 0, alone / (2 * step), num_of(v, "compute_ms", NULL), num_of(v, "step_ms", NULL),
+           num_of(v, "rank", NULL), num_of(v, "efficiency", NULL));
+    json_free(v);
+
+    // A pipeline of 2 stages and 4 micro-batches: sends take one step each, and the bubble
+    // (p-1)/(m+p-1) = 1/5 of the step.
+    static const Span pp[2][5] = {
+        {{"fwd", 0, 2000, 0}, {"send", 500, 700, 3000}, {"bwd", 2000, 4000, 0}, {"optim", 4000, 4200, 0}},
+        {{"fwd", 100, 2100, 0}, {"send", 2100, 2300, 3000}, {"bwd", 2300, 4100, 0}, {"optim", 4100, 4200, 0}},
+    };
+    snprintf(dir, sizeof dir, "%s/pp", tmp);
+    write_run(dir, "pp", ",\"schedule\":\"1f1b\",\"micro\":4,\"chunks\":1,\"stages\":2,\"dp\":1", pp);
+    alpha = 0.002, beta = 450e9;  // nvlink4
+    s0 = rank_step(pp[0], compute, alpha, beta, 0, 0.2, &c0), s1 = rank_step(pp[1], compute, alpha, beta, 0, 0.2, &c1);
+    v = projected(dir, "nvlink4", "0.5");
+    step = fmax(s0, s1);
+    EXPECT(v && close_to(num_of(v, "step_ms", NULL), step) && close_to(num_of(v, "bubble_ms", NULL), 0.2 * step),
+           "pp, 2 stages x 4 micro-batches over nvlink4: step %.6f ms with a bubble of 1/5 (got %.6f, bubble %.6f)", step,
+           num_of(v, "step_ms", NULL), num_of(v, "bubble_ms", NULL));
+    json_free(v);
+}
+
+// ---- 2. a real run ------------------------------------------------------------------------------
+
+static void check_real(void) {
+    char dir[400], bin[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/real", tmp);
+    snprintf(bin, sizeof bin, "%s/ddp", labs_dir);
+    char *args[] = {"--steps", "3", NULL};
+    int rc = run_ranks(bin, 2, "real", dir, args, NULL);
+    JsonValue *v = rc == 0 ? projected(dir, "ib-ndr", NULL) : NULL, *w = rc == 0 ? projected(dir, "nvlink4", NULL) : NULL;
+    static Events ev;
+    int worst = v ? (int)num_of(v, "rank", NULL) : 0;
+    load_rank_events(dir, worst >= 0 && worst < 2 ? worst : 0, &ev);
+    double sent = NAN;
+    for (int i = 0; i < ev.n; i++)
+        if (!strcmp(kind(ev.lines[i]), "step") && num(ev.lines[i], "step") == num_of(v, "step", NULL))
+            sent = num_of(ev.lines[i], "bytes", "sent");
+    (void)whatif;
+    free_events(&ev);
+    // Proves: the volume projected is the one the run logged (rank 0's step event), and the
+    // faster link gives the shorter step on the same volume and compute.
+    EXPECT(v && w && num_of(v, "bytes", NULL) == sent && sent > 0 &&
+               num_of(v, "measured", "compute_ms") > 0 && num_of(w, "step_ms", NULL) < num_of(v, "step_ms", NULL) &&
+               close_to(num_of(w, "compute_ms", NULL), num_of(v, "compute_ms", NULL)),
+           "a real ddp run on 2 ranks: %.0f bytes projected (the slowest rank's step event: %.0f), nvlink4 %.4f ms < ib-ndr %.4f ms",
+           num_of(v, "bytes", NULL), sent, num_of(w, "step_ms", NULL), num_of(v, "step_ms", NULL));
+    json_free(v), json_free(w);
+    rc = whatif("table", dir, "--link", "eth-25g", NULL, NULL);
+    char *out = captured("table", "out");
+    EXPECT(rc == 0 && strstr(out, "measured (cpu, shm)") && strstr(out, "exposed") && strstr(out, "efficient"),
+           "the table: measured, projected, exposed, the scaling efficiency");
+    free(out);
+}
+
+// ---- 3. refusals ----------------------------------------------------------------------------------
+
+static void check_refusals(void) {
+    char file[600], empty[600], coll[600], nospans[600], real[600];
+    snprintf(file, sizeof file, "%s/a-file", tmp);
+    write_text(file, "w", "not a run\n");
+    snprintf(empty, sizeof empty, "%s/empty", tmp);
+    mkdir(empty, 0755);
+    snprintf(real, sizeof real, "%s/real", tmp);
+    snprintf(coll, sizeof coll, "%s/coll", tmp);
+    mkdir(coll, 0755);
+    char path[700];
+    snprintf(path, sizeof path, "%s/meta.json", coll);
+    write_text(path, "w", "{\"lab\":\"collectives\",\"argv\":[\"collectives\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\","
+                          "\"config\":{},\"start_time\":\"2026-01-01T00:00:00Z\",\"start_unix_us\":1767225600000000}\n");
+    snprintf(nospans, sizeof nospans, "%s/nospans", tmp);
+    mkdir(nospans, 0755);
+    snprintf(path, sizeof path, "%s/meta.json", nospans);
+    write_text(path, "w", "{\"lab\":\"ddp\",\"argv\":[\"ddp\"],\"world_size\":2,\"device\":\"cpu\",\"backend\":\"shm\",\"config\":"
+                          "{\"batch\":4,\"seq\":8,\"layers\":2,\"dim\":64,\"heads\":4},\"start_time\":\"2026-01-01T00:00:00Z\","
+                          "\"start_unix_us\":1767225600000000}\n");
+    static const struct {
+        int which;  // 0 none, 1 the file, 2 empty, 3 collectives, 4 no spans, 5 the real run
+        const char *a1, *a2, *says;
+    } bad[] = {
+        {0, NULL, NULL, "expected a run directory"},
+        {1, NULL, NULL, "not a directory"},
+        {2, NULL, NULL, "not a run directory"},
+        {3, NULL, NULL, "trains no model"},
+        {4, NULL, NULL, "no step that every rank finished"},
+        {5, "--link", "carrier-pigeon", "--link takes"},
+        {5, "--gpu", "tpu", "--gpu takes"},
+        {5, "--mfu", "0", "--mfu takes"},
+        {5, "--mfu", "1.5", "--mfu takes"},
+        {5, "--bogus", NULL, "unknown option"},
+        {5, "--link", NULL, "needs a value"},
+    };
+    const char *dirs[] = {NULL, file, empty, coll, nospans, real};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[6] = {shardlab, "whatif"};
+        int n = 2;
+        if (dirs[bad[i].which]) argv[n++] = (char *)dirs[bad[i].which];
+        if (bad[i].a1) argv[n++] = (char *)bad[i].a1;
+        if (bad[i].a2) argv[n++] = (char *)bad[i].a2;
+        argv[n] = NULL;
+        int rc = run(argv, "bad");
+        char *err = captured("bad", "err"), *out = captured("bad", "out");
+        // Proves: exit 2, one line that says why, no projection printed.
+        EXPECT(rc == 2 && strstr(err, bad[i].says) && count_lines(err) == 1 && !out[0], "whatif refuses (%zu) with '%s' (exit %d: %s)",
+               i, bad[i].says, rc, one_line(err));
+        free(err), free(out);
+    }
+    char *argv[] = {shardlab, "whatif", "--links", NULL};
+    int rc = run(argv, "links");
+    char *out = captured("links", "out");
+    EXPECT(rc == 0 && strstr(out, "nvlink4") && strstr(out, "eth-25g") && strstr(out, "datasheet") && strstr(out, "IEEE"),
+           "whatif --links: every link and GPU with its source");
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || !realpath(argv[1], shardlab) || !realpath(argv[2], labs_dir)) {
+        fprintf(stderr, "usage: test_whatif SHARDLAB LABS_DIR\n");
+        return 2;
+    }
+    snprintf(tmp, sizeof tmp, "/tmp/test_whatif-XXXXXX");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 2;
+    unsetenv("SHARDLAB_TIMEOUT_S");
+    double t0 = now_s();
+    check_crafted();
+    check_real();
+    check_refusals();
+    printf("# %.1f s\n", now_s() - t0);
+    tmp_finish(test_failed);
+    return test_done();
+}
