@@ -22,6 +22,7 @@
 #include "ckpt/policy.h"
 #include "gpt.h"
 #include "json.h"
+#include "links.h"
 #include "runread.h"
 #include "spantime.h"
 #include "whatif_cmd.h"
@@ -36,28 +37,11 @@ static const char *WHATIF_USAGE =
     "run achieved are the run's own; the rates are the tables' (--links prints them, sourced).\n"
     "\n"
     "  --link NAME  nvlink4 (default), nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g, eth-25g\n"
-    "  --gpu NAME   h100 (default), a100, rtx4090\n"
+    "  --gpu NAME   h100 (default), a100, rtx4090, or here: the compute as the run measured it\n"
     "  --mfu F      the share of the GPU's dense peak the kernels reach, 0 < F <= 1 (default 0.4)\n"
+    "  --link-scale F  the link's times multiplied by F, as a lab's --link-scale does (default 1)\n"
     "  --json       the projection as one JSON object\n"
     "Exit status: 0 projected, 2 bad arguments or a run it cannot project.\n";
-
-// Per direction, and the latency of one message step. Bandwidths: the vendors' published
-// figures; latencies: the order of one hop's software and wire time, not a measurement.
-static const struct {
-    const char *name, *what;
-    double gbps, alpha_us;
-    const char *source;
-} LINKS[] = {
-    {"nvlink4", "NVLink 4 (H100 SXM)", 450, 2, "NVIDIA H100 datasheet: 900 GB/s NVLink, both directions"},
-    {"nvlink3", "NVLink 3 (A100 SXM)", 300, 2, "NVIDIA A100 datasheet: 600 GB/s NVLink, both directions"},
-    {"pcie5", "PCIe 5.0 x16", 64, 3, "PCI-SIG: 32 GT/s a lane, 16 lanes"},
-    {"pcie4", "PCIe 4.0 x16", 32, 3, "PCI-SIG: 16 GT/s a lane, 16 lanes"},
-    {"ib-ndr", "InfiniBand NDR, one 400 Gb/s port", 50, 5, "NVIDIA ConnectX-7 / Quantum-2: 400 Gb/s"},
-    {"ib-hdr", "InfiniBand HDR, one 200 Gb/s port", 25, 5, "NVIDIA ConnectX-6 / Quantum: 200 Gb/s"},
-    {"eth-100g", "100 Gb Ethernet (RoCE)", 12.5, 10, "IEEE 802.3: 100 Gb/s"},
-    {"eth-25g", "25 Gb Ethernet", 3.125, 15, "IEEE 802.3: 25 Gb/s"},
-};
-#define NLINKS ((int)(sizeof LINKS / sizeof LINKS[0]))
 
 // Dense tensor-core peaks in TFLOPS: bf16 (--mixed), tf32 (--tf32) and plain fp32.
 static const struct {
@@ -71,12 +55,6 @@ static const struct {
 };
 #define NGPUS ((int)(sizeof GPUS / sizeof GPUS[0]))
 
-static int find_link(const char *name) {
-    for (int i = 0; i < NLINKS; i++)
-        if (!strcmp(LINKS[i].name, name)) return i;
-    return -1;
-}
-
 static int find_gpu(const char *name) {
     for (int i = 0; i < NGPUS; i++)
         if (!strcmp(GPUS[i].name, name)) return i;
@@ -85,9 +63,9 @@ static int find_gpu(const char *name) {
 
 static void print_tables(void) {
     printf("links (per direction; alpha: one message step, an order of magnitude)\n");
-    for (int i = 0; i < NLINKS; i++)
-        printf("  %-9s %-36s %7.2f GB/s  alpha %4.0f us   %s\n", LINKS[i].name, LINKS[i].what, LINKS[i].gbps, LINKS[i].alpha_us,
-               LINKS[i].source);
+    for (int i = 0; i < nlinks; i++)
+        printf("  %-9s %-36s %7.2f GB/s  alpha %4.0f us   %s\n", links[i].name, links[i].what, links[i].gbps, links[i].alpha_us,
+               links[i].source);
     printf("GPUs (dense peak TFLOPS)\n");
     for (int i = 0; i < NGPUS; i++)
         printf("  %-9s %-10s bf16 %5.0f  tf32 %5.1f  fp32 %5.1f   %s\n", GPUS[i].name, GPUS[i].what, GPUS[i].bf16, GPUS[i].tf32,
@@ -160,18 +138,11 @@ static int read_run(const char *dir, Run *run, char *why, size_t n) {
     return 0;
 }
 
-// A ring step count for a collective over n ranks.
-static double ring_steps(const char *name, int n) {
-    if (!strcmp(name, "send") || !strcmp(name, "recv")) return 1;
-    if (n <= 1) return 0;
-    if (!strcmp(name, "all_reduce")) return 2.0 * (n - 1);
-    return n - 1;  // reduce_scatter, all_gather, broadcast, reduce: a ring's n - 1
-}
-
 // ---- the projection ---------------------------------------------------------------------------
 
 typedef struct {
     int rank;
+    double compute_ms;  // projected
     double measured_compute_ms, measured_comm_ms, measured_hidden_ms;
     double comm_ms, hidden_ms, exposed_ms, step_ms;  // projected
     double bytes;
@@ -180,7 +151,7 @@ typedef struct {
 
 int whatif_main(int argc, char **argv) {
     const char *dir = NULL, *link = "nvlink4", *gpu = "h100";
-    double mfu = 0.4;
+    double mfu = 0.4, scale = 1;
     int json = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -188,12 +159,17 @@ int whatif_main(int argc, char **argv) {
         if (!strcmp(a, "--links")) return print_tables(), 0;
         if (!strcmp(a, "--json")) {
             json = 1;
-        } else if (!strcmp(a, "--link") || !strcmp(a, "--gpu") || !strcmp(a, "--mfu")) {
+        } else if (!strcmp(a, "--link") || !strcmp(a, "--gpu") || !strcmp(a, "--mfu") || !strcmp(a, "--link-scale")) {
             if (i + 1 >= argc) usage_error("shardlab whatif", "%s needs a value", a);
             const char *v = argv[++i];
             if (!strcmp(a, "--link")) link = v;
             else if (!strcmp(a, "--gpu")) gpu = v;
-            else {
+            else if (!strcmp(a, "--link-scale")) {
+                char *end;
+                scale = strtod(v, &end);
+                if (!*v || *end || !(scale >= 1 && scale <= 1e6))
+                    usage_error("shardlab whatif", "--link-scale takes 1 to 1000000 (got '%s')", v);
+            } else {
                 char *end;
                 mfu = strtod(v, &end);
                 if (!*v || *end || !(mfu > 0 && mfu <= 1)) usage_error("shardlab whatif", "--mfu takes 0 < F <= 1 (got '%s')", v);
@@ -207,9 +183,10 @@ int whatif_main(int argc, char **argv) {
         }
     }
     if (!dir) usage_error("shardlab whatif", "expected a run directory (runs/<lab>-<time>-<hex>)");
-    int li = find_link(link), gi = find_gpu(gpu);
-    if (li < 0) usage_error("shardlab whatif", "--link takes nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g or eth-25g (got '%s')", link);
-    if (gi < 0) usage_error("shardlab whatif", "--gpu takes h100, a100 or rtx4090 (got '%s')", gpu);
+    const Link *lk = link_find(link);
+    int here = !strcmp(gpu, "here"), gi = here ? 0 : find_gpu(gpu);
+    if (!lk) usage_error("shardlab whatif", "--link takes nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g or eth-25g (got '%s')", link);
+    if (gi < 0) usage_error("shardlab whatif", "--gpu takes h100, a100, rtx4090 or here (got '%s')", gpu);
 
     char why[600];
     Run run;
@@ -225,9 +202,9 @@ int whatif_main(int argc, char **argv) {
     double flops = run.tokens * (6 * psi + 12 * L * T * C) * run.recompute;
     double rate = (run.mixed ? GPUS[gi].bf16 : run.tf32 ? GPUS[gi].tf32 : GPUS[gi].fp32) * 1e12 * mfu;
     double compute_ms = flops / run.world / rate * 1e3, alone_ms = flops / rate * 1e3;
-    double alpha = LINKS[li].alpha_us * 1e-3, beta = LINKS[li].gbps * 1e9;  // ms; bytes a second
 
     RankProj worst = {.rank = -1};
+    double alone_here = 0;  // --gpu here: every rank's measured compute, done by one
     StrBuf ranks;  // each rank's projection, for --json
     sb_init(&ranks);
     for (int r = 0; r < v.nranks && r < run.world; r++) {
@@ -236,23 +213,32 @@ int whatif_main(int argc, char **argv) {
         SpanTime t = span_time(sp);
         RankProj p = {.rank = r, .measured_compute_ms = t.compute_us / 1e3, .measured_comm_ms = t.comm_us / 1e3,
                       .measured_hidden_ms = t.hidden_us / 1e3};
+        // --gpu here: the rank's own compute, as measured.
+        double rank_compute = here ? p.measured_compute_ms : compute_ms;
+        p.compute_ms = rank_compute;
         for (size_t i = 0; i < sp->n; i++) {
             const RunSpan *s = &sp->items[i];
             if (span_is_compute(s->name)) continue;
             double bytes = s->bytes > 0 ? s->bytes : 0;
-            p.comm_ms += ring_steps(s->name, run.group) * alpha + bytes / beta * 1e3;
+            p.comm_ms += link_call_ms(lk, s->name, run.group, bytes) * scale;
             p.bytes += bytes, p.calls++;
         }
+        // The share of communication the run hid stays hidden, up to the compute that ran after
+        // the first communication began (that window scaled to the projected compute).
         double hidden_share = t.comm_us > 0 ? (double)t.hidden_us / (double)t.comm_us : 0;
-        p.hidden_ms = fmin(hidden_share * p.comm_ms, compute_ms);
+        double window = t.compute_us > 0 ? rank_compute * (double)t.window_us / (double)t.compute_us : 0;
+        p.hidden_ms = fmin(hidden_share * p.comm_ms, window);
         p.exposed_ms = p.comm_ms - p.hidden_ms;
-        p.step_ms = (compute_ms + p.exposed_ms) / (1 - run.bubble);
+        p.step_ms = (rank_compute + p.exposed_ms) / (1 - run.bubble);
+        alone_here += p.measured_compute_ms;
         if (worst.rank < 0 || p.step_ms > worst.step_ms) worst = p;
         sb_printf(&ranks, "%s{\"rank\":%d,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"step_ms\":%.9g,\"bytes\":%.0f}",
                   ranks.len ? "," : "", r, p.comm_ms, p.hidden_ms, p.step_ms, p.bytes);
     }
     if (worst.rank < 0) usage_error("shardlab whatif", "%s: no rank has the spans of step %lld", dir, (long long)step);
     if (!ranks.data) sb_printf(&ranks, "%s", "");
+    if (here) alone_ms = alone_here, compute_ms = worst.compute_ms;
+    const char *gpu_name = here ? "here" : GPUS[gi].name, *gpu_what = here ? "this machine's ranks" : GPUS[gi].what;
     double bubble_ms = worst.step_ms * run.bubble, efficiency = alone_ms / (run.world * worst.step_ms);
     const RunRank *rk0 = v.nranks ? &v.ranks[0] : NULL;
 
@@ -261,11 +247,11 @@ int whatif_main(int argc, char **argv) {
         StrBuf sb;
         sb_init(&sb);
         sb_json_string(&sb, dir);
-        printf("%s,\"lab\":\"%s\",\"world\":%d,\"step\":%lld,\"link\":\"%s\",\"gpu\":\"%s\",\"mfu\":%g,\"flops\":%.6g,"
+        printf("%s,\"lab\":\"%s\",\"world\":%d,\"step\":%lld,\"link\":\"%s\",\"gpu\":\"%s\",\"mfu\":%g,\"link_scale\":%g,\"flops\":%.6g,"
                "\"rank\":%d,\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"exposed_ms\":%.9g,\"bubble_ms\":%.9g,"
                "\"step_ms\":%.9g,\"alone_ms\":%.9g,\"efficiency\":%.9g,\"bytes\":%.0f,\"calls\":%d,"
                "\"measured\":{\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g},\"ranks\":[%s]}\n",
-               sb.data, run.lab, run.world, (long long)step, LINKS[li].name, GPUS[gi].name, mfu, flops, worst.rank, compute_ms,
+               sb.data, run.lab, run.world, (long long)step, lk->name, gpu_name, mfu, scale, flops, worst.rank, compute_ms,
                worst.comm_ms, worst.hidden_ms, worst.exposed_ms, bubble_ms, worst.step_ms, alone_ms, efficiency, worst.bytes,
                worst.calls, worst.measured_compute_ms, worst.measured_comm_ms, worst.measured_hidden_ms, ranks.data);
         sb_free(&sb), sb_free(&ranks);
@@ -277,18 +263,21 @@ int whatif_main(int argc, char **argv) {
            rk0 && rk0->device[0] ? rk0->device : "?", rk0 && rk0->backend[0] ? rk0->backend : "?", worst.rank,
            worst.measured_compute_ms, worst.measured_comm_ms,
            worst.measured_comm_ms > 0 ? 100 * worst.measured_hidden_ms / worst.measured_comm_ms : 0);
-    printf("  projected on %d x %s over %s: %.2f GB/s, alpha %.0f us; --mfu %g\n", run.world, GPUS[gi].what, LINKS[li].what,
-           LINKS[li].gbps, LINKS[li].alpha_us, mfu);
-    printf("    compute        %10.3f ms   %.3g FLOPs a step / %d ranks / (%.0f TFLOPS x %g)\n", compute_ms, flops, run.world,
-           rate / mfu / 1e12, mfu);
+    printf("  projected on %d x %s over %s: %.2f GB/s, alpha %.0f us%s; --mfu %g\n", run.world, gpu_what, lk->what,
+           lk->gbps, lk->alpha_us, scale != 1 ? ", its times x --link-scale" : "", mfu);
+    if (here) printf("    compute        %10.3f ms   as the run measured it (rank %d)\n", compute_ms, worst.rank);
+    else
+        printf("    compute        %10.3f ms   %.3g FLOPs a step / %d ranks / (%.0f TFLOPS x %g)\n", compute_ms, flops, run.world,
+               rate / mfu / 1e12, mfu);
     printf("    communication  %10.3f ms   %d calls, %.0f bytes sent, each k alpha + bytes / beta\n", worst.comm_ms, worst.calls,
            worst.bytes);
-    printf("      hidden       %10.3f ms   the share the run hid, up to the compute\n", worst.hidden_ms);
+    printf("      hidden       %10.3f ms   the share the run hid, up to the compute after the first collective began\n",
+           worst.hidden_ms);
     printf("      exposed      %10.3f ms\n", worst.exposed_ms);
     if (run.bubble > 0) printf("    bubble         %10.3f ms   (p-1)/(v m + p-1) = %.4f of the step\n", bubble_ms, run.bubble);
     printf("    step           %10.3f ms   (rank %d, the slowest)\n", worst.step_ms, worst.rank);
     printf("  scaling: one %s alone takes %.3f ms for the whole batch; %d of them take %.3f ms: %.0f%% efficient\n",
-           GPUS[gi].what, alone_ms, run.world, worst.step_ms, 100 * efficiency);
+           here ? "rank" : GPUS[gi].what, alone_ms, run.world, worst.step_ms, 100 * efficiency);
     sb_free(&ranks);
     runview_free(&v);
     return 0;

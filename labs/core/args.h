@@ -40,6 +40,8 @@ typedef struct {
     const char *run_dir;  // where the run directory goes, or NULL for runs/<lab>-<time>-<hex>
     const char *ref;      // a run to compare with (dashboards draw its loss beside ours), or NULL
     const char *device;   // auto | cpu | cuda
+    const char *link;     // an interconnect to emulate (links.h), or "none"
+    double link_scale;    // its times multiplied by this
     int tf32;             // CUDA: TF32 tensor-core matrix products (off: fp32, matching the CPU)
     int log_every;        // a progress line every N steps when output is not a terminal (0: auto)
     // Distributed checkpoints (dcp.h): every save_every steps (0: never) into ckpt (NULL: the

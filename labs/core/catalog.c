@@ -62,6 +62,11 @@ const CatOption catalog_train[] = {
     {"ref", OPT_STRING, 0, 0, NULL, NULL, "DIR",
      "a finished run to compare with: the dashboards draw its loss beside this one's", FORM | CAT_RUN, NULL},
     {"device", OPT_STRING, 0, 0, "auto|cpu|cuda", "auto", "DEV", "auto (cuda when a GPU is usable), cpu or cuda", 0, NULL},
+    {"link", OPT_STRING, 0, 0, NULL, "none", "LINK",
+     "emulate an interconnect on the shared-memory backend: each collective takes at least k alpha + bytes/beta of it "
+     "(nvlink4, pcie4, ib-ndr, eth-100g, eth-25g, ...: shardlab whatif --links)", 0, NULL},
+    {"link-scale", OPT_DOUBLE, 1, 1e6, NULL, "1", "F",
+     "--link: its times multiplied by F (this machine computes far slower than a GPU: keep the ratio)", 0, NULL},
     {"tf32", OPT_FLAG, 0, 0, NULL, NULL, "",
      "CUDA: TF32 tensor cores for matrix products, flash attention's included (faster; results then differ from the "
      "CPU's)", 0, NULL},

@@ -3,9 +3,11 @@
 // bytes and spans. Who the rank is, from its environment, is read in dist_env.c.
 #include "dist.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -184,6 +186,21 @@ static void add_record(Dist *d, const DistRecord *rec) {
     d->records[d->nrecords++] = *rec;
 }
 
+void dist_emulate_link(Dist *d, const Link *l, double scale) {
+    d->link = l;
+    d->link_scale = scale > 0 ? scale : 1;
+}
+
+// --link: the call, begun at t0 and done, lasts at least what the emulated link would take.
+static void stretch_to_link(const Dist *d, const DistWork *w, uint64_t sent, int64_t t0) {
+    double ms = link_call_ms(d->link, dist_coll_name(w->coll), w->group->size, (double)sent) * d->link_scale;
+    int64_t until = t0 + (int64_t)llround(ms * 1000);
+    for (int64_t now = runlog_now_us(); now < until; now = runlog_now_us()) {
+        struct timespec ts = {(time_t)((until - now) / 1000000), (long)((until - now) % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void run_work(Dist *d, DistWork *w) {
     d->calls_started++;
     if (d->hang_at && d->calls_started == d->hang_at) {
@@ -197,6 +214,7 @@ static void run_work(Dist *d, DistWork *w) {
     // The backend's algorithms; a group of one has nothing to exchange (NCCL runs it anyway,
     // so the GPU path is the same at N = 1).
     const char *algo = w->group->size > 1 || d->be->one_rank_groups ? d->be->run(d, w, &sent, &recv) : run_alone(d, w);
+    if (d->link) stretch_to_link(d, w, sent, t0);
     w->rec = (DistRecord){.coll = w->coll, .algo = algo, .tag = w->tag, .dtype = w->dtype, .count = w->n,
                           .issued_us = w->issued_us, .t0_us = t0, .t1_us = runlog_now_us(),
                           .bytes_sent = sent, .bytes_recv = recv};

@@ -1,6 +1,6 @@
 // dist.h — collectives between ranks: the one API every distributed lab calls.
 //
-// Defines: DIST_MAX_RANKS, Dist, DistGroup, DistAlgo, DistColl, DistDtype, DistRecord, DistStats,
+// Defines: DIST_MAX_RANKS, dist_emulate_link(), Dist, DistGroup, DistAlgo, DistColl, DistDtype, DistRecord, DistStats,
 //          DistWork, DistEnv, dist_env(), dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
 //          dist_coll_name(), dist_dtype_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
 //          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
@@ -66,8 +66,9 @@
 #include <stdint.h>
 
 #include "bf16.h"
-#include "gpu.h"
 #include "device.h"
+#include "gpu.h"
+#include "links.h"
 #include "shm.h"
 
 #define DIST_MAX_RANKS SHM_MAX_RANKS
@@ -146,6 +147,9 @@ struct Dist {
     DistGroup world_group;
     DistStats stats;           // totals since dist_init, finished calls only
 
+    const Link *link;          // --link: the interconnect each call is stretched to (links.h), or NULL
+    double link_scale;         // --link-scale
+
     // ---- private ----
     const DistBackend *be;     // shm, shm staged through the host, or nccl (dist_backend.h)
     const Device *dev;
@@ -172,6 +176,10 @@ DistEnv dist_env(const char *lab);
 // CPU): a GPU of its own -> nccl; the CPU or a shared GPU -> shm (all ranks on one machine).
 // lab names the run in messages.
 void dist_init(Dist *d, const char *lab, const Device *dev);
+// --link: every call from now on takes at least k alpha + bytes / beta of link l (links.h: its
+// ring's steps over the call's group, the bytes this rank sent), times scale; the backend's own
+// time counts toward it. The spans then show the emulated link. NULL: the backend as it is.
+void dist_emulate_link(Dist *d, const Link *l, double scale);
 void dist_destroy(Dist *d);
 // Tell the other ranks this one failed (dist_init arranges for die() to do it).
 void dist_abort(Dist *d, const char *msg);

@@ -63,8 +63,12 @@ SpanTime span_time(const RunSpans *sp) {
         all[na++] = iv;
     }
     nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na);
-    SpanTime t = {length(comp, nc), length(comm, nm), 0, length(all, na)};
+    SpanTime t = {length(comp, nc), length(comm, nm), 0, length(all, na), 0};
     t.hidden_us = t.comm_us > 0 ? overlap(comp, nc, comm, nm) : 0;
+    if (nm > 0) {  // comm[0] is the earliest communication once merged
+        Interval after = {comm[0].a, INT64_MAX};
+        t.window_us = overlap(comp, nc, &after, 1);
+    }
     free(comp), free(comm), free(all);
     return t;
 }

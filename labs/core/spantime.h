@@ -15,6 +15,8 @@ typedef struct {
     int64_t comm_us;     // the union of the others (the collectives, send and recv)
     int64_t hidden_us;   // the part of comm_us inside compute_us: communication overlap hid
     int64_t busy_us;     // the union of all of them
+    int64_t window_us;   // the compute after the first communication began: the most that
+                         // communication, however long, could have hidden
 } SpanTime;
 
 // fwd, bwd, recompute and optim are compute; every other span is communication.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "links.h"
 #include "safetensors.h"
 
 GptConfig train_model_config(const TrainArgs *a) {
@@ -50,6 +51,9 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_json_string(sb, a->attn);
     sb_printf(sb, ",\"mixed\":%s,\"device\":", a->mixed ? "true" : "false");
     sb_json_string(sb, a->device);
+    sb_printf(sb, ",\"link\":");
+    sb_json_string(sb, a->link ? a->link : "none");
+    sb_printf(sb, ",\"link_scale\":%.9g", a->link_scale);
     sb_printf(sb, ",\"tf32\":%s,\"init\":", a->tf32 ? "true" : "false");
     if (a->init) sb_json_string(sb, a->init);
     else sb_printf(sb, "null");
@@ -74,6 +78,13 @@ void train_device(Device *dev, const TrainArgs *a, const char *prog, int local_r
     if (device_open(dev, a->device, local_rank, local_world, a->tf32, err, sizeof err) != 0) usage_error(prog, "%s", err);
     if (a->tf32 && dev->kind != DEVICE_CUDA)
         usage_error(prog, "--tf32 needs a GPU (--device cuda); the CPU computes in fp32 only");
+    if (a->link && strcmp(a->link, "none") != 0) {
+        if (!link_find(a->link))
+            usage_error(prog, "--link %s: no such link (nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g, eth-25g)", a->link);
+        if (dev->kind == DEVICE_CUDA)
+            usage_error(prog, "--link emulates a link on the shared-memory backend; on a GPU the collectives run on the real one "
+                              "(--device cpu to emulate)");
+    }
     if (!strcmp(a->attn, "flash") && (!dev->ops->flash_attention_forward || !dev->ops->flash_attention_backward))
         usage_error(prog, "--attn flash: this build's %s kernels have no flash attention; use --attn naive", dev->ops->name);
 }
