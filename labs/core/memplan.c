@@ -144,10 +144,18 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
         p->peak_formula[MEM_ACTS] = NULL;
     } else if (pp) {
         p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * l->stage_params, p->after[MEM_OPTIM] = 8 * l->stage_params;
-        p->after[MEM_ACTS] = p->peak[MEM_ACTS] = p->after[MEM_COMM] = p->peak[MEM_COMM] = NAN;
-        p->after_formula[MEM_ACTS] = "the schedule's micro-batches in flight (graded as schedule.in_flight; not planned)";
+        p->after[MEM_COMM] = p->peak[MEM_COMM] = NAN;
         p->after_formula[MEM_COMM] = "the messages in flight: timing's (not planned)";
-        p->peak_formula[MEM_ACTS] = p->peak_formula[MEM_COMM] = NULL;
+        p->peak_formula[MEM_COMM] = NULL;
+        if (l->in_flight > 0) {  // between steps only the workspace; at the peak, the micro-batches in flight too
+            p->after[MEM_ACTS] = W, p->peak[MEM_ACTS] = W + l->in_flight * l->stage_acts;
+            p->after_formula[MEM_ACTS] = "the pass's workspace W = 4 (S + B T C)";
+            p->peak_formula[MEM_ACTS] = "W + the micro-batches in flight (GPipe: m; 1F1B: min(m, p - s)) x the stage's activations";
+        } else {
+            p->after[MEM_ACTS] = p->peak[MEM_ACTS] = NAN;
+            p->after_formula[MEM_ACTS] = "the schedule's micro-batches in flight (graded as schedule.in_flight; not planned)";
+            p->peak_formula[MEM_ACTS] = NULL;
+        }
         p->formula = "4 Psi_s, 4 Psi_s, 8 Psi_s (this stage's layers)";
         p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi_s", p->after_formula[MEM_OPTIM] = "8 Psi_s";
     } else {

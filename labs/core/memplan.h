@@ -38,6 +38,8 @@ typedef struct {
     int buckets;          // ddp: gradients reduced through bucket buffers (not --sync per-tensor)
     double ckpt_acts;     // ckpt: the activation bytes its policy keeps (ckpt_acts_bytes)
     double stage_params;  // pp: Psi_s, the parameters of this rank's stage
+    double stage_acts;    // pp: the activation bytes its layers save for one micro-batch
+    int in_flight;        // pp: the most micro-batches the schedule keeps in flight on it (0: not planned)
     int tp, sp, vp;       // tp: the tensor-parallel ranks t; sequence parallel; the head split by vocabulary
 } MemLayout;
 

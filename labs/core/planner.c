@@ -196,7 +196,7 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         x->micro = x->batch / (per * x->accum);
     }
     x->l = (MemLayout){
-        .lab = lab, .world = N, .micro = pp ? 1 : x->micro, .mixed = x->m.mixed, .gpu = gpu,
+        .lab = lab, .world = N, .micro = x->micro, .mixed = x->m.mixed, .gpu = gpu,
         .stage = !strcmp(lab, "fsdp") ? 3 : planner_option_int(a, "stage", 1), .offload = opt_flag(a, "offload"),
         .prefetch = opt_flag(a, "prefetch"), .reshard = !opt_flag(a, "no-reshard"),
         .buckets = !planner_option(a, "sync") || strcmp(planner_option(a, "sync"), "per-tensor") != 0, .ckpt_acts = NAN,
@@ -240,7 +240,19 @@ double planner_stage_params(const Planner *p, int s) {
 
 void planner_stage(const Planner *p, int s, MemPlan *out) {
     MemLayout l = p->l;
-    if (!strcmp(l.lab, "pp")) l.stage_params = planner_stage_params(p, s);
+    if (!strcmp(l.lab, "pp")) {
+        l.stage_params = planner_stage_params(p, s);
+        // One chunk a stage (GPipe, 1F1B): its layers' activations for each micro-batch in
+        // flight, m under GPipe, min(m, p - s) under 1F1B. Interleaved stages hold a mix of
+        // chunks: not planned.
+        const char *sched = planner_option(p, "schedule");
+        int m = planner_option_int(p, "micro", 4), first, last;
+        if (p->chunks == 1) {
+            memplan_pp_chunk(p->m.layers, p->stages, s, &first, &last);
+            l.stage_acts = (double)gpt_acts_layers_bytes(&p->m, p->micro, first, last);
+            l.in_flight = sched && !strcmp(sched, "gpipe") ? m : (p->stages - s < m ? p->stages - s : m);
+        }
+    }
     char why[160];
     if (memplan(&p->m, &l, out, why, sizeof why) != 0) die("this is a bug in shardlab's planner", "%s", why);
 }
