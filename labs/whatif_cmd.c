@@ -77,6 +77,7 @@ static void print_tables(void) {
 typedef struct {
     char lab[32];
     int world, group;      // N; the ranks a collective spans (tp: t; pp: its --dp; else N)
+    int dp;                // tp: the data-parallel replicas (a span of group "dp" spans them)
     GptConfig m;
     double tokens;         // of a global batch
     double recompute;      // ckpt: the compute grows by 1 + r / (3L)
@@ -117,7 +118,8 @@ static int read_run(const char *dir, Run *run, char *why, size_t n) {
     int ok = run->world >= 1 && run->world <= RUN_MAX_RANKS && run->m.seq >= 1 && run->m.layers >= 1 && run->m.layers <= 4096 &&
              run->m.dim >= 1 && run->m.heads >= 1 && run->m.vocab >= 1 && run->tokens >= 1 && run->tokens <= 1e12;
     run->group = run->world, run->recompute = 1;
-    if (ok && !strcmp(run->lab, "tp")) run->group = (int)cfg_num(config, "tp", run->world);
+    if (ok && !strcmp(run->lab, "tp"))
+        run->group = (int)cfg_num(config, "tp", run->world), run->dp = (int)cfg_num(config, "dp", 1), ok = run->dp >= 1;
     if (ok && !strcmp(run->lab, "pp")) {
         double p = cfg_num(config, "stages", 1), v = cfg_num(config, "chunks", 1), m = cfg_num(config, "micro", 1);
         run->group = (int)cfg_num(config, "dp", 1);
@@ -220,7 +222,8 @@ int whatif_main(int argc, char **argv) {
             const RunSpan *s = &sp->items[i];
             if (span_is_compute(s->name)) continue;
             double bytes = s->bytes > 0 ? s->bytes : 0;
-            p.comm_ms += link_call_ms(lk, s->name, run.group, bytes) * scale;
+            int n = run.dp && !strcmp(s->group, "dp") ? run.dp : run.group;  // tp's gradient all-reduces span the replicas
+            p.comm_ms += link_call_ms(lk, s->name, n, bytes) * scale;
             p.bytes += bytes, p.calls++;
         }
         // The share of communication the run hid stays hidden, up to the compute that ran after

@@ -56,6 +56,7 @@ static int close_to(double got, double want) { return fabs(got - want) <= 1e-9 *
 typedef struct {
     const char *name;
     int t0, t1, bytes;
+    const char *group;  // "tp", "dp", or NULL: none written
 } Span;
 
 // A run of lab on 2 ranks of the labs' GPT at L 2, C 64, NH 4, T 8, batch 4; each rank's spans
@@ -78,9 +79,10 @@ static void write_run(const char *dir, const char *lab, const char *extra_config
         for (int step = 1; step <= 2; step++) {
             for (int k = 0; k < 5 && spans[r][k].name; k++)
                 sb_printf(&sb, "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":0,\"layer\":-1,\"t0_us\":%lld,"
-                               "\"t1_us\":%lld,\"bytes\":%d}\n",
+                               "\"t1_us\":%lld,\"bytes\":%d%s%s%s}\n",
                           r, step, spans[r][k].name, T0 + step * 10000 + spans[r][k].t0, T0 + step * 10000 + spans[r][k].t1,
-                          spans[r][k].bytes);
+                          spans[r][k].bytes, spans[r][k].group ? ",\"group\":\"" : "", spans[r][k].group ? spans[r][k].group : "",
+                          spans[r][k].group ? "\"" : "");
             sb_printf(&sb, "{\"ev\":\"step\",\"rank\":%d,\"step\":%d,\"loss\":3,\"lr\":0.001,\"tokens\":32,"
                            "\"ms\":{\"step\":10,\"compute\":8,\"comm\":2},\"bytes\":{\"sent\":1000,\"recv\":1000},"
                            "\"mem\":{\"params\":1,\"grads\":1,\"optim\":1,\"acts\":1,\"comm\":0,\"peak\":5},"
@@ -133,8 +135,8 @@ static void check_crafted(void) {
     double L = 2, C = 64, T = 8, V = 256, psi = (V + T) * C + L * (12 * C * C + 13 * C) + 2 * C + V * C;
     double flops = 32 * (6 * psi + 12 * L * T * C), compute = flops / 2 / (67e12 * 0.5) * 1e3, alone = flops / (67e12 * 0.5) * 1e3;
     static const Span ddp[2][5] = {
-        {{"fwd", 0, 1000, 0}, {"bwd", 1000, 3000, 0}, {"all_reduce", 2000, 3400, 400000}, {"optim", 3600, 4000, 0}},
-        {{"fwd", 0, 1000, 0}, {"bwd", 1000, 2500, 0}, {"all_reduce", 2500, 3500, 800000}, {"optim", 3600, 4000, 0}},
+        {{"fwd", 0, 1000, 0, NULL}, {"bwd", 1000, 3000, 0, NULL}, {"all_reduce", 2000, 3400, 400000, NULL}, {"optim", 3600, 4000, 0, NULL}},
+        {{"fwd", 0, 1000, 0, NULL}, {"bwd", 1000, 2500, 0, NULL}, {"all_reduce", 2500, 3500, 800000, NULL}, {"optim", 3600, 4000, 0, NULL}},
     };
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ddp", tmp);
@@ -167,8 +169,8 @@ static void check_crafted(void) {
     // A pipeline of 2 stages and 4 micro-batches: sends take one step each, and the bubble
     // (p-1)/(m+p-1) = 1/5 of the step.
     static const Span pp[2][5] = {
-        {{"fwd", 0, 2000, 0}, {"send", 500, 700, 3000}, {"bwd", 2000, 4000, 0}, {"optim", 4000, 4200, 0}},
-        {{"fwd", 100, 2100, 0}, {"send", 2100, 2300, 3000}, {"bwd", 2300, 4100, 0}, {"optim", 4100, 4200, 0}},
+        {{"fwd", 0, 2000, 0, NULL}, {"send", 500, 700, 3000, NULL}, {"bwd", 2000, 4000, 0, NULL}, {"optim", 4000, 4200, 0, NULL}},
+        {{"fwd", 100, 2100, 0, NULL}, {"send", 2100, 2300, 3000, NULL}, {"bwd", 2300, 4100, 0, NULL}, {"optim", 4100, 4200, 0, NULL}},
     };
     snprintf(dir, sizeof dir, "%s/pp", tmp);
     write_run(dir, "pp", ",\"schedule\":\"1f1b\",\"micro\":4,\"chunks\":1,\"stages\":2,\"dp\":1", pp);
@@ -179,6 +181,25 @@ static void check_crafted(void) {
     EXPECT(v && close_to(num_of(v, "step_ms", NULL), step) && close_to(num_of(v, "bubble_ms", NULL), 0.2 * step),
            "pp, 2 stages x 4 micro-batches over nvlink4: step %.6f ms with a bubble of 1/5 (got %.6f, bubble %.6f)", step,
            num_of(v, "step_ms", NULL), num_of(v, "bubble_ms", NULL));
+    json_free(v);
+}
+
+// Tensor parallelism's spans name their group: on 2 ranks as 2 replicas of t = 1, a "tp"
+// all-reduce spans one rank (no steps), the "dp" one both (2 steps of alpha).
+static void check_groups(void) {
+    static const Span tp[2][5] = {
+        {{"fwd", 0, 1000, 0, NULL}, {"all_reduce", 1000, 1100, 0, "tp"}, {"bwd", 1100, 3000, 0, NULL},
+         {"all_reduce", 3000, 3500, 5000, "dp"}, {"optim", 3500, 4000, 0, NULL}},
+        {{"fwd", 0, 1000, 0, NULL}, {"all_reduce", 1000, 1100, 0, "tp"}, {"bwd", 1100, 3000, 0, NULL},
+         {"all_reduce", 3000, 3500, 5000, "dp"}, {"optim", 3500, 4000, 0, NULL}},
+    };
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/tp", tmp);
+    write_run(dir, "tp", ",\"tp\":1,\"dp\":2,\"sp\":false,\"vocab_parallel\":false", tp);
+    JsonValue *v = projected(dir, "eth-100g", NULL);
+    double want = 2 * 0.010 + 5000 / 12.5e9 * 1e3;  // the dp all-reduce's two steps and bytes; the tp one nothing
+    EXPECT(v && close_to(num_of(v, "comm_ms", NULL), want), "tp of t = 1 on 2 replicas: only the dp all-reduce costs, %.6f ms (got %.6f)",
+           want, num_of(v, "comm_ms", NULL));
     json_free(v);
 }
 
@@ -369,6 +390,7 @@ int main(int argc, char **argv) {
     unsetenv("SHARDLAB_TIMEOUT_S");
     double t0 = now_s();
     check_crafted();
+    check_groups();
     check_real();
     check_emulated();
     check_refusals();

@@ -172,6 +172,7 @@ static void on_step(RunView *v, RunRank *rk, int r, const JsonValue *ev) {
 static void on_span(RunRank *rk, const JsonValue *ev) {
     RunSpan sp = {0};
     copy_str(sp.name, sizeof sp.name, json_get(ev, "name"));
+    copy_str(sp.group, sizeof sp.group, json_get(ev, "group"));
     int64_t step = int_of(json_get(ev, "step"), 0);
     int64_t mb = int_of(json_get(ev, "mb"), -1), layer = int_of(json_get(ev, "layer"), -1);
     sp.mb = mb < -1 || mb > 1 << 30 ? -1 : (int)mb;

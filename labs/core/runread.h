@@ -45,6 +45,7 @@ typedef struct {
 
 typedef struct {
     char name[24];                // fwd, bwd, recompute, optim, all_reduce, ...
+    char group[8];                // the group a collective ran in, where the lab says ("tp", "dp"), else ""
     int mb, layer;
     int64_t t0_us, t1_us;
     double bytes;
