@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -171,11 +170,9 @@ static int check(Planner *a) {
     for (int i = 0; i < n; i++) printf(" %s", args[i]);
     printf(" ...\n");
     fflush(stdout);
-    pid_t pid = launch_run(&o, a->lab->name, a->n, args, run_dir);
-    int status = -1;
-    if (pid > 0) waitpid(pid, &status, 0);
+    int rc = launch_run_wait(&o, a->lab->name, a->n, args, run_dir);
     if (out >= 0) close(out);
-    if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (rc != 0) {
         StrBuf said;
         sb_init(&said);
         sb_read_file(&said, log_path, 1 << 20);
@@ -217,13 +214,8 @@ static int check(Planner *a) {
     json_free(meta), sb_free(&meta_text);
     printf("check: %d of %d figures equal to the byte (every rank, every category, after the first step and at the\n"
            "       peak) on %s%s\n", equal, figures, gpu ? "cuda" : "cpu", equal == figures ? "" : ": the plan and the lab differ");
-    if (equal == figures) {
-        char cmd[sizeof dir + 16];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "shardlab plan: could not remove %s\n", dir);
-    } else {
-        printf("check: run kept in %s\n", run_dir);
-    }
+    if (equal == figures) file_remove_tree(dir);
+    else printf("check: run kept in %s\n", run_dir);
     return equal == figures && figures > 0 ? 0 : 1;
 }
 

@@ -3,7 +3,8 @@
 // Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
 //          json_type_name(), json_number(); StrBuf, sb_init(), sb_free(), sb_reset(),
 //          sb_printf(), sb_append(), sb_json_string(), sb_json_quote_nonfinite(), sb_json_number(),
-//          sb_markup_text(), sb_read_file(), file_open_regular(), file_fopen_regular(), file_error().
+//          sb_markup_text(), sb_read_file(), file_open_regular(), file_fopen_regular(), file_remove_tree(),
+//          file_error().
 //
 // The reader is for run logs (one object per line), meta.json and safetensors headers:
 // strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
@@ -94,6 +95,8 @@ enum { FILE_NOT_REGULAR = 0x7f5e };  // an errno value no system call sets
 int file_open_regular(const char *path);
 // The same as a stdio stream ("r" or "rb"), or NULL with errno set.
 FILE *file_fopen_regular(const char *path);
+// Removes dir and everything under it, links themselves and never what they point to.
+void file_remove_tree(const char *dir);
 // What went wrong, for errno after the above (or sb_read_file): strerror(), or "not a
 // regular file (a FIFO, device or socket): refused, not read".
 const char *file_error(int err);

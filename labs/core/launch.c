@@ -1,9 +1,11 @@
 // launch.c — see launch.h.
 #include "launch.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { LAUNCH_MAX_ARGS = 64 };
@@ -32,4 +34,13 @@ pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args,
     if (o->labs_dir) setenv("SHARDLAB_LABS", o->labs_dir, 1);
     execv(o->exe, argv);
     _exit(127);
+}
+
+int launch_run_wait(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir) {
+    pid_t pid = launch_run(o, lab, n, args, dir);
+    if (pid < 0) return 127;
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return 127;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

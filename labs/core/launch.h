@@ -1,7 +1,7 @@
 // launch.h — starting `shardlab run` from another command: the grader's reference runs and
 // the runs the web server starts.
 //
-// Defines: LaunchOpts, launch_run().
+// Defines: LaunchOpts, launch_run(), launch_run_wait().
 //
 // Both run the launcher exactly as a person types it (`shardlab run LAB -n N --ui none ...
 // --run-dir DIR`), so a run they start is the same run, in the same run directory, as one
@@ -23,5 +23,8 @@ typedef struct {
 // Starts `exe run LAB -n N --ui none ARGS... --run-dir DIR` (args NULL-ended) in a child
 // process and returns its pid (the caller waits for it), or -1 with errno set.
 pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir);
+// The same, waited for: the launcher's exit status, 128 + the signal that ended it, or 127 when
+// it could not be started.
+int launch_run_wait(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir);
 
 #endif

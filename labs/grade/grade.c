@@ -194,7 +194,7 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         snprintf(dir, sizeof dir, "%s/%s", out_dir, gc->label);
         snprintf(log_path, sizeof log_path, "%s/%s.log", out_dir, gc->label);
         snprintf(prog, sizeof prog, "%s/%s", labs, gc->lab);
-        grade_remove_tree(dir);
+        file_remove_tree(dir);
         // The configuration's arguments, with --steps N (the course's length) in place of its own.
         const char *args[16] = {0};
         char args_text[256] = "";

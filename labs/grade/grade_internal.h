@@ -3,7 +3,7 @@
 // comm.c, methods.c and coverage.c.
 //
 // Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
-//          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_remove_tree(), grade_last_line(),
+//          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_last_line(),
 //          grade_model(), grade_model_ok(), grade_model_or_say(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
 //          grade_say(), MEASURED(), EXPECTED(), REASON(), check_mem(), check_comm(), check_in_flight(), check_bubble(),
 //          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives(),
@@ -62,7 +62,6 @@ int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *a
 // exclusively, not following a link. A descriptor or -1 (errno set); or a FILE, or NULL.
 int grade_create_fresh(const char *path);
 FILE *grade_fopen_fresh(const char *path);
-void grade_remove_tree(const char *dir);
 // The last non-empty line of a file (the launcher's reason when a run failed).
 void grade_last_line(const char *path, char *out, size_t n);
 

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,20 +52,10 @@ int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *a
     exe[k] = 0;
     // This very program, even if a rebuild replaced its file; its output to a fresh log.
     LaunchOpts o = {.exe = "/proc/self/exe", .argv0 = exe, .labs_dir = labs_dir, .out_fd = grade_create_fresh(log_path)};
-    pid_t pid = launch_run(&o, lab, n, args, dir);
+    int rc = launch_run_wait(&o, lab, n, args, dir);
     if (o.out_fd >= 0) close(o.out_fd);
-    if (pid < 0) return 127;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return 127;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-void grade_remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 // The last non-empty line of a file (the launcher's reason when a run failed).
 void grade_last_line(const char *path, char *out, size_t n) {
@@ -276,7 +265,7 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, c
     sb_free(&old);
     if (same && grade_run_load(out, dir) == 0) return 0;
     grade_run_free(out);
-    grade_remove_tree(dir);
+    file_remove_tree(dir);
     if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", c->text.data);
     int rc = grade_start_run(labs_dir, c->lab, c->world, c->args, dir, log_path);
     char last[200];
