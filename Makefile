@@ -207,7 +207,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: grade-sweep starter grade grade-labs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs check todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -248,6 +248,7 @@ help:
 	@echo "  make lesson N=5       a lesson in the terminal, by number or name (no N: the list)"
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
+	@echo "  make check [TODO=name] each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
@@ -327,6 +328,9 @@ $(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) |
 
 $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
+
+# test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
+$(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
@@ -447,6 +451,40 @@ grade: all
 
 # The lab programs alone, from LABS_SRC into BUILD (what make grade builds).
 grade-labs: $(LAB_BINS)
+
+# make check [TODO=<name>] [LABS=dir]: each TODO region of a student's copy checked alone, in
+# seconds, against a reference written in the check (tests/todo/): a line per region, passed,
+# failed (which rank, chunk, round or micro-batch; expected against got) or not written yet.
+# Built like make grade builds a copy's labs (CPU, into build/student/<hash>/todo); the build's
+# output goes to its build.log, and a region whose check does not build says so with the errors.
+TODO_PROGRAMS := adamw ring shard ddp zero fsdp tp pp ckpt
+TODO_BINS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%) $(BUILD)/todo/check
+check:
+	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
+	  echo "make check: $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
+	@mkdir -p $(GRADE_BUILD)/todo
+	@rm -f $(TODO_PROGRAMS:%=$(GRADE_BUILD)/todo/check_%)
+	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make check: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU; once, then only what changed)"
+	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 todo-programs >$(GRADE_BUILD)/todo/build.log 2>&1
+	@$(GRADE_BUILD)/todo/check --bin $(GRADE_BUILD)/todo --labs $(LABS) $(TODO)
+
+# The check programs alone, from LABS_SRC into BUILD (what make check builds).
+todo-programs: $(TODO_BINS)
+
+$(BUILD)/todo/check_%.o: tests/todo/check_%.c tests/todo/*.h $(wildcard $(LABS_SRC)/*.c) $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -Itests/todo -c $< -o $@
+
+$(BUILD)/todo/todo.o: tests/todo/todo.c tests/todo/*.h $(LABS_SRC)/core/*.h
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -Itests/todo -c $< -o $@
+
+$(BUILD)/todo/check_%: $(BUILD)/todo/check_%.o $(BUILD)/todo/todo.o $(LIB_OBJS)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $^ -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+
+$(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions.h
+	@mkdir -p $(@D)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c -o $@
 
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
 web: deps $(SHARDLAB) $(LAB_BINS)

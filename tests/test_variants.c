@@ -11,7 +11,7 @@
 //   - the reference copy, built the same way: full marks;
 //   - wrong students, each one edit of the reference, and the checks each must fail in each
 //     configuration it is graded on, and nothing else: every other check passes, so the
-//     student loses exactly the points of the checks its mistake breaks (VARIANTS below):
+//     student loses exactly the points of the checks its mistake breaks (tests/variants.h):
 //       the first five:
 //         ring all-gather with the wrong chunk index   replicas.equal, loss.reference, grads.reference
 //         DDP without gradient averaging               grads.reference
@@ -58,6 +58,8 @@
 
 #include "labtest.h"
 #include "test.h"
+#include "todo/regions.c"
+#include "variants.h"
 
 static const char *shardlab;
 
@@ -104,120 +106,6 @@ static int grade_labs(const char *bdir, const char *only, const char *steps, con
     *g = load_json_file(out, "grade.json");
     return rc;
 }
-
-typedef struct {
-    const char *name, *file, *old, *new_text;
-    const char *labs;       // the labs to build
-    const char *only;       // the graded configurations
-    // The checks that must fail, in rubric order, per graded configuration: "label=a,b" items
-    // separated by spaces, "*" for every configuration not named; a configuration named with
-    // nothing after '=', or not named when there is no "*", must score full marks.
-    const char *breaks;
-    const char *at_length;      // the configurations graded again at 1000 steps (NULL: none)
-    const char *length_breaks;  // what must fail there (NULL: the same as breaks)
-} Variant;
-
-static const Variant VARIANTS[] = {
-    // ---- the first five -------------------------------------------------------------------
-    {"ring all-gather with the wrong chunk index", "core/ring.c",
-     "if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;",
-     "if ((m = piece(n, p, mod(r - k, p), i, &off)) == 0) continue;", "ddp", "ddp",
-     "*=replicas.equal,loss.reference,grads.reference", NULL, NULL},
-    {"DDP without gradient averaging", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
-     "(float)(1.0 * N / L.tokens_per_step), &spans,", "ddp", "ddp", "*=grads.reference", "ddp-accum",
-     "*=loss.reference,grads.reference"},
-    {"ZeRO's shard one element too long", "zero/sharded.c",
-     "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;",
-     "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align + 1;", "zero,fsdp", "zero,fsdp",
-     "*=mem.formula,comm.bytes", "zero-2", NULL},
-    {"1F1B with one forward too many before the first backward", "pp/schedule.c",
-     "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
-     "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s < m ? p - s : m);", "pp", "pp-1f1b", "*=schedule.in_flight",
-     NULL, NULL},
-    {"recomputation in the wrong order (each block reads a stale input)", "ckpt/activation_checkpointing.c",
-     "for (int j = p->first[i]; j <= l; j++) {", "for (int j = l; j >= p->first[i]; j--) {", "ckpt", "ckpt",
-     "*=loss.reference,recompute.bitwise", NULL, NULL},
-
-    // ---- memory too high only at the peak: the steady state is right ------------------------
-    {"ZeRO-2/3 reduce-scattering every unit's gradient only after the whole backward pass", "zero.c",
-     "    sharded_reduce_gradient(z->group, z->prec, z->mem, g32, z->grads[u], full, u);\n"
-     "    mem_free(z->mem, g32);\n}",
-     "    static float *pending[64];  // every unit's full gradient, until the backward pass ends\n"
-     "    pending[u] = g32;\n"
-     "    (void)full;\n"
-     "    if (u > 0) return;\n"
-     "    for (int v = z->lay.units - 1; v >= 0; v--) {\n"
-     "        sharded_reduce_gradient(z->group, z->prec, z->mem, pending[v], z->grads[v], shard_padded(&z->lay, v), v);\n"
-     "        mem_free(z->mem, pending[v]);\n"
-     "    }\n}",
-     "zero", "zero", "zero-1= zero-2=mem.formula zero-3=mem.formula", NULL, NULL},
-    {"FSDP freeing each unit's gathered weights one unit late in the backward pass", "fsdp.c",
-     "            unit_reshard(f, u);\n            if (!(f->broken && u == 0))",
-     "            if (u + 1 < f->lay.units) unit_reshard(f, u + 1);  // the unit above, one late\n"
-     "            if (u == 0) unit_reshard(f, 0);\n"
-     "            if (!(f->broken && u == 0))",
-     "fsdp", "fsdp", "*=mem.formula", NULL, NULL},
-
-    // ---- a mistake in an option: only the configuration that runs it catches it --------------
-    {"--accum: each micro-batch's loss weighted as a whole batch's", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
-     "(float)(a.accum / L.tokens_per_step), &spans,", "ddp", "ddp", "ddp-accum=grads.reference", NULL, NULL},
-    {"--accum: rank r's sequences start at r x the micro-batch, not r x its share", "ddp.c",
-     "step, rank * per_rank, per_rank,", "step, rank * micro, per_rank,", "ddp", "ddp",
-     "ddp-accum=loss.reference,grads.reference", NULL, NULL},
-    {"--prefetch two units ahead", "fsdp.c", "            if (f->prefetch && u + 1 < U) unit_start_gather(f, u + 1);",
-     "            for (int v = u + 1; f->prefetch && v <= u + 2 && v < U; v++) unit_start_gather(f, v);", "fsdp", "fsdp",
-     "fsdp-prefetch=mem.formula", NULL, NULL},
-    {"--prefetch forgotten in the backward pass", "fsdp.c",
-     "            if (f->prefetch && u > 0) unit_start_gather(f, u - 1);\n", "", "fsdp", "fsdp",
-     "fsdp-prefetch=comm.bytes", NULL, NULL},
-    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/tensor_parallel.c",
-     "row-parallel linear (SP: reduce-scatter) */\n"
-     "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
-     "    if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);\n"
-     "    else dist_all_reduce(tp->group, in, n);",
-     "row-parallel linear (SP: reduce-scatter) */\n"
-     "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
-     "    dist_all_reduce(tp->group, in, n);\n"
-     "    if (tp->sp) tp->ops->copy(out, in + (size_t)tp->row0 * tp->cfg.dim, (size_t)tp->rows * tp->cfg.dim);",
-     "tp", "tp", "tp-sp=comm.bytes", NULL, NULL},
-    {"--sp: the replicated parameters' gradients never summed over the group", "tp.c",
-     "        if (sp) all_reduce_gradients(&tp, &tp_group, \"tp\", \"replicated_grads\", 0, &rep_count);\n", "", "tp",
-     "tp", "tp-sp=loss.reference,grads.reference,comm.bytes", NULL, NULL},
-
-    // ---- data sharding: graded on what each rank read and trained on --------------------------
-    {"a sampler whose ranks' parts overlap (rank r starts at position r of each batch)", "shard.c",
-     "L->order[b * L->B + shard_first(L, L->rank) + j]", "L->order[b * L->B + L->rank + j]", "shard", "shard",
-     "*=loss.reference,data.coverage", NULL, NULL},
-    {"a sampler that reads every global batch whole and keeps its part", "shard.c",
-     "        for (int64_t b = 0, k = 0; b < L->E; b++)\n"
-     "            for (int j = 0; j < L->per_rank; j++, k++)\n"
-     "                dataset_read(&L->ds, L->order[b * L->B + shard_first(L, L->rank) + j], 1, L->mine + k * L->S);\n",
-     "        uint8_t *whole = malloc_check((size_t)L->B * (size_t)L->S);\n"
-     "        for (int64_t b = 0, k = 0; b < L->E; b++) {\n"
-     "            for (int i = 0; i < L->B; i++) dataset_read(&L->ds, L->order[b * L->B + i], 1, whole + (size_t)i * L->S);\n"
-     "            for (int j = 0; j < L->per_rank; j++, k++)\n"
-     "                memcpy(L->mine + k * L->S, whole + (size_t)(shard_first(L, L->rank) + j) * L->S, (size_t)L->S);\n"
-     "        }\n"
-     "        free(whole);\n",
-     "shard", "shard", "*=data.coverage", NULL, NULL},
-
-    // ---- correct but wasteful: right numbers, bytes the algorithm does not send ----------------
-    {"ZeRO-1 completing the all-reduce (the summed gradients all-gathered too, as in DDP)", "zero.c",
-     "        if (z->stage == 0) sharded_all_gather(",
-     "        if (z->stage <= 1) sharded_all_gather(", "zero", "zero", "zero-1=comm.bytes", NULL, NULL},
-    {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp.c",
-     "shard_padded(&f->lay, u), u);\n            mem_free(f->mem, g32);",
-     "shard_padded(&f->lay, u), u);\n"
-     "            sharded_all_gather(f->group, f->prec, f->unit[u].grad_shard, g32, shard_padded(&f->lay, u), u, NULL);\n"
-     "            mem_free(f->mem, g32);",
-     "fsdp", "fsdp", "*=comm.bytes", NULL, NULL},
-    {"ZeRO all-reducing the loss once more, to see that the ranks agree (the sum unused)", "zero.c",
-     "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n",
-     "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n"
-     "        float agree[1] = {(float)loss};\n"
-     "        dist_all_reduce(&L.dist.world_group, agree, 1);\n",
-     "zero", "zero", "*=comm.bytes", NULL, NULL},
-};
 
 // The checks that must fail in configuration `label` by the variant's breaks (see Variant).
 static void breaks_of(const char *spec, const char *label, char *out, size_t n) {
@@ -372,6 +260,16 @@ int main(int argc, char **argv) {
     // The same points are at stake as for the reference (15 configurations, ddp-accum,
     // fsdp-prefetch and tp-sp among them): failed runs lose no checks from the rubric.
     EXPECT(g && num(g, "max") == 139, "out of the reference's 139 points (%.0f)", g ? num(g, "max") : -1);
+    // make check's table (tests/todo/regions.c) gives each configuration the grader's maximum.
+    const JsonValue *grades = g ? json_get(g, "grades") : NULL;
+    int same = 0, configs = grades ? (int)grades->count : 0;
+    for (int i = 0; i < configs; i++) {
+        const JsonValue *one = json_at(grades, i);
+        for (int k = 0; k < TODO_NCONFIGS; k++)
+            same += !strcmp(TODO_CONFIGS[k].label, json_get(one, "label")->string) && TODO_CONFIGS[k].points == num(one, "max");
+    }
+    EXPECT(configs == TODO_NCONFIGS && same == configs, "make check's table of the graded configurations gives each the "
+           "grader's maximum (%d of %d)", same, configs);
     json_free(g);
     snprintf(out, sizeof out, "%s/grade-starter", tmp);
     rc = sh("grep -q 'not written yet: ' %s/single/rank-0.log", out);

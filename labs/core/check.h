@@ -34,7 +34,7 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
 // stands in for it. It dies naming the place, so a lab run before the part is written fails
 // loudly (an error event in the run log, a FAIL in the grade), never quietly wrong.
 #define todo(what) \
-    die("write it where the TODO is (the file and line above), then: make grade LABS=<your copy>", \
+    die("write it where the TODO is (the file and line above), then check it alone: make check", \
         "not written yet: %s", (what))
 
 // Print "<prog>: <message> (try '<prog> --help')" on one line, then exit(2).

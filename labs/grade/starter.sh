@@ -73,4 +73,4 @@ rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
 echo "starter: $out: $regions solution regions in $files files replaced by TODO stubs"
-echo "  build it:  make -C $out        grade it:  make grade LABS=$out"
+echo "  build it:  make -C $out        check a part:  make -C $out check TODO=<name>        grade it:  make grade LABS=$out"

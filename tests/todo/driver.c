@@ -1,0 +1,176 @@
+// driver.c — `make check [TODO=<name>]`: the student's regions checked one by one, with a line
+// each saying passed, failed or not written yet, and what to do next.
+//
+// Usage: check --bin DIR [--labs DIR] [NAME ...]
+//   DIR holds the check programs (check_<program>) built against the student's labs and the
+//   build's log (build.log). NAME is a region (tests/todo/regions.c), or a lab's program
+//   (zero: its three regions), or several, comma- or space-separated; none: every region in
+//   the order of the lessons. One region alone: its whole message; several: each failure's
+//   first lines, then the totals and the next command to run. Exit 0 when every region asked
+//   for passed, 1 otherwise, 2 for a usage error.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "regions.h"
+
+enum { PASSED, FAILED, USAGE, NOT_WRITTEN, NO_BUILD };
+
+static void usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "check: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (the regions:");
+    for (int i = 0; i < TODO_NREGIONS; i++) fprintf(stderr, " %s", TODO_REGIONS[i].name);
+    fprintf(stderr, ")\n");
+    exit(USAGE);
+}
+
+// Runs bin/check_<program> <name>; its message into msg. Returns PASSED, FAILED, NOT_WRITTEN or
+// NO_BUILD (no program: the build failed).
+static int run_check(const char *bin, const TodoRegion *r, char *msg, size_t n) {
+    char prog[1200];
+    snprintf(prog, sizeof prog, "%s/check_%s", bin, r->program);
+    msg[0] = 0;
+    if (access(prog, X_OK) != 0) return NO_BUILD;
+    int fds[2];
+    if (pipe(fds) != 0) return snprintf(msg, n, "could not start %s", prog), FAILED;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]), close(fds[1]);
+        execl(prog, prog, r->name, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t k;
+    while ((k = read(fds[0], msg + used, n - 1 - used > 0 ? n - 1 - used : 0)) > 0) used += (size_t)k;
+    msg[used] = 0;
+    char sink[512];
+    while (read(fds[0], sink, sizeof sink) > 0) {}
+    close(fds[0]);
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return FAILED;
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : FAILED;
+    while (used > 0 && msg[used - 1] == '\n') msg[--used] = 0;
+    if (rc == PASSED || rc == NOT_WRITTEN) return rc;
+    if (rc == 127) snprintf(msg, n, "could not run %s", prog);
+    return FAILED;
+}
+
+// The first compiler errors in bin/build.log, or what to look at.
+static void build_errors(const char *bin, char *msg, size_t n) {
+    char path[1200], line[1024];
+    snprintf(path, sizeof path, "%s/build.log", bin);
+    FILE *f = fopen(path, "r");
+    size_t used = 0;
+    int shown = 0;
+    msg[0] = 0;
+    while (f && shown < 3 && fgets(line, sizeof line, f))
+        if (strstr(line, "error:")) {
+            used += (size_t)snprintf(msg + used, n - used, "%s", line);
+            if (used >= n) used = n - 1;
+            shown++;
+        }
+    if (f) fclose(f);
+    while (used > 0 && msg[used - 1] == '\n') msg[--used] = 0;
+    if (!shown) snprintf(msg, n, "its check program did not build (see %s)", path);
+}
+
+// Prints msg's lines indented, at most max of them (0: all).
+static void indented(const char *msg, int max) {
+    int lines = 0;
+    for (const char *p = msg; *p;) {
+        size_t len = strcspn(p, "\n");
+        if (max && lines == max) {
+            printf("      ...\n");
+            break;
+        }
+        printf("      %.*s\n", (int)len, p);
+        lines++;
+        p += len + (p[len] == '\n');
+    }
+}
+
+static int count_configs(const char *graded) {
+    int n = 1;
+    for (const char *p = graded; *p; p++) n += *p == ',';
+    return n;
+}
+
+int main(int argc, char **argv) {
+    const char *bin = NULL, *labs = "labs";
+    int picked[64] = {0}, npicked = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: make check [TODO=<name>[,<name>...]] [LABS=<your copy>]\n"
+                   "  each region of the starter (make starter) checked alone, in seconds: passed, failed (with\n"
+                   "  which rank, chunk, round or micro-batch, expected against got) or not written yet.\n"
+                   "  TODO=<lab> checks that lab's regions (ring, zero, fsdp, ...); no TODO: all, in the lessons' order.\n"
+                   "  the regions:\n");
+            for (int k = 0; k < TODO_NREGIONS; k++)
+                printf("    %-20s labs/%s\n", TODO_REGIONS[k].name, TODO_REGIONS[k].file);
+            return PASSED;
+        }
+        if (!strcmp(argv[i], "--bin") && i + 1 < argc) {
+            bin = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--labs") && i + 1 < argc) {
+            labs = argv[++i];
+            continue;
+        }
+        if (argv[i][0] == '-') usage("unknown option %s", argv[i]);
+        char words[256];
+        snprintf(words, sizeof words, "%s", argv[i]);
+        for (char *w = strtok(words, ", "); w; w = strtok(NULL, ", ")) {
+            int found = 0;
+            for (int k = 0; k < TODO_NREGIONS; k++)
+                if (!strcmp(TODO_REGIONS[k].name, w) || !strcmp(TODO_REGIONS[k].program, w)) {
+                    if (!picked[k]) npicked++;
+                    picked[k] = found = 1;
+                }
+            if (!found) usage("no TODO region is called '%s'", w);
+        }
+    }
+    if (!bin) usage("say where the check programs are: --bin DIR%s", "");
+    if (!npicked)
+        for (int k = 0; k < TODO_NREGIONS; k++) picked[k] = 1, npicked++;
+
+    int alone = npicked == 1, counts[5] = {0};
+    const char *next = NULL;
+    static char msg[16384];
+    if (!alone) printf("make check: the %d TODO regions of %s, in the order of the lessons\n", npicked, labs);
+    for (int k = 0; k < TODO_NREGIONS; k++) {
+        if (!picked[k]) continue;
+        const TodoRegion *r = &TODO_REGIONS[k];
+        int rc = run_check(bin, r, msg, sizeof msg);
+        if (rc == NO_BUILD) build_errors(bin, msg, sizeof msg);
+        static const char *const WORDS[] = {"passed", "FAILED", "", "not written yet", "does not build"};
+        counts[rc]++;
+        if (rc != PASSED && !next) next = r->name;
+        printf("  %-16s %-20s labs/%-32s %2d configurations, %3d points\n", WORDS[rc], r->name, r->file,
+               count_configs(r->graded), todo_region_points(r));
+        if (rc == FAILED || rc == NO_BUILD || (alone && rc == NOT_WRITTEN)) {
+            indented(msg, alone ? 0 : 4);
+            if (rc == FAILED) printf("      reread: %s\n", r->reread);
+        }
+        fflush(stdout);
+    }
+    if (!alone) {
+        printf("%d passed, %d failed, %d not written yet", counts[PASSED], counts[FAILED] + counts[NO_BUILD],
+               counts[NOT_WRITTEN]);
+        if (counts[NO_BUILD]) printf(" (%d do not build)", counts[NO_BUILD]);
+        printf("\n");
+    }
+    if (next)
+        printf("next: make check TODO=%s%s%s, then the lab on the dashboard, then make grade\n", next,
+               strcmp(labs, "labs") ? " LABS=" : "", strcmp(labs, "labs") ? labs : "");
+    else
+        printf("next: the labs on the dashboard (make lab-<name>), then make grade%s%s\n",
+               strcmp(labs, "labs") ? " LABS=" : "", strcmp(labs, "labs") ? labs : "");
+    return npicked == counts[PASSED] ? PASSED : FAILED;
+}

@@ -1,0 +1,81 @@
+// regions.c — see regions.h.
+#include "regions.h"
+
+#include <string.h>
+
+#define TRAINING "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,tp,tp-sp,pp-gpipe,pp-1f1b,ckpt,shard"
+#define RING "collectives,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch"
+
+const TodoRegion TODO_REGIONS[] = {
+    {"adamw", "adamw", "core/adamw.c",
+     "the AdamW update of n elements: moments, bias corrections, decoupled weight decay",
+     "lesson 2 (where-memory-goes); lexicon: training-memory-breakdown", TRAINING},
+    {"ring-reduce-scatter", "ring", "core/ring.c",
+     "ring reduce-scatter, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom)",
+     "lesson 3 (collectives-and-their-cost); lexicon: reduce-scatter, ring-all-reduce", RING},
+    {"ring-all-gather", "ring", "core/ring.c",
+     "ring all-gather, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom)",
+     "lesson 3 (collectives-and-their-cost); lexicon: all-gather, ring-all-reduce", RING},
+    {"shard-permutation", "shard", "shard/sampler.c", "the epoch's permutation of the D items, by Fisher-Yates",
+     "lesson 4 (data-sharding); lexicon: data-sharding", "shard"},
+    {"shard-read", "shard", "shard.c", "sampler: read this rank's part of every global batch of the epoch",
+     "lesson 4 (data-sharding); lexicon: data-sharding, global-batch-size", "shard"},
+    {"ddp-buckets", "ddp", "ddp.c", "fill the buckets with whole tensors in the order the backward pass makes them",
+     "lesson 7 (bucketing-and-overlap); lexicon: gradient-bucketing", "ddp,ddp-accum"},
+    {"ddp-overlap", "ddp", "ddp.c", "start the all-reduce of every bucket this layer completed",
+     "lesson 7 (bucketing-and-overlap); lexicon: compute-communication-overlap, gradient-bucketing", "ddp,ddp-accum"},
+    {"zero-shard-length", "zero", "zero/sharded.c", "the shard length of unit u, s->shard[u]",
+     "lesson 8 (zero); lexicon: zero-stage-1, zero-stage-3", "zero-1,zero-2,zero-3,fsdp"},
+    {"zero-reduce-scatter", "zero", "zero.c",
+     "stages 0-1: reduce-scatter each unit's gradient in place (stage 0: then all-gather it)",
+     "lesson 8 (zero); lexicon: zero-stage-1, reduce-scatter", "zero-1"},
+    {"zero-all-gather", "zero", "zero.c", "stages 1-2: all-gather each unit's updated shard into the whole unit",
+     "lesson 8 (zero); lexicon: zero-stage-1, zero-stage-2, all-gather", "zero-1,zero-2"},
+    {"fsdp-gather", "fsdp", "fsdp.c", "start the all-gather of unit u's shards into a full buffer",
+     "lesson 9 (fsdp); lexicon: fsdp, all-gather", "fsdp,fsdp-prefetch"},
+    {"fsdp-backward", "fsdp", "fsdp.c",
+     "the backward of unit u: gather, compute its gradient, reshard, reduce-scatter",
+     "lesson 9 (fsdp); lexicon: fsdp, zero-stage-3, reduce-scatter", "fsdp,fsdp-prefetch"},
+    {"tp-f-backward", "tp", "tp/tensor_parallel.c",
+     "f backward: sum the ranks' partial input gradients (SP: reduce-scatter)",
+     "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
+     "sequence-parallelism",
+     "tp,tp-sp"},
+    {"tp-g-forward", "tp", "tp/tensor_parallel.c",
+     "g forward: sum the ranks' partial outputs of the row-parallel linear (SP: reduce-scatter)",
+     "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
+     "sequence-parallelism",
+     "tp,tp-sp"},
+    {"pp-schedule", "pp", "pp/schedule.c", "stage s's order of forwards and backwards under GPipe and 1F1B",
+     "lesson 13 (pipeline-schedules); lexicon: gpipe, 1f1b, pipeline-bubble", "pp-gpipe,pp-1f1b"},
+    {"ckpt-recompute", "ckpt", "ckpt/activation_checkpointing.c",
+     "recompute the segment that ends at block l, before its backward",
+     "lesson 14 (activation-checkpointing); lexicon: activation-checkpointing", "ckpt"},
+};
+const int TODO_NREGIONS = sizeof TODO_REGIONS / sizeof TODO_REGIONS[0];
+
+// shardlab grade's maximum per graded configuration (labs/grade/rubric.c: run.complete [1] and
+// the lab's checks; zero-3 has no replicas to compare), 139 in all.
+const TodoConfig TODO_CONFIGS[] = {
+    {"single", 5},         {"collectives", 5}, {"ddp", 11},     {"ddp-accum", 11}, {"zero-1", 11},
+    {"zero-2", 11},        {"zero-3", 9},      {"fsdp", 9},     {"fsdp-prefetch", 9}, {"tp", 8},
+    {"tp-sp", 8},          {"pp-gpipe", 11},   {"pp-1f1b", 11}, {"ckpt", 11},      {"shard", 9},
+};
+const int TODO_NCONFIGS = sizeof TODO_CONFIGS / sizeof TODO_CONFIGS[0];
+
+const TodoRegion *todo_region_named(const char *name) {
+    for (int i = 0; i < TODO_NREGIONS; i++)
+        if (!strcmp(TODO_REGIONS[i].name, name)) return &TODO_REGIONS[i];
+    return NULL;
+}
+
+int todo_region_points(const TodoRegion *r) {
+    int points = 0;
+    for (const char *p = r->graded; *p;) {
+        size_t n = strcspn(p, ",");
+        for (int i = 0; i < TODO_NCONFIGS; i++)
+            if (strlen(TODO_CONFIGS[i].label) == n && !strncmp(TODO_CONFIGS[i].label, p, n)) points += TODO_CONFIGS[i].points;
+        p += n + (p[n] == ',');
+    }
+    return points;
+}
