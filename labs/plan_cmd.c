@@ -1,6 +1,7 @@
 // plan_cmd.c — `shardlab plan`: the bytes each GPU holds for a model and a layout, at any
 // scale, from the formulas the labs are graded against (core/memplan.h), and --check, which
-// runs the lab at that shape and compares what every rank logged with the plan, to the byte.
+// runs the lab at that shape and compares what every rank logged with the plan, to the byte
+// (core/plancheck.h: the web planner's "Check it" runs the same).
 //
 //     shardlab plan zero -n 8 --stage 3 --model gpt2 --mixed --gpu h100-80gb
 //     shardlab plan ddp -n 2 --check
@@ -26,6 +27,7 @@
 #include "mem.h"
 #include "memplan.h"
 #include "plan_cmd.h"
+#include "plancheck.h"
 #include "planner.h"
 
 
@@ -47,9 +49,11 @@ static const char *PLAN_USAGE =
     "                 rtx4090, or none\n"
     "  --json         the plan as one JSON object instead of the table (bytes by category,\n"
     "                 per pipeline stage; the device's capacity and whether it fits)\n"
-    "  --check        run the lab at this shape for 2 steps (shardlab run, at most 8 ranks,\n"
-    "                 vocabulary 256) and compare every rank's logged bytes with the plan:\n"
-    "                 exit 0 if all are equal, 1 if not\n"
+    "  --check        run the lab at this shape for 2 steps (shardlab run: the labs' small\n"
+    "                 shapes only, at most 8 ranks, vocabulary 256, 2 GiB over all ranks) and\n"
+    "                 compare every rank's logged bytes with the plan: exit 0 if all are equal,\n"
+    "                 1 if not; with --json, the comparison as one JSON object (what the web's\n"
+    "                 planner answers to \"Check it\")\n"
     "LAB's options are the ones `shardlab run LAB --help` lists: --batch, --accum, --mixed,\n"
     "--attn, --stage, --offload, --prefetch, --no-reshard, --sync, --policy, --micro,\n"
     "--schedule, --chunks, --split, --dp, ...; their defaults are the lab's.\n"
@@ -119,104 +123,46 @@ static void print_plan(const Planner *a) {
            "a process) and NCCL's buffers (tens to hundreds of MiB with many peers).\n");
 }
 
-// ---- --check: the lab at this shape, against the plan ------------------------------------------
+// ---- --check: the lab at this shape, against the plan (core/plancheck.h) ----------------------
 
-// Rank r's first and last step events in dir, parsed (NULL where missing).
-static void step_events(const char *dir, int r, JsonValue **first, JsonValue **last) {
-    *first = *last = NULL;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
-    StrBuf sb;
-    sb_init(&sb);
-    char *text = sb_read_file(&sb, path, 64u << 20) == 0 ? sb.data : NULL;
-    for (char *line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        char err[64];
-        JsonValue *ev = json_parse(line, len, err, sizeof err);
-        const JsonValue *kind = ev ? json_get(ev, "ev") : NULL;
-        if (kind && kind->type == JSON_STRING && !strcmp(kind->string, "step")) {
-            if (!*first) *first = ev, ev = NULL;
-            else json_free(*last), *last = ev, ev = NULL;
-        }
-        json_free(ev);
-        line = nl ? nl + 1 : NULL;
+static void print_check(const PlanCheck *c) {
+    if (c->status != 0) {
+        printf("check: the run did not finish; its output ends:\n%s\n", c->output);
+        if (c->kept[0]) printf("check: run kept in %s\n", c->kept);
+        return;
     }
-    sb_free(&sb);
-    if (*first && !*last) *last = *first;
-}
-
-static double field(const JsonValue *obj, const char *key) {
-    const JsonValue *v = obj ? json_get(obj, key) : NULL;
-    return v && v->type == JSON_NUMBER ? v->number : NAN;
+    for (int i = 0; i < c->nfigures; i++) {
+        const PlanCheckFigure *f = &c->figures[i];
+        if (isnan(f->planned) || (f->logged == f->planned && f->rank != 0)) continue;
+        printf("  rank %d %-6s %-12s planned %14.0f  logged %14.0f  %s\n", f->rank, mem_category_name((MemCategory)f->category),
+               f->at_peak ? "at the peak" : "after a step", f->planned, f->logged, f->logged == f->planned ? "equal" : "DIFFERENT");
+    }
+    printf("check: %d of %d figures equal to the byte (every rank, every category, after the first step and at the\n"
+           "       peak) on %s%s\n", c->equal, c->compared, c->device, c->equal == c->compared ? "" : ": the plan and the lab differ");
+    if (c->kept[0]) printf("check: run kept in %s\n", c->kept);
 }
 
 static int check(Planner *a) {
-    char dir[] = "/tmp/shardlab-plan-XXXXXX";
-    if (!mkdtemp(dir)) die("shardlab plan", "cannot make a directory in /tmp: %s", strerror(errno));
-    char run_dir[sizeof dir + 8], log_path[sizeof dir + 16];
-    snprintf(run_dir, sizeof run_dir, "%s/run", dir);
-    snprintf(log_path, sizeof log_path, "%s/output", dir);
-    char *args[2 * PLANNER_MAX_GIVEN + 4];
-    int n = 0;
-    for (int i = 0; i < a->ngiven; i += 2) {
-        args[n++] = a->given[i];
-        if (a->given[i + 1][0] || catalog_find(a->lab, a->given[i] + 2)->kind != OPT_FLAG) args[n++] = a->given[i + 1];
-    }
-    args[n++] = "--steps", args[n++] = "2", args[n] = NULL;  // the last --steps counts
-    int out = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    LaunchOpts o = {.exe = "/proc/self/exe", .argv0 = "shardlab", .out_fd = out};
-    printf("\ncheck: shardlab run %s -n %d", a->lab->name, a->n);
-    for (int i = 0; i < n; i++) printf(" %s", args[i]);
-    printf(" ...\n");
+    static PlanCheck c;
+    plancheck_prepare(a, &c);
+    if (!a->json) printf("\ncheck: %s ...\n", c.command);
     fflush(stdout);
-    int rc = launch_run_wait(&o, a->lab->name, a->n, args, run_dir);
-    if (out >= 0) close(out);
-    if (rc != 0) {
-        StrBuf said;
-        sb_init(&said);
-        sb_read_file(&said, log_path, 1 << 20);
-        printf("check: the run did not finish; its output ends:\n%s\n", said.len ? said.data + (said.len > 1500 ? said.len - 1500 : 0) : "(nothing)");
-        sb_free(&said);
-        printf("check: run kept in %s\n", dir);
-        return 1;
+    LaunchOpts o = {.exe = "/proc/self/exe", .argv0 = "shardlab"};
+    char why[300];
+    int rc = plancheck_run(a, &o, 1, &c, why, sizeof why);
+    if (rc < 0) die("shardlab plan", "%s", why);
+    if (a->json) {
+        StrBuf sb;
+        sb_init(&sb);
+        plancheck_json(a, &c, &sb);
+        fputs(sb.data, stdout);
+        sb_free(&sb);
+        if (c.kept[0]) fprintf(stderr, "shardlab plan: check: run kept in %s\n", c.kept);
+    } else {
+        print_check(&c);
     }
-    // The run's device decides the workspace on a GPU: the plan again, for it.
-    char meta_path[sizeof run_dir + 16];
-    snprintf(meta_path, sizeof meta_path, "%s/meta.json", run_dir);
-    StrBuf meta_text;
-    sb_init(&meta_text);
-    char err[64];
-    JsonValue *meta = sb_read_file(&meta_text, meta_path, 1 << 20) == 0 ? json_parse(meta_text.data, meta_text.len, err, sizeof err) : NULL;
-    const JsonValue *device = meta ? json_get(meta, "device") : NULL;
-    int gpu = device && device->type == JSON_STRING && !strcmp(device->string, "cuda");
-    char why[256];
-    if (planner_lay_out(a, gpu, why, sizeof why) != 0) die("shardlab plan", "%s", why);
-    int equal = 0, figures = 0;
-    for (int r = 0; r < a->n; r++) {
-        JsonValue *first, *last;
-        step_events(run_dir, r, &first, &last);
-        const JsonValue *stage = first ? json_get(first, "stage") : NULL;
-        MemPlan p;
-        planner_stage(a, stage && stage->type == JSON_NUMBER ? (int)stage->number : 0, &p);
-        for (int k = 0; k < MEM_CATEGORIES; k++)
-            for (int at_peak = 0; at_peak < 2; at_peak++) {
-                double want = at_peak ? p.peak[k] : p.after[k];
-                if (isnan(want)) continue;
-                double got = field(json_get(at_peak ? last : first, at_peak ? "peak_by" : "mem"), mem_category_name((MemCategory)k));
-                figures++, equal += got == want;
-                if (got != want || r == 0)
-                    printf("  rank %d %-6s %-12s planned %14.0f  logged %14.0f  %s\n", r, mem_category_name((MemCategory)k),
-                           at_peak ? "at the peak" : "after a step", want, got, got == want ? "equal" : "DIFFERENT");
-            }
-        json_free(first), json_free(last);
-    }
-    json_free(meta), sb_free(&meta_text);
-    printf("check: %d of %d figures equal to the byte (every rank, every category, after the first step and at the\n"
-           "       peak) on %s%s\n", equal, figures, gpu ? "cuda" : "cpu", equal == figures ? "" : ": the plan and the lab differ");
-    if (equal == figures) file_remove_tree(dir);
-    else printf("check: run kept in %s\n", run_dir);
-    return equal == figures && figures > 0 ? 0 : 1;
+    plancheck_free(&c);
+    return rc;
 }
 
 int plan_main(int argc, char **argv) {
@@ -227,20 +173,15 @@ int plan_main(int argc, char **argv) {
     // Planned for a GPU: its kernels' workspace counted.
     if (planner_parse(&a, argc - 2, argv + 2, why, sizeof why) != 0 || planner_lay_out(&a, 1, why, sizeof why) != 0)
         usage_error("shardlab plan", "%s", why);
-    if (a.json && a.check) usage_error("shardlab plan", "--json and --check: one at a time");
-    if (a.check && a.n > 8) usage_error("shardlab plan", "--check runs the lab on this machine: at most 8 ranks (-n %d)", a.n);
-    if (a.check && a.vocab && a.vocab != GPT_VOCAB)
-        usage_error("shardlab plan", "--check: the labs read bytes, vocabulary %d (--vocab %d)", GPT_VOCAB, a.vocab);
-    if (a.check && a.model)
-        usage_error("shardlab plan", "--check runs at the labs' small shapes: give --layers, --dim, --heads, --seq, not --model");
-    if (a.json) {
+    if (a.check && plancheck_refuse(&a, why, sizeof why) != 0) usage_error("shardlab plan", "%s", why);
+    if (a.json && !a.check) {
         StrBuf sb;
         sb_init(&sb);
         planner_json(&a, &sb);
         fputs(sb.data, stdout);
         sb_free(&sb);
-    } else {
-        print_plan(&a);
+        return 0;
     }
-    return a.check ? check(&a) : 0;
+    if (!a.json) print_plan(&a);
+    return a.check ? check(&a) : 0;  // (with --json: the check's JSON alone)
 }

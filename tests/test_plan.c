@@ -8,7 +8,8 @@
 //      peak) equal to the plan, to the byte;
 //   2. at GPT-2's shapes, --json against the formulas computed here from the shape alone: Psi,
 //      a replica's 4/4/8 Psi, ZeRO-3's padded shards Psi'/N, a micro-batch's activations, a
-//      pipeline stage's parameters, and whether it fits a 24 GB card;
+//      pipeline stage's parameters and the activations it holds (1F1B and interleaved), and
+//      whether it fits a 24 GB card;
 //   3. what no lab can run (heads not dividing the width, more stages than blocks, a batch
 //      that does not split, tp, unknown names): exit 2 and one line, nothing on stdout.
 #include <math.h>
@@ -50,6 +51,9 @@ static void check_layouts(void) {
         "pp -n 4 --layers 6 --micro 4",
         "pp -n 4 --dp 2 --schedule gpipe",
         "pp -n 2 --schedule interleaved --chunks 2 --micro 4",
+        "pp -n 4 --schedule interleaved --chunks 2 --micro 8 --layers 16",
+        "pp -n 4 --schedule interleaved --chunks 2 --micro 4 --layers 11",
+        "pp -n 2 --schedule interleaved --chunks 4 --micro 2 --batch 4 --layers 9 --mixed",
         "pp -n 3 --layers 7 --micro 2 --attn naive --mixed",
         "tp -n 4 --sp",
         "tp -n 4 --dp 2 --vocab-parallel --mixed",
@@ -66,10 +70,11 @@ static void check_layouts(void) {
         int ranks = n ? atoi(n + 3) : 1, pp = strncmp(layouts[i], "pp", 2) == 0;
         // Proves: the lab ran at that shape, and every rank's every planned figure (5 categories
         // after the first step and at the peak; a pipeline stage's 3) is what it logged.
-        // A pipeline's comm (messages in flight) is not planned, nor its activations when
-        // interleaved; tp's activations' peak is not.
-        int tp = strncmp(layouts[i], "tp", 2) == 0, interleaved = strstr(layouts[i], "interleaved") != NULL;
-        int want = ranks * (pp ? (interleaved ? 6 : 8) : tp ? 9 : 10);
+        // A pipeline's comm (messages in flight) is not planned; tp's activations' peak is not.
+        // The interleaved ones hold a mix of chunks at their peak (11 blocks over 8 chunks:
+        // chunks of 2 and of 1 block; m = p: every forward first).
+        int tp = strncmp(layouts[i], "tp", 2) == 0;
+        int want = ranks * (pp ? 8 : tp ? 9 : 10);
         if (!EXPECT(rc == 0 && equal == want && figures == want, "plan %s --check: %d of %d figures equal (want %d; exit %d)",
                     layouts[i], equal, figures, want, rc))
             printf("# %s\n", one_line(line ? line : out));
@@ -163,6 +168,26 @@ static void check_scale(void) {
                "stages' activations in flight 3 and 2 micro-batches of T (4C + 6 x 4 (16C + 4 + NH)) bytes");
     json_free(v);
 
+    // The same pipeline interleaved, v = 2 chunks a stage: 8 chunks of 3 blocks, stage s
+    // holding chunks s and s + 4. Megatron-LM's order warms up with 2 (p-s-1) + (v-1) p
+    // forwards, then one forward and one backward: min(2 (p-s-1) + (v-1) p + 1, m v) (micro-
+    // batch, chunk) pairs at once, 9 on stage 1 and 7 on stage 2, each T (4C + 3 x 4 (16C + 4
+    // + NH)) bytes: a middle stage's two chunks are the same size.
+    v = plan_json("pp -n 4 --model gpt2-medium --micro 8 --schedule interleaved --chunks 2");
+    stages = v ? json_get(v, "stages") : NULL;
+    double chunk = med.T * (4 * med.C + 3 * 4 * (16 * med.C + 4 + med.NH)), held[2] = {NAN, NAN};
+    for (int s = 1; s <= 2 && stages && stages->count == 4; s++) {
+        const JsonValue *x = json_at(stages, (size_t)s);
+        held[s - 1] = num2(x, "peak", "acts") - num2(x, "after", "acts");
+    }
+    double p4 = 4, v2 = 2, m8 = 8, pairs1 = fmin(2 * (p4 - 1 - 1) + (v2 - 1) * p4 + 1, m8 * v2),
+           pairs2 = fmin(2 * (p4 - 2 - 1) + (v2 - 1) * p4 + 1, m8 * v2);
+    EXPECT(held[0] == pairs1 * chunk && held[1] == pairs2 * chunk,
+           "plan pp -n 4 --model gpt2-medium --micro 8 --schedule interleaved --chunks 2: the middle stages hold %.0f and "
+           "%.0f (micro-batch, chunk) pairs of %.0f bytes at the peak (got %.0f and %.0f bytes)", pairs1, pairs2, chunk,
+           held[0], held[1]);
+    json_free(v);
+
     // Tensor parallelism over 4 GPUs: each keeps the replicated parameters (embeddings, norms,
     // the row-parallel biases, the head) and 1/4 of the split ones, L (12 C^2 + 7 C).
     v = plan_json("tp -n 4 --model gpt2");
@@ -216,6 +241,7 @@ static void check_refusals(void) {
         {"ddp --gpu xyz", "--gpu takes"},
         {"ddp --model gpt5", "--model takes"},
         {"pp -n 8 --layers 4", "need at least 8 blocks"},
+        {"pp -n 4 --schedule interleaved --micro 6 --batch 12", "--micro 6 must be a multiple of the 4 stages"},
         {"ddp -n 2 --batch 7", "--batch 7 does not split"},
         {"zero --stage 4", "--stage"},
         {"ddp --bogus", "--bogus is not an option of ddp"},
@@ -225,7 +251,8 @@ static void check_refusals(void) {
         {"ckpt --policy 9", "needs at least 9 blocks"},
         {"ddp -n 16 --batch 16 --check", "at most 8 ranks"},
         {"ddp --model gpt2 --check", "not --model"},
-        {"ddp --json --check", "one at a time"},
+        {"ddp -n 2 --layers 64 --dim 2048 --check", "more than the 2.00 GiB a check may take"},
+        {"ddp -n 2 --vocab 512 --check --json", "vocabulary 256"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = plan("bad", bad[i].args);

@@ -429,6 +429,99 @@ static void header_of(const Resp *r, const char *name, char *out, size_t max) {
 #define KATEX_FONT "/usr/share/javascript/katex/fonts/KaTeX_Main-Regular.woff2"
 // The planner's page and API: the plan `shardlab plan ... --json` prints, byte for byte; what
 // the planner refuses is a 400 (API) or a message on the page, escaped; the form is there.
+static int runs_count(void);
+
+// "Check it": POST /api/plan/check runs the lab at the plan's shape and answers what
+// `shardlab plan ... --check --json` prints; the page offers it for small shapes only.
+static void check_plan_check(void) {
+    char own[300], foreign[300];
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    snprintf(foreign, sizeof foreign, "X-Shardlab-Token: %s\r\nOrigin: http://evil.example\r\n", token);
+    const char *query = "/api/plan/check?lab=zero&n=2&stage=3";
+    // The check, sent without waiting for its answer; a second one meanwhile is turned away.
+    char req[1024];
+    int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s"
+                     "Content-Type: application/json\r\nContent-Length: 0\r\n\r\n", query, port, own);
+    int fd = connect_server();
+    int sent = fd >= 0 && write(fd, req, (size_t)n) == n;
+    usleep(300000);
+    Resp busy = request("POST", query, own, "");
+    char retry[16] = "";
+    header_of(&busy, "Retry-After", retry, sizeof retry);
+    // Proves: one check at a time; the second is told to come back, and starts nothing.
+    EXPECT(busy.status == 429 && atoi(retry) > 0 && strstr(busy.body, "one check at a time"),
+           "a second POST /api/plan/check while one runs: 429 with Retry-After (%d, '%s': %s)", busy.status, retry,
+           one_line(busy.body));
+    resp_free(&busy);
+    Resp api = {0};
+    if (sent) {
+        shutdown(fd, SHUT_WR);
+        size_t cap = 1 << 16, len = 0;
+        api.all = malloc(cap);
+        for (ssize_t k; (k = read(fd, api.all + len, cap - len - 1)) > 0;) {
+            len += (size_t)k;
+            if (cap - len < 1024) api.all = realloc(api.all, cap *= 2);
+        }
+        api.all[len] = 0;
+        sscanf(api.all, "HTTP/1.%*d %d", &api.status);
+        char *b = strstr(api.all, "\r\n\r\n");
+        api.body = b ? b + 4 : api.all + len;
+    }
+    if (fd >= 0) close(fd);
+    char *argv[] = {(char *)shardlab, "plan", "zero", "-n", "2", "--stage", "3", "--check", "--json", NULL};
+    int rc = run(argv, "plan-check-cli");
+    char *cli = captured("plan-check-cli", "out");
+    // Proves: the browser's check ran the lab (2 ranks, ZeRO-3) and found every figure equal,
+    // and its answer is the command's, to the byte (one implementation behind both).
+    EXPECT(api.status == 200 && rc == 0 && api.body && !strcmp(api.body, cli) && strstr(cli, "\"figures\":20,\"equal\":20,\"ok\":true"),
+           "POST %s: 200, 20 of 20 figures equal, and what `shardlab plan zero -n 2 --stage 3 --check --json` prints "
+           "(%d, exit %d; %.200s)", query, api.status, rc, api.body ? one_line(api.body) : "");
+    resp_free(&api), free(cli);
+
+    static const struct {
+        const char *query, *headers_kind, *says;
+        int status;
+    } bad[] = {
+        {"/api/plan/check?lab=zero&n=2&stage=3", "none", "needs this server's token", 403},
+        {"/api/plan/check?lab=zero&n=2&stage=3", "foreign", "needs this server's token", 403},
+        {"/api/plan/check?lab=ddp&n=8&model=gpt2", "own", "not --model", 400},
+        {"/api/plan/check?lab=zero&n=16&batch=16", "own", "at most 8 ranks", 400},
+        {"/api/plan/check?lab=ddp&n=2&layers=64&dim=2048", "own", "a check may take", 400},
+        {"/api/plan/check?lab=ddp&n=2&vocab=512", "own", "vocabulary 256", 400},
+        {"/api/plan/check?lab=ddp&n=2&data=/etc/passwd", "own", "--data is the command line's", 400},
+        {"/api/plan/check?lab=ddp&n=2&save=/tmp/x.safetensors", "own", "--save is the command line's", 400},
+        {"/api/plan/check?lab=ddp&heads=5", "own", "--heads 5 does not divide --dim 64", 400},
+    };
+    int ok = 1, before = runs_count();
+    char first[400] = "";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *h = !strcmp(bad[i].headers_kind, "own") ? own : !strcmp(bad[i].headers_kind, "foreign") ? foreign : NULL;
+        Resp r = request("POST", bad[i].query, h, "");
+        if (!(r.status == bad[i].status && strstr(r.body, bad[i].says) && count_lines(r.body) <= 1) && ok)
+            ok = 0, snprintf(first, sizeof first, "%s: %d %s", bad[i].query, r.status, one_line(r.body));
+        resp_free(&r);
+    }
+    Resp get = request("GET", query, own, NULL);
+    // Proves: nothing runs without the token, from another site, by GET, with a path among the
+    // options, or at a shape this machine should not run: a 4xx and one line, no run started.
+    EXPECT(ok && get.status == 405 && runs_count() == before,
+           "POST /api/plan/check refuses %zu requests (no token, another site, a preset model, 16 ranks, 64 x 2048, "
+           "--vocab 512, --data, --save, a bad shape) with 403/400 and one line, GET with 405%s%s (GET %d)",
+           sizeof bad / sizeof bad[0], first[0] ? ": " : "", first, get.status);
+    resp_free(&get);
+
+    Resp page = request("GET", "/plan?lab=zero&n=2&stage=3&token=0123", NULL, NULL);
+    Resp big = request("GET", "/plan?lab=zero&n=8&stage=3&model=gpt2", NULL, NULL);
+    // Proves: the page offers "Check it" for a small shape (its query rebuilt from the plan, no
+    // token in it) and says why not for GPT-2.
+    EXPECT(page.status == 200 && strstr(page.body, "id=\"plan-check-form\" method=\"post\" action=\"/api/plan/check?lab=zero&amp;n=2&amp;") &&
+               strstr(page.body, "&amp;stage=3\"") && !strstr(page.body, "token=0123") && strstr(page.body, "src=\"/static/plan.js\"") &&
+               big.status == 200 && strstr(big.body, "id=\"plan-check-refused\"") && !strstr(big.body, "plan-check-form") &&
+               strstr(big.body, "not --model"),
+           "/plan?lab=zero&n=2&stage=3: a Check it button posting to /api/plan/check; with --model gpt2: why not, no button");
+    resp_free(&page), resp_free(&big);
+}
+
 static void check_plan(void) {
     Resp api = request("GET", "/api/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&batch=16", NULL, NULL);
     char *argv[] = {(char *)shardlab, "plan", "zero", "-n", "8", "--stage", "3", "--model", "gpt2", "--mixed", "--batch", "16",
@@ -478,6 +571,7 @@ static void check_plan(void) {
                !strstr(evil.body, "<script>alert"),
            "/plan with a lab named <script>: the planner's message on the page, escaped");
     resp_free(&evil);
+    check_plan_check();
 }
 
 static void check_katex(void) {

@@ -1,6 +1,7 @@
 // api.c — the web server's JSON API under /api/: the runs, their events and streams, starting
-// a lab, grading a run (web/runs*.c do the work) and a run's timeline for Perfetto
-// (GET /api/runs/<id>/trace, core/trace.h). See web.h for the routes.
+// a lab, grading a run (web/runs*.c do the work), a run's timeline for Perfetto
+// (GET /api/runs/<id>/trace, core/trace.h) and the memory planner (web/plan.c). See web.h for
+// the routes.
 #include <civetweb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,7 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
         return 200;
     }
     if (strcmp(rest, "plan") == 0) return web_api_plan(w, c, method, qs);
+    if (strcmp(rest, "plan/check") == 0) return web_api_plan_check(w, c, method, qs);
     if (strncmp(rest, "runs/", 5) != 0) return web_reply_json_error(c, 404, "no such API");
     char id[256];
     const char *slash = strchr(rest + 5, '/');

@@ -1,22 +1,33 @@
-// plan.c — the planner in the browser: /plan (a form, and the plan it asks for as a table) and
-// /api/plan (the same plan as `shardlab plan --json`), from core/planner.h: the words of the
-// query are the words of `shardlab plan`, checked the same way.
+// plan.c — the planner in the browser: /plan (a form, and the plan it asks for as a table),
+// /api/plan (the same plan as `shardlab plan --json`) and POST /api/plan/check (the plan
+// checked against the lab run at that shape: what `shardlab plan ... --check --json` prints),
+// from core/planner.h and core/plancheck.h: the words of the query are the words of
+// `shardlab plan`, checked the same way.
 //
 // A query names the lab (lab=zero) and any of the planner's words (n, model, vocab, gpu) and
 // the lab's options by their names (stage=3, mixed=on, batch=16); an option the lab does not
 // take is left out rather than refused, so that one form serves every lab.
+//
+// A check starts the lab's processes, so it is a POST with the server's token from its own
+// pages (web_may_act, as starting a lab is; the page's "Check it" button sends the token in a
+// header, web/static/plan.js), takes only the options the lab form may send (no paths), runs
+// only the labs' small shapes (plancheck_refuse), one check at a time (another at once is
+// 429), stopped after PLAN_CHECK_TIMEOUT_S.
 #include <civetweb.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "mem.h"
+#include "plancheck.h"
 #include "planner.h"
 #include "web_internal.h"
 
 #define MAX_WORDS (2 * PLANNER_MAX_GIVEN + 16)
+#define PLAN_CHECK_TIMEOUT_S 60
 
 // The words of the query, as `shardlab plan` would read them (argv[0]: the lab). 0, or -1
 // with why; words[] points into store.
@@ -85,6 +96,61 @@ int web_api_plan(Web *w, struct mg_connection *c, const char *method, const char
     return 200;
 }
 
+// ---- checking it: the lab run at this shape ------------------------------------------------
+
+// 0 if the browser may check this plan: the lab form's options only (no paths, no runs of
+// ours), at a shape small enough to run here. Else -1 with why.
+static int checkable(const Planner *p, char *why, size_t nwhy) {
+    for (int i = 0; i < p->ngiven; i += 2) {
+        const CatOption *o = catalog_find(p->lab, p->given[i] + 2);
+        if (!o || !(o->flags & CAT_FORM) || (o->flags & CAT_RUN))
+            return snprintf(why, nwhy, "%s is the command line's: a check from the browser takes the lab form's options "
+                            "(shardlab plan %s ... --check takes it)", p->given[i], p->lab->name), -1;
+    }
+    return plancheck_refuse(p, why, nwhy);
+}
+
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int web_api_plan_check(Web *w, struct mg_connection *c, const char *method, const char *qs) {
+    if (strcmp(method, "POST") != 0) return web_reply_json_error(c, 405, "POST only: a check runs the lab");
+    if (!web_may_act(w, c))
+        return web_reply_json_error(c, 403, "checking a plan runs the lab: it needs this server's token (open the URL it "
+                                            "printed) and a request from its own pages");
+    char why[400];
+    PlanQuery *q = plan_query(qs, why, sizeof why);
+    if (!q) return web_reply_json_error(c, 400, why);
+    if (checkable(&q->p, why, sizeof why) != 0) {
+        free(q);
+        return web_reply_json_error(c, 400, why);
+    }
+    if (pthread_mutex_trylock(&check_lock) != 0) {
+        free(q);
+        const char *busy = "{\"error\":\"one check at a time: another is running; try again in a few seconds\"}";
+        web_reply(c, 429, "application/json", busy, strlen(busy), "Retry-After: 5\r\n");
+        return 429;
+    }
+    PlanCheck *pc = calloc_check(1, sizeof *pc);  // (a server thread's stack is small)
+    plancheck_prepare(&q->p, pc);
+    LaunchOpts o = {.exe = w->launcher, .labs_dir = w->labs, .detach = 1, .timeout_s = PLAN_CHECK_TIMEOUT_S};
+    int rc = plancheck_run(&q->p, &o, 0, pc, why, sizeof why);
+    pthread_mutex_unlock(&check_lock);
+    int st = 200;
+    if (rc < 0) {
+        st = web_reply_json_error(c, 500, why);
+    } else {
+        StrBuf b;
+        sb_init(&b);
+        plancheck_json(&q->p, pc, &b);
+        web_reply(c, 200, "application/json", b.data, b.len, NULL);
+        sb_free(&b);
+    }
+    plancheck_free(pc);
+    free(pc);
+    free(q);
+    return st;
+}
+
 // ---- the page ------------------------------------------------------------------------------
 
 static void field(StrBuf *b, const char *qs, const char *name, const char *label, const char *hint) {
@@ -130,6 +196,9 @@ static void form(StrBuf *b, const char *qs) {
     flag(b, qs, "no-reshard", "--no-reshard (fsdp)");
     field(b, qs, "policy", "checkpointing policy (ckpt)", "every");
     field(b, qs, "micro", "micro-batches (pp)", "4");
+    static const char *const schedules[] = {"1f1b", "gpipe", "interleaved"};
+    choice(b, qs, "schedule", "schedule (pp)", schedules, 3);
+    field(b, qs, "chunks", "chunks a stage (pp, interleaved)", "2");
     field(b, qs, "dp", "replicas (pp, tp: N = D x stages or t)", "1");
     flag(b, qs, "sp", "--sp (tp: sequence parallel)");
     flag(b, qs, "vocab-parallel", "--vocab-parallel (tp)");
@@ -185,6 +254,50 @@ static void table(StrBuf *b, const Planner *p) {
                  "context and NCCL's buffers.</small></p></section>\n");
 }
 
+// The query of this plan, rebuilt from its words (never the token a page's address may hold):
+// lab=L&n=N&gpu=G, the model's words and the lab's options, each URL-encoded.
+static void plan_query_string(StrBuf *b, const Planner *p) {
+    char v[3 * 128];
+    sb_printf(b, "lab=%s&n=%d&gpu=%s", p->lab->name, p->n, planner_gpus[p->gpu].name);
+    if (p->model) sb_printf(b, "&model=%s", planner_models[p->model].name);
+    if (p->vocab) sb_printf(b, "&vocab=%d", p->vocab);
+    for (int i = 0; i < p->ngiven; i += 2) {
+        mg_url_encode(p->given[i + 1][0] ? p->given[i + 1] : "on", v, sizeof v);
+        sb_printf(b, "&%s=%s", p->given[i] + 2, v);
+    }
+}
+
+// "Check it": a button that runs the lab at this shape (plan.js posts to /api/plan/check with
+// the page's token and draws the answer), or one line saying why this plan cannot be checked
+// here.
+static void check_section(StrBuf *b, const Planner *p) {
+    char why[400];
+    sb_printf(b, "<section id=\"plan-check\"><h2>Check it</h2>");
+    if (checkable(p, why, sizeof why) != 0) {
+        sb_printf(b, "<p id=\"plan-check-refused\">Not on this machine: ");
+        sb_markup_text(b, why);
+        sb_printf(b, ".</p></section>\n");
+        return;
+    }
+    StrBuf query;
+    sb_init(&query);
+    plan_query_string(&query, p);
+    sb_printf(b, "<p>Runs the lab at this shape for %s steps on this machine and compares every byte each rank logged "
+                 "with the plan: <code>shardlab plan ", PLANCHECK_STEPS);
+    sb_markup_text(b, p->lab->name);
+    sb_printf(b, " -n %d", p->n);
+    for (int i = 0; i < p->ngiven; i += 2) {
+        sb_printf(b, " ");
+        sb_markup_text(b, p->given[i]);
+        if (p->given[i + 1][0]) sb_printf(b, " "), sb_markup_text(b, p->given[i + 1]);
+    }
+    sb_printf(b, " --check</code>.</p><form id=\"plan-check-form\" method=\"post\" action=\"/api/plan/check?");
+    sb_markup_text(b, query.data);
+    sb_printf(b, "\"><button type=\"submit\">Check it</button> <span id=\"plan-check-status\" role=\"status\"></span>"
+                 "</form><div id=\"plan-check-result\"></div></section>\n");
+    sb_free(&query);
+}
+
 int web_page_plan(Web *w, struct mg_connection *c, const char *qs) {
     StrBuf b;
     sb_init(&b);
@@ -195,7 +308,7 @@ int web_page_plan(Web *w, struct mg_connection *c, const char *qs) {
     char why[300], lab[32];
     if (qs && mg_get_var(qs, strlen(qs), "lab", lab, sizeof lab) > 0) {
         PlanQuery *q = plan_query(qs, why, sizeof why);
-        if (q) table(&b, &q->p);
+        if (q) table(&b, &q->p), check_section(&b, &q->p);
         else {
             sb_printf(&b, "<p class=\"error\" id=\"plan-error\">");
             sb_markup_text(&b, why);
@@ -204,7 +317,7 @@ int web_page_plan(Web *w, struct mg_connection *c, const char *qs) {
         free(q);
     }
     form(&b, qs);
-    web_page_end(&b, NULL, NULL);
+    web_page_end(&b, "/static/plan.js", NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;

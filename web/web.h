@@ -13,6 +13,8 @@
 //   /lessons/<slug>             a lesson, rendered
 //   /labs/<name>                a form to start the lab (N 1-8, steps, the lab's options)
 //   /runs/<id>                  the live dashboard of a run (web/static/run.js draws it)
+//   /plan?lab=L&...             the memory planner: the plan of a layout by category, its form,
+//                               and "Check it" (web/static/plan.js)
 //   /static/<file>              web/static/, /static/vendor/chart.min.js (Debian's libjs-chart.js) and
 //                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
 //   GET  /api/runs              recent runs
@@ -26,6 +28,11 @@
 //   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
 //                               (409 before): writes grade.json and grade.xml, answers the grade
 //   GET  /api/runs/<id>/trace   its timeline as Chrome trace-event JSON, for ui.perfetto.dev (`shardlab trace`)
+//   GET  /api/plan?lab=L&...    the plan as `shardlab plan ... --json` prints it
+//   POST /api/plan/check?lab=L&...   the lab run at that shape for 2 steps and compared with the
+//                               plan, as `shardlab plan ... --check --json` prints it: the lab
+//                               form's options only, the labs' small shapes only (400), one at
+//                               a time (429), needs the token as starting a lab does (403)
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;

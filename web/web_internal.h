@@ -6,7 +6,7 @@
 //          web_body_read, web_has_body(), web_read_body(), web_host_ok(), web_token_eq(), web_has_token(),
 //          web_may_act(), web_safe_name(), web_page_home(), web_page_markdown(), web_page_lab(),
 //          web_page_run(), web_page_start(), web_page_end(), web_send_page(), web_page_plan(),
-//          web_api_plan(), web_send_static(), web_api().
+//          web_api_plan(), web_api_plan_check(), web_send_static(), web_api().
 #ifndef SHARDLAB_WEB_INTERNAL_H
 #define SHARDLAB_WEB_INTERNAL_H
 
@@ -56,9 +56,11 @@ void web_page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *titl
                     const char *stylesheet);
 void web_page_end(StrBuf *b, const char *script1, const char *script2);
 int web_send_page(Web *w, struct mg_connection *c, StrBuf *b);
-// plan.c: /plan, the planner's page, and /api/plan, its plan as JSON (qs: the query).
+// plan.c: /plan, the planner's page, /api/plan, its plan as JSON, and /api/plan/check, the
+// plan checked against the lab run at its shape (qs: the query).
 int web_page_plan(Web *w, struct mg_connection *c, const char *qs);
 int web_api_plan(Web *w, struct mg_connection *c, const char *method, const char *qs);
+int web_api_plan_check(Web *w, struct mg_connection *c, const char *method, const char *qs);
 int web_page_run(Web *w, struct mg_connection *c, const char *id);
 // rel: what follows /static/
 int web_send_static(Web *w, struct mg_connection *c, const char *rel);

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { LAUNCH_MAX_ARGS = 64 };
@@ -39,8 +41,21 @@ pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args,
 int launch_run_wait(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir) {
     pid_t pid = launch_run(o, lab, n, args, dir);
     if (pid < 0) return 127;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return 127;
+    int status, stopped = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        pid_t got = waitpid(pid, &status, o->timeout_s > 0 ? WNOHANG : 0);
+        if (got == pid) break;
+        if (got < 0 && errno != EINTR) return 127;
+        if (got != 0) continue;
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double waited = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        if (!stopped && waited >= o->timeout_s) kill(pid, SIGTERM), stopped = 1;
+        if (stopped == 1 && waited >= o->timeout_s + 3) kill(pid, SIGKILL), stopped = 2;
+    }
+    if (stopped) return 124;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -18,13 +18,15 @@ typedef struct {
     const char *labs_dir;  // SHARDLAB_LABS for it (NULL: its default, the labs beside it)
     int out_fd;            // its stdout and stderr (-1: /dev/null); stdin is /dev/null
     int detach;            // 1: its own session, and none of our other descriptors (the web's runs)
+    int timeout_s;         // launch_run_wait: how long it may run (0: as long as it takes); then
+                           // SIGTERM (the launcher stops its ranks), SIGKILL 3 s later
 } LaunchOpts;
 
 // Starts `exe run LAB -n N --ui none ARGS... --run-dir DIR` (args NULL-ended) in a child
 // process and returns its pid (the caller waits for it), or -1 with errno set.
 pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir);
-// The same, waited for: the launcher's exit status, 128 + the signal that ended it, or 127 when
-// it could not be started.
+// The same, waited for: the launcher's exit status, 128 + the signal that ended it, 127 when
+// it could not be started, or 124 when it ran past o->timeout_s and was stopped.
 int launch_run_wait(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir);
 
 #endif

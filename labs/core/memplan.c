@@ -11,8 +11,9 @@
 //   fsdp     params: + the gathered units of the fullest moment of the schedule: the running
 //            unit, the next with --prefetch, every unit gathered so far without resharding
 //            (and the running unit's fp32 copy in bf16); grads, comm as ZeRO-3
-//   pp       params, grads, optim as after a step; the activations in flight are the
-//            schedule's (graded as schedule.in_flight), its messages in flight timing's
+//   pp       params, grads, optim as after a step; acts: the workspace, and at the peak the
+//            activations its schedule holds at its fullest moment (memplan_pp_held walks the
+//            stage's order); its messages in flight are timing's (not planned)
 //   tp       params, grads, optim as after a step; the activations' peak (the pass's own
 //            workspace on top of tp_acts_bytes) is not planned
 #include "memplan.h"
@@ -34,6 +35,28 @@ void memplan_pp_chunk(int L, int K, int k, int *first, int *last) {
     int blocks = L / K + (k < L % K);
     *first = k == 0 ? 0 : before + 1;
     *last = k == K - 1 ? L + 1 : before + blocks;
+}
+
+double memplan_pp_held(int schedule, int p, int v, int m, int s, const double *chunk_acts, int *held) {
+    int total = m * v, warmup;
+    if (schedule == 0) warmup = m;
+    else if (schedule == 1) warmup = p - s - 1 < m ? p - s - 1 : m;
+    else warmup = m == p ? total : 2 * (p - s - 1) + (v - 1) * p < total ? 2 * (p - s - 1) + (v - 1) * p : total;
+    // Forward i runs local chunk (i / p) mod v, backward i local chunk v-1 - (i / p) mod v (one
+    // chunk: chunk 0 both); the micro-batch does not change the bytes.
+    double live = 0, most = 0;
+    int n = 0, f = 0, b = 0;
+    *held = 0;
+    while (f < total || b < total) {
+        int forward = f < warmup || (f < total && b >= f - warmup);  // after the warm-up: one each
+        if (forward) {
+            live += chunk_acts[(f / p) % v], n++, f++;
+            if (live > most) most = live, *held = n;
+        } else {
+            live -= chunk_acts[v - 1 - (b / p) % v], n--, b++;
+        }
+    }
+    return most;
 }
 
 // The units of ZeRO and FSDP: sum and largest of the shards s_u and padded units N s_u.
@@ -148,9 +171,12 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
         p->after_formula[MEM_COMM] = "the messages in flight: timing's (not planned)";
         p->peak_formula[MEM_COMM] = NULL;
         if (l->in_flight > 0) {  // between steps only the workspace; at the peak, the micro-batches in flight too
-            p->after[MEM_ACTS] = W, p->peak[MEM_ACTS] = W + l->in_flight * l->stage_acts;
+            p->after[MEM_ACTS] = W, p->peak[MEM_ACTS] = W + l->held_acts;
             p->after_formula[MEM_ACTS] = "the pass's workspace W = 4 (S + B T C)";
-            p->peak_formula[MEM_ACTS] = "W + the micro-batches in flight (GPipe: m; 1F1B: min(m, p - s)) x the stage's activations";
+            p->peak_formula[MEM_ACTS] =
+                l->interleaved ? "W + the (micro-batch, chunk) pairs in flight at the schedule's fullest moment, up to "
+                                 "min(2 (p - s - 1) + (v - 1) p + 1, m v) (all m v when m = p), each its chunk's activations"
+                               : "W + the micro-batches in flight (GPipe: m; 1F1B: min(m, p - s)) x the stage's activations";
         } else {
             p->after[MEM_ACTS] = p->peak[MEM_ACTS] = NAN;
             p->after_formula[MEM_ACTS] = "the schedule's micro-batches in flight (graded as schedule.in_flight; not planned)";

@@ -2,7 +2,8 @@
 // once: the formulas every lab's run is graded against (mem.formula, labs/grade/memory.c), and
 // what `shardlab plan` prints for a model and layout at any scale. One implementation for both.
 //
-// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_unit_shard(). The categories are mem.h's.
+// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_pp_held(), memplan_unit_shard().
+// The categories are mem.h's.
 //
 // After a step (the steady state, the papers' formulas), for Psi parameters, e bytes a weight
 // (4, or 2 with --mixed) and K bytes of optimizer state a parameter (8, or 12 with --mixed:
@@ -38,8 +39,9 @@ typedef struct {
     int buckets;          // ddp: gradients reduced through bucket buffers (not --sync per-tensor)
     double ckpt_acts;     // ckpt: the activation bytes its policy keeps (ckpt_acts_bytes)
     double stage_params;  // pp: Psi_s, the parameters of this rank's stage
-    double stage_acts;    // pp: the activation bytes its layers save for one micro-batch
-    int in_flight;        // pp: the most micro-batches the schedule keeps in flight on it (0: not planned)
+    double held_acts;     // pp: the activation bytes its schedule holds at its fullest moment
+    int in_flight;        // pp: the (micro-batch, chunk) pairs held then (0: not planned)
+    int interleaved;      // pp: under interleaved 1F1B (a mix of its chunks in flight)
     int tp, sp, vp;       // tp: the tensor-parallel ranks t; sequence parallel; the head split by vocabulary
 } MemLayout;
 
@@ -58,6 +60,19 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
 // with the embedding (layer 0), the last ends with the head (layer L + 1). Chunk k's layers,
 // first..last. A stage s holds chunks s, s + p, s + 2p, ...
 void memplan_pp_chunk(int L, int K, int k, int *first, int *last);
+
+// A pipeline stage's activations under its schedule (0 gpipe, 1 1f1b, 2 interleaved; p stages,
+// v chunks a stage, m micro-batches): the stage's forwards and backwards walked in the order
+// pp runs them, each forward of local chunk j taking chunk_acts[j] bytes until its backward.
+// The most bytes held at once; *held: the (micro-batch, chunk) pairs held at that moment.
+//   gpipe        m forwards, then m backwards: all m held
+//   1f1b         p-s-1 forwards (at most m), then one forward and one backward until the
+//                forwards are out, then the backwards left: min(m, p-s) held
+//   interleaved  (Megatron-LM's) forward i runs micro-batch (i / pv) p + i mod p on local
+//                chunk (i / p) mod v, backward i the same with the chunks reversed; the
+//                warm-up is 2 (p-s-1) + (v-1) p forwards (all m v when m = p): up to
+//                min(2 (p-s-1) + (v-1) p + 1, m v) pairs held, a mix of the chunks
+double memplan_pp_held(int schedule, int p, int v, int m, int s, const double *chunk_acts, int *held);
 
 // ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
 // rounded up to `align` (sharded.h: 2 with --mixed). The shard's length in elements.

@@ -167,6 +167,9 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         if (K > x->m.layers)
             return fail(why, nwhy, "%d stage%s x %d chunk%s need at least %d blocks (--layers %d)", x->stages,
                         x->stages == 1 ? "" : "s", x->chunks, x->chunks == 1 ? "" : "s", K, x->m.layers);
+        if (sched && !strcmp(sched, "interleaved") && micro % x->stages)  // (as pp's lay_out_pipe)
+            return fail(why, nwhy, "interleaved 1F1B sends micro-batches round the ranks in groups of %d: --micro %d must "
+                        "be a multiple of the %d stages", x->stages, micro, x->stages);
         if (planner_option(a, "split")) return fail(why, nwhy, "--split: the planner lays the blocks out as even as can be");
         if (x->batch % (x->dp * micro))
             return fail(why, nwhy, "--batch %d does not split into %d pipeline(s) x %d micro-batches", x->batch, x->dp, micro);
@@ -242,16 +245,20 @@ void planner_stage(const Planner *p, int s, MemPlan *out) {
     MemLayout l = p->l;
     if (!strcmp(l.lab, "pp")) {
         l.stage_params = planner_stage_params(p, s);
-        // One chunk a stage (GPipe, 1F1B): its layers' activations for each micro-batch in
-        // flight, m under GPipe, min(m, p - s) under 1F1B. Interleaved stages hold a mix of
-        // chunks: not planned.
+        // Its chunks' activations for one micro-batch each, and what the schedule holds of
+        // them at its fullest moment: m micro-batches under GPipe, min(m, p - s) under 1F1B,
+        // a mix of (micro-batch, chunk) pairs when interleaved (memplan_pp_held walks it).
         const char *sched = planner_option(p, "schedule");
-        int m = planner_option_int(p, "micro", 4), first, last;
-        if (p->chunks == 1) {
-            memplan_pp_chunk(p->m.layers, p->stages, s, &first, &last);
-            l.stage_acts = (double)gpt_acts_layers_bytes(&p->m, p->micro, first, last);
-            l.in_flight = sched && !strcmp(sched, "gpipe") ? m : (p->stages - s < m ? p->stages - s : m);
+        int m = planner_option_int(p, "micro", 4), first, last, K = p->stages * p->chunks;
+        int kind = !sched || !strcmp(sched, "1f1b") ? 1 : !strcmp(sched, "gpipe") ? 0 : 2;
+        double *chunk_acts = malloc_check((size_t)p->chunks * sizeof *chunk_acts);
+        for (int j = 0; j < p->chunks; j++) {
+            memplan_pp_chunk(p->m.layers, K, s + j * p->stages, &first, &last);
+            chunk_acts[j] = (double)gpt_acts_layers_bytes(&p->m, p->micro, first, last);
         }
+        l.interleaved = kind == 2;
+        l.held_acts = memplan_pp_held(kind, p->stages, p->chunks, m, s, chunk_acts, &l.in_flight);
+        free(chunk_acts);
     }
     char why[160];
     if (memplan(&p->m, &l, out, why, sizeof why) != 0) die("this is a bug in shardlab's planner", "%s", why);

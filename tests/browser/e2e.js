@@ -12,7 +12,8 @@
 // the end; its "compare" link starts a short run with it as the reference (--ref), whose loss
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
-// back on reload; no page logs an error. The screenshots are for a person to look at.
+// back on reload; the memory planner plans a layout and its "Check it" runs the lab and marks
+// every figure equal; no page logs an error. The screenshots are for a person to look at.
 // First, the course's formulas (formulas.js): converted to TeX and rendered by KaTeX in node,
 // then drawn on every page that has them, their plain text a click away, light and dark.
 'use strict';
@@ -215,6 +216,17 @@ async function main() {
     check(planRows.length === 6 && /^params/.test(planRows[0]) && /MiB/.test(planRows[0]) && /^Fits one RTX 4090/.test(fits) &&
       (await page.locator('#p-lab').inputValue()) === 'zero',
       'the planner page plans ZeRO-3 of GPT-2 on 8 GPUs, by category, and says it fits an RTX 4090: ' + fits);
+    // "Check it" runs the lab at a small shape (ZeRO-3 on 2 ranks, 2 steps) and shows, per rank,
+    // what it measured beside the plan, every figure marked equal.
+    await page.goto(new URL('/plan?lab=zero&n=2&stage=3', url).href);
+    await page.click('#plan-check-form button');
+    await page.waitForSelector('#plan-check-result table.check', { timeout: 60000 });
+    const summary = await page.locator('#plan-check .check-summary').textContent();
+    const marks = await page.locator('#plan-check-result td.mark').allTextContents();
+    await page.locator('#plan-check').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(outDir, 'plan-check.png'), fullPage: true });
+    check(/^20 of 20 figures equal to the byte on cpu/.test(summary) && marks.length === 20 && marks.every((m) => m === '= equal'),
+      'the planner\'s Check it runs ZeRO-3 on 2 ranks and marks all ' + marks.length + ' figures equal: ' + summary);
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();

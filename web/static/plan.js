@@ -1,0 +1,110 @@
+// plan.js — the planner page's "Check it": runs the lab at the plan's shape through the server
+// (POST /api/plan/check, what `shardlab plan ... --check --json` prints) and draws what every
+// rank logged beside what was planned, category by category, each figure marked equal or
+// different.
+//
+// A check starts processes, so the server wants the token it printed at start-up, sent in a
+// header (as the lab form and the grade button send it); without it the button says why.
+'use strict';
+
+(function () {
+  const form = document.getElementById('plan-check-form');
+  const status = document.getElementById('plan-check-status');
+  const result = document.getElementById('plan-check-result');
+  if (!form || !status || !result) return;
+  const tokenMeta = document.querySelector('meta[name="shardlab-token"]');
+  const token = tokenMeta ? tokenMeta.content : '';
+  const button = form.querySelector('button');
+  const NO_TOKEN = 'Checking runs the lab on this machine: open this page from the URL that shardlab web printed ' +
+    'when it started (it ends in ?token=...), or run the command above in a terminal.';
+  const CATEGORIES = ['params', 'grads', 'optim', 'acts', 'comm'];
+
+  function say(text, isError) {
+    status.textContent = text;
+    status.classList.toggle('error', !!isError);
+  }
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function bytes(v) {
+    return v === null || v === undefined ? '-' : Number(v).toLocaleString('en-US');
+  }
+
+  // One figure: planned, logged, and the mark (= equal, ≠ different, - no formula).
+  function cells(tr, f) {
+    tr.append(el('td', bytes(f.planned), 'num'), el('td', bytes(f.logged), 'num'));
+    const mark = f.equal === null ? '-' : f.equal ? '= equal' : '\u2260 DIFFERENT';
+    tr.append(el('td', mark, f.equal === null ? 'mark' : f.equal ? 'mark eq' : 'mark ne'));
+  }
+
+  function draw(c) {
+    result.replaceChildren();
+    const head = el('p', null, c.ok ? 'check-summary ok' : 'check-summary bad');
+    head.textContent = c.status !== 0
+      ? 'The run did not finish (exit ' + c.status + '): nothing to compare.'
+      : c.equal + ' of ' + c.figures + ' figures equal to the byte on ' + c.device + ' (every rank, every category, after ' +
+        'the first step and at the peak)' + (c.ok ? '.' : ': the plan and the lab differ.');
+    result.append(head, el('p', c.command, 'check-command'));
+    if (c.status !== 0 && c.output) result.append(el('pre', c.output));
+    for (const r of c.per_rank || []) {
+      result.append(el('h3', 'rank ' + r.rank + (c.lab === 'pp' ? ' (stage ' + r.stage + ')' : '')));
+      const table = el('table', null, 'data check');
+      const thead = el('thead');
+      const top = el('tr');
+      top.append(el('th'));
+      for (const when of ['after a step', 'at the peak']) {
+        const th = el('th', when, 'group');
+        th.colSpan = 3;
+        top.append(th);
+      }
+      const sub = el('tr');
+      sub.append(el('th', 'bytes'));
+      for (let i = 0; i < 2; i++) sub.append(el('th', 'planned', 'num'), el('th', 'measured', 'num'), el('th', ''));
+      thead.append(top, sub);
+      const tbody = el('tbody');
+      for (const k of CATEGORIES) {
+        const tr = el('tr');
+        tr.append(el('td', k));
+        cells(tr, r.after[k]);
+        cells(tr, r.peak[k]);
+        tbody.append(tr);
+      }
+      table.append(thead, tbody);
+      result.append(table);
+    }
+  }
+
+  async function check(e) {
+    e.preventDefault();
+    if (!token) { say(NO_TOKEN, true); return; }
+    button.disabled = true;
+    result.setAttribute('aria-busy', 'true');
+    say('running the lab for a couple of steps\u2026', false);
+    let res = null, reply = null;
+    try {
+      res = await fetch(form.getAttribute('action'), {
+        method: 'POST',
+        headers: { 'X-Shardlab-Token': token, Accept: 'application/json' },
+      });
+      try { reply = await res.json(); } catch (_) { /* the status code says enough */ }
+    } catch (err) {
+      reply = { error: 'could not reach the server (' + err.message + '); is shardlab web still running?' };
+    }
+    result.removeAttribute('aria-busy');
+    button.disabled = false;
+    if (res && res.ok && reply && Array.isArray(reply.per_rank)) {
+      say('', false);
+      draw(reply);
+      return;
+    }
+    say((reply && reply.error) || 'the server answered HTTP ' + (res ? res.status : '?'), true);
+  }
+
+  if (!token) say(NO_TOKEN, true);
+  form.addEventListener('submit', check);
+})();
