@@ -152,8 +152,9 @@ int main(int argc, char **argv) {
         static const char *const WORDS[] = {"passed", "FAILED", "", "not written yet", "does not build"};
         counts[rc]++;
         if (rc != PASSED && !next) next = r->name;
-        printf("  %-16s %-20s labs/%-32s %2d configurations, %3d points\n", WORDS[rc], r->name, r->file,
-               count_configs(r->graded), todo_region_points(r));
+        int configs = count_configs(r->graded);
+        printf("  %-16s %-20s labs/%-32s %2d configuration%s, %3d points\n", WORDS[rc], r->name, r->file, configs,
+               configs == 1 ? " " : "s", todo_region_points(r));
         if (rc == FAILED || rc == NO_BUILD || (alone && rc == NOT_WRITTEN)) {
             indented(msg, alone ? 0 : 4);
             if (rc == FAILED) printf("      reread: %s\n", r->reread);
