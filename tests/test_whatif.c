@@ -11,7 +11,8 @@
 //   2. a real ddp run: the projection carries exactly the bytes rank 0's step event says it sent;
 //      a faster link never makes the step longer;
 //   3. the projection onto a link against a lab run over that link, emulated (--link,
-//      --link-scale): within 20% for ddp, zero-3 and tp; what --link refuses;
+//      --link-scale): within 20% for ddp, zero-3 and tp; a pipeline's messages each held for
+//      the link's time; what --link refuses;
 //   4. what it cannot project (no directory, a file, a run of the collectives, no spans, a
 //      link or GPU it does not know, --mfu outside (0, 1]): exit 2 and one line.
 #include <math.h>
@@ -19,6 +20,7 @@
 
 #include "json.h"
 #include "labtest.h"
+#include "links.h"
 #include "test.h"
 
 static char shardlab[PATH_MAX], labs_dir[PATH_MAX];
@@ -300,13 +302,10 @@ static void check_emulated(void) {
                before);
         json_free(v), json_free(meta), free(out);
     }
-    // What --link refuses: a name it does not know, a pipeline (its messages go point to point),
-    // a scale below 1.
+    // What --link refuses: a name it does not know, a scale below 1.
     static const struct {
         const char *lab, *a1, *a2, *says;
-    } bad[] = {{"ddp", "--link", "carrier-pigeon", "no such link"},
-               {"pp", "--link", "eth-25g", "not emulated yet"},
-               {"ddp", "--link-scale", "0", "--link-scale"}};
+    } bad[] = {{"ddp", "--link", "carrier-pigeon", "no such link"}, {"ddp", "--link-scale", "0", "--link-scale"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char bin[PATH_MAX + 16], dir[400];
         snprintf(bin, sizeof bin, "%s/%s", labs_dir, bad[i].lab);
@@ -321,6 +320,49 @@ static void check_emulated(void) {
 }
 
 // ---- 4. refusals ----------------------------------------------------------------------------------
+
+// A pipeline over the emulated link: its messages go point to point (dist_p2p), each held back
+// until the link would have delivered it, alpha + bytes / beta (x 100) after it started, behind
+// the messages before it to the same rank; the stage computes meanwhile. So every message of
+// the run lasts at least that long, and the step grows by at least the two crossings of the
+// link that a micro-batch's forward and backward make between the stages (1F1B on 2 stages).
+// whatif's projection of a pipeline counts every message as exposed: printed, not held to 20%.
+static void check_emulated_pipeline(void) {
+    char plain[400], emulated[400], bin[PATH_MAX + 16];
+    snprintf(plain, sizeof plain, "%s/emu-pp-plain", tmp);
+    snprintf(emulated, sizeof emulated, "%s/emu-pp-link", tmp);
+    snprintf(bin, sizeof bin, "%s/pp", labs_dir);
+    char *a1[] = {"--steps", "5", NULL}, *a2[] = {"--steps", "5", "--link", "eth-25g", "--link-scale", "100", NULL};
+    int rc = run_ranks(bin, 2, "emu-pp-plain", plain, a1, NULL) | run_ranks(bin, 2, "emu-pp-link", emulated, a2, NULL);
+    const Link *eth = link_find("eth-25g");
+    int sends = 0, short_sends = 0;
+    double msg_ms = 0, shortest = INFINITY;
+    for (int r = 0; r < 2 && rc == 0; r++) {
+        static Events ev;
+        load_rank_events(emulated, r, &ev);
+        for (int i = 0; i < ev.n; i++) {
+            const JsonValue *e = ev.lines[i];
+            if (strcmp(kind(e), "span") || strcmp(json_get(e, "name")->string, "send")) continue;
+            double c = link_call_ms(eth, "send", 2, num(e, "bytes")) * 100, took = (num(e, "t1_us") - num(e, "t0_us")) / 1e3;
+            sends++, msg_ms = c;
+            if (took < c * 0.999) short_sends++;
+            if (took / c < shortest) shortest = took / c;
+        }
+        free_events(&ev);
+    }
+    double before = emulated_step_ms(plain, 2, 5), measured = emulated_step_ms(emulated, 2, 5);
+    EXPECT(rc == 0 && sends >= 2 * 4 * 5 && short_sends == 0 && measured >= before + 2 * msg_ms,
+           "pp -n 2 over eth-25g x 100: each of its %d messages took at least the link's %.2f ms (the shortest %.2f times "
+           "it; %d shorter), and the step grew by at least two of them (%.2f ms, %.2f ms without the link)",
+           sends, msg_ms, shortest, short_sends, measured, before);
+    char *argv[] = {shardlab, "whatif", plain, "--json", "--gpu", "here", "--link", "eth-25g", "--link-scale", "100", NULL};
+    char *out = rc == 0 && run(argv, "emu-pp") == 0 ? captured("emu-pp", "out") : NULL, err[128];
+    JsonValue *v = out ? json_parse(out, strlen(out), err, sizeof err) : NULL;
+    double projected = num_of(v, "step_ms", NULL);
+    printf("# pp -n 2: projected onto eth-25g x 100 %.2f ms, measured over the emulated link %.2f ms (%+.0f%%)\n",
+           projected, measured, 100 * (projected - measured) / measured);
+    json_free(v), free(out);
+}
 
 static void check_refusals(void) {
     char file[600], empty[600], coll[600], nospans[600], real[600];
@@ -393,6 +435,7 @@ int main(int argc, char **argv) {
     check_groups();
     check_real();
     check_emulated();
+    check_emulated_pipeline();
     check_refusals();
     printf("# %.1f s\n", now_s() - t0);
     tmp_finish(test_failed);

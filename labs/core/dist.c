@@ -191,14 +191,17 @@ void dist_emulate_link(Dist *d, const Link *l, double scale) {
     d->link_scale = scale > 0 ? scale : 1;
 }
 
-// --link: the call, begun at t0 and done, lasts at least what the emulated link would take.
-static void stretch_to_link(const Dist *d, const DistWork *w, uint64_t sent, int64_t t0) {
-    double ms = link_call_ms(d->link, dist_coll_name(w->coll), w->group->size, (double)sent) * d->link_scale;
-    int64_t until = t0 + (int64_t)llround(ms * 1000);
+static void sleep_until_us(int64_t until) {
     for (int64_t now = runlog_now_us(); now < until; now = runlog_now_us()) {
         struct timespec ts = {(time_t)((until - now) / 1000000), (long)((until - now) % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
+}
+
+// --link: the call, begun at t0 and done, lasts at least what the emulated link would take.
+static void stretch_to_link(const Dist *d, const DistWork *w, uint64_t sent, int64_t t0) {
+    double ms = link_call_ms(d->link, dist_coll_name(w->coll), w->group->size, (double)sent) * d->link_scale;
+    sleep_until_us(t0 + (int64_t)llround(ms * 1000));
 }
 
 static void run_work(Dist *d, DistWork *w) {
@@ -349,6 +352,47 @@ static void check_p2p_batch(const DistGroup *g, const DistP2p *ops, int nops) {
                 d->rank, ops[i].peer, g->size);
 }
 
+// --link: a message leaves for its peer only when the emulated link would have delivered it,
+// alpha + bytes / beta (times --link-scale) after it started, behind the earlier messages to
+// the same rank (each direction between two ranks is one link, busy with one message at a
+// time). Until then the batch moves everything else, and the stage computes; a call that must
+// finish waits for the link. As with the collectives, the backend's own time counts towards
+// the link's, so a link slower than shared memory is what the messages take.
+static void p2p_over_link(Dist *d, DistGroup *g, DistP2p *ops, int nops, int until) {
+    for (int i = 0; i < nops; i++) {
+        if (!ops[i].send || ops[i].link_ready_us) continue;
+        int64_t *busy = &d->link_busy_us[g->ranks[ops[i].peer]];
+        double ms = link_call_ms(d->link, "send", 2, (double)ops[i].n * sizeof(float)) * d->link_scale;
+        *busy = (*busy > ops[i].t0_us ? *busy : ops[i].t0_us) + (int64_t)llround(ms * 1000);
+        ops[i].link_ready_us = *busy;
+    }
+    for (;;) {
+        // The ops the link lets through now; the rest wait for their time.
+        DistP2p now_ops[DIST_P2P_MAX];
+        int idx[DIST_P2P_MAX], k = 0, held = 0, sub_until = -1;
+        int64_t now = runlog_now_us(), next = INT64_MAX;
+        for (int i = 0; i < nops; i++) {
+            if (ops[i].send && ops[i].link_ready_us > now) {
+                held++;
+                if (ops[i].link_ready_us < next) next = ops[i].link_ready_us;
+                continue;
+            }
+            if (i == until) sub_until = k;
+            idx[k] = i, now_ops[k++] = ops[i];
+        }
+        // Nothing held: the backend's own call, as without a link (until mapped onto the ops passed).
+        int last = !held || until < 0;
+        int pass_until = !last ? -1 : until == nops ? k : sub_until;
+        if (k) d->be->p2p(d, g, now_ops, k, pass_until);
+        for (int j = 0; j < k; j++) ops[idx[j]].moved = now_ops[j].moved;
+        int done = until < nops ? ops[until].moved == ops[until].n : 1;  // the op asked for, or all
+        for (int i = 0; i < nops && until == nops; i++) done &= ops[i].moved == ops[i].n;
+        if (last || done) return;
+        int64_t wake = now + 200;  // the held messages' time, or a while for the others to move
+        sleep_until_us(next < wake ? next : wake);
+    }
+}
+
 void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
     Dist *d = g->dist;
     check_p2p_batch(g, ops, nops);
@@ -364,7 +408,8 @@ void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
     now = runlog_now_us();
     for (int i = 0; i < nops; i++)
         if (!ops[i].t0_us) ops[i].t0_us = now;
-    d->be->p2p(d, g, ops, nops, until);
+    if (d->link) p2p_over_link(d, g, ops, nops, until);
+    else d->be->p2p(d, g, ops, nops, until);
     int64_t t1 = runlog_now_us();
     pthread_mutex_lock(&d->lock);
     for (int i = 0; i < nops; i++) {
@@ -384,7 +429,7 @@ void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
     DistP2p copy[DIST_P2P_MAX];
     for (int i = 0; i < nops; i++) {
         copy[i] = ops[i];
-        copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = 0;
+        copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = copy[i].link_ready_us = 0;
     }
     dist_p2p_progress(g, copy, nops, nops);
 }

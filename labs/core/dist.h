@@ -149,6 +149,7 @@ struct Dist {
 
     const Link *link;          // --link: the interconnect each call is stretched to (links.h), or NULL
     double link_scale;         // --link-scale
+    int64_t link_busy_us[DIST_MAX_RANKS];  // --link: when the link to each world rank is free again
 
     // ---- private ----
     const DistBackend *be;     // shm, shm staged through the host, or nccl (dist_backend.h)
@@ -243,6 +244,7 @@ typedef struct {
     int tag;
     size_t moved;  // dist_p2p_progress(): floats moved so far (0 to start)
     int64_t issued_us, t0_us;  // its record's times (set by the first call that sees it)
+    int64_t link_ready_us;     // --link: when the emulated link delivers it (a send; 0: not yet known)
 } DistP2p;
 void dist_p2p(DistGroup *g, const DistP2p *ops, int nops);
 // The same, in steps that need not finish: moves what it can of every op (ops[i].moved keeps

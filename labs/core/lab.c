@@ -42,11 +42,7 @@ void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, uns
     if (!(flags & LAB_ONE_RANK)) {
         dist_init(&L->dist, name, &L->dev);
         L->world = L->dist.world, L->rank = L->dist.rank, L->backend = L->dist.backend;
-        if (link_find(a->link)) {
-            // A pipeline's messages go point to point (dist_p2p), outside the calls --link stretches.
-            if (!strcmp(name, "pp")) usage_error(name, "--link: a pipeline's point-to-point messages are not emulated yet");
-            dist_emulate_link(&L->dist, link_find(a->link), a->link_scale);
-        }
+        if (link_find(a->link)) dist_emulate_link(&L->dist, link_find(a->link), a->link_scale);
     }
     char who[64];
     snprintf(who, sizeof who, "%s rank %d", name, L->rank);
