@@ -180,6 +180,9 @@ WEB_SRCS  := $(sort $(basename $(notdir $(wildcard web/*.c))))
 WEB_OBJS  := $(WEB_SRCS:%=$(BUILD)/web/%.o)
 WEB_SAN   := $(WEB_SRCS:%=$(BUILD)/san/web/%.o)
 WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
+# The table of the TODO regions (tests/todo/regions.c): make check's driver and the web's lab
+# pages ("Your TODO regions") read the one table; shardlab links it.
+TODO_TABLE := tests/todo/regions.c
 # What build/shardlab links: every command, or (bare) the launcher and the grader with
 # labs/nolibs.c in place of tui/ and web/, and no library beyond libc and libm.
 ifeq ($(SHARDLAB_KIND),bare)
@@ -207,7 +210,7 @@ SHARDLAB_SAN := $(BUILD)/san/shardlab
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: grade-sweep starter grade grade-labs check todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -335,11 +338,11 @@ $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/region
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) -c $< -o $@
+$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade -Itests/todo $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade -Itests/todo $(SANFLAGS) -c $< -o $@
 
 $(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/grade
 	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
@@ -354,8 +357,8 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
-$(SHARDLAB): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/labs
-	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+$(SHARDLAB): $(LAUNCHER_SRCS) $(TODO_TABLE) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h tests/todo/regions.h | $(BUILD)/labs
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
@@ -363,8 +366,8 @@ $(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): $(LAUNCHER_SRCS) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h | $(BUILD)/san/labs
-	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(SHARDLAB_SAN): $(LAUNCHER_SRCS) $(TODO_TABLE) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h tests/todo/regions.h | $(BUILD)/san/labs
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
@@ -457,15 +460,20 @@ grade-labs: $(LAB_BINS)
 # failed (which rank, chunk, round or micro-batch; expected against got) or not written yet.
 # Built like make grade builds a copy's labs (CPU, into build/student/<hash>/todo); the build's
 # output goes to its build.log, and a region whose check does not build says so with the errors.
+# make web builds the same programs (check-programs) and hands them to the server, whose lab
+# pages run them ("Your TODO regions"); a region that does not compile fails neither.
 TODO_PROGRAMS := adamw ring shard ddp zero fsdp tp pp ckpt
 TODO_BINS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%) $(BUILD)/todo/check
-check:
+CHECK_GOAL = $(firstword $(filter check web,$(MAKECMDGOALS)) check)
+check-programs:
 	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
-	  echo "make check: $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
+	  echo "make $(CHECK_GOAL): $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
 	@mkdir -p $(GRADE_BUILD)/todo
 	@rm -f $(TODO_PROGRAMS:%=$(GRADE_BUILD)/todo/check_%)
-	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make check: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU; once, then only what changed)"
+	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make $(CHECK_GOAL): building $(GRADE_SRC) into $(GRADE_BUILD) (CPU; once, then only what changed)"
 	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 todo-programs >$(GRADE_BUILD)/todo/build.log 2>&1
+
+check: check-programs
 	@$(GRADE_BUILD)/todo/check --bin $(GRADE_BUILD)/todo --labs $(LABS) $(TODO)
 
 # The check programs alone, from LABS_SRC into BUILD (what make check builds).
@@ -487,8 +495,10 @@ $(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c -o $@
 
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
-web: deps $(SHARDLAB) $(LAB_BINS)
-	$(SHARDLAB) web $(if $(PORT),--port $(PORT))
+# Each lab's page checks the TODO regions of LABS (default labs/, this copy) with make check's
+# programs, built first (check-programs).
+web: deps $(SHARDLAB) $(LAB_BINS) check-programs
+	$(SHARDLAB) web $(if $(PORT),--port $(PORT)) --checks $(GRADE_BUILD)/todo
 
 # One lexicon entry in the terminal (TERM=zero-stage-3), or the index without TERM. Only a
 # TERM given on the command line counts: the environment's TERM is the terminal's type.

@@ -47,18 +47,6 @@ static const struct {
     {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp-backward", {"rank ", "unit ", "all-gathered", "bytes"}},
 };
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 // The check programs of src (a copy of labs/) built into bdir; 0 on success, the log in tmp/<tag>.build.
 static int build(const char *src, const char *bdir, const char *tag) {
     return sh("make -s -j2 BUILD=%s LABS_SRC=%s CUDA=0 todo-programs >%s/%s.build 2>&1", bdir, src, tmp, tag);
@@ -152,6 +140,52 @@ static void check_table(void) {
            "region names configurations among them, under a name of its own", total);
 }
 
+// ---- the progress view as JSON (check --json: what the web's lab pages draw) ------------------
+// A check's message and the compiler's errors are arbitrary text: quotes, backslashes, newlines,
+// control characters, bytes that are not UTF-8. check --json writes them so that they parse as
+// JSON and come back as they were (a byte that is not UTF-8 as the Latin-1 character it would
+// be). Its check programs here: a stand-in for check_adamw that fails with such a message, and
+// no check_ring, whose build.log holds a compiler error with quotes ("does not build").
+static void check_driver_json(const char *bdir) {
+    char driver[700];
+    snprintf(driver, sizeof driver, "%s/todo/check", bdir);
+    static const char said[] = "rank 1: expected \"a\\b\" got 'c'\nsecond line\twith a tab, \x01 a control byte, "
+                               "\xff a stray byte, \xe2\x80\x98UTF-8\xe2\x80\x99 quotes";
+    static const char back[] = "rank 1: expected \"a\\b\" got 'c'\nsecond line\twith a tab, \x01 a control byte, "
+                               "\xc3\xbf a stray byte, \xe2\x80\x98UTF-8\xe2\x80\x99 quotes";
+    char bin[600], path[800];
+    snprintf(bin, sizeof bin, "%s/json-bin", tmp);
+    mkdir(bin, 0755);
+    snprintf(path, sizeof path, "%s/message", bin);
+    write_text(path, "w", said);
+    snprintf(path, sizeof path, "%s/check_adamw", bin);
+    write_text(path, "w", "#!/bin/sh\ncat \"$(dirname \"$0\")/message\"; echo; exit 1\n");
+    chmod(path, 0755);
+    snprintf(path, sizeof path, "%s/build.log", bin);
+    write_text(path, "w", "labs/core/ring.c:12:5: error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"\n");
+    char *argv[] = {driver, "--bin", bin, "--json", "adamw,ring-all-gather", NULL};
+    int rc = run(argv, "json");
+    char *out = captured("json", "out"), err[128] = "";
+    JsonValue *v = json_parse(out, strlen(out), err, sizeof err);
+    const JsonValue *regions = json_get(v, "regions"), *a = json_at(regions, 0), *r = json_at(regions, 1);
+    const JsonValue *am = json_get(a, "message"), *as = json_get(a, "status"), *rm = json_get(r, "message"),
+                    *rs = json_get(r, "status"), *next = json_get(v, "next_region"), *failed = json_get(v, "failed"),
+                    *nb = json_get(v, "does_not_build"), *configs = json_get(a, "configurations"), *pts = json_get(a, "points");
+    // Proves: the message comes back byte for byte (the stray byte as U+00FF), the compiler's
+    // error with its quotes, and the counts, the points and the next region are the text's.
+    EXPECT(rc == 1 && v && regions && regions->count == 2 && as && !strcmp(as->string, "failed") && am &&
+               !strcmp(am->string, back) && rs && !strcmp(rs->string, "does not build") && rm &&
+               strstr(rm->string, "error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"") && next &&
+               next->type == JSON_STRING && !strcmp(next->string, "adamw") && failed && failed->number == 2 && nb &&
+               nb->number == 1 && configs && configs->count == 14 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
+           "check --json: a failure's message with quotes, backslashes, newlines, a control byte and a stray byte parses "
+           "and comes back as written; 'does not build' with the compiler's quoted error (exit %d%s%s: %s)", rc,
+           v ? "" : ", not JSON: ", err, one_line(out));
+    json_free(v);
+    free(out);
+}
+// ---------------------------------------------------------------------------------------------------
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-todo-XXXXXX");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -196,6 +230,7 @@ int main(void) {
            "reference: make check's progress view, a line per region, says '%s', exit 0 (exit %d: %s)", want, rc,
            one_line(all));
     free(all);
+    check_driver_json(ref_build);  // (its own check: the driver of bdir's --json, on stand-in check programs)
 
     // ---- 3. the starter: every check says not written yet, where ------------------------------
     double t_starter = now_s();

@@ -36,6 +36,11 @@
 //  11. a run's timeline for Perfetto (GET /api/runs/<id>/trace) is a JSON download named after
 //      the run, 404 for no such run, 409 for a directory with no run in it yet, 405 but for
 //      GET, and the run's page links it.
+//  12. with --checks (make check's programs, built here for labs/ and for a starter copy), a
+//      lab's page lists the TODO regions the lab runs with "Check them"; POST /api/checks
+//      needs the token (403) and a POST (405), a known lab (404, 400), and answers the
+//      driver's JSON: the starter's regions all "not written yet", labs/'s all "passed";
+//      without --checks nothing shows; a bad --checks is one line, exit 2.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -1876,6 +1881,167 @@ static void check_run(void) {
     if (system(cmd) < 0) printf("# pkill failed\n");
 }
 
+// ---------------------------------------------------------------------------------------
+// 12. A copy's TODO regions on the lab pages (shardlab web --checks DIR, what make web passes)
+
+// make check's programs for src (a copy of labs/) built into bdir, as make check builds them
+// (CPU, LABS_SRC), after copying `from` there (objects of the same sources: only what differs
+// compiles). 0, or the shell's status; make's output in tmp/<tag>.build.
+static int build_checks(const char *src, const char *bdir, const char *from, const char *tag) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && { %s; } && cd '%s' && make -s -j2 BUILD='%s' LABS_SRC='%s' CUDA=0 "
+             "todo-programs >'%s/%s.build' 2>&1", bdir, from, root, bdir, src, tmp, tag);
+    fflush(stdout);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// The ddp page's regions, in the order of the lessons: DDP's own, and the ring's and AdamW's,
+// which every DDP step runs.
+static const char *const DDP_REGIONS[] = {"adamw", "ring-reduce-scatter", "ring-all-gather", "ddp-buckets", "ddp-overlap"};
+#define DDP_NREGIONS (int)(sizeof DDP_REGIONS / sizeof DDP_REGIONS[0])
+
+// How many of a reply's regions are the ddp page's, in order, each with status `want`; what
+// each said goes into said ("name=status ...").
+static int regions_with(const Resp *r, const char *want, char *said, size_t n) {
+    char err[128];
+    said[0] = 0;
+    JsonValue *v = r->body ? json_parse(r->body, r->n, err, sizeof err) : NULL;
+    if (!v) return snprintf(said, n, "not JSON: %s", r->body ? err : "no body"), 0;
+    const JsonValue *regions = json_get(v, "regions");
+    int good = 0, count = regions && regions->type == JSON_ARRAY ? (int)regions->count : -1;
+    for (int i = 0; i < count; i++) {
+        const JsonValue *name = json_get(json_at(regions, (size_t)i), "name"),
+                        *st = json_get(json_at(regions, (size_t)i), "status");
+        int named = name && name->type == JSON_STRING, has = st && st->type == JSON_STRING;
+        size_t used = strlen(said);
+        snprintf(said + used, n - used, "%s=%s ", named ? name->string : "?", has ? st->string : "?");
+        good += count == DDP_NREGIONS && named && has && !strcmp(name->string, DDP_REGIONS[i]) && !strcmp(st->string, want);
+    }
+    json_free(v);
+    return good;
+}
+
+static void check_todo_regions(void) {
+    double t0 = now_s();
+    // The check programs of labs/ as it is (the reference) and of a starter copy of it (make
+    // starter): the reference's from this build's objects, the starter's from the reference's.
+    char build[1024], ref_src[700], ref_build[700], st_src[700], st_build[700], from[8192];
+    snprintf(build, sizeof build, "%s", shardlab);
+    *strrchr(build, '/') = 0;  // .../san
+    *strrchr(build, '/') = 0;  // the build this shardlab is of
+    snprintf(ref_src, sizeof ref_src, "%s/todo-ref/labs", tmp);
+    snprintf(ref_build, sizeof ref_build, "%s/todo-build-ref", tmp);
+    snprintf(st_src, sizeof st_src, "%s/todo-starter/labs", tmp);
+    snprintf(st_build, sizeof st_build, "%s/todo-build-starter", tmp);
+    snprintf(from, sizeof from, "mkdir -p '%s/todo-ref' && cp -rp '%s/labs' '%s/todo-ref/' && for d in core algo; do "
+             "[ ! -d '%s'/$d ] || cp -rp '%s'/$d '%s/'; done", tmp, root, tmp, build, build, ref_build);
+    int rc = build_checks(ref_src, ref_build, from, "todo-ref");
+    snprintf(from, sizeof from, "sh '%s/labs/grade/starter.sh' '%s/todo-starter' >/dev/null && cp -rp '%s/.' '%s/'", root,
+             tmp, ref_build, st_build);
+    rc = rc ? rc : build_checks(st_src, st_build, from, "todo-starter");
+    char *log = captured("todo-starter", "build");
+    if (!EXPECT(rc == 0, "make check's programs build for labs/ and for a starter copy of it (exit %d: %s)", rc, one_line(log))) {
+        free(log);
+        return;
+    }
+    free(log);
+    printf("# the check programs of the reference and the starter: %.1f s\n", now_s() - t0);
+
+    char checks[800], tok[64], own[300], said[1000];
+    int main_port = port, st_port, ref_port;
+    snprintf(checks, sizeof checks, "%s/todo", st_build);
+    char *st_opts[] = {"--port", "0", "--checks", checks, NULL};
+    pid_t st_server = start_extra("todo-starter-web", st_opts, runs_dir, &st_port, tok);
+    if (!EXPECT(st_port > 0, "shardlab web --checks DIR (make check's programs of a starter copy) starts")) return;
+    port = st_port;
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", tok, port);
+
+    // Proves: the lab page lists the lab's regions (DDP's, the ring's, AdamW's), each with its
+    // file and points, under "Your TODO regions", with the "Check them" button and its script.
+    Resp page = request("GET", "/labs/ddp", NULL, NULL);
+    int listed = 0;
+    for (int i = 0; i < DDP_NREGIONS; i++) {
+        char row[200];
+        snprintf(row, sizeof row, "<tr data-region=\"%s\">", DDP_REGIONS[i]);
+        listed += page.body && strstr(page.body, row) != NULL;
+    }
+    EXPECT(page.status == 200 && page.body && strstr(page.body, "<h2>Your TODO regions</h2>") && listed == DDP_NREGIONS &&
+               strstr(page.body, "<code>labs/ddp.c</code>") && strstr(page.body, ">Check them</button>") &&
+               strstr(page.body, "action=\"/api/checks?lab=ddp\"") && strstr(page.body, "src=\"/static/checks.js\"") &&
+               !strstr(page.body, "data-region=\"zero-shard-length\""),
+           "with --checks, /labs/ddp shows \"Your TODO regions\": the %d regions a DDP step runs (%d listed), none "
+           "other, and \"Check them\"", DDP_NREGIONS, listed);
+    resp_free(&page);
+
+    // Proves: checking runs the student's code, so it needs the token and this site (403), and
+    // a POST (405); a lab the catalog does not have is 404, none at all 400.
+    char foreign[300];
+    snprintf(foreign, sizeof foreign, "X-Shardlab-Token: %s\r\nOrigin: http://evil.example\r\n", tok);
+    Resp none = request("POST", "/api/checks?lab=ddp", NULL, ""), evil = request("POST", "/api/checks?lab=ddp", foreign, ""),
+         get = request("GET", "/api/checks?lab=ddp", NULL, NULL), bad = request("POST", "/api/checks?lab=no-such-lab", own, ""),
+         dots = request("POST", "/api/checks?lab=..%2fddp", own, ""), nolab = request("POST", "/api/checks", own, "");
+    EXPECT(none.status == 403 && evil.status == 403 && get.status == 405 && bad.status == 404 && dots.status == 404 &&
+               nolab.status == 400 && strstr(bad.body, "no lab called"),
+           "POST /api/checks without the token, or from another site: 403 (%d, %d); GET: 405 (%d); a lab not in the "
+           "catalog: 404 (%d, %d); no lab: 400 (%d)", none.status, evil.status, get.status, bad.status, dots.status,
+           nolab.status);
+    resp_free(&none), resp_free(&evil), resp_free(&get), resp_free(&bad), resp_free(&dots), resp_free(&nolab);
+
+    // Proves: the check runs the starter's regions: every one not written yet, where the stub is.
+    Resp st = request("POST", "/api/checks?lab=ddp", own, "");
+    int good = regions_with(&st, "not written yet", said, sizeof said);
+    EXPECT(st.status == 200 && good == DDP_NREGIONS && strstr(st.body, "\"message\":\"not written yet: ") &&
+               strstr(st.body, "(labs/ddp.c:") && strstr(st.body, "\"next_region\":\"adamw\""),
+           "POST /api/checks?lab=ddp on a starter copy: 200, JSON, all %d regions 'not written yet' with where, next "
+           "adamw (%d, %d: %s)", DDP_NREGIONS, st.status, good, said);
+    resp_free(&st);
+    port = main_port;
+    stop_extra(st_server);
+
+    // Proves: on labs/ as it is, every region of the lab passes.
+    snprintf(checks, sizeof checks, "%s/todo", ref_build);
+    char *ref_opts[] = {"--port", "0", "--checks", checks, NULL};
+    pid_t ref_server = start_extra("todo-ref-web", ref_opts, runs_dir, &ref_port, tok);
+    port = ref_port;
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", tok, port);
+    Resp ref = request("POST", "/api/checks?lab=ddp", own, "");
+    good = regions_with(&ref, "passed", said, sizeof said);
+    EXPECT(ref_port && ref.status == 200 && good == DDP_NREGIONS && strstr(ref.body, "\"passed\":5,\"failed\":0"),
+           "POST /api/checks?lab=ddp on labs/ as it is: all %d regions passed (%d, %d: %s)", DDP_NREGIONS, ref.status, good,
+           said);
+    resp_free(&ref);
+    port = main_port;
+    stop_extra(ref_server);
+
+    // Proves: without --checks (this test's main server), lab pages show nothing new, and the API says why.
+    page = request("GET", "/labs/ddp", NULL, NULL);
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", token, port);
+    Resp off = request("POST", "/api/checks?lab=ddp", own, "");
+    EXPECT(page.status == 200 && !strstr(page.body, "Your TODO regions") && !strstr(page.body, "checks.js") &&
+               off.status == 404 && strstr(off.body, "--checks"),
+           "without --checks: /labs/ddp has no TODO regions, POST /api/checks is 404 saying why (%d)", off.status);
+    resp_free(&page), resp_free(&off);
+
+    // Proves: --checks names a directory that holds make check's driver; anything else is one line, exit 2.
+    char *missing_opts[] = {"--port", "0", "--checks", "/no/such/dir", NULL}, *empty_opts[] = {"--port", "0", "--checks", tmp, NULL};
+    int p1, p2;
+    stop_extra(start_extra("todo-missing", missing_opts, runs_dir, &p1, tok));
+    stop_extra(start_extra("todo-empty", empty_opts, runs_dir, &p2, tok));
+    char *e1 = captured("todo-missing", "err"), *e2 = captured("todo-empty", "err");
+    EXPECT(!p1 && !p2 && count_lines(e1) == 1 && strstr(e1, "--checks: '/no/such/dir' is not a directory") &&
+               count_lines(e2) == 1 && strstr(e2, "has no check program"),
+           "--checks with no such directory, or one without make check's driver: refused in one line (%s | %s)",
+           one_line(e1), one_line(e2));
+    free(e1), free(e2);
+    char *errs[] = {captured("todo-starter-web", "err"), captured("todo-ref-web", "err")};
+    EXPECT(!strstr(errs[0], "ERROR: AddressSanitizer") && !strstr(errs[0], "runtime error") &&
+               !strstr(errs[1], "ERROR: AddressSanitizer") && !strstr(errs[1], "runtime error"),
+           "those servers ran clean under ASan/UBSan: %s%s", one_line(errs[0]), one_line(errs[1]));
+    free(errs[0]), free(errs[1]);
+    printf("# the TODO regions on the lab pages: %.1f s\n", now_s() - t0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_web ROOT SHARDLAB\n");
@@ -1903,6 +2069,7 @@ int main(int argc, char **argv) {
     check_trace();
     check_runs_without_steps();
     check_form_defaults();
+    check_todo_regions();
     check_term_options();
     check_summary_before_last_rank();
     check_request_numbers();

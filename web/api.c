@@ -1,7 +1,7 @@
 // api.c — the web server's JSON API under /api/: the runs, their events and streams, starting
 // a lab, grading a run (web/runs*.c do the work), a run's timeline for Perfetto
-// (GET /api/runs/<id>/trace, core/trace.h) and the memory planner (web/plan.c). See web.h for
-// the routes.
+// (GET /api/runs/<id>/trace, core/trace.h), the memory planner (web/plan.c) and a copy's TODO
+// regions checked (POST /api/checks, web/checks.c). See web.h for the routes.
 #include <civetweb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +121,7 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
     }
     if (strcmp(rest, "plan") == 0) return web_api_plan(w, c, method, qs);
     if (strcmp(rest, "plan/check") == 0) return web_api_plan_check(w, c, method, qs);
+    if (strcmp(rest, "checks") == 0) return web_api_checks(w, c, method, qs);
     if (strncmp(rest, "runs/", 5) != 0) return web_reply_json_error(c, 404, "no such API");
     char id[256];
     const char *slash = strchr(rest + 5, '/');

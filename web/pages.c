@@ -336,7 +336,8 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
     }
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");
-    web_page_end(&b, "/static/lab.js", NULL);
+    web_checks_section(w, &b, lab->name);  // (with --checks only)
+    web_page_end(&b, "/static/lab.js", w->checks[0] ? "/static/checks.js" : NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,7 +80,7 @@ static int route(Web *w, struct mg_connection *c) {
 // Start and stop
 
 static const char *WEB_USAGE =
-    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--request-timeout S]\n"
+    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--request-timeout S] [--checks DIR]\n"
     "\n"
     "The course in the browser: lessons, the lexicon, the labs, and runs live. Prints the URL to\n"
     "open, with this server's token (starting a lab from the browser needs it).\n"
@@ -89,6 +90,9 @@ static const char *WEB_USAGE =
     "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
     "  --request-timeout S   how long a client may take to send a request, body included\n"
     "                (default 30 seconds)\n"
+    "  --checks DIR  make check's programs for a copy of the labs (make web builds them for LABS\n"
+    "                and passes build/student/<hash>/todo): each lab's page lists the TODO regions\n"
+    "                it runs, and its \"Check them\" button checks them there\n"
     "Ctrl-C stops it.\n";
 
 // CivetWeb's own messages (why it cannot listen, a bad request): to stderr, once each. Why it
@@ -162,6 +166,18 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
             w.request_timeout_s = (int)t;
         } else if (!strcmp(a, "--runs")) {
             snprintf(w.runs, sizeof w.runs, "%s", v);
+        } else if (!strcmp(a, "--checks")) {
+            // Kept as an absolute path: the driver is run by it, whatever the directory.
+            struct stat st;
+            char real[PATH_MAX], prog[PATH_MAX + 8];
+            if (stat(v, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(v, real) || strlen(real) >= sizeof w.checks)
+                usage_error("shardlab web", "--checks: '%s' is not a directory (make web builds make check's programs and "
+                            "names their directory)", v);
+            snprintf(prog, sizeof prog, "%s/check", real);
+            if (access(prog, X_OK) != 0)
+                usage_error("shardlab web", "--checks: %s has no check program (make check's driver: make web or make "
+                            "check builds it there)", v);
+            snprintf(w.checks, sizeof w.checks, "%s", real);
         } else {
             usage_error("shardlab web", "unknown option '%s'", a);
         }
@@ -218,6 +234,7 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         fprintf(stderr, "shardlab web: warning: listening on %s, not 127.0.0.1: other machines can reach this server "
                         "(starting labs still needs the token)\n", w.host);
     printf("shardlab web: serving %s (lexicon: %d terms, %d lessons; runs: %s)\n", root, web_lexicon.n, web_lexicon.nlessons, w.runs);
+    if (w.checks[0]) printf("shardlab web: the lab pages check the TODO regions with %s\n", w.checks);
     const char *url_host = strcmp(w.host, "0.0.0.0") == 0 || strcmp(w.host, "::") == 0 ? "127.0.0.1" : w.host;
     printf("shardlab web: open http://%s%s%s:%d/?token=%s\n", ipv6 && url_host == w.host ? "[" : "", url_host,
            ipv6 && url_host == w.host ? "]" : "", w.port, w.token);

@@ -15,6 +15,8 @@
 //   /runs/<id>                  the live dashboard of a run (web/static/run.js draws it)
 //   /plan?lab=L&...             the memory planner: the plan of a layout by category, its form,
 //                               and "Check it" (web/static/plan.js)
+//                               (with --checks, a lab's page also lists the TODO regions it runs,
+//                               with "Check them": web/checks.c, web/static/checks.js)
 //   /static/<file>              web/static/, /static/vendor/chart.min.js (Debian's libjs-chart.js) and
 //                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
 //   GET  /api/runs              recent runs
@@ -33,6 +35,10 @@
 //                               plan, as `shardlab plan ... --check --json` prints it: the lab
 //                               form's options only, the labs' small shapes only (400), one at
 //                               a time (429), needs the token as starting a lab does (403)
+//   POST /api/checks?lab=L      with --checks: make check's driver run on lab L's TODO regions
+//                               (`check --bin DIR --json NAME...`), its JSON answered: the token
+//                               (403), a lab of the catalog (400 none, 404 unknown), one at a
+//                               time (429), stopped after 2 minutes (500)
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
@@ -61,6 +67,8 @@ typedef struct {
     char launcher[4096];   // build/shardlab, to start labs with
     char labs[4096];       // the lab programs it runs ($SHARDLAB_LABS, else labs/ next to it): the
                            // grader's references run these too
+    char checks[4096];     // --checks: make check's programs for a copy of the labs (its driver,
+                           // check, and check_<program>), as an absolute path; "": none
     char host[256];        // what we listen on
     int port;
     char token[33];
@@ -77,7 +85,7 @@ typedef struct {
 // The socket of a connection a handler is serving (CivetWeb gives none), or -1. See http.c.
 int web_socket(const struct mg_connection *c);
 
-// `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S]`; root: the
+// `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S] [--checks DIR]`; root: the
 // checkout; labs: the lab programs, as the launcher finds them.
 int web_main(int argc, char **argv, const char *root, const char *labs);
 

@@ -6,7 +6,8 @@
 //          web_body_read, web_has_body(), web_read_body(), web_host_ok(), web_token_eq(), web_has_token(),
 //          web_may_act(), web_safe_name(), web_page_home(), web_page_markdown(), web_page_lab(),
 //          web_page_run(), web_page_start(), web_page_end(), web_send_page(), web_page_plan(),
-//          web_api_plan(), web_api_plan_check(), web_send_static(), web_api().
+//          web_api_plan(), web_api_plan_check(), web_checks_section(), web_api_checks(), web_send_static(),
+//          web_api().
 #ifndef SHARDLAB_WEB_INTERNAL_H
 #define SHARDLAB_WEB_INTERNAL_H
 
@@ -61,6 +62,10 @@ int web_send_page(Web *w, struct mg_connection *c, StrBuf *b);
 int web_page_plan(Web *w, struct mg_connection *c, const char *qs);
 int web_api_plan(Web *w, struct mg_connection *c, const char *method, const char *qs);
 int web_api_plan_check(Web *w, struct mg_connection *c, const char *method, const char *qs);
+// checks.c: a lab page's "Your TODO regions" (nothing without --checks), and
+// /api/checks?lab=L, make check's driver run on them (qs: the query).
+void web_checks_section(Web *w, StrBuf *b, const char *lab);
+int web_api_checks(Web *w, struct mg_connection *c, const char *method, const char *qs);
 int web_page_run(Web *w, struct mg_connection *c, const char *id);
 // rel: what follows /static/
 int web_send_static(Web *w, struct mg_connection *c, const char *rel);

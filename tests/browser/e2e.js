@@ -13,11 +13,14 @@
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
 // back on reload; the memory planner plans a layout and its "Check it" runs the lab and marks
-// every figure equal; no page logs an error. The screenshots are for a person to look at.
+// every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
+// check's programs for a copy with regions passed, failed and not written yet) draws a row per
+// region when "Check them" is pressed, its colours readable light and dark; no page logs an
+// error. The screenshots are for a person to look at.
 // First, the course's formulas (formulas.js): converted to TeX and rendered by KaTeX in node,
 // then drawn on every page that has them, their plain text a click away, light and dark.
 'use strict';
-const { spawn } = require('child_process');
+const { spawn, spawnSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
@@ -25,17 +28,42 @@ const { chromium } = require('playwright-core');
 const formulas = require('./formulas.js');
 
 const [shardlab, outDir] = process.argv.slice(2);
+const root = path.resolve(__dirname, '..', '..');
 let failed = 0;
 function check(ok, what) {
   console.log((ok ? 'ok - ' : 'not ok - ') + 'browser: ' + what);
   if (!ok) failed++;
 }
 
+// make check's programs (what make web passes as --checks) for a copy of labs/ in which AdamW
+// and the ring's reduce-scatter are written, the ring's all-gather is written wrong (the chunk
+// of the round before: tests/variants.h) and DDP's regions are not written yet: the starter
+// (make starter) with the reference's core/adamw.c and a broken core/ring.c. Built from this
+// build's objects, so that only the files that differ compile. The directory, or null.
+function buildChecks(dir) {
+  const build = path.dirname(path.resolve(shardlab)), copy = path.join(dir, 'copy'), bdir = path.join(dir, 'build');
+  const sh = (cmd) => spawnSync('sh', ['-c', cmd], { cwd: root, encoding: 'utf8' });
+  let r = sh(`sh labs/grade/starter.sh '${copy}' && mkdir -p '${bdir}' && for d in core algo; do ` +
+    `[ ! -d '${build}'/$d ] || cp -rp '${build}'/$d '${bdir}/'; done && cp -p labs/core/adamw.c '${copy}/labs/core/'`);
+  const ring = fs.readFileSync(path.join(root, 'labs/core/ring.c'), 'utf8');
+  const right = 'if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;';
+  if (r.status === 0 && ring.includes(right)) {
+    fs.writeFileSync(path.join(copy, 'labs/core/ring.c'), ring.replace(right, right.replace('r - k + 1', 'r - k')));
+    r = sh(`make -s -j2 BUILD='${bdir}' LABS_SRC='${copy}/labs' CUDA=0 todo-programs`);
+  }
+  check(r.status === 0 && ring.includes(right), 'make check\'s programs build for a copy with regions passed, failed and ' +
+    'not written yet: ' + ((r.stderr || '') + (r.stdout || '')).slice(0, 300));
+  return r.status === 0 ? path.join(bdir, 'todo') : null;
+}
+
 async function main() {
   fs.mkdirSync(outDir, { recursive: true });
   formulas.run(check);
   const runs = fs.mkdtempSync(path.join(os.tmpdir(), 'shardlab-browser-'));
-  const server = spawn(shardlab, ['web', '--port', '0', '--runs', runs], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const checksDir = fs.mkdtempSync(path.join(os.tmpdir(), 'shardlab-browser-checks-'));
+  const checks = buildChecks(checksDir);
+  const server = spawn(shardlab, ['web', '--port', '0', '--runs', runs].concat(checks ? ['--checks', checks] : []),
+    { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve, reject) => {
     let text = '';
     const t = setTimeout(() => reject(new Error('no URL from shardlab web within 20 s')), 20000);
@@ -227,6 +255,40 @@ async function main() {
     await page.screenshot({ path: path.join(outDir, 'plan-check.png'), fullPage: true });
     check(/^20 of 20 figures equal to the byte on cpu/.test(summary) && marks.length === 20 && marks.every((m) => m === '= equal'),
       'the planner\'s Check it runs ZeRO-3 on 2 ranks and marks all ' + marks.length + ' figures equal: ' + summary);
+    // "Your TODO regions" on the ddp page: DDP's regions, the ring's and AdamW's; "Check them"
+    // runs them and draws a row each, the failure with its message and what to reread.
+    if (checks) {
+      await page.goto(new URL('/labs/ddp', url).href);
+      const before = await page.locator('#checks-table tbody tr').count();
+      await page.click('#checks-form button');
+      await page.waitForSelector('#checks-table tbody tr[data-status]', { timeout: 60000 });
+      const rows = await page.locator('#checks-table tbody tr[data-status]').evaluateAll((trs) =>
+        trs.map((tr) => tr.dataset.region + '=' + tr.dataset.status));
+      const next = await page.locator('#checks-next').textContent();
+      const message = await page.locator('#checks pre.check-message').allTextContents();
+      const reread = await page.locator('#checks p.reread').allTextContents();
+      check(before === 5 && rows.join(' ') === 'adamw=passed ring-reduce-scatter=passed ring-all-gather=failed ' +
+        'ddp-buckets=not written yet ddp-overlap=not written yet' && message.length === 1 && /all-gather on \d+ ranks/.test(message[0]) &&
+        /^reread: lesson 3/.test(reread[0] || '') && /2 passed, 1 failed, 2 not written yet/.test(next) &&
+        /next: make check TODO=ring-all-gather/.test(next),
+      '"Check them" on /labs/ddp draws a row per region: ' + rows.join(', ') + '; ' + next);
+      // The status words in three colours, each apart from the page's background, light and dark.
+      const colours = () => page.evaluate(() => {
+        const of = (sel) => getComputedStyle(document.querySelector(sel)).color;
+        return [of('#checks td.st-passed'), of('#checks td.st-failed'), of('#checks td.st-not-written-yet'),
+          getComputedStyle(document.body).backgroundColor];
+      });
+      await page.locator('#checks').scrollIntoViewIfNeeded();
+      const light = await colours();
+      await page.locator('#checks').screenshot({ path: path.join(outDir, 'lab-checks.png') });
+      await page.emulateMedia({ colorScheme: 'dark' });
+      const dark = await colours();
+      await page.locator('#checks').screenshot({ path: path.join(outDir, 'lab-checks-dark.png') });
+      await page.emulateMedia({ colorScheme: 'light' });
+      const apart = (c) => new Set(c).size === 4;
+      check(apart(light) && apart(dark) && light[0] !== dark[0],
+        `the statuses in three colours on the background, light (${light.join(' ')}) and dark (${dark.join(' ')})`);
+    }
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
   } finally {
     await browser.close();
@@ -236,6 +298,7 @@ async function main() {
     check(code === 0, 'the server stops on SIGTERM within 5 s, exit 0 (' + code + ')');
     if (code !== 0) server.kill('SIGKILL');
     fs.rmSync(runs, { recursive: true, force: true });
+    fs.rmSync(checksDir, { recursive: true, force: true });
   }
 }
 

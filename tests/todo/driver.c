@@ -1,13 +1,20 @@
 // driver.c — `make check [TODO=<name>]`: the student's regions checked one by one, with a line
 // each saying passed, failed or not written yet, and what to do next.
 //
-// Usage: check --bin DIR [--labs DIR] [NAME ...]
+// Usage: check --bin DIR [--labs DIR] [--json] [NAME ...]
 //   DIR holds the check programs (check_<program>) built against the student's labs and the
 //   build's log (build.log). NAME is a region (tests/todo/regions.c), or a lab's program
 //   (zero: its three regions), or several, comma- or space-separated; none: every region in
 //   the order of the lessons. One region alone: its whole message; several: each failure's
 //   first lines, then the totals and the next command to run. Exit 0 when every region asked
 //   for passed, 1 otherwise, 2 for a usage error.
+//   --json: the same as one JSON object, every message whole (what the web's lab pages draw,
+//   web/checks.c):
+//     {"labs": "labs", "regions": [{"name", "file", "what", "status": "passed" | "failed" |
+//      "not written yet" | "does not build", "message", "reread", "points",
+//      "configurations": ["ddp", ...]}, ...], "passed": N, "failed": N (those that do not
+//      build included), "not_written": N, "does_not_build": N,
+//      "next": the next command, as the text says it, "next_region": its region or null}
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +102,53 @@ static void indented(const char *msg, int max) {
     }
 }
 
+// ---- --json ---------------------------------------------------------------------------------
+// A message holds what a check or the compiler said: quotes, backslashes, newlines, and bytes
+// that need not be UTF-8. Control characters become \u00XX; a byte that does not start a
+// whole, valid UTF-8 sequence is read as Latin-1 (\u00XX), so the string is always valid JSON.
+
+// The length of the valid UTF-8 sequence at p (2 to 4), or 0.
+static int utf8_length(const unsigned char *p) {
+    unsigned char c = p[0];
+    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    // The second byte's range (no overlong forms, no surrogates, nothing past U+10FFFF).
+    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (!n || p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+    return n;
+}
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = *p >= 0x80 ? utf8_length(p) : 1;
+        if (n > 1) {
+            fwrite(p, 1, (size_t)n, stdout);
+            p += n;
+            continue;
+        }
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p == '\n') printf("\\n");
+        else if (*p == '\t') printf("\\t");
+        else if (*p < 0x20 || *p >= 0x7f) printf("\\u%04x", *p);
+        else putchar(*p);
+        p++;
+    }
+    putchar('"');
+}
+
+// The configurations as a JSON array: ["ddp","ddp-accum"].
+static void json_configs(const char *graded) {
+    putchar('[');
+    for (const char *p = graded; *p;) {
+        size_t n = strcspn(p, ",");
+        printf("%s\"%.*s\"", p == graded ? "" : ",", (int)n, p);  // (labels: letters, digits, '-')
+        p += n + (p[n] == ',');
+    }
+    putchar(']');
+}
+
 static int count_configs(const char *graded) {
     int n = 1;
     for (const char *p = graded; *p; p++) n += *p == ',';
@@ -103,13 +157,14 @@ static int count_configs(const char *graded) {
 
 int main(int argc, char **argv) {
     const char *bin = NULL, *labs = "labs";
-    int picked[64] = {0}, npicked = 0;
+    int picked[64] = {0}, npicked = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: make check [TODO=<name>[,<name>...]] [LABS=<your copy>]\n"
                    "  each region of the starter (make starter) checked alone, in seconds: passed, failed (with\n"
                    "  which rank, chunk, round or micro-batch, expected against got) or not written yet.\n"
                    "  TODO=<lab> checks that lab's regions (ring, zero, fsdp, ...); no TODO: all, in the lessons' order.\n"
+                   "  (this program: check --bin DIR [--labs DIR] [--json] [NAME ...]; --json: one JSON object)\n"
                    "  the regions:\n");
             for (int k = 0; k < TODO_NREGIONS; k++)
                 printf("    %-20s labs/%s\n", TODO_REGIONS[k].name, TODO_REGIONS[k].file);
@@ -121,6 +176,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--labs") && i + 1 < argc) {
             labs = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
             continue;
         }
         if (argv[i][0] == '-') usage("unknown option %s", argv[i]);
@@ -143,16 +202,35 @@ int main(int argc, char **argv) {
     int alone = npicked == 1, counts[5] = {0};
     const char *next = NULL;
     static char msg[16384];
-    if (!alone) printf("make check: the %d TODO regions of %s, in the order of the lessons\n", npicked, labs);
-    for (int k = 0; k < TODO_NREGIONS; k++) {
+    static const char *const WORDS[] = {"passed", "FAILED", "", "not written yet", "does not build"};
+    if (json) printf("{\"labs\":"), json_string(labs), printf(",\"regions\":[");
+    else if (!alone) printf("make check: the %d TODO regions of %s, in the order of the lessons\n", npicked, labs);
+    for (int k = 0, shown = 0; k < TODO_NREGIONS; k++) {
         if (!picked[k]) continue;
         const TodoRegion *r = &TODO_REGIONS[k];
         int rc = run_check(bin, r, msg, sizeof msg);
         if (rc == NO_BUILD) build_errors(bin, msg, sizeof msg);
-        static const char *const WORDS[] = {"passed", "FAILED", "", "not written yet", "does not build"};
         counts[rc]++;
         if (rc != PASSED && !next) next = r->name;
         int configs = count_configs(r->graded);
+        if (json) {
+            printf("%s{\"name\":", shown++ ? "," : "");
+            json_string(r->name);
+            char file[300];
+            snprintf(file, sizeof file, "labs/%s", r->file);
+            printf(",\"file\":");
+            json_string(file);
+            printf(",\"what\":");
+            json_string(r->what);
+            printf(",\"status\":\"%s\",\"message\":", rc == FAILED ? "failed" : WORDS[rc]);
+            json_string(msg);
+            printf(",\"reread\":");
+            json_string(r->reread);
+            printf(",\"points\":%d,\"configurations\":", todo_region_points(r));
+            json_configs(r->graded);
+            printf("}");
+            continue;
+        }
         printf("  %-16s %-20s labs/%-32s %2d configuration%s, %3d points\n", WORDS[rc], r->name, r->file, configs,
                configs == 1 ? " " : "s", todo_region_points(r));
         if (rc == FAILED || rc == NO_BUILD || (alone && rc == NOT_WRITTEN)) {
@@ -161,17 +239,31 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    if (!alone) {
+    if (json)
+        printf("],\"passed\":%d,\"failed\":%d,\"not_written\":%d,\"does_not_build\":%d", counts[PASSED],
+               counts[FAILED] + counts[NO_BUILD], counts[NOT_WRITTEN], counts[NO_BUILD]);
+    else if (!alone) {
         printf("%d passed, %d failed, %d not written yet", counts[PASSED], counts[FAILED] + counts[NO_BUILD],
                counts[NOT_WRITTEN]);
         if (counts[NO_BUILD]) printf(" (%d do not build)", counts[NO_BUILD]);
         printf("\n");
     }
+    // The next command: the first region that did not pass, or the labs and the grade.
+    const char *other = strcmp(labs, "labs") ? " LABS=" : "", *copy = strcmp(labs, "labs") ? labs : "";
+    char line[1400];
     if (next)
-        printf("next: make check TODO=%s%s%s, then the lab on the dashboard, then make grade\n", next,
-               strcmp(labs, "labs") ? " LABS=" : "", strcmp(labs, "labs") ? labs : "");
+        snprintf(line, sizeof line, "make check TODO=%s%s%s, then the lab on the dashboard, then make grade", next, other, copy);
     else
-        printf("next: the labs on the dashboard (make lab-<name>), then make grade%s%s\n",
-               strcmp(labs, "labs") ? " LABS=" : "", strcmp(labs, "labs") ? labs : "");
+        snprintf(line, sizeof line, "the labs on the dashboard (make lab-<name>), then make grade%s%s", other, copy);
+    if (json) {
+        printf(",\"next\":");
+        json_string(line);
+        printf(",\"next_region\":");
+        if (next) json_string(next);
+        else printf("null");
+        printf("}\n");
+    } else {
+        printf("next: %s\n", line);
+    }
     return npicked == counts[PASSED] ? PASSED : FAILED;
 }
