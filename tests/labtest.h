@@ -3,7 +3,7 @@
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
 //          load_json_file(), write_text(), splice_file(), count_lines(), run_procs(), procs_left(), now_s(),
-//          run_ranks(), tmp_finish().
+//          run_ranks(), tmp_finish(), sh().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
 // stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,20 @@ static inline int run_env(char *const argv[], const char *tag, char *const env[]
 
 // Run argv with stdout and stderr captured to files in tmp; returns the exit status.
 static inline int run(char *const argv[], const char *tag) { return run_env(argv, tag, NULL); }
+
+// A shell command, printf-style (the paths in it quoted by the caller): its exit status, or 128
+// if it did not exit.
+static inline int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
 
 static inline char *captured(const char *tag, const char *stream) {
     char path[512];

@@ -63,18 +63,6 @@
 
 static const char *shardlab;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 // Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.
 static int replace_once(const char *path, const char *old, const char *new_text) {
     char *text = read_file(path, NULL);
