@@ -251,7 +251,7 @@ help:
 	@echo "  make lesson N=5       a lesson in the terminal, by number or name (no N: the list)"
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
-	@echo "  make check [TODO=name] each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir]"
+	@echo "  make check [TODO=<name>]  each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
