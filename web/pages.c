@@ -3,6 +3,7 @@
 #include <civetweb.h>
 #include <limits.h>
 #include <md4c-html.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,13 @@ void web_page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *titl
                  "<a href=\"/#runs\">Runs</a> <a href=\"/plan\">Planner</a></nav></header>\n<main %s>\n", main_attrs ? main_attrs : "");
 }
 
-void web_page_end(StrBuf *b, const char *script1, const char *script2) {
+void web_page_end(StrBuf *b, ...) {
     sb_printf(b, "</main>\n");
-    if (script1) sb_printf(b, "<script src=\"%s\"></script>\n", script1);
-    if (script2) sb_printf(b, "<script src=\"%s\"></script>\n", script2);
+    va_list ap;
+    va_start(ap, b);
+    for (const char *script; (script = va_arg(ap, const char *)) != NULL;)
+        sb_printf(b, "<script src=\"%s\"></script>\n", script);
+    va_end(ap);
     sb_printf(b, "</body></html>\n");
 }
 
@@ -214,8 +218,8 @@ int web_page_markdown(Web *w, struct mg_connection *c, const char *kind, const c
     sb_printf(&b, "</article>\n");
     if (term) lab_buttons(&b, term->labs);
     else lesson_buttons(&b, md);
-    if (math) web_page_end(&b, "/static/katex/katex.min.js", "/static/math.js");
-    else web_page_end(&b, NULL, NULL);
+    if (math) web_page_end(&b, "/static/katex/katex.min.js", "/static/math.js", NULL);
+    else web_page_end(&b, NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     free(md);
@@ -337,7 +341,8 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
     sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");
     web_checks_section(w, &b, lab->name);  // (with --checks only)
-    web_page_end(&b, "/static/lab.js", w->checks[0] ? "/static/checks.js" : NULL);
+    if (w->checks[0]) web_page_end(&b, "/static/lab.js", "/static/post.js", "/static/checks.js", NULL);
+    else web_page_end(&b, "/static/lab.js", NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;
@@ -357,7 +362,7 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     sb_printf(&b, "/trace\" download>Download the timeline (Perfetto)</a> <small>every rank's compute and "
                   "communication spans, memory and loss, for ui.perfetto.dev or chrome://tracing "
                   "(<code>shardlab trace</code>)</small></p>\n");
-    web_page_end(&b, "/static/vendor/chart.min.js", "/static/run.js");
+    web_page_end(&b, "/static/vendor/chart.min.js", "/static/run.js", NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;

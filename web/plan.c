@@ -317,7 +317,7 @@ int web_page_plan(Web *w, struct mg_connection *c, const char *qs) {
         free(q);
     }
     form(&b, qs);
-    web_page_end(&b, "/static/plan.js", NULL);
+    web_page_end(&b, "/static/post.js", "/static/plan.js", NULL);
     int st = web_send_page(w, c, &b);
     sb_free(&b);
     return st;

@@ -55,7 +55,8 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name);
 // or NULL), and the page sent (remembering the token of the URL the server printed).
 void web_page_start(Web *w, struct mg_connection *c, StrBuf *b, const char *title, const char *main_attrs,
                     const char *stylesheet);
-void web_page_end(StrBuf *b, const char *script1, const char *script2);
+// Ends a page: </main>, then a <script> for each path given, up to a NULL.
+void web_page_end(StrBuf *b, ...) __attribute__((sentinel));
 int web_send_page(Web *w, struct mg_connection *c, StrBuf *b);
 // plan.c: /plan, the planner's page, /api/plan, its plan as JSON, and /api/plan/check, the
 // plan checked against the lab run at its shape (qs: the query).

@@ -4,8 +4,8 @@
 // region, its file and its points; under a failure, what the check said and what to reread;
 // then the totals and the next command, as `make check` prints them in a terminal.
 //
-// Checking runs the student's code, so the server wants the token it printed at start-up, sent
-// in a header (as the lab form sends it); without it the button says why.
+// Checking runs the student's code, so the server wants the token it printed at start-up:
+// post.js sends it, as the lab form does; without it the button says why.
 'use strict';
 
 (function () {
@@ -14,25 +14,12 @@
   const table = document.getElementById('checks-table');
   const next = document.getElementById('checks-next');
   if (!form || !status || !table || !next) return;
-  const tokenMeta = document.querySelector('meta[name="shardlab-token"]');
-  const token = tokenMeta ? tokenMeta.content : '';
-  const button = form.querySelector('button');
   const NO_TOKEN = 'Checking runs your code on this machine: open this page from the URL that shardlab web printed ' +
     'when it started (it ends in ?token=...), or run make check in a terminal.';
   // The word a status is shown as (the terminal's), and its class (its colour repeats the word).
   const WORDS = { passed: 'passed', failed: 'FAILED', 'not written yet': 'not written yet', 'does not build': 'does not build' };
 
-  function say(text, isError) {
-    status.textContent = text;
-    status.classList.toggle('error', !!isError);
-  }
-
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
+  const el = shardlab.el;
 
   function row(r) {
     const tr = el('tr');
@@ -76,32 +63,8 @@
     next.replaceChildren(el('span', totals, 'totals'), el('br'), el('span', 'next: ', 'next-word'), el('code', c.next));
   }
 
-  async function check(e) {
-    e.preventDefault();
-    if (!token) { say(NO_TOKEN, true); return; }
-    button.disabled = true;
-    table.setAttribute('aria-busy', 'true');
-    say('checking each region alone\u2026', false);
-    let res = null, reply = null;
-    try {
-      res = await fetch(form.getAttribute('action'), {
-        method: 'POST',
-        headers: { 'X-Shardlab-Token': token, Accept: 'application/json' },
-      });
-      try { reply = await res.json(); } catch (_) { /* the status code says enough */ }
-    } catch (err) {
-      reply = { error: 'could not reach the server (' + err.message + '); is shardlab web still running?' };
-    }
-    table.removeAttribute('aria-busy');
-    button.disabled = false;
-    if (res && res.ok && reply && Array.isArray(reply.regions)) {
-      say('', false);
-      draw(reply);
-      return;
-    }
-    say((reply && reply.error) || 'the server answered HTTP ' + (res ? res.status : '?'), true);
-  }
-
-  if (!token) say(NO_TOKEN, true);
-  form.addEventListener('submit', check);
+  shardlab.post({
+    form, status, busy: table, busyText: 'checking each region alone\u2026', noToken: NO_TOKEN,
+    good: (reply) => Array.isArray(reply.regions), draw,
+  });
 })();

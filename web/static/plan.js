@@ -3,8 +3,8 @@
 // rank logged beside what was planned, category by category, each figure marked equal or
 // different.
 //
-// A check starts processes, so the server wants the token it printed at start-up, sent in a
-// header (as the lab form and the grade button send it); without it the button says why.
+// A check starts processes, so the server wants the token it printed at start-up: post.js
+// sends it, as the lab form and the grade button do; without it the button says why.
 'use strict';
 
 (function () {
@@ -12,24 +12,11 @@
   const status = document.getElementById('plan-check-status');
   const result = document.getElementById('plan-check-result');
   if (!form || !status || !result) return;
-  const tokenMeta = document.querySelector('meta[name="shardlab-token"]');
-  const token = tokenMeta ? tokenMeta.content : '';
-  const button = form.querySelector('button');
   const NO_TOKEN = 'Checking runs the lab on this machine: open this page from the URL that shardlab web printed ' +
     'when it started (it ends in ?token=...), or run the command above in a terminal.';
   const CATEGORIES = ['params', 'grads', 'optim', 'acts', 'comm'];
 
-  function say(text, isError) {
-    status.textContent = text;
-    status.classList.toggle('error', !!isError);
-  }
-
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
+  const el = shardlab.el;
 
   function bytes(v) {
     return v === null || v === undefined ? '-' : Number(v).toLocaleString('en-US');
@@ -79,32 +66,8 @@
     }
   }
 
-  async function check(e) {
-    e.preventDefault();
-    if (!token) { say(NO_TOKEN, true); return; }
-    button.disabled = true;
-    result.setAttribute('aria-busy', 'true');
-    say('running the lab for a couple of steps\u2026', false);
-    let res = null, reply = null;
-    try {
-      res = await fetch(form.getAttribute('action'), {
-        method: 'POST',
-        headers: { 'X-Shardlab-Token': token, Accept: 'application/json' },
-      });
-      try { reply = await res.json(); } catch (_) { /* the status code says enough */ }
-    } catch (err) {
-      reply = { error: 'could not reach the server (' + err.message + '); is shardlab web still running?' };
-    }
-    result.removeAttribute('aria-busy');
-    button.disabled = false;
-    if (res && res.ok && reply && Array.isArray(reply.per_rank)) {
-      say('', false);
-      draw(reply);
-      return;
-    }
-    say((reply && reply.error) || 'the server answered HTTP ' + (res ? res.status : '?'), true);
-  }
-
-  if (!token) say(NO_TOKEN, true);
-  form.addEventListener('submit', check);
+  shardlab.post({
+    form, status, busy: result, busyText: 'running the lab for a couple of steps\u2026', noToken: NO_TOKEN,
+    good: (reply) => Array.isArray(reply.per_rank), draw,
+  });
 })();
