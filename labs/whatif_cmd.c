@@ -9,8 +9,10 @@
 // more where blocks are recomputed) over the GPU's dense peak times --mfu; a collective takes
 // k alpha + bytes / beta on the link (k: the steps of a ring over the group, 2(n-1) for an
 // all-reduce, n-1 for a reduce-scatter or all-gather, 1 for a send); the share of the
-// communication the run hid stays hidden, up to the projected compute; a pipeline's bubble is
-// its schedule's, (p-1)/(v m + p-1) of the step. The step is the slowest rank's.
+// communication the run hid stays hidden, up to the projected compute; a pipeline's step is
+// replayed with those times (pipesim.h: its logged order of forwards and backwards, each
+// message between stages on the link), its bubble the idle time in the replay. The step is
+// the slowest rank's.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "gpt.h"
 #include "json.h"
 #include "links.h"
+#include "pipesim.h"
 #include "runread.h"
 #include "spantime.h"
 #include "whatif_cmd.h"
@@ -82,6 +85,7 @@ typedef struct {
     double tokens;         // of a global batch
     double recompute;      // ckpt: the compute grows by 1 + r / (3L)
     double bubble;         // pp: the schedule's (p-1)/(v m + p-1) of the step
+    int stages, chunks, micro;  // pp: p, v and m
     int mixed, tf32;
 } Run;
 
@@ -125,6 +129,8 @@ static int read_run(const char *dir, Run *run, char *why, size_t n) {
         run->group = (int)cfg_num(config, "dp", 1);
         ok = p >= 1 && v >= 1 && m >= 1;
         run->bubble = ok ? (p - 1) / (v * m + p - 1) : 0;
+        ok = ok && p <= RUN_MAX_RANKS && v <= 64 && m <= 4096;
+        run->stages = (int)p, run->chunks = (int)v, run->micro = (int)m;
     }
     if (ok && !strcmp(run->lab, "ckpt")) {
         const JsonValue *policy = json_get(config, "policy");
@@ -147,9 +153,66 @@ typedef struct {
     double compute_ms;  // projected
     double measured_compute_ms, measured_comm_ms, measured_hidden_ms;
     double comm_ms, hidden_ms, exposed_ms, step_ms;  // projected
-    double bytes;
+    double p2p_ms, p2p_hidden_ms;  // the part of comm_ms and hidden_ms that is a pipeline's messages
+    double bubble_ms;              // pp: idle in the pipeline
+    double bytes, msg_bytes;       // all it sent; its largest message (pp)
     int calls;
 } RankProj;
+
+// A pipeline's step replayed (pipesim.h) with each rank's forwards and backwards in the order
+// it logged them, each its logged time scaled to the rank's projected compute, and each message
+// between stages taking alpha + bytes / beta of the link: each rank's idle time in it (the
+// fill and the drain, and the waits for messages) into proj[r].bubble_ms. The replicas (--dp)
+// are pipelines of their own: a stage's ranks in rank order. 0, or -1 if the spans do not
+// describe a pipeline (a run logged before forwards and backwards carried their chunk).
+static int replay_pipeline(const Run *run, const RunView *v, int64_t step, const Link *lk, double scale, RankProj *proj,
+                           int nranks) {
+    int p = run->stages, K = run->stages * run->chunks, replicas = nranks / (p > 0 ? p : 1);
+    if (p < 1 || replicas < 1 || replicas * p != nranks) return -1;
+    PipeOp **ops = calloc_check((size_t)nranks, sizeof *ops);
+    int *nops = calloc_check((size_t)nranks, sizeof(int)), *stage_of = calloc_check((size_t)nranks, sizeof(int));
+    int *seen = calloc_check((size_t)p, sizeof(int)), *by_stage = calloc_check((size_t)nranks, sizeof(int));  // [s * replicas + j]
+    PipeStage *stages = calloc_check((size_t)p, sizeof *stages);
+    int ok = 1;
+    double msg_bytes = 0;
+    for (int r = 0; r < nranks && ok; r++) {
+        const RunSpans *sp = runview_spans(v, r, step);
+        ok = sp && proj[r].measured_compute_ms > 0;
+        double factor = ok ? proj[r].compute_ms / proj[r].measured_compute_ms : 0;
+        ops[r] = ok ? calloc_check(sp->n + 1, sizeof(PipeOp)) : NULL;
+        stage_of[r] = -1;
+        for (size_t i = 0; ok && i < sp->n; i++) {  // in the order logged: each op's span once it ended
+            const RunSpan *s = &sp->items[i];
+            if (!strcmp(s->name, "send") && s->bytes > msg_bytes) msg_bytes = s->bytes;
+            int bwd = !strcmp(s->name, "bwd");
+            if (!bwd && strcmp(s->name, "fwd")) continue;
+            ok = s->chunk >= 0 && s->chunk < K && (stage_of[r] < 0 || stage_of[r] == s->chunk % p);
+            stage_of[r] = s->chunk % p;
+            double ms = (double)(s->t1_us - s->t0_us) / 1e3 * factor;
+            PipeOp *last = nops[r] ? &ops[r][nops[r] - 1] : NULL;
+            if (last && last->bwd == bwd && last->mb == s->mb && last->chunk == s->chunk) last->ms += ms;  // one op, per layer
+            else ops[r][nops[r]++] = (PipeOp){bwd, s->mb, s->chunk, ms};
+        }
+        if (ok && stage_of[r] >= 0 && seen[stage_of[r]] < replicas) by_stage[stage_of[r] * replicas + seen[stage_of[r]]++] = r;
+        else ok = 0;
+    }
+    double msg_ms = link_call_ms(lk, "send", 2, msg_bytes) * scale;
+    for (int j = 0; j < replicas && ok; j++) {
+        for (int s = 0; s < p; s++) {
+            int r = by_stage[s * replicas + j];
+            stages[s] = (PipeStage){.ops = ops[r], .n = nops[r]};
+        }
+        double end = pipesim_run(stages, p, K, run->micro, msg_ms);
+        ok = end >= 0;
+        for (int s = 0; s < p && ok; s++) {
+            RankProj *x = &proj[by_stage[s * replicas + j]];
+            x->bubble_ms = end - stages[s].busy_ms, x->msg_bytes = msg_bytes;
+        }
+    }
+    for (int r = 0; r < nranks; r++) free(ops[r]);
+    free(ops), free(nops), free(stage_of), free(seen), free(by_stage), free(stages);
+    return ok ? 0 : -1;
+}
 
 int whatif_main(int argc, char **argv) {
     const char *dir = NULL, *link = "nvlink4", *gpu = "h100";
@@ -205,13 +268,15 @@ int whatif_main(int argc, char **argv) {
     double rate = (run.mixed ? GPUS[gi].bf16 : run.tf32 ? GPUS[gi].tf32 : GPUS[gi].fp32) * 1e12 * mfu;
     double compute_ms = flops / run.world / rate * 1e3, alone_ms = flops / rate * 1e3;
 
-    RankProj worst = {.rank = -1};
+    RankProj worst = {.rank = -1}, *proj = calloc_check((size_t)run.world, sizeof *proj);
     double alone_here = 0;  // --gpu here: every rank's measured compute, done by one
-    StrBuf ranks;  // each rank's projection, for --json
-    sb_init(&ranks);
+    int nproj = 0;
     for (int r = 0; r < v.nranks && r < run.world; r++) {
         const RunSpans *sp = runview_spans(&v, r, step);
-        if (!sp) continue;
+        if (!sp) {
+            nproj = -1;  // (a pipeline is replayed only with every rank)
+            continue;
+        }
         SpanTime t = span_time(sp);
         RankProj p = {.rank = r, .measured_compute_ms = t.compute_us / 1e3, .measured_comm_ms = t.comm_us / 1e3,
                       .measured_hidden_ms = t.hidden_us / 1e3};
@@ -222,8 +287,13 @@ int whatif_main(int argc, char **argv) {
             const RunSpan *s = &sp->items[i];
             if (span_is_compute(s->name)) continue;
             double bytes = s->bytes > 0 ? s->bytes : 0;
-            int n = run.dp && !strcmp(s->group, "dp") ? run.dp : run.group;  // tp's gradient all-reduces span the replicas
-            p.comm_ms += link_call_ms(lk, s->name, n, bytes) * scale;
+            // The ranks it spans: tp's gradient all-reduces span the replicas ("dp"); a pipeline's
+            // all-reduces its replicas (--dp), its other collectives (the loss, the norms) the world.
+            int n = run.dp && !strcmp(s->group, "dp") ? run.dp : run.group;
+            if (!strcmp(run.lab, "pp") && strcmp(s->name, "all_reduce")) n = run.world;
+            double ms = link_call_ms(lk, s->name, n, bytes) * scale;
+            p.comm_ms += ms;
+            if (!strcmp(s->name, "send") || !strcmp(s->name, "recv")) p.p2p_ms += ms;
             p.bytes += bytes, p.calls++;
         }
         // The share of communication the run hid stays hidden, up to the compute that ran after
@@ -233,16 +303,33 @@ int whatif_main(int argc, char **argv) {
         p.hidden_ms = fmin(hidden_share * p.comm_ms, window);
         p.exposed_ms = p.comm_ms - p.hidden_ms;
         p.step_ms = (rank_compute + p.exposed_ms) / (1 - run.bubble);
+        p.bubble_ms = p.step_ms * run.bubble;
         alone_here += p.measured_compute_ms;
+        if (nproj >= 0) proj[nproj++] = p;
         if (worst.rank < 0 || p.step_ms > worst.step_ms) worst = p;
-        sb_printf(&ranks, "%s{\"rank\":%d,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"step_ms\":%.9g,\"bytes\":%.0f}",
-                  ranks.len ? "," : "", r, p.comm_ms, p.hidden_ms, p.step_ms, p.bytes);
     }
     if (worst.rank < 0) usage_error("shardlab whatif", "%s: no rank has the spans of step %lld", dir, (long long)step);
+    // A pipeline: its step replayed with the projected times, the messages on the link; its
+    // messages' time is then in the replay (its idle time), not exposed as well. The other
+    // collectives (--dp's gradients) keep the share of them the run hid.
+    int replayed = !strcmp(run.lab, "pp") && nproj == run.world && replay_pipeline(&run, &v, step, lk, scale, proj, nproj) == 0;
+    for (int r = 0; replayed && r < nproj; r++) {
+        RankProj *p = &proj[r];
+        double other = p->comm_ms - p->p2p_ms;
+        p->hidden_ms = p->comm_ms > 0 ? p->hidden_ms * other / p->comm_ms : 0;
+        p->exposed_ms = other - p->hidden_ms;
+        p->step_ms = p->compute_ms + p->bubble_ms + p->exposed_ms;
+        if (r == 0 || p->step_ms > worst.step_ms) worst = *p;
+    }
+    StrBuf ranks;  // each rank's projection, for --json
+    sb_init(&ranks);
+    for (int r = 0; r < nproj; r++)
+        sb_printf(&ranks, "%s{\"rank\":%d,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"step_ms\":%.9g,\"bytes\":%.0f}",
+                  ranks.len ? "," : "", proj[r].rank, proj[r].comm_ms, proj[r].hidden_ms, proj[r].step_ms, proj[r].bytes);
     if (!ranks.data) sb_printf(&ranks, "%s", "");
     if (here) alone_ms = alone_here, compute_ms = worst.compute_ms;
     const char *gpu_name = here ? "here" : GPUS[gi].name, *gpu_what = here ? "this machine's ranks" : GPUS[gi].what;
-    double bubble_ms = worst.step_ms * run.bubble, efficiency = alone_ms / (run.world * worst.step_ms);
+    double bubble_ms = worst.bubble_ms, efficiency = alone_ms / (run.world * worst.step_ms);
     const RunRank *rk0 = v.nranks ? &v.ranks[0] : NULL;
 
     if (json) {
@@ -257,7 +344,7 @@ int whatif_main(int argc, char **argv) {
                sb.data, run.lab, run.world, (long long)step, lk->name, gpu_name, mfu, scale, flops, worst.rank, compute_ms,
                worst.comm_ms, worst.hidden_ms, worst.exposed_ms, bubble_ms, worst.step_ms, alone_ms, efficiency, worst.bytes,
                worst.calls, worst.measured_compute_ms, worst.measured_comm_ms, worst.measured_hidden_ms, ranks.data);
-        sb_free(&sb), sb_free(&ranks);
+        sb_free(&sb), sb_free(&ranks), free(proj);
         runview_free(&v);
         return 0;
     }
@@ -277,11 +364,16 @@ int whatif_main(int argc, char **argv) {
     printf("      hidden       %10.3f ms   the share the run hid, up to the compute after the first collective began\n",
            worst.hidden_ms);
     printf("      exposed      %10.3f ms\n", worst.exposed_ms);
-    if (run.bubble > 0) printf("    bubble         %10.3f ms   (p-1)/(v m + p-1) = %.4f of the step\n", bubble_ms, run.bubble);
+    if (replayed)
+        printf("    bubble         %10.3f ms   idle in the pipeline replayed on this link: its fill and drain, and the waits for\n"
+               "                                 its messages (%.0f bytes, %.3f ms each); the schedule alone: (p-1)/(v m + p-1) = %.4f\n",
+               bubble_ms, worst.msg_bytes, link_call_ms(lk, "send", 2, worst.msg_bytes) * scale, run.bubble);
+    else if (run.bubble > 0)
+        printf("    bubble         %10.3f ms   (p-1)/(v m + p-1) = %.4f of the step\n", bubble_ms, run.bubble);
     printf("    step           %10.3f ms   (rank %d, the slowest)\n", worst.step_ms, worst.rank);
     printf("  scaling: one %s alone takes %.3f ms for the whole batch; %d of them take %.3f ms: %.0f%% efficient\n",
            here ? "rank" : GPUS[gi].what, alone_ms, run.world, worst.step_ms, 100 * efficiency);
-    sb_free(&ranks);
+    sb_free(&ranks), free(proj);
     runview_free(&v);
     return 0;
 }

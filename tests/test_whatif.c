@@ -6,13 +6,14 @@
 //   1. crafted runs with known spans (ddp on 2 ranks; a 2-stage pipeline): the compute is the
 //      step's FLOPs, 6 Psi + 12 L T C a token, over the GPU's peak times --mfu; each collective
 //      k alpha + bytes / beta; the share of communication the run hid stays hidden, up to the
-//      compute; a pipeline's bubble (p-1)/(m+p-1) of the step; the slowest rank's step; the
+//      compute; a pipeline replayed op by op with its messages on the link (and one whose spans
+//      carry no chunk: its schedule's bubble (p-1)/(m+p-1)); the slowest rank's step; the
 //      efficiency against one GPU alone;
 //   2. a real ddp run: the projection carries exactly the bytes rank 0's step event says it sent;
 //      a faster link never makes the step longer;
 //   3. the projection onto a link against a lab run over that link, emulated (--link,
-//      --link-scale): within 20% for ddp, zero-3 and tp; a pipeline's messages each held for
-//      the link's time; what --link refuses;
+//      --link-scale): within 20% for ddp, zero-3, tp and pp (whose messages each take at least
+//      the link's time); what --link refuses;
 //   4. what it cannot project (no directory, a file, a run of the collectives, no spans, a
 //      link or GPU it does not know, --mfu outside (0, 1]): exit 2 and one line.
 #include <math.h>
@@ -59,11 +60,13 @@ typedef struct {
     const char *name;
     int t0, t1, bytes;
     const char *group;  // "tp", "dp", or NULL: none written
+    int mb, chunk;      // the micro-batch; pp: the chunk (written for a pipeline's runs)
 } Span;
+#define SPANS 8  // a rank's spans of a step, at most
 
 // A run of lab on 2 ranks of the labs' GPT at L 2, C 64, NH 4, T 8, batch 4; each rank's spans
 // of step 2 (and step 1's, so that step 2 is complete).
-static void write_run(const char *dir, const char *lab, const char *extra_config, const Span spans[2][5]) {
+static void write_run(const char *dir, const char *lab, const char *extra_config, const Span spans[2][SPANS]) {
     mkdir(dir, 0755);
     char path[PATH_MAX + 32], config[400];
     snprintf(config, sizeof config, "{\"steps\":2,\"batch\":4,\"seq\":8,\"layers\":2,\"dim\":64,\"heads\":4,\"vocab\":256,\"mixed\":false%s}",
@@ -79,12 +82,15 @@ static void write_run(const char *dir, const char *lab, const char *extra_config
         sb_printf(&sb, "{\"ev\":\"start\",\"rank\":%d,\"world\":2,\"lab\":\"%s\",\"device\":\"cpu\",\"backend\":\"shm\",\"params\":1,"
                        "\"config\":%s,\"loss_floor\":1.5}\n", r, lab, config);
         for (int step = 1; step <= 2; step++) {
-            for (int k = 0; k < 5 && spans[r][k].name; k++)
-                sb_printf(&sb, "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":0,\"layer\":-1,\"t0_us\":%lld,"
-                               "\"t1_us\":%lld,\"bytes\":%d%s%s%s}\n",
-                          r, step, spans[r][k].name, T0 + step * 10000 + spans[r][k].t0, T0 + step * 10000 + spans[r][k].t1,
-                          spans[r][k].bytes, spans[r][k].group ? ",\"group\":\"" : "", spans[r][k].group ? spans[r][k].group : "",
-                          spans[r][k].group ? "\"" : "");
+            for (int k = 0; k < SPANS && spans[r][k].name; k++) {
+                sb_printf(&sb, "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":%d,\"layer\":-1,\"t0_us\":%lld,"
+                               "\"t1_us\":%lld,\"bytes\":%d%s%s%s",
+                          r, step, spans[r][k].name, spans[r][k].mb, T0 + step * 10000 + spans[r][k].t0,
+                          T0 + step * 10000 + spans[r][k].t1, spans[r][k].bytes, spans[r][k].group ? ",\"group\":\"" : "",
+                          spans[r][k].group ? spans[r][k].group : "", spans[r][k].group ? "\"" : "");
+                if (!strcmp(lab, "pp")) sb_printf(&sb, ",\"chunk\":%d", spans[r][k].chunk);
+                sb_printf(&sb, "}\n");
+            }
             sb_printf(&sb, "{\"ev\":\"step\",\"rank\":%d,\"step\":%d,\"loss\":3,\"lr\":0.001,\"tokens\":32,"
                            "\"ms\":{\"step\":10,\"compute\":8,\"comm\":2},\"bytes\":{\"sent\":1000,\"recv\":1000},"
                            "\"mem\":{\"params\":1,\"grads\":1,\"optim\":1,\"acts\":1,\"comm\":0,\"peak\":5},"
@@ -98,15 +104,15 @@ static void write_run(const char *dir, const char *lab, const char *extra_config
 
 // The projection worked out here: rank r's spans on a link of beta bytes a second and alpha ms
 // a step, k steps per collective; compute_ms the rank's projected compute.
-static double rank_step(const Span sp[5], double compute_ms, double alpha, double beta, int k_coll, double bubble,
+static double rank_step(const Span sp[SPANS], double compute_ms, double alpha, double beta, int k_coll, double bubble,
                         double *comm_out) {
     double comm = 0, measured_comm = 0, hidden_us = 0;
-    for (int i = 0; i < 5 && sp[i].name; i++) {
+    for (int i = 0; i < SPANS && sp[i].name; i++) {
         int is_comm = strcmp(sp[i].name, "fwd") && strcmp(sp[i].name, "bwd") && strcmp(sp[i].name, "optim");
         if (!is_comm) continue;
         comm += (strcmp(sp[i].name, "send") ? k_coll : 1) * alpha + sp[i].bytes / beta * 1e3;
         measured_comm += sp[i].t1 - sp[i].t0;
-        for (int j = 0; j < 5 && sp[j].name; j++) {  // (the crafted compute spans never overlap each other)
+        for (int j = 0; j < SPANS && sp[j].name; j++) {  // (the crafted compute spans never overlap each other)
             if (!strcmp(sp[j].name, sp[i].name) || !(strcmp(sp[j].name, "fwd") == 0 || !strcmp(sp[j].name, "bwd") ||
                                                       !strcmp(sp[j].name, "optim")))
                 continue;
@@ -118,10 +124,10 @@ static double rank_step(const Span sp[5], double compute_ms, double alpha, doubl
     // compute_ms (the crafted compute spans never overlap each other).
     int first = 1 << 30;
     double total = 0, window = 0;
-    for (int i = 0; i < 5 && sp[i].name; i++)
+    for (int i = 0; i < SPANS && sp[i].name; i++)
         if (strcmp(sp[i].name, "fwd") && strcmp(sp[i].name, "bwd") && strcmp(sp[i].name, "optim") && sp[i].t0 < first)
             first = sp[i].t0;
-    for (int i = 0; i < 5 && sp[i].name; i++)
+    for (int i = 0; i < SPANS && sp[i].name; i++)
         if (!strcmp(sp[i].name, "fwd") || !strcmp(sp[i].name, "bwd") || !strcmp(sp[i].name, "optim")) {
             total += sp[i].t1 - sp[i].t0;
             if (sp[i].t1 > first) window += sp[i].t1 - (sp[i].t0 > first ? sp[i].t0 : first);
@@ -136,9 +142,9 @@ static void check_crafted(void) {
     // 4 x 8 tokens: 32 (6 Psi + 12 L T C) FLOPs, half a rank's; an H100's fp32 67 TFLOPS x 0.5.
     double L = 2, C = 64, T = 8, V = 256, psi = (V + T) * C + L * (12 * C * C + 13 * C) + 2 * C + V * C;
     double flops = 32 * (6 * psi + 12 * L * T * C), compute = flops / 2 / (67e12 * 0.5) * 1e3, alone = flops / (67e12 * 0.5) * 1e3;
-    static const Span ddp[2][5] = {
-        {{"fwd", 0, 1000, 0, NULL}, {"bwd", 1000, 3000, 0, NULL}, {"all_reduce", 2000, 3400, 400000, NULL}, {"optim", 3600, 4000, 0, NULL}},
-        {{"fwd", 0, 1000, 0, NULL}, {"bwd", 1000, 2500, 0, NULL}, {"all_reduce", 2500, 3500, 800000, NULL}, {"optim", 3600, 4000, 0, NULL}},
+    static const Span ddp[2][SPANS] = {
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"bwd", 1000, 3000, 0, NULL, 0, 0}, {"all_reduce", 2000, 3400, 400000, NULL, 0, 0}, {"optim", 3600, 4000, 0, NULL, 0, 0}},
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"bwd", 1000, 2500, 0, NULL, 0, 0}, {"all_reduce", 2500, 3500, 800000, NULL, 0, 0}, {"optim", 3600, 4000, 0, NULL, 0, 0}},
     };
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ddp", tmp);
@@ -168,11 +174,12 @@ static void check_crafted(void) {
            num_of(v, "rank", NULL), num_of(v, "efficiency", NULL));
     json_free(v);
 
-    // A pipeline of 2 stages and 4 micro-batches: sends take one step each, and the bubble
-    // (p-1)/(m+p-1) = 1/5 of the step.
-    static const Span pp[2][5] = {
-        {{"fwd", 0, 2000, 0, NULL}, {"send", 500, 700, 3000, NULL}, {"bwd", 2000, 4000, 0, NULL}, {"optim", 4000, 4200, 0, NULL}},
-        {{"fwd", 100, 2100, 0, NULL}, {"send", 2100, 2300, 3000, NULL}, {"bwd", 2300, 4100, 0, NULL}, {"optim", 4100, 4200, 0, NULL}},
+    // A pipeline whose spans carry no chunk (a run logged before they did): it cannot be
+    // replayed, so its bubble is its schedule's, (p-1)/(m+p-1) = 1/5 of the step, and each send
+    // one step of the link.
+    static const Span pp[2][SPANS] = {
+        {{"fwd", 0, 2000, 0, NULL, 0, 0}, {"send", 500, 700, 3000, NULL, 0, 0}, {"bwd", 2000, 4000, 0, NULL, 0, 0}, {"optim", 4000, 4200, 0, NULL, 0, 0}},
+        {{"fwd", 100, 2100, 0, NULL, 0, 0}, {"send", 2100, 2300, 3000, NULL, 0, 0}, {"bwd", 2300, 4100, 0, NULL, 0, 0}, {"optim", 4100, 4200, 0, NULL, 0, 0}},
     };
     snprintf(dir, sizeof dir, "%s/pp", tmp);
     write_run(dir, "pp", ",\"schedule\":\"1f1b\",\"micro\":4,\"chunks\":1,\"stages\":2,\"dp\":1", pp);
@@ -186,14 +193,47 @@ static void check_crafted(void) {
     json_free(v);
 }
 
+// A pipeline replayed: 2 stages, 2 micro-batches under 1F1B (stage 0: F0 F1 B0 B1; stage 1: F0
+// B0 F1 B1), each forward 1 ms and each backward 2 ms as logged (--gpu here keeps them), each
+// message 3000 bytes on eth-25g x 100: c = (15 us + 3000 B / 3.125 GB/s) x 100 = 1.596 ms, on a
+// link of its own per direction. Worked out here, op by op: the step and each stage's idle time.
+static void check_crafted_pipeline(void) {
+    static const Span pp[2][SPANS] = {
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"send", 1000, 1100, 3000, NULL, 0, 0}, {"fwd", 1100, 2100, 0, NULL, 1, 0},
+         {"send", 2100, 2200, 3000, NULL, 1, 0}, {"bwd", 4000, 6000, 0, NULL, 0, 0}, {"bwd", 7000, 9000, 0, NULL, 1, 0}},
+        {{"fwd", 1200, 2200, 0, NULL, 0, 1}, {"bwd", 2200, 4200, 0, NULL, 0, 1}, {"send", 4200, 4300, 3000, NULL, 0, 1},
+         {"fwd", 4300, 5300, 0, NULL, 1, 1}, {"bwd", 5300, 7300, 0, NULL, 1, 1}, {"send", 7300, 7400, 3000, NULL, 1, 1}},
+    };
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/pp-replay", tmp);
+    write_run(dir, "pp", ",\"schedule\":\"1f1b\",\"micro\":2,\"chunks\":1,\"stages\":2,\"dp\":1", pp);
+    double c = (0.015 + 3000 / 3.125e9 * 1e3) * 100;
+    double f0_arrives = 1 + c, f1_arrives = fmax(2, f0_arrives) + c;          // stage 0 -> 1, one link
+    double s1_b0_done = f0_arrives + 1 + 2, b0_arrives = s1_b0_done + c;      // stage 1 -> 0, the other
+    double s1_done = fmax(s1_b0_done, f1_arrives) + 1 + 2, b1_arrives = fmax(s1_done, b0_arrives) + c;
+    double s0_done = fmax(fmax(2, b0_arrives) + 2, b1_arrives) + 2, step = fmax(s0_done, s1_done);
+    char *argv[] = {shardlab, "whatif", dir, "--json", "--gpu", "here", "--link", "eth-25g", "--link-scale", "100", NULL};
+    int rc = run(argv, "pp-replay");
+    char *out = rc == 0 ? captured("pp-replay", "out") : NULL, err[128];
+    JsonValue *v = out ? json_parse(out, strlen(out), err, sizeof err) : NULL;
+    // Proves: the step is the replay's (each stage's 6 ms of compute and its waits), and the
+    // bubble is the slowest stage's idle time in it; the messages are not counted again.
+    EXPECT(v && close_to(num_of(v, "step_ms", NULL), step) && close_to(num_of(v, "bubble_ms", NULL), step - 6) &&
+               close_to(num_of(v, "exposed_ms", NULL), 0),
+           "pp replayed, 2 stages x 2 micro-batches, messages of %.3f ms: step %.6f ms, bubble %.6f ms (got %.6f, %.6f, "
+           "exposed %.6f)",
+           c, step, step - 6, num_of(v, "step_ms", NULL), num_of(v, "bubble_ms", NULL), num_of(v, "exposed_ms", NULL));
+    json_free(v), free(out);
+}
+
 // Tensor parallelism's spans name their group: on 2 ranks as 2 replicas of t = 1, a "tp"
 // all-reduce spans one rank (no steps), the "dp" one both (2 steps of alpha).
 static void check_groups(void) {
-    static const Span tp[2][5] = {
-        {{"fwd", 0, 1000, 0, NULL}, {"all_reduce", 1000, 1100, 0, "tp"}, {"bwd", 1100, 3000, 0, NULL},
-         {"all_reduce", 3000, 3500, 5000, "dp"}, {"optim", 3500, 4000, 0, NULL}},
-        {{"fwd", 0, 1000, 0, NULL}, {"all_reduce", 1000, 1100, 0, "tp"}, {"bwd", 1100, 3000, 0, NULL},
-         {"all_reduce", 3000, 3500, 5000, "dp"}, {"optim", 3500, 4000, 0, NULL}},
+    static const Span tp[2][SPANS] = {
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"all_reduce", 1000, 1100, 0, "tp", 0, 0}, {"bwd", 1100, 3000, 0, NULL, 0, 0},
+         {"all_reduce", 3000, 3500, 5000, "dp", 0, 0}, {"optim", 3500, 4000, 0, NULL, 0, 0}},
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"all_reduce", 1000, 1100, 0, "tp", 0, 0}, {"bwd", 1100, 3000, 0, NULL, 0, 0},
+         {"all_reduce", 3000, 3500, 5000, "dp", 0, 0}, {"optim", 3500, 4000, 0, NULL, 0, 0}},
     };
     char dir[600];
     snprintf(dir, sizeof dir, "%s/tp", tmp);
@@ -326,7 +366,8 @@ static void check_emulated(void) {
 // the messages before it to the same rank; the stage computes meanwhile. So every message of
 // the run lasts at least that long, and the step grows by at least the two crossings of the
 // link that a micro-batch's forward and backward make between the stages (1F1B on 2 stages).
-// whatif's projection of a pipeline counts every message as exposed: printed, not held to 20%.
+// And whatif's projection from the plain run, the pipeline replayed on that link, within 20%
+// of the emulated step.
 static void check_emulated_pipeline(void) {
     char plain[400], emulated[400], bin[PATH_MAX + 16];
     snprintf(plain, sizeof plain, "%s/emu-pp-plain", tmp);
@@ -359,8 +400,9 @@ static void check_emulated_pipeline(void) {
     char *out = rc == 0 && run(argv, "emu-pp") == 0 ? captured("emu-pp", "out") : NULL, err[128];
     JsonValue *v = out ? json_parse(out, strlen(out), err, sizeof err) : NULL;
     double projected = num_of(v, "step_ms", NULL);
-    printf("# pp -n 2: projected onto eth-25g x 100 %.2f ms, measured over the emulated link %.2f ms (%+.0f%%)\n",
-           projected, measured, 100 * (projected - measured) / measured);
+    EXPECT(fabs(projected - measured) <= 0.2 * measured,
+           "pp -n 2: projected onto eth-25g x 100 %.2f ms, measured over the emulated link %.2f ms (%+.0f%%)", projected,
+           measured, 100 * (projected - measured) / measured);
     json_free(v), free(out);
 }
 
@@ -432,6 +474,7 @@ int main(int argc, char **argv) {
     unsetenv("SHARDLAB_TIMEOUT_S");
     double t0 = now_s();
     check_crafted();
+    check_crafted_pipeline();
     check_groups();
     check_real();
     check_emulated();

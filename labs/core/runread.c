@@ -177,6 +177,8 @@ static void on_span(RunRank *rk, const JsonValue *ev) {
     int64_t mb = int_of(json_get(ev, "mb"), -1), layer = int_of(json_get(ev, "layer"), -1);
     sp.mb = mb < -1 || mb > 1 << 30 ? -1 : (int)mb;
     sp.layer = layer < -1 || layer > 1 << 30 ? -1 : (int)layer;
+    int64_t chunk = int_of(json_get(ev, "chunk"), -1);
+    sp.chunk = chunk < -1 || chunk > 1 << 20 ? -1 : (int)chunk;
     sp.t0_us = int_of(json_get(ev, "t0_us"), 0);
     sp.t1_us = int_of(json_get(ev, "t1_us"), 0);
     sp.bytes = num(json_get(ev, "bytes"), 0);
