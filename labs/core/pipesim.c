@@ -14,7 +14,7 @@
 #define UNKNOWN (-1.0)
 
 double pipesim_run(PipeStage *stages, int p, int chunks, int micro, double msg_ms) {
-    if (p < 1 || chunks < p || micro < 1) return -1;
+    if (p < 1 || chunks < p || micro < 1 || (double)micro * chunks > PIPESIM_MAX_OPS) return -1;
     // ready[bwd][mb * chunks + k]: when op (bwd, mb, k) has its input on its stage (UNKNOWN: not yet)
     size_t cells = (size_t)micro * (size_t)chunks;
     double *ready[2] = {malloc_check(cells * sizeof(double)), malloc_check(cells * sizeof(double))};

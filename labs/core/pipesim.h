@@ -1,7 +1,7 @@
 // pipesim.h — a pipeline's step replayed with other times: what `shardlab whatif` projects a
 // pipeline run onto.
 //
-// Defines: PipeOp, PipeStage, pipesim_run().
+// Defines: PipeOp, PipeStage, PIPESIM_MAX_OPS, pipesim_run().
 //
 // Each stage runs its forwards and backwards in the order the run logged them, one at a time,
 // each taking the time given. Chunk k of the p v chunks lives on stage k mod p (v = 1: chunk k
@@ -31,7 +31,9 @@ typedef struct {
 
 // Replays the p stages (chunks: p v in all; micro: m). Returns when the last op of any stage
 // ended, in ms from the start; -1 if the orders cannot complete (an op waits for one no stage
-// runs, or two stages wait for each other): a log that is not a pipeline's.
+// runs, or two stages wait for each other): a log that is not a pipeline's; -1 too for more
+// than PIPESIM_MAX_OPS micro-batch x chunk pairs (a run directory is untrusted input).
+#define PIPESIM_MAX_OPS (1 << 22)
 double pipesim_run(PipeStage *stages, int p, int chunks, int micro, double msg_ms);
 
 #endif
