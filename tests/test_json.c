@@ -219,6 +219,14 @@ static void test_string_builder(void) {
     sb_reset(&sb);
     sb_json_string(&sb, "a\"b\x01");
     EXPECT(strcmp(sb.data, "\"a\\\"b\\u0001\"") == 0, "escapes are the short forms and \\u00XX");
+    // Bytes that are not UTF-8 (a stray 0xFF, a cut sequence, an encoded surrogate) are written
+    // as \u00XX each, so the text parses; valid sequences around them pass as they are.
+    sb_reset(&sb);
+    sb_json_string(&sb, "a\xFF caf\xC3\xA9 \xC3 \xED\xA0\x80");
+    JsonValue *bad = json_parse(sb.data, sb.len, err, sizeof err);
+    EXPECT(strcmp(sb.data, "\"a\\u00ff caf\xC3\xA9 \\u00c3 \\u00ed\\u00a0\\u0080\"") == 0 && bad && bad->type == JSON_STRING,
+           "sb_json_string writes bytes that are not UTF-8 as \\u00XX, and the text parses: %s", sb.data);
+    json_free(bad);
 
     sb_reset(&sb);
     sb_markup_text(&sb, "<a href=\"x\">it's R&D</a>\x01\ttab\nline caf\xC3\xA9");

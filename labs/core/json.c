@@ -95,10 +95,9 @@ static void *json_realloc(void *ptr, size_t count, size_t size) {
     return q;
 }
 
-// Length of the valid UTF-8 sequence starting at s (at most avail bytes), or 0 if it is
-// not valid: overlong forms, UTF-16 surrogates (U+D800..DFFF) and code points above
+// See json.h: overlong forms, UTF-16 surrogates (U+D800..DFFF) and code points above
 // U+10FFFF are all refused, as RFC 3629 requires.
-static size_t json_utf8_length(const unsigned char *s, size_t avail) {
+size_t json_utf8_length(const unsigned char *s, size_t avail) {
     unsigned char c = s[0];
     size_t n;
     unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte

@@ -64,8 +64,13 @@ void sb_free(StrBuf *sb);
 void sb_reset(StrBuf *sb);  // length 0, keeps the memory
 void sb_append(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// Append s as a quoted JSON string, escaping ", \, and control characters.
+// Append s as a quoted JSON string, escaping ", \, and control characters; a byte that does
+// not start a valid UTF-8 sequence (a file's name, a compiler's message: any bytes) is written
+// as \u00XX, so that the text is JSON whatever s holds.
 void sb_json_string(StrBuf *sb, const char *s);
+// Length of the valid UTF-8 sequence starting at s (at most avail bytes; 1 for ASCII), or 0 if
+// it is not valid.
+size_t json_utf8_length(const unsigned char *s, size_t avail);
 // Rewrites sb, a JSON text printed with %g-style formats, so that every bare nan, -nan,
 // inf or -inf (any case, "infinity" too) where a value goes becomes "NaN", "Infinity" or
 // "-Infinity": printf's spelling of a non-finite double is not JSON. Text inside strings is

@@ -89,7 +89,12 @@ void sb_json_string(StrBuf *sb, const char *s) {
     const char *run = s;  // bytes that need no escape are copied in one go
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c != '"' && c != '\\' && c >= 0x20) continue;
+        size_t n = c < 0x80 ? 1 : json_utf8_length((const unsigned char *)s, 4);  // (stops at the NUL)
+        if (n > 1) {
+            s += n - 1;
+            continue;
+        }
+        if (c != '"' && c != '\\' && c >= 0x20 && c < 0x80) continue;
         sb_append(sb, run, (size_t)(s - run));
         run = s + 1;
         switch (c) {

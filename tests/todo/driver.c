@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "regions.h"
 
 enum { PASSED, FAILED, USAGE, NOT_WRITTEN, NO_BUILD };
@@ -107,35 +108,13 @@ static void indented(const char *msg, int max) {
 // that need not be UTF-8. Control characters become \u00XX; a byte that does not start a
 // whole, valid UTF-8 sequence is read as Latin-1 (\u00XX), so the string is always valid JSON.
 
-// The length of the valid UTF-8 sequence at p (2 to 4), or 0.
-static int utf8_length(const unsigned char *p) {
-    unsigned char c = p[0];
-    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    // The second byte's range (no overlong forms, no surrogates, nothing past U+10FFFF).
-    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    if (!n || p[1] < lo || p[1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-    return n;
-}
-
+// s as a JSON string on stdout (json.h: any bytes, a compiler's message too, make valid JSON).
 static void json_string(const char *s) {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = *p >= 0x80 ? utf8_length(p) : 1;
-        if (n > 1) {
-            fwrite(p, 1, (size_t)n, stdout);
-            p += n;
-            continue;
-        }
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p == '\n') printf("\\n");
-        else if (*p == '\t') printf("\\t");
-        else if (*p < 0x20 || *p >= 0x7f) printf("\\u%04x", *p);
-        else putchar(*p);
-        p++;
-    }
-    putchar('"');
+    StrBuf b;
+    sb_init(&b);
+    sb_json_string(&b, s);
+    fwrite(b.data, 1, b.len, stdout);
+    sb_free(&b);
 }
 
 // The configurations as a JSON array: ["ddp","ddp-accum"].
