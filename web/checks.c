@@ -43,14 +43,8 @@
 // configurations runs r.
 static int lab_runs(const CatLab *lab, const TodoRegion *r) {
     if (!strcmp(r->program, lab->name)) return 1;
-    for (const char *p = r->graded; *p;) {
-        size_t n = strcspn(p, ",");
-        for (int i = 0; i < catalog_ngraded; i++)
-            if (strlen(catalog_graded[i].label) == n && !strncmp(catalog_graded[i].label, p, n) &&
-                !strcmp(catalog_graded[i].lab, lab->name))
-                return 1;
-        p += n + (p[n] == ',');
-    }
+    for (int i = 0; i < catalog_ngraded; i++)
+        if (!strcmp(catalog_graded[i].lab, lab->name) && todo_region_runs_in(r, catalog_graded[i].label)) return 1;
     return 0;
 }
 

@@ -117,20 +117,16 @@ static void json_string(const char *s) {
     sb_free(&b);
 }
 
-// The configurations as a JSON array: ["ddp","ddp-accum"].
-static void json_configs(const char *graded) {
-    putchar('[');
-    for (const char *p = graded; *p;) {
-        size_t n = strcspn(p, ",");
-        printf("%s\"%.*s\"", p == graded ? "" : ",", (int)n, p);  // (labels: letters, digits, '-')
-        p += n + (p[n] == ',');
+// The graded configurations that run r, as a JSON array: ["ddp","ddp-accum"]; their number.
+static int json_configs(const TodoRegion *r, int print) {
+    int n = 0;
+    if (print) putchar('[');
+    for (int i = 0; i < TODO_NCONFIGS; i++) {
+        if (!todo_region_runs_in(r, TODO_CONFIGS[i].label)) continue;
+        if (print) printf("%s\"%s\"", n ? "," : "", TODO_CONFIGS[i].label);  // (labels: letters, digits, '-')
+        n++;
     }
-    putchar(']');
-}
-
-static int count_configs(const char *graded) {
-    int n = 1;
-    for (const char *p = graded; *p; p++) n += *p == ',';
+    if (print) putchar(']');
     return n;
 }
 
@@ -191,7 +187,7 @@ int main(int argc, char **argv) {
         if (rc == NO_BUILD) build_errors(bin, msg, sizeof msg);
         counts[rc]++;
         if (rc != PASSED && !next) next = r->name;
-        int configs = count_configs(r->graded);
+        int configs = json_configs(r, 0);
         if (json) {
             printf("%s{\"name\":", shown++ ? "," : "");
             json_string(r->name);
@@ -206,7 +202,7 @@ int main(int argc, char **argv) {
             printf(",\"reread\":");
             json_string(r->reread);
             printf(",\"points\":%d,\"configurations\":", todo_region_points(r));
-            json_configs(r->graded);
+            json_configs(r, 1);
             printf("}");
             continue;
         }

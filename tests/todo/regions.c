@@ -69,13 +69,19 @@ const TodoRegion *todo_region_named(const char *name) {
     return NULL;
 }
 
+int todo_region_runs_in(const TodoRegion *r, const char *label) {
+    size_t n = strlen(label);
+    for (const char *p = r->graded; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, label, n)) return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 int todo_region_points(const TodoRegion *r) {
     int points = 0;
-    for (const char *p = r->graded; *p;) {
-        size_t n = strcspn(p, ",");
-        for (int i = 0; i < TODO_NCONFIGS; i++)
-            if (strlen(TODO_CONFIGS[i].label) == n && !strncmp(TODO_CONFIGS[i].label, p, n)) points += TODO_CONFIGS[i].points;
-        p += n + (p[n] == ',');
-    }
+    for (int i = 0; i < TODO_NCONFIGS; i++)
+        if (todo_region_runs_in(r, TODO_CONFIGS[i].label)) points += TODO_CONFIGS[i].points;
     return points;
 }

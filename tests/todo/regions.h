@@ -1,7 +1,7 @@
 // regions.h — the student's TODO regions, in the order of the lessons, and what each is worth.
 //
 // Defines: TodoRegion, TODO_REGIONS, TODO_NREGIONS, TodoConfig, TODO_CONFIGS, TODO_NCONFIGS,
-//          todo_region_named(), todo_region_points().
+//          todo_region_named(), todo_region_runs_in(), todo_region_points().
 //
 // One row per /* BEGIN SOLUTION: what */ region of labs/ (tests/test_todo.c keeps the rows and
 // the files in step): the name `make check TODO=<name>` takes, the check program that holds its
@@ -31,6 +31,8 @@ extern const int TODO_NCONFIGS;
 
 // The row of `name`, or NULL.
 const TodoRegion *todo_region_named(const char *name);
+// Whether the graded configuration `label` runs the region (r->graded names it).
+int todo_region_runs_in(const TodoRegion *r, const char *label);
 // The points of the graded configurations that run the region (the sum of their maxima).
 int todo_region_points(const TodoRegion *r);
 
