@@ -280,15 +280,9 @@ int main(void) {
         if (!EXPECT(c >= 0 && !strcmp(CAUGHT[c].region, r->name), "%s: its edit is in region %s, and CAUGHT says so",
                     x->name, r->name))
             continue;
-        char vsrc[600], vbuild[600], path[800], tag[40];
+        char vsrc[600], vbuild[600], tag[40];
         snprintf(tag, sizeof tag, "variant-%zu", v);
-        snprintf(vsrc, sizeof vsrc, "%s/%s/labs", tmp, tag);
-        snprintf(vbuild, sizeof vbuild, "%s/build-%s", tmp, tag);
-        sh("mkdir -p %s/%s && cp -rp %s %s/%s/ && cp -rp %s %s", tmp, tag, ref_src, tmp, tag, ref_build, vbuild);
-        snprintf(path, sizeof path, "%s/%s", vsrc, x->file);
-        char *text = read_file(path, NULL);
-        char *at = text ? strstr(text, x->old) : NULL;
-        if (!EXPECT(at && splice_file(path, text, at, strlen(x->old), x->new_text), "%s: the edit applies", x->name))
+        if (!EXPECT(variant_copy(x, tag, ref_src, ref_build, vsrc, vbuild, sizeof vsrc), "%s: the edit applies", x->name))
             continue;
         char target[700];
         snprintf(target, sizeof target, "%s/todo/check_%s", vbuild, r->program);

@@ -63,14 +63,6 @@
 
 static const char *shardlab;
 
-// Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.
-static int replace_once(const char *path, const char *old, const char *new_text) {
-    char *text = read_file(path, NULL);
-    char *at = text ? strstr(text, old) : NULL;
-    if (!at || strstr(at + 1, old)) return free(text), 0;
-    return splice_file(path, text, at, strlen(old), new_text);
-}
-
 // Builds the labs of src (a copy of labs/) into build; 0 on success. Warnings to tmp/<tag>.build.
 static int build(const char *src, const char *bdir, const char *labs_list, const char *tag) {
     char targets[600] = "";
@@ -284,14 +276,10 @@ int main(int argc, char **argv) {
     int built[NV] = {0};
     for (size_t v = 0; v < NV; v++) {
         const Variant *x = &VARIANTS[v];
-        char vdir[600], vbuild[600], path[800], tag[32];
+        char vdir[600], vbuild[600], tag[32];
         snprintf(tag, sizeof tag, "variant-%zu", v);
-        snprintf(vdir, sizeof vdir, "%s/%s/labs", tmp, tag);
-        snprintf(vbuild, sizeof vbuild, "%s/build-%s", tmp, tag);
-        sh("mkdir -p %s/%s && cp -rp %s %s/%s/ && cp -rp %s %s", tmp, tag, ref_src, tmp, tag, ref_build, vbuild);
-        snprintf(path, sizeof path, "%s/%s", vdir, x->file);
-        if (!EXPECT(replace_once(path, x->old, x->new_text), "%s: the edit applies to %s (the text is there once)",
-                    x->name, x->file))
+        if (!EXPECT(variant_copy(x, tag, ref_src, ref_build, vdir, vbuild, sizeof vdir),
+                    "%s: the edit applies to %s (the text is there once)", x->name, x->file))
             continue;
         rc = build(vdir, vbuild, x->labs, tag);
         log = captured(tag, "build");

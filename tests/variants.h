@@ -2,7 +2,7 @@
 // them: each loses exactly the points of the checks its mistake breaks; test_todo.c runs the
 // check of the TODO region each edit falls in: it fails, naming where).
 //
-// Defines: Variant, VARIANTS.
+// Defines: Variant, VARIANTS, replace_once(), variant_copy() (after labtest.h).
 #ifndef SHARDLAB_TEST_VARIANTS_H
 #define SHARDLAB_TEST_VARIANTS_H
 
@@ -119,5 +119,27 @@ static const Variant VARIANTS[] = {
      "        dist_all_reduce(&L.dist.world_group, agree, 1);\n",
      "zero", "zero", "*=comm.bytes", NULL, NULL},
 };
+
+// Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.
+static int replace_once(const char *path, const char *old, const char *new_text) {
+    char *text = read_file(path, NULL);
+    char *at = text ? strstr(text, old) : NULL;
+    if (!at || strstr(at + 1, old)) return free(text), 0;
+    return splice_file(path, text, at, strlen(old), new_text);
+}
+
+// The wrong student x as a copy of the reference: ref_src (a copy of labs/) into tmp/<tag>/labs,
+// with x's edit made, and ref_build into tmp/build-<tag> (timestamps kept, so a build there
+// compiles only the file the edit changed); their paths into src and bdir (n bytes each). 1 if
+// the edit applied (its text was there once).
+static int variant_copy(const Variant *x, const char *tag, const char *ref_src, const char *ref_build, char *src,
+                        char *bdir, size_t n) {
+    char path[1200];
+    snprintf(src, n, "%s/%s/labs", tmp, tag);
+    snprintf(bdir, n, "%s/build-%s", tmp, tag);
+    sh("mkdir -p %s/%s && cp -rp %s %s/%s/ && cp -rp %s %s", tmp, tag, ref_src, tmp, tag, ref_build, bdir);
+    snprintf(path, sizeof path, "%s/%s", src, x->file);
+    return replace_once(path, x->old, x->new_text);
+}
 
 #endif

@@ -43,108 +43,109 @@ static void ranks_list(unsigned mask, int p, char *out, size_t n) {
     if (!used) snprintf(out, n, "none");
 }
 
+// One collective of n elements on this rank, checked.
+typedef void (*AtSize)(Dist *d, size_t n);
+
+static void every_size(Dist *d, void *arg) {
+    const AtSize *one = arg;
+    size_t ns[8];
+    int k = sizes(d->world, ns);
+    for (int s = 0; s < k; s++) (*one)(d, ns[s]);
+}
+
+// `one` at every size, on 1 to 8 ranks, on the ring.
+static void on_every_world(AtSize one) {
+    for (int p = 1; p <= 8; p++) todo_ranks(p, DIST_ALGO_RING, 5, every_size, &one);
+}
+
 // ---- reduce-scatter ------------------------------------------------------------------------
 
-static void reduce_scatter_rank(Dist *d, void *arg) {
-    (void)arg;
+static void reduce_scatter_at(Dist *d, size_t n) {
     int p = d->world, r = d->rank;
-    size_t ns[8];
-    int nsizes = sizes(p, ns);
-    for (int s = 0; s < nsizes; s++) {
-        size_t n = ns[s], off, len;
-        int small = n < 4096;  // small buffers decode exactly (sums < 2^24)
-        float *in = malloc((n ? n : 1) * sizeof(float)), *out = malloc((n / (size_t)p + 2) * sizeof(float));
-        for (size_t e = 0; e < n; e++) in[e] = small ? (float)(1u << r) + 256.0f * (float)e : (float)(r + 1) * (float)(e % 97);
-        dist_chunk(n, p, r, &off, &len);
-        for (size_t j = 0; j < len; j++) out[j] = -1.0f;
-        todo_context("the ring reduce-scatter on %d ranks, %zu elements", p, n);
-        dist_reduce_scatter(&d->world_group, in, out, n);
-        unsigned full = (1u << p) - 1;
-        for (size_t j = 0; j < len; j++) {
-            size_t e = off + j;
-            double want = small ? full + 256.0 * (double)p * (double)e : (double)p * (p + 1) / 2 * (double)(e % 97);
-            double got = out[j];
-            if (got == want) continue;
-            char head[300];
-            snprintf(head, sizeof head,
-                     "%d ranks, %zu elements: rank %d holds chunk %d (elements %zu..%zu) after the reduce-scatter; "
-                     "element %zu should be %.0f, got %.0f",
-                     p, n, r, r, off, off + len - 1, e, want, got);
-            if (got == -1.0f) todo_fail("%s\nnothing was written there: the last round never reached rank %d", head, r);
-            if (!small) todo_fail("%s", head);
-            long g = (long)got;
-            unsigned mask = (unsigned)(g & 255);
-            long at = g >> 8;
-            char had[64], all[64];
-            ranks_list(mask, p, had, sizeof had);
-            ranks_list(full, p, all, sizeof all);
-            if ((double)g != got || at != (long)__builtin_popcount(mask) * (long)e)
-                todo_fail("%s\nthe sum holds values of other elements than %zu: a round added a piece of another chunk "
-                          "(each round k, rank q adds its values of chunk (q - k) mod p, at that chunk's offset)",
-                          head, e);
-            // The chunk's trip: round 1 starts at rank r+1, round k adds rank r+k (rank r last).
-            int k = 1;
-            while (k < p && (mask >> mod(r + k, p) & 1)) k++;
-            int q = mod(r + k, p);
-            todo_fail("%s\nthe sum holds ranks %s of %s: chunk %d's partial sum starts at rank %d in round 1 and "
-                      "gains rank (%d + k) mod p in round k; rank %d's values are missing, so round %d went wrong "
-                      "(rank %d should add its values of chunk %d to what it received from rank %d and pass the sum "
-                      "to rank %d)",
-                      head, had, all, r, mod(r + 1, p), r, q, k == p ? p - 1 : k, q, r, mod(q - 1, p), mod(q + 1, p));
-        }
-        free(in), free(out);
+    size_t off, len;
+    int small = n < 4096;  // small buffers decode exactly (sums < 2^24)
+    float *in = malloc((n ? n : 1) * sizeof(float)), *out = malloc((n / (size_t)p + 2) * sizeof(float));
+    for (size_t e = 0; e < n; e++) in[e] = small ? (float)(1u << r) + 256.0f * (float)e : (float)(r + 1) * (float)(e % 97);
+    dist_chunk(n, p, r, &off, &len);
+    for (size_t j = 0; j < len; j++) out[j] = -1.0f;
+    todo_context("the ring reduce-scatter on %d ranks, %zu elements", p, n);
+    dist_reduce_scatter(&d->world_group, in, out, n);
+    unsigned full = (1u << p) - 1;
+    for (size_t j = 0; j < len; j++) {
+        size_t e = off + j;
+        double want = small ? full + 256.0 * (double)p * (double)e : (double)p * (p + 1) / 2 * (double)(e % 97);
+        double got = out[j];
+        if (got == want) continue;
+        char head[300];
+        snprintf(head, sizeof head,
+                 "%d ranks, %zu elements: rank %d holds chunk %d (elements %zu..%zu) after the reduce-scatter; "
+                 "element %zu should be %.0f, got %.0f",
+                 p, n, r, r, off, off + len - 1, e, want, got);
+        if (got == -1.0f) todo_fail("%s\nnothing was written there: the last round never reached rank %d", head, r);
+        if (!small) todo_fail("%s", head);
+        long g = (long)got;
+        unsigned mask = (unsigned)(g & 255);
+        long at = g >> 8;
+        char had[64], all[64];
+        ranks_list(mask, p, had, sizeof had);
+        ranks_list(full, p, all, sizeof all);
+        if ((double)g != got || at != (long)__builtin_popcount(mask) * (long)e)
+            todo_fail("%s\nthe sum holds values of other elements than %zu: a round added a piece of another chunk "
+                      "(each round k, rank q adds its values of chunk (q - k) mod p, at that chunk's offset)",
+                      head, e);
+        // The chunk's trip: round 1 starts at rank r+1, round k adds rank r+k (rank r last).
+        int k = 1;
+        while (k < p && (mask >> mod(r + k, p) & 1)) k++;
+        int q = mod(r + k, p);
+        todo_fail("%s\nthe sum holds ranks %s of %s: chunk %d's partial sum starts at rank %d in round 1 and "
+                  "gains rank (%d + k) mod p in round k; rank %d's values are missing, so round %d went wrong "
+                  "(rank %d should add its values of chunk %d to what it received from rank %d and pass the sum "
+                  "to rank %d)",
+                  head, had, all, r, mod(r + 1, p), r, q, k == p ? p - 1 : k, q, r, mod(q - 1, p), mod(q + 1, p));
     }
+    free(in), free(out);
 }
 
-static void check_reduce_scatter(void) {
-    for (int p = 1; p <= 8; p++) todo_ranks(p, DIST_ALGO_RING, 5, reduce_scatter_rank, NULL);
-}
+static void check_reduce_scatter(void) { on_every_world(reduce_scatter_at); }
 
 // ---- all-gather ------------------------------------------------------------------------------
 
-static void all_gather_rank(Dist *d, void *arg) {
-    (void)arg;
+static void all_gather_at(Dist *d, size_t n) {
     int p = d->world, r = d->rank;
-    size_t ns[8];
-    int nsizes = sizes(p, ns);
-    for (int s = 0; s < nsizes; s++) {
-        size_t n = ns[s], off, len;
-        dist_chunk(n, p, r, &off, &len);
-        float *in = malloc((len + 1) * sizeof(float)), *out = malloc(n * sizeof(float));
-        for (size_t j = 0; j < len; j++) in[j] = (float)(1000 * r) + (float)((off + j) % 1000);
-        for (size_t e = 0; e < n; e++) out[e] = -1.0f;
-        todo_context("the ring all-gather on %d ranks, %zu elements", p, n);
-        dist_all_gather(&d->world_group, in, out, n);
-        for (int c = 0; c < p; c++) {
-            size_t coff, clen;
-            dist_chunk(n, p, c, &coff, &clen);
-            for (size_t e = coff; e < coff + clen; e++) {
-                float want = (float)(1000 * c) + (float)(e % 1000);
-                if (out[e] == want) continue;
-                int k = mod(r - c, p);
-                char head[300];
-                snprintf(head, sizeof head,
-                         "%d ranks, %zu elements: after the all-gather, rank %d's copy of chunk %d (elements "
-                         "%zu..%zu, rank %d's) is wrong at element %zu: expected %.0f, got %.0f",
-                         p, n, r, c, coff, coff + clen - 1, c, e, want, out[e]);
-                if (out[e] == -1.0f)
-                    todo_fail("%s\nnothing was written there: rank %d receives chunk %d in round %d, from rank %d",
-                              head, r, c, k, mod(r - 1, p));
-                int from = (int)(out[e] / 1000);
-                size_t at = (size_t)out[e] % 1000;
-                todo_fail("%s\nthat is element %zu of rank %d's chunk: in round k rank %d receives chunk (%d - k) mod "
-                          "%d from rank %d, so chunk %d arrives in round %d (and rank %d passes it on to rank %d in "
-                          "round %d)",
-                          head, at, from, r, r, p, mod(r - 1, p), c, k, r, mod(r + 1, p), k + 1);
-            }
+    size_t off, len;
+    dist_chunk(n, p, r, &off, &len);
+    float *in = malloc((len + 1) * sizeof(float)), *out = malloc(n * sizeof(float));
+    for (size_t j = 0; j < len; j++) in[j] = (float)(1000 * r) + (float)((off + j) % 1000);
+    for (size_t e = 0; e < n; e++) out[e] = -1.0f;
+    todo_context("the ring all-gather on %d ranks, %zu elements", p, n);
+    dist_all_gather(&d->world_group, in, out, n);
+    for (int c = 0; c < p; c++) {
+        size_t coff, clen;
+        dist_chunk(n, p, c, &coff, &clen);
+        for (size_t e = coff; e < coff + clen; e++) {
+            float want = (float)(1000 * c) + (float)(e % 1000);
+            if (out[e] == want) continue;
+            int k = mod(r - c, p);
+            char head[300];
+            snprintf(head, sizeof head,
+                     "%d ranks, %zu elements: after the all-gather, rank %d's copy of chunk %d (elements "
+                     "%zu..%zu, rank %d's) is wrong at element %zu: expected %.0f, got %.0f",
+                     p, n, r, c, coff, coff + clen - 1, c, e, want, out[e]);
+            if (out[e] == -1.0f)
+                todo_fail("%s\nnothing was written there: rank %d receives chunk %d in round %d, from rank %d",
+                          head, r, c, k, mod(r - 1, p));
+            int from = (int)(out[e] / 1000);
+            size_t at = (size_t)out[e] % 1000;
+            todo_fail("%s\nthat is element %zu of rank %d's chunk: in round k rank %d receives chunk (%d - k) mod "
+                      "%d from rank %d, so chunk %d arrives in round %d (and rank %d passes it on to rank %d in "
+                      "round %d)",
+                      head, at, from, r, r, p, mod(r - 1, p), c, k, r, mod(r + 1, p), k + 1);
         }
-        free(in), free(out);
     }
+    free(in), free(out);
 }
 
-static void check_all_gather(void) {
-    for (int p = 1; p <= 8; p++) todo_ranks(p, DIST_ALGO_RING, 5, all_gather_rank, NULL);
-}
+static void check_all_gather(void) { on_every_world(all_gather_at); }
 
 int main(int argc, char **argv) {
     static const TodoCheck checks[] = {{"ring-reduce-scatter", check_reduce_scatter},
