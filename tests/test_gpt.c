@@ -185,8 +185,14 @@ static void check_matmul(void) {
 
 // Causal attention in double precision, the definition written out: out, lse and, given dout,
 // dqkv (the math of attention.c's comments, with the softmax backward summed over the whole row).
-static void attention_reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
-                                int Bn, int T, int C, int NH) {
+// rounded = 1: the roundings of flash's bf16 operands (attention.c) where they do not depend on
+// the tiles: q, k, v and do rounded as the products read them, and in the backward pass the
+// probabilities (for dv) and dS = P (dP - D) (before the scale); D = do . o from the fp32 do.
+// The forward's P is not rounded here: the kernel rounds it against each tile's running max.
+static double ref_in(float x, int rounded) { return rounded ? bf16_round(x) : x; }
+
+static void attention_reference_as(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
+                                   int Bn, int T, int C, int NH, int rounded) {
     int hs = C / NH;
     double scale = 1.0 / sqrt((double)hs);
     double *a = malloc(sizeof(double) * T), *da = malloc(sizeof(double) * T);
@@ -199,7 +205,7 @@ static void attention_reference(double *out, double *lse, double *dqkv, const fl
                 for (int u = 0; u <= t; u++) {
                     const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
                     double s = 0;
-                    for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
+                    for (int d = 0; d < hs; d++) s += ref_in(q[d], rounded) * ref_in(k[d], rounded);
                     a[u] = s * scale;
                     if (a[u] > m) m = a[u];
                 }
@@ -212,27 +218,38 @@ static void attention_reference(double *out, double *lse, double *dqkv, const fl
                     a[u] = exp(a[u] - m) / sum;
                     const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
                     double *dv = dqkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                    double a_in = rounded ? bf16_round((float)a[u]) : a[u];
                     da[u] = 0;
                     for (int d = 0; d < hs; d++) {
-                        o[d] += a[u] * v[d];
-                        da[u] += (double)dot[d] * v[d];
-                        dv[d] += a[u] * dot[d];
+                        o[d] += a[u] * ref_in(v[d], rounded);
+                        da[u] += ref_in(dot[d], rounded) * ref_in(v[d], rounded);
+                        dv[d] += a_in * ref_in(dot[d], rounded);
                     }
                     dot_sum += a[u] * da[u];
                 }
+                if (rounded) {  // D as the kernels take it: the fp32 do against o
+                    dot_sum = 0;
+                    for (int d = 0; d < hs; d++) dot_sum += (double)dot[d] * o[d];
+                }
                 double *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
                 for (int u = 0; u <= t; u++) {
-                    double ds = a[u] * (da[u] - dot_sum) * scale;
+                    double ds = a[u] * (da[u] - dot_sum);
+                    ds = (rounded ? bf16_round((float)ds) : ds) * scale;
                     const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
                     double *dk = dqkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
                     for (int d = 0; d < hs; d++) {
-                        dq[d] += ds * k[d];
-                        dk[d] += ds * q[d];
+                        dq[d] += ds * ref_in(k[d], rounded);
+                        dk[d] += ds * ref_in(q[d], rounded);
                     }
                 }
             }
     free(a);
     free(da);
+}
+
+static void attention_reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
+                                int Bn, int T, int C, int NH) {
+    attention_reference_as(out, lse, dqkv, qkv, dout, Bn, T, C, NH, 0);
 }
 
 // The largest |x - ref| / (1 + |ref|) over n elements, and how many x are not finite (a
@@ -296,8 +313,8 @@ static void check_flash_attention(void) {
         // scratch is exactly FLASH_SCRATCH_FLOATS (the sanitizer catches a write past it).
         float *out_f = floats_of(nout, NAN), *lse = floats_of(nlse, NAN), *dqkv_f = floats_of(nqkv, NAN);
         float *scratch = floats_of(FLASH_SCRATCH_FLOATS(T, hs), NAN);
-        flash_attention_forward(out_f, lse, qkv, Bn, T, C, NH);
-        flash_attention_backward(dqkv_f, dout, qkv, out_f, lse, Bn, T, C, NH, scratch);
+        flash_attention_forward(out_f, lse, qkv, Bn, T, C, NH, 0);
+        flash_attention_backward(dqkv_f, dout, qkv, out_f, lse, Bn, T, C, NH, 0, scratch);
 
         size_t bad_out, bad_lse, bad_dqkv, bad_n;
         double w_out = worst_rel(out_f, out_d, nout, &bad_out);
@@ -328,8 +345,8 @@ static void check_flash_attention(void) {
 
         // Deterministic: a second run gives the same bits.
         float *out_2 = floats_of(nout, NAN), *lse_2 = floats_of(nlse, NAN), *dqkv_2 = floats_of(nqkv, NAN);
-        flash_attention_forward(out_2, lse_2, qkv, Bn, T, C, NH);
-        flash_attention_backward(dqkv_2, dout, qkv, out_2, lse_2, Bn, T, C, NH, scratch);
+        flash_attention_forward(out_2, lse_2, qkv, Bn, T, C, NH, 0);
+        flash_attention_backward(dqkv_2, dout, qkv, out_2, lse_2, Bn, T, C, NH, 0, scratch);
         EXPECT(!memcmp(out_2, out_f, nout * sizeof(float)) && !memcmp(lse_2, lse, nlse * sizeof(float)) &&
                    !memcmp(dqkv_2, dqkv_f, nqkv * sizeof(float)),
                "flash (B=%d T=%d C=%d NH=%d) gives the same bits twice", Bn, T, C, NH);
@@ -338,6 +355,62 @@ static void check_flash_attention(void) {
         free(out_n); free(att); free(dqkv_n); free(scratch_n);
         free(out_f); free(lse); free(dqkv_f); free(scratch);
         free(out_2); free(lse_2); free(dqkv_2);
+    }
+}
+
+// Flash with bf16 operands (bf16_in = 1, --mixed) against the double-precision definition
+// with the same roundings (attention_reference_as, bf16 = 1). Forward, the kernel also rounds P
+// against each tile's running max, which the definition does not: each term of o off by at
+// most 2^-9 of itself, so o within ATTN_BF16_TOL of it. Backward, every rounding is the
+// definition's, so the two differ only where an fp32 value and its double land on two sides
+// of a bf16 rounding boundary (a term of dq off by 2^-8 of itself, in sums that cancel), and
+// through o's own difference in D: ATTN_BF16_TOL too (measured at worst: o 2e-3, dqkv 1.1e-2).
+// The roundings must be there: the fp32 kernel on the same inputs, and the bf16 kernel against
+// the unrounded definition, are each several times further (measured: 4 to 10 times).
+#define ATTN_BF16_TOL 2e-2
+
+static void check_flash_attention_bf16(void) {
+    struct { int B, T, C, NH; } shapes[] = {{1, 1, 4, 1}, {2, 70, 6, 3}, {1, 96, 16, 2}, {3, 130, 10, 2}};
+    Rng rng;
+    rng_seed(&rng, 12);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int Bn = shapes[si].B, T = shapes[si].T, C = shapes[si].C, NH = shapes[si].NH, hs = C / NH;
+        size_t nqkv = (size_t)Bn * T * 3 * C, nout = (size_t)Bn * T * C, nlse = (size_t)Bn * NH * T;
+        float *qkv = floats_of(nqkv, 0), *dout = floats_of(nout, 0);
+        for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(1.5 * rng_normal(&rng));
+        for (size_t i = 0; i < nout; i++) dout[i] = (float)rng_normal(&rng);
+        double *out_d = malloc(sizeof(double) * nout), *lse_d = malloc(sizeof(double) * nlse);
+        double *dqkv_d = malloc(sizeof(double) * nqkv);
+        double *out_u = malloc(sizeof(double) * nout), *lse_u = malloc(sizeof(double) * nlse);
+        double *dqkv_u = malloc(sizeof(double) * nqkv);
+        attention_reference_as(out_d, lse_d, dqkv_d, qkv, dout, Bn, T, C, NH, 1);
+        attention_reference_as(out_u, lse_u, dqkv_u, qkv, dout, Bn, T, C, NH, 0);
+
+        float *scratch = floats_of(FLASH_SCRATCH_FLOATS(T, hs), NAN);
+        float *out_b = floats_of(nout, NAN), *lse_b = floats_of(nlse, NAN), *dqkv_b = floats_of(nqkv, NAN);
+        flash_attention_forward(out_b, lse_b, qkv, Bn, T, C, NH, 1);
+        flash_attention_backward(dqkv_b, dout, qkv, out_b, lse_b, Bn, T, C, NH, 1, scratch);
+        float *out_f = floats_of(nout, NAN), *lse_f = floats_of(nlse, NAN), *dqkv_f = floats_of(nqkv, NAN);
+        flash_attention_forward(out_f, lse_f, qkv, Bn, T, C, NH, 0);
+        flash_attention_backward(dqkv_f, dout, qkv, out_f, lse_f, Bn, T, C, NH, 0, scratch);
+
+        size_t bad[3] = {0, 0, 0}, ignored;
+        double b_out = worst_rel(out_b, out_d, nout, &bad[0]), b_lse = worst_rel(lse_b, lse_d, nlse, &bad[1]);
+        double b_dqkv = worst_rel(dqkv_b, dqkv_d, nqkv, &bad[2]);
+        double worst_b = fmax(b_out, fmax(b_lse, b_dqkv));
+        EXPECT(bad[0] + bad[1] + bad[2] == 0 && worst_b < ATTN_BF16_TOL,
+               "flash, bf16 operands (B=%d T=%d C=%d NH=%d): within %g of double precision with the same roundings "
+               "(out %.2g, lse %.2g, dqkv %.2g; %zu not finite)",
+               Bn, T, C, NH, ATTN_BF16_TOL, b_out, b_lse, b_dqkv, bad[0] + bad[1] + bad[2]);
+        double f_out = worst_rel(out_f, out_d, nout, &ignored), f_dqkv = worst_rel(dqkv_f, dqkv_d, nqkv, &ignored);
+        double u_out = worst_rel(out_b, out_u, nout, &ignored), u_dqkv = worst_rel(dqkv_b, dqkv_u, nqkv, &ignored);
+        EXPECT(f_out > 2 * b_out && f_dqkv > 2 * b_dqkv && u_out > 2 * b_out && u_dqkv > 2 * b_dqkv,
+               "flash, bf16 operands (B=%d T=%d C=%d NH=%d) rounds them: out %.2g and dqkv %.2g from the rounded "
+               "definition; the fp32 kernel %.2g and %.2g; the bf16 kernel from the unrounded definition %.2g and %.2g",
+               Bn, T, C, NH, b_out, b_dqkv, f_out, f_dqkv, u_out, u_dqkv);
+        free(qkv); free(dout);
+        free(out_d); free(lse_d); free(dqkv_d); free(out_u); free(lse_u); free(dqkv_u);
+        free(scratch); free(out_b); free(lse_b); free(dqkv_b); free(out_f); free(lse_f); free(dqkv_f);
     }
 }
 
@@ -430,6 +503,7 @@ int main(void) {
     check_layout();
     check_matmul();
     check_flash_attention();
+    check_flash_attention_bf16();
     check_linear_bf16();
     check_gradients(GPT_ATTN_NAIVE, 5);
     check_gradients(GPT_ATTN_FLASH, 5);

@@ -8,7 +8,10 @@
 // cuda/flash.cu) follow it.
 #include "ops.h"
 
+#include "check.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---------------------------------------------------------------------------------------
@@ -147,20 +150,62 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 //     dk_u   += dS[t,u] q_t                      (dK_j += dS^T Q_i)
 // Every sum runs in a fixed order, so the kernels are deterministic. Equal to the naive
 // kernels up to fp32 rounding (the sums are grouped differently): tests/test_gpt.c.
+//
+// WITH bf16_in (--mixed), every product's two operands are rounded to bf16 first, as a GPU's
+// tensor cores take them, and summed in fp32 (as linear_forward's bf16 operands):
+//     s  = bf16(q) . bf16(k)          o  += bf16(p) bf16(v)      (p and l stay fp32)
+//     dp = bf16(do) . bf16(v)         dv += bf16(p) bf16(do)
+//     ds = bf16(p (dp - D)) * scale   dq += ds bf16(k),  dk += ds bf16(q)
+// p is rounded as the forward pass has it, exp(s - m') against the running max, so where the
+// key tiles fall moves the result by bf16 rounding: with bf16 operands the forward pass takes
+// FLASH_KEYS_BF16 keys a tile, the GPU's (cuda/flash_tc.cu). D = do . o and everything else
+// stays fp32.
 // ---------------------------------------------------------------------------------------
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+// A value entering a product between two of them (p, ds): as it is, or rounded to bf16.
+static inline float operand(float x, int bf16_in) { return bf16_in ? bf16_round(x) : x; }
+
+// One head's rows of q, k, v or do: row t at base + t * stride. In fp32 they are read where
+// they lie (qkv, dout); with bf16 operands from a copy [T][hs] rounded once, when the head's
+// work starts, rather than at every product (the GPU's kernels round each tile as they stage
+// it into shared memory; these copies, like shared memory, are the kernel's own and not part
+// of the memory tables).
+typedef struct {
+    const float *base;
+    size_t stride;
+} HeadRows;
+
+// copy: NULL in fp32, else where the rounded rows go.
+static HeadRows head_rows(const float *src, size_t stride, int b, int T, int hs, float *copy) {
+    const float *first = src + (size_t)b * T * stride;  // row 0 of batch b; src points at the head
+    if (!copy) return (HeadRows){first, stride};
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < hs; d++) copy[(size_t)t * hs + d] = bf16_round(first[(size_t)t * stride + d]);
+    return (HeadRows){copy, (size_t)hs};
+}
+
+static inline const float *row_of(HeadRows r, int t) { return r.base + (size_t)t * r.stride; }
+
 // Row t of tile j holds keys j0..last(t): none when the whole row lies above the diagonal.
 static inline int tile_row_last_key(int t, int j1) { return imin(j1 - 1, t); }
 
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    float p[FLASH_TILE];            // one row of the tile: scores, then exp(s - m')
+    // Keys per tile: FLASH_TILE; with bf16 operands the GPU's tile, FLASH_KEYS_BF16, so that p
+    // is rounded against the same running max on both (attention.c's note above).
+    const int keys = bf16_in ? FLASH_KEYS_BF16 : FLASH_TILE;
+    float p[FLASH_KEYS_BF16 > FLASH_TILE ? FLASH_KEYS_BF16 : FLASH_TILE];  // a row of the tile: s, then exp(s - m')
     float m[FLASH_TILE], l[FLASH_TILE];  // each row's running max and sum
+    const size_t head = (size_t)T * hs;  // one head's rows: a copy's floats
+    float *copies = bf16_in ? malloc_check(3 * head * sizeof(float)) : NULL;
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            HeadRows Q = head_rows(qkv + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies : NULL);
+            HeadRows K = head_rows(qkv + C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + head : NULL);
+            HeadRows V = head_rows(qkv + 2 * C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + 2 * head : NULL);
             for (int i0 = 0; i0 < T; i0 += FLASH_TILE) {
                 int i1 = imin(i0 + FLASH_TILE, T);
                 for (int t = i0; t < i1; t++) {
@@ -171,15 +216,15 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                 }
                 // Key tiles left to right; those starting after the tile's last query are
                 // entirely above the diagonal: skipped.
-                for (int j0 = 0; j0 < i1; j0 += FLASH_TILE) {
-                    int j1 = imin(j0 + FLASH_TILE, T);
+                for (int j0 = 0; j0 < i1; j0 += keys) {
+                    int j1 = imin(j0 + keys, T);
                     for (int t = i0; t < i1; t++) {
                         int last = tile_row_last_key(t, j1);
                         if (last < j0) continue;
-                        const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                        const float *q = row_of(Q, t);
                         float tile_max = -INFINITY;
                         for (int u = j0; u <= last; u++) {
-                            const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                            const float *k = row_of(K, u);
                             float s = 0.0f;
                             for (int d = 0; d < hs; d++) s += q[d] * k[d];
                             s *= scale;
@@ -198,8 +243,9 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                         float *o = out + ((size_t)b * T + t) * C + h * hs;
                         for (int d = 0; d < hs; d++) o[d] *= rescale;
                         for (int u = j0; u <= last; u++) {
-                            const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
-                            for (int d = 0; d < hs; d++) o[d] += p[u - j0] * v[d];
+                            const float *v = row_of(V, u);
+                            float pu = operand(p[u - j0], bf16_in);
+                            for (int d = 0; d < hs; d++) o[d] += pu * v[d];
                         }
                     }
                 }
@@ -210,10 +256,12 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                     lse[((size_t)b * NH + h) * T + t] = m[t - i0] + logf(l[t - i0]);
                 }
             }
+        }
+    free(copies);
 }
 
 void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH, float *scratch) {
+                              const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     float *D = scratch;                              // [T]     do_t . o_t of one head
@@ -222,9 +270,15 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
     float *dK = dS + FLASH_TILE * FLASH_TILE;        // [FLASH_TILE, hs] the key tile's dk
     float *dV = dK + (size_t)FLASH_TILE * hs;        // [FLASH_TILE, hs] and dv
     memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(float));  // dq accumulates across key tiles
+    const size_t head = (size_t)T * hs;  // one head's rows: a copy's floats
+    float *copies = bf16_in ? malloc_check(4 * head * sizeof(float)) : NULL;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *lse_bh = lse + ((size_t)b * NH + h) * T;
+            HeadRows Q = head_rows(qkv + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies : NULL);
+            HeadRows K = head_rows(qkv + C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + head : NULL);
+            HeadRows V = head_rows(qkv + 2 * C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + 2 * head : NULL);
+            HeadRows DO = head_rows(dout + h * hs, (size_t)C, b, T, hs, bf16_in ? copies + 3 * head : NULL);
             for (int t = 0; t < T; t++) {
                 const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
                 const float *o = out + ((size_t)b * T + t) * C + h * hs;
@@ -242,33 +296,32 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
                     // P and dS of the tile, row by row (row t holds keys j0..last(t)).
                     for (int t = i0; t < i1; t++) {
                         int last = tile_row_last_key(t, j1);
-                        const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                        const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
+                        const float *q = row_of(Q, t), *dot = row_of(DO, t);
                         float *p = P + (t - i0) * FLASH_TILE, *ds = dS + (t - i0) * FLASH_TILE;
                         for (int u = j0; u <= last; u++) {
-                            const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-                            const float *v = qkv + ((size_t)b * T + u) * 3 * C + 2 * C + h * hs;
+                            const float *k = row_of(K, u), *v = row_of(V, u);
                             float s = 0.0f, dp = 0.0f;
                             for (int d = 0; d < hs; d++) {
                                 s += q[d] * k[d];
                                 dp += dot[d] * v[d];
                             }
                             p[u - j0] = expf(s * scale - lse_bh[t]);
-                            ds[u - j0] = p[u - j0] * (dp - D[t]) * scale;
+                            if (bf16_in) ds[u - j0] = bf16_round(p[u - j0] * (dp - D[t])) * scale;
+                            else ds[u - j0] = p[u - j0] * (dp - D[t]) * scale;
                         }
                     }
                     // dV_j += P^T dO_i, dK_j += dS^T Q_i, dQ_i += dS K_j.
                     for (int t = i0; t < i1; t++) {
                         int last = tile_row_last_key(t, j1);
-                        const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                        const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
+                        const float *q = row_of(Q, t), *dot = row_of(DO, t);
                         float *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
                         const float *p = P + (t - i0) * FLASH_TILE, *ds = dS + (t - i0) * FLASH_TILE;
                         for (int u = j0; u <= last; u++) {
-                            const float *k = qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                            const float *k = row_of(K, u);
                             float *dk = dK + (size_t)(u - j0) * hs, *dv = dV + (size_t)(u - j0) * hs;
+                            float pu = operand(p[u - j0], bf16_in);
                             for (int d = 0; d < hs; d++) {
-                                dv[d] += p[u - j0] * dot[d];
+                                dv[d] += pu * dot[d];
                                 dk[d] += ds[u - j0] * q[d];
                                 dq[d] += ds[u - j0] * k[d];
                             }
@@ -282,4 +335,5 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
                 }
             }
         }
+    free(copies);
 }

@@ -231,7 +231,7 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     ops->layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     if (m) ops->to_bf16(a->ln1_bf16, ln1, (size_t)N * C);
     ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
-    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads);
+    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads, m);
     else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
     ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
@@ -304,7 +304,8 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
     ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C, bf, lin);
     if (c->attn == GPT_ATTN_FLASH)
-        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, att_scratch);
+        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, bf,
+                                      att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
     const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, N * C);

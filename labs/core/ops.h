@@ -81,16 +81,21 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 // the [T,T] matrix never exists. It saves lse [B,NH,T] instead of att: each row's log-sum-exp
 // of its scaled scores, lse[t] = m + log(sum_u exp(s[t,u] - m)) (natural log, m the row's
 // max), from which the backward pass recomputes a[t,u] = exp(s[t,u] - lse[t]). Equal to
-// attention_forward() up to fp32 rounding.
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+// attention_forward() up to fp32 rounding. bf16_in = 1 (--mixed): the products' operands
+// (q, k, v, do, and the probabilities and their gradients between the products) rounded to
+// bf16 first, summed in fp32, as the GPU's tensor cores do (attention.c says which, exactly).
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in);
 // dqkv overwritten. out and lse are what the forward pass wrote (D[t] = do_t . o_t replaces
 // the softmax backward's sum over the row). scratch: FLASH_SCRATCH_FLOATS(T, C / NH) floats.
 void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH, float *scratch);
+                              const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
 // The CPU kernels work on tiles of FLASH_TILE queries by FLASH_TILE keys. The backward pass's
 // scratch: D [T] for one head, the tile's P and dS [FLASH_TILE, FLASH_TILE], and the key
 // tile's dK and dV accumulators [FLASH_TILE, hs].
 #define FLASH_TILE 32
+// With bf16 operands the forward pass takes key tiles of 64, as the GPU's kernels do, since P
+// is rounded to bf16 against the running max after each tile (attention.c).
+#define FLASH_KEYS_BF16 64
 #define FLASH_SCRATCH_FLOATS(T, hs) \
     ((size_t)(T) + 2 * (size_t)FLASH_TILE * FLASH_TILE + 2 * (size_t)FLASH_TILE * (size_t)(hs))
 
@@ -155,9 +160,10 @@ typedef struct {
     void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
                                int C, int NH, float *scratch);
-    void (*flash_attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+    void (*flash_attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                                    int bf16_in);
     void (*flash_attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                     const float *lse, int B, int T, int C, int NH, float *scratch);
+                                     const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, int n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, int n);
     void (*residual_add)(float *out, const float *a, const float *b, int n);

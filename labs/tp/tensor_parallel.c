@@ -206,7 +206,7 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     else tp_f_forward(tp, ln, ln1, layer, "attn");
     ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
-        ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads);
+        ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads, bf);
     else
         ops->attention_forward(a->atty, a->att, a->qkv, B, T, Cl, heads);
     float *sum = tp->sp ? partial : a->res1;
@@ -272,7 +272,7 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     else tp_g_backward(tp, dres1, dy, layer, "attn");
     ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C, bf, lin);
     if (tp->cfg.attn == GPT_ATTN_FLASH)
-        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, att_scratch);
+        ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, bf, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
     const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, (size_t)BT * C);

@@ -13,7 +13,8 @@
 //
 // The check: flash's out and dqkv against naive's, normwise (max |a - b| / max |b|), on the
 // same random qkv and dout at the full shape: small shapes are tests/gpu/test_cuda_ops.c's.
-// Then the same with TF32 on (cuda_set_tf32: flash on the tensor cores), checked and timed.
+// Then the same with TF32 on (cuda_set_tf32: flash on the tensor cores), and with bf16
+// operands (--mixed: flash_tc.cu), each checked and timed.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,7 @@ typedef struct {
     float *qkv, *out, *att, *lse, *dout, *dqkv;
     float *x, *w, *mean, *rstd, *dx, *dw, *db, *dy, *wide_w, *wide_dw, *wide_db;
     float *lin;  // a Linear's scratch for bf16 operands (linear_scratch_floats)
+    int bf16;    // flash's products on bf16 operands (--mixed: flash_tc.cu)
 } Bench;
 
 typedef enum { NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_BWD, LINEAR_BWD_BF16 } Op;
@@ -89,9 +91,9 @@ static void run_op(Bench *b, Op op) {
     switch (op) {
     case NAIVE_FWD: o->attention_forward(b->out, b->att, b->qkv, b->B, b->T, C, b->NH); break;
     case NAIVE_BWD: o->attention_backward(b->dqkv, b->dout, b->qkv, b->att, b->B, b->T, C, b->NH, NULL); break;
-    case FLASH_FWD: o->flash_attention_forward(b->out, b->lse, b->qkv, b->B, b->T, C, b->NH); break;
+    case FLASH_FWD: o->flash_attention_forward(b->out, b->lse, b->qkv, b->B, b->T, C, b->NH, b->bf16); break;
     case FLASH_BWD:
-        o->flash_attention_backward(b->dqkv, b->dout, b->qkv, b->out, b->lse, b->B, b->T, C, b->NH, NULL);
+        o->flash_attention_backward(b->dqkv, b->dout, b->qkv, b->out, b->lse, b->B, b->T, C, b->NH, b->bf16, NULL);
         break;
     case LN_BWD: o->layernorm_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, b->mean, b->rstd, N, C); break;
     case LINEAR_BWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias' column sums
@@ -213,6 +215,15 @@ int main(int argc, char **argv) {
     double ms_nf = time_op(&b, NAIVE_FWD), ms_nb = time_op(&b, NAIVE_BWD);  // cuBLAS's products in TF32
     printf("| attention naive forward, TF32 | %.3f | %.1f |\n", ms_nf, rows[0].flops / ms_nf / 1e9);
     printf("| attention naive backward, TF32 | %.3f | %.1f |\n", ms_nb, rows[1].flops / ms_nb / 1e9);
+    cuda_set_tf32(0);
+
+    // With bf16 operands (--mixed): flash's products on the tensor cores in bf16 (8 bits of
+    // mantissa: within 2e-2 of the fp32 naive results), checked, then timed.
+    b.bf16 = 1;
+    int bf_ok = check_flash(&b, naive_out, naive_dqkv, 2e-2, 2e-2, "flash bf16 vs naive fp32");
+    ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
+    printf("| attention flash forward, bf16 (--mixed) | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
+    printf("| attention flash backward, bf16 (--mixed) | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
     cuda_close();
-    return ok && tf_ok ? 0 : 1;
+    return ok && tf_ok && bf_ok ? 0 : 1;
 }

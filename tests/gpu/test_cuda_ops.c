@@ -64,6 +64,9 @@
 #define TOL_CHAIN 1e-4
 #define TOL_TF32_OUT 5e-3
 #define TOL_TF32_GRAD 2e-2
+#define TOL_BF16_OUT 1e-2
+#define TOL_BF16_GRAD 2e-2
+#define NAIVE_BF16 5.0
 
 enum { ROWS = 37, CH = 48, OC = 53, V = 256 };
 static const float GARBAGE = 7.0f;  // what an overwritten output holds before the call
@@ -403,8 +406,13 @@ static void test_attention(int B, int T, int C, int NH) {
 // tol_out and tol_grad: TOL_SUM and TOL_CHAIN in fp32; with TF32 (cuda_set_tf32(1): the tensor
 // cores' kernels) the products keep 10 bits of each operand's mantissa, 5e-4 relative, so a
 // sum of them is off by about that and a chain of them by a few times it: TOL_TF32_OUT and
-// TOL_TF32_GRAD. A wrong index or a missing tile is still off by order 1.
-static void test_flash_attention_tol(int B, int T, int C, int NH, double tol_out, double tol_grad,
+// TOL_TF32_GRAD. With bf16 operands (bf16_in = 1, --mixed: flash_tc.cu) the CPU rounds the
+// same operands (and P against the same tiles' running max), so the two differ by their sums'
+// order, and where that puts an fp32 value on the other side of a bf16 rounding boundary (a
+// term off by 2^-8 of itself): TOL_BF16_OUT and TOL_BF16_GRAD; from naive attention on the
+// unrounded operands, NAIVE_BF16 times that. A wrong index or a missing tile is still off by
+// order 1.
+static void test_flash_attention_tol(int B, int T, int C, int NH, int bf16_in, double tol_out, double tol_grad,
                                      const char *what) {
     snprintf(attention_shape, sizeof attention_shape, "%s, B=%d, T=%d, hs=%d", what, B, T, C / NH);
     int hs = C / NH;
@@ -414,12 +422,14 @@ static void test_flash_attention_tol(int B, int T, int C, int NH, double tol_out
     float *naive_out = host_floats(nout), *att = host_floats(natt);
     float *d_qkv = to_device(qkv, nqkv), *d_out = to_device(filled(nout, GARBAGE), nout);
     float *d_lse = to_device(filled(nlse, GARBAGE), nlse);
-    ops_cpu.flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    ops_cpu.flash_attention_forward(out, lse, qkv, B, T, C, NH, bf16_in);
     ops_cpu.attention_forward(naive_out, att, qkv, B, T, C, NH);
-    gpu->flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH);
+    gpu->flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, bf16_in);
     expect_close(with_shape("flash_attention_forward out vs the CPU's flash"), out, d_out, nout, tol_out);
+    // The naive kernels take the operands unrounded: with bf16_in, NAIVE_BF16 times further.
+    const double vs_naive = bf16_in ? NAIVE_BF16 : 1.0;
     expect_close(with_shape("flash_attention_forward out vs the CPU's naive attention"), naive_out, d_out, nout,
-                 tol_out);
+                 tol_out * vs_naive);
     expect_close(with_shape("flash_attention_forward lse (row log-sum-exp)"), lse, d_lse, nlse, tol_out);
 
     // Backward from the CPU's out and lse; dqkv is OVERWRITTEN, so it starts as garbage.
@@ -429,20 +439,20 @@ static void test_flash_attention_tol(int B, int T, int C, int NH, double tol_out
     float *d_dqkv[2];
     for (int run = 0; run < 2; run++) {
         d_dqkv[run] = to_device(filled(nqkv, GARBAGE), nqkv);
-        gpu->flash_attention_backward(d_dqkv[run], d_dout, d_qkv, d_out_cpu, d_lse_cpu, B, T, C, NH, NULL);
+        gpu->flash_attention_backward(d_dqkv[run], d_dout, d_qkv, d_out_cpu, d_lse_cpu, B, T, C, NH, bf16_in, NULL);
     }
-    ops_cpu.flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, scratch);
+    ops_cpu.flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, bf16_in, scratch);
     ops_cpu.attention_backward(naive_dqkv, dout, qkv, att, B, T, C, NH, scratch);
     expect_close(with_shape("flash_attention_backward dqkv vs the CPU's flash (overwritten: dq, dk and dv)"), dqkv,
                  d_dqkv[0], nqkv, tol_grad);
     expect_close(with_shape("flash_attention_backward dqkv vs the CPU's naive attention"), naive_dqkv, d_dqkv[0],
-                 nqkv, tol_grad);
+                 nqkv, tol_grad * vs_naive);
     expect_same_run(with_shape("flash_attention_backward dqkv"), d_dqkv[0], d_dqkv[1], nqkv);
     free_buffers();
 }
 
 static void test_flash_attention(int B, int T, int C, int NH) {
-    test_flash_attention_tol(B, T, C, NH, TOL_SUM, TOL_CHAIN, "flash");
+    test_flash_attention_tol(B, T, C, NH, 0, TOL_SUM, TOL_CHAIN, "flash");
 }
 
 
@@ -741,12 +751,20 @@ int main(void) {
     // With TF32, heads up to 128 channels take the tensor cores' kernels (64 rows a block,
     // tiles of 64): hs 16, 48 (padded to 64) and 128, T = 1, and T past one block and tile.
     cuda_set_tf32(1);
-    test_flash_attention_tol(2, 19, 48, 3, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
-    test_flash_attention_tol(1, 300, 96, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
-    test_flash_attention_tol(2, 130, 256, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
-    test_flash_attention_tol(3, 1, 12, 4, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
-    test_flash_attention_tol(1, 70, 64, 2, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");  // hs 32
+    test_flash_attention_tol(2, 19, 48, 3, 0, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(1, 300, 96, 2, 0, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(2, 130, 256, 2, 0, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(3, 1, 12, 4, 0, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");
+    test_flash_attention_tol(1, 70, 64, 2, 0, TOL_TF32_OUT, TOL_TF32_GRAD, "flash TF32");  // hs 32
     cuda_set_tf32(0);
+    // With bf16 operands (--mixed), heads up to 128 channels on flash_tc.cu's bf16 kernels (64
+    // rows a block, tiles of 64 keys), against the CPU's flash with the same roundings: hs 16,
+    // 48 (padded to 64), 128 and 32, T = 1, T past one block and tile, B > 1, NH > 1.
+    test_flash_attention_tol(2, 19, 48, 3, 1, TOL_BF16_OUT, TOL_BF16_GRAD, "flash bf16");
+    test_flash_attention_tol(1, 300, 96, 2, 1, TOL_BF16_OUT, TOL_BF16_GRAD, "flash bf16");
+    test_flash_attention_tol(2, 130, 256, 2, 1, TOL_BF16_OUT, TOL_BF16_GRAD, "flash bf16");
+    test_flash_attention_tol(3, 1, 12, 4, 1, TOL_BF16_OUT, TOL_BF16_GRAD, "flash bf16");
+    test_flash_attention_tol(1, 70, 64, 2, 1, TOL_BF16_OUT, TOL_BF16_GRAD, "flash bf16");
     test_elementwise();
     test_embedding();
     test_crossentropy();

@@ -12,7 +12,7 @@
 //          cuda_adamw_update(), cuda_sum_of_squares(), cuda_scale_floats(), cuda_zero(),
 //          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
 //          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
-//          cuda_flash_head_size_ok(), cuda_flash_tc_usable(), cuda_flash_tc_forward(),
+//          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
 //          cuda_flash_tc_backward().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
@@ -176,18 +176,21 @@ double cuda_sum_on_host(const double *dev, size_t n);
 // registers. Wider heads stop the run with a message saying so (use --attn naive).
 #define CUDA_FLASH_MAX_HEAD 1024
 int cuda_flash_head_size_ok(int hs);
-void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in);
 void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *lse, int B, int T, int C, int NH, float *scratch);
+                                   const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
 
-// With --tf32, the same algorithm on the tensor cores (flash_tc.cu), which flash.cu's entry
-// points call for heads padded to hsp = 16, 32, 64 or 128 channels when
-// cuda_flash_tc_usable() says the GPU lends a block the shared memory; D is the backward
-// pass's [B,NH,T] workspace, scale 1/sqrt(C / NH).
-bool cuda_flash_tc_usable(const CudaContext *ctx, int hsp);
-void cuda_flash_tc_forward(int hsp, float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
-                           float scale, cudaStream_t s);
-void cuda_flash_tc_backward(int hsp, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s);
+// The same algorithm on the tensor cores (flash_tc.cu), for heads padded to hsp = 16, 32, 64
+// or 128 channels, its products' operands in one of two formats: bf16 (--mixed, ops.h's
+// bf16_in) or TF32 (--tf32). flash.cu's entry points call them where cuda_flash_tc_usable()
+// says this GPU runs them (if not, it says why, in why). D is the backward pass's [B,NH,T]
+// workspace, scale 1/sqrt(C / NH).
+typedef enum { CUDA_TC_BF16, CUDA_TC_TF32 } CudaTcFormat;
+bool cuda_flash_tc_usable(const CudaContext *ctx, CudaTcFormat format, int hsp, char *why, size_t why_size);
+void cuda_flash_tc_forward(CudaTcFormat format, int hsp, float *out, float *lse, const float *qkv, int B, int T, int C,
+                           int NH, float scale, cudaStream_t s);
+void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C, int NH, float scale,
+                            cudaStream_t s);
 
 #endif

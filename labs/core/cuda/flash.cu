@@ -1,7 +1,7 @@
 // flash.cu — flash attention on the GPU: the kernels behind cuda_ops()'s
 // flash_attention_forward and flash_attention_backward (ops.h's contract; the algorithm, its
-// picture and the CPU version are in attention.c). With --tf32, heads of up to 128 channels
-// go to the tensor-core kernels of flash_tc.cu instead.
+// picture and the CPU version are in attention.c). With --tf32 or --mixed (bf16_in), heads of
+// up to 128 channels go to the tensor cores' kernels of flash_tc.cu instead.
 //
 // Defines (context.cuh): cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //                        cuda_flash_head_size_ok().
@@ -306,6 +306,22 @@ int padded_head_size(int hs) {
     return 0;
 }
 
+// Which kernels a pass takes: with bf16 operands (--mixed) the tensor cores' bf16 ones, or the
+// run stops here saying why this GPU cannot; with --tf32 the TF32 ones where the GPU runs them
+// (else the fp32 kernels below, whose products TF32 would only round); else the fp32 ones.
+// 1 for the tensor cores, in *format.
+int use_tensor_cores(const CudaContext *ctx, int hs, int bf16_in, CudaTcFormat *format) {
+    char why[200];
+    *format = bf16_in ? CUDA_TC_BF16 : CUDA_TC_TF32;
+    if (bf16_in) {
+        if (!cuda_flash_tc_usable(ctx, CUDA_TC_BF16, padded_head_size(hs), why, sizeof why))
+            die("use --attn naive (fp32 attention) with --mixed, or more heads (--heads)",
+                "--mixed with --attn flash on CUDA: %s (heads of %d channels)", why, hs);
+        return 1;
+    }
+    return ctx->tf32 && cuda_flash_tc_usable(ctx, CUDA_TC_TF32, padded_head_size(hs), why, sizeof why);
+}
+
 void check_head_size(int hs) {
     if (!padded_head_size(hs))
         die("use --attn naive, or more heads (--heads) so that --dim / --heads is at most 1024",
@@ -318,15 +334,16 @@ void check_head_size(int hs) {
 
 int cuda_flash_head_size_ok(int hs) { return padded_head_size(hs) != 0; }
 
-void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in) {
     if ((size_t)B * NH * T == 0) return;
     int hs = C / NH;
     check_head_size(hs);
     float scale = 1.0f / sqrtf((float)hs);  // as attention.c computes it
     CudaContext *ctx = cuda_context();
     cudaStream_t s = ctx->stream;
-    if (cuda_flash_tc_usable(ctx, padded_head_size(hs))) {  // --tf32: the tensor cores (flash_tc.cu)
-        cuda_flash_tc_forward(padded_head_size(hs), out, lse, qkv, B, T, C, NH, scale, s);
+    CudaTcFormat format;
+    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // --mixed or --tf32: flash_tc.cu
+        cuda_flash_tc_forward(format, padded_head_size(hs), out, lse, qkv, B, T, C, NH, scale, s);
         return;
     }
     switch (padded_head_size(hs)) {
@@ -341,7 +358,7 @@ void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int 
 }
 
 void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *lse, int B, int T, int C, int NH, float *scratch) {
+                                   const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch) {
     (void)scratch;  // the CPU's tiles; the GPU's D lives in the context's workspace
     size_t rows = (size_t)B * NH * T;
     if (rows == 0) return;
@@ -351,8 +368,9 @@ void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *
     float *D = (float *)cuda_workspace(rows * sizeof(float));
     CudaContext *ctx = cuda_context();
     cudaStream_t s = ctx->stream;
-    if (cuda_flash_tc_usable(ctx, padded_head_size(hs))) {  // --tf32: the tensor cores (flash_tc.cu)
-        cuda_flash_tc_backward(padded_head_size(hs), dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
+    CudaTcFormat format;
+    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // --mixed or --tf32: flash_tc.cu
+        cuda_flash_tc_backward(format, padded_head_size(hs), dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
         return;
     }
     switch (padded_head_size(hs)) {
