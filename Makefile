@@ -208,7 +208,7 @@ SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(BUILD)/san/tests/test_flash_tc
 
 .PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
@@ -334,6 +334,11 @@ $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS
 
 # test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
+
+# The tensor cores' flash attention kernels (labs/core/cuda/flash_tc.cuh), run on the CPU by
+# tests/gpu/emulate.h: built by the host's C++ compiler, with or without CUDA.
+$(BUILD)/san/tests/test_flash_tc: tests/gpu/test_flash_tc.cc tests/gpu/emulate.h tests/test.h $(LABS_SRC)/core/cuda/flash_tc.cuh $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
+	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC)/core -I$(LABS_SRC)/core/cuda -Itests $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)

@@ -1,0 +1,142 @@
+// test_flash_tc.cc — flash_tc.cuh's tensor-core kernels (bf16 for --mixed, TF32 for --tf32)
+// run on the CPU through emulate.h, against the CPU's flash attention (attention.c): the same
+// kernel source nvcc compiles, checked on every build, GPU or not.
+//
+// What it proves: the kernels' indexing (fragments, staged and transposed tiles, the rows a
+// lane owns), the causal mask and the ragged ends, the online softmax and its rescaling, and
+// the two backward kernels' split, at heads padded to every width the kernels instantiate
+// (16, 32, 64, 128), T = 1, T inside one tile, and T past a block of rows and several tiles.
+// Every output starts as NaN and must be written. What it does not: speed, the hardware's
+// fragment layouts, which emulate.h takes from PTX's documentation (tests/gpu/test_cuda_ops.c
+// checks those on a GPU, with the same shapes), and missing barriers reliably (emulate.h).
+//
+// Tolerances (normwise: the largest |emulated - cpu| over the largest |cpu|):
+//   bf16  both round the same operands to bf16, and P against the same running max (64-key
+//         tiles on both), so they differ by their fp32 sums' order, and where that puts a value
+//         on the other side of a bf16 rounding boundary (a term off by 2^-8 of itself):
+//         TOL_BF16_OUT, TOL_BF16_GRAD (measured: about 1e-6 and 1e-5 at worst).
+//   TF32  against the CPU's fp32 (TF32 is not emulated on the CPU): test_cuda_ops' bounds.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "emulate.h"
+
+extern "C" {
+#include "ops.h"
+#include "rng.h"
+}
+
+#include "flash_tc.cuh"
+
+#include "../test.h"
+
+#define TOL_BF16_OUT 1e-4
+#define TOL_BF16_GRAD 1e-3
+#define TOL_TF32_OUT 5e-3
+#define TOL_TF32_GRAD 2e-2
+
+static std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    std::vector<float> v(n);
+    for (float &x : v) x = lo + (hi - lo) * (float)rng_uniform(&rng);
+    return v;
+}
+
+// max |x - ref| / max |ref|; NaN (an element never written) makes it NaN.
+static double normwise(const std::vector<float> &x, const std::vector<float> &ref) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < x.size(); i++) {
+        double e = fabs((double)x[i] - ref[i]);
+        if (!(e <= d)) d = e;
+        m = fmax(m, fabs((double)ref[i]));
+    }
+    return d / (m > 0 ? m : 1);
+}
+
+static size_t unwritten(const std::vector<float> &x) {
+    size_t n = 0;
+    for (float v : x) n += std::isnan(v);
+    return n;
+}
+
+// The three kernels, as flash_tc.cu launches them: forward into out and lse; the backward from
+// out_in and lse_in (the CPU's, so that it is checked alone) into dqkv.
+template <typename F, int HSP>
+static void run(std::vector<float> &out, std::vector<float> &lse, std::vector<float> &dqkv, const std::vector<float> &qkv,
+                const std::vector<float> &dout, const std::vector<float> &out_in, const std::vector<float> &lse_in,
+                int B, int T, int C, int NH) {
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const dim3 grid((unsigned)(B * NH), (unsigned)((T + tc::ROWS - 1) / tc::ROWS));
+    std::vector<float> D((size_t)B * NH * T, NAN);
+    emu_launch(grid, tc::THREADS, tc::forward_bytes<F, HSP>(),
+               [&] { tc::forward_kernel<F, HSP>(out.data(), lse.data(), qkv.data(), T, C, NH, scale); });
+    emu_launch(grid, tc::THREADS, tc::dq_bytes<F, HSP>(), [&] {
+        tc::backward_dq_kernel<F, HSP>(dqkv.data(), D.data(), dout.data(), qkv.data(), out_in.data(), lse_in.data(),
+                                       T, C, NH, scale);
+    });
+    emu_launch(grid, tc::THREADS, tc::dkv_bytes<F, HSP>(), [&] {
+        tc::backward_dkv_kernel<F, HSP>(dqkv.data(), D.data(), dout.data(), qkv.data(), lse_in.data(), T, C, NH,
+                                        scale);
+    });
+}
+
+template <typename F>
+static void run_padded(int hsp, std::vector<float> &out, std::vector<float> &lse, std::vector<float> &dqkv,
+                       const std::vector<float> &qkv, const std::vector<float> &dout, const std::vector<float> &out_in,
+                       const std::vector<float> &lse_in, int B, int T, int C, int NH) {
+    switch (hsp) {
+    case 16: run<F, 16>(out, lse, dqkv, qkv, dout, out_in, lse_in, B, T, C, NH); break;
+    case 32: run<F, 32>(out, lse, dqkv, qkv, dout, out_in, lse_in, B, T, C, NH); break;
+    case 64: run<F, 64>(out, lse, dqkv, qkv, dout, out_in, lse_in, B, T, C, NH); break;
+    default: run<F, 128>(out, lse, dqkv, qkv, dout, out_in, lse_in, B, T, C, NH); break;
+    }
+}
+
+static void check(bool bf16, int B, int T, int C, int NH, const char *why) {
+    const int hs = C / NH, hsp = hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+    const char *name = bf16 ? "bf16" : "TF32";
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    std::vector<float> qkv = random_floats(nqkv, 40 + (uint64_t)T, -2, 2), dout = random_floats(nout, 41, -1, 1);
+
+    // The CPU's flash: the same roundings with bf16 (bf16_in = 1), fp32 against TF32.
+    std::vector<float> out(nout), lse(nlse), dqkv(nqkv), scratch(FLASH_SCRATCH_FLOATS(T, hs));
+    flash_attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, bf16);
+    flash_attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, bf16,
+                             scratch.data());
+
+    std::vector<float> e_out(nout, NAN), e_lse(nlse, NAN), e_dqkv(nqkv, NAN);
+    if (bf16) run_padded<tc::Bf16>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
+    else run_padded<tc::Tf32>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
+
+    size_t left = unwritten(e_out) + unwritten(e_lse) + unwritten(e_dqkv);
+    double w_out = normwise(e_out, out), w_lse = normwise(e_lse, lse), w_dqkv = normwise(e_dqkv, dqkv);
+    double tol_out = bf16 ? TOL_BF16_OUT : TOL_TF32_OUT, tol_grad = bf16 ? TOL_BF16_GRAD : TOL_TF32_GRAD;
+    EXPECT(left == 0, "%s kernels, emulated (B=%d T=%d hs=%d, padded to %d; %s): every output written (%zu left NaN)",
+           name, B, T, hs, hsp, why, left);
+    EXPECT(w_out <= tol_out && w_lse <= tol_out,
+           "%s forward, emulated (B=%d T=%d hs=%d): out %.2g and lse %.2g from the CPU's flash (within %g)", name, B,
+           T, hs, w_out, w_lse, tol_out);
+    EXPECT(w_dqkv <= tol_grad, "%s backward, emulated (B=%d T=%d hs=%d): dq, dk and dv %.2g from the CPU's (within %g)",
+           name, B, T, hs, w_dqkv, tol_grad);
+}
+
+int main(void) {
+    // test_cuda_ops' shapes for the tensor cores' kernels.
+    struct {
+        int B, T, C, NH;
+        const char *why;
+    } shapes[] = {
+        {2, 19, 48, 3, "hs 16, T inside one tile"},
+        {1, 300, 96, 2, "hs 48 padded to 64, five blocks of rows and tiles of keys"},
+        {2, 130, 256, 2, "hs 128, B and NH > 1"},
+        {3, 1, 12, 4, "T = 1, hs 3 padded to 16"},
+        {1, 70, 64, 2, "hs 32, T past one tile"},
+    };
+    for (int bf16 = 1; bf16 >= 0; bf16--)
+        for (const auto &s : shapes) check(bf16, s.B, s.T, s.C, s.NH, s.why);
+    return test_done();
+}
