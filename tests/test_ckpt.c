@@ -97,14 +97,15 @@ static double acts_bytes(const Policy *p, int B) {
 }
 
 // The pass's workspace: gpt_scratch_floats (a transposed weight, the block backward's
-// 10 B T C + 2 T, the head backward's B T (V + C), whichever is largest) and the residual
+// 6 B T C + 2 T (dfch [B T, 4C], where datty and dqkv go once it is read, dln and dres1
+// [B T, C]), the head backward's B T (V + C), whichever is largest) and the residual
 // gradient B T C.
 static double workspace_bytes(int B) {
     double BT = (double)B * T, fwd = fmax(4.0 * C * C, (double)V * C);
     // the attention backward's scratch: 2T (naive), or flash's D [T], P and dS tiles and the
     // key tile's dK and dV (ops.h, FLASH_SCRATCH_FLOATS with 32-row tiles and hs = C/NH)
     double att = strcmp(attn, "flash") ? 2.0 * T : T + 2.0 * 32 * 32 + 2.0 * 32 * (C / NH);
-    double scratch = fmax(fmax(fwd, 10 * BT * C + att), BT * V + BT * C);
+    double scratch = fmax(fmax(fwd, 6 * BT * C + att), BT * V + BT * C);
     return 4.0 * (scratch + BT * C);
 }
 

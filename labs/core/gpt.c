@@ -166,7 +166,7 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab, lin = linear_scratch_max(c, B);
     size_t kept = kept_bf16_scratch(c, B);
     size_t fwd = lin + kept;                                  // a Linear's (a transposed weight)
-    size_t block_bwd = 10 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
+    size_t block_bwd = 6 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
     if (c->mixed) block_bwd += lin + kept, head_bwd += lin + kept;  // then a Linear's bf16 operands
     size_t m = fwd > block_bwd ? fwd : block_bwd;
@@ -281,12 +281,14 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
                         const BlockActs *a, int B, float *dx, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params), g = gpt_block_view(c, grads);
     size_t N = (size_t)B * c->seq, C = c->dim;
-    float *dfch = scratch;        // [N,4C]
+    // The MLP's dfch is dead before the attention's datty and dqkv are written: they share its
+    // 4C floats a token (6 N C in all, where 10 N C held each apart).
+    float *dfch = scratch;        // [N,4C]  the MLP's, until c_fc's backward has read it
+    float *datty = scratch;       // [N,C]   then the attention's, in the same place
+    float *dqkv = datty + N * C;  // [N,3C]
     float *dln = dfch + N * 4 * C;  // [N,C]  gradient at a LayerNorm output
     float *dres1 = dln + N * C;   // [N,C]  gradient at res1
-    float *datty = dres1 + N * C;  // [N,C]
-    float *dqkv = datty + N * C;  // [N,3C]
-    float *att_scratch = dqkv + N * 3 * C;  // the attention backward's (gpt_scratch_floats)
+    float *att_scratch = dres1 + N * C;  // the attention backward's (gpt_scratch_floats)
     float *lin = att_scratch + gpt_attn_scratch_floats(c, (int)C / c->heads);  // a Linear's (--mixed)
     float *wide = lin + linear_scratch_max(c, B);  // --mixed: an input kept in bf16, widened back
     int bf = c->mixed;
