@@ -247,9 +247,30 @@ static void attention_reference_as(double *out, double *lse, double *dqkv, const
     free(da);
 }
 
-static void attention_reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
-                                int Bn, int T, int C, int NH) {
-    attention_reference_as(out, lse, dqkv, qkv, dout, Bn, T, C, NH, 0);
+// A shape's random inputs and its reference: q, k, v of a few units (the softmax neither
+// uniform nor one-hot) and do, and attention_reference_as()'s out, lse and dqkv.
+typedef struct {
+    float *qkv, *dout;
+    double *out, *lse, *dqkv;
+} AttnCase;
+
+static void attention_inputs(AttnCase *a, Rng *rng, int Bn, int T, int C) {
+    size_t nqkv = (size_t)Bn * T * 3 * C, nout = (size_t)Bn * T * C;
+    a->qkv = malloc(sizeof(float) * nqkv), a->dout = malloc(sizeof(float) * nout);
+    for (size_t i = 0; i < nqkv; i++) a->qkv[i] = (float)(1.5 * rng_normal(rng));
+    for (size_t i = 0; i < nout; i++) a->dout[i] = (float)rng_normal(rng);
+}
+
+static void attention_expect(AttnCase *a, const float *qkv, const float *dout, int Bn, int T, int C, int NH,
+                             int rounded) {
+    a->out = malloc(sizeof(double) * Bn * T * C), a->lse = malloc(sizeof(double) * Bn * NH * T);
+    a->dqkv = malloc(sizeof(double) * Bn * T * 3 * C);
+    attention_reference_as(a->out, a->lse, a->dqkv, qkv, dout, Bn, T, C, NH, rounded);
+}
+
+static void attention_case_free(AttnCase *a) {
+    free(a->qkv), free(a->dout), free(a->out), free(a->lse), free(a->dqkv);
+    memset(a, 0, sizeof *a);
 }
 
 // The largest |x - ref| / (1 + |ref|) over n elements, and how many x are not finite (a
@@ -295,14 +316,11 @@ static void check_flash_attention(void) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int Bn = shapes[si].B, T = shapes[si].T, C = shapes[si].C, NH = shapes[si].NH, hs = C / NH;
         size_t nqkv = (size_t)Bn * T * 3 * C, nout = (size_t)Bn * T * C, nlse = (size_t)Bn * NH * T;
-        float *qkv = floats_of(nqkv, 0), *dout = floats_of(nout, 0);
-        // Scores of a few units: the softmax is neither uniform nor one-hot.
-        for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(1.5 * rng_normal(&rng));
-        for (size_t i = 0; i < nout; i++) dout[i] = (float)rng_normal(&rng);
-
-        double *out_d = malloc(sizeof(double) * nout), *lse_d = malloc(sizeof(double) * nlse);
-        double *dqkv_d = malloc(sizeof(double) * nqkv);
-        attention_reference(out_d, lse_d, dqkv_d, qkv, dout, Bn, T, C, NH);
+        AttnCase ac;
+        attention_inputs(&ac, &rng, Bn, T, C);
+        attention_expect(&ac, ac.qkv, ac.dout, Bn, T, C, NH, 0);
+        const float *qkv = ac.qkv, *dout = ac.dout;
+        const double *out_d = ac.out, *lse_d = ac.lse, *dqkv_d = ac.dqkv;
 
         float *out_n = floats_of(nout, NAN), *att = floats_of((size_t)Bn * NH * T * T, NAN);
         float *dqkv_n = floats_of(nqkv, NAN), *scratch_n = floats_of(2 * (size_t)T, NAN);
@@ -351,7 +369,7 @@ static void check_flash_attention(void) {
                    !memcmp(dqkv_2, dqkv_f, nqkv * sizeof(float)),
                "flash (B=%d T=%d C=%d NH=%d) gives the same bits twice", Bn, T, C, NH);
 
-        free(qkv); free(dout); free(out_d); free(lse_d); free(dqkv_d);
+        attention_case_free(&ac);
         free(out_n); free(att); free(dqkv_n); free(scratch_n);
         free(out_f); free(lse); free(dqkv_f); free(scratch);
         free(out_2); free(lse_2); free(dqkv_2);
@@ -376,15 +394,13 @@ static void check_flash_attention_bf16(void) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int Bn = shapes[si].B, T = shapes[si].T, C = shapes[si].C, NH = shapes[si].NH, hs = C / NH;
         size_t nqkv = (size_t)Bn * T * 3 * C, nout = (size_t)Bn * T * C, nlse = (size_t)Bn * NH * T;
-        float *qkv = floats_of(nqkv, 0), *dout = floats_of(nout, 0);
-        for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(1.5 * rng_normal(&rng));
-        for (size_t i = 0; i < nout; i++) dout[i] = (float)rng_normal(&rng);
-        double *out_d = malloc(sizeof(double) * nout), *lse_d = malloc(sizeof(double) * nlse);
-        double *dqkv_d = malloc(sizeof(double) * nqkv);
-        double *out_u = malloc(sizeof(double) * nout), *lse_u = malloc(sizeof(double) * nlse);
-        double *dqkv_u = malloc(sizeof(double) * nqkv);
-        attention_reference_as(out_d, lse_d, dqkv_d, qkv, dout, Bn, T, C, NH, 1);
-        attention_reference_as(out_u, lse_u, dqkv_u, qkv, dout, Bn, T, C, NH, 0);
+        AttnCase ac, unrounded = {0};
+        attention_inputs(&ac, &rng, Bn, T, C);
+        attention_expect(&ac, ac.qkv, ac.dout, Bn, T, C, NH, 1);
+        attention_expect(&unrounded, ac.qkv, ac.dout, Bn, T, C, NH, 0);
+        const float *qkv = ac.qkv, *dout = ac.dout;
+        const double *out_d = ac.out, *lse_d = ac.lse, *dqkv_d = ac.dqkv, *out_u = unrounded.out;
+        const double *dqkv_u = unrounded.dqkv;
 
         float *scratch = floats_of(FLASH_SCRATCH_FLOATS(T, hs), NAN);
         float *out_b = floats_of(nout, NAN), *lse_b = floats_of(nlse, NAN), *dqkv_b = floats_of(nqkv, NAN);
@@ -408,8 +424,7 @@ static void check_flash_attention_bf16(void) {
                "flash, bf16 operands (B=%d T=%d C=%d NH=%d) rounds them: out %.2g and dqkv %.2g from the rounded "
                "definition; the fp32 kernel %.2g and %.2g; the bf16 kernel from the unrounded definition %.2g and %.2g",
                Bn, T, C, NH, b_out, b_dqkv, f_out, f_dqkv, u_out, u_dqkv);
-        free(qkv); free(dout);
-        free(out_d); free(lse_d); free(dqkv_d); free(out_u); free(lse_u); free(dqkv_u);
+        attention_case_free(&ac), attention_case_free(&unrounded);
         free(scratch); free(out_b); free(lse_b); free(dqkv_b); free(out_f); free(lse_f); free(dqkv_f);
     }
 }
