@@ -6,40 +6,43 @@
 //          instructions they call (emu_mma_bf16, emu_mma_tf32, emu_tf32_round), emu_shared(),
 //          and emu_launch().
 //
-// The model. A block's threads are real threads, one per CUDA thread, run one block at a time.
-// __syncthreads() is a barrier over the block; a warp's shuffle and its matrix instruction are
-// barriers over its 32 threads, around a shared slot per lane:
+// The model. A block's threads are fibers, one per CUDA thread, on one OS thread, one block at
+// a time: each runs until it waits at a barrier, then the next runs. __syncthreads() is a
+// barrier over the block; a warp's shuffle and its matrix instruction are barriers over its 32
+// threads, around a shared slot per lane:
 //
-//     __shfl_xor_sync(v, m)   each lane puts v in its slot; wait; read slot[lane ^ m]; wait
+//     __shfl_xor_sync(v, m)   each lane puts v in its slot; wait; read slot[lane ^ m]
 //     mma.sync (c += a b)     each lane puts its fragments of A and B in its slots; wait; each
 //                             lane rebuilds A and B from all 32 lanes' fragments, by the layout
 //                             PTX's ISA documents for the instruction, and computes its own
-//                             four floats of C; wait
+//                             four floats of C
 //
-// So a kernel that indexes its fragments wrongly, stages the wrong rows or masks the wrong
-// keys computes something else here too. What this cannot show: speed; whether the hardware's
-// layouts are the ones documented (test_cuda_ops, on a GPU, shows that); and a missing
-// barrier reliably: the threads do run at once, but a race shows only if they happen to
-// interleave so (a __syncthreads() taken out after the forward pass's transpose was not
-// caught: the warps' 64 exchanges before V is read give every thread time to finish).
-// Shared memory starts as all-ones bytes (a NaN in fp32, bf16 and TF32), so a read of a
-// location no thread wrote spreads NaNs into the results. A barrier that some thread never
-// reaches (a deadlock on a GPU) stops the program with a message after 60 seconds.
-// Built with -std=c++20 (std::atomic's wait and notify).
+// Which fiber runs next: the lowest-numbered one that can (thread 0 first, as soon as the
+// barrier it waits at opens). So thread 0 runs as far ahead of the others as the barriers let
+// it: a missing __syncthreads() between some threads writing shared memory and thread 0 reading
+// it shows, as a read of memory no thread has written yet. Shared memory starts as all-ones
+// bytes (a NaN in fp32, bf16 and TF32), so such a read spreads NaNs into the results. A barrier
+// some threads never reach (a deadlock on a GPU) stops the program with a message. What this
+// cannot show: speed, and whether the hardware's layouts are the ones documented
+// (test_cuda_ops, on a GPU, shows that).
 #ifndef SHARDLAB_EMULATE_H
 #define SHARDLAB_EMULATE_H
 
+#include <ucontext.h>
+
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
+#include <functional>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#endif
 
 #define SHARDLAB_EMULATE 1
 #define __global__
@@ -61,58 +64,28 @@ struct uint2 {
     unsigned x, y;
 };
 
-// A reusable barrier for n threads: the last to arrive starts the next generation and wakes
-// the others (a futex: std::atomic's wait and notify).
-static std::atomic<unsigned long> emu_progress;  // barriers passed, for the watchdog
-
-class EmuBarrier {
-  public:
-    explicit EmuBarrier(int n) : n_(n) {}
-    void wait() {
-        unsigned gen = gen_.load(std::memory_order_acquire);
-        if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-            count_.store(0, std::memory_order_relaxed);
-            gen_.fetch_add(1, std::memory_order_release);
-            gen_.notify_all();
-            emu_progress.fetch_add(1, std::memory_order_relaxed);
-            return;
-        }
-        while (gen_.load(std::memory_order_acquire) == gen) gen_.wait(gen, std::memory_order_acquire);
-    }
-
-  private:
-    std::atomic<int> count_{0};
-    std::atomic<unsigned> gen_{0};
-    int n_;
+// One CUDA thread: its context and stack, and what it waits for.
+struct EmuFiber {
+    ucontext_t context;
+    std::vector<char> stack;
+    unsigned exchanges = 0;  // its warp's exchanges so far (emu_deposit, __shfl_xor_sync)
+    bool done = false;
+    int waits_on = NONE;  // BLOCK, a warp's number, or NONE
+    unsigned waits_gen = 0;
+    enum { NONE = -2, BLOCK = -1 };
 };
 
-// A barrier that some thread never reaches hangs its block: the watchdog stops the program
-// with a message when no barrier has been passed for 60 seconds.
-static void emu_watchdog() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        std::thread([] {
-            unsigned long seen = emu_progress.load();
-            for (int idle = 0;; idle++) {
-                std::this_thread::sleep_for(std::chrono::seconds(1));
-                unsigned long now = emu_progress.load();
-                if (now != seen) seen = now, idle = 0;
-                if (idle >= 60) {
-                    fprintf(stderr, "emulate.h: no barrier passed for 60 s: threads wait for others that never "
-                                    "come (a deadlock on a GPU)\n");
-                    abort();
-                }
-            }
-        }).detach();
-    });
-}
-
-// What a block's threads share: shared memory, the barriers, the warps' slots.
+// A block's threads and what they share: shared memory, the barriers, the warps' slots.
 struct EmuBlock {
-    enum { MAX_WARPS = 32 };
+    enum { MAX_WARPS = 32, STACK = 256 * 1024 };
     std::vector<unsigned char> shared;
-    EmuBarrier block;
-    std::vector<EmuBarrier *> warp;
+    std::vector<EmuFiber> fibers;
+    int current = 0;
+    ucontext_t scheduler;
+    std::function<void()> kernel;
+    // Barriers: how many have arrived, and the generation (one more each time it opens).
+    int block_count = 0, warp_count[MAX_WARPS] = {};
+    unsigned block_gen = 0, warp_gen[MAX_WARPS] = {};
     // The warps' slots, two of each: a warp's k-th exchange (shuffle or matrix instruction)
     // uses set k % 2, so a lane may fill the next set while others still read this one, and
     // one barrier an exchange suffices (none can fill a set again before all have passed the
@@ -120,25 +93,71 @@ struct EmuBlock {
     float shfl[2][MAX_WARPS][32];
     uint32_t a[2][MAX_WARPS][32][4], b[2][MAX_WARPS][32][2];
 
-    EmuBlock(int threads, size_t shared_bytes) : shared(shared_bytes + 16, 0xff), block(threads) {
-        for (int w = 0; w < threads / 32; w++) warp.push_back(new EmuBarrier(32));
-    }
-    ~EmuBlock() {
-        for (EmuBarrier *w : warp) delete w;
+    EmuBlock(int threads, size_t shared_bytes) : shared(shared_bytes + 16, 0xff), fibers(threads) {}
+    unsigned gen_of(int which) const { return which == EmuFiber::BLOCK ? block_gen : warp_gen[which]; }
+    bool runnable(const EmuFiber &f) const {
+        return !f.done && (f.waits_on == EmuFiber::NONE || gen_of(f.waits_on) != f.waits_gen);
     }
 };
 
-static thread_local dim3 threadIdx, blockIdx;
-static dim3 gridDim, blockDim;
-static thread_local EmuBlock *emu_block;
-static thread_local unsigned emu_exchanges;  // this thread's warp-level exchanges so far
+static dim3 threadIdx, blockIdx, gridDim, blockDim;  // threadIdx: the running fiber's
+static EmuBlock *emu_block;
+
+static inline EmuFiber &emu_fiber() { return emu_block->fibers[emu_block->current]; }
+
+// Switching between the scheduler's stack and a fiber's, told to AddressSanitizer (which
+// must know which stack is live): emu_enter() from the scheduler into fiber f, emu_leave()
+// from the running fiber back (for good when it is done).
+#ifdef EMU_ASAN
+static const void *emu_scheduler_stack;  // the bounds of the scheduler's stack, as ASan gave them
+static size_t emu_scheduler_stack_size;
+#endif
+
+static inline void emu_enter(EmuBlock &blk, EmuFiber &f) {
+#ifdef EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, f.stack.data(), f.stack.size());
+    swapcontext(&blk.scheduler, &f.context);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    swapcontext(&blk.scheduler, &f.context);
+#endif
+}
+
+static inline void emu_leave(bool done) {
+    EmuFiber &f = emu_fiber();
+#ifdef EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(done ? nullptr : &fake, emu_scheduler_stack, emu_scheduler_stack_size);
+    swapcontext(&f.context, &emu_block->scheduler);
+    __sanitizer_finish_switch_fiber(fake, &emu_scheduler_stack, &emu_scheduler_stack_size);
+#else
+    (void)done;
+    swapcontext(&f.context, &emu_block->scheduler);
+#endif
+}
+
+// Wait at a barrier over the block (which = BLOCK) or over warp `which`'s 32 threads.
+static inline void emu_barrier(int which) {
+    EmuBlock *blk = emu_block;
+    int n = which == EmuFiber::BLOCK ? (int)blk->fibers.size() : 32;
+    int &count = which == EmuFiber::BLOCK ? blk->block_count : blk->warp_count[which];
+    unsigned &gen = which == EmuFiber::BLOCK ? blk->block_gen : blk->warp_gen[which];
+    if (++count == n) {  // the last to arrive opens it, and goes on
+        count = 0, gen++;
+        return;
+    }
+    emu_fiber().waits_on = which, emu_fiber().waits_gen = gen;
+    emu_leave(false);
+    emu_fiber().waits_on = EmuFiber::NONE;
+}
 
 static inline unsigned char *emu_shared() {
     uintptr_t p = (uintptr_t)emu_block->shared.data();
     return (unsigned char *)((p + 15) / 16 * 16);  // 16-byte aligned, as a GPU's
 }
 
-static inline void __syncthreads() { emu_block->block.wait(); }
+static inline void __syncthreads() { emu_barrier(EmuFiber::BLOCK); }
 
 static inline int emu_warp() { return (int)threadIdx.x / 32; }
 static inline int emu_lane() { return (int)threadIdx.x % 32; }
@@ -146,9 +165,9 @@ static inline int emu_lane() { return (int)threadIdx.x % 32; }
 static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     (void)mask;
     EmuBlock *blk = emu_block;
-    int w = emu_warp(), l = emu_lane(), set = emu_exchanges++ % 2;
+    int w = emu_warp(), l = emu_lane(), set = emu_fiber().exchanges++ % 2;
     blk->shfl[set][w][l] = v;
-    blk->warp[w]->wait();
+    emu_barrier(w);
     return blk->shfl[set][w][l ^ lane_mask];
 }
 
@@ -171,75 +190,115 @@ static inline uint32_t emu_tf32_round(float x) {
 // the set every lane reads A and B from.
 static inline int emu_deposit(const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     EmuBlock *blk = emu_block;
-    int w = emu_warp(), l = emu_lane(), set = emu_exchanges++ % 2;
+    int w = emu_warp(), l = emu_lane(), set = emu_fiber().exchanges++ % 2;
     memcpy(blk->a[set][w][l], a, sizeof a);
     memcpy(blk->b[set][w][l], b, sizeof b);
-    blk->warp[w]->wait();
+    emu_barrier(w);
     return set;
 }
 
-// The lane's floats of C: rows g and g + 8, columns 2q and 2q + 1, plus A B in fp32.
+// The lane's floats of C, c[2r + j] at row g + 8r and column 2q + j, plus its rows of A
+// (ra[r]) times its columns of B (cb[.][j]), summed in fp32.
 template <int K>
-static void emu_product(float (&c)[4], const float (&A)[16][K], const float (&B)[K][8]) {
-    int g = emu_lane() / 4, q = emu_lane() % 4;
+static void emu_product(float (&c)[4], const float (&ra)[2][K], const float (&cb)[K][2]) {
     for (int i = 0; i < 4; i++) {
-        int row = i < 2 ? g : g + 8, col = 2 * q + i % 2;
         float sum = c[i];
-        for (int k = 0; k < K; k++) sum += A[row][k] * B[k][col];
+        for (int k = 0; k < K; k++) sum += ra[i / 2][k] * cb[k][i % 2];
         c[i] = sum;
     }
 }
 
+static inline float emu_lo(uint32_t x) { return emu_float(x << 16); }          // a word's bf16s
+static inline float emu_hi(uint32_t x) { return emu_float(x & 0xffff0000u); }
+static inline float emu_tf32(uint32_t x) { return emu_float(x & 0xffffe000u); }  // its 13 low bits ignored
+
 // mma.sync.m16n8k16 .bf16: two elements a word, the lower index in the low half. Lane (g, q)
 // holds A's rows g and g + 8 at columns 2q, 2q + 1 (a[0], a[1]) and 2q + 8, 2q + 9 (a[2],
-// a[3]); B's column g at rows 2q, 2q + 1 (b[0]) and 2q + 8, 2q + 9 (b[1]).
+// a[3]); B's column g at rows 2q, 2q + 1 (b[0]) and 2q + 8, 2q + 9 (b[1]). So a lane's rows
+// of A are in its group's four lanes, and column n of B in group n's.
 static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    float A[16][16], B[16][8];
-    int set = emu_deposit(a, b);
-    for (int lane = 0; lane < 32; lane++) {
-        const uint32_t *la = emu_block->a[set][emu_warp()][lane], *lb = emu_block->b[set][emu_warp()][lane];
-        int g = lane / 4, q = lane % 4;
-        const int rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * q, 2 * q, 2 * q + 8, 2 * q + 8};
-        for (int i = 0; i < 4; i++) A[rows[i]][cols[i]] = emu_float(la[i] << 16), A[rows[i]][cols[i] + 1] = emu_float(la[i] & 0xffff0000u);
-        B[2 * q][g] = emu_float(lb[0] << 16), B[2 * q + 1][g] = emu_float(lb[0] & 0xffff0000u);
-        B[2 * q + 8][g] = emu_float(lb[1] << 16), B[2 * q + 9][g] = emu_float(lb[1] & 0xffff0000u);
+    int set = emu_deposit(a, b), w = emu_warp(), g = emu_lane() / 4, q = emu_lane() % 4;
+    float ra[2][16], cb[16][2];
+    for (int p = 0; p < 4; p++) {
+        const uint32_t *la = emu_block->a[set][w][4 * g + p];
+        for (int r = 0; r < 2; r++) {  // a[r]: row g + 8r, columns 2p, 2p+1; a[2 + r]: 2p+8, 2p+9
+            ra[r][2 * p] = emu_lo(la[r]), ra[r][2 * p + 1] = emu_hi(la[r]);
+            ra[r][2 * p + 8] = emu_lo(la[2 + r]), ra[r][2 * p + 9] = emu_hi(la[2 + r]);
+        }
+        for (int j = 0; j < 2; j++) {  // column 2q + j: group 2q + j's lanes
+            const uint32_t *lb = emu_block->b[set][w][4 * (2 * q + j) + p];
+            cb[2 * p][j] = emu_lo(lb[0]), cb[2 * p + 1][j] = emu_hi(lb[0]);
+            cb[2 * p + 8][j] = emu_lo(lb[1]), cb[2 * p + 9][j] = emu_hi(lb[1]);
+        }
     }
-    emu_product<16>(c, A, B);
+    emu_product<16>(c, ra, cb);
 }
 
-// mma.sync.m16n8k8 .tf32: one element a word, its 13 low bits ignored. Lane (g, q) holds A's
-// rows g and g + 8 at column q (a[0], a[1]) and q + 4 (a[2], a[3]); B's column g at rows q
-// (b[0]) and q + 4 (b[1]).
+// mma.sync.m16n8k8 .tf32: one element a word. Lane (g, q) holds A's rows g and g + 8 at column
+// q (a[0], a[1]) and q + 4 (a[2], a[3]); B's column g at rows q (b[0]) and q + 4 (b[1]).
 static inline void emu_mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    float A[16][8], B[8][8];
-    int set = emu_deposit(a, b);
-    for (int lane = 0; lane < 32; lane++) {
-        const uint32_t *la = emu_block->a[set][emu_warp()][lane], *lb = emu_block->b[set][emu_warp()][lane];
-        int g = lane / 4, q = lane % 4;
-        A[g][q] = emu_float(la[0] & 0xffffe000u), A[g + 8][q] = emu_float(la[1] & 0xffffe000u);
-        A[g][q + 4] = emu_float(la[2] & 0xffffe000u), A[g + 8][q + 4] = emu_float(la[3] & 0xffffe000u);
-        B[q][g] = emu_float(lb[0] & 0xffffe000u), B[q + 4][g] = emu_float(lb[1] & 0xffffe000u);
+    int set = emu_deposit(a, b), w = emu_warp(), g = emu_lane() / 4, q = emu_lane() % 4;
+    float ra[2][8], cb[8][2];
+    for (int p = 0; p < 4; p++) {
+        const uint32_t *la = emu_block->a[set][w][4 * g + p];
+        for (int r = 0; r < 2; r++) ra[r][p] = emu_tf32(la[r]), ra[r][p + 4] = emu_tf32(la[2 + r]);
+        for (int j = 0; j < 2; j++) {
+            const uint32_t *lb = emu_block->b[set][w][4 * (2 * q + j) + p];
+            cb[p][j] = emu_tf32(lb[0]), cb[p + 4][j] = emu_tf32(lb[1]);
+        }
     }
-    emu_product<8>(c, A, B);
+    emu_product<8>(c, ra, cb);
+}
+
+// A fiber's body: the kernel, then back to the scheduler for good.
+static void emu_fiber_main() {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &emu_scheduler_stack, &emu_scheduler_stack_size);
+#endif
+    emu_block->kernel();
+    emu_fiber().done = true;
+    emu_leave(true);
+}
+
+// Runs a block's fibers until all are done: the lowest-numbered runnable one each time.
+// (Out of line, as getcontext and swapcontext return twice: the caller's locals stay its own.)
+__attribute__((noinline)) static void emu_run(EmuBlock &blk) {
+    for (EmuFiber &f : blk.fibers) {
+        f.stack.resize(EmuBlock::STACK);
+        getcontext(&f.context);
+        f.context.uc_stack.ss_sp = f.stack.data(), f.context.uc_stack.ss_size = f.stack.size();
+        f.context.uc_link = nullptr;
+        makecontext(&f.context, emu_fiber_main, 0);
+    }
+    const int threads = (int)blk.fibers.size();
+    for (;;) {
+        int next = -1, done = 0;
+        for (int t = 0; t < threads; t++) {
+            done += blk.fibers[t].done;
+            if (next < 0 && blk.runnable(blk.fibers[t])) next = t;
+        }
+        if (done == threads) return;
+        if (next < 0) {
+            fprintf(stderr, "emulate.h: block (%u, %u): %d threads wait at barriers the others never reach "
+                            "(a deadlock on a GPU)\n", blockIdx.x, blockIdx.y, threads - done);
+            abort();
+        }
+        blk.current = next, threadIdx = dim3((unsigned)next);
+        emu_enter(blk, blk.fibers[next]);
+    }
 }
 
 // kernel() on every thread of every block of grid, threads a block, shared_bytes of dynamic
 // shared memory each, one block after another.
 template <typename Kernel>
 static void emu_launch(dim3 grid, int threads, size_t shared_bytes, Kernel kernel) {
-    emu_watchdog();
     gridDim = grid, blockDim = dim3((unsigned)threads);
     for (unsigned y = 0; y < grid.y; y++)
         for (unsigned x = 0; x < grid.x; x++) {
             EmuBlock blk(threads, shared_bytes);
-            std::vector<std::thread> team;
-            for (int t = 0; t < threads; t++)
-                team.emplace_back([&, t] {
-                    threadIdx = dim3((unsigned)t), blockIdx = dim3(x, y);
-                    emu_block = &blk, emu_exchanges = 0;
-                    kernel();
-                });
-            for (std::thread &th : team) th.join();
+            blk.kernel = kernel;
+            emu_block = &blk, blockIdx = dim3(x, y);
+            emu_run(blk);
         }
 }
 

@@ -3,12 +3,14 @@
 // kernel source nvcc compiles, checked on every build, GPU or not.
 //
 // What it proves: the kernels' indexing (fragments, staged and transposed tiles, the rows a
-// lane owns), the causal mask and the ragged ends, the online softmax and its rescaling, and
-// the two backward kernels' split, at heads padded to every width the kernels instantiate
-// (16, 32, 64, 128), T = 1, T inside one tile, and T past a block of rows and several tiles.
-// Every output starts as NaN and must be written. What it does not: speed, the hardware's
-// fragment layouts, which emulate.h takes from PTX's documentation (tests/gpu/test_cuda_ops.c
-// checks those on a GPU, with the same shapes), and missing barriers reliably (emulate.h).
+// lane owns), the causal mask and the ragged ends, the online softmax and its rescaling, the
+// two backward kernels' split, and a __syncthreads() wherever threads read shared memory that
+// others wrote (emulate.h runs thread 0 ahead: taking out the one after the forward pass's
+// transpose, or the one before dk's, leaves outputs NaN), at heads padded to every width the
+// kernels instantiate (16, 32, 64, 128), T = 1, T inside one tile, and T past a block of rows
+// and several tiles. Every output starts as NaN and must be written. What it does not: speed,
+// and the hardware's fragment layouts, which emulate.h takes from PTX's documentation
+// (tests/gpu/test_cuda_ops.c checks those on a GPU, with the same shapes).
 //
 // Tolerances (normwise: the largest |emulated - cpu| over the largest |cpu|):
 //   bf16  both round the same operands to bf16, and P against the same running max (64-key
