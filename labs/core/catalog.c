@@ -39,8 +39,9 @@ const CatOption catalog_train[] = {
      "attention: flash (tiles, online softmax: keeps NH floats per token) or naive (keeps the NH x T probabilities "
      "per token); same math, same weights", FORM, NULL},
     {"mixed", OPT_FLAG, 0, 0, NULL, NULL, "",
-     "mixed precision: the Linear layers' matrix products take bf16 operands and sum in fp32 (tensor cores on a GPU); "
-     "master weights, AdamW, LayerNorm and softmax stay fp32 (zero and fsdp also store weights and gradients in bf16)",
+     "mixed precision: the matrix products (the Linear layers', and --attn flash's) take bf16 operands and sum in "
+     "fp32 (tensor cores on a GPU); master weights, AdamW, LayerNorm and the softmax's statistics stay fp32 (zero and "
+     "fsdp also store weights and gradients in bf16)",
      FORM, NULL},
     {"accum", OPT_INT, 1, 1 << 16, NULL, "1", "K", "micro-batches per step (gradient accumulation; must divide the batch)",
      FORM, NULL},
