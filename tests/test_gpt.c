@@ -508,6 +508,19 @@ static void check_linear_bf16(void) {
         EXPECT(f_out > 1e-4 && f_dinp > 1e-4 && (N == 1 || f_dw > 1e-4) && !memcmp(db32, db, (size_t)OC * sizeof(float)),
                "linear in fp32 (N=%d IC=%d OC=%d) is off the bf16 reference (out %.2g, dinp %.2g, dweight %.2g: the "
                "rounding happens), its dbias has the bf16 path's bits", N, IC, OC, f_out, f_dinp, f_dw);
+
+        // The input given as bf16 (an activation kept so, gpt.h): the very same bits.
+        bf16 *inp16 = malloc(sizeof(bf16) * (ni ? ni : 1));
+        to_bf16(inp16, inp, ni);
+        float *out16 = floats_of(no, NAN), *dinp16 = floats_of(ni, NAN), *dw16 = floats_of(nw, 1);
+        float *db16 = floats_of(OC, 1);
+        linear_forward_bf16(out16, inp16, w, bias, N, IC, OC, scratch);
+        linear_backward_bf16(dinp16, dw16, db16, dout, inp16, w, N, IC, OC, scratch);
+        EXPECT(!memcmp(out16, out, no * sizeof(float)) && !memcmp(dinp16, dinp, ni * sizeof(float)) &&
+                   !memcmp(dw16, dw, nw * sizeof(float)) && !memcmp(db16, db, (size_t)OC * sizeof(float)),
+               "linear_forward_bf16 and linear_backward_bf16 (N=%d IC=%d OC=%d) on the input's bf16s: the bits of "
+               "bf16_in = 1 on the fp32 input", N, IC, OC);
+        free(inp16); free(out16); free(dinp16); free(dw16); free(db16);
         free(inp); free(w); free(bias); free(dout); free(out_d); free(dinp_d); free(dw_d); free(db_d);
         free(scratch); free(out); free(dinp); free(dw); free(db);
         free(wt); free(out32); free(dinp32); free(dw32); free(db32);

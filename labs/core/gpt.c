@@ -159,7 +159,7 @@ static size_t linear_scratch_max(const GptConfig *c, int B) {
 }
 
 // --mixed: the fp32 form of an activation kept in bf16 (the largest: fch_gelu, [BT,4C]), as
-// the forward pass computes it and the backward pass widens it back.
+// the forward pass computes it (the backward pass multiplies the kept bf16s themselves).
 static size_t kept_bf16_scratch(const GptConfig *c, int B) { return c->mixed ? (size_t)B * c->seq * 4 * c->dim : 0; }
 
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
@@ -168,7 +168,7 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t fwd = lin + kept;                                  // a Linear's (a transposed weight)
     size_t block_bwd = 6 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
-    if (c->mixed) block_bwd += lin + kept, head_bwd += lin + kept;  // then a Linear's bf16 operands
+    if (c->mixed) block_bwd += lin, head_bwd += lin;  // then a Linear's bf16 operands
     size_t m = fwd > block_bwd ? fwd : block_bwd;
     return m > head_bwd ? m : head_bwd;
 }
@@ -230,7 +230,7 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     float *ln1 = m ? kept : a->ln1;
     ops->layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     if (m) ops->to_bf16(a->ln1_bf16, ln1, (size_t)N * C);
-    ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
+    gpt_linear_forward(ops, a->qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
     if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads, m);
     else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
     ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
@@ -239,11 +239,11 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     float *ln2 = m ? kept : a->ln2;
     ops->layernorm_forward(ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
     if (m) ops->to_bf16(a->ln2_bf16, ln2, (size_t)N * C);
-    ops->linear_forward(a->fch, ln2, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
+    gpt_linear_forward(ops, a->fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
     float *fch_gelu = m ? kept : a->fch_gelu;
     ops->gelu_forward(fch_gelu, a->fch, N * 4 * C);
     if (m) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)N * 4 * C);
-    ops->linear_forward(a->out, fch_gelu, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
+    gpt_linear_forward(ops, a->out, fch_gelu, a->fch_gelu_bf16, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
     ops->residual_add(a->out, a->out, a->res1, N * C);
 }
 
@@ -254,14 +254,21 @@ double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params,
     float *lnf = m ? scratch + linear_scratch_max(c, B) : a->lnf;  // as in gpt_block_forward
     ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
     if (m) ops->to_bf16(a->lnf_bf16, lnf, (size_t)N * C);
-    ops->linear_forward(a->probs, lnf, w.head_w, NULL, N, C, c->vocab, m, scratch);
+    gpt_linear_forward(ops, a->probs, lnf, a->lnf_bf16, w.head_w, NULL, N, C, c->vocab, m, scratch);
     return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
 }
 
-const float *gpt_saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n) {
-    if (!kept) return f32;
-    ops->from_bf16(wide, kept, n);
-    return wide;
+void gpt_linear_forward(const Ops *ops, float *out, const float *inp, const bf16 *kept, const float *weight,
+                        const float *bias, int N, int IC, int OC, int bf16_in, float *scratch) {
+    if (kept) ops->linear_forward_bf16(out, kept, weight, bias, N, IC, OC, scratch);
+    else ops->linear_forward(out, inp, weight, bias, N, IC, OC, bf16_in, scratch);
+}
+
+void gpt_linear_backward(const Ops *ops, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const bf16 *kept, const float *weight, int N, int IC, int OC, int bf16_in,
+                         float *scratch) {
+    if (kept) ops->linear_backward_bf16(dinp, dweight, dbias, dout, kept, weight, N, IC, OC, scratch);
+    else ops->linear_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, bf16_in, scratch);
 }
 
 void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x,
@@ -270,9 +277,8 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
     HeadView w = gpt_head_view(c, (float *)params), g = gpt_head_view(c, grads);
     int N = B * c->seq, C = c->dim, V = c->vocab;
     float *dlogits = scratch, *dlnf = scratch + (size_t)N * V, *lin = dlnf + (size_t)N * C;
-    const float *lnf = gpt_saved_input(ops, a->lnf, a->lnf_bf16, lin + linear_scratch_max(c, B), (size_t)N * C);
     ops->crossentropy_backward(dlogits, a->probs, targets, N, V, loss_scale);
-    ops->linear_backward(dlnf, g.head_w, NULL, dlogits, lnf, w.head_w, N, C, V, c->mixed, lin);
+    gpt_linear_backward(ops, dlnf, g.head_w, NULL, dlogits, a->lnf, a->lnf_bf16, w.head_w, N, C, V, c->mixed, lin);
     ops->zero(dx, (size_t)N * C);
     ops->layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
@@ -290,16 +296,15 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     float *dres1 = dln + N * C;   // [N,C]  gradient at res1
     float *att_scratch = dres1 + N * C;  // the attention backward's (gpt_scratch_floats)
     float *lin = att_scratch + gpt_attn_scratch_floats(c, (int)C / c->heads);  // a Linear's (--mixed)
-    float *wide = lin + linear_scratch_max(c, B);  // --mixed: an input kept in bf16, widened back
     int bf = c->mixed;
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
     // through the MLP.
-    const float *fch_gelu = gpt_saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, N * 4 * C);
-    ops->linear_backward(dfch, g.mproj_w, g.mproj_b, dx, fch_gelu, w.mproj_w, (int)N, 4 * (int)C, (int)C, bf, lin);
+    gpt_linear_backward(ops, dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, (int)N,
+                        4 * (int)C, (int)C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    const float *ln2 = gpt_saved_input(ops, a->ln2, a->ln2_bf16, wide, N * C);
-    ops->linear_backward(dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, (int)N, (int)C, 4 * (int)C, bf, lin);
+    gpt_linear_backward(ops, dln, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, (int)N, (int)C, 4 * (int)C, bf,
+                        lin);
     ops->copy(dres1, dx, N * C);
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
@@ -310,8 +315,8 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
                                       att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, c->seq, (int)C, c->heads, att_scratch);
-    const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, N * C);
-    ops->linear_backward(dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, (int)N, (int)C, 3 * (int)C, bf, lin);
+    gpt_linear_backward(ops, dln, g.qkv_w, g.qkv_b, dqkv, a->ln1, a->ln1_bf16, w.qkv_w, (int)N, (int)C, 3 * (int)C,
+                        bf, lin);
     ops->copy(dx, dres1, N * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x_in, w.ln1_w, a->ln1_mean, a->ln1_rstd, (int)N,
                        (int)C);

@@ -7,7 +7,8 @@
 //          gpt_acts_bytes(), gpt_block_acts_bytes_per_token(), gpt_head_acts_bytes_per_token(),
 //          gpt_attn_saved_floats(),
 //          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_bytes(), GptCarve,
-//          gpt_carve_floats(), gpt_carve_halves(), gpt_carve_block(), gpt_carve_head(), gpt_saved_input(),
+//          gpt_carve_floats(), gpt_carve_halves(), gpt_carve_block(), gpt_carve_head(), gpt_linear_forward(),
+//          gpt_linear_backward(),
 //          gpt_layer_output(),
 //          gpt_scratch_floats(), gpt_pass_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
 //          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
@@ -174,9 +175,15 @@ bf16 *gpt_carve_halves(GptCarve *k, size_t n);
 // head's, for B sequences: ln1 (or ln1_bf16), ..., as this file lays them out.
 void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B);
 void gpt_carve_head(HeadActs *h, GptCarve *k, const GptConfig *c, int B);
-// A saved input of a Linear layer as fp32 for its backward pass: f32, or under --mixed (kept
-// not NULL) its n bf16s widened into wide (exact), on the device of ops.
-const float *gpt_saved_input(const Ops *ops, const float *f32, const bf16 *kept, float *wide, size_t n);
+// A Linear layer's forward or backward pass on an input that --mixed keeps in bf16: on those
+// bf16 numbers themselves (kept not NULL: ops' linear_forward_bf16, linear_backward_bf16, the
+// products of bf16 operands without rounding the input again), else on the fp32 inp with
+// bf16_in as given.
+void gpt_linear_forward(const Ops *ops, float *out, const float *inp, const bf16 *kept, const float *weight,
+                        const float *bias, int N, int IC, int OC, int bf16_in, float *scratch);
+void gpt_linear_backward(const Ops *ops, float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const bf16 *kept, const float *weight, int N, int IC, int OC, int bf16_in,
+                         float *scratch);
 // Where layer `layer`'s forward output is (x0 for the embedding, a block's out); NULL for
 // the head, whose output is the loss.
 float *gpt_layer_output(const GptConfig *c, const GptActs *a, int layer);

@@ -125,8 +125,20 @@ static void round_bf16(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_round(src[i]);
 }
 
-void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
-                    int IC, int OC, int bf16_in, float *scratch) {
+// The input as the products take it, in the scratch: with bf16 operands, inp rounded, or
+// inp16 widened (the same numbers); in fp32, inp as it is.
+static const float *linear_input(float *scratch, size_t *used, const float *inp, const bf16 *inp16, int bf16_in,
+                                 size_t n) {
+    if (!bf16_in) return inp;
+    float *x = linear_part(scratch, used, n);
+    if (inp16) from_bf16(x, inp16, n);
+    else round_bf16(x, inp, n);
+    return x;
+}
+
+// linear_forward() and linear_forward_bf16(): the input in fp32 (inp) or as bf16 (inp16).
+static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, const float *weight, const float *bias,
+                              int N, int IC, int OC, int bf16_in, float *scratch) {
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * OC;
         if (bias) memcpy(o, bias, (size_t)OC * sizeof(float));
@@ -135,27 +147,33 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
     size_t used = 0;
     float *wt = linear_part(scratch, &used, (size_t)IC * OC);
     transpose(wt, weight, OC, IC);
-    if (bf16_in) {
-        float *x = linear_part(scratch, &used, (size_t)N * IC);
-        round_bf16(wt, wt, (size_t)IC * OC);
-        round_bf16(x, inp, (size_t)N * IC);
-        inp = x;
-    }
+    if (bf16_in) round_bf16(wt, wt, (size_t)IC * OC);
+    inp = linear_input(scratch, &used, inp, inp16, bf16_in, (size_t)N * IC);
     matmul_acc(out, inp, wt, N, OC, IC, 0);
 }
 
-void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                    int IC, int OC, int bf16_in, float *scratch) {
+    linear_forward_in(out, inp, NULL, weight, bias, N, IC, OC, bf16_in, scratch);
+}
+
+void linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const float *bias, int N, int IC, int OC,
+                         float *scratch) {
+    linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, scratch);
+}
+
+static void linear_backward_in(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const bf16 *inp16, const float *weight, int N, int IC, int OC, int bf16_in,
+                               float *scratch) {
     const float *dout_f = dout;  // the bias gradient sums dout in fp32 either way
     if (bf16_in) {
         size_t used = 0;
         float *d = linear_part(scratch, &used, (size_t)N * OC);
-        float *x = linear_part(scratch, &used, (size_t)N * IC);
-        float *w = linear_part(scratch, &used, (size_t)OC * IC);
         round_bf16(d, dout, (size_t)N * OC);
-        round_bf16(x, inp, (size_t)N * IC);
+        inp = linear_input(scratch, &used, inp, inp16, 1, (size_t)N * IC);
+        float *w = linear_part(scratch, &used, (size_t)OC * IC);
         round_bf16(w, weight, (size_t)OC * IC);
-        dout = d, inp = x, weight = w;
+        dout = d, weight = w;
     }
     if (dinp) {
         memset(dinp, 0, (size_t)N * IC * sizeof(float));
@@ -167,6 +185,16 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
             const float *d = dout_f + (size_t)n * OC;
             for (int o = 0; o < OC; o++) dbias[o] += d[o];
         }
+}
+
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+    linear_backward_in(dinp, dweight, dbias, dout, inp, NULL, weight, N, IC, OC, bf16_in, scratch);
+}
+
+void linear_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
+                          const float *weight, int N, int IC, int OC, float *scratch) {
+    linear_backward_in(dinp, dweight, dbias, dout, NULL, inp, weight, N, IC, OC, 1, scratch);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -357,6 +385,8 @@ const Ops ops_cpu = {
     .name = "cpu",
     .linear_forward = linear_forward,
     .linear_backward = linear_backward,
+    .linear_forward_bf16 = linear_forward_bf16,
+    .linear_backward_bf16 = linear_backward_bf16,
     .layernorm_forward = layernorm_forward,
     .layernorm_backward = layernorm_backward,
     .attention_forward = attention_forward,

@@ -6,7 +6,8 @@
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
 //          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
 //          embedding_forward(), embedding_backward(), crossentropy_forward(),
-//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), Ops,
+//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(),
+//          linear_backward_bf16(), Ops,
 //          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
 //
 // Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
@@ -61,6 +62,13 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 // dbias += column sums of dout (skipped if NULL).
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int IC, int OC, int bf16_in, float *scratch);
+// The same two with bf16 operands, the input given as the bf16 numbers it rounds to (an
+// activation kept in bf16, gpt.h): the very products of bf16_in = 1, the input not rounded
+// again (a GPU multiplies it as it is; the CPU widens it into its scratch). The same scratch.
+void linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const float *bias, int N, int IC, int OC,
+                         float *scratch);
+void linear_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
+                          const float *weight, int N, int IC, int OC, float *scratch);
 
 // out = (x - mean) * rstd * w + b over each row of C; saves mean and rstd [N] for backward.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -153,6 +161,10 @@ typedef struct {
                            int OC, int bf16_in, float *scratch);
     void (*linear_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int N, int IC, int OC, int bf16_in, float *scratch);
+    void (*linear_forward_bf16)(float *out, const bf16 *inp, const float *weight, const float *bias, int N, int IC,
+                                int OC, float *scratch);
+    void (*linear_backward_bf16)(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
+                                 const float *weight, int N, int IC, int OC, float *scratch);
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
                               const float *b, int N, int C);
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,

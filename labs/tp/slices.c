@@ -250,7 +250,8 @@ size_t tp_linear_floats(const Tp *tp) {
 }
 
 // --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch_gelu's
-// share, lnf), as the forward pass computes it and the backward pass widens it back.
+// share, lnf), as the forward pass computes it; in the backward pass (whose Linears multiply
+// the kept bf16s themselves) the same space holds g's gathers of bf16 rows, (BT + R) C bf16s.
 size_t tp_kept_floats(const Tp *tp) {
     TpRows x = tp_rows(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);
     return tp->cfg.mixed ? max2(x.BT * (size_t)tp->cfg.dim, x.BT * 4 * (size_t)tp->cfg.dim / (size_t)tp->t) : 0;

@@ -204,7 +204,7 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
     if (bf) tp_f_forward_bf16(tp, ln, ln1, a->ln1_bf16, (bf16 *)partial, layer, "attn");
     else tp_f_forward(tp, ln, ln1, layer, "attn");
-    ops->linear_forward(a->qkv, ln1, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // this rank's heads' q, k, v
+    gpt_linear_forward(ops, a->qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
         ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads, bf);
     else
@@ -221,12 +221,12 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
     if (bf) tp_f_forward_bf16(tp, ln, ln2, a->ln2_bf16, (bf16 *)partial, layer, "mlp");  // (partial is free again)
     else tp_f_forward(tp, ln, ln2, layer, "mlp");
-    ops->linear_forward(a->fch, ln2, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);          // its 4C/t columns
+    gpt_linear_forward(ops, a->fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
     float *fch_gelu = bf ? kept : a->fch_gelu;
     ops->gelu_forward(fch_gelu, a->fch, BT * Fl);                                // pointwise: local
     if (bf) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)BT * Fl);
     sum = tp->sp ? partial : a->out;
-    ops->linear_forward(sum, fch_gelu, w.mproj_w, NULL, BT, Fl, C, bf, wt);
+    gpt_linear_forward(ops, sum, fch_gelu, a->fch_gelu_bf16, w.mproj_w, NULL, BT, Fl, C, bf, wt);
     tp_g_forward(tp, sum, a->out, layer, "mlp");
     add_bias_rows(tp, a->out, w.mproj_b, R, bias_rows, wt);
     ops->residual_add(a->out, a->out, a->res1, R * C);
@@ -245,7 +245,7 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     float *att_scratch = tp_take(&cur, gpt_attn_scratch_floats(&tp->cfg, C / tp->cfg.heads));
     float *dall = tp_take(&cur, (size_t)BT * C), *dshard = tp_take(&cur, (size_t)R * C);
     float *lin = tp_take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);  // a Linear's bf16 operands (--mixed)
-    float *wide = cur;  // --mixed: an input kept in bf16, widened back
+    float *wide = cur;  // --mixed: g's gather of bf16 rows (below)
     int bf = tp->cfg.mixed;
 
     // The MLP: the bias saw this rank's rows; g hands every rank all rows of dout; f sums
@@ -255,11 +255,9 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     bf16 *all16 = bf ? (bf16 *)wide : NULL, *rows16 = bf ? all16 + (size_t)BT * C : NULL;  // --mixed: g's gather
     if (bf) tp_g_backward_bf16(tp, dx, dy, rows16, all16, layer, "mlp");
     else tp_g_backward(tp, dx, dy, layer, "mlp");
-    const float *fch_gelu = gpt_saved_input(ops, a->fch_gelu, a->fch_gelu_bf16, wide, (size_t)BT * Fl);
-    ops->linear_backward(dfch, g.mproj_w, NULL, dy, fch_gelu, w.mproj_w, BT, Fl, C, bf, lin);
+    gpt_linear_backward(ops, dfch, g.mproj_w, NULL, dy, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, BT, Fl, C, bf, lin);
     ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
-    const float *ln2 = gpt_saved_input(ops, a->ln2, a->ln2_bf16, wide, (size_t)BT * C);
-    ops->linear_backward(dpart, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, BT, C, Fl, bf, lin);
+    gpt_linear_backward(ops, dpart, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, BT, C, Fl, bf, lin);
     float *dln = tp->sp ? dshard : dpart;
     tp_f_backward(tp, dpart, dln, layer, "mlp");
     ops->copy(dres1, dx, (size_t)R * C);  // the residual path
@@ -275,8 +273,7 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, bf, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);
-    const float *ln1 = gpt_saved_input(ops, a->ln1, a->ln1_bf16, wide, (size_t)BT * C);
-    ops->linear_backward(dpart, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, BT, C, 3 * Cl, bf, lin);
+    gpt_linear_backward(ops, dpart, g.qkv_w, g.qkv_b, dqkv, a->ln1, a->ln1_bf16, w.qkv_w, BT, C, 3 * Cl, bf, lin);
     tp_f_backward(tp, dpart, dln, layer, "attn");
     ops->copy(dx, dres1, (size_t)R * C);
     ops->layernorm_backward(dx, g.ln1_w, g.ln1_b, dln, x, w.ln1_w, a->ln1_mean, a->ln1_rstd, R, C);
@@ -375,7 +372,7 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     if (!tp->vp) {  // replicated head: the loss of this rank's rows (with SP: 1/t of them)
         tp->ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
         if (bf) tp->ops->to_bf16(a->lnf_bf16, lnf, (size_t)R * C);
-        tp->ops->linear_forward(a->probs, lnf, head_w, NULL, R, C, V, bf, wt);
+        gpt_linear_forward(tp->ops, a->probs, lnf, a->lnf_bf16, head_w, NULL, R, C, V, bf, wt);
         return tp->ops->crossentropy_forward(a->probs, targets + tp->row0, R, V);
     }
     // Vocabulary-parallel: a column-parallel linear like c_fc, so f before it; logits [BT, V/t].
@@ -383,7 +380,7 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
     if (bf) tp_f_forward_bf16(tp, ln, lnf, a->lnf_bf16, (bf16 *)wt, L + 1, "head");  // (wt is free until the Linear)
     else tp_f_forward(tp, ln, lnf, L + 1, "head");
-    tp->ops->linear_forward(a->probs, lnf, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
+    gpt_linear_forward(tp->ops, a->probs, lnf, a->lnf_bf16, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
     return vocab_parallel_crossentropy(tp, a->probs, targets, tp->BT);
 }
 
@@ -398,16 +395,16 @@ static void head_backward(Tp *tp, const float *x, const TpActs *a, const uint8_t
         dln = tp_take(&cur, (size_t)R * C);
         tp->ops->crossentropy_backward(dlogits, a->probs, targets + tp->row0, R, V, scale);
         float *lin = tp_take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
-        const float *lnf = gpt_saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)R * C);
-        tp->ops->linear_backward(dln, ghead_w, NULL, dlogits, lnf, head_w, R, C, V, tp->cfg.mixed, lin);
+        gpt_linear_backward(tp->ops, dln, ghead_w, NULL, dlogits, a->lnf, a->lnf_bf16, head_w, R, C, V, tp->cfg.mixed,
+                            lin);
     } else {
         int Vl = V / tp->t;
         float *dlogits = tp_take(&cur, (size_t)BT * Vl), *dpart = tp_take(&cur, (size_t)BT * C);
         float *dshard = tp_take(&cur, (size_t)R * C);
         vocab_parallel_dlogits(tp, dlogits, a->probs, targets, BT, scale);
         float *lin = tp_take(&cur, tp->cfg.mixed ? tp_linear_floats(tp) : 0);
-        const float *lnf = gpt_saved_input(tp->ops, a->lnf, a->lnf_bf16, cur, (size_t)BT * C);
-        tp->ops->linear_backward(dpart, ghead_w, NULL, dlogits, lnf, head_w, BT, C, Vl, tp->cfg.mixed, lin);
+        gpt_linear_backward(tp->ops, dpart, ghead_w, NULL, dlogits, a->lnf, a->lnf_bf16, head_w, BT, C, Vl,
+                            tp->cfg.mixed, lin);
         dln = tp->sp ? dshard : dpart;
         tp_f_backward(tp, dpart, dln, L + 1, "head");  // the head input's gradient, summed over the vocabulary slices
     }

@@ -15,6 +15,8 @@
 //     ways, pointer kinds, memory figures;
 //   - flash attention (flash.cu) against the CPU's flash and naive attention, at every head size
 //     the GPU kernels instantiate;
+//   - the Linear layers with bf16 operands, the input given in fp32 or as bf16 (--mixed's kept
+//     activations: linear_forward_bf16, linear_backward_bf16);
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
 //     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones;
 //   - the param_hash computed on the device (hash.cu) is the CPU's (hash.c) for the same bytes,
@@ -247,6 +249,33 @@ static void test_linear(int bf16_in) {
     gpu->linear_backward(NULL, d_dw[0], NULL, d_dout, d_inp, d_w, N, IC, OC, bf16_in, d_scratch);
     snprintf(what, sizeof what, "%slinear_backward with dinp and dbias NULL: dweight accumulates again", p);
     expect_close(what, dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
+    free_buffers();
+}
+
+// linear_forward_bf16 and linear_backward_bf16: the input given as bf16 (an activation kept so
+// under --mixed), made on each device by its to_bf16 (the same bits: test_bf16); against the
+// CPU's, with test_linear(1)'s tolerance.
+static void test_linear_kept(void) {
+    const int N = ROWS, IC = CH;
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC, ns = linear_scratch_floats(N, IC, OC, 1);
+    float *inp = random_floats(ni, 1, -1, 1), *w = random_floats(nw, 2, -1, 1), *bias = random_floats(OC, 3, -1, 1);
+    float *dout = random_floats(no, 4, -1, 1), *out = host_floats(no), *dinp = host_floats(ni);
+    float *dw = random_floats(nw, 5, -1, 1), *db = random_floats(OC, 6, -1, 1);
+    float *scratch = host_floats(ns), *d_scratch = to_device(filled(ns, GARBAGE), ns);
+    bf16 *inp16 = (bf16 *)host_floats(ni / 2 + 1), *d_inp16 = (bf16 *)to_device(filled(ni / 2 + 1, 0), ni / 2 + 1);
+    float *d_inp = to_device(inp, ni), *d_w = to_device(w, nw), *d_bias = to_device(bias, OC);
+    float *d_dout = to_device(dout, no), *d_out = to_device(filled(no, GARBAGE), no);
+    float *d_dinp = to_device(filled(ni, GARBAGE), ni), *d_dw = to_device(dw, nw), *d_db = to_device(db, OC);
+    ops_cpu.to_bf16(inp16, inp, ni);
+    gpu->to_bf16(d_inp16, d_inp, ni);
+    ops_cpu.linear_forward_bf16(out, inp16, w, bias, N, IC, OC, scratch);
+    gpu->linear_forward_bf16(d_out, d_inp16, d_w, d_bias, N, IC, OC, d_scratch);
+    expect_close("linear_forward_bf16 (the input kept as bf16; out overwritten)", out, d_out, no, TOL_SUM);
+    ops_cpu.linear_backward_bf16(dinp, dw, db, dout, inp16, w, N, IC, OC, scratch);
+    gpu->linear_backward_bf16(d_dinp, d_dw, d_db, d_dout, d_inp16, d_w, N, IC, OC, d_scratch);
+    expect_close("linear_backward_bf16 dinp (overwritten)", dinp, d_dinp, ni, TOL_SUM);
+    expect_close("linear_backward_bf16 dweight (added to its previous value)", dw, d_dw, nw, TOL_SUM);
+    expect_close("linear_backward_bf16 dbias (added to its previous value)", db, d_db, OC, TOL_SUM);
     free_buffers();
 }
 
@@ -733,6 +762,7 @@ int main(void) {
     test_device();
     test_linear(0);
     test_linear(1);
+    test_linear_kept();
     test_layernorm();
     // Column sums: ragged strip and slab, one row, one column, one row short of a slab, both
     // one, and many slabs (8195 = 32 * 256 + 3 rows).

@@ -161,8 +161,10 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
                              CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
-                                int OC, int bf16_in, float *scratch) {
+// The forward and backward passes with the input in fp32 (inp) or given as bf16 (inp16,
+// linear_forward_bf16: multiplied as it is, no copy).
+static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, const float *weight, const float *bias,
+                              int N, int IC, int OC, int bf16_in, float *scratch) {
     CudaContext *c = cuda_context();
     if (N == 0 || OC == 0) return;
     if (bias) {
@@ -173,7 +175,7 @@ static void cuda_linear_forward(float *out, const float *inp, const float *weigh
     if (bf16_in) {
         size_t used = 0;
         w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
-        x = bf16_copy(scratch, &used, inp, (size_t)N * IC);
+        x = inp16 ? (const void *)inp16 : bf16_copy(scratch, &used, inp, (size_t)N * IC);
     }
     // Row-major out[N,OC] = inp[N,IC] W^T, read by cuBLAS as out^T[OC,N] = W[OC,IC] inp^T[IC,N]:
     // W is stored as column-major W^T[IC,OC] (ld IC), so op T gives W; inp is stored as
@@ -181,13 +183,24 @@ static void cuda_linear_forward(float *out, const float *inp, const float *weigh
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, bias ? 1.0f : 0.0f, out, OC, bf16_in);
 }
 
-static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                 const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
+                                int OC, int bf16_in, float *scratch) {
+    linear_forward_in(out, inp, NULL, weight, bias, N, IC, OC, bf16_in, scratch);
+}
+
+static void cuda_linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const float *bias, int N,
+                                     int IC, int OC, float *scratch) {
+    linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, scratch);
+}
+
+static void linear_backward_in(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const bf16 *inp16, const float *weight, int N, int IC, int OC, int bf16_in,
+                               float *scratch) {
     const void *d = dout, *x = inp, *w = weight;
     if (bf16_in) {
         size_t used = 0;
         d = bf16_copy(scratch, &used, dout, (size_t)N * OC);
-        x = bf16_copy(scratch, &used, inp, (size_t)N * IC);
+        x = inp16 ? (const void *)inp16 : bf16_copy(scratch, &used, inp, (size_t)N * IC);
         w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
     }
     // Row-major dinp[N,IC] = dout[N,OC] W[OC,IC], read as dinp^T[IC,N] = W^T[IC,OC] dout^T[OC,N]:
@@ -198,6 +211,16 @@ static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, cons
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in);
     if (dbias) cuda_column_sums(dbias, dout, N, OC);  // of the fp32 dout, as on the CPU
+}
+
+static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                 const float *weight, int N, int IC, int OC, int bf16_in, float *scratch) {
+    linear_backward_in(dinp, dweight, dbias, dout, inp, NULL, weight, N, IC, OC, bf16_in, scratch);
+}
+
+static void cuda_linear_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
+                                      const float *weight, int N, int IC, int OC, float *scratch) {
+    linear_backward_in(dinp, dweight, dbias, dout, NULL, inp, weight, N, IC, OC, 1, scratch);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -360,6 +383,8 @@ static const Ops cuda_table = {
     .name = "cuda",
     .linear_forward = cuda_linear_forward,
     .linear_backward = cuda_linear_backward,
+    .linear_forward_bf16 = cuda_linear_forward_bf16,
+    .linear_backward_bf16 = cuda_linear_backward_bf16,
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
     .attention_forward = cuda_attention_forward,
