@@ -178,11 +178,7 @@ int web_api_checks(Web *w, struct mg_connection *c, const char *method, const ch
     const TodoRegion *regions[64];
     int n = lab_regions(lab, regions, 64);
     if (n == 0) return web_reply_json_error(c, 404, "this lab runs no TODO region");
-    if (pthread_mutex_trylock(&checks_lock) != 0) {
-        const char *busy = "{\"error\":\"one check at a time: another is running; try again in a few seconds\"}";
-        web_reply(c, 429, "application/json", busy, strlen(busy), "Retry-After: 5\r\n");
-        return 429;
-    }
+    if (pthread_mutex_trylock(&checks_lock) != 0) return web_reply_busy(c);
     StrBuf out;
     sb_init(&out);
     char why[4400];

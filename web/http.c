@@ -41,6 +41,12 @@ void web_reply(struct mg_connection *c, int status, const char *type, const char
     sb_free(&r);
 }
 
+int web_reply_busy(struct mg_connection *c) {
+    const char *busy = "{\"error\":\"one check at a time: another is running; try again in a few seconds\"}";
+    web_reply(c, 429, "application/json", busy, strlen(busy), "Retry-After: 5\r\n");
+    return 429;
+}
+
 int web_reply_json_error(struct mg_connection *c, int status, const char *why) {
     StrBuf b;
     sb_init(&b);

@@ -126,9 +126,7 @@ int web_api_plan_check(Web *w, struct mg_connection *c, const char *method, cons
     }
     if (pthread_mutex_trylock(&check_lock) != 0) {
         free(q);
-        const char *busy = "{\"error\":\"one check at a time: another is running; try again in a few seconds\"}";
-        web_reply(c, 429, "application/json", busy, strlen(busy), "Retry-After: 5\r\n");
-        return 429;
+        return web_reply_busy(c);
     }
     PlanCheck *pc = calloc_check(1, sizeof *pc);  // (a server thread's stack is small)
     plancheck_prepare(&q->p, pc);

@@ -2,7 +2,7 @@
 // and checks of every request (http.c), the pages and static files (pages.c) and the JSON API
 // (api.c), which the router (web.c) calls.
 //
-// Defines: web_lexicon, web_reply(), web_reply_json_error(), web_not_found(), web_deadlines_enforce(),
+// Defines: web_lexicon, web_reply(), web_reply_json_error(), web_reply_busy(), web_not_found(), web_deadlines_enforce(),
 //          web_body_read, web_has_body(), web_read_body(), web_host_ok(), web_token_eq(), web_has_token(),
 //          web_may_act(), web_safe_name(), web_page_home(), web_page_markdown(), web_page_lab(),
 //          web_page_run(), web_page_start(), web_page_end(), web_send_page(), web_page_plan(),
@@ -25,6 +25,8 @@ void web_reply(struct mg_connection *c, int status, const char *type, const char
                const char *extra_headers);
 // {"error": why} with that status; returns the status.
 int web_reply_json_error(struct mg_connection *c, int status, const char *why);
+// 429 with Retry-After, for an action that runs one at a time and is running; returns 429.
+int web_reply_busy(struct mg_connection *c);
 // The 404 page; returns 404.
 int web_not_found(struct mg_connection *c);
 // Shuts the reading side of every socket past its body's deadline (web_main's loop calls it).

@@ -164,7 +164,7 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-// A value entering a product between two of them (p, ds): as it is, or rounded to bf16.
+// A value entering a product between two of them (p, dS): as it is, or rounded to bf16.
 static inline float operand(float x, int bf16_in) { return bf16_in ? bf16_round(x) : x; }
 
 // One head's rows of q, k, v or do: row t at base + t * stride. In fp32 they are read where
@@ -306,8 +306,7 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
                                 dp += dot[d] * v[d];
                             }
                             p[u - j0] = expf(s * scale - lse_bh[t]);
-                            if (bf16_in) ds[u - j0] = bf16_round(p[u - j0] * (dp - D[t])) * scale;
-                            else ds[u - j0] = p[u - j0] * (dp - D[t]) * scale;
+                            ds[u - j0] = operand(p[u - j0] * (dp - D[t]), bf16_in) * scale;  // rounded before the scale
                         }
                     }
                     // dV_j += P^T dO_i, dK_j += dS^T Q_i, dQ_i += dS K_j.

@@ -35,14 +35,6 @@ static int sizes(int p, size_t *out) {
     return n;
 }
 
-static void ranks_list(unsigned mask, int p, char *out, size_t n) {
-    size_t used = 0;
-    out[0] = 0;
-    for (int q = 0; q < p; q++)
-        if (mask >> q & 1) used += (size_t)snprintf(out + used, n - used, "%s%d", used ? "," : "", q);
-    if (!used) snprintf(out, n, "none");
-}
-
 // One collective of n elements on this rank, checked.
 typedef void (*AtSize)(Dist *d, size_t n);
 
@@ -87,8 +79,8 @@ static void reduce_scatter_at(Dist *d, size_t n) {
         unsigned mask = (unsigned)(g & 255);
         long at = g >> 8;
         char had[64], all[64];
-        ranks_list(mask, p, had, sizeof had);
-        ranks_list(full, p, all, sizeof all);
+        todo_ranks_list(mask, p, had, sizeof had);
+        todo_ranks_list(full, p, all, sizeof all);
         if ((double)g != got || at != (long)__builtin_popcount(mask) * (long)e)
             todo_fail("%s\nthe sum holds values of other elements than %zu: a round added a piece of another chunk "
                       "(each round k, rank q adds its values of chunk (q - k) mod p, at that chunk's offset)",

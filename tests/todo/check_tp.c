@@ -45,14 +45,6 @@ static const char *const OP_WHAT[] = {"the input gradient", "the row-parallel li
 
 static float partial(int q, size_t e) { return (float)(1u << q) + 16.0f * (float)e; }
 
-static void ranks_list(unsigned mask, int t, char *out, size_t n) {
-    size_t used = 0;
-    out[0] = 0;
-    for (int q = 0; q < t; q++)
-        if (mask >> q & 1) used += (size_t)snprintf(out + used, n - used, "%s%d", used ? "," : "", q);
-    if (!used) snprintf(out, n, "none");
-}
-
 // Why `got` is not the sum at element e, in words (or "" if it cannot tell).
 static void explain(char *why, size_t n, Op op, const Tp *tp, size_t e, float got) {
     int t = tp->t, r = tp->r;
@@ -76,8 +68,8 @@ static void explain(char *why, size_t n, Op op, const Tp *tp, size_t e, float go
     if (!k || (g - (long)mask) % (16L * k)) return;
     size_t at = (size_t)((g - (long)mask) / (16L * k));
     char had[32], all[32];
-    ranks_list(mask, t, had, sizeof had);
-    ranks_list((1u << t) - 1, t, all, sizeof all);
+    todo_ranks_list(mask, t, had, sizeof had);
+    todo_ranks_list((1u << t) - 1, t, all, sizeof all);
     if (at != e)
         snprintf(why, n, "\nthat is the sum (over ranks %s) at row %zu, column %zu: %s", had, at / C, at % C,
                  tp->sp ? "this rank's rows of the sum are rows row0 .. row0 + rows - 1 of all BT rows (the "

@@ -67,6 +67,14 @@ int todo_close(double got, double want, double tol) {
     return isfinite(got) && fabs(got - want) <= tol * fmax(1.0, fabs(want));
 }
 
+void todo_ranks_list(unsigned mask, int p, char *out, size_t n) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int q = 0; q < p; q++)
+        if (mask >> q & 1) used += (size_t)snprintf(out + used, n - used, "%s%d", used ? "," : "", q);
+    if (!used) snprintf(out, n, "none");
+}
+
 // die() in the region or below it: a todo() stub ("not written yet: ...") or any other error
 // the labs' code raises (a communicator's timeout, a failed allocation), reported as it is.
 static void on_die(const char *msg, void *arg) {

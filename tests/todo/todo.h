@@ -1,6 +1,7 @@
 // todo.h — what a check of one TODO region is made of (`make check TODO=<name>`).
 //
-// Defines: TodoCheck, todo_main(), todo_fail(), todo_context(), todo_ranks(), todo_rank_count(), todo_close().
+// Defines: TodoCheck, todo_main(), todo_fail(), todo_context(), todo_ranks(), todo_rank_count(), todo_close(),
+//          todo_ranks_list().
 //
 // A check program (tests/todo/check_<lab>.c) is built against the student's copy of labs/,
 // like `make grade` builds its labs, and holds the checks of that copy's regions: each
@@ -45,6 +46,10 @@ void todo_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // |got - want| <= tol * max(1, |want|), for the floating-point comparisons of a check.
 int todo_close(double got, double want, double tol);
+
+// The ranks of mask's set bits among the first p, as "0,2,3" (or "none"), into out[n]: which
+// ranks a wrong sum holds.
+void todo_ranks_list(unsigned mask, int p, char *out, size_t n);
 
 // Runs body on `world` processes that join as a lab's ranks do (dist_init on the shared-memory
 // backend), each given its Dist. algo picks the collectives' algorithm: DIST_ALGO_DIRECT for a
