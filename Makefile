@@ -342,7 +342,7 @@ $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/region
 # The tensor cores' flash attention kernels (labs/core/cuda/flash_tc.cuh), run on the CPU by
 # tests/gpu/emulate.h: built by the host's C++ compiler, with or without CUDA (sanitized, at
 # -O2: the emulated warps' exchanges are most of its time).
-$(BUILD)/san/tests/test_flash_tc: tests/gpu/test_flash_tc.cc tests/gpu/emulate.h tests/test.h $(LABS_SRC)/core/cuda/flash_tc.cuh $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
+$(BUILD)/san/tests/test_flash_tc: tests/gpu/test_flash_tc.cc tests/gpu/emulate.h tests/*.h $(LABS_SRC)/core/cuda/flash_tc.cuh $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC)/core -I$(LABS_SRC)/core/cuda -Itests $(SANFLAGS) -O2 $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests

@@ -1,8 +1,8 @@
 // gpu.h — the CUDA backend's entry points: what device.c, gpt.c (through the Ops table) and
 // dist.c call when a rank runs on a GPU.
 //
-// Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_alloc(), cuda_free(),
-//          cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
+// Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_set_fp32_tc(),
+//          cuda_alloc(), cuda_free(), cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
 //          cuda_param_hash(), cuda_mark(), cuda_mark_times(),
 //          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
 //          cuda_nccl_init(), cuda_nccl_split(), cuda_nccl_destroy(), cuda_nccl_abort(),
@@ -42,6 +42,10 @@ void cuda_close(void);
 // TF32 on or off for the open context from now on (cuBLAS's products and the flash attention
 // kernels), as cuda_open's tf32 would have set it: for tests that compare both in one process.
 void cuda_set_tf32(int tf32);
+// fp32 flash attention (neither --tf32 nor --mixed) as three TF32 products on the tensor
+// cores where the GPU and the head size allow (on: cuda_open's default), or off: the fp32
+// kernels on the ordinary cores. For tests and benchmarks that compare the two.
+void cuda_set_fp32_tc(int on);
 
 // Zero-filled device memory; NULL if the GPU is out of memory.
 void *cuda_alloc(size_t bytes);

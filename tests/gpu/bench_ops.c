@@ -13,8 +13,9 @@
 //
 // The check: flash's out and dqkv against naive's, normwise (max |a - b| / max |b|), on the
 // same random qkv and dout at the full shape: small shapes are tests/gpu/test_cuda_ops.c's.
-// Then the same with TF32 on (cuda_set_tf32: flash on the tensor cores), and with bf16
-// operands (--mixed: flash_tc.cu), each checked and timed.
+// The flash rows in fp32 are 3xTF32 on the tensor cores where the head fits them (flash_tc.cuh);
+// then fp32 flash on the ordinary cores (cuda_set_fp32_tc(0)), the same with TF32 on
+// (cuda_set_tf32), and with bf16 operands (--mixed), each checked and timed.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,8 +193,8 @@ int main(int argc, char **argv) {
     } rows[] = {
         {"attention naive forward", NAIVE_FWD, 2 * product},
         {"attention naive backward", NAIVE_BWD, 4 * product},
-        {"attention flash forward", FLASH_FWD, 2 * product},
-        {"attention flash backward", FLASH_BWD, 4 * product},
+        {"attention flash forward, fp32 (3xTF32 where the head fits)", FLASH_FWD, 2 * product},
+        {"attention flash backward, fp32 (3xTF32 where the head fits)", FLASH_BWD, 4 * product},
         {"layernorm backward", LN_BWD, 0},
         {"linear backward C->4C (with bias)", LINEAR_BWD, 2.0 * 2 * N * C * 4 * C},
         {"linear backward C->4C, bf16 operands (--mixed)", LINEAR_BWD_BF16, 2.0 * 2 * N * C * 4 * C},
@@ -205,11 +206,20 @@ int main(int argc, char **argv) {
         else printf("| %s | %.3f | |\n", rows[i].name, ms);
     }
 
+    // fp32 flash on the ordinary cores (the rows above take the tensor cores as 3xTF32 where
+    // the head fits them): checked the same way, and timed beside them.
+    cuda_set_fp32_tc(0);
+    int simt_ok = check_flash(&b, naive_out, naive_dqkv, 1e-4, 1e-3, "flash fp32 on the ordinary cores vs naive");
+    double ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
+    printf("| attention flash forward, fp32 on the ordinary cores | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
+    printf("| attention flash backward, fp32 on the ordinary cores | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
+    cuda_set_fp32_tc(1);
+
     // With TF32 (--tf32): flash on the tensor cores where the head fits them, checked against
     // the fp32 naive results above (TF32 keeps 10 bits of mantissa: within 1e-2), then timed.
     cuda_set_tf32(1);
     int tf_ok = check_flash(&b, naive_out, naive_dqkv, 1e-2, 1e-2, "flash TF32 vs naive fp32");
-    double ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
+    ms_f = time_op(&b, FLASH_FWD), ms_b = time_op(&b, FLASH_BWD);
     printf("| attention flash forward, TF32 | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
     printf("| attention flash backward, TF32 | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
     double ms_nf = time_op(&b, NAIVE_FWD), ms_nb = time_op(&b, NAIVE_BWD);  // cuBLAS's products in TF32
@@ -225,5 +235,5 @@ int main(int argc, char **argv) {
     printf("| attention flash forward, bf16 (--mixed) | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
     printf("| attention flash backward, bf16 (--mixed) | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
     cuda_close();
-    return ok && tf_ok && bf_ok ? 0 : 1;
+    return ok && simt_ok && tf_ok && bf_ok ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 // GPU (CI) checks them: the same source, compiled by the host's C++ compiler.
 //
 // Defines: SHARDLAB_EMULATE, the CUDA words those kernels use (threadIdx, blockIdx, gridDim,
-//          __syncthreads, __shfl_xor_sync, uint2, __global__ and the like), the tensor cores'
+//          __syncthreads, __shfl_xor_sync, __float_as_uint, uint2, __global__ and the like), the tensor cores'
 //          instructions they call (emu_mma_bf16, emu_mma_tf32, emu_tf32_round), emu_shared(),
 //          and emu_launch().
 //
@@ -175,6 +175,12 @@ static inline float emu_float(uint32_t bits) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+static inline float __uint_as_float(uint32_t bits) { return emu_float(bits); }
+static inline uint32_t __float_as_uint(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
 }
 
 // Rounded to TF32 as cvt.rna.tf32.f32: to nearest, ties away from zero, 13 low bits cleared;

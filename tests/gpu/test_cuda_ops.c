@@ -432,7 +432,8 @@ static void test_attention(int B, int T, int C, int NH) {
 // shapes reach every padded head size the GPU kernels instantiate (hs 1 to 1000: 16, 64,
 // 128, 256 and 1024, with the lanes-per-row groups of 1 to 32 they bring), T = 1, and T past
 // one block of rows (128) and past one tile of keys (64), none of them a multiple of either.
-// tol_out and tol_grad: TOL_SUM and TOL_CHAIN in fp32; with TF32 (cuda_set_tf32(1): the tensor
+// tol_out and tol_grad: TOL_SUM and TOL_CHAIN in fp32 (3xTF32 included: test_flash_tc measures
+// it against the exact values as close as the CPU's fp32); with TF32 (cuda_set_tf32(1): the tensor
 // cores' kernels) the products keep 10 bits of each operand's mantissa, 5e-4 relative, so a
 // sum of them is off by about that and a chain of them by a few times it: TOL_TF32_OUT and
 // TOL_TF32_GRAD. With bf16 operands (bf16_in = 1, --mixed: flash_tc.cu) the CPU rounds the
@@ -480,8 +481,13 @@ static void test_flash_attention_tol(int B, int T, int C, int NH, int bf16_in, d
     free_buffers();
 }
 
+// fp32 both ways: as 3xTF32 on the tensor cores (the default, for heads up to 128 channels on
+// compute capability 8.0 on) and on the ordinary cores (cuda_set_fp32_tc(0)); the same bounds.
 static void test_flash_attention(int B, int T, int C, int NH) {
-    test_flash_attention_tol(B, T, C, NH, 0, TOL_SUM, TOL_CHAIN, "flash");
+    test_flash_attention_tol(B, T, C, NH, 0, TOL_SUM, TOL_CHAIN, "flash fp32");
+    cuda_set_fp32_tc(0);
+    test_flash_attention_tol(B, T, C, NH, 0, TOL_SUM, TOL_CHAIN, "flash fp32, ordinary cores");
+    cuda_set_fp32_tc(1);
 }
 
 

@@ -1,6 +1,6 @@
-// test_flash_tc.cc — flash_tc.cuh's tensor-core kernels (bf16 for --mixed, TF32 for --tf32)
-// run on the CPU through emulate.h, against the CPU's flash attention (attention.c): the same
-// kernel source nvcc compiles, checked on every build, GPU or not.
+// test_flash_tc.cc — flash_tc.cuh's tensor-core kernels (bf16 for --mixed, TF32 for --tf32,
+// 3xTF32 for fp32) run on the CPU through emulate.h, against the CPU's flash attention
+// (attention.c): the same kernel source nvcc compiles, checked on every build, GPU or not.
 //
 // What it proves: the kernels' indexing (fragments, staged and transposed tiles, the rows a
 // lane owns), the causal mask and the ragged ends, the online softmax and its rescaling, the
@@ -18,6 +18,10 @@
 //         on the other side of a bf16 rounding boundary (a term off by 2^-8 of itself):
 //         TOL_BF16_OUT, TOL_BF16_GRAD (measured: about 1e-6 and 1e-5 at worst).
 //   TF32  against the CPU's fp32 (TF32 is not emulated on the CPU): test_cuda_ops' bounds.
+//   3xTF32  against the CPU's fp32 with fp32's bounds (measured: 1e-6 and 2e-6 at worst); and,
+//           as it stands in for fp32, against the exact values (tests/attention_ref.h): no further
+//           from them than X3_VS_FP32 times the CPU's fp32 flash is (measured: 1.1 to 4.5 times;
+//           one TF32 product alone, or a small term left out, is hundreds of times).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -33,12 +37,17 @@ extern "C" {
 
 #include "flash_tc.cuh"
 
+#include "../attention_ref.h"
 #include "../test.h"
 
 #define TOL_BF16_OUT 1e-4
 #define TOL_BF16_GRAD 1e-3
 #define TOL_TF32_OUT 5e-3
 #define TOL_TF32_GRAD 2e-2
+#define TOL_X3_OUT 1e-5
+#define TOL_X3_GRAD 1e-4
+#define X3_VS_FP32 8.0
+#define FP32_EPS 6e-8  // 2^-24: fp32's rounding, the least error a result can be held to
 
 static std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
     Rng rng;
@@ -55,6 +64,17 @@ static double normwise(const std::vector<float> &x, const std::vector<float> &re
         double e = fabs((double)x[i] - ref[i]);
         if (!(e <= d)) d = e;
         m = fmax(m, fabs((double)ref[i]));
+    }
+    return d / (m > 0 ? m : 1);
+}
+
+// The same against the exact (double) values.
+static double normwise(const std::vector<float> &x, const std::vector<double> &ref) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < x.size(); i++) {
+        double e = fabs((double)x[i] - ref[i]);
+        if (!(e <= d)) d = e;
+        m = fmax(m, fabs(ref[i]));
     }
     return d / (m > 0 ? m : 1);
 }
@@ -98,9 +118,12 @@ static void run_padded(int hsp, std::vector<float> &out, std::vector<float> &lse
     }
 }
 
-static void check(bool bf16, int B, int T, int C, int NH, const char *why) {
+enum Format { BF16, TF32, TF32X3 };
+
+static void check(Format format, int B, int T, int C, int NH, const char *why) {
     const int hs = C / NH, hsp = hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
-    const char *name = bf16 ? "bf16" : "TF32";
+    const bool bf16 = format == BF16;
+    const char *name = format == BF16 ? "bf16" : format == TF32 ? "TF32" : "3xTF32";
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     std::vector<float> qkv = random_floats(nqkv, 40 + (uint64_t)T, -2, 2), dout = random_floats(nout, 41, -1, 1);
 
@@ -111,12 +134,14 @@ static void check(bool bf16, int B, int T, int C, int NH, const char *why) {
                              scratch.data());
 
     std::vector<float> e_out(nout, NAN), e_lse(nlse, NAN), e_dqkv(nqkv, NAN);
-    if (bf16) run_padded<tc::Bf16>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
-    else run_padded<tc::Tf32>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
+    if (format == BF16) run_padded<tc::Bf16>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
+    else if (format == TF32) run_padded<tc::Tf32>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
+    else run_padded<tc::Tf32x3>(hsp, e_out, e_lse, e_dqkv, qkv, dout, out, lse, B, T, C, NH);
 
     size_t left = unwritten(e_out) + unwritten(e_lse) + unwritten(e_dqkv);
     double w_out = normwise(e_out, out), w_lse = normwise(e_lse, lse), w_dqkv = normwise(e_dqkv, dqkv);
-    double tol_out = bf16 ? TOL_BF16_OUT : TOL_TF32_OUT, tol_grad = bf16 ? TOL_BF16_GRAD : TOL_TF32_GRAD;
+    double tol_out = format == BF16 ? TOL_BF16_OUT : format == TF32 ? TOL_TF32_OUT : TOL_X3_OUT;
+    double tol_grad = format == BF16 ? TOL_BF16_GRAD : format == TF32 ? TOL_TF32_GRAD : TOL_X3_GRAD;
     EXPECT(left == 0, "%s kernels, emulated (B=%d T=%d hs=%d, padded to %d; %s): every output written (%zu left NaN)",
            name, B, T, hs, hsp, why, left);
     EXPECT(w_out <= tol_out && w_lse <= tol_out,
@@ -124,6 +149,18 @@ static void check(bool bf16, int B, int T, int C, int NH, const char *why) {
            T, hs, w_out, w_lse, tol_out);
     EXPECT(w_dqkv <= tol_grad, "%s backward, emulated (B=%d T=%d hs=%d): dq, dk and dv %.2g from the CPU's (within %g)",
            name, B, T, hs, w_dqkv, tol_grad);
+    if (format != TF32X3) return;
+
+    // 3xTF32 stands in for fp32: against the exact values, it must be off by no more than
+    // X3_VS_FP32 times what the CPU's fp32 flash is off by (TF32 alone: hundreds of times).
+    std::vector<double> x_out(nout), x_lse(nlse), x_dqkv(nqkv);
+    attention_reference_as(x_out.data(), x_lse.data(), x_dqkv.data(), qkv.data(), dout.data(), B, T, C, NH, 0);
+    double fp32_fwd = fmax(normwise(out, x_out), normwise(lse, x_lse)), fp32_bwd = normwise(dqkv, x_dqkv);
+    double x3_fwd = fmax(normwise(e_out, x_out), normwise(e_lse, x_lse)), x3_bwd = normwise(e_dqkv, x_dqkv);
+    EXPECT(x3_fwd <= X3_VS_FP32 * fmax(fp32_fwd, FP32_EPS) && x3_bwd <= X3_VS_FP32 * fmax(fp32_bwd, FP32_EPS),
+           "3xTF32 as accurate as fp32 (B=%d T=%d hs=%d): from the exact, forward %.2g and backward %.2g, the CPU's "
+           "fp32 %.2g and %.2g (within %gx)",
+           B, T, hs, x3_fwd, x3_bwd, fp32_fwd, fp32_bwd, X3_VS_FP32);
 }
 
 int main(void) {
@@ -138,7 +175,7 @@ int main(void) {
         {3, 1, 12, 4, "T = 1, hs 3 padded to 16"},
         {1, 70, 64, 2, "hs 32, T past one tile"},
     };
-    for (int bf16 = 1; bf16 >= 0; bf16--)
-        for (const auto &s : shapes) check(bf16, s.B, s.T, s.C, s.NH, s.why);
+    for (Format f : {BF16, TF32, TF32X3})
+        for (const auto &s : shapes) check(f, s.B, s.T, s.C, s.NH, s.why);
     return test_done();
 }

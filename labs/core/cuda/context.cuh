@@ -57,6 +57,8 @@ typedef struct {
     int open;
     int ordinal;  // the GPU this process drives
     int tf32;     // cuBLAS may use TF32 tensor cores (not bitwise comparable with the CPU)
+    int fp32_tc;  // fp32 flash attention as 3xTF32 on the tensor cores where they run it (1 by
+                  // default; 0: the fp32 kernels on the ordinary cores, flash.cu's)
     // Every kernel, cuBLAS call and device-to-device copy of the compute side runs here, in
     // order, so no kernel needs to wait for another by hand.
     cudaStream_t stream;
@@ -181,11 +183,12 @@ void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *
                                    const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
 
 // The same algorithm on the tensor cores (flash_tc.cu), for heads padded to hsp = 16, 32, 64
-// or 128 channels, its products' operands in one of two formats: bf16 (--mixed, ops.h's
-// bf16_in) or TF32 (--tf32). flash.cu's entry points call them where cuda_flash_tc_usable()
-// says this GPU runs them (if not, it says why, in why). D is the backward pass's [B,NH,T]
-// workspace, scale 1/sqrt(C / NH).
-typedef enum { CUDA_TC_BF16, CUDA_TC_TF32 } CudaTcFormat;
+// or 128 channels, its products' operands in one of three formats: bf16 (--mixed, ops.h's
+// bf16_in), TF32 (--tf32) or fp32 as three TF32 products (3xTF32: fp32's accuracy, the
+// default). flash.cu's entry points call them where cuda_flash_tc_usable() says this GPU runs
+// them (if not, it says why, in why). D is the backward pass's [B,NH,T] workspace, scale
+// 1/sqrt(C / NH).
+typedef enum { CUDA_TC_BF16, CUDA_TC_TF32, CUDA_TC_TF32X3 } CudaTcFormat;
 bool cuda_flash_tc_usable(const CudaContext *ctx, CudaTcFormat format, int hsp, char *why, size_t why_size);
 void cuda_flash_tc_forward(CudaTcFormat format, int hsp, float *out, float *lse, const float *qkv, int B, int T, int C,
                            int NH, float scale, cudaStream_t s);

@@ -1,8 +1,8 @@
 // device.cu — the device half of gpu.h: finding and opening the GPU, its memory, its
 // compute stream; and the per-process context (context.cuh) that ops.cu's kernels use.
 //
-// Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_alloc(), cuda_free(),
-//                   cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
+// Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_set_fp32_tc(),
+//                   cuda_alloc(), cuda_free(), cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
 //                   cuda_mem_info(), cuda_is_device_ptr().
 //          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace(),
 //                         cuda_use_workspace().
@@ -110,6 +110,7 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
     memset(&ctx, 0, sizeof ctx);
     ctx.ordinal = ordinal;
     ctx.tf32 = tf32;
+    ctx.fp32_tc = 1;
     ctx.open = 1;
 
     cudaError_t e;
@@ -158,6 +159,8 @@ void cuda_set_tf32(int tf32) {
     c->tf32 = tf32;
     cublasCheck(cublasSetMathMode(c->cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
+
+void cuda_set_fp32_tc(int on) { cuda_context()->fp32_tc = on; }
 
 // ---------------------------------------------------------------------------------------
 // The context, for ops.cu

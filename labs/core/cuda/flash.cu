@@ -1,7 +1,10 @@
 // flash.cu — flash attention on the GPU: the kernels behind cuda_ops()'s
 // flash_attention_forward and flash_attention_backward (ops.h's contract; the algorithm, its
-// picture and the CPU version are in attention.c). With --tf32 or --mixed (bf16_in), heads of
-// up to 128 channels go to the tensor cores' kernels of flash_tc.cu instead.
+// picture and the CPU version are in attention.c). On GPUs with tensor cores for TF32 and bf16
+// (compute capability 8.0 on), heads of up to 128 channels go to flash_tc.cu's kernels instead:
+// bf16 with --mixed (bf16_in), TF32 with --tf32, and fp32 as three TF32 products each (3xTF32,
+// as accurate as fp32's: flash_tc.cuh). These kernels take the rest: the heads past 128, the
+// older GPUs, and fp32 when a test or benchmark asks for them (cuda_set_fp32_tc(0)).
 //
 // Defines (context.cuh): cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //                        cuda_flash_head_size_ok().
@@ -307,19 +310,21 @@ int padded_head_size(int hs) {
 }
 
 // Which kernels a pass takes: with bf16 operands (--mixed) the tensor cores' bf16 ones, or the
-// run stops here saying why this GPU cannot; with --tf32 the TF32 ones where the GPU runs them
-// (else the fp32 kernels below, whose products TF32 would only round); else the fp32 ones.
-// 1 for the tensor cores, in *format.
+// run stops here saying why this GPU cannot; with --tf32 the TF32 ones, and in fp32 the 3xTF32
+// ones (as accurate as fp32's, and several times the speed of the fp32 cores), where the GPU
+// runs them; else the fp32 kernels below (older GPUs, heads over 128 channels). 1 for the
+// tensor cores, in *format.
 int use_tensor_cores(const CudaContext *ctx, int hs, int bf16_in, CudaTcFormat *format) {
     char why[200];
-    *format = bf16_in ? CUDA_TC_BF16 : CUDA_TC_TF32;
     if (bf16_in) {
+        *format = CUDA_TC_BF16;
         if (!cuda_flash_tc_usable(ctx, CUDA_TC_BF16, padded_head_size(hs), why, sizeof why))
             die("use --attn naive (fp32 attention) with --mixed, or more heads (--heads)",
                 "--mixed with --attn flash on CUDA: %s (heads of %d channels)", why, hs);
         return 1;
     }
-    return ctx->tf32 && cuda_flash_tc_usable(ctx, CUDA_TC_TF32, padded_head_size(hs), why, sizeof why);
+    *format = ctx->tf32 ? CUDA_TC_TF32 : CUDA_TC_TF32X3;
+    return (ctx->tf32 || ctx->fp32_tc) && cuda_flash_tc_usable(ctx, *format, padded_head_size(hs), why, sizeof why);
 }
 
 void check_head_size(int hs) {
@@ -342,7 +347,7 @@ void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int 
     CudaContext *ctx = cuda_context();
     cudaStream_t s = ctx->stream;
     CudaTcFormat format;
-    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // --mixed or --tf32: flash_tc.cu
+    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // flash_tc.cu
         cuda_flash_tc_forward(format, padded_head_size(hs), out, lse, qkv, B, T, C, NH, scale, s);
         return;
     }
@@ -369,7 +374,7 @@ void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *
     CudaContext *ctx = cuda_context();
     cudaStream_t s = ctx->stream;
     CudaTcFormat format;
-    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // --mixed or --tf32: flash_tc.cu
+    if (use_tensor_cores(ctx, hs, bf16_in, &format)) {  // flash_tc.cu
         cuda_flash_tc_backward(format, padded_head_size(hs), dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
         return;
     }

@@ -1,6 +1,6 @@
-// flash_tc.cu — flash attention on the tensor cores, bf16 (--mixed) and TF32 (--tf32): the
-// launches of flash_tc.cuh's kernels (the algorithm, its layout on the tensor cores and the
-// kernels are there), and which GPUs run them.
+// flash_tc.cu — flash attention on the tensor cores, bf16 (--mixed), TF32 (--tf32) and fp32 as
+// 3xTF32 (the default): the launches of flash_tc.cuh's kernels (the algorithm, its layout on
+// the tensor cores and the kernels are there), and which GPUs run them.
 //
 // Defines (context.cuh): cuda_flash_tc_usable(), cuda_flash_tc_forward(), cuda_flash_tc_backward().
 #include <stdio.h>
@@ -84,7 +84,9 @@ void backward_for(int hsp, float *dqkv, float *D, const float *dout, const float
 }  // namespace tc
 
 bool cuda_flash_tc_usable(const CudaContext *ctx, CudaTcFormat format, int hsp, char *why, size_t why_size) {
-    size_t need = format == CUDA_TC_BF16 ? tc::most_shared<tc::Bf16>(hsp) : tc::most_shared<tc::Tf32>(hsp);
+    size_t need = format == CUDA_TC_BF16 ? tc::most_shared<tc::Bf16>(hsp)
+                  : format == CUDA_TC_TF32 ? tc::most_shared<tc::Tf32>(hsp)
+                                           : tc::most_shared<tc::Tf32x3>(hsp);
     if (!need) {
         snprintf(why, why_size, "the tensor cores' kernels take heads of up to 128 channels, and these have more");
         return false;
@@ -109,12 +111,14 @@ bool cuda_flash_tc_usable(const CudaContext *ctx, CudaTcFormat format, int hsp, 
 void cuda_flash_tc_forward(CudaTcFormat format, int hsp, float *out, float *lse, const float *qkv, int B, int T, int C,
                            int NH, float scale, cudaStream_t s) {
     if (format == CUDA_TC_BF16) tc::forward_for<tc::Bf16>(hsp, out, lse, qkv, B, T, C, NH, scale, s);
-    else tc::forward_for<tc::Tf32>(hsp, out, lse, qkv, B, T, C, NH, scale, s);
+    else if (format == CUDA_TC_TF32) tc::forward_for<tc::Tf32>(hsp, out, lse, qkv, B, T, C, NH, scale, s);
+    else tc::forward_for<tc::Tf32x3>(hsp, out, lse, qkv, B, T, C, NH, scale, s);
 }
 
 void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D, const float *dout, const float *qkv,
                             const float *out, const float *lse, int B, int T, int C, int NH, float scale,
                             cudaStream_t s) {
     if (format == CUDA_TC_BF16) tc::backward_for<tc::Bf16>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
-    else tc::backward_for<tc::Tf32>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
+    else if (format == CUDA_TC_TF32) tc::backward_for<tc::Tf32>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
+    else tc::backward_for<tc::Tf32x3>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
 }

@@ -1,13 +1,16 @@
 // flash_tc.cuh — flash attention on the tensor cores: flash.cu's algorithm with every product a
 // tensor-core instruction and the online softmax done where the products leave their results,
-// in each lane's registers (FlashAttention-2's layout). Two formats of operands:
-//   bf16 (--mixed, ops.h's bf16_in = 1): rounded to bf16 as the CPU rounds them (attention.c
-//        says which), so the two agree to their sums' order;
-//   TF32 (--tf32): fp32 rounded to TF32's 10 bits of mantissa as they enter a product, as
-//        --tf32's cuBLAS products do (not emulated on the CPU: test_cuda_ops bounds it).
+// in each lane's registers (FlashAttention-2's layout). Three formats of operands:
+//   bf16   (--mixed, ops.h's bf16_in = 1): rounded to bf16 as the CPU rounds them (attention.c
+//          says which), so the two agree to their sums' order;
+//   TF32   (--tf32): fp32 rounded to TF32's 10 bits of mantissa as they enter a product, as
+//          --tf32's cuBLAS products do (not emulated on the CPU: test_cuda_ops bounds it);
+//   3xTF32 (fp32, the default): each fp32 operand split into two TF32s and each product taken
+//          as three, which is as close to fp32's own product as fp32's rounding (Tf32x3 says
+//          how), at three tensor-core instructions where fp32 on the ordinary cores is many.
 // Everything else (the softmax's max, sum, lse and D, the accumulators) is fp32.
 //
-// Defines (namespace tc): the formats Bf16 and Tf32, forward_kernel, backward_dq_kernel and
+// Defines (namespace tc): the formats Bf16, Tf32 and Tf32x3, forward_kernel, backward_dq_kernel and
 //         backward_dkv_kernel (templates on the format and the padded head size), and the
 //         shared memory each takes (forward_bytes, dq_bytes, dkv_bytes). flash_tc.cu launches
 //         them; tests/gpu/emulate.h runs the very same kernels on the CPU (SHARDLAB_EMULATE:
@@ -86,6 +89,8 @@ __device__ uint32_t word(const E *tile, int i) { return *reinterpret_cast<const 
 // bf16: two operands to a word, one instruction 16 x 16 by 16 x 8.
 struct Bf16 {
     typedef uint16_t Elem;
+    typedef uint32_t A[4];  // a lane's words of A and of B
+    typedef uint32_t B[2];
     static const int K = 16;
     static const int LDC = TILE + 8;  // a row of a transposed tile, in elements
     template <int HSP>
@@ -137,6 +142,8 @@ struct Bf16 {
 // TF32: an fp32 rounded to 10 bits of mantissa in each word, one instruction 16 x 8 by 8 x 8.
 struct Tf32 {
     typedef uint32_t Elem;
+    typedef uint32_t A[4];
+    typedef uint32_t B[2];
     static const int K = 8;
     static const int LDC = TILE + 8;
     template <int HSP>
@@ -191,6 +198,67 @@ struct Tf32 {
     }
 };
 
+// fp32 as three TF32 products ("3xTF32"). Each fp32 operand x is split into two TF32s,
+//     big = tf32(x),  small = tf32(x - big)      (x - big is exact in fp32)
+// so x = big + small to 22 bits of mantissa, and a product a b is taken as
+//     a b ~= small_a big_b + big_a small_b + big_a big_b      (the small terms first)
+// three instructions, each exact in its products and summed in fp32. What it drops (small_a
+// small_b, and small's own rounding) is about 2^-22 of |a b|, where one TF32 product misses by
+// 2^-11 and fp32's rounding of a product is 2^-24: so the sums agree with fp32's to within a
+// few of fp32's roundings (test_flash_tc measures it against the CPU's fp32 flash). The tiles
+// hold the fp32 values as they are, in Tf32's layout; a fragment is split as it is read, once
+// for every product it takes part in.
+struct Tf32x3 {
+    typedef uint32_t Elem;  // an fp32's bits
+    struct A {
+        uint32_t big[4], small[4];
+    };
+    struct B {
+        uint32_t big[2], small[2];
+    };
+    static const int K = Tf32::K;
+    static const int LDC = Tf32::LDC;
+    template <int HSP>
+    __host__ __device__ static constexpr int ldr() { return Tf32::ldr<HSP>(); }
+
+    template <int N>
+    __device__ static void split(uint32_t (&big)[N], uint32_t (&small)[N], const uint32_t (&x)[N]) {
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            big[i] = Tf32::round(__uint_as_float(x[i]));
+            small[i] = Tf32::round(__uint_as_float(x[i]) - __uint_as_float(big[i]));
+        }
+    }
+    __device__ static void store2(Elem *at, float x0, float x1) { at[0] = __float_as_uint(x0), at[1] = __float_as_uint(x1); }
+
+    __device__ static void load_a(A &a, const Elem *tile, int ld, int k0) {
+        uint32_t x[4];
+        Tf32::load_a(x, tile, ld, k0);
+        split(a.big, a.small, x);
+    }
+    __device__ static void load_b(B &b, const Elem *tile, int ld, int k0) {
+        uint32_t x[2];
+        Tf32::load_b(x, tile, ld, k0);
+        split(b.big, b.small, x);
+    }
+    __device__ static void load_b_held(B &b, const Elem *tile, int ld, int k0) {
+        uint32_t x[2];
+        Tf32::load_b_held(x, tile, ld, k0);
+        split(b.big, b.small, x);
+    }
+    template <int NT>
+    __device__ static void a_held(A &a, const float (&p)[NT][4], int kk) {
+        const uint32_t x[4] = {__float_as_uint(p[kk][0]), __float_as_uint(p[kk][2]), __float_as_uint(p[kk][1]),
+                               __float_as_uint(p[kk][3])};  // Tf32::a_held's order
+        split(a.big, a.small, x);
+    }
+    __device__ static void mma(float (&c)[4], const A &a, const B &b) {
+        Tf32::mma(c, a.small, b.big);
+        Tf32::mma(c, a.big, b.small);
+        Tf32::mma(c, a.big, b.big);
+    }
+};
+
 // acc (16 x N) += A B^T, A the warp's 16 rows of K columns (a, row length lda), B N rows of K
 // columns (b, row length ldb): scores, as in S = Q K^T.
 template <typename F, int N, int K>
@@ -198,11 +266,11 @@ __device__ void mma_rows(float (&acc)[N / 8][4], const typename F::Elem *a, int 
                          int ldb) {
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += F::K) {
-        uint32_t af[4];
+        typename F::A af;
         F::load_a(af, a, lda, k0);
 #pragma unroll
         for (int j = 0; j < N / 8; j++) {
-            uint32_t bf[2];
+            typename F::B bf;
             F::load_b(bf, b + 8 * j * ldb, ldb, k0);
             F::mma(acc[j], af, bf);
         }
@@ -215,11 +283,11 @@ template <typename F, int N, int K>
 __device__ void mma_held(float (&acc)[N / 8][4], const float (&p)[K / 8][4], const typename F::Elem *bt, int ldbt) {
 #pragma unroll
     for (int kk = 0; kk < K / F::K; kk++) {
-        uint32_t af[4];
+        typename F::A af;
         F::a_held(af, p, kk);
 #pragma unroll
         for (int n = 0; n < N / 8; n++) {
-            uint32_t bf[2];
+            typename F::B bf;
             F::load_b_held(bf, bt + 8 * n * ldbt, ldbt, F::K * kk);
             F::mma(acc[n], af, bf);
         }
