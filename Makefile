@@ -208,11 +208,11 @@ SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
-# The emulated CUDA kernels' test is C++: built where there is a C++ compiler (.ci/run
-# installs g++), else `make test` says it was left out.
+# The emulated CUDA kernels' tests (tests/gpu/*.cc) are C++: built where there is a C++
+# compiler (.ci/run installs g++), else `make test` says they were left out.
 HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
-EMU_TEST := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc)
-TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TEST)
+EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
 .PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
@@ -339,10 +339,11 @@ $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS
 # test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
 
-# The tensor cores' flash attention kernels (labs/core/cuda/flash_tc.cuh), run on the CPU by
-# tests/gpu/emulate.h: built by the host's C++ compiler, with or without CUDA (sanitized, at
-# -O2: the emulated warps' exchanges are most of its time).
-$(BUILD)/san/tests/test_flash_tc: tests/gpu/test_flash_tc.cc tests/gpu/emulate.h tests/*.h $(LABS_SRC)/core/cuda/flash_tc.cuh $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
+# CUDA kernels run on the CPU by tests/gpu/emulate.h (the tensor cores' flash attention,
+# labs/core/cuda/flash_tc.cuh; the param_hash's chunks, hash.cuh): built by the host's C++
+# compiler, with or without CUDA (sanitized, at -O2: the emulated warps' exchanges are most
+# of the time).
+$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel: $(BUILD)/san/tests/%: tests/gpu/%.cc tests/gpu/emulate.h tests/*.h $(wildcard $(LABS_SRC)/core/cuda/*.cuh) $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
 	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC)/core -I$(LABS_SRC)/core/cuda -Itests $(SANFLAGS) -O2 $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
@@ -578,7 +579,7 @@ BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
 # What the tests run, built (make -j N test-programs builds it on N cores; .ci/run does).
 test-programs: all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 test: deps deps-browser test-programs
-	@$(if $(HAVE_CXX),,echo "test_flash_tc: left out: no C++ compiler ($(CXX)); install g++ to run the tensor cores' kernels emulated";)
+	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:

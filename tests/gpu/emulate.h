@@ -2,7 +2,7 @@
 // GPU (CI) checks them: the same source, compiled by the host's C++ compiler.
 //
 // Defines: SHARDLAB_EMULATE, the CUDA words those kernels use (threadIdx, blockIdx, gridDim,
-//          __syncthreads, __shfl_xor_sync, __float_as_uint, uint2, __global__ and the like), the tensor cores'
+//          __syncthreads, __shfl_xor_sync, __float_as_uint, uint2, uint4, __global__ and the like), the tensor cores'
 //          instructions they call (emu_mma_bf16, emu_mma_tf32, emu_tf32_round), emu_shared(),
 //          and emu_launch().
 //
@@ -62,6 +62,9 @@ struct dim3 {
 };
 struct uint2 {
     unsigned x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
 };
 
 // One CUDA thread: its context and stack, and what it waits for.

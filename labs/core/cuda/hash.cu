@@ -3,14 +3,13 @@
 // Defines (gpu.h): cuda_param_hash().
 //
 // The definition is hash.h's: FNV-1a 64 of each 64 KiB chunk, then FNV-1a 64 of the chunks'
-// hashes in order. Here one thread hashes one chunk, reading it 16 bytes at a time where
-// the chunk is 16-byte aligned (every buffer cudaMalloc returns is) and a byte at a time
-// otherwise; each 16 bytes are fed to FNV-1a in address order, least significant byte of
-// each word first, which on the GPU (little-endian) is the order the bytes lie in memory.
-// The chunks of all buffers go in one launch (a few thousand threads for 86M parameters,
-// each a 64 Ki-step chain of multiplies: about a millisecond), so one buffer's chunks never
-// wait for another's. Only the chunks' hashes (8 bytes per 64 KiB) are copied to the host,
-// which folds them in order with param_hash_fold(), the CPU's own code.
+// hashes in order. One thread hashes one chunk (hash.cuh: the kernel, and how it keeps its
+// loads ahead of its multiplies), reading it 16 bytes at a time where the chunk is 16-byte
+// aligned (every buffer cudaMalloc returns is) and a byte at a time otherwise. The chunks of
+// all buffers go in one launch (a few thousand threads for 86M parameters, each a 64 Ki-step
+// chain of multiplies), so one buffer's chunks never wait for another's. Only the chunks'
+// hashes (8 bytes per 64 KiB) are copied to the host, which folds them in order with
+// param_hash_fold(), the CPU's own code.
 #include <string.h>
 
 #include "context.cuh"
@@ -20,49 +19,7 @@ extern "C" {
 #include "hash.h"
 }
 
-// Buffers per launch: their pointers and sizes travel as the kernel's argument (1.6 KB of
-// the 4 KB a kernel argument may hold). More buffers take more launches.
-enum { HASH_BATCH = 64, HASH_THREADS = 64 };
-
-typedef struct {
-    const unsigned char *ptr[HASH_BATCH];
-    size_t bytes[HASH_BATCH];
-    size_t first_chunk[HASH_BATCH + 1];  // buffer i's chunks are first_chunk[i] .. first_chunk[i+1]-1
-    int n;
-} HashBatch;
-
-__device__ static uint64_t fnv1a64_word(uint64_t h, uint32_t w) {
-    for (int b = 0; b < 4; b++) {
-        h ^= (w >> (8 * b)) & 0xffu;
-        h *= FNV1A64_PRIME;
-    }
-    return h;
-}
-
-// out[k] = FNV-1a 64 of the batch's chunk k (chunks numbered across its buffers in order).
-__global__ static void chunk_hash_kernel(uint64_t *out, HashBatch batch) {
-    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= batch.first_chunk[batch.n]) return;
-    int b = 0;
-    while (k >= batch.first_chunk[b + 1]) b++;  // at most HASH_BATCH steps
-    size_t offset = (k - batch.first_chunk[b]) * PARAM_HASH_CHUNK;
-    size_t len = batch.bytes[b] - offset < PARAM_HASH_CHUNK ? batch.bytes[b] - offset : PARAM_HASH_CHUNK;
-    const unsigned char *p = batch.ptr[b] + offset;
-    uint64_t h = FNV1A64_INIT;
-    size_t i = 0;
-    if ((uintptr_t)p % 16 == 0) {
-        const uint4 *v = (const uint4 *)p;
-        for (; i + 16 <= len; i += 16) {
-            uint4 q = v[i / 16];
-            h = fnv1a64_word(fnv1a64_word(fnv1a64_word(fnv1a64_word(h, q.x), q.y), q.z), q.w);
-        }
-    }
-    for (; i < len; i++) {  // the tail, or all of an unaligned chunk
-        h ^= p[i];
-        h *= FNV1A64_PRIME;
-    }
-    out[k] = h;
-}
+#include "hash.cuh"
 
 // Room for `chunks` hashes on the device and in pinned host memory, grown (rarely: the first
 // call, or a bigger model) but never shrunk, so a step's hash allocates nothing.
