@@ -63,15 +63,20 @@ void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *
     cudaCheck(cudaGetLastError());
 }
 
-// Copy n doubles from the device (after the queued work) and add them in order on the host.
+// Copy n doubles from the device (after the queued work) into the context's pinned room
+// (grown, never shrunk: after the first step it is big enough) and add them in order on the
+// host.
 double cuda_sum_on_host(const double *dev, size_t n) {
     CudaContext *c = cuda_context();
-    double *host = (double *)malloc_check(n * sizeof(double));
-    cudaCheck(cudaMemcpyAsync(host, dev, n * sizeof(double), cudaMemcpyDeviceToHost, c->stream));
+    if (n > c->sum_capacity) {
+        if (c->sum_host) cudaCheck(cudaFreeHost(c->sum_host));  // no copy into it is queued
+        cudaCheck(cudaMallocHost(&c->sum_host, n * sizeof(double)));
+        c->sum_capacity = n;
+    }
+    cudaCheck(cudaMemcpyAsync(c->sum_host, dev, n * sizeof(double), cudaMemcpyDeviceToHost, c->stream));
     cudaCheck(cudaStreamSynchronize(c->stream));
     double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += host[i];
-    free(host);
+    for (size_t i = 0; i < n; i++) total += c->sum_host[i];
     return total;
 }
 

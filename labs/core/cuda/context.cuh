@@ -89,6 +89,10 @@ typedef struct {
     // The param_hash's chunk hashes (hash.cu): on the device, and pinned for the copy back.
     uint64_t *hash_dev, *hash_host;
     size_t hash_capacity;  // hashes each holds
+    // Pinned room for the partial sums cuda_sum_on_host() reads back (the loss, the gradient
+    // norm: several times a step), so that each copy is one DMA, not a staged one.
+    double *sum_host;
+    size_t sum_capacity;  // doubles it holds
 } CudaContext;
 
 // The open context, with its GPU made the calling thread's current device (a thread other

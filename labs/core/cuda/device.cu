@@ -83,6 +83,7 @@ static cudaError_t context_release(void) {
     if (ctx.workspace) keep_first(&first, cudaFree(ctx.workspace));
     if (ctx.hash_dev) keep_first(&first, cudaFree(ctx.hash_dev));
     if (ctx.hash_host) keep_first(&first, cudaFreeHost(ctx.hash_host));
+    if (ctx.sum_host) keep_first(&first, cudaFreeHost(ctx.sum_host));
     if (ctx.tokens_dev) keep_first(&first, cudaFree(ctx.tokens_dev));
     if (ctx.tokens_host) keep_first(&first, cudaFreeHost(ctx.tokens_host));
     if (ctx.tokens_copied) keep_first(&first, cudaEventDestroy(ctx.tokens_copied));
