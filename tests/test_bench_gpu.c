@@ -176,6 +176,9 @@ int main(int argc, char **argv) {
         // 4 MiB / 2 MiB = 2.00.
         EXPECT(strstr(out, "| gpt2 | shardlab naive | fp32 (TF32 off) | 11.00 | 4.0 | 2.00 | 4.00 | 0.50 | 2.00 |") != NULL,
                "the ratios: naive against eager written out, against sdpa, against torch.compile, and the peak:\n%s", out);
+        // ms.step 11 of which ms.work 5.5: the other half of the step is between steps.
+        EXPECT(strstr(out, "| ms.work 5.50; between steps 50.0% |") != NULL,
+               "the note: the work's median, and the share of the step outside it (the issue's 2%% target):\n%s", out);
         free(out);
         snprintf(cmd, sizeof cmd, "cat '%s/table.md'", tmp);
         out = test_sh(root, cmd, &st);

@@ -170,7 +170,9 @@ done
 echo
 echo "## ms/step: median wall clock per step after the warm-up; peak MiB: shardlab's mem.peak, PyTorch's"
 echo "## torch.cuda.max_memory_allocated (neither counts the CUDA context); ratios: shardlab / PyTorch at the"
-echo "## same shape and precision (lower is better); shardlab's bf16 is --mixed, PyTorch's is autocast"
+echo "## same shape and precision (lower is better); shardlab's bf16 is --mixed, PyTorch's is autocast; the note:"
+echo "## shardlab's median ms.work (forward, backward, update) and the share of the step outside it (logging,"
+echo "## the param_hash: issue 24's target is 2% at most)"
 table table --markdown "$out/table.md"
 status=$?
 echo "(the table is also in $out/table.md)"
