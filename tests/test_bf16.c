@@ -301,6 +301,32 @@ static void test_ops_cpu(void) {
     free(f), free(back), free(h), free(acc), free(x), free(want);
 }
 
+// --mixed's GELU (ops.h): gelu_forward_bf16 is to_bf16 of the input, GELU of that rounded
+// value, to_bf16 of the result; gelu_backward_bf16 is gelu_backward at the widened input.
+// Bit for bit, over [-8, 8] (both tails and the bend).
+static void test_gelu_bf16(void) {
+    enum { N = 4099 };
+    Rng r;
+    rng_seed(&r, 31);
+    float x[N], dout[N], wide[N], y[N], d_ref[N], d[N];
+    bf16 kept[N], out[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(16.0 * rng_uniform(&r) - 8.0), dout[i] = (float)rng_uniform(&r) - 0.5f;
+    ops_cpu.gelu_forward_bf16(out, kept, x, N);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        float rounded = bf16_round(x[i]);
+        gelu_forward(&y[i], &rounded, 1);
+        wrong += kept[i] != bf16_from_float(x[i]) || out[i] != bf16_from_float(y[i]);
+        wide[i] = rounded;
+    }
+    EXPECT(wrong == 0, "gelu_forward_bf16 keeps the input rounded to bf16 and gives bf16(GELU(that)) (%d of %d wrong)",
+           wrong, N);
+    gelu_backward(d_ref, wide, dout, N);
+    memcpy(d, dout, sizeof d);
+    ops_cpu.gelu_backward_bf16(d, kept, d, N);  // dinp over dout, as ops.h allows
+    EXPECT(memcmp(d, d_ref, sizeof d) == 0, "gelu_backward_bf16 is gelu_backward at the kept input, bit for bit");
+}
+
 // ---------------------------------------------------------------------------------------
 // The collectives, on forked ranks (ranks.h)
 // ---------------------------------------------------------------------------------------
@@ -636,6 +662,7 @@ int main(void) {
     test_from_float_against_reference();
     test_crafted();
     test_ops_cpu();
+    test_gelu_bf16();
     test_rounding_reference_has_teeth();
     test_bad_sizes_die();
     int only = getenv("TEST_DIST_P") ? atoi(getenv("TEST_DIST_P")) : 0;

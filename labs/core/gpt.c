@@ -28,9 +28,9 @@ size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads) {
     return c->attn == GPT_ATTN_FLASH ? rows : rows * c->seq;
 }
 
-// A block's activations that only a Linear layer reads, kept in bf16 under --mixed (gpt.h):
-// ln1 (C), ln2 (C), fch_gelu (4C) per token. The head's is lnf (C).
-static size_t block_bf16_per_token(const GptConfig *c) { return c->mixed ? 6 * (size_t)c->dim : 0; }
+// A block's activations kept in bf16 under --mixed (gpt.h): ln1 (C), ln2 (C), fch and
+// fch_gelu (4C each) per token. The head's is lnf (C).
+static size_t block_bf16_per_token(const GptConfig *c) { return c->mixed ? 10 * (size_t)c->dim : 0; }
 
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
     size_t floats = 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
@@ -82,7 +82,8 @@ void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B) {
     b->ln2_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
     b->ln2_mean = gpt_carve_floats(k, BT);
     b->ln2_rstd = gpt_carve_floats(k, BT);
-    b->fch = gpt_carve_floats(k, BT * 4 * C);
+    b->fch = m ? NULL : gpt_carve_floats(k, BT * 4 * C);
+    b->fch_bf16 = m ? gpt_carve_halves(k, BT * 4 * C) : NULL;
     b->fch_gelu = m ? NULL : gpt_carve_floats(k, BT * 4 * C);
     b->fch_gelu_bf16 = m ? gpt_carve_halves(k, BT * 4 * C) : NULL;
 }
@@ -158,8 +159,8 @@ static size_t linear_scratch_max(const GptConfig *c, int B) {
     return m;
 }
 
-// --mixed: the fp32 form of an activation kept in bf16 (the largest: fch_gelu, [BT,4C]), as
-// the forward pass computes it (the backward pass multiplies the kept bf16s themselves).
+// --mixed: the fp32 form of an activation kept in bf16 (the largest: fch, [BT,4C]), as the
+// forward pass computes it (the backward pass multiplies the kept bf16s themselves).
 static size_t kept_bf16_scratch(const GptConfig *c, int B) { return c->mixed ? (size_t)B * c->seq * 4 * c->dim : 0; }
 
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
@@ -223,8 +224,8 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
                        int B, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params);
     int N = B * c->seq, C = c->dim, m = c->mixed;
-    // Under --mixed the Linear layers' inputs are computed in fp32 in the scratch (kept) and
-    // saved rounded to bf16 (gpt.h), which is what the Linear reads of them anyway.
+    // Under --mixed the Linear layers' inputs and c_fc's output are computed in fp32 in the
+    // scratch (kept) and saved rounded to bf16 (gpt.h), which is what the next op reads.
     float *kept = scratch + linear_scratch_max(c, B);
     // x + attention(ln_1(x))
     float *ln1 = m ? kept : a->ln1;
@@ -239,11 +240,11 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     float *ln2 = m ? kept : a->ln2;
     ops->layernorm_forward(ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
     if (m) ops->to_bf16(a->ln2_bf16, ln2, (size_t)N * C);
-    gpt_linear_forward(ops, a->fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
-    float *fch_gelu = m ? kept : a->fch_gelu;
-    ops->gelu_forward(fch_gelu, a->fch, N * 4 * C);
-    if (m) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)N * 4 * C);
-    gpt_linear_forward(ops, a->out, fch_gelu, a->fch_gelu_bf16, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
+    float *fch = m ? kept : a->fch;
+    gpt_linear_forward(ops, fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
+    if (m) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, N * 4 * C);
+    else ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    gpt_linear_forward(ops, a->out, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
     ops->residual_add(a->out, a->out, a->res1, N * C);
 }
 
@@ -302,7 +303,8 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     // through the MLP.
     gpt_linear_backward(ops, dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, (int)N,
                         4 * (int)C, (int)C, bf, lin);
-    ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
+    if (bf) ops->gelu_backward_bf16(dfch, a->fch_bf16, dfch, (int)(N * 4 * C));
+    else ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
     gpt_linear_backward(ops, dln, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, (int)N, (int)C, 4 * (int)C, bf,
                         lin);
     ops->copy(dres1, dx, N * C);

@@ -2,6 +2,8 @@
 // The math of each backward is written next to its code.
 #include "ops.h"
 
+#include "gelu.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -251,28 +253,26 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 }
 
 // ---------------------------------------------------------------------------------------
-// GELU (tanh form), with u = sqrt(2/pi) (x + 0.044715 x^3):
-//   y  = 0.5 x (1 + tanh u)
-//   y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// GELU (tanh form: gelu.h)
 // ---------------------------------------------------------------------------------------
 
-#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
-
 void gelu_forward(float *out, const float *inp, int n) {
-    for (int i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
-    }
+    for (int i = 0; i < n; i++) out[i] = gelu_value(inp[i]);
 }
 
 void gelu_backward(float *dinp, const float *inp, const float *dout, int n) {
+    for (int i = 0; i < n; i++) dinp[i] = gelu_slope(inp[i]) * dout[i];
+}
+
+void gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
     for (int i = 0; i < n; i++) {
-        float x = inp[i];
-        float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = grad * dout[i];
+        inp_kept[i] = bf16_from_float(inp[i]);
+        out[i] = bf16_from_float(gelu_value(bf16_to_float(inp_kept[i])));
     }
+}
+
+void gelu_backward_bf16(float *dinp, const bf16 *inp, const float *dout, int n) {
+    for (int i = 0; i < n; i++) dinp[i] = gelu_slope(bf16_to_float(inp[i])) * dout[i];
 }
 
 void residual_add(float *out, const float *a, const float *b, int n) {
@@ -395,6 +395,8 @@ const Ops ops_cpu = {
     .flash_attention_backward = flash_attention_backward,
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
+    .gelu_forward_bf16 = gelu_forward_bf16,
+    .gelu_backward_bf16 = gelu_backward_bf16,
     .residual_add = residual_add,
     .embedding_forward = embedding_forward,
     .embedding_backward = embedding_backward,

@@ -4,8 +4,8 @@
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_backward(), attention_forward(),
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
-//          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(), residual_add(),
-//          embedding_forward(), embedding_backward(), crossentropy_forward(),
+//          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(),
+//          gelu_forward_bf16(), gelu_backward_bf16(), residual_add(), embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(),
 //          linear_backward_bf16(), Ops,
 //          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
@@ -107,10 +107,15 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
 #define FLASH_SCRATCH_FLOATS(T, hs) \
     ((size_t)(T) + 2 * (size_t)FLASH_TILE * FLASH_TILE + 2 * (size_t)FLASH_TILE * (size_t)(hs))
 
-// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gelu.h)
 void gelu_forward(float *out, const float *inp, int n);
 // dinp = gelu'(inp) * dout (dinp may alias dout)
 void gelu_backward(float *dinp, const float *inp, const float *dout, int n);
+// --mixed, where the MLP keeps its GELU's input and output in bf16 (gpt.h): inp rounded to
+// bf16 and kept in inp_kept, out the GELU of that rounded value, rounded to bf16.
+void gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n);
+// dinp = gelu'(inp) * dout, from the kept bf16 input (dinp may alias dout)
+void gelu_backward_bf16(float *dinp, const bf16 *inp, const float *dout, int n);
 
 // out = a + b (out may alias a or b)
 void residual_add(float *out, const float *a, const float *b, int n);
@@ -178,6 +183,8 @@ typedef struct {
                                      const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, int n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, int n);
+    void (*gelu_forward_bf16)(bf16 *out, bf16 *inp_kept, const float *inp, int n);
+    void (*gelu_backward_bf16)(float *dinp, const bf16 *inp, const float *dout, int n);
     void (*residual_add)(float *out, const float *a, const float *b, int n);
     void (*embedding_forward)(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B, int T,
                               int C);

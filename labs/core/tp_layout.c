@@ -27,13 +27,13 @@ TpRows tp_rows(const GptConfig *c, int t, int sp, int vp, int B) {
 size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B) {
     TpRows x = tp_rows(c, t, sp, vp, B);
     size_t C = (size_t)c->dim, ts = (size_t)t;
-    size_t linear_in = 2 * x.BT * C + x.BT * 4 * C / ts;  // ln1, ln2 on all rows; fch_gelu: its share
-    size_t block = linear_in                             // (bf16 under --mixed)
+    size_t halved = 2 * x.BT * C + x.BT * 8 * C / ts;    // ln1, ln2 on all rows; fch, fch_gelu: its share
+    size_t block = halved                                // (bf16 under --mixed)
                    + 4 * x.R                             // the LayerNorms' means and rstds
-                   + x.BT * (3 * C + C + 4 * C) / ts     // qkv, atty, fch: this rank's share
+                   + x.BT * (3 * C + C) / ts             // qkv, atty: this rank's share
                    + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads
                    + 2 * x.R * C;                        // res1, out: the residual stream's rows
     size_t floats = x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;
-    size_t halves = c->mixed ? (size_t)c->layers * linear_in + x.H * C : 0;  // lnf on H rows
+    size_t halves = c->mixed ? (size_t)c->layers * halved + x.H * C : 0;  // lnf on H rows
     return 4 * (floats - halves) + 2 * halves;
 }

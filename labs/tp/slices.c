@@ -161,7 +161,7 @@ void tp_gather_model(Tp *tp, Gpt *full) {
 // ---------------------------------------------------------------------------------------
 
 // A float activation, or (--mixed, kept) its bf16 copy in *h.
-static float *take_linear_input(GptCarve *k, size_t n, int kept, bf16 **h) {
+static float *take_activation(GptCarve *k, size_t n, int kept, bf16 **h) {
     *h = kept ? gpt_carve_halves(k, n) : NULL;
     return kept ? NULL : gpt_carve_floats(k, n);
 }
@@ -173,7 +173,7 @@ static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, TpRows x, int B) {
     a->x0 = gpt_carve_floats(k, x.R * C);
     for (int l = 0; l < c->layers; l++) {
         TpBlockActs *b = &a->blocks[l];
-        b->ln1 = take_linear_input(k, x.BT * C, m, &b->ln1_bf16);
+        b->ln1 = take_activation(k, x.BT * C, m, &b->ln1_bf16);
         b->ln1_mean = gpt_carve_floats(k, x.R);
         b->ln1_rstd = gpt_carve_floats(k, x.R);
         b->qkv = gpt_carve_floats(k, x.BT * 3 * C / ts);
@@ -182,14 +182,14 @@ static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, TpRows x, int B) {
         else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
         b->atty = gpt_carve_floats(k, x.BT * C / ts);
         b->res1 = gpt_carve_floats(k, x.R * C);
-        b->ln2 = take_linear_input(k, x.BT * C, m, &b->ln2_bf16);
+        b->ln2 = take_activation(k, x.BT * C, m, &b->ln2_bf16);
         b->ln2_mean = gpt_carve_floats(k, x.R);
         b->ln2_rstd = gpt_carve_floats(k, x.R);
-        b->fch = gpt_carve_floats(k, x.BT * 4 * C / ts);
-        b->fch_gelu = take_linear_input(k, x.BT * 4 * C / ts, m, &b->fch_gelu_bf16);
+        b->fch = take_activation(k, x.BT * 4 * C / ts, m, &b->fch_bf16);
+        b->fch_gelu = take_activation(k, x.BT * 4 * C / ts, m, &b->fch_gelu_bf16);
         b->out = gpt_carve_floats(k, x.R * C);
     }
-    a->lnf = take_linear_input(k, x.H * C, m, &a->lnf_bf16);
+    a->lnf = take_activation(k, x.H * C, m, &a->lnf_bf16);
     a->lnf_mean = gpt_carve_floats(k, x.R);
     a->lnf_rstd = gpt_carve_floats(k, x.R);
     a->probs = gpt_carve_floats(k, x.H * x.Vh);
@@ -249,8 +249,8 @@ size_t tp_linear_floats(const Tp *tp) {
     return m;
 }
 
-// --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch_gelu's
-// share, lnf), as the forward pass computes it; in the backward pass (whose Linears multiply
+// --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch's share,
+// lnf), as the forward pass computes it; in the backward pass (whose Linears multiply
 // the kept bf16s themselves) the same space holds g's gathers of bf16 rows, (BT + R) C bf16s.
 size_t tp_kept_floats(const Tp *tp) {
     TpRows x = tp_rows(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);

@@ -221,12 +221,12 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
     if (bf) tp_f_forward_bf16(tp, ln, ln2, a->ln2_bf16, (bf16 *)partial, layer, "mlp");  // (partial is free again)
     else tp_f_forward(tp, ln, ln2, layer, "mlp");
-    gpt_linear_forward(ops, a->fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
-    float *fch_gelu = bf ? kept : a->fch_gelu;
-    ops->gelu_forward(fch_gelu, a->fch, BT * Fl);                                // pointwise: local
-    if (bf) ops->to_bf16(a->fch_gelu_bf16, fch_gelu, (size_t)BT * Fl);
+    float *fch = bf ? kept : a->fch;
+    gpt_linear_forward(ops, fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
+    if (bf) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, BT * Fl);  // pointwise: local
+    else ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);
     sum = tp->sp ? partial : a->out;
-    gpt_linear_forward(ops, sum, fch_gelu, a->fch_gelu_bf16, w.mproj_w, NULL, BT, Fl, C, bf, wt);
+    gpt_linear_forward(ops, sum, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, NULL, BT, Fl, C, bf, wt);
     tp_g_forward(tp, sum, a->out, layer, "mlp");
     add_bias_rows(tp, a->out, w.mproj_b, R, bias_rows, wt);
     ops->residual_add(a->out, a->out, a->res1, R * C);
@@ -256,7 +256,8 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     if (bf) tp_g_backward_bf16(tp, dx, dy, rows16, all16, layer, "mlp");
     else tp_g_backward(tp, dx, dy, layer, "mlp");
     gpt_linear_backward(ops, dfch, g.mproj_w, NULL, dy, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, BT, Fl, C, bf, lin);
-    ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
+    if (bf) ops->gelu_backward_bf16(dfch, a->fch_bf16, dfch, BT * Fl);
+    else ops->gelu_backward(dfch, a->fch, dfch, BT * Fl);
     gpt_linear_backward(ops, dpart, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, BT, C, Fl, bf, lin);
     float *dln = tp->sp ? dshard : dpart;
     tp_f_backward(tp, dpart, dln, layer, "mlp");

@@ -16,7 +16,8 @@
 //   - flash attention (flash.cu) against the CPU's flash and naive attention, at every head size
 //     the GPU kernels instantiate;
 //   - the Linear layers with bf16 operands, the input given in fp32 or as bf16 (--mixed's kept
-//     activations: linear_forward_bf16, linear_backward_bf16);
+//     activations: linear_forward_bf16, linear_backward_bf16), and GELU on a kept bf16 input
+//     (gelu_forward_bf16, gelu_backward_bf16);
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
 //     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones;
 //   - the param_hash computed on the device (hash.cu) is the CPU's (hash.c) for the same bytes,
@@ -276,6 +277,34 @@ static void test_linear_kept(void) {
     expect_close("linear_backward_bf16 dinp (overwritten)", dinp, d_dinp, ni, TOL_SUM);
     expect_close("linear_backward_bf16 dweight (added to its previous value)", dw, d_dw, nw, TOL_SUM);
     expect_close("linear_backward_bf16 dbias (added to its previous value)", db, d_db, OC, TOL_SUM);
+    free_buffers();
+}
+
+// --mixed's GELU on c_fc's output kept in bf16: the kept input has the CPU's bits (one
+// rounding); the output, GELU of that rounded value rounded to bf16, may differ from the CPU's
+// by one bf16 step where the fp32 GELUs (tanhf on each side) straddle a rounding boundary:
+// within 2^-8 of the largest; the backward from the same kept input, as the fp32 one.
+static void test_gelu_bf16(void) {
+    const int n = 1001;
+    float *x = random_floats(n, 32, -6, 6), *dout = random_floats(n, 33, -1, 1), *dinp = host_floats(n);
+    float *out = host_floats(n), *kept_w = host_floats(n);
+    bf16 *out16 = (bf16 *)host_floats(n / 2 + 1), *kept16 = (bf16 *)host_floats(n / 2 + 1);
+    float *d_x = to_device(x, n), *d_dout = to_device(dout, n), *d_dinp = to_device(filled(n, GARBAGE), n);
+    float *d_out = to_device(filled(n, GARBAGE), n), *d_kept_w = to_device(filled(n, GARBAGE), n);
+    bf16 *d_out16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
+    bf16 *d_kept16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
+    ops_cpu.gelu_forward_bf16(out16, kept16, x, n);
+    gpu->gelu_forward_bf16(d_out16, d_kept16, d_x, n);
+    ops_cpu.from_bf16(kept_w, kept16, n), gpu->from_bf16(d_kept_w, d_kept16, n);
+    expect_same_bits("gelu_forward_bf16: the input kept, rounded to bf16", kept_w, d_kept_w, n);
+    ops_cpu.from_bf16(out, out16, n), gpu->from_bf16(d_out, d_out16, n);
+    expect_close("gelu_forward_bf16: GELU of the rounded input, in bf16", out, d_out, n, 1.0 / 256);
+    ops_cpu.gelu_backward_bf16(dinp, kept16, dout, n);
+    gpu->gelu_backward_bf16(d_dinp, d_kept16, d_dout, n);
+    expect_close("gelu_backward_bf16: the slope at the kept input", dinp, d_dinp, n, TOL_ELEMENTWISE);
+    gpu->gelu_backward_bf16(d_dout, d_kept16, d_dout, n);  // dinp is dout: ops.h allows it
+    expect_same_run("gelu_backward_bf16 written over its own dout gives what a separate output gets", d_dinp, d_dout,
+                    n);
     free_buffers();
 }
 
@@ -769,6 +798,7 @@ int main(void) {
     test_linear(0);
     test_linear(1);
     test_linear_kept();
+    test_gelu_bf16();
     test_layernorm();
     // Column sums: ragged strip and slab, one row, one column, one row short of a slab, both
     // one, and many slabs (8195 = 32 * 256 + 3 rows).

@@ -33,6 +33,7 @@
 #include <math.h>
 
 #include "context.cuh"
+#include "gelu.h"
 
 extern "C" {
 #include "gpu.h"
@@ -329,27 +330,31 @@ static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const flo
 }
 
 // ---------------------------------------------------------------------------------------
-// Elementwise: GELU (tanh form, as ops.c), residual add. No pointer is __restrict__: dinp
+// Elementwise: GELU (tanh form, gelu.h: the CPU's), residual add. No pointer is __restrict__: dinp
 // may be dout, out may be a or b, and each thread reads its element before writing it.
 // ---------------------------------------------------------------------------------------
 
-#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
-
 __global__ static void gelu_forward_kernel(float *out, const float *inp, int n) {
     size_t i = thread_index();
-    if (i >= (size_t)n) return;
-    float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    if (i < (size_t)n) out[i] = gelu_value(inp[i]);
 }
 
 __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, int n) {
     size_t i = thread_index();
+    if (i < (size_t)n) dinp[i] = gelu_slope(inp[i]) * dout[i];
+}
+
+__global__ static void gelu_forward_bf16_kernel(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
+    size_t i = thread_index();
     if (i >= (size_t)n) return;
-    float x = inp[i];
-    float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
-    float sech2 = 1.0f - th * th;
-    float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = grad * dout[i];
+    bf16 x = bf16_from_float(inp[i]);
+    inp_kept[i] = x;
+    out[i] = bf16_from_float(gelu_value(bf16_to_float(x)));
+}
+
+__global__ static void gelu_backward_bf16_kernel(float *dinp, const bf16 *inp, const float *dout, int n) {
+    size_t i = thread_index();
+    if (i < (size_t)n) dinp[i] = gelu_slope(bf16_to_float(inp[i])) * dout[i];
 }
 
 __global__ static void residual_add_kernel(float *out, const float *a, const float *b, int n) {
@@ -366,6 +371,18 @@ static void cuda_gelu_forward(float *out, const float *inp, int n) {
 static void cuda_gelu_backward(float *dinp, const float *inp, const float *dout, int n) {
     if (n <= 0) return;
     gelu_backward_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(dinp, inp, dout, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
+    if (n <= 0) return;
+    gelu_forward_bf16_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(out, inp_kept, inp, n);
+    cudaCheck(cudaGetLastError());
+}
+
+static void cuda_gelu_backward_bf16(float *dinp, const bf16 *inp, const float *dout, int n) {
+    if (n <= 0) return;
+    gelu_backward_bf16_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(dinp, inp, dout, n);
     cudaCheck(cudaGetLastError());
 }
 
@@ -393,6 +410,8 @@ static const Ops cuda_table = {
     .flash_attention_backward = cuda_flash_attention_backward,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
+    .gelu_forward_bf16 = cuda_gelu_forward_bf16,
+    .gelu_backward_bf16 = cuda_gelu_backward_bf16,
     .residual_add = cuda_residual_add,
     .embedding_forward = cuda_embedding_forward,
     .embedding_backward = cuda_embedding_backward,
