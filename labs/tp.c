@@ -214,9 +214,10 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
     double att = flash ? NH : NH * T;
     const char *att_text = flash ? "NH" : "NH T";
     double acts = 4 * (R * C + L * (2 * BT * C + 4 * R + BT * (12 * C + att) / t + 2 * R * C) + H * C + 2 * R + H * Vh);
-    // --mixed keeps the Linear layers' inputs and the GELU's input as bf16s (tensor_parallel.h),
-    // 2 bytes less each: ln1 and ln2 on all rows, fch's and fch_gelu's share, lnf on H rows.
-    double halves = c->mixed ? L * (2 * BT * C + 8 * BT * C / t) + H * C : 0;
+    // --mixed keeps the Linear layers' inputs, the GELU's input and (flash) qkv as bf16s
+    // (tensor_parallel.h), 2 bytes less each: ln1 and ln2 on all rows, atty's, fch's and
+    // fch_gelu's share (9C/t) and qkv's (3C/t), lnf on H rows.
+    double halves = c->mixed ? L * (2 * BT * C + (flash ? 12 : 9) * BT * C / t) + H * C : 0;
     acts -= 2 * halves;
     char per_token[96];
     if (!sp) snprintf(per_token, sizeof per_token, "%s + L (4C + 4 + (12C + %s)/t)", vp ? "2C + 2 + V/t" : "2C + 2 + V", att_text);
@@ -236,9 +237,9 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
                   rep, vp ? "" : ", lm_head", split, t, split / t);
     runlog_printf(log, "activations: a = %s floats per token of a micro-batch's BT = %.0f rows\n", per_token, BT);
     if (c->mixed)
-        runlog_printf(log, "--mixed: h = L (2C + 8C/t) + %s of them kept as bf16s (ln_1, ln_2, GELU's input and output, "
-                           "ln_f's output)\n",
-                      vp ? "C" : sp ? "C/t" : "C");
+        runlog_printf(log, "--mixed: h = L (2C + %dC/t) + %s of them kept as bf16s (ln_1, ln_2, %sthe attention's output, "
+                           "GELU's input and output, ln_f's output)\n",
+                      flash ? 12 : 9, vp ? "C" : sp ? "C/t" : "C", flash ? "q, k, v, " : "");
     train_report_memory_vs_ddp(log, mem, NULL, c, micro, rows, 5, &ddp);
 }
 

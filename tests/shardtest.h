@@ -100,10 +100,11 @@ static inline int ran_clean(const Run *run, const char *what) {
                                      "passed (status %d; %s)", what, run->n, STEPS, run->status, run->r[0].problem);
 }
 
-// What --mixed takes off DDP's activations at the labs' default shape (B 8, T 64, C 64, L 2)
-// on n ranks with K micro-batches: a block's ln1, ln2 and fch_gelu and the head's lnf kept as
-// bf16s (gpt.h), 2 bytes a value fewer: 2 (B/(n K)) T (6 L C + C).
-static inline double mixed_acts_saving(int n, int K) { return 2.0 * (8.0 / (n * K)) * 64 * (6 * 2 * 64 + 64); }
+// What --mixed takes off DDP's activations at the labs' default shape (B 8, T 64, C 64, L 2,
+// flash attention) on n ranks with K micro-batches: a block's ln1, qkv, atty, ln2, fch and
+// fch_gelu (14C) and the head's lnf kept as bf16s (gpt.h), 2 bytes a value fewer:
+// 2 (B/(n K)) T (14 L C + C).
+static inline double mixed_acts_saving(int n, int K) { return 2.0 * (8.0 / (n * K)) * 64 * (14 * 2 * 64 + 64); }
 
 // What DDP's own memory table totals per rank at n ranks and --accum K (the ddp lab beside
 // `lab`, build/labs/zero -> build/labs/ddp, one step, default buckets): the figure the "DDP:

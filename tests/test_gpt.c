@@ -150,11 +150,14 @@ static void check_layout(void) {
     EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * flash_per_token, "flash: activation bytes equal 4 L(16C+4+NH) per token");
     EXPECT(gpt_acts_bytes(&c, 5) + 4 * 5 * T * L * 4 * (T - 1) == 4 * 5 * T * per_token,
            "flash saves exactly B T L NH (T-1) floats fewer than naive");
-    // --mixed keeps a block's ln1, ln2, fch, fch_gelu (10C) and the head's lnf (C) as bf16s: 2
-    // bytes a value fewer each.
+    // --mixed keeps a block's ln1, atty, ln2, fch, fch_gelu (11C), with flash qkv (3C), and the
+    // head's lnf (C) as bf16s: 2 bytes a value fewer each.
     c.mixed = 1;
-    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * flash_per_token - 2 * 5 * T * (L * 10 * C + C),
-           "--mixed: 2 B T (10 L C + C) bytes fewer (ln1, ln2, fch, fch_gelu, lnf as bf16s)");
+    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * flash_per_token - 2 * 5 * T * (L * 14 * C + C),
+           "--mixed: 2 B T (14 L C + C) bytes fewer (ln1, qkv, atty, ln2, fch, fch_gelu, lnf as bf16s)");
+    c.attn = GPT_ATTN_NAIVE;
+    EXPECT(gpt_acts_bytes(&c, 5) == 4 * 5 * T * per_token - 2 * 5 * T * (L * 11 * C + C),
+           "--mixed --attn naive: 2 B T (11 L C + C) bytes fewer (qkv stays fp32: naive attention's products are)");
 }
 
 static void check_matmul(void) {

@@ -12,9 +12,9 @@
 //     names --mixed;
 //   - the rounding reached that lab's own products: its --mixed losses are not its fp32 ones
 //     (tp runs its own Linear calls, ckpt its recomputation);
-//   - the activations only a Linear layer reads, and the GELU's input, are kept in bf16
-//     (gpt.h): the acts bytes drop, by exactly 2 B T (10 L C + C) in single's case and
-//     2 B T (L (2C + 8C/t) + C) in tp's;
+//   - the activations only a Linear layer reads, the GELU's input and (flash) q, k, v are
+//     kept in bf16 (gpt.h): the acts bytes drop, by exactly 2 B T (14 L C + C) in single's
+//     case and 2 B T (L (2C + 12C/t) + C) in tp's;
 //   - the grader grades the --mixed run with full marks, against a reference that ran with
 //     --mixed: single's for the labs that keep fp32 weights, ZeRO stage 0 on one rank for zero
 //     and fsdp, whose weights and gradients are bf16 (grade-args.txt says which);
@@ -111,22 +111,22 @@ static void check_lab(const Lab *l) {
     EXPECT(na == STEPS && nb == STEPS && worst > 1e-6 && worst < 1e-2,
            "%s: the bf16 operands change its losses, a little (%d and %d steps; at most %.3g apart)", l->lab, na, nb,
            worst);
-    // The Linear layers' inputs and the GELU's are kept in bf16 (gpt.h, tensor_parallel.h):
-    // fewer activation bytes. single's: 2 B T (10 L C + C) fewer (B 8, T 64, L 2, C 64); tp's
-    // at t = 2 (ln_1 and ln_2 on all rows, half of fch and fch_gelu, ln_f): 2 B T (L (2C +
-    // 8C/2) + C), less than single's.
+    // The Linear layers' inputs, the GELU's and q, k, v are kept in bf16 (gpt.h,
+    // tensor_parallel.h): fewer activation bytes. single's: 2 B T (14 L C + C) fewer (B 8, T
+    // 64, L 2, C 64); tp's at t = 2 (ln_1 and ln_2 on all rows, half of qkv, atty, fch and
+    // fch_gelu, ln_f): 2 B T (L (2C + 12C/2) + C), less than single's.
     double acts32[STEPS], acts16[STEPS];
     int n32 = step_numbers(l->lab, "fp32", STEP_ACTS, acts32), n16 = step_numbers(l->lab, "mixed", STEP_ACTS, acts16);
     double a32 = n32 ? acts32[n32 - 1] : -1, a16 = n16 ? acts16[n16 - 1] : -1;  // at the last step
     if (!strcmp(l->lab, "single"))
-        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (10 * 2 * 64 + 64), "single: --mixed keeps 2 B T (10LC + C) = %.0f bytes "
-               "fewer activations (%.0f vs %.0f)", 2.0 * 8 * 64 * (10 * 2 * 64 + 64), a16, a32);
+        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (14 * 2 * 64 + 64), "single: --mixed keeps 2 B T (14LC + C) = %.0f bytes "
+               "fewer activations (%.0f vs %.0f)", 2.0 * 8 * 64 * (14 * 2 * 64 + 64), a16, a32);
     else if (!strcmp(l->lab, "pp"))
         ;  // its micro-batches' activations are gone by the step's end: its own table checked them
     else if (!strcmp(l->lab, "tp"))
-        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (2 * (2 * 64 + 8 * 64 / 2) + 64),
-               "tp: --mixed keeps 2 B T (L (2C + 8C/t) + C) = %.0f bytes fewer activations (%.0f vs %.0f)",
-               2.0 * 8 * 64 * (2 * (2 * 64 + 8 * 64 / 2) + 64), a16, a32);
+        EXPECT(a32 - a16 == 2.0 * 8 * 64 * (2 * (2 * 64 + 12 * 64 / 2) + 64),
+               "tp: --mixed keeps 2 B T (L (2C + 12C/t) + C) = %.0f bytes fewer activations (%.0f vs %.0f)",
+               2.0 * 8 * 64 * (2 * (2 * 64 + 12 * 64 / 2) + 64), a16, a32);
     else
         EXPECT(a16 < a32 && a16 > 0, "%s: --mixed keeps fewer activation bytes (%.0f vs %.0f)", l->lab, a16, a32);
     free(o32);

@@ -82,6 +82,6 @@ const char *ckpt_acts_formula(const GptConfig *c, const CkptPolicy *p) {
 }
 
 const char *ckpt_block_formula(const GptConfig *c) {
-    if (c->mixed) return c->attn == GPT_ATTN_FLASH ? "44C+16+4NH bytes" : "44C+16+4NH T bytes";
+    if (c->mixed) return c->attn == GPT_ATTN_FLASH ? "36C+16+4NH bytes" : "42C+16+4NH T bytes";
     return c->attn == GPT_ATTN_FLASH ? "16C+4+NH" : "16C+4+NH T";
 }

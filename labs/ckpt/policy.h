@@ -50,7 +50,7 @@ int ckpt_policy_named(CkptPolicy *p, const char *text, int L, char *why, size_t 
 double ckpt_acts_bytes(const GptConfig *c, int B, const CkptPolicy *p);
 const char *ckpt_acts_formula(const GptConfig *c, const CkptPolicy *p);
 // b of those formulas as text: "16C+4+NH T" (naive attention) or "16C+4+NH" (flash) floats;
-// under --mixed, where the formulas are in bytes, "44C+16+4NH T bytes" or "44C+16+4NH bytes".
+// under --mixed, where the formulas are in bytes, "42C+16+4NH T bytes" or "36C+16+4NH bytes".
 const char *ckpt_block_formula(const GptConfig *c);
 
 #endif

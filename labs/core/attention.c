@@ -159,7 +159,8 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 // p is rounded as the forward pass has it, exp(s - m') against the running max, so where the
 // key tiles fall moves the result by bf16 rounding: with bf16 operands the forward pass takes
 // FLASH_KEYS_BF16 keys a tile, the GPU's (cuda/flash_tc.cu). D = do . o and everything else
-// stays fp32.
+// stays fp32. --mixed keeps q, k, v and o as bf16 numbers (gpt.h), and its backward pass reads
+// them so (flash_attention_backward_bf16): the same operands, and D from the rounded o.
 // ---------------------------------------------------------------------------------------
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -185,6 +186,28 @@ static HeadRows head_rows(const float *src, size_t stride, int b, int T, int hs,
         for (int d = 0; d < hs; d++) copy[(size_t)t * hs + d] = bf16_round(first[(size_t)t * stride + d]);
     return (HeadRows){copy, (size_t)hs};
 }
+
+// The same rows from bf16 numbers (--mixed keeps q, k, v so: gpt.h), widened into copy.
+static HeadRows head_rows_bf16(const bf16 *src, size_t stride, int b, int T, int hs, float *copy) {
+    const bf16 *first = src + (size_t)b * T * stride;
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < hs; d++) copy[(size_t)t * hs + d] = bf16_to_float(first[(size_t)t * stride + d]);
+    return (HeadRows){copy, (size_t)hs};
+}
+
+// Where the backward pass reads q, k, v and o: fp32 (f), or the bf16 numbers --mixed keeps
+// (h: then the operands are those numbers, already rounded).
+typedef struct {
+    const float *f;
+    const bf16 *h;
+} Kept;
+
+static HeadRows kept_rows(Kept x, size_t offset, size_t stride, int b, int T, int hs, int bf16_in, float *copy) {
+    if (x.h) return head_rows_bf16(x.h + offset, stride, b, T, hs, copy);
+    return head_rows(x.f + offset, stride, b, T, hs, bf16_in ? copy : NULL);
+}
+
+static inline float kept_at(Kept x, size_t i) { return x.h ? bf16_to_float(x.h[i]) : x.f[i]; }
 
 static inline const float *row_of(HeadRows r, int t) { return r.base + (size_t)t * r.stride; }
 
@@ -260,8 +283,8 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
     free(copies);
 }
 
-void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch) {
+static void flash_backward(float *dqkv, const float *dout, Kept qkv, Kept out, const float *lse, int B, int T, int C,
+                           int NH, int bf16_in, float *scratch) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     float *D = scratch;                              // [T]     do_t . o_t of one head
@@ -275,15 +298,15 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *lse_bh = lse + ((size_t)b * NH + h) * T;
-            HeadRows Q = head_rows(qkv + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies : NULL);
-            HeadRows K = head_rows(qkv + C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + head : NULL);
-            HeadRows V = head_rows(qkv + 2 * C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + 2 * head : NULL);
+            HeadRows Q = kept_rows(qkv, (size_t)h * hs, 3 * (size_t)C, b, T, hs, bf16_in, copies);
+            HeadRows K = kept_rows(qkv, C + (size_t)h * hs, 3 * (size_t)C, b, T, hs, bf16_in, copies + head);
+            HeadRows V = kept_rows(qkv, 2 * (size_t)C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in, copies + 2 * head);
             HeadRows DO = head_rows(dout + h * hs, (size_t)C, b, T, hs, bf16_in ? copies + 3 * head : NULL);
             for (int t = 0; t < T; t++) {
                 const float *dot = dout + ((size_t)b * T + t) * C + h * hs;
-                const float *o = out + ((size_t)b * T + t) * C + h * hs;
+                size_t o = ((size_t)b * T + t) * C + (size_t)h * hs;
                 float d_t = 0.0f;
-                for (int d = 0; d < hs; d++) d_t += dot[d] * o[d];
+                for (int d = 0; d < hs; d++) d_t += dot[d] * kept_at(out, o + d);
                 D[t] = d_t;
             }
             for (int j0 = 0; j0 < T; j0 += FLASH_TILE) {
@@ -335,4 +358,14 @@ void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, 
             }
         }
     free(copies);
+}
+
+void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                              int B, int T, int C, int NH, int bf16_in, float *scratch) {
+    flash_backward(dqkv, dout, (Kept){qkv, NULL}, (Kept){out, NULL}, lse, B, T, C, NH, bf16_in, scratch);
+}
+
+void flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out, const float *lse,
+                                   int B, int T, int C, int NH, float *scratch) {
+    flash_backward(dqkv, dout, (Kept){NULL, qkv}, (Kept){NULL, out}, lse, B, T, C, NH, 1, scratch);
 }

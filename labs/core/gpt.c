@@ -28,9 +28,12 @@ size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads) {
     return c->attn == GPT_ATTN_FLASH ? rows : rows * c->seq;
 }
 
-// A block's activations kept in bf16 under --mixed (gpt.h): ln1 (C), ln2 (C), fch and
-// fch_gelu (4C each) per token. The head's is lnf (C).
-static size_t block_bf16_per_token(const GptConfig *c) { return c->mixed ? 10 * (size_t)c->dim : 0; }
+// A block's activations kept in bf16 under --mixed (gpt.h): ln1 (C), atty (C), ln2 (C), fch
+// and fch_gelu (4C each) per token, and with flash attention qkv (3C). The head's is lnf (C).
+static int keeps_qkv_bf16(const GptConfig *c) { return c->mixed && c->attn == GPT_ATTN_FLASH; }
+static size_t block_bf16_per_token(const GptConfig *c) {
+    return c->mixed ? (11 + 3 * (size_t)keeps_qkv_bf16(c)) * (size_t)c->dim : 0;
+}
 
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
     size_t floats = 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
@@ -72,11 +75,13 @@ void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B) {
     b->ln1_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
     b->ln1_mean = gpt_carve_floats(k, BT);
     b->ln1_rstd = gpt_carve_floats(k, BT);
-    b->qkv = gpt_carve_floats(k, BT * 3 * C);
+    b->qkv = keeps_qkv_bf16(c) ? NULL : gpt_carve_floats(k, BT * 3 * C);
+    b->qkv_bf16 = keeps_qkv_bf16(c) ? gpt_carve_halves(k, BT * 3 * C) : NULL;
     b->lse = b->att = NULL;
     if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));
     else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));
-    b->atty = gpt_carve_floats(k, BT * C);
+    b->atty = m ? NULL : gpt_carve_floats(k, BT * C);
+    b->atty_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
     b->res1 = gpt_carve_floats(k, BT * C);
     b->ln2 = m ? NULL : gpt_carve_floats(k, BT * C);
     b->ln2_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
@@ -159,8 +164,8 @@ static size_t linear_scratch_max(const GptConfig *c, int B) {
     return m;
 }
 
-// --mixed: the fp32 form of an activation kept in bf16 (the largest: fch, [BT,4C]), as the
-// forward pass computes it (the backward pass multiplies the kept bf16s themselves).
+// --mixed: the fp32 form of what is kept in bf16 (the largest: fch, [BT,4C]; qkv and atty
+// side by side), as the forward pass computes it (the backward pass reads the kept bf16s).
 static size_t kept_bf16_scratch(const GptConfig *c, int B) { return c->mixed ? (size_t)B * c->seq * 4 * c->dim : 0; }
 
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
@@ -224,17 +229,21 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
                        int B, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params);
     int N = B * c->seq, C = c->dim, m = c->mixed;
-    // Under --mixed the Linear layers' inputs and c_fc's output are computed in fp32 in the
-    // scratch (kept) and saved rounded to bf16 (gpt.h), which is what the next op reads.
+    // Under --mixed what is kept in bf16 (gpt.h) is computed in fp32 in the scratch (kept) and
+    // saved rounded, which is what the ops after read of it: the Linears and flash attention
+    // round their operands to bf16 anyway, GELU takes its input rounded.
     float *kept = scratch + linear_scratch_max(c, B);
     // x + attention(ln_1(x))
     float *ln1 = m ? kept : a->ln1;
     ops->layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     if (m) ops->to_bf16(a->ln1_bf16, ln1, (size_t)N * C);
-    gpt_linear_forward(ops, a->qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
-    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, c->seq, C, c->heads, m);
-    else ops->attention_forward(a->atty, a->att, a->qkv, B, c->seq, C, c->heads);
-    ops->linear_forward(a->res1, a->atty, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
+    float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = m ? kept + (size_t)N * 3 * C : a->atty;
+    gpt_linear_forward(ops, qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
+    if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)N * 3 * C);
+    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, qkv, B, c->seq, C, c->heads, m);
+    else ops->attention_forward(atty, a->att, qkv, B, c->seq, C, c->heads);
+    if (m) ops->to_bf16(a->atty_bf16, atty, (size_t)N * C);
+    gpt_linear_forward(ops, a->res1, atty, a->atty_bf16, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
     float *ln2 = m ? kept : a->ln2;
@@ -311,8 +320,12 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
     // res1 = x + c_proj(attention(c_attn(ln_1(x)))): the same again.
-    ops->linear_backward(datty, g.aproj_w, g.aproj_b, dres1, a->atty, w.aproj_w, (int)N, (int)C, (int)C, bf, lin);
-    if (c->attn == GPT_ATTN_FLASH)
+    gpt_linear_backward(ops, datty, g.aproj_w, g.aproj_b, dres1, a->atty, a->atty_bf16, w.aproj_w, (int)N, (int)C,
+                        (int)C, bf, lin);
+    if (a->qkv_bf16)  // --mixed: from the bf16 q, k, v and o it kept (D = do . o from the bf16 o)
+        ops->flash_attention_backward_bf16(dqkv, datty, a->qkv_bf16, a->atty_bf16, a->lse, B, c->seq, (int)C, c->heads,
+                                           att_scratch);
+    else if (c->attn == GPT_ATTN_FLASH)
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, c->seq, (int)C, c->heads, bf,
                                       att_scratch);
     else

@@ -110,14 +110,17 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
 // heads over up to T keys), 16C + 4 + NH with flash attention (one log-sum-exp per head); C
 // for the embedding output, C + 2 + V for the head. All in the "acts" category.
 //
-// Under --mixed the activations that only a Linear layer reads (a block's ln1, ln2 and
-// fch_gelu, the head's lnf: 6C and C per token) are kept in bf16: the Linear rounds its input
+// Under --mixed the activations that only a Linear layer reads (a block's ln1, atty, ln2 and
+// fch_gelu, the head's lnf: 7C and C per token) are kept in bf16: the Linear rounds its input
 // to bf16 anyway (ops.h), so keeping the rounded copy changes no number, and halves their
 // bytes. So is the GELU's input fch (4C), rounded as c_fc leaves it and the GELU taking the
-// rounded value forward and backward (ops.h's gelu_forward_bf16), as autocast's bf16 Linear
-// output would be. A block then keeps 4 (6C + 4 + NH) + 2 (10C) = 44C + 16 + 4 NH bytes a
-// token (flash), the head 4 (2 + V) + 2C. The float pointers of those five are NULL, the
-// _bf16 ones hold them.
+// rounded value forward and backward (ops.h's gelu_forward_bf16), and with flash attention
+// qkv (3C), whose q, k and v flash attention rounds anyway; its backward pass reads q, k, v
+// and o (atty) from the bf16s (flash_attention_backward_bf16: D = do . o from the rounded o),
+// as autocast keeps its Linear outputs. A block then keeps 4 (2C + 4 + NH) + 2 (14C) =
+// 36C + 16 + 4 NH bytes a token with flash, 4 (5C + 4 + NH T) + 2 (11C) = 42C + 16 + 4 NH T
+// with naive attention (its qkv stays fp32), the head 4 (2 + V) + 2C. The float pointers of
+// those kept in bf16 are NULL, the _bf16 ones hold them.
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [BT], [BT]
@@ -129,7 +132,8 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [BT], [BT]
     float *fch, *fch_gelu;             // [BT,4C] before and after GELU
     float *out;                        // [BT,C] the block's output: the next block's input
-    bf16 *ln1_bf16, *ln2_bf16, *fch_bf16, *fch_gelu_bf16;  // --mixed: those four in bf16 (else NULL)
+    bf16 *ln1_bf16, *atty_bf16, *ln2_bf16, *fch_bf16, *fch_gelu_bf16;  // --mixed: those five in bf16
+    bf16 *qkv_bf16;  // --mixed with flash attention: qkv in bf16 (else NULL, as the five above)
 } BlockActs;
 
 typedef struct {
@@ -149,7 +153,7 @@ typedef struct {
 // Bytes of gpt_acts_alloc()'s activations.
 size_t gpt_acts_bytes(const GptConfig *c, int B);
 // Bytes one block saves per token: 4 (16C + 4 + NH*T) (naive) or 4 (16C + 4 + NH) (flash);
-// under --mixed 10C of those floats are bf16s, 20C bytes less.
+// under --mixed 11C (naive) or 14C (flash) of those floats are bf16s, 2 bytes less each.
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c);
 // Bytes the head saves per token: 4 (C + 2 + V), or 2C + 4 (2 + V) under --mixed.
 size_t gpt_head_acts_bytes_per_token(const GptConfig *c);

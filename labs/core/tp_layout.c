@@ -27,10 +27,11 @@ TpRows tp_rows(const GptConfig *c, int t, int sp, int vp, int B) {
 size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B) {
     TpRows x = tp_rows(c, t, sp, vp, B);
     size_t C = (size_t)c->dim, ts = (size_t)t;
-    size_t halved = 2 * x.BT * C + x.BT * 8 * C / ts;    // ln1, ln2 on all rows; fch, fch_gelu: its share
-    size_t block = halved                                // (bf16 under --mixed)
+    // Kept in bf16 under --mixed: ln1, ln2 on all rows; this rank's share of atty, fch and
+    // fch_gelu, and of qkv with flash attention.
+    size_t qkv = x.BT * 3 * C / ts, halved = 2 * x.BT * C + x.BT * 9 * C / ts + (c->attn == GPT_ATTN_FLASH ? qkv : 0);
+    size_t block = x.BT * 2 * C + x.BT * 12 * C / ts     // ln1, ln2; qkv, atty, fch, fch_gelu: its share
                    + 4 * x.R                             // the LayerNorms' means and rstds
-                   + x.BT * (3 * C + C) / ts             // qkv, atty: this rank's share
                    + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads
                    + 2 * x.R * C;                        // res1, out: the residual stream's rows
     size_t floats = x.R * C + (size_t)c->layers * block + x.H * C + 2 * x.R + x.H * x.Vh;

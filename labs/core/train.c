@@ -346,10 +346,13 @@ double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_
 
 double train_acts_formula(const GptConfig *c, int B, const char **text) {
     double T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
-    if (c->mixed) {  // bytes: 10C of a block's floats and the head's lnf kept as bf16s (gpt.h)
-        double attn = c->attn == GPT_ATTN_FLASH ? NH : NH * T;
-        if (text) *text = c->attn == GPT_ATTN_FLASH ? "B T (6C+8+4V+L(44C+16+4NH))" : "B T (6C+8+4V+L(44C+16+4NH T))";
-        return B * T * (6 * C + 8 + 4 * V + L * (44 * C + 16 + 4 * attn));
+    if (c->mixed) {  // bytes: 14C (flash) or 11C (naive) of a block's floats and the head's lnf as bf16s (gpt.h)
+        if (c->attn == GPT_ATTN_FLASH) {
+            if (text) *text = "B T (6C+8+4V+L(36C+16+4NH))";
+            return B * T * (6 * C + 8 + 4 * V + L * (36 * C + 16 + 4 * NH));
+        }
+        if (text) *text = "B T (6C+8+4V+L(42C+16+4NH T))";
+        return B * T * (6 * C + 8 + 4 * V + L * (42 * C + 16 + 4 * NH * T));
     }
     if (c->attn == GPT_ATTN_FLASH) {  // one log-sum-exp per head and token
         if (text) *text = "4 B T (2C+2+V+L(16C+4+NH))";

@@ -176,11 +176,11 @@ static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, TpRows x, int B) {
         b->ln1 = take_activation(k, x.BT * C, m, &b->ln1_bf16);
         b->ln1_mean = gpt_carve_floats(k, x.R);
         b->ln1_rstd = gpt_carve_floats(k, x.R);
-        b->qkv = gpt_carve_floats(k, x.BT * 3 * C / ts);
+        b->qkv = take_activation(k, x.BT * 3 * C / ts, m && c->attn == GPT_ATTN_FLASH, &b->qkv_bf16);
         b->att = b->lse = NULL;
         if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
         else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
-        b->atty = gpt_carve_floats(k, x.BT * C / ts);
+        b->atty = take_activation(k, x.BT * C / ts, m, &b->atty_bf16);
         b->res1 = gpt_carve_floats(k, x.R * C);
         b->ln2 = take_activation(k, x.BT * C, m, &b->ln2_bf16);
         b->ln2_mean = gpt_carve_floats(k, x.R);
@@ -250,7 +250,7 @@ size_t tp_linear_floats(const Tp *tp) {
 }
 
 // --mixed: the fp32 form of an activation kept in bf16 (ln1 or ln2 on all rows, fch's share,
-// lnf), as the forward pass computes it; in the backward pass (whose Linears multiply
+// or qkv's and atty's side by side, lnf), as the forward pass computes it; in the backward pass (whose Linears multiply
 // the kept bf16s themselves) the same space holds g's gathers of bf16 rows, (BT + R) C bf16s.
 size_t tp_kept_floats(const Tp *tp) {
     TpRows x = tp_rows(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);

@@ -204,13 +204,17 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
     if (bf) tp_f_forward_bf16(tp, ln, ln1, a->ln1_bf16, (bf16 *)partial, layer, "attn");
     else tp_f_forward(tp, ln, ln1, layer, "attn");
-    gpt_linear_forward(ops, a->qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
+    // --mixed: qkv (with flash) and atty in fp32 side by side in kept, saved as bf16s
+    float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = bf ? kept + (size_t)BT * 3 * Cl : a->atty;
+    gpt_linear_forward(ops, qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
+    if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)BT * 3 * Cl);
     if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
-        ops->flash_attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, heads, bf);
+        ops->flash_attention_forward(atty, a->lse, qkv, B, T, Cl, heads, bf);
     else
-        ops->attention_forward(a->atty, a->att, a->qkv, B, T, Cl, heads);
+        ops->attention_forward(atty, a->att, qkv, B, T, Cl, heads);
+    if (bf) ops->to_bf16(a->atty_bf16, atty, (size_t)BT * Cl);
     float *sum = tp->sp ? partial : a->res1;
-    ops->linear_forward(sum, a->atty, w.aproj_w, NULL, BT, Cl, C, bf, wt);          // partial: its heads' share
+    gpt_linear_forward(ops, sum, atty, a->atty_bf16, w.aproj_w, NULL, BT, Cl, C, bf, wt);  // partial: its heads' share
     tp_g_forward(tp, sum, a->res1, layer, "attn");
     add_bias_rows(tp, a->res1, w.aproj_b, R, bias_rows, wt);
     ops->residual_add(a->res1, a->res1, x, R * C);
@@ -269,8 +273,10 @@ static void block_backward(Tp *tp, int layer, const float *x, const TpBlockActs 
     dy = tp->sp ? dall : dres1;
     if (bf) tp_g_backward_bf16(tp, dres1, dy, rows16, all16, layer, "attn");
     else tp_g_backward(tp, dres1, dy, layer, "attn");
-    ops->linear_backward(datty, g.aproj_w, NULL, dy, a->atty, w.aproj_w, BT, Cl, C, bf, lin);
-    if (tp->cfg.attn == GPT_ATTN_FLASH)
+    gpt_linear_backward(ops, datty, g.aproj_w, NULL, dy, a->atty, a->atty_bf16, w.aproj_w, BT, Cl, C, bf, lin);
+    if (a->qkv_bf16)  // --mixed: from the kept bf16 q, k, v and o
+        ops->flash_attention_backward_bf16(dqkv, datty, a->qkv_bf16, a->atty_bf16, a->lse, B, T, Cl, heads, att_scratch);
+    else if (tp->cfg.attn == GPT_ATTN_FLASH)
         ops->flash_attention_backward(dqkv, datty, a->qkv, a->atty, a->lse, B, T, Cl, heads, bf, att_scratch);
     else
         ops->attention_backward(dqkv, datty, a->qkv, a->att, B, T, Cl, heads, att_scratch);

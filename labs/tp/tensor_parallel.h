@@ -125,9 +125,9 @@ void tp_gather_model(Tp *tp, Gpt *full);
 // What the forward pass saves, for a micro-batch of B sequences (BT rows, R of them this
 // rank's). ln1/ln2 (and lnf with --vocab-parallel) are the LayerNorm outputs on ALL rows: the
 // column-parallel linears read them (with SP: gathered by f, and kept for the backward pass).
-// Under --mixed the activations only a Linear reads (ln1, ln2, fch_gelu, lnf) and the GELU's
-// input fch are kept as bf16s, as gpt.h keeps them: their float pointers are NULL, the _bf16
-// ones hold them.
+// Under --mixed the activations only a Linear reads (ln1, atty, ln2, fch_gelu, lnf), the
+// GELU's input fch and, with flash attention, qkv are kept as bf16s, as gpt.h keeps them:
+// their float pointers are NULL, the _bf16 ones hold them.
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // [BT,C], [R], [R]
@@ -139,7 +139,8 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;  // [BT,C], [R], [R]
     float *fch, *fch_gelu;             // [BT,4C/t]
     float *out;                        // [R,C]
-    bf16 *ln1_bf16, *ln2_bf16, *fch_bf16, *fch_gelu_bf16;  // --mixed (else NULL)
+    bf16 *ln1_bf16, *atty_bf16, *ln2_bf16, *fch_bf16, *fch_gelu_bf16;  // --mixed (else NULL)
+    bf16 *qkv_bf16;                                                     // --mixed with flash (else NULL)
 } TpBlockActs;
 
 typedef struct {

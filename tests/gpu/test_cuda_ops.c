@@ -507,6 +507,18 @@ static void test_flash_attention_tol(int B, int T, int C, int NH, int bf16_in, d
     expect_close(with_shape("flash_attention_backward dqkv vs the CPU's naive attention"), naive_dqkv, d_dqkv[0],
                  nqkv, tol_grad * vs_naive);
     expect_same_run(with_shape("flash_attention_backward dqkv"), d_dqkv[0], d_dqkv[1], nqkv);
+    if (bf16_in) {  // --mixed's backward from q, k, v and o kept as bf16s, made by each device's to_bf16
+        bf16 *qkv16 = (bf16 *)host_floats(nqkv / 2 + 1), *out16 = (bf16 *)host_floats(nout / 2 + 1);
+        bf16 *d_qkv16 = (bf16 *)to_device(filled(nqkv / 2 + 1, 0), nqkv / 2 + 1);
+        bf16 *d_out16 = (bf16 *)to_device(filled(nout / 2 + 1, 0), nout / 2 + 1);
+        ops_cpu.to_bf16(qkv16, qkv, nqkv), ops_cpu.to_bf16(out16, out, nout);
+        gpu->to_bf16(d_qkv16, d_qkv, nqkv), gpu->to_bf16(d_out16, d_out_cpu, nout);
+        float *d_kept = to_device(filled(nqkv, GARBAGE), nqkv);
+        gpu->flash_attention_backward_bf16(d_kept, d_dout, d_qkv16, d_out16, d_lse_cpu, B, T, C, NH, NULL);
+        ops_cpu.flash_attention_backward_bf16(dqkv, dout, qkv16, out16, lse, B, T, C, NH, scratch);
+        expect_close(with_shape("flash_attention_backward_bf16 dqkv (from the kept bf16 q, k, v and o) vs the CPU's"),
+                     dqkv, d_kept, nqkv, tol_grad);
+    }
     free_buffers();
 }
 

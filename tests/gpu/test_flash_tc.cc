@@ -163,6 +163,78 @@ static void check(Format format, int B, int T, int C, int NH, const char *why) {
            B, T, hs, x3_fwd, x3_bwd, fp32_fwd, fp32_bwd, X3_VS_FP32);
 }
 
+// The bf16 backward kernels from q, k, v and o kept as bf16 numbers (--mixed: gpt.h), into dqkv.
+template <int HSP>
+static void run_kept(std::vector<float> &dqkv, const std::vector<bf16> &qkv, const std::vector<float> &dout,
+                     const std::vector<bf16> &out, const std::vector<float> &lse, int B, int T, int C, int NH) {
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const dim3 grid((unsigned)(B * NH), (unsigned)((T + tc::ROWS - 1) / tc::ROWS));
+    std::vector<float> D((size_t)B * NH * T, NAN);
+    emu_launch(grid, tc::THREADS, tc::dq_bytes<tc::Bf16, HSP>(), [&] {
+        tc::backward_dq_kernel<tc::Bf16, HSP>(dqkv.data(), D.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                                              T, C, NH, scale);
+    });
+    emu_launch(grid, tc::THREADS, tc::dkv_bytes<tc::Bf16, HSP>(), [&] {
+        tc::backward_dkv_kernel<tc::Bf16, HSP>(dqkv.data(), D.data(), dout.data(), qkv.data(), lse.data(), T, C, NH,
+                                               scale);
+    });
+}
+
+static std::vector<bf16> rounded(const std::vector<float> &x) {
+    std::vector<bf16> h(x.size());
+    for (size_t i = 0; i < x.size(); i++) h[i] = bf16_from_float(x[i]);
+    return h;
+}
+
+static std::vector<float> widened(const std::vector<bf16> &h) {
+    std::vector<float> x(h.size());
+    for (size_t i = 0; i < h.size(); i++) x[i] = bf16_to_float(h[i]);
+    return x;
+}
+
+// --mixed's backward reads q, k, v and o from the bf16 numbers it kept: the same arithmetic as
+// the fp32-input kernels given those numbers widened (the operands it rounds are the same, and
+// D takes the same o), on the GPU's kernels here and the CPU's. The same up to the compiler:
+// with FMA contraction (the labs' -ffp-contract=fast, nvcc's default) the two instances may
+// fuse a multiply and an add differently, and a dS then round to the neighbouring bf16; so
+// held to TOL_BF16_GRAD, far below a wrong row or channel (order 1).
+static void check_kept(int B, int T, int C, int NH) {
+    const int hs = C / NH, hsp = hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
+    std::vector<float> qkv = random_floats(nqkv, 50 + (uint64_t)T, -2, 2), dout = random_floats(nout, 51, -1, 1);
+    std::vector<float> out(nout), lse(nlse), scratch(FLASH_SCRATCH_FLOATS(T, hs));
+    flash_attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, 1);
+    const std::vector<bf16> qkv16 = rounded(qkv), out16 = rounded(out);
+    const std::vector<float> qkv_w = widened(qkv16), out_w = widened(out16);
+
+    std::vector<float> e_out(nout), e_lse(nlse), want(nqkv, NAN), got(nqkv, NAN);
+    run_padded<tc::Bf16>(hsp, e_out, e_lse, want, qkv_w, dout, out_w, lse, B, T, C, NH);
+    switch (hsp) {
+    case 16: run_kept<16>(got, qkv16, dout, out16, lse, B, T, C, NH); break;
+    case 32: run_kept<32>(got, qkv16, dout, out16, lse, B, T, C, NH); break;
+    case 64: run_kept<64>(got, qkv16, dout, out16, lse, B, T, C, NH); break;
+    default: run_kept<128>(got, qkv16, dout, out16, lse, B, T, C, NH); break;
+    }
+    size_t left = unwritten(got);
+    double w_gpu = normwise(got, want);
+    EXPECT(left == 0 && w_gpu <= TOL_BF16_GRAD,
+           "bf16 backward from the kept bf16 q, k, v and o, emulated (B=%d T=%d hs=%d): %.2g from the fp32-input "
+           "kernels on them widened (within %g; %zu left NaN)", B, T, hs, w_gpu, TOL_BF16_GRAD, left);
+
+    std::vector<float> cpu_want(nqkv), cpu_got(nqkv);
+    flash_attention_backward(cpu_want.data(), dout.data(), qkv_w.data(), out_w.data(), lse.data(), B, T, C, NH, 1,
+                             scratch.data());
+    flash_attention_backward_bf16(cpu_got.data(), dout.data(), qkv16.data(), out16.data(), lse.data(), B, T, C, NH,
+                                  scratch.data());
+    double w_cpu = normwise(cpu_got, cpu_want);
+    EXPECT(w_cpu <= TOL_BF16_GRAD,
+           "the CPU's flash_attention_backward_bf16 (B=%d T=%d hs=%d): %.2g from flash_attention_backward on the kept "
+           "numbers widened (within %g)", B, T, hs, w_cpu, TOL_BF16_GRAD);
+    double w = normwise(got, cpu_got);
+    EXPECT(w <= TOL_BF16_GRAD, "bf16 backward from the kept numbers (B=%d T=%d hs=%d): %.2g from the CPU's (within %g)",
+           B, T, hs, w, TOL_BF16_GRAD);
+}
+
 int main(void) {
     // test_cuda_ops' shapes for the tensor cores' kernels.
     struct {
@@ -177,5 +249,7 @@ int main(void) {
     };
     for (Format f : {BF16, TF32, TF32X3})
         for (const auto &s : shapes) check(f, s.B, s.T, s.C, s.NH, s.why);
+    check_kept(1, 300, 96, 2);  // hs 48 padded to 64, several blocks and tiles
+    check_kept(2, 19, 48, 3);   // hs 16, inside one tile
     return test_done();
 }

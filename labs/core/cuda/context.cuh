@@ -13,7 +13,7 @@
 //          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
 //          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
-//          cuda_flash_tc_backward().
+//          cuda_flash_tc_backward(), cuda_flash_attention_backward_bf16(), cuda_flash_tc_backward_bf16().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). The kernel files reach it through
@@ -185,6 +185,8 @@ int cuda_flash_head_size_ok(int hs);
 void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in);
 void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
+void cuda_flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,
+                                        const float *lse, int B, int T, int C, int NH, float *scratch);
 
 // The same algorithm on the tensor cores (flash_tc.cu), for heads padded to hsp = 16, 32, 64
 // or 128 channels, its products' operands in one of three formats: bf16 (--mixed, ops.h's
@@ -199,5 +201,8 @@ void cuda_flash_tc_forward(CudaTcFormat format, int hsp, float *out, float *lse,
 void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D, const float *dout, const float *qkv,
                             const float *out, const float *lse, int B, int T, int C, int NH, float scale,
                             cudaStream_t s);
+// The bf16 backward from q, k, v and o kept as bf16 numbers (--mixed: gpt.h).
+void cuda_flash_tc_backward_bf16(int hsp, float *dqkv, float *D, const float *dout, const bf16 *qkv, const bf16 *out,
+                                 const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s);
 
 #endif

@@ -2,7 +2,8 @@
 // 3xTF32 (the default): the launches of flash_tc.cuh's kernels (the algorithm, its layout on
 // the tensor cores and the kernels are there), and which GPUs run them.
 //
-// Defines (context.cuh): cuda_flash_tc_usable(), cuda_flash_tc_forward(), cuda_flash_tc_backward().
+// Defines (context.cuh): cuda_flash_tc_usable(), cuda_flash_tc_forward(), cuda_flash_tc_backward(),
+//                        cuda_flash_tc_backward_bf16().
 #include <stdio.h>
 
 #include <cuda_bf16.h>
@@ -33,17 +34,19 @@ void forward(float *out, float *lse, const float *qkv, int B, int T, int C, int 
     cudaCheck(cudaGetLastError());
 }
 
-template <typename F, int HSP>
-void backward(float *dqkv, float *D, const float *dout, const float *qkv, const float *out, const float *lse, int B,
-              int T, int C, int NH, float scale, cudaStream_t s) {
+// qkv and out: In = float, or bf16 (the numbers --mixed keeps).
+template <typename F, int HSP, typename In>
+void backward(float *dqkv, float *D, const float *dout, const In *qkv, const In *out, const float *lse, int B, int T,
+              int C, int NH, float scale, cudaStream_t s) {
     static bool ready = false;
     const size_t dq = dq_bytes<F, HSP>(), dkv = dkv_bytes<F, HSP>();
-    if (!ready) allow_shared(backward_dq_kernel<F, HSP>, dq), allow_shared(backward_dkv_kernel<F, HSP>, dkv), ready = true;
+    if (!ready)
+        allow_shared(backward_dq_kernel<F, HSP, In>, dq), allow_shared(backward_dkv_kernel<F, HSP, In>, dkv), ready = true;
     // Step 1 writes every dq and D; step 2, after it on the same stream, reads D and writes
     // every dk and dv.
-    backward_dq_kernel<F, HSP><<<grid(B, T, NH), THREADS, dq, s>>>(dqkv, D, dout, qkv, out, lse, T, C, NH, scale);
+    backward_dq_kernel<F, HSP, In><<<grid(B, T, NH), THREADS, dq, s>>>(dqkv, D, dout, qkv, out, lse, T, C, NH, scale);
     cudaCheck(cudaGetLastError());
-    backward_dkv_kernel<F, HSP><<<grid(B, T, NH), THREADS, dkv, s>>>(dqkv, D, dout, qkv, lse, T, C, NH, scale);
+    backward_dkv_kernel<F, HSP, In><<<grid(B, T, NH), THREADS, dkv, s>>>(dqkv, D, dout, qkv, lse, T, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -70,9 +73,9 @@ void forward_for(int hsp, float *out, float *lse, const float *qkv, int B, int T
     }
 }
 
-template <typename F>
-void backward_for(int hsp, float *dqkv, float *D, const float *dout, const float *qkv, const float *out,
-                  const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s) {
+template <typename F, typename In>
+void backward_for(int hsp, float *dqkv, float *D, const float *dout, const In *qkv, const In *out, const float *lse,
+                  int B, int T, int C, int NH, float scale, cudaStream_t s) {
     switch (hsp) {
     case 16: backward<F, 16>(dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s); break;
     case 32: backward<F, 32>(dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s); break;
@@ -121,4 +124,9 @@ void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D,
     if (format == CUDA_TC_BF16) tc::backward_for<tc::Bf16>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
     else if (format == CUDA_TC_TF32) tc::backward_for<tc::Tf32>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
     else tc::backward_for<tc::Tf32x3>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
+}
+
+void cuda_flash_tc_backward_bf16(int hsp, float *dqkv, float *D, const float *dout, const bf16 *qkv, const bf16 *out,
+                                 const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s) {
+    tc::backward_for<tc::Bf16>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
 }

@@ -17,8 +17,8 @@
 //         a thread per GPU thread, the tensor cores' instructions by their documented
 //         layouts), so that CI checks them without a GPU (tests/gpu/test_flash_tc.cc).
 //
-// Before including it: FULL_MASK, FLASH_KEYS_BF16 (ops.h), and for nvcc <cuda_bf16.h>; or,
-// emulated, emulate.h.
+// Before including it: FULL_MASK, FLASH_KEYS_BF16 and bf16.h (ops.h), and for nvcc <cuda_bf16.h>;
+// or, emulated, emulate.h.
 //
 // ONE INSTRUCTION. A warp multiplies a 16 x K tile A by a K x 8 tile B and adds the product to
 // a 16 x 8 fp32 tile C (mma.sync: K = 16 for bf16, 8 for TF32). Each lane holds a fixed piece of
@@ -302,20 +302,24 @@ __device__ void zero(float (&x)[N][M]) {
         for (int j = 0; j < M; j++) x[i][j] = 0.0f;
 }
 
+// An input as fp32: an fp32 as it is, or a bf16 number --mixed keeps (q, k, v and the
+// attention's output: gpt.h), widened exactly.
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(uint16_t x) { return bf16_to_float(x); }
+
 // rows[r][c] = the head's channel c of token u0 + r in the format, for r < n, from src (token u
 // of batch b at src + (b T + u) stride); 0 past hs and past T. Consecutive threads take
 // consecutive pairs of channels of a token.
-template <typename F, int HSP>
-__device__ void stage_rows(typename F::Elem *rows, int n, const float *src, size_t stride, int b, int u0, int T,
-                           int hs) {
+template <typename F, int HSP, typename In>
+__device__ void stage_rows(typename F::Elem *rows, int n, const In *src, size_t stride, int b, int u0, int T, int hs) {
     constexpr int LDR = F::template ldr<HSP>();
     for (int i = threadIdx.x; i < n * HSP / 2; i += THREADS) {
         int r = i / (HSP / 2), c = 2 * (i % (HSP / 2)), u = u0 + r;
         float x0 = 0.0f, x1 = 0.0f;
         if (u < T) {
-            const float *row = src + ((size_t)b * T + u) * stride;
-            if (c < hs) x0 = row[c];
-            if (c + 1 < hs) x1 = row[c + 1];
+            const In *row = src + ((size_t)b * T + u) * stride;
+            if (c < hs) x0 = widen(row[c]);
+            if (c + 1 < hs) x1 = widen(row[c + 1]);
         }
         F::store2(rows + r * LDR + c, x0, x1);
     }
@@ -341,8 +345,9 @@ __device__ inline float group_sum(float x) {
     return x + __shfl_xor_sync(FULL_MASK, x, 2);
 }
 
-// Where the head's part (0 q, 1 k, 2 v) of token 0 of batch 0 starts: rows of 3C floats.
-__device__ inline const float *qkv_part(const float *qkv, int part, int C, int h, int hs) {
+// Where the head's part (0 q, 1 k, 2 v) of token 0 of batch 0 starts: rows of 3C values.
+template <typename In>
+__device__ inline const In *qkv_part(const In *qkv, int part, int C, int h, int hs) {
     return qkv + (size_t)part * C + (size_t)h * hs;
 }
 
@@ -443,11 +448,12 @@ __global__ void __launch_bounds__(THREADS) forward_kernel(float *out, float *lse
 
 // ---- backward, step 1, by query rows: D_t = do_t . o_t (fp32); dq_t = scale sum_u ds[t,u] k_u ----
 // with p = exp(s - lse_t), dp = do_t . v_u and ds = p (dp - D_t), rounded as it enters the product.
+// The backward kernels read qkv and out as In: fp32, or (--mixed) the bf16 numbers kept for them.
 
-template <typename F, int HSP>
-__global__ void __launch_bounds__(THREADS) backward_dq_kernel(float *dqkv, float *D, const float *dout,
-                                                              const float *qkv, const float *out, const float *lse,
-                                                              int T, int C, int NH, float scale) {
+template <typename F, int HSP, typename In>
+__global__ void __launch_bounds__(THREADS) backward_dq_kernel(float *dqkv, float *D, const float *dout, const In *qkv,
+                                                              const In *out, const float *lse, int T, int C, int NH,
+                                                              float scale) {
     typedef typename F::Elem E;
     constexpr int LDR = F::template ldr<HSP>(), LDC = F::LDC;
     TC_SHARED(smem_bytes);
@@ -466,8 +472,9 @@ __global__ void __launch_bounds__(THREADS) backward_dq_kernel(float *dqkv, float
     // fourth channel, then sum.
     float d_lo = 0.0f, d_hi = 0.0f;
     for (int c = q; c < hs; c += 4) {
-        if (t_lo < T) d_lo += dout[((size_t)b * T + t_lo) * C + (size_t)h * hs + c] * out[((size_t)b * T + t_lo) * C + (size_t)h * hs + c];
-        if (t_hi < T) d_hi += dout[((size_t)b * T + t_hi) * C + (size_t)h * hs + c] * out[((size_t)b * T + t_hi) * C + (size_t)h * hs + c];
+        size_t lo = ((size_t)b * T + t_lo) * C + (size_t)h * hs + c, hi = ((size_t)b * T + t_hi) * C + (size_t)h * hs + c;
+        if (t_lo < T) d_lo += dout[lo] * widen(out[lo]);
+        if (t_hi < T) d_hi += dout[hi] * widen(out[hi]);
     }
     const float D_lo = group_sum(d_lo), D_hi = group_sum(d_hi);
     if (q == 0 && t_lo < T) D[(size_t)bh * T + t_lo] = D_lo;
@@ -515,10 +522,10 @@ __global__ void __launch_bounds__(THREADS) backward_dq_kernel(float *dqkv, float
 // ---- backward, step 2, by key rows: dv_u = sum_t p[t,u] do_t, dk_u = scale sum_t ds[t,u] q_t ----
 // over the queries t >= u, the warp's 16 keys as rows: S^T = K Q^T and dP^T = V dO^T.
 
-template <typename F, int HSP>
+template <typename F, int HSP, typename In>
 __global__ void __launch_bounds__(THREADS) backward_dkv_kernel(float *dqkv, const float *D, const float *dout,
-                                                               const float *qkv, const float *lse, int T, int C,
-                                                               int NH, float scale) {
+                                                               const In *qkv, const float *lse, int T, int C, int NH,
+                                                               float scale) {
     typedef typename F::Elem E;
     constexpr int LDR = F::template ldr<HSP>(), LDC = F::LDC;
     TC_SHARED(smem_bytes);
