@@ -2,9 +2,9 @@
 // GPU (CI) checks them: the same source, compiled by the host's C++ compiler.
 //
 // Defines: SHARDLAB_EMULATE, the CUDA words those kernels use (threadIdx, blockIdx, gridDim,
-//          __syncthreads, __shfl_xor_sync, __float_as_uint, uint2, uint4, __global__ and the like), the tensor cores'
-//          instructions they call (emu_mma_bf16, emu_mma_tf32, emu_tf32_round), emu_shared(),
-//          and emu_launch().
+//          __syncthreads, __shfl_xor_sync, __float_as_uint, uint2, uint4, __global__ and the
+//          like), the tensor cores' instructions they call (emu_mma_bf16, emu_mma_tf32,
+//          emu_mma_tf32x3, emu_tf32_round), emu_shared(), and emu_launch().
 //
 // The model. A block's threads are fibers, one per CUDA thread, on one OS thread, one block at
 // a time: each runs until it waits at a barrier, then the next runs. __syncthreads() is a
@@ -37,9 +37,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #endif
@@ -67,10 +69,10 @@ struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 
-// One CUDA thread: its context and stack, and what it waits for.
+// One CUDA thread: its context and stack (one of emu_stacks()), and what it waits for.
 struct EmuFiber {
     ucontext_t context;
-    std::vector<char> stack;
+    char *stack = nullptr;
     unsigned exchanges = 0;  // its warp's exchanges so far (emu_deposit, __shfl_xor_sync)
     bool done = false;
     int waits_on = NONE;  // BLOCK, a warp's number, or NONE
@@ -94,7 +96,7 @@ struct EmuBlock {
     // one barrier an exchange suffices (none can fill a set again before all have passed the
     // barrier that follows their reading it).
     float shfl[2][MAX_WARPS][32];
-    uint32_t a[2][MAX_WARPS][32][4], b[2][MAX_WARPS][32][2];
+    uint32_t a[2][MAX_WARPS][32][8], b[2][MAX_WARPS][32][4];  // room for 3xTF32's two halves
 
     EmuBlock(int threads, size_t shared_bytes) : shared(shared_bytes + 16, 0xff), fibers(threads) {}
     unsigned gen_of(int which) const { return which == EmuFiber::BLOCK ? block_gen : warp_gen[which]; }
@@ -119,7 +121,7 @@ static size_t emu_scheduler_stack_size;
 static inline void emu_enter(EmuBlock &blk, EmuFiber &f) {
 #ifdef EMU_ASAN
     void *fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, f.stack.data(), f.stack.size());
+    __sanitizer_start_switch_fiber(&fake, f.stack, EmuBlock::STACK);
     swapcontext(&blk.scheduler, &f.context);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
@@ -195,13 +197,16 @@ static inline uint32_t emu_tf32_round(float x) {
     return (u + 0x1000u) & 0xffffe000u;
 }
 
-// A matrix instruction's exchange: each lane's fragments into its slots; when all 32 are in,
-// the set every lane reads A and B from.
-static inline int emu_deposit(const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+// A matrix instruction's exchange: each lane's fragments into its slots (a2, b2: a second
+// pair after the first, for the three instructions of one 3xTF32 product, exchanged once);
+// when all 32 are in, the set every lane reads A and B from.
+static inline int emu_deposit(const uint32_t (&a)[4], const uint32_t (&b)[2], const uint32_t *a2 = nullptr,
+                              const uint32_t *b2 = nullptr) {
     EmuBlock *blk = emu_block;
     int w = emu_warp(), l = emu_lane(), set = emu_fiber().exchanges++ % 2;
     memcpy(blk->a[set][w][l], a, sizeof a);
     memcpy(blk->b[set][w][l], b, sizeof b);
+    if (a2) memcpy(blk->a[set][w][l] + 4, a2, sizeof a), memcpy(blk->b[set][w][l] + 2, b2, sizeof b);
     emu_barrier(w);
     return set;
 }
@@ -245,18 +250,37 @@ static inline void emu_mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uin
 
 // mma.sync.m16n8k8 .tf32: one element a word. Lane (g, q) holds A's rows g and g + 8 at column
 // q (a[0], a[1]) and q + 4 (a[2], a[3]); B's column g at rows q (b[0]) and q + 4 (b[1]).
-static inline void emu_mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    int set = emu_deposit(a, b), w = emu_warp(), g = emu_lane() / 4, q = emu_lane() % 4;
-    float ra[2][8], cb[8][2];
+// From the slots of an exchanged set, A's first (ia = 0) or second (ia = 4) fragments and B's
+// (ib = 0 or 2), as this lane's C needs them.
+static inline void emu_gather_tf32(float (&ra)[2][8], float (&cb)[8][2], int set, int ia, int ib) {
+    int w = emu_warp(), g = emu_lane() / 4, q = emu_lane() % 4;
     for (int p = 0; p < 4; p++) {
-        const uint32_t *la = emu_block->a[set][w][4 * g + p];
+        const uint32_t *la = emu_block->a[set][w][4 * g + p] + ia;
         for (int r = 0; r < 2; r++) ra[r][p] = emu_tf32(la[r]), ra[r][p + 4] = emu_tf32(la[2 + r]);
         for (int j = 0; j < 2; j++) {
-            const uint32_t *lb = emu_block->b[set][w][4 * (2 * q + j) + p];
+            const uint32_t *lb = emu_block->b[set][w][4 * (2 * q + j) + p] + ib;
             cb[p][j] = emu_tf32(lb[0]), cb[p + 4][j] = emu_tf32(lb[1]);
         }
     }
+}
+
+static inline void emu_mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    int set = emu_deposit(a, b);
+    float ra[2][8], cb[8][2];
+    emu_gather_tf32(ra, cb, set, 0, 0);
     emu_product<8>(c, ra, cb);
+}
+
+// The three instructions of a 3xTF32 product (flash_tc.cuh's Tf32x3::mma), in its order:
+// small A by big B, big A by small B, big A by big B; the same sums as three emu_mma_tf32
+// calls, with one exchange instead of three (a third of the emulated warps' switching).
+static inline void emu_mma_tf32x3(float (&c)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
+                                  const uint32_t (&b_big)[2], const uint32_t (&b_small)[2]) {
+    int set = emu_deposit(a_big, b_big, a_small, b_small);
+    float ra[2][8], cb[8][2];
+    emu_gather_tf32(ra, cb, set, 4, 0), emu_product<8>(c, ra, cb);
+    emu_gather_tf32(ra, cb, set, 0, 2), emu_product<8>(c, ra, cb);
+    emu_gather_tf32(ra, cb, set, 0, 0), emu_product<8>(c, ra, cb);
 }
 
 // A fiber's body: the kernel, then back to the scheduler for good.
@@ -269,16 +293,31 @@ static void emu_fiber_main() {
     emu_leave(true);
 }
 
+// The fibers' stacks, one per thread of a block, made once and lent to every block after
+// (a block's fibers are all done before the next block starts). A fiber never returns from
+// its first frame, so ASan is told its stack is clean again before the next one takes it.
+static char *emu_stack(int thread) {
+    static std::vector<std::unique_ptr<char[]>> stacks;
+    while ((int)stacks.size() <= thread) stacks.emplace_back(new char[EmuBlock::STACK]);
+#ifdef EMU_ASAN
+    __asan_unpoison_memory_region(stacks[thread].get(), EmuBlock::STACK);
+#endif
+    return stacks[thread].get();
+}
+
+// Fiber f, ready to start the kernel on stack. (Out of line, as are emu_run's switches:
+// getcontext and swapcontext return twice, and the callers' locals stay their own.)
+__attribute__((noinline)) static void emu_make_fiber(EmuFiber &f, char *stack) {
+    f.stack = stack;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack, f.context.uc_stack.ss_size = EmuBlock::STACK;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, emu_fiber_main, 0);
+}
+
 // Runs a block's fibers until all are done: the lowest-numbered runnable one each time.
-// (Out of line, as getcontext and swapcontext return twice: the caller's locals stay its own.)
 __attribute__((noinline)) static void emu_run(EmuBlock &blk) {
-    for (EmuFiber &f : blk.fibers) {
-        f.stack.resize(EmuBlock::STACK);
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = f.stack.data(), f.context.uc_stack.ss_size = f.stack.size();
-        f.context.uc_link = nullptr;
-        makecontext(&f.context, emu_fiber_main, 0);
-    }
+    for (size_t t = 0; t < blk.fibers.size(); t++) emu_make_fiber(blk.fibers[t], emu_stack((int)t));
     const int threads = (int)blk.fibers.size();
     for (;;) {
         int next = -1, done = 0;
