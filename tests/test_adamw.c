@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "adamw.h"
+#include "ops.h"
 #include "rng.h"
 #include "test.h"
 
@@ -201,6 +202,15 @@ static void test_norm_helpers(void) {
     float huge = 1e20f;
     double s = sum_of_squares(&huge, 1);
     EXPECT(isfinite(s) && fabs(s / 1e40 - 1) < 1e-6, "sum_of_squares squares in double: (1e20)^2 comes out finite (%.4g)", s);
+    // Over several buffers (an empty one among them): each buffer's sum, added in order.
+    const float *bufs[] = {x, x + 4, x + 1};
+    const size_t lens[] = {4, 0, 3};
+    double loop = 0.0;
+    for (int i = 0; i < 3; i++) loop += sum_of_squares(bufs[i], lens[i]);
+    double batched = sum_of_squares_buffers(3, bufs, lens);
+    EXPECT(batched == 59.0 && memcmp(&batched, &loop, sizeof loop) == 0 &&
+               ops_cpu.sum_of_squares_buffers(3, bufs, lens) == loop,
+           "sum_of_squares_buffers is the loop of sum_of_squares over the buffers, bit for bit (%.17g)", batched);
 
     // scale_floats multiplies every element, and only the n given.
     float y[5] = {1.5f, -2.0f, 0.0f, 3.25f, 99.0f};

@@ -40,6 +40,12 @@ double sum_of_squares(const float *x, size_t n) {
     return s;
 }
 
+double sum_of_squares_buffers(int n, const float *const *x, const size_t *len) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += sum_of_squares(x[i], len[i]);
+    return total;
+}
+
 void scale_floats(float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -405,6 +405,7 @@ const Ops ops_cpu = {
     .crossentropy_backward = crossentropy_backward,
     .adamw_update = adamw_update,
     .sum_of_squares = sum_of_squares,
+    .sum_of_squares_buffers = sum_of_squares_buffers,
     .scale_floats = scale_floats,
     .zero = zero_floats,
     .copy = copy_floats,

@@ -329,9 +329,10 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step) {
     const Ops *ops = g->mem->dev->ops;
     o->hyper.lr = (float)lr;
-    double norm_sq = 0;
-    for (int l = 0; l < g->nlayers; l++) norm_sq += ops->sum_of_squares(g->grads[l], gpt_layer_size(&g->cfg, l));
-    double norm = sqrt(norm_sq);
+    size_t *len = malloc_check((size_t)g->nlayers * sizeof *len);
+    for (int l = 0; l < g->nlayers; l++) len[l] = gpt_layer_size(&g->cfg, l);
+    double norm = sqrt(ops->sum_of_squares_buffers(g->nlayers, (const float *const *)g->grads, len));
+    free(len);
     if (clip > 0 && norm > clip)
         for (int l = 0; l < g->nlayers; l++) ops->scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));
     for (int l = 0; l < g->nlayers; l++)

@@ -2,8 +2,8 @@
 // work (adamw.c's AdamW step, sum of squares and scale), zero and copy, and mixed precision's
 // bf16 conversions (ops.h's contract).
 //
-// Defines (context.cuh): cuda_adamw_update(), cuda_sum_of_squares(), cuda_scale_floats(),
-//                        cuda_zero(), cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(),
+// Defines (context.cuh): cuda_adamw_update(), cuda_sum_of_squares(), cuda_sum_of_squares_buffers(),
+//                        cuda_scale_floats(), cuda_zero(), cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(),
 //                        cuda_add_bf16(), cuda_acc_bf16(), cuda_sum_on_host().
 //
 // The rules every kernel keeps (determinism, one stream) are at the top of ops.cu.
@@ -64,9 +64,8 @@ void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *
 }
 
 // Copy n doubles from the device (after the queued work) into the context's pinned room
-// (grown, never shrunk: after the first step it is big enough) and add them in order on the
-// host.
-double cuda_sum_on_host(const double *dev, size_t n) {
+// (grown, never shrunk: after the first step it is big enough); returns it, filled.
+static const double *read_doubles(const double *dev, size_t n) {
     CudaContext *c = cuda_context();
     if (n > c->sum_capacity) {
         if (c->sum_host) cudaCheck(cudaFreeHost(c->sum_host));  // no copy into it is queued
@@ -75,18 +74,62 @@ double cuda_sum_on_host(const double *dev, size_t n) {
     }
     cudaCheck(cudaMemcpyAsync(c->sum_host, dev, n * sizeof(double), cudaMemcpyDeviceToHost, c->stream));
     cudaCheck(cudaStreamSynchronize(c->stream));
+    return c->sum_host;
+}
+
+// n doubles from the device, added in order on the host.
+double cuda_sum_on_host(const double *dev, size_t n) {
+    const double *host = read_doubles(dev, n);
     double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += c->sum_host[i];
+    for (size_t i = 0; i < n; i++) total += host[i];
     return total;
+}
+
+static size_t sumsq_blocks(size_t n) { return (n + SUMSQ_BLOCK_ELEMS - 1) / SUMSQ_BLOCK_ELEMS; }
+
+// Queue buffer x's partial sums into partials (sumsq_blocks(n) of them).
+static void queue_sum_of_squares(const float *x, size_t n, double *partials) {
+    if (n == 0) return;
+    sum_of_squares_kernel<<<(unsigned)sumsq_blocks(n), SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
+    cudaCheck(cudaGetLastError());
 }
 
 double cuda_sum_of_squares(const float *x, size_t n) {
     if (n == 0) return 0.0;
-    size_t nblocks = (n + SUMSQ_BLOCK_ELEMS - 1) / SUMSQ_BLOCK_ELEMS;
-    double *partials = (double *)cuda_workspace(nblocks * sizeof(double));
-    sum_of_squares_kernel<<<(unsigned)nblocks, SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
-    cudaCheck(cudaGetLastError());
-    return cuda_sum_on_host(partials, nblocks);
+    double *partials = (double *)cuda_workspace(sumsq_blocks(n) * sizeof(double));
+    queue_sum_of_squares(x, n, partials);
+    return cuda_sum_on_host(partials, sumsq_blocks(n));
+}
+
+// Partial sums a read takes at most: 1 MiB of them (the context's own workspace), the
+// buffers of a billion parameters; more buffers take more reads.
+enum { SUMSQ_READ_BLOCKS = (1 << 20) / sizeof(double) };
+
+// The buffers' kernels queued one after another into one run of partials, read back at once
+// (one wait, where a sum_of_squares per buffer waits once each); each buffer's partials added
+// from 0 in order, and the buffers' sums in buffer order: cuda_sum_of_squares's bits, looped.
+double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len) {
+    double total = 0.0;
+    for (int first = 0, last; first < n; first = last) {
+        size_t blocks = sumsq_blocks(len[first]);
+        for (last = first + 1; last < n && blocks + sumsq_blocks(len[last]) <= SUMSQ_READ_BLOCKS; last++)
+            blocks += sumsq_blocks(len[last]);
+        if (blocks == 0) continue;  // empty buffers: each sums to 0
+        double *partials = (double *)cuda_workspace(blocks * sizeof(double));
+        size_t at = 0;
+        for (int i = first; i < last; i++) {
+            queue_sum_of_squares(x[i], len[i], partials + at);
+            at += sumsq_blocks(len[i]);
+        }
+        const double *host = read_doubles(partials, blocks);
+        at = 0;
+        for (int i = first; i < last; i++) {
+            double s = 0.0;
+            for (size_t k = 0; k < sumsq_blocks(len[i]); k++) s += host[at + k];
+            total += s, at += sumsq_blocks(len[i]);
+        }
+    }
+    return total;
 }
 
 void cuda_scale_floats(float *x, size_t n, float s) {

@@ -420,6 +420,7 @@ static const Ops cuda_table = {
     .crossentropy_backward = cuda_crossentropy_backward,
     .adamw_update = cuda_adamw_update,
     .sum_of_squares = cuda_sum_of_squares,
+    .sum_of_squares_buffers = cuda_sum_of_squares_buffers,
     .scale_floats = cuda_scale_floats,
     .zero = cuda_zero,
     .copy = cuda_copy_floats,
