@@ -30,11 +30,16 @@ void tp_adamw_destroy(TpAdamW *o, Tp *tp) {
 double tp_clip_and_update(Tp *tp, TpAdamW *o, double clip, double lr, int64_t step) {
     o->hyper.lr = (float)lr;
     const Ops *ops = tp->ops;
-    double sq[2] = {0, 0};
-    for (int p = 0; p < 2; p++)
+    // Each part's sum over the layers in layer order, in one read (sum_of_squares_buffers).
+    double sq[2];
+    const float **bufs = malloc_check((size_t)tp->nlayers * sizeof *bufs);
+    size_t *len = malloc_check((size_t)tp->nlayers * sizeof *len);
+    for (int p = 0; p < 2; p++) {
         for (int l = 0; l < tp->nlayers; l++)
-            if (tp_part_floats(tp, p, l))
-                sq[p] += ops->sum_of_squares(tp_part(tp->rep_grad, tp->split_grad, p, l), tp_part_floats(tp, p, l));
+            bufs[l] = tp_part(tp->rep_grad, tp->split_grad, p, l), len[l] = tp_part_floats(tp, p, l);
+        sq[p] = ops->sum_of_squares_buffers(tp->nlayers, bufs, len);
+    }
+    free(bufs), free(len);
     if (tp->t > 1) {
         sq[1] = dist_sum_over_ranks(tp->group, sq[1]);  // the same bits on every rank: the same clip
         tp_log_collectives(tp, "tp", "grad_norm", "", -1, NULL);
