@@ -205,9 +205,11 @@ struct Tf32 {
 // three instructions, each exact in its products and summed in fp32. What it drops (small_a
 // small_b, and small's own rounding) is about 2^-22 of |a b|, where one TF32 product misses by
 // 2^-11 and fp32's rounding of a product is 2^-24: so the sums agree with fp32's to within a
-// few of fp32's roundings (test_flash_tc measures it against the CPU's fp32 flash). The tiles
-// hold the fp32 values as they are, in Tf32's layout; a fragment is split as it is read, once
-// for every product it takes part in.
+// few of fp32's roundings (test_flash_tc measures it against the CPU's fp32 flash). It is also
+// what PyTorch's fp32 scaled_dot_product_attention does on these GPUs (its memory-efficient
+// kernels multiply fp32 as 3xTF32 from compute capability 8.0 on), so the fp32 comparison in
+// bench-gpu sets like against like. The tiles hold the fp32 values as they are, in Tf32's
+// layout; a fragment is split as it is read, once for every product it takes part in.
 struct Tf32x3 {
     typedef uint32_t Elem;  // an fp32's bits
     struct A {
