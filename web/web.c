@@ -143,7 +143,7 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
     w.port = 8080;
     w.request_timeout_s = 30;
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2; i < argc; i += 2) {  // every option takes a value: argv[i + 1]
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
         if (!v) usage_error("shardlab web", "%s needs a value, or is not an option", a);
@@ -181,7 +181,6 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
         } else {
             usage_error("shardlab web", "unknown option '%s'", a);
         }
-        i++;
     }
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
