@@ -30,9 +30,10 @@ size_t gpt_attn_saved_floats(const GptConfig *c, int B, int heads) {
 
 // A block's activations kept in bf16 under --mixed (gpt.h): ln1 (C), atty (C), ln2 (C), fch
 // and fch_gelu (4C each) per token, and with flash attention qkv (3C). The head's is lnf (C).
-static int keeps_qkv_bf16(const GptConfig *c) { return c->mixed && c->attn == GPT_ATTN_FLASH; }
+int gpt_keeps_qkv_bf16(const GptConfig *c) { return c->mixed && c->attn == GPT_ATTN_FLASH; }
+
 static size_t block_bf16_per_token(const GptConfig *c) {
-    return c->mixed ? (11 + 3 * (size_t)keeps_qkv_bf16(c)) * (size_t)c->dim : 0;
+    return c->mixed ? (11 + 3 * (size_t)gpt_keeps_qkv_bf16(c)) * (size_t)c->dim : 0;
 }
 
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
@@ -75,8 +76,8 @@ void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B) {
     b->ln1_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
     b->ln1_mean = gpt_carve_floats(k, BT);
     b->ln1_rstd = gpt_carve_floats(k, BT);
-    b->qkv = keeps_qkv_bf16(c) ? NULL : gpt_carve_floats(k, BT * 3 * C);
-    b->qkv_bf16 = keeps_qkv_bf16(c) ? gpt_carve_halves(k, BT * 3 * C) : NULL;
+    b->qkv = gpt_keeps_qkv_bf16(c) ? NULL : gpt_carve_floats(k, BT * 3 * C);
+    b->qkv_bf16 = gpt_keeps_qkv_bf16(c) ? gpt_carve_halves(k, BT * 3 * C) : NULL;
     b->lse = b->att = NULL;
     if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));
     else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads));

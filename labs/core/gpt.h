@@ -3,7 +3,7 @@
 // Defines: GptConfig, GptAttn, gpt_attn_name(), gpt_attn_parse(), GPT_VOCAB, GptTensor, GPT_MAX_TENSORS, gpt_layer_count(),
 //          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
 //          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
-//          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_acts_alloc(), gpt_acts_free(),
+//          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_keeps_qkv_bf16(), gpt_acts_alloc(), gpt_acts_free(),
 //          gpt_acts_bytes(), gpt_block_acts_bytes_per_token(), gpt_head_acts_bytes_per_token(),
 //          gpt_attn_saved_floats(),
 //          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_bytes(), GptCarve,
@@ -150,6 +150,8 @@ typedef struct {
     float *buffer;      // one allocation holding all of the above: the floats, then the bf16s
 } GptActs;
 
+// 1 when the blocks keep qkv in bf16 (--mixed with flash attention; above), else 0.
+int gpt_keeps_qkv_bf16(const GptConfig *c);
 // Bytes of gpt_acts_alloc()'s activations.
 size_t gpt_acts_bytes(const GptConfig *c, int B);
 // Bytes one block saves per token: 4 (16C + 4 + NH*T) (naive) or 4 (16C + 4 + NH) (flash);

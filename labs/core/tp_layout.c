@@ -29,7 +29,7 @@ size_t tp_acts_bytes(const GptConfig *c, int t, int sp, int vp, int B) {
     size_t C = (size_t)c->dim, ts = (size_t)t;
     // Kept in bf16 under --mixed: ln1, ln2 on all rows; this rank's share of atty, fch and
     // fch_gelu, and of qkv with flash attention.
-    size_t qkv = x.BT * 3 * C / ts, halved = 2 * x.BT * C + x.BT * 9 * C / ts + (c->attn == GPT_ATTN_FLASH ? qkv : 0);
+    size_t halved = 2 * x.BT * C + x.BT * 9 * C / ts + (gpt_keeps_qkv_bf16(c) ? x.BT * 3 * C / ts : 0);
     size_t block = x.BT * 2 * C + x.BT * 12 * C / ts     // ln1, ln2; qkv, atty, fch, fch_gelu: its share
                    + 4 * x.R                             // the LayerNorms' means and rstds
                    + gpt_attn_saved_floats(c, B, c->heads / t)  // att (naive) or lse (flash) of its heads

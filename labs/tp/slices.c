@@ -176,7 +176,7 @@ static void carve_acts(TpActs *a, GptCarve *k, const Tp *tp, TpRows x, int B) {
         b->ln1 = take_activation(k, x.BT * C, m, &b->ln1_bf16);
         b->ln1_mean = gpt_carve_floats(k, x.R);
         b->ln1_rstd = gpt_carve_floats(k, x.R);
-        b->qkv = take_activation(k, x.BT * 3 * C / ts, m && c->attn == GPT_ATTN_FLASH, &b->qkv_bf16);
+        b->qkv = take_activation(k, x.BT * 3 * C / ts, gpt_keeps_qkv_bf16(c), &b->qkv_bf16);
         b->att = b->lse = NULL;
         if (c->attn == GPT_ATTN_FLASH) b->lse = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));
         else b->att = gpt_carve_floats(k, gpt_attn_saved_floats(c, B, c->heads / tp->t));

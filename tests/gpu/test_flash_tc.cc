@@ -57,24 +57,15 @@ static std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float
     return v;
 }
 
-// max |x - ref| / max |ref|; NaN (an element never written) makes it NaN.
-static double normwise(const std::vector<float> &x, const std::vector<float> &ref) {
+// max |x - ref| / max |ref|, against fp32 results or the exact (double) values; NaN (an
+// element never written) makes it NaN.
+template <typename Ref>
+static double normwise(const std::vector<float> &x, const std::vector<Ref> &ref) {
     double d = 0, m = 0;
     for (size_t i = 0; i < x.size(); i++) {
-        double e = fabs((double)x[i] - ref[i]);
+        double e = fabs((double)x[i] - (double)ref[i]);
         if (!(e <= d)) d = e;
         m = fmax(m, fabs((double)ref[i]));
-    }
-    return d / (m > 0 ? m : 1);
-}
-
-// The same against the exact (double) values.
-static double normwise(const std::vector<float> &x, const std::vector<double> &ref) {
-    double d = 0, m = 0;
-    for (size_t i = 0; i < x.size(); i++) {
-        double e = fabs((double)x[i] - ref[i]);
-        if (!(e <= d)) d = e;
-        m = fmax(m, fabs(ref[i]));
     }
     return d / (m > 0 ? m : 1);
 }
@@ -182,13 +173,13 @@ static void run_kept(std::vector<float> &dqkv, const std::vector<bf16> &qkv, con
 
 static std::vector<bf16> rounded(const std::vector<float> &x) {
     std::vector<bf16> h(x.size());
-    for (size_t i = 0; i < x.size(); i++) h[i] = bf16_from_float(x[i]);
+    to_bf16(h.data(), x.data(), x.size());
     return h;
 }
 
 static std::vector<float> widened(const std::vector<bf16> &h) {
     std::vector<float> x(h.size());
-    for (size_t i = 0; i < h.size(); i++) x[i] = bf16_to_float(h[i]);
+    from_bf16(x.data(), h.data(), h.size());
     return x;
 }
 

@@ -10,9 +10,9 @@
 //          how), at three tensor-core instructions where fp32 on the ordinary cores is many.
 // Everything else (the softmax's max, sum, lse and D, the accumulators) is fp32.
 //
-// Defines (namespace tc): the formats Bf16, Tf32 and Tf32x3, forward_kernel, backward_dq_kernel and
-//         backward_dkv_kernel (templates on the format and the padded head size), and the
-//         shared memory each takes (forward_bytes, dq_bytes, dkv_bytes). flash_tc.cu launches
+// Defines: TC_SHARED, TC_MMA_SYNC; (namespace tc) the formats Bf16, Tf32 and Tf32x3,
+//         forward_kernel, backward_dq_kernel and backward_dkv_kernel (templates on the format
+//         and the padded head size), and the shared memory each takes (forward_bytes, dq_bytes, dkv_bytes). flash_tc.cu launches
 //         them; tests/gpu/emulate.h runs the very same kernels on the CPU (SHARDLAB_EMULATE:
 //         a thread per GPU thread, the tensor cores' instructions by their documented
 //         layouts), so that CI checks them without a GPU (tests/gpu/test_flash_tc.cc).
@@ -86,6 +86,21 @@ __device__ inline int lane_place() { return threadIdx.x % 4; }
 template <typename E>
 __device__ uint32_t word(const E *tile, int i) { return *reinterpret_cast<const uint32_t *>(tile + i); }
 
+// One mma.sync, c += a b, by its PTX name (both formats take four words of A, two of B and
+// four floats of C); on the emulator, emu's instruction of the same shape. Compute capability
+// 8.0 and later only: the build targets those (Makefile: CUDA_ARCHS), and usable() says so
+// before a kernel runs.
+#if defined(SHARDLAB_EMULATE)
+#define TC_MMA_SYNC(name, emulated, c, a, b) emulated(c, a, b)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TC_MMA_SYNC(name, emulated, c, a, b)                                                      \
+    asm volatile(name " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                 \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#else
+#define TC_MMA_SYNC(name, emulated, c, a, b) __trap()
+#endif
+
 // bf16: two operands to a word, one instruction 16 x 16 by 16 x 8.
 struct Bf16 {
     typedef uint16_t Elem;
@@ -126,16 +141,7 @@ struct Bf16 {
         a[2] = pack(p[2 * kk + 1][0], p[2 * kk + 1][1]), a[3] = pack(p[2 * kk + 1][2], p[2 * kk + 1][3]);
     }
     __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-#if defined(SHARDLAB_EMULATE)
-        emu_mma_bf16(c, a, b);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-        __trap();  // the build targets sm_80 and later (Makefile: CUDA_ARCHS); usable() says so first
-#endif
+        TC_MMA_SYNC("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", emu_mma_bf16, c, a, b);
     }
 };
 
@@ -185,16 +191,7 @@ struct Tf32 {
         a[0] = round(p[kk][0]), a[1] = round(p[kk][2]), a[2] = round(p[kk][1]), a[3] = round(p[kk][3]);
     }
     __device__ static void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-#if defined(SHARDLAB_EMULATE)
-        emu_mma_tf32(c, a, b);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-        __trap();
-#endif
+        TC_MMA_SYNC("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", emu_mma_tf32, c, a, b);
     }
 };
 

@@ -47,10 +47,14 @@ __device__ static inline uint64_t fnv1a64_word(uint64_t h, uint32_t w) {
     return h;
 }
 
+// 16 bytes, word by word in address order.
+__device__ static inline uint64_t fnv1a64_quad(uint64_t h, uint4 q) {
+    return fnv1a64_word(fnv1a64_word(fnv1a64_word(fnv1a64_word(h, q.x), q.y), q.z), q.w);
+}
+
 __device__ static inline uint64_t fnv1a64_words(uint64_t h, const uint4 (&q)[HASH_GROUP]) {
 #pragma unroll
-    for (int j = 0; j < HASH_GROUP; j++)
-        h = fnv1a64_word(fnv1a64_word(fnv1a64_word(fnv1a64_word(h, q[j].x), q[j].y), q[j].z), q[j].w);
+    for (int j = 0; j < HASH_GROUP; j++) h = fnv1a64_quad(h, q[j]);
     return h;
 }
 
@@ -81,10 +85,7 @@ __global__ static void chunk_hash_kernel(uint64_t *out, HashBatch batch) {
             for (int j = 0; j < HASH_GROUP; j++) cur[j] = next[j];
         }
         i = groups * 16 * HASH_GROUP;
-        for (; i + 16 <= len; i += 16) {  // the last words, short of a group
-            uint4 q = v[i / 16];
-            h = fnv1a64_word(fnv1a64_word(fnv1a64_word(fnv1a64_word(h, q.x), q.y), q.z), q.w);
-        }
+        for (; i + 16 <= len; i += 16) h = fnv1a64_quad(h, v[i / 16]);  // the last words, short of a group
     }
     for (; i < len; i++) {  // the tail, or all of an unaligned chunk
         h ^= p[i];
