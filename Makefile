@@ -152,7 +152,7 @@ LIB_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san
 ifeq ($(CUDA_BUILD),1)
 LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o) $(ALGO_OBJS)
 CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib) $(NCCL_LIBDIR))
-LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublas -lcudart -lstdc++
+LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lstdc++
 else
 LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 LDLIBS_CUDA :=
@@ -214,7 +214,7 @@ HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
 EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
-.PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu gpu-check clean cuda-status
+.PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -268,6 +268,7 @@ help:
 	@echo "  make grade-sweep      the README's lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make bench-gpu        on a GPU: a step of shardlab vs PyTorch (eager, sdpa, torch.compile), fp32/TF32/bf16: ms, peak, ratios [SHAPES=\"default gpt2\"]"
+	@echo "  make profile-gpu      on a GPU with ncu: one step's kernels timed, by kernel and kind, and the GPU's idle time [PRECISIONS=\"fp32 tf32 bf16\"]"
 	@echo "  make deps             install the Debian packages shardlab needs ($(DEB_PACKAGES))"
 	@echo "  make clean            remove build/ (runs/ is kept)"
 
@@ -569,6 +570,12 @@ gpu-check:
 # bf16, with the ratios. Without a GPU it says so and exits 0. SHAPES=, ROWS=, PRECISIONS=.
 bench-gpu:
 	BUILD=$(BUILD) sh tests/gpu/bench.sh
+
+# Where a step's GPU time goes (tests/gpu/profile.sh): every kernel of one step of single on
+# CUDA, timed by Nsight Compute (ncu), summed by kernel and kind, beside the step without the
+# profiler. Without a GPU or ncu it says so and exits 0. SHAPE=, PRECISIONS=, LAB_ARGS=, STEP=.
+profile-gpu:
+	BUILD=$(BUILD) sh tests/gpu/profile.sh
 
 # ---- test -----------------------------------------------------------------------------
 # Unit tests run sanitized; lab tests run the optimized labs (to train in seconds) and the

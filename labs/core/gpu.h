@@ -2,8 +2,9 @@
 // dist.c call when a rank runs on a GPU.
 //
 // Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_set_fp32_tc(),
+//          cuda_set_bias_epilogue(),
 //          cuda_alloc(), cuda_free(), cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
-//          cuda_param_hash(), cuda_mark(), cuda_mark_times(),
+//          cuda_param_hash(), cuda_mark(), cuda_mark_times(), cuda_profile(),
 //          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
 //          cuda_nccl_init(), cuda_nccl_split(), cuda_nccl_destroy(), cuda_nccl_abort(),
 //          cuda_nccl_call(), cuda_nccl_group_start(), cuda_nccl_group_end(), cuda_nccl_wait().
@@ -46,6 +47,10 @@ void cuda_set_tf32(int tf32);
 // cores where the GPU and the head size allow (on: cuda_open's default), or off: the fp32
 // kernels on the ordinary cores. For tests and benchmarks that compare the two.
 void cuda_set_fp32_tc(int on);
+// The Linear forward's bias added by cuBLASLt's epilogue as the product is stored (on:
+// cuda_open's default, where cuBLASLt has a kernel for the shape), or off: written across the
+// output first, the product added to it (beta = 1). For tests and benchmarks that compare the two.
+void cuda_set_bias_epilogue(int on);
 
 // Zero-filled device memory; NULL if the GPU is out of memory.
 void *cuda_alloc(size_t bytes);
@@ -70,6 +75,8 @@ uint64_t cuda_param_hash(int n, const void *const *bufs, const size_t *bytes, ui
 // An event recorded on the compute stream, from a ring of CUDA_MARKS; returns its slot.
 #define CUDA_MARKS 4096
 int cuda_mark(void);
+// cudaProfilerStart (on) or cudaProfilerStop, once the queued work is done (device_profile).
+void cuda_profile(int on);
 // The wall-clock microseconds at which the GPU reached the marks in slots[0..n): an anchor
 // event recorded after them is waited for and read against the host's clock, and each mark
 // is placed before it by cudaEventElapsedTime.

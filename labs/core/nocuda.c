@@ -28,6 +28,8 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
 void cuda_close(void) {}
 void cuda_set_tf32(int tf32) { (void)tf32; unreachable("cuda_set_tf32"); }
 void cuda_set_fp32_tc(int on) { (void)on; unreachable("cuda_set_fp32_tc"); }
+void cuda_set_bias_epilogue(int on) { (void)on; unreachable("cuda_set_bias_epilogue"); }
+void cuda_profile(int on) { (void)on; unreachable("cuda_profile"); }
 void *cuda_alloc(size_t bytes) { (void)bytes; unreachable("cuda_alloc"); return NULL; }
 void cuda_free(void *p) { (void)p; unreachable("cuda_free"); }
 void cuda_memset0(void *p, size_t bytes) { (void)p, (void)bytes; unreachable("cuda_memset0"); }

@@ -1,5 +1,6 @@
 // bench_ops.c — the GPU's attention kernels (naive and flash), LayerNorm's backward and a
-// Linear backward (fp32, and with --mixed's bf16 operands) timed alone, at one model shape (default: GPT-2 small's, B=8 T=1024 C=768
+// Linear forward and backward (fp32, and with --mixed's bf16 operands; the forward with its
+// bias added by cuBLASLt's epilogue and the other way, written across the output first) timed alone, at one model shape (default: GPT-2 small's, B=8 T=1024 C=768
 // NH=12), with the two variants of attention checked against each other at that size.
 //
 // Usage: bench_ops [B T C NH]   (on a machine with a GPU; without one it says so, exit 0)
@@ -80,11 +81,14 @@ typedef struct {
     int B, T, C, NH;
     float *qkv, *out, *att, *lse, *dout, *dqkv;
     float *x, *w, *mean, *rstd, *dx, *dw, *db, *dy, *wide_w, *wide_dw, *wide_db;
-    float *lin;  // a Linear's scratch for bf16 operands (linear_scratch_floats)
+    float *lin;   // a Linear's scratch for bf16 operands (linear_scratch_floats)
+    float *wide;  // a Linear's [N, 4C] output
     int bf16;    // flash's products on bf16 operands (--mixed: flash_tc.cu)
 } Bench;
 
-typedef enum { NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_BWD, LINEAR_BWD_BF16 } Op;
+typedef enum {
+    NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_FWD, LINEAR_FWD_BF16, LINEAR_BWD, LINEAR_BWD_BF16
+} Op;
 
 static void run_op(Bench *b, Op op) {
     const Ops *o = b->ops;
@@ -97,6 +101,12 @@ static void run_op(Bench *b, Op op) {
         o->flash_attention_backward(b->dqkv, b->dout, b->qkv, b->out, b->lse, b->B, b->T, C, b->NH, b->bf16, NULL);
         break;
     case LN_BWD: o->layernorm_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, b->mean, b->rstd, N, C); break;
+    case LINEAR_FWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias
+        o->linear_forward(b->wide, b->x, b->wide_w, b->wide_db, N, C, 4 * C, 0, NULL);
+        break;
+    case LINEAR_FWD_BF16:
+        o->linear_forward(b->wide, b->x, b->wide_w, b->wide_db, N, C, 4 * C, 1, b->lin);
+        break;
     case LINEAR_BWD:  // mlp.c_fc: [N, C] -> [N, 4C], with its bias' column sums
         o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C, 0, NULL);
         break;
@@ -169,8 +179,9 @@ int main(int argc, char **argv) {
     b.w = device_random(C, 5, 0.5, 1.5), b.dw = device_floats(C), b.db = device_floats(C);
     b.mean = device_random(N, 6, -0.1, 0.1), b.rstd = device_random(N, 7, 0.9, 1.1);
     b.wide_w = device_random((size_t)4 * C * C, 8, -0.05, 0.05);
-    b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_floats((size_t)4 * C);
+    b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_random((size_t)4 * C, 9, -1, 1);
     b.lin = device_floats(linear_scratch_floats((int)N, C, 4 * C, 1));
+    b.wide = device_floats(N * 4 * C);
     // The kernels' own workspace, planned as a lab's pass plans it (naive's dS is the largest).
     size_t ws_bytes = ops_gpu_workspace_bytes(B, T, C, NH, 256, 0);
     b.ops->use_workspace(device_floats(ws_bytes / sizeof(float) + 1), ws_bytes);
@@ -196,6 +207,8 @@ int main(int argc, char **argv) {
         {"attention flash forward, fp32 (3xTF32 where the head fits)", FLASH_FWD, 2 * product},
         {"attention flash backward, fp32 (3xTF32 where the head fits)", FLASH_BWD, 4 * product},
         {"layernorm backward", LN_BWD, 0},
+        {"linear forward C->4C (with bias)", LINEAR_FWD, 2.0 * N * C * 4 * C},
+        {"linear forward C->4C, bf16 operands (--mixed)", LINEAR_FWD_BF16, 2.0 * N * C * 4 * C},
         {"linear backward C->4C (with bias)", LINEAR_BWD, 2.0 * 2 * N * C * 4 * C},
         {"linear backward C->4C, bf16 operands (--mixed)", LINEAR_BWD_BF16, 2.0 * 2 * N * C * 4 * C},
     };
@@ -205,6 +218,32 @@ int main(int argc, char **argv) {
         if (rows[i].flops > 0) printf("| %s | %.3f | %.1f |\n", rows[i].name, ms, rows[i].flops / ms / 1e9);
         else printf("| %s | %.3f | |\n", rows[i].name, ms);
     }
+
+    // The Linear forward's bias written across out first and the product added to it (beta =
+    // 1), beside the rows above, whose bias cuBLASLt's epilogue adds as the product is stored
+    // (lt.cu): the two ways' results compared (they differ by which kernel sums the product),
+    // then the other way timed.
+    size_t nwide = N * 4 * C;
+    float *epilogue = device_floats(nwide), *epilogue_bf16 = device_floats(nwide);
+    run_op(&b, LINEAR_FWD);
+    cuda_copy(epilogue, b.wide, nwide * sizeof(float));
+    run_op(&b, LINEAR_FWD_BF16);
+    cuda_copy(epilogue_bf16, b.wide, nwide * sizeof(float));
+    cuda_set_bias_epilogue(0);
+    run_op(&b, LINEAR_FWD);
+    cuda_sync();
+    double lin_err = normwise(epilogue, b.wide, nwide);
+    run_op(&b, LINEAR_FWD_BF16);
+    cuda_sync();
+    double lin_err_bf16 = normwise(epilogue_bf16, b.wide, nwide);
+    int lin_ok = lin_err < 1e-4 && lin_err_bf16 < 1e-4;
+    printf("linear forward, the bias by epilogue vs written first: fp32 %.2e, bf16 operands %.2e (normwise) %s "
+           "(within 1e-4)\n", lin_err, lin_err_bf16, lin_ok ? "ok" : "FAIL");
+    double ms_l = time_op(&b, LINEAR_FWD), ms_lb = time_op(&b, LINEAR_FWD_BF16);
+    printf("| linear forward C->4C, the bias written first | %.3f | %.1f |\n", ms_l, rows[5].flops / ms_l / 1e9);
+    printf("| linear forward C->4C, bf16 operands, the bias written first | %.3f | %.1f |\n", ms_lb,
+           rows[6].flops / ms_lb / 1e9);
+    cuda_set_bias_epilogue(1);
 
     // fp32 flash on the ordinary cores (the rows above take the tensor cores as 3xTF32 where
     // the head fits them): checked the same way, and timed beside them.
@@ -235,5 +274,5 @@ int main(int argc, char **argv) {
     printf("| attention flash forward, bf16 (--mixed) | %.3f | %.1f |\n", ms_f, rows[2].flops / ms_f / 1e9);
     printf("| attention flash backward, bf16 (--mixed) | %.3f | %.1f |\n", ms_b, rows[3].flops / ms_b / 1e9);
     cuda_close();
-    return ok && simt_ok && tf_ok && bf_ok ? 0 : 1;
+    return ok && lin_ok && simt_ok && tf_ok && bf_ok ? 0 : 1;
 }

@@ -15,6 +15,8 @@
 //     ways, pointer kinds, memory figures;
 //   - flash attention (flash.cu) against the CPU's flash and naive attention, at every head size
 //     the GPU kernels instantiate;
+//   - the Linear forward's bias added by cuBLASLt's epilogue (lt.cu) and the other way, each
+//     against the CPU and the other, aligned and not, in fp32, TF32 and bf16;
 //   - the Linear layers with bf16 operands, the input given in fp32 or as bf16 (--mixed's kept
 //     activations: linear_forward_bf16, linear_backward_bf16), and GELU on a kept bf16 input
 //     (gelu_forward_bf16, gelu_backward_bf16);
@@ -251,6 +253,63 @@ static void test_linear(int bf16_in) {
     snprintf(what, sizeof what, "%slinear_backward with dinp and dbias NULL: dweight accumulates again", p);
     expect_close(what, dw, d_dw[0], (size_t)OC * IC, TOL_SUM);
     free_buffers();
+}
+
+// The Linear forward's two ways of adding its bias: cuBLASLt's epilogue as the product is
+// stored (lt.cu, the default) and the bias written across out first, the product added to it
+// (cuda_set_bias_epilogue(0)). Each against the CPU's, and against the other (the same
+// operands, the product summed by another kernel: TOL_CHAIN covers sums of up to 3072 terms
+// of products of size 1; TF32's tolerance where the kernels take TF32, which they may round
+// or truncate), in fp32, TF32 and bf16 operands, at test_linear's awkward shape, at
+// a tiny one, and at GPT-2 small's c_attn and c_proj shapes cut to 256 tokens (the epilogue
+// kernels a step runs); with every pointer 256-byte aligned (cudaMalloc's) and with every one
+// a float past that (the epilogue must pick a kernel that needs no more). Out starts as
+// garbage (beta = 0 must not read it); a second run gives the same bits.
+static void test_bias_epilogue(void) {
+    const int shapes[][3] = {{ROWS, CH, OC}, {4, 5, 3}, {256, 768, 2304}, {256, 3072, 768}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int N = shapes[s][0], IC = shapes[s][1], OC_ = shapes[s][2];
+        size_t ni = (size_t)N * IC, nw = (size_t)OC_ * IC, no = (size_t)N * OC_;
+        // One float more than needed each, so that `skew` 1 moves every pointer off alignment.
+        float *inp = random_floats(ni + 1, 11, -1, 1), *w = random_floats(nw + 1, 12, -1, 1);
+        float *bias = random_floats((size_t)OC_ + 1, 13, -1, 1);
+        float *d_inp = to_device(inp, ni + 1), *d_w = to_device(w, nw + 1), *d_bias = to_device(bias, (size_t)OC_ + 1);
+        float *d_out[3];
+        for (int i = 0; i < 3; i++) d_out[i] = to_device(filled(no + 1, GARBAGE), no + 1);
+        size_t ns = linear_scratch_floats(N, IC, OC_, 1);
+        float *scratch = host_floats(ns), *d_scratch = to_device(filled(ns, GARBAGE), ns);
+        float *out = host_floats(no);
+        for (int format = 0; format < 3; format++) {  // fp32, TF32, bf16 operands
+            int bf16_in = format == 2;
+            const char *name = format == 0 ? "fp32" : format == 1 ? "TF32" : "bf16 operands";
+            double tol_cpu = format == 1 ? TOL_TF32_OUT : TOL_CHAIN;
+            for (int skew = 0; skew < 2; skew++) {
+                ops_cpu.linear_forward(out, inp + skew, w + skew, bias + skew, N, IC, OC_, bf16_in, scratch);
+                cuda_set_tf32(format == 1);
+                for (int way = 0; way < 3; way++) {  // the epilogue twice, then the bias written first
+                    cuda_set_bias_epilogue(way < 2);
+                    gpu->linear_forward(d_out[way] + skew, d_inp + skew, d_w + skew, d_bias + skew, N, IC, OC_,
+                                        bf16_in, d_scratch);
+                }
+                cuda_set_bias_epilogue(1);
+                cuda_set_tf32(0);
+                char what[200];
+                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the bias by epilogue, against the CPU",
+                         N, IC, OC_, name, skew ? "pointers a float off alignment" : "pointers aligned");
+                expect_close(what, out, d_out[0] + skew, no, tol_cpu);
+                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the bias written first, against the CPU",
+                         N, IC, OC_, name, skew ? "pointers a float off alignment" : "pointers aligned");
+                expect_close(what, out, d_out[2] + skew, no, tol_cpu);
+                const float *other = to_host(d_out[2] + skew, no);
+                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the two ways agree", N, IC, OC_, name,
+                         skew ? "pointers a float off alignment" : "pointers aligned");
+                expect_close(what, other, d_out[0] + skew, no, tol_cpu);  // TF32: the kernels may round differently
+                snprintf(what, sizeof what, "linear_forward %dx%d->%d by epilogue, %s", N, IC, OC_, name);
+                expect_same_run(what, d_out[0] + skew, d_out[1] + skew, no);
+            }
+        }
+        free_buffers();
+    }
 }
 
 // linear_forward_bf16 and linear_backward_bf16: the input given as bf16 (an activation kept so
@@ -825,6 +884,12 @@ int main(void) {
     test_linear(0);
     test_linear(1);
     test_linear_kept();
+    test_bias_epilogue();
+    cuda_set_bias_epilogue(0);  // the Linears' other way, under test_linear's checks too
+    test_linear(0);
+    test_linear(1);
+    test_linear_kept();
+    cuda_set_bias_epilogue(1);
     test_gelu_bf16();
     test_layernorm();
     // Column sums: ragged strip and slab, one row, one column, one row short of a slab, both

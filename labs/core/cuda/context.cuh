@@ -14,7 +14,8 @@
 //          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
 //          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
-//          cuda_flash_tc_backward(), cuda_flash_attention_backward_bf16(), cuda_flash_tc_backward_bf16().
+//          cuda_flash_tc_backward(), cuda_flash_attention_backward_bf16(), cuda_flash_tc_backward_bf16(),
+//          LtPlan, cuda_gemm_bias(), cuda_lt_release().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). The kernel files reach it through
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -54,6 +56,18 @@ static inline void cublas_check_at(cublasStatus_t status, const char *what, cons
 
 // ---- the context -------------------------------------------------------------------------
 
+// One product's cuBLASLt set-up (lt.cu): what it is keyed by, its descriptors, and the kernel
+// the heuristic picked for them.
+typedef struct {
+    int m, n, k, lda, ldb, ldd, ta, tb, bf16_in, tf32;
+    unsigned align[4];  // of A, B, D and the bias: the largest power of two (to 256) dividing each
+    int usable;         // 0: cuBLASLt has no kernel for it (the Linear takes the other way)
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
+enum { LT_PLANS = 32 };  // a step has a few shapes a precision; kept are the last 32 met
+
 typedef struct {
     int open;
     int ordinal;  // the GPU this process drives
@@ -65,6 +79,13 @@ typedef struct {
     cudaStream_t stream;
     cublasHandle_t cublas;
     void *cublas_workspace;  // given to cuBLAS so its choice of kernel never depends on others
+    size_t cublas_workspace_bytes;
+    // cuBLASLt (lt.cu), for the Linear forward's bias added as its product is stored; on the
+    // compute stream with cuBLAS's workspace (one stream: never two users at once).
+    cublasLtHandle_t lt;
+    LtPlan lt_plans[LT_PLANS];
+    int lt_count, lt_next;  // plans made; the one a new shape replaces when all are taken
+    int bias_epilogue;      // 1 by default; 0: the bias written across out first (cuda_set_bias_epilogue)
     // Token arrays stay in host memory (gpu.h); a kernel that reads them gets a device copy.
     uint8_t *tokens_host;       // pinned, so the upload is a real asynchronous copy
     uint8_t *tokens_dev;        // the device copy the kernels read
@@ -177,6 +198,14 @@ void cuda_from_bf16(float *dst, const bf16 *src, size_t n);
 void cuda_add_bf16(bf16 *acc, const bf16 *x, size_t n);
 void cuda_acc_bf16(bf16 *acc, const float *x, size_t n);
 double cuda_sum_on_host(const double *dev, size_t n);
+
+// lt.cu: D = op(A) op(B) + bias, bias[i] added to row i of the column-major m x n D (cuBLAS's
+// view; the Linear's output channels), fp32 or bf16 operands, fp32 D, on the compute stream.
+// False where cuBLASLt has no kernel for it or cuda_set_bias_epilogue(0) is in force: nothing
+// was queued, and the caller takes the other way. cuda_lt_release frees the kept plans.
+bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
+                    const void *B, int ldb, float *D, int ldd, const float *bias, int bf16_in);
+void cuda_lt_release(CudaContext *c);
 
 // ---- flash attention (flash.cu): ops.h's flash_attention_forward/backward on the GPU ----
 

@@ -2,6 +2,7 @@
 // compute stream; and the per-process context (context.cuh) that ops.cu's kernels use.
 //
 // Defines (gpu.h): cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_set_fp32_tc(),
+//                   cuda_set_bias_epilogue(), cuda_profile(),
 //                   cuda_alloc(), cuda_free(), cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(),
 //                   cuda_mem_info(), cuda_is_device_ptr().
 //          (context.cuh): cuda_context(), cuda_stage_tokens(), cuda_workspace(),
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+
+#include <cuda_profiler_api.h>
 
 #include "context.cuh"
 
@@ -79,6 +82,8 @@ static cudaError_t context_release(void) {
     keep_first(&first, cudaSetDevice(ctx.ordinal));
     if (ctx.stream) keep_first(&first, cudaStreamSynchronize(ctx.stream));
     if (ctx.cublas && cublasDestroy(ctx.cublas) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
+    cuda_lt_release(&ctx);
+    if (ctx.lt && cublasLtDestroy(ctx.lt) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
     if (ctx.cublas_workspace) keep_first(&first, cudaFree(ctx.cublas_workspace));
     if (ctx.workspace) keep_first(&first, cudaFree(ctx.workspace));
     if (ctx.hash_dev) keep_first(&first, cudaFree(ctx.hash_dev));
@@ -112,6 +117,7 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
     ctx.ordinal = ordinal;
     ctx.tf32 = tf32;
     ctx.fp32_tc = 1;
+    ctx.bias_epilogue = 1;
     ctx.open = 1;
 
     cudaError_t e;
@@ -127,6 +133,7 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
         return open_failed(err, nerr, "cudaEventCreate", cudaGetErrorString(e));
     if ((e = cudaMalloc(&ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != cudaSuccess)
         return open_failed(err, nerr, "cudaMalloc (cuBLAS workspace)", cudaGetErrorString(e));
+    ctx.cublas_workspace_bytes = CUBLAS_WORKSPACE_BYTES;
     if ((e = cudaMalloc(&ctx.workspace, OWN_WORKSPACE_BYTES)) != cudaSuccess)
         return open_failed(err, nerr, "cudaMalloc (kernel workspace)", cudaGetErrorString(e));
     ctx.workspace_bytes = OWN_WORKSPACE_BYTES;
@@ -144,6 +151,9 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
     cublasMath_t math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
     if ((s = cublasSetMathMode(ctx.cublas, math)) != CUBLAS_STATUS_SUCCESS)
         return open_failed(err, nerr, "cublasSetMathMode", cublasGetStatusString(s));
+    // cuBLASLt's handle (lt.cu: the Linear's bias epilogue); its kernels get the workspace above.
+    if ((s = cublasLtCreate(&ctx.lt)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasLtCreate", cublasGetStatusString(s));
 
     if (desc && ndesc)
         snprintf(desc, ndesc, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
@@ -162,6 +172,14 @@ void cuda_set_tf32(int tf32) {
 }
 
 void cuda_set_fp32_tc(int on) { cuda_context()->fp32_tc = on; }
+
+void cuda_set_bias_epilogue(int on) { cuda_context()->bias_epilogue = on; }
+
+void cuda_profile(int on) {
+    CudaContext *c = cuda_context();
+    cudaCheck(cudaStreamSynchronize(c->stream));
+    cudaCheck(on ? cudaProfilerStart() : cudaProfilerStop());
+}
 
 // ---------------------------------------------------------------------------------------
 // The context, for ops.cu

@@ -26,8 +26,9 @@
 //   - One stream. Everything is queued on the context's compute stream; a function that
 //     returns a value (a loss, a sum of squares) waits for it.
 //
-// Matrix products go to cuBLAS, which is column-major. A row-major [R, C] matrix is, to
-// cuBLAS, its transpose: a column-major [C, R] matrix with leading dimension C. So a
+// Matrix products go to cuBLAS (the Linear forward's with its bias to cuBLASLt: lt.cu), which
+// is column-major. A row-major [R, C] matrix is, to cuBLAS, its transpose: a column-major
+// [C, R] matrix with leading dimension C. So a
 // row-major product Y = A B is computed as the column-major product Y^T = B^T A^T, with no
 // copies: each call (here and in attention.cu) is written out with that reading.
 #include <math.h>
@@ -123,7 +124,8 @@ void cuda_column_sums(float *out, const float *x, int N, int cols) {
 // Linear: y = x W^T + b (see ops.c for the math)
 // ---------------------------------------------------------------------------------------
 
-// out[n, o] = bias[o]: the CPU's starting value, before the products are added.
+// out[n, o] = bias[o]: the CPU's starting value, before the products are added (where
+// cuBLASLt's bias epilogue cannot add it: lt.cu).
 __global__ static void broadcast_rows_kernel(float *out, const float *bias, int N, int OC) {
     size_t i = thread_index();
     if (i < (size_t)N * OC) out[i] = bias[i % OC];
@@ -168,10 +170,6 @@ static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, c
                               int N, int IC, int OC, int bf16_in, float *scratch) {
     CudaContext *c = cuda_context();
     if (N == 0 || OC == 0) return;
-    if (bias) {
-        broadcast_rows_kernel<<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
-        cudaCheck(cudaGetLastError());
-    }
     const void *w = weight, *x = inp;  // fp32: cuBLAS reads W transposed in place, no scratch
     if (bf16_in) {
         size_t used = 0;
@@ -180,7 +178,14 @@ static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, c
     }
     // Row-major out[N,OC] = inp[N,IC] W^T, read by cuBLAS as out^T[OC,N] = W[OC,IC] inp^T[IC,N]:
     // W is stored as column-major W^T[IC,OC] (ld IC), so op T gives W; inp is stored as
-    // column-major inp^T[IC,N] (ld IC), op N. beta = 1 adds to the bias, beta = 0 ignores out.
+    // column-major inp^T[IC,N] (ld IC), op N. The bias, one value per row of out^T, is added
+    // as the product is stored (lt.cu); where cuBLASLt cannot, it is written across out first
+    // and the product added to it (beta = 1; beta = 0 without a bias ignores out).
+    if (bias && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, out, OC, bias, bf16_in)) return;
+    if (bias) {
+        broadcast_rows_kernel<<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, bias ? 1.0f : 0.0f, out, OC, bf16_in);
 }
 

@@ -1,0 +1,151 @@
+// lt.cu — the Linear forward's product with its bias added as the product is stored, by
+// cuBLASLt's bias epilogue.
+//
+// Defines (context.cuh): cuda_gemm_bias(), cuda_lt_release().
+//
+// Without it (ops.cu's other way, and cuda_set_bias_epilogue(0)) the Linear forward writes
+// the bias across the whole output, then cuBLAS adds the product to it (beta = 1): the output
+// written twice and read once, where writing it once is enough. At GPT-2 small's shape that
+// is about 450 MB of traffic a layer, every step, in every precision.
+//
+// The layout. Row-major out[N, OC] is, to cuBLAS, the column-major out^T[OC, N] (ops.cu's top
+// says why), whose rows are the output channels. CUBLASLT_EPILOGUE_BIAS adds a vector with one
+// value per ROW of the result D, the same value across all its columns: bias[o] added to
+// channel o of every token, which is the Linear's bias. So m = OC, and the bias has OC floats.
+//
+//      D (m x n, column-major)          bias (m)
+//      d00 d01 d02 ... d0,n-1     +     b0   (the same b0 on every column)
+//      d10 d11 d12 ... d1,n-1     +     b1
+//      ...                              ...
+//
+// The arithmetic is the other way's: the product summed in fp32, then the bias added once
+// (alpha = 1, beta = 0), fp32 (CUBLAS_COMPUTE_32F, or _FAST_TF32 under --tf32) or bf16
+// operands with fp32 accumulation; the result differs from it by which kernel sums the
+// product, as two cuBLAS kernels do (test_cuda_ops compares the two ways and the CPU).
+//
+// Plans. cuBLASLt describes a product with descriptors (the operation, one layout per matrix)
+// and picks a kernel for them by heuristic: both cost host time, so each shape's set is made
+// once and kept in the context (LtPlan), keyed by everything the choice depends on, the
+// addresses' alignments included: the heuristic is told each pointer's actual alignment (the
+// bias pointer's it reads from the descriptor), so it never picks a kernel that needs more,
+// and a plan made for aligned buffers is never used for unaligned ones. The kernel gets the
+// context's fixed cuBLAS workspace (device.cu says why a fixed one: the same kernel on every
+// run, so the same bits on every replica). Where cuBLASLt has no kernel for a shape,
+// cuda_gemm_bias() queues nothing and returns false, and ops.cu takes the other way.
+#include <stdint.h>
+#include <string.h>
+
+#include "context.cuh"
+
+// The largest power of two, up to 256, that divides the address.
+static unsigned alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 1 && a % al) al /= 2;
+    return al;
+}
+
+static void plan_free(LtPlan *p) {
+    // Destroying a NULL descriptor is allowed and does nothing.
+    (void)cublasLtMatmulDescDestroy(p->desc);
+    (void)cublasLtMatrixLayoutDestroy(p->a);
+    (void)cublasLtMatrixLayoutDestroy(p->b);
+    (void)cublasLtMatrixLayoutDestroy(p->d);
+    memset(p, 0, sizeof *p);
+}
+
+static bool same_key(const LtPlan *p, const LtPlan *key) {
+    return p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda && p->ldb == key->ldb &&
+           p->ldd == key->ldd && p->ta == key->ta && p->tb == key->tb && p->bf16_in == key->bf16_in &&
+           p->tf32 == key->tf32 && memcmp(p->align, key->align, sizeof p->align) == 0;
+}
+
+template <typename T>
+static void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t what, T value) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(d, what, &value, sizeof value));
+}
+
+template <typename T>
+static void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t what, T value) {
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(p, what, &value, sizeof value));
+}
+
+// The descriptors of key's product and the heuristic's first kernel for them (plan->usable 0
+// where it has none). bias: any pointer with the alignment the plan is keyed by.
+static void plan_make(const CudaContext *c, LtPlan *plan, const LtPlan *key, const float *bias) {
+    *plan = *key;
+    cublasComputeType_t compute = key->tf32 && !key->bf16_in ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType_t in = key->bf16_in ? CUDA_R_16BF : CUDA_R_32F;
+    cublasCheck(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, (cublasOperation_t)key->ta);
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, (cublasOperation_t)key->tb);
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)bias);
+    // Each layout as stored: op(A) is m x k, so A itself is m x k (op N) or k x m (op T).
+    int a_rows = key->ta == CUBLAS_OP_N ? key->m : key->k, a_cols = key->ta == CUBLAS_OP_N ? key->k : key->m;
+    int b_rows = key->tb == CUBLAS_OP_N ? key->k : key->n, b_cols = key->tb == CUBLAS_OP_N ? key->n : key->k;
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->a, in, a_rows, a_cols, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->b, in, b_rows, b_cols, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, key->m, key->n, key->ldd));
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, c->cublas_workspace_bytes);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, (uint32_t)key->align[0]);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, (uint32_t)key->align[1]);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, (uint32_t)key->align[2]);  // C is D
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, (uint32_t)key->align[2]);
+    cublasLtMatmulHeuristicResult_t found;
+    int count = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, plan->desc, plan->a, plan->b, plan->d, plan->d, pref,
+                                                      1, &found, &count);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (s != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(s);
+    plan->usable = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
+    if (plan->usable) plan->algo = found.algo;
+}
+
+// The context's plan for key: a kept one, or a new one in a free slot or, when all are taken,
+// in place of the oldest.
+static LtPlan *plan_for(CudaContext *c, const LtPlan *key, const float *bias) {
+    for (int i = 0; i < c->lt_count; i++)
+        if (same_key(&c->lt_plans[i], key)) return &c->lt_plans[i];
+    LtPlan *p;
+    if (c->lt_count < LT_PLANS) p = &c->lt_plans[c->lt_count++];
+    else {
+        p = &c->lt_plans[c->lt_next];
+        c->lt_next = (c->lt_next + 1) % LT_PLANS;
+        plan_free(p);
+    }
+    plan_make(c, p, key, bias);
+    return p;
+}
+
+bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
+                    const void *B, int ldb, float *D, int ldd, const float *bias, int bf16_in) {
+    CudaContext *c = cuda_context();
+    if (!c->bias_epilogue || !c->lt || k == 0) return false;  // k = 0: D = bias, the other way's
+    LtPlan key;
+    memset(&key, 0, sizeof key);
+    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd, key.ta = ta, key.tb = tb;
+    key.bf16_in = bf16_in, key.tf32 = c->tf32;
+    key.align[0] = alignment(A), key.align[1] = alignment(B), key.align[2] = alignment(D);
+    key.align[3] = alignment(bias);
+    LtPlan *p = plan_for(c, &key, bias);
+    if (!p->usable) return false;
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)bias);
+    const float one = 1.0f, zero = 0.0f;  // beta = 0: D's old contents are not read
+    cublasStatus_t s = cublasLtMatmul(c->lt, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d, &p->algo,
+                                      c->cublas_workspace, c->cublas_workspace_bytes, c->stream);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: the other way, from now on for this shape
+        p->usable = 0;
+        return false;
+    }
+    cublasCheck(s);
+    return true;
+}
+
+void cuda_lt_release(CudaContext *c) {
+    for (int i = 0; i < c->lt_count; i++) plan_free(&c->lt_plans[i]);
+    c->lt_count = c->lt_next = 0;
+}
