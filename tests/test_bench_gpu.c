@@ -16,6 +16,12 @@
 //      median wall clock (ms.step) after the warm-up and the largest mem.peak; the table's
 //      ratios are shardlab / PyTorch at the same shape and precision, naive against eager
 //      written out and flash against eager sdpa; a failed row is a FAIL line and exit 1.
+//   6. `make profile-gpu` (tests/gpu/profile.sh): no nvidia-smi: SKIP, exit 0; with a stand-in
+//      GPU and ncu, dry: for each precision a run without the profiler, then the same under
+//      ncu --profile-from-start off with SHARDLAB_PROFILE_STEP set to the step profiled; a bad
+//      STEP, SHAPE or NCU: exit 2. tests/gpu/profile_table.py on ncu's two CSV layouts (details
+//      and raw; ==PROF== lines, thousands separators, nsecond to msecond): launches summed by
+//      kernel and kind with their shares, and with a run the GPU's idle time inside the work.
 // Broken on purpose: without the `case $help in *--attn*` test in bench.sh, case 2 passes
 // --attn to a single that has none (and fails here); with bench_table.py's median taken over
 // every step, case 5's 1000 ms warm-up steps move it off 11.
@@ -193,6 +199,87 @@ int main(int argc, char **argv) {
                    strstr(out, "timed out"),
                "a process that stopped part way: its missing row is a FAIL line (only that one), exit 1 (exit %d):\n%s", st,
                out);
+        free(out);
+    }
+
+    // 6. profile.sh and profile_table.py.
+    snprintf(cmd, sizeof cmd, "env PATH='%s/none-bin' /bin/sh tests/gpu/profile.sh", tmp);
+    out = test_sh(root, cmd, &st);
+    EXPECT(st == 0 && strncmp(out, "SKIP: no nvidia-smi", 19) == 0, "profile.sh, no nvidia-smi: SKIP, exit 0 (exit %d): %s", st,
+           out);
+    free(out);
+    snprintf(path, sizeof path, "%s/gpu-bin/ncu", tmp);
+    test_put_file(path, "#!/bin/sh\nexit 0\n", 1);
+    snprintf(cmd, sizeof cmd,
+             "env PATH='%s/gpu-bin':\"$PATH\" DRY_RUN=1 BUILD='%s' OUT_DIR='%s/pout' NCU='%s' PRECISIONS='fp32 bf16' "
+             "/bin/sh tests/gpu/profile.sh", tmp, full, tmp, path);
+    out = test_sh(root, cmd, &st);
+    EXPECT(st == 0 && commands_with(out, "labs/single --device cuda --steps 7 ") == 2 && commands_with(out, "--mixed") == 2,
+           "profile.sh: for fp32 and bf16 (--mixed) a run of 7 steps without the profiler (exit %d):\n%s", st, out);
+    EXPECT(commands_with(out, "SHARDLAB_PROFILE_STEP=4 ") == 2 && commands_with(out, "--profile-from-start off") == 2 &&
+               commands_with(out, "--metrics gpu__time_duration.sum --csv") == 2 && commands_with(out, "--steps 4 ") == 2 &&
+               commands_with(out, "--dim 768 --heads 12 --layers 12 --seq 1024 --batch 8") == 4,
+           "then the same under ncu, capturing step 4 alone, at GPT-2 small's shape");
+    free(out);
+    const char *bad_profile[] = {"STEP=1", "STEP=x", "SHAPE=gpt3", "PRECISIONS=fp8", "NCU=/nonexistent/ncu"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(cmd, sizeof cmd, "env PATH='%s/gpu-bin':\"$PATH\" DRY_RUN=1 BUILD='%s' %s /bin/sh tests/gpu/profile.sh", tmp,
+                 full, bad_profile[i]);
+        out = test_sh(root, cmd, &st);
+        EXPECT(st == 2 && strstr(out, "profile-gpu: "), "profile.sh %s: exit 2 with a message (exit %d): %s", bad_profile[i], st,
+               out);
+        free(out);
+    }
+    out = test_sh(root, "command -v python3", &st);
+    free(out);
+    if (st == 0) {
+        // Five launches, 5 ms: flash 2 x 1.5 ms (attention, 60%), a GEMM 1,250 us (matrix
+        // products, 25%), LayerNorm 250,000 ns (5%), the hash 500 us (10%).
+        snprintf(path, sizeof path, "%s/details.csv", tmp);
+        test_put_file(path,
+            "==PROF== Connected to process 1 (single)\n"
+            "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Section Name\","
+            "\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+            "\"0\",\"1\",\"single\",\"h\",\"flash_fwd<Tf32x3, 64>(float *, const float *)\",\"1\",\"13\",\"s\","
+            "\"gpu__time_duration.sum\",\"msecond\",\"1.50\"\n"
+            "\"1\",\"1\",\"single\",\"h\",\"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n\",\"1\",\"13\",\"s\","
+            "\"gpu__time_duration.sum\",\"usecond\",\"1,250.00\"\n"
+            "\"2\",\"1\",\"single\",\"h\",\"layernorm_forward_kernel(float *, int)\",\"1\",\"13\",\"s\","
+            "\"gpu__time_duration.sum\",\"nsecond\",\"250,000\"\n"
+            "\"3\",\"1\",\"single\",\"h\",\"flash_fwd<Tf32x3, 64>(float *, const float *)\",\"1\",\"13\",\"s\","
+            "\"gpu__time_duration.sum\",\"msecond\",\"1.50\"\n"
+            "\"4\",\"1\",\"single\",\"h\",\"chunk_hash_kernel(unsigned long *, HashBatch)\",\"1\",\"13\",\"s\","
+            "\"gpu__time_duration.sum\",\"usecond\",\"500\"\n",
+            0);
+        snprintf(cmd, sizeof cmd, "python3 tests/gpu/profile_table.py --csv '%s' --run '%s/run' --skip 3", path, tmp);
+        out = test_sh(root, cmd, &st);
+        EXPECT(st == 0 && strstr(out, "5 kernel launches, 5.000 ms on the GPU") &&
+                   strstr(out, "| flash_fwd<Tf32x3, 64> | 2 | 3.000 | 60.0% |") &&
+                   strstr(out, "| sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n | 1 | 1.250 | 25.0% |") &&
+                   strstr(out, "| layernorm_forward_kernel | 1 | 0.250 | 5.0% |"),
+               "profile_table.py: each kernel's launches summed, in ms from any unit, with its share (exit %d):\n%s", st, out);
+        EXPECT(strstr(out, "| attention | 2 | 3.000 | 60.0% |") && strstr(out, "| matrix products (cuBLAS) | 1 | 1.250 | 25.0% |") &&
+                   strstr(out, "| param_hash | 1 | 0.500 | 10.0% |") && strstr(out, "| LayerNorm | 1 | 0.250 | 5.0% |"),
+               "and by kind");
+        // The run of section 5: ms.step 11 and ms.work 5.5 after 3 warm-up steps; 5 ms of kernels.
+        EXPECT(strstr(out, "the step 11.000 ms on the wall clock, its work 5.500 ms; the kernels above 5.000 ms, so the GPU "
+                           "waited 0.500 ms of the work (9.1%) and 5.500 ms between steps (50.0% of the step)") != NULL,
+               "with the run: the work minus the kernels is the GPU's idle time:\n%s", out);
+        free(out);
+        snprintf(path, sizeof path, "%s/raw.csv", tmp);
+        test_put_file(path, "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"usecond\"\n"
+                            "\"0\",\"k_a(float *)\",\"1,000\"\n\"1\",\"k_b\",\"500\"\n", 0);
+        snprintf(cmd, sizeof cmd, "python3 tests/gpu/profile_table.py --csv '%s'", path);
+        out = test_sh(root, cmd, &st);
+        EXPECT(st == 0 && strstr(out, "2 kernel launches, 1.500 ms on the GPU") && strstr(out, "| k_a | 1 | 1.000 | 66.7% |") &&
+                   strstr(out, "| other | 2 | 1.500 | 100.0% |"),
+               "profile_table.py reads ncu's raw page too (units under the header) (exit %d):\n%s", st, out);
+        free(out);
+        snprintf(path, sizeof path, "%s/empty.csv", tmp);
+        test_put_file(path, "==PROF== Disconnected\n", 0);
+        snprintf(cmd, sizeof cmd, "python3 tests/gpu/profile_table.py --csv '%s'", path);
+        out = test_sh(root, cmd, &st);
+        EXPECT(st == 1 && strstr(out, "no ncu CSV header"), "no CSV in ncu's log: exit 1, saying so (exit %d): %s", st, out);
         free(out);
     }
 

@@ -8,7 +8,8 @@
 //   - gradient accumulation (4 micro-batches) trains exactly like one batch;
 //   - the memory of each category equals its closed form;
 //   - --save / --init round-trip the weights; a file for another model is refused cleanly;
-//   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan.
+//   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan;
+//   - SHARDLAB_PROFILE_STEP changes nothing on the CPU, and a bad value stops the lab.
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
@@ -428,6 +429,45 @@ static void check_bad_arguments(void) {
     free(out);
 }
 
+// SHARDLAB_PROFILE_STEP (lab.h): a step number brackets that step with a profiler's capture,
+// which on the CPU does nothing (the same run: every step's param_hash); anything else stops
+// the lab before it writes a run, naming the variable.
+static void check_profile_step(void) {
+    char plain_dir[512], profiled_dir[512], bad_dir[512];
+    snprintf(plain_dir, sizeof plain_dir, "%s/profile-plain", tmp);
+    snprintf(profiled_dir, sizeof profiled_dir, "%s/profile-2", tmp);
+    snprintf(bad_dir, sizeof bad_dir, "%s/profile-bad", tmp);
+    char *plain[] = {(char *)lab, "--steps", "3", "--run-dir", plain_dir, NULL};
+    char *profiled[] = {(char *)lab, "--steps", "3", "--run-dir", profiled_dir, NULL};
+    char *env_step[] = {"SHARDLAB_PROFILE_STEP=2", NULL};
+    int st_plain = run(plain, "profile-plain"), st_profiled = run_env(profiled, "profile-2", env_step);
+    Events a, b;
+    load_events(plain_dir, &a);
+    load_events(profiled_dir, &b);
+    const JsonValue *sa[8], *sb[8];
+    int na = step_events(&a, sa, 8), nb = step_events(&b, sb, 8), same = na == 3 && nb == 3;
+    for (int i = 0; same && i < 3; i++)
+        same = strcmp(json_get(sa[i], "param_hash")->string, json_get(sb[i], "param_hash")->string) == 0;
+    EXPECT(st_plain == 0 && st_profiled == 0 && same,
+           "SHARDLAB_PROFILE_STEP=2 on the CPU: the run is the run without it (exit %d and %d, %d and %d steps, same "
+           "param_hash: %d)", st_plain, st_profiled, na, nb, same);
+    free_events(&a);
+    free_events(&b);
+    const char *bad[] = {"SHARDLAB_PROFILE_STEP=two", "SHARDLAB_PROFILE_STEP=0", "SHARDLAB_PROFILE_STEP=-3",
+                         "SHARDLAB_PROFILE_STEP=4x"};
+    for (int i = 0; i < 4; i++) {
+        char *args[] = {(char *)lab, "--steps", "2", "--run-dir", bad_dir, NULL};
+        char *env[] = {(char *)bad[i], NULL};
+        int st = run_env(args, "profile-bad", env);
+        char *err = captured("profile-bad", "err");
+        struct stat sbuf;
+        EXPECT(st != 0 && strstr(err, "SHARDLAB_PROFILE_STEP=") && strstr(err, "is not a step number") &&
+                   stat(bad_dir, &sbuf) != 0,
+               "%s: the lab stops before writing a run, naming the variable (exit %d: %s)", bad[i], st, one_line(err));
+        free(err);
+    }
+}
+
 // Start argv as run() does, under an address-space limit of `gib` GiB and with env (NULL or
 // "NAME=value") added: a lab that allocates more than the test machine has then fails its
 // allocation instead of bringing the machine down (the optimized binaries only: the
@@ -570,6 +610,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     check_bad_arguments();
+    check_profile_step();
     check_too_big();
     check_recipe_shapes();
     check_accumulation();

@@ -84,6 +84,10 @@ void device_sync(const Device *d) {
     if (d->kind == DEVICE_CUDA) cuda_sync();
 }
 
+void device_profile(const Device *d, int on) {
+    if (d->kind == DEVICE_CUDA) cuda_profile(on);
+}
+
 uint64_t device_param_hash(const Device *d, int n, const void *const *bufs, const size_t *bytes, uint64_t h) {
     if (d->kind == DEVICE_CUDA) return cuda_param_hash(n, bufs, bytes, h);
     for (int i = 0; i < n; i++) h = param_hash_bytes(bufs[i], bytes[i], h);

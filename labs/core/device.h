@@ -2,7 +2,7 @@
 //
 // Defines: DeviceKind, Device, device_open(), device_close(), device_alloc(), device_free(),
 //          device_zero(), device_to_host(), device_from_host(), device_mem_info(),
-//          device_sync(), device_param_hash(), DeviceMark, device_mark(), device_mark_times(),
+//          device_sync(), device_param_hash(), device_profile(), DeviceMark, device_mark(), device_mark_times(),
 //          device_cpu.
 //
 // --device auto|cpu|cuda picks it (auto: cuda when a GPU is usable, else cpu). On the CPU a
@@ -70,5 +70,9 @@ void device_mark_times(const Device *d, const DeviceMark *marks, int n, int64_t 
 uint64_t device_param_hash(const Device *d, int n, const void *const *bufs, const size_t *bytes, uint64_t h);
 // The device's own memory figure (CUDA: cudaMemGetInfo). Returns 0, or -1 on the CPU.
 int device_mem_info(const Device *d, size_t *free_bytes, size_t *total_bytes);
+// A profiler's capture on or off from here (CUDA: cudaProfilerStart/Stop, after the queued
+// work, so that Nsight Compute's --profile-from-start off sees exactly the kernels between);
+// nothing on the CPU. The labs call it around SHARDLAB_PROFILE_STEP's step (lab.h).
+void device_profile(const Device *d, int on);
 
 #endif

@@ -34,8 +34,21 @@ void lab_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n)
     free(buf);
 }
 
+// SHARDLAB_PROFILE_STEP: the step a profiler captures (lab_step_begin), 0 when unset.
+static int64_t profile_step(void) {
+    const char *s = getenv("SHARDLAB_PROFILE_STEP");
+    if (!s || !*s) return 0;
+    char *end;
+    long long step = strtoll(s, &end, 10);
+    if (*end || step < 1 || step > (1LL << 40))
+        die("SHARDLAB_PROFILE_STEP is the step to profile, e.g. 3; unset it to profile none",
+            "SHARDLAB_PROFILE_STEP=%s is not a step number", s);
+    return step;
+}
+
 void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags) {
     *L = (Lab){.name = name, .a = a, .flags = flags, .argc = argc, .argv = argv, .backend = "none", .world = 1};
+    L->profile_step = profile_step();
     L->env = flags & LAB_ONE_RANK ? (DistEnv){.world = 1, .local_world = 1} : dist_env(name);
     train_device(&L->dev, a, name, L->env.local_rank, L->env.local_world);
     plan_check_rank(name, a, &L->dev, L->env.world, L->env.local_world, argc, argv);  // before anything is allocated
@@ -98,6 +111,7 @@ int lab_step_begin(Lab *L, int64_t step) {
     int interrupted = train_interrupted(&L->log, step - 1);
     if (interrupted) return interrupted;
     L->step = step;
+    if (step == L->profile_step) device_profile(&L->dev, 1);
     L->t0_us = runlog_now_us();
     L->sent0 = L->records ? L->dist.stats.bytes_sent : 0;
     L->recv0 = L->records ? L->dist.stats.bytes_recv : 0;
@@ -115,6 +129,7 @@ double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save) {
     if (!rec->mem) rec->mem = &L->mem;
     runlog_step(&L->log, rec);
     if (L->rank == 0) progress_update(&L->progress, &L->log, rec->step, rec->loss, L->floor, rec->ms_step);
+    if (rec->step == L->profile_step) device_profile(&L->dev, 0);
     if (save && dcp_due(L->a, rec->step)) {
         dcp_save(&L->saver, rec->step, save);
         drain(L);  // the save's collectives are not the next step's

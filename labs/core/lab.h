@@ -74,6 +74,7 @@ typedef struct {
     int64_t step, t0_us;      // the step under way, and when it began (lab_step_begin)
     int64_t t1_us;            // when a replica's update ended (lab_replica_update)
     uint64_t sent0, recv0;    // the collectives' byte counters then
+    int64_t profile_step;     // SHARDLAB_PROFILE_STEP, 0 when unset
 } Lab;
 #define LAB_MAX_RECORDS 4096
 
@@ -98,11 +99,15 @@ void lab_start(Lab *L, uint64_t params, const char *lab_fields);
 // progress line, the wall clock, and Ctrl-C asking for a stop at the next step.
 int64_t lab_first_step(Lab *L, const DcpState *load, DistGroup *save_group);
 // The start of a step: 0, or, when a stop was asked for, the exit status the lab returns.
+// With SHARDLAB_PROFILE_STEP=S in the environment, step S starts a profiler's capture
+// (device_profile: on a GPU, cudaProfilerStart), which lab_step_end stops once the step's
+// event is written, so that Nsight Compute (--profile-from-start off) sees one whole step,
+// the time between steps included (tests/gpu/profile.sh).
 int lab_step_begin(Lab *L, int64_t step);
 // The end of a step: rec's wall-clock time (the tally), the bytes the collectives moved since
-// lab_step_begin (unless set), the memory, then the step event, the progress line (rank 0)
-// and, when due, a checkpoint of `save` (NULL: none) whose collectives are not the next
-// step's. Returns the step's wall-clock ms.
+// lab_step_begin (unless set), the memory, then the step event, the progress line (rank 0),
+// the profiler's capture stopped (SHARDLAB_PROFILE_STEP) and, when due, a checkpoint of `save`
+// (NULL: none) whose collectives are not the next step's. Returns the step's wall-clock ms.
 double lab_step_end(Lab *L, StepRecord *rec, const DcpState *save);
 // A whole replica of the model (single, ddp, ckpt, shard): created from the seed, or --init's
 // weights, then rank 0's broadcast to every rank (DDP's first step), with its AdamW state.
