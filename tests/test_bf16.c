@@ -327,6 +327,34 @@ static void test_gelu_bf16(void) {
     EXPECT(memcmp(d, d_ref, sizeof d) == 0, "gelu_backward_bf16 is gelu_backward at the kept input, bit for bit");
 }
 
+// --mixed's LayerNorm (ops.h): layernorm_forward_bf16 is layernorm_forward then to_bf16, bit
+// for bit, mean and rstd included; rows of 37 and 768 channels (a tail past any vector width,
+// and GPT-2 small's), values and parameters of both signs and several scales.
+static void test_layernorm_bf16(void) {
+    const int shapes[][2] = {{5, 37}, {3, 768}};
+    for (int k = 0; k < 2; k++) {
+        int N = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)N * C;
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *w = malloc(C * sizeof *w),
+              *b = malloc(C * sizeof *b);
+        float mean[8], rstd[8], mean16[8], rstd16[8];
+        bf16 *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+        Rng r;
+        rng_seed(&r, 41 + k);
+        for (size_t i = 0; i < n; i++) x[i] = (float)((rng_uniform(&r) - 0.3) * (1 + i % 7));
+        for (int i = 0; i < C; i++) w[i] = (float)(2 * rng_uniform(&r) - 0.5), b[i] = (float)(rng_uniform(&r) - 0.5);
+        ops_cpu.layernorm_forward(y, mean, rstd, x, w, b, N, C);
+        ops_cpu.to_bf16(want, y, n);
+        ops_cpu.layernorm_forward_bf16(got, mean16, rstd16, x, w, b, N, C);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) wrong += got[i] != want[i];
+        EXPECT(wrong == 0 && memcmp(mean, mean16, N * sizeof *mean) == 0 && memcmp(rstd, rstd16, N * sizeof *rstd) == 0,
+               "layernorm_forward_bf16 (%d x %d) is layernorm_forward then to_bf16, mean and rstd too (%zu of %zu wrong)",
+               N, C, wrong, n);
+        free(x), free(y), free(w), free(b), free(want), free(got);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The collectives, on forked ranks (ranks.h)
 // ---------------------------------------------------------------------------------------
@@ -663,6 +691,7 @@ int main(void) {
     test_crafted();
     test_ops_cpu();
     test_gelu_bf16();
+    test_layernorm_bf16();
     test_rounding_reference_has_teeth();
     test_bad_sizes_die();
     int only = getenv("TEST_DIST_P") ? atoi(getenv("TEST_DIST_P")) : 0;

@@ -232,14 +232,14 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     int N = B * c->seq, C = c->dim, m = c->mixed;
     // Under --mixed what is kept in bf16 (gpt.h) is computed in fp32 in the scratch (kept) and
     // saved rounded, which is what the ops after read of it: the Linears and flash attention
-    // round their operands to bf16 anyway, GELU takes its input rounded.
+    // round their operands to bf16 anyway, GELU takes its input rounded. LayerNorm writes its
+    // output rounded itself (layernorm_forward_bf16: the same bits, no fp32 copy).
     float *kept = scratch + linear_scratch_max(c, B);
     // x + attention(ln_1(x))
-    float *ln1 = m ? kept : a->ln1;
-    ops->layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
-    if (m) ops->to_bf16(a->ln1_bf16, ln1, (size_t)N * C);
+    if (m) ops->layernorm_forward_bf16(a->ln1_bf16, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
+    else ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = m ? kept + (size_t)N * 3 * C : a->atty;
-    gpt_linear_forward(ops, qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
+    gpt_linear_forward(ops, qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
     if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)N * 3 * C);
     if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, qkv, B, c->seq, C, c->heads, m);
     else ops->attention_forward(atty, a->att, qkv, B, c->seq, C, c->heads);
@@ -247,11 +247,10 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     gpt_linear_forward(ops, a->res1, atty, a->atty_bf16, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
-    float *ln2 = m ? kept : a->ln2;
-    ops->layernorm_forward(ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    if (m) ops->to_bf16(a->ln2_bf16, ln2, (size_t)N * C);
+    if (m) ops->layernorm_forward_bf16(a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+    else ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
     float *fch = m ? kept : a->fch;
-    gpt_linear_forward(ops, fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
+    gpt_linear_forward(ops, fch, a->ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
     if (m) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, N * 4 * C);
     else ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
     gpt_linear_forward(ops, a->out, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
@@ -262,10 +261,9 @@ double gpt_head_forward(const Ops *ops, const GptConfig *c, const float *params,
                         const uint8_t *targets, int B, float *scratch) {
     HeadView w = gpt_head_view(c, (float *)params);
     int N = B * c->seq, C = c->dim, m = c->mixed;
-    float *lnf = m ? scratch + linear_scratch_max(c, B) : a->lnf;  // as in gpt_block_forward
-    ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
-    if (m) ops->to_bf16(a->lnf_bf16, lnf, (size_t)N * C);
-    gpt_linear_forward(ops, a->probs, lnf, a->lnf_bf16, w.head_w, NULL, N, C, c->vocab, m, scratch);
+    if (m) ops->layernorm_forward_bf16(a->lnf_bf16, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
+    else ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, w.lnf_w, w.lnf_b, N, C);
+    gpt_linear_forward(ops, a->probs, a->lnf, a->lnf_bf16, w.head_w, NULL, N, C, c->vocab, m, scratch);
     return ops->crossentropy_forward(a->probs, targets, N, c->vocab);
 }
 

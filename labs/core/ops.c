@@ -2,9 +2,11 @@
 // The math of each backward is written next to its code.
 #include "ops.h"
 
+#include "check.h"
 #include "gelu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---------------------------------------------------------------------------------------
@@ -226,6 +228,17 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
+void layernorm_forward_bf16(bf16 *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                            int N, int C) {
+    // A row at a time through layernorm_forward itself, then rounded: its bits by construction.
+    float *row = malloc_check((size_t)C * sizeof *row);
+    for (int n = 0; n < N; n++) {
+        layernorm_forward(row, mean + n, rstd + n, inp + (size_t)n * C, w, b, 1, C);
+        to_bf16(out + (size_t)n * C, row, (size_t)C);
+    }
+    free(row);
+}
+
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, const float *mean, const float *rstd, int N, int C) {
     for (int n = 0; n < N; n++) {
@@ -388,6 +401,7 @@ const Ops ops_cpu = {
     .linear_forward_bf16 = linear_forward_bf16,
     .linear_backward_bf16 = linear_backward_bf16,
     .layernorm_forward = layernorm_forward,
+    .layernorm_forward_bf16 = layernorm_forward_bf16,
     .layernorm_backward = layernorm_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,

@@ -2,7 +2,7 @@
 // attention kernels, naive and flash, in attention.c).
 //
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
-//          layernorm_forward(), layernorm_backward(), attention_forward(),
+//          layernorm_forward(), layernorm_forward_bf16(), layernorm_backward(), attention_forward(),
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
 //          flash_attention_backward_bf16(),
 //          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(),
@@ -74,6 +74,10 @@ void linear_backward_bf16(float *dinp, float *dweight, float *dbias, const float
 // out = (x - mean) * rstd * w + b over each row of C; saves mean and rstd [N] for backward.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int N, int C);
+// The same with out rounded to bf16 (--mixed keeps LayerNorm's output so, gpt.h): the bits of
+// layernorm_forward followed by to_bf16, with no fp32 output written and read back.
+void layernorm_forward_bf16(bf16 *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                            int N, int C);
 // dinp += ... (ACCUMULATES: LayerNorm sits on a residual branch); dw, db += ...
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, const float *mean, const float *rstd, int N, int C);
@@ -177,6 +181,8 @@ typedef struct {
                                  const float *weight, int N, int IC, int OC, float *scratch);
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
                               const float *b, int N, int C);
+    void (*layernorm_forward_bf16)(bf16 *out, float *mean, float *rstd, const float *inp, const float *w,
+                                   const float *b, int N, int C);
     void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                const float *w, const float *mean, const float *rstd, int N, int C);
     void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);

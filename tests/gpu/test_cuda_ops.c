@@ -17,6 +17,7 @@
 //     the GPU kernels instantiate;
 //   - the Linear forward's bias added by cuBLASLt's epilogue (lt.cu) and the other way, each
 //     against the CPU and the other, aligned and not, in fp32, TF32 and bf16;
+//   - LayerNorm's output rounded to bf16 as it is written (layernorm_forward_bf16);
 //   - the Linear layers with bf16 operands, the input given in fp32 or as bf16 (--mixed's kept
 //     activations: linear_forward_bf16, linear_backward_bf16), and GELU on a kept bf16 input
 //     (gelu_forward_bf16, gelu_backward_bf16);
@@ -381,6 +382,24 @@ static void test_layernorm(void) {
     expect_close("layernorm_forward out", out, d_out, n, TOL_SUM);
     expect_close("layernorm_forward mean", mean, d_mean, N, TOL_SUM);
     expect_close("layernorm_forward rstd", rstd, d_rstd, N, TOL_SUM);
+    // --mixed's: the output rounded to bf16 as it is written, against the GPU's own fp32 output
+    // rounded by to_bf16 (the same kernel's arithmetic: the same bits) and the CPU's within one
+    // bf16 step (2^-8 of the largest), mean and rstd the fp32 kernel's bits.
+    float *d_mean16 = to_device(filled(N, GARBAGE), N), *d_rstd16 = to_device(filled(N, GARBAGE), N);
+    float *d_out16w = to_device(filled(n, GARBAGE), n), *d_ref16w = to_device(filled(n, GARBAGE), n);
+    bf16 *d_out16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
+    bf16 *d_ref16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
+    gpu->layernorm_forward_bf16(d_out16, d_mean16, d_rstd16, d_inp, d_w, d_b, N, CH);
+    gpu->to_bf16(d_ref16, d_out, n);
+    gpu->from_bf16(d_out16w, d_out16, n), gpu->from_bf16(d_ref16w, d_ref16, n);
+    expect_same_run("layernorm_forward_bf16 out: layernorm_forward's rounded by to_bf16", d_ref16w, d_out16w, n);
+    expect_same_run("layernorm_forward_bf16 mean: layernorm_forward's", d_mean, d_mean16, N);
+    expect_same_run("layernorm_forward_bf16 rstd: layernorm_forward's", d_rstd, d_rstd16, N);
+    bf16 *out16 = (bf16 *)host_floats(n / 2 + 1);
+    float *out16w = host_floats(n), *mean16 = host_floats(N), *rstd16 = host_floats(N);
+    ops_cpu.layernorm_forward_bf16(out16, mean16, rstd16, inp, w, b, N, CH);
+    ops_cpu.from_bf16(out16w, out16, n);
+    expect_close("layernorm_forward_bf16 out against the CPU's (one bf16 step)", out16w, d_out16w, n, 1.0 / 256);
 
     // Backward from the CPU's statistics, so both sides see the same inputs. dinp, dw and db
     // all ACCUMULATE: they start from random values.

@@ -236,13 +236,18 @@ static void cuda_linear_backward_bf16(float *dinp, float *dweight, float *dbias,
 
 static const float LAYERNORM_EPS = 1e-5f;
 
-__global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                                const float *w, const float *b, int N, int C) {
+// Out: float, or bf16 (layernorm_forward_bf16: the same fp32 value, rounded as to_bf16 rounds).
+__device__ static inline void store_out(float *p, float v) { *p = v; }
+__device__ static inline void store_out(bf16 *p, float v) { *p = bf16_from_float(v); }
+
+template <typename Out>
+__global__ static void layernorm_forward_kernel(Out *out, float *mean, float *rstd, const float *inp, const float *w,
+                                                const float *b, int N, int C) {
     size_t n = warp_row();
     if (n >= (size_t)N) return;  // the whole warp leaves together
     int lane = threadIdx.x % WARP;
     const float *x = inp + n * C;
-    float *y = out + n * C;
+    Out *y = out + n * C;
     float sum = 0.0f;
     for (int i = lane; i < C; i += WARP) sum += x[i];
     float m = warp_sum(sum) / (float)C;
@@ -250,7 +255,7 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     for (int i = lane; i < C; i += WARP) sq += (x[i] - m) * (x[i] - m);
     float var = warp_sum(sq) / (float)C;
     float s = 1.0f / sqrtf(var + LAYERNORM_EPS);
-    for (int i = lane; i < C; i += WARP) y[i] = (x[i] - m) * s * w[i] + b[i];
+    for (int i = lane; i < C; i += WARP) store_out(&y[i], (x[i] - m) * s * w[i] + b[i]);
     if (lane == 0) {
         mean[n] = m;
         rstd[n] = s;
@@ -306,12 +311,23 @@ __global__ static void layernorm_dinp_kernel(float *dinp, const float *dout, con
     }
 }
 
-static void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                   const float *b, int N, int C) {
+template <typename Out>
+static void layernorm_forward_as(Out *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                                 int N, int C) {
     if (N == 0) return;
-    layernorm_forward_kernel<<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
+    layernorm_forward_kernel<Out><<<warp_blocks_for((size_t)N), WARP_BLOCK_THREADS, 0, compute_stream()>>>(
         out, mean, rstd, inp, w, b, N, C);
     cudaCheck(cudaGetLastError());
+}
+
+static void cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                   const float *b, int N, int C) {
+    layernorm_forward_as(out, mean, rstd, inp, w, b, N, C);
+}
+
+static void cuda_layernorm_forward_bf16(bf16 *out, float *mean, float *rstd, const float *inp, const float *w,
+                                        const float *b, int N, int C) {
+    layernorm_forward_as(out, mean, rstd, inp, w, b, N, C);
 }
 
 static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -408,6 +424,7 @@ static const Ops cuda_table = {
     .linear_forward_bf16 = cuda_linear_forward_bf16,
     .linear_backward_bf16 = cuda_linear_backward_bf16,
     .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_forward_bf16 = cuda_layernorm_forward_bf16,
     .layernorm_backward = cuda_layernorm_backward,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
