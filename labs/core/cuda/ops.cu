@@ -84,14 +84,21 @@ __device__ static float sum_row_lanes(float x, float (*shared)[SUM_STRIP]) {
     return total;
 }
 
-// Pass 1: partials[slab, o] = sum over the slab's rows of x[n, o].
-__global__ static void column_partials_kernel(float *partials, const float *x, int N, int cols) {
+// Pass 1: partials[slab, o] = sum over the slab's rows of x[n, o]. Every x[n, o] is read
+// once, by one thread; where copy is given, that thread also writes it rounded to bf16 into
+// copy[n, o] (to_bf16's bits), so that a --mixed Linear backward gets its bias gradient and
+// the bf16 copy of dout its products need from one read of dout.
+__global__ static void column_partials_kernel(float *partials, const float *x, bf16 *copy, int N, int cols) {
     __shared__ float lanes[SUM_ROW_LANES][SUM_STRIP];
     int o = blockIdx.x * SUM_STRIP + threadIdx.x;
     int first = blockIdx.y * SUM_SLAB, last = min(first + SUM_SLAB, N);
     float sum = 0.0f;
     if (o < cols)
-        for (int n = first + threadIdx.y; n < last; n += SUM_ROW_LANES) sum += x[(size_t)n * cols + o];
+        for (int n = first + threadIdx.y; n < last; n += SUM_ROW_LANES) {
+            float v = x[(size_t)n * cols + o];
+            sum += v;
+            if (copy) copy[(size_t)n * cols + o] = bf16_from_float(v);
+        }
     sum = sum_row_lanes(sum, lanes);
     if (threadIdx.y == 0 && o < cols) partials[(size_t)blockIdx.y * cols + o] = sum;
 }
@@ -108,17 +115,20 @@ __global__ static void add_partials_kernel(float *out, const float *partials, in
 // The workspace the column sums of an [N, cols] matrix use (one float per slab and column).
 static size_t column_sums_bytes(int N, int cols) { return (size_t)sum_slabs(N) * cols * sizeof(float); }
 
-// out[o] += sum over n of x[n, o], for an [N, cols] row-major x.
-void cuda_column_sums(float *out, const float *x, int N, int cols) {
+// out[o] += sum over n of x[n, o], for an [N, cols] row-major x; and, where copy is given,
+// copy = x rounded to bf16 (column_partials_kernel).
+static void column_sums_copy(float *out, const float *x, bf16 *copy, int N, int cols) {
     if (N <= 0 || cols <= 0) return;
     float *partials = (float *)cuda_workspace(column_sums_bytes(N, cols));
     dim3 grid(sum_strips(cols), sum_slabs(N));
-    column_partials_kernel<<<grid, SUM_BLOCK, 0, compute_stream()>>>(partials, x, N, cols);
+    column_partials_kernel<<<grid, SUM_BLOCK, 0, compute_stream()>>>(partials, x, copy, N, cols);
     cudaCheck(cudaGetLastError());
     add_partials_kernel<<<blocks_for((size_t)cols, THREADS), THREADS, 0, compute_stream()>>>(out, partials,
                                                                                              (int)sum_slabs(N), cols);
     cudaCheck(cudaGetLastError());
 }
+
+void cuda_column_sums(float *out, const float *x, int N, int cols) { column_sums_copy(out, x, NULL, N, cols); }
 
 // ---------------------------------------------------------------------------------------
 // Linear: y = x W^T + b (see ops.c for the math)
@@ -204,8 +214,13 @@ static void linear_backward_in(float *dinp, float *dweight, float *dbias, const 
                                float *scratch) {
     const void *d = dout, *x = inp, *w = weight;
     if (bf16_in) {
+        // dout's bf16 copy made by the bias gradient's column sums as they read dout (of the
+        // fp32 dout, as on the CPU): one read of dout for both, where each read it once.
         size_t used = 0;
-        d = bf16_copy(scratch, &used, dout, (size_t)N * OC);
+        bf16 *d16 = bf16_part(scratch, &used, (size_t)N * OC);
+        if (dbias) column_sums_copy(dbias, dout, d16, N, OC);
+        else cuda_to_bf16(d16, dout, (size_t)N * OC);
+        d = d16;
         x = inp16 ? (const void *)inp16 : bf16_copy(scratch, &used, inp, (size_t)N * IC);
         w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
     }
@@ -216,7 +231,7 @@ static void linear_backward_in(float *dinp, float *dweight, float *dbias, const 
     // inp is stored as inp^T (ld IC), op N; dout is stored as dout^T[OC,N] (ld OC), op T gives
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in);
-    if (dbias) cuda_column_sums(dbias, dout, N, OC);  // of the fp32 dout, as on the CPU
+    if (dbias && !bf16_in) cuda_column_sums(dbias, dout, N, OC);  // (bf16: above)
 }
 
 static void cuda_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
