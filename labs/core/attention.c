@@ -214,7 +214,15 @@ static inline const float *row_of(HeadRows r, int t) { return r.base + (size_t)t
 // Row t of tile j holds keys j0..last(t): none when the whole row lies above the diagonal.
 static inline int tile_row_last_key(int t, int j1) { return imin(j1 - 1, t); }
 
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in) {
+// Query row t's output accumulator: the row of out itself (fp32), or, when the output is kept
+// in bf16 (out16), row t - i0 of the query tile's fp32 rows, rounded into out16 at the end.
+static inline float *out_row(float *out, float *tile, int b, int t, int i0, int T, int C, int h, int hs) {
+    return tile ? tile + (size_t)(t - i0) * hs : out + ((size_t)b * T + t) * C + (size_t)h * hs;
+}
+
+// The forward pass from q, k, v in fp32 or kept in bf16 (qkv), into out in fp32, or (out16)
+// rounded to bf16: the same arithmetic, so the same bits as out in fp32 rounded after.
+static void flash_forward(float *out, bf16 *out16, float *lse, Kept qkv, int B, int T, int C, int NH, int bf16_in) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     // Keys per tile: FLASH_TILE; with bf16 operands the GPU's tile, FLASH_KEYS_BF16, so that p
@@ -224,15 +232,17 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
     float m[FLASH_TILE], l[FLASH_TILE];  // each row's running max and sum
     const size_t head = (size_t)T * hs;  // one head's rows: a copy's floats
     float *copies = bf16_in ? malloc_check(3 * head * sizeof(float)) : NULL;
+    float *tile = out16 ? malloc_check((size_t)FLASH_TILE * hs * sizeof(float)) : NULL;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            HeadRows Q = head_rows(qkv + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies : NULL);
-            HeadRows K = head_rows(qkv + C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + head : NULL);
-            HeadRows V = head_rows(qkv + 2 * C + h * hs, 3 * (size_t)C, b, T, hs, bf16_in ? copies + 2 * head : NULL);
+            HeadRows Q = kept_rows(qkv, (size_t)h * hs, 3 * (size_t)C, b, T, hs, bf16_in, copies);
+            HeadRows K = kept_rows(qkv, C + (size_t)h * hs, 3 * (size_t)C, b, T, hs, bf16_in, copies ? copies + head : NULL);
+            HeadRows V = kept_rows(qkv, 2 * (size_t)C + (size_t)h * hs, 3 * (size_t)C, b, T, hs, bf16_in,
+                                   copies ? copies + 2 * head : NULL);
             for (int i0 = 0; i0 < T; i0 += FLASH_TILE) {
                 int i1 = imin(i0 + FLASH_TILE, T);
                 for (int t = i0; t < i1; t++) {
-                    float *o = out + ((size_t)b * T + t) * C + h * hs;
+                    float *o = out_row(out, tile, b, t, i0, T, C, h, hs);
                     for (int d = 0; d < hs; d++) o[d] = 0.0f;
                     m[t - i0] = -INFINITY;
                     l[t - i0] = 0.0f;
@@ -263,7 +273,7 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                         }
                         l[t - i0] = l[t - i0] * rescale + tile_sum;
                         m[t - i0] = m_new;
-                        float *o = out + ((size_t)b * T + t) * C + h * hs;
+                        float *o = out_row(out, tile, b, t, i0, T, C, h, hs);
                         for (int d = 0; d < hs; d++) o[d] *= rescale;
                         for (int u = j0; u <= last; u++) {
                             const float *v = row_of(V, u);
@@ -273,14 +283,24 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
                     }
                 }
                 for (int t = i0; t < i1; t++) {
-                    float *o = out + ((size_t)b * T + t) * C + h * hs;
+                    float *o = out_row(out, tile, b, t, i0, T, C, h, hs);
                     float inv = 1.0f / l[t - i0];
                     for (int d = 0; d < hs; d++) o[d] *= inv;
                     lse[((size_t)b * NH + h) * T + t] = m[t - i0] + logf(l[t - i0]);
+                    if (out16) to_bf16(out16 + ((size_t)b * T + t) * C + (size_t)h * hs, o, (size_t)hs);
                 }
             }
         }
     free(copies);
+    free(tile);
+}
+
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int bf16_in) {
+    flash_forward(out, NULL, lse, (Kept){qkv, NULL}, B, T, C, NH, bf16_in);
+}
+
+void flash_attention_forward_bf16(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH) {
+    flash_forward(NULL, out, lse, (Kept){NULL, qkv}, B, T, C, NH, 1);
 }
 
 static void flash_backward(float *dqkv, const float *dout, Kept qkv, Kept out, const float *lse, int B, int T, int C,

@@ -241,9 +241,11 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = m ? kept + (size_t)N * 3 * C : a->atty;
     gpt_linear_forward(ops, qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
     if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)N * 3 * C);
-    if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, qkv, B, c->seq, C, c->heads, m);
+    if (a->qkv_bf16)  // --mixed with flash: from the kept q, k, v into the kept o (no fp32 copies read or written)
+        ops->flash_attention_forward_bf16(a->atty_bf16, a->lse, a->qkv_bf16, B, c->seq, C, c->heads);
+    else if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, qkv, B, c->seq, C, c->heads, m);
     else ops->attention_forward(atty, a->att, qkv, B, c->seq, C, c->heads);
-    if (m) ops->to_bf16(a->atty_bf16, atty, (size_t)N * C);
+    if (m && !a->qkv_bf16) ops->to_bf16(a->atty_bf16, atty, (size_t)N * C);
     gpt_linear_forward(ops, a->res1, atty, a->atty_bf16, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))

@@ -407,6 +407,7 @@ const Ops ops_cpu = {
     .attention_backward = attention_backward,
     .flash_attention_forward = flash_attention_forward,
     .flash_attention_backward = flash_attention_backward,
+    .flash_attention_forward_bf16 = flash_attention_forward_bf16,
     .flash_attention_backward_bf16 = flash_attention_backward_bf16,
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,

@@ -4,7 +4,7 @@
 // Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
 //          layernorm_forward(), layernorm_forward_bf16(), layernorm_backward(), attention_forward(),
 //          attention_backward(), flash_attention_forward(), flash_attention_backward(),
-//          flash_attention_backward_bf16(),
+//          flash_attention_forward_bf16(), flash_attention_backward_bf16(),
 //          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(),
 //          gelu_forward_bf16(), gelu_backward_bf16(), residual_add(), embedding_forward(), embedding_backward(), crossentropy_forward(),
 //          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(),
@@ -102,6 +102,10 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
 // the softmax backward's sum over the row). scratch: FLASH_SCRATCH_FLOATS(T, C / NH) floats.
 void flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                               const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
+// The forward pass with bf16 operands from q, k, v kept as bf16 numbers, into o kept so
+// (--mixed: gpt.h): the products of bf16_in = 1 on their widened values, o rounded as it is
+// written (the bits of flash_attention_forward's then to_bf16).
+void flash_attention_forward_bf16(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH);
 // The same with bf16 operands, from q, k, v and o kept as bf16 numbers (--mixed: gpt.h): the
 // same products as bf16_in = 1 on their widened values, and D = do . o from the kept o.
 void flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,
@@ -192,6 +196,7 @@ typedef struct {
                                     int bf16_in);
     void (*flash_attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
                                      const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
+    void (*flash_attention_forward_bf16)(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH);
     void (*flash_attention_backward_bf16)(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,
                                           const float *lse, int B, int T, int C, int NH, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, int n);

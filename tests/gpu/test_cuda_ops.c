@@ -596,6 +596,22 @@ static void test_flash_attention_tol(int B, int T, int C, int NH, int bf16_in, d
         ops_cpu.flash_attention_backward_bf16(dqkv, dout, qkv16, out16, lse, B, T, C, NH, scratch);
         expect_close(with_shape("flash_attention_backward_bf16 dqkv (from the kept bf16 q, k, v and o) vs the CPU's"),
                      dqkv, d_kept, nqkv, tol_grad);
+        // The forward pass from the kept q, k, v into a kept o: the GPU's fp32-input o (above,
+        // from the same operands) rounded by to_bf16, bit for bit, with its lse; and the CPU's.
+        bf16 *d_o16 = (bf16 *)to_device(filled(nout / 2 + 1, GARBAGE), nout / 2 + 1);
+        bf16 *d_want16 = (bf16 *)to_device(filled(nout / 2 + 1, GARBAGE), nout / 2 + 1);
+        float *d_lse16 = to_device(filled(nlse, GARBAGE), nlse);
+        float *d_o16w = to_device(filled(nout, GARBAGE), nout), *d_want16w = to_device(filled(nout, GARBAGE), nout);
+        gpu->flash_attention_forward_bf16(d_o16, d_lse16, d_qkv16, B, T, C, NH);
+        gpu->to_bf16(d_want16, d_out, nout);
+        gpu->from_bf16(d_o16w, d_o16, nout), gpu->from_bf16(d_want16w, d_want16, nout);
+        expect_same_run(with_shape("flash_attention_forward_bf16 o: the fp32-input kernel's, rounded"), d_want16w,
+                        d_o16w, nout);
+        expect_same_run(with_shape("flash_attention_forward_bf16 lse: the fp32-input kernel's"), d_lse, d_lse16, nlse);
+        float *o16w = host_floats(nout);
+        ops_cpu.flash_attention_forward_bf16(out16, lse, qkv16, B, T, C, NH);
+        ops_cpu.from_bf16(o16w, out16, nout);
+        expect_close(with_shape("flash_attention_forward_bf16 o vs the CPU's"), o16w, d_o16w, nout, tol_out);
     }
     free_buffers();
 }

@@ -171,6 +171,16 @@ static void run_kept(std::vector<float> &dqkv, const std::vector<bf16> &qkv, con
     });
 }
 
+// The bf16 forward kernel from q, k, v kept as bf16 numbers into o kept so (--mixed: gpt.h).
+template <int HSP>
+static void run_kept_forward(std::vector<bf16> &out, std::vector<float> &lse, const std::vector<bf16> &qkv, int B, int T,
+                             int C, int NH) {
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const dim3 grid((unsigned)(B * NH), (unsigned)((T + tc::ROWS - 1) / tc::ROWS));
+    emu_launch(grid, tc::THREADS, tc::forward_bytes<tc::Bf16, HSP>(),
+               [&] { tc::forward_kernel<tc::Bf16, HSP>(out.data(), lse.data(), qkv.data(), T, C, NH, scale); });
+}
+
 static std::vector<bf16> rounded(const std::vector<float> &x) {
     std::vector<bf16> h(x.size());
     to_bf16(h.data(), x.data(), x.size());
@@ -183,7 +193,8 @@ static std::vector<float> widened(const std::vector<bf16> &h) {
     return x;
 }
 
-// --mixed's backward reads q, k, v and o from the bf16 numbers it kept: the same arithmetic as
+// --mixed's forward pass reads q, k, v from the bf16 numbers it kept and writes o so, and its
+// backward reads q, k, v and o from them: the same arithmetic as
 // the fp32-input kernels given those numbers widened (the operands it rounds are the same, and
 // D takes the same o), on the GPU's kernels here and the CPU's. The same up to the compiler:
 // with FMA contraction (the labs' -ffp-contract=fast, nvcc's default) the two instances may
@@ -200,6 +211,32 @@ static void check_kept(int B, int T, int C, int NH) {
 
     std::vector<float> e_out(nout), e_lse(nlse), want(nqkv, NAN), got(nqkv, NAN);
     run_padded<tc::Bf16>(hsp, e_out, e_lse, want, qkv_w, dout, out_w, lse, B, T, C, NH);
+
+    // The forward pass from the kept q, k, v into a kept o: the fp32-input kernel's o (from
+    // the widened numbers: the same operands) rounded, bit for bit, and its lse; on the CPU the
+    // same against flash_attention_forward.
+    std::vector<bf16> o16(nout, 0xFFFF), want16 = rounded(e_out);  // 0xFFFF: a NaN, if left
+    std::vector<float> o16_lse(nlse, NAN);
+    switch (hsp) {
+    case 16: run_kept_forward<16>(o16, o16_lse, qkv16, B, T, C, NH); break;
+    case 32: run_kept_forward<32>(o16, o16_lse, qkv16, B, T, C, NH); break;
+    case 64: run_kept_forward<64>(o16, o16_lse, qkv16, B, T, C, NH); break;
+    default: run_kept_forward<128>(o16, o16_lse, qkv16, B, T, C, NH); break;
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < nout; i++) differ += o16[i] != want16[i];
+    EXPECT(differ == 0 && o16_lse == e_lse,
+           "bf16 forward from the kept q, k, v into a kept o, emulated (B=%d T=%d hs=%d): the fp32-input kernel's o "
+           "rounded, bit for bit (%zu of %zu differ), and its lse", B, T, hs, differ, nout);
+    std::vector<bf16> cpu_o16(nout, 0xFFFF);
+    std::vector<float> cpu_lse16(nlse, NAN);
+    const std::vector<bf16> cpu_want16 = rounded(out);
+    flash_attention_forward_bf16(cpu_o16.data(), cpu_lse16.data(), qkv16.data(), B, T, C, NH);
+    differ = 0;
+    for (size_t i = 0; i < nout; i++) differ += cpu_o16[i] != cpu_want16[i];
+    EXPECT(differ == 0 && cpu_lse16 == lse,
+           "the CPU's flash_attention_forward_bf16 (B=%d T=%d hs=%d): flash_attention_forward's o rounded, bit for bit "
+           "(%zu of %zu differ), and its lse", B, T, hs, differ, nout);
     switch (hsp) {
     case 16: run_kept<16>(got, qkv16, dout, out16, lse, B, T, C, NH); break;
     case 32: run_kept<32>(got, qkv16, dout, out16, lse, B, T, C, NH); break;

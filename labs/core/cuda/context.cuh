@@ -14,7 +14,8 @@
 //          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
 //          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
-//          cuda_flash_tc_backward(), cuda_flash_attention_backward_bf16(), cuda_flash_tc_backward_bf16(),
+//          cuda_flash_tc_backward(), cuda_flash_attention_forward_bf16(), cuda_flash_attention_backward_bf16(),
+//          cuda_flash_tc_forward_bf16(), cuda_flash_tc_backward_bf16(),
 //          LtPlan, cuda_gemm_bias(), cuda_lt_release().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
@@ -218,6 +219,7 @@ void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *
                                    const float *lse, int B, int T, int C, int NH, int bf16_in, float *scratch);
 void cuda_flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,
                                         const float *lse, int B, int T, int C, int NH, float *scratch);
+void cuda_flash_attention_forward_bf16(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH);
 
 // The same algorithm on the tensor cores (flash_tc.cu), for heads padded to hsp = 16, 32, 64
 // or 128 channels, its products' operands in one of three formats: bf16 (--mixed, ops.h's
@@ -232,7 +234,10 @@ void cuda_flash_tc_forward(CudaTcFormat format, int hsp, float *out, float *lse,
 void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D, const float *dout, const float *qkv,
                             const float *out, const float *lse, int B, int T, int C, int NH, float scale,
                             cudaStream_t s);
-// The bf16 backward from q, k, v and o kept as bf16 numbers (--mixed: gpt.h).
+// The bf16 forward from q, k, v kept as bf16 numbers into o kept so, and the bf16 backward
+// from q, k, v and o kept so (--mixed: gpt.h).
+void cuda_flash_tc_forward_bf16(int hsp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, float scale,
+                                cudaStream_t s);
 void cuda_flash_tc_backward_bf16(int hsp, float *dqkv, float *D, const float *dout, const bf16 *qkv, const bf16 *out,
                                  const float *lse, int B, int T, int C, int NH, float scale, cudaStream_t s);
 

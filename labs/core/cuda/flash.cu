@@ -7,7 +7,8 @@
 // older GPUs, and fp32 when a test or benchmark asks for them (cuda_set_fp32_tc(0)).
 //
 // Defines (context.cuh): cuda_flash_attention_forward(), cuda_flash_attention_backward(),
-//                        cuda_flash_attention_backward_bf16(), cuda_flash_head_size_ok().
+//                        cuda_flash_attention_forward_bf16(), cuda_flash_attention_backward_bf16(),
+//                        cuda_flash_head_size_ok().
 //
 // How the algorithm maps onto the GPU. One block takes one head (b, h) and a run of R rows
 // of its T x T score matrix: query rows for the forward pass and for dq, key rows (columns)
@@ -360,6 +361,16 @@ void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int 
     case 512: forward<512>(out, lse, qkv, B, T, C, NH, scale, s); break;
     default: forward<1024>(out, lse, qkv, B, T, C, NH, scale, s); break;
     }
+}
+
+void cuda_flash_attention_forward_bf16(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH) {
+    if ((size_t)B * NH * T == 0) return;
+    int hs = C / NH;
+    check_head_size(hs);
+    CudaContext *ctx = cuda_context();
+    CudaTcFormat format;
+    use_tensor_cores(ctx, hs, 1, &format);  // bf16 operands: the tensor cores' kernels, or it stops saying why
+    cuda_flash_tc_forward_bf16(padded_head_size(hs), out, lse, qkv, B, T, C, NH, 1.0f / sqrtf((float)hs), ctx->stream);
 }
 
 void cuda_flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,

@@ -3,7 +3,7 @@
 // the tensor cores and the kernels are there), and which GPUs run them.
 //
 // Defines (context.cuh): cuda_flash_tc_usable(), cuda_flash_tc_forward(), cuda_flash_tc_backward(),
-//                        cuda_flash_tc_backward_bf16().
+//                        cuda_flash_tc_forward_bf16(), cuda_flash_tc_backward_bf16().
 #include <stdio.h>
 
 #include <cuda_bf16.h>
@@ -25,12 +25,13 @@ void allow_shared(K kernel, size_t bytes) {
 // row runs, across heads, as flash.cu's).
 dim3 grid(int B, int T, int NH) { return dim3((unsigned)(B * NH), (unsigned)((T + ROWS - 1) / ROWS)); }
 
-template <typename F, int HSP>
-void forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, float scale, cudaStream_t s) {
+// qkv: In = float, or bf16; out: Out = float, or bf16 (the numbers --mixed keeps).
+template <typename F, int HSP, typename In, typename Out>
+void forward(Out *out, float *lse, const In *qkv, int B, int T, int C, int NH, float scale, cudaStream_t s) {
     static bool ready = false;
     const size_t bytes = forward_bytes<F, HSP>();
-    if (!ready) allow_shared(forward_kernel<F, HSP>, bytes), ready = true;
-    forward_kernel<F, HSP><<<grid(B, T, NH), THREADS, bytes, s>>>(out, lse, qkv, T, C, NH, scale);
+    if (!ready) allow_shared(forward_kernel<F, HSP, In, Out>, bytes), ready = true;
+    forward_kernel<F, HSP, In, Out><<<grid(B, T, NH), THREADS, bytes, s>>>(out, lse, qkv, T, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -62,8 +63,8 @@ size_t most_shared(int hsp) {
     }
 }
 
-template <typename F>
-void forward_for(int hsp, float *out, float *lse, const float *qkv, int B, int T, int C, int NH, float scale,
+template <typename F, typename In, typename Out>
+void forward_for(int hsp, Out *out, float *lse, const In *qkv, int B, int T, int C, int NH, float scale,
                  cudaStream_t s) {
     switch (hsp) {
     case 16: forward<F, 16>(out, lse, qkv, B, T, C, NH, scale, s); break;
@@ -124,6 +125,11 @@ void cuda_flash_tc_backward(CudaTcFormat format, int hsp, float *dqkv, float *D,
     if (format == CUDA_TC_BF16) tc::backward_for<tc::Bf16>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
     else if (format == CUDA_TC_TF32) tc::backward_for<tc::Tf32>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
     else tc::backward_for<tc::Tf32x3>(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, s);
+}
+
+void cuda_flash_tc_forward_bf16(int hsp, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH, float scale,
+                                cudaStream_t s) {
+    tc::forward_for<tc::Bf16>(hsp, out, lse, qkv, B, T, C, NH, scale, s);
 }
 
 void cuda_flash_tc_backward_bf16(int hsp, float *dqkv, float *D, const float *dout, const bf16 *qkv, const bf16 *out,

@@ -309,6 +309,10 @@ __device__ void zero(float (&x)[N][M]) {
 // attention's output: gpt.h), widened exactly.
 __device__ inline float widen(float x) { return x; }
 __device__ inline float widen(uint16_t x) { return bf16_to_float(x); }
+// An output as stored: fp32 as it is, or rounded to bf16 (to_bf16's bits: --mixed keeps the
+// attention's output so).
+__device__ inline void put(float *p, float x) { *p = x; }
+__device__ inline void put(uint16_t *p, float x) { *p = bf16_from_float(x); }
 
 // rows[r][c] = the head's channel c of token u0 + r in the format, for r < n, from src (token u
 // of batch b at src + (b T + u) stride); 0 past hs and past T. Consecutive threads take
@@ -375,9 +379,11 @@ __device__ inline int last_first_row0() { return (gridDim.y - 1 - blockIdx.y) * 
 
 // ---- forward: per row t, o_t = softmax(s[t, 0..t]) V with the online softmax ----
 
-template <typename F, int HSP>
-__global__ void __launch_bounds__(THREADS) forward_kernel(float *out, float *lse, const float *qkv, int T, int C,
-                                                          int NH, float scale) {
+// qkv: In = float, or bf16 (--mixed's kept numbers: the operands they round to, as they are);
+// out: Out = float, or bf16 (rounded as it is written). The same arithmetic either way.
+template <typename F, int HSP, typename In, typename Out>
+__global__ void __launch_bounds__(THREADS) forward_kernel(Out *out, float *lse, const In *qkv, int T, int C, int NH,
+                                                          float scale) {
     typedef typename F::Elem E;
     constexpr int LDR = F::template ldr<HSP>(), LDC = F::LDC;
     TC_SHARED(smem_bytes);
@@ -442,8 +448,8 @@ __global__ void __launch_bounds__(THREADS) forward_kernel(float *out, float *lse
         for (int e = 0; e < 2; e++) {
             int c = 8 * n + 2 * q + e;
             if (c >= hs) continue;
-            if (t_lo < T) out[((size_t)b * T + t_lo) * C + (size_t)h * hs + c] = o[n][e] * inv_lo;
-            if (t_hi < T) out[((size_t)b * T + t_hi) * C + (size_t)h * hs + c] = o[n][2 + e] * inv_hi;
+            if (t_lo < T) put(&out[((size_t)b * T + t_lo) * C + (size_t)h * hs + c], o[n][e] * inv_lo);
+            if (t_hi < T) put(&out[((size_t)b * T + t_hi) * C + (size_t)h * hs + c], o[n][2 + e] * inv_hi);
         }
     if (q == 0 && t_lo < T) lse[(size_t)bh * T + t_lo] = m_lo + logf(l_lo);
     if (q == 0 && t_hi < T) lse[(size_t)bh * T + t_hi] = m_hi + logf(l_hi);

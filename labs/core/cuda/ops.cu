@@ -445,6 +445,7 @@ static const Ops cuda_table = {
     .attention_backward = cuda_attention_backward,
     .flash_attention_forward = cuda_flash_attention_forward,
     .flash_attention_backward = cuda_flash_attention_backward,
+    .flash_attention_forward_bf16 = cuda_flash_attention_forward_bf16,
     .flash_attention_backward_bf16 = cuda_flash_attention_backward_bf16,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
