@@ -207,10 +207,13 @@ static void test_norm_helpers(void) {
     const size_t lens[] = {4, 0, 3};
     double loop = 0.0;
     for (int i = 0; i < 3; i++) loop += sum_of_squares(bufs[i], lens[i]);
-    double batched = sum_of_squares_buffers(3, bufs, lens);
+    double each[3] = {-1, -1, -1};
+    double batched = sum_of_squares_buffers(3, bufs, lens, each);
     EXPECT(batched == 59.0 && memcmp(&batched, &loop, sizeof loop) == 0 &&
-               ops_cpu.sum_of_squares_buffers(3, bufs, lens) == loop,
+               ops_cpu.sum_of_squares_buffers(3, bufs, lens, NULL) == loop,
            "sum_of_squares_buffers is the loop of sum_of_squares over the buffers, bit for bit (%.17g)", batched);
+    EXPECT(each[0] == sum_of_squares(bufs[0], 4) && each[1] == 0.0 && each[2] == sum_of_squares(bufs[2], 3),
+           "and gives each buffer's sum, the empty one's 0 (%g, %g, %g)", each[0], each[1], each[2]);
 
     // scale_floats multiplies every element, and only the n given.
     float y[5] = {1.5f, -2.0f, 0.0f, 3.25f, 99.0f};

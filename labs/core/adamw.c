@@ -40,9 +40,13 @@ double sum_of_squares(const float *x, size_t n) {
     return s;
 }
 
-double sum_of_squares_buffers(int n, const float *const *x, const size_t *len) {
+double sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each) {
     double total = 0.0;
-    for (int i = 0; i < n; i++) total += sum_of_squares(x[i], len[i]);
+    for (int i = 0; i < n; i++) {
+        double s = sum_of_squares(x[i], len[i]);
+        if (each) each[i] = s;
+        total += s;
+    }
     return total;
 }
 

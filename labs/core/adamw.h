@@ -59,8 +59,9 @@ double lr_schedule_at(const LrSchedule *s, int64_t step);
 // buffer (and, later, over every rank's shard).
 double sum_of_squares(const float *x, size_t n);
 // The same over n buffers: each buffer's sum_of_squares, added in buffer order (so it equals
-// the loop over them). A GPU takes it in one read of its partial sums instead of n.
-double sum_of_squares_buffers(int n, const float *const *x, const size_t *len);
+// the loop over them), and, unless each is NULL, each buffer's in each[i]. A GPU takes them in
+// one read of its partial sums instead of n.
+double sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each);
 void scale_floats(float *x, size_t n, float s);
 
 #endif

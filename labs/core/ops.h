@@ -215,7 +215,7 @@ typedef struct {
     void (*adamw_update)(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v,
                          size_t n);
     double (*sum_of_squares)(const float *x, size_t n);
-    double (*sum_of_squares_buffers)(int n, const float *const *x, const size_t *len);
+    double (*sum_of_squares_buffers)(int n, const float *const *x, const size_t *len, double *each);
     void (*scale_floats)(float *x, size_t n, float s);
     // Buffers: x[0..n) = 0; dst[0..n) = src[0..n) (both on the device).
     void (*zero)(float *x, size_t n);

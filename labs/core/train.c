@@ -331,7 +331,7 @@ double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_
     o->hyper.lr = (float)lr;
     size_t *len = malloc_check((size_t)g->nlayers * sizeof *len);
     for (int l = 0; l < g->nlayers; l++) len[l] = gpt_layer_size(&g->cfg, l);
-    double norm = sqrt(ops->sum_of_squares_buffers(g->nlayers, (const float *const *)g->grads, len));
+    double norm = sqrt(ops->sum_of_squares_buffers(g->nlayers, (const float *const *)g->grads, len, NULL));
     free(len);
     if (clip > 0 && norm > clip)
         for (int l = 0; l < g->nlayers; l++) ops->scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));

@@ -30,16 +30,19 @@ void tp_adamw_destroy(TpAdamW *o, Tp *tp) {
 double tp_clip_and_update(Tp *tp, TpAdamW *o, double clip, double lr, int64_t step) {
     o->hyper.lr = (float)lr;
     const Ops *ops = tp->ops;
-    // Each part's sum over the layers in layer order, in one read (sum_of_squares_buffers).
-    double sq[2];
-    const float **bufs = malloc_check((size_t)tp->nlayers * sizeof *bufs);
-    size_t *len = malloc_check((size_t)tp->nlayers * sizeof *len);
-    for (int p = 0; p < 2; p++) {
-        for (int l = 0; l < tp->nlayers; l++)
-            bufs[l] = tp_part(tp->rep_grad, tp->split_grad, p, l), len[l] = tp_part_floats(tp, p, l);
-        sq[p] = ops->sum_of_squares_buffers(tp->nlayers, bufs, len);
-    }
-    free(bufs), free(len);
+    // Each part's sum over the layers in layer order: both parts' layers in one read
+    // (sum_of_squares_buffers), each layer's sum kept, added per part from 0 in layer order.
+    int L = tp->nlayers;
+    double sq[2] = {0.0, 0.0}, *each = malloc_check(2 * (size_t)L * sizeof *each);
+    const float **bufs = malloc_check(2 * (size_t)L * sizeof *bufs);
+    size_t *len = malloc_check(2 * (size_t)L * sizeof *len);
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < L; l++)
+            bufs[p * L + l] = tp_part(tp->rep_grad, tp->split_grad, p, l), len[p * L + l] = tp_part_floats(tp, p, l);
+    ops->sum_of_squares_buffers(2 * L, bufs, len, each);
+    for (int p = 0; p < 2; p++)
+        for (int l = 0; l < L; l++) sq[p] += each[p * L + l];
+    free(bufs), free(len), free(each);
     if (tp->t > 1) {
         sq[1] = dist_sum_over_ranks(tp->group, sq[1]);  // the same bits on every rank: the same clip
         tp_log_collectives(tp, "tp", "grad_norm", "", -1, NULL);

@@ -274,11 +274,30 @@ double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, vo
     //    very same sums shard by shard, so that clipping is bitwise the same in every stage.
     double part[DIST_MAX_RANKS] = {0};
     size_t off = 0;
-    for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++) {
-        const float *g32 = grad_fp32(o, grads, staged, off, u, tmp);
-        if (o->sharded) part[0] += ops->sum_of_squares(g32, lay->shard[u]);
-        else
-            for (int r = 0; r < lay->world; r++) part[r] += ops->sum_of_squares(g32 + (size_t)r * lay->shard[u], lay->shard[u]);
+    if (o->prec == PREC_FP32 && !o->offload) {
+        // The gradients are fp32 where they lie: every shard's sum in one read of the device
+        // (sum_of_squares_buffers), added in the order of the loop below.
+        int per = o->sharded ? 1 : lay->world, n = lay->units * per;
+        const float **bufs = malloc_check((size_t)n * sizeof *bufs);
+        size_t *len = malloc_check((size_t)n * sizeof *len);
+        double *each = malloc_check((size_t)n * sizeof *each);
+        for (int u = 0; u < lay->units; u++)
+            for (int r = 0; r < per; r++)
+                bufs[u * per + r] = (const float *)grads[u] + (size_t)r * lay->shard[u], len[u * per + r] = lay->shard[u];
+        ops->sum_of_squares_buffers(n, bufs, len, each);
+        for (int u = 0; u < lay->units; u++)
+            for (int r = 0; r < per; r++) part[r] += each[u * per + r];
+        free(bufs), free(len), free(each);
+    } else {
+        // bf16 gradients widen unit by unit into one buffer (or are on the host: offload),
+        // each unit's sums taken before the next widens.
+        for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++) {
+            const float *g32 = grad_fp32(o, grads, staged, off, u, tmp);
+            if (o->sharded) part[0] += ops->sum_of_squares(g32, lay->shard[u]);
+            else
+                for (int r = 0; r < lay->world; r++)
+                    part[r] += ops->sum_of_squares(g32 + (size_t)r * lay->shard[u], lay->shard[u]);
+        }
     }
     double norm_sq = o->sharded ? dist_sum_over_ranks(g, part[0]) : dist_sum_over_ranks_local(part, lay->world);
     double norm = sqrt(norm_sq);

@@ -752,17 +752,19 @@ static void test_optimizer(void) {
     // per-buffer loop on the GPU, and the CPU's within the same bound.
     const size_t lens[] = {100003, 0, 5, 8192, 77};
     const float *dev_bufs[5];
-    double loop = 0.0, cpu = 0.0;
+    double loop = 0.0, cpu = 0.0, one[5], each[5] = {-1, -1, -1, -1, -1};
     for (int k = 0; k < 5; k++) {
         float *x = random_floats(lens[k] + 1, 80 + (uint64_t)k, -3, 3);
         dev_bufs[k] = to_device(x, lens[k] + 1);
-        loop += gpu->sum_of_squares(dev_bufs[k], lens[k]);
+        one[k] = gpu->sum_of_squares(dev_bufs[k], lens[k]);
+        loop += one[k];
         cpu += ops_cpu.sum_of_squares(x, lens[k]);
     }
-    double batched = gpu->sum_of_squares_buffers(5, dev_bufs, lens);
+    double batched = gpu->sum_of_squares_buffers(5, dev_bufs, lens, each);
     EXPECT(memcmp(&batched, &loop, sizeof loop) == 0 && fabs(batched - cpu) <= 1e-10 * cpu,
            "sum_of_squares_buffers over 5 buffers: %.17g, the per-buffer loop's bits (%.17g) and the CPU's %.17g "
            "(relative 1e-10)", batched, loop, cpu);
+    EXPECT(memcmp(each, one, sizeof one) == 0, "sum_of_squares_buffers' each: every buffer's sum_of_squares, bit for bit");
     free_buffers();
 }
 

@@ -108,13 +108,16 @@ enum { SUMSQ_READ_BLOCKS = (1 << 20) / sizeof(double) };
 // The buffers' kernels queued one after another into one run of partials, read back at once
 // (one wait, where a sum_of_squares per buffer waits once each); each buffer's partials added
 // from 0 in order, and the buffers' sums in buffer order: cuda_sum_of_squares's bits, looped.
-double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len) {
+double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each) {
     double total = 0.0;
     for (int first = 0, last; first < n; first = last) {
         size_t blocks = sumsq_blocks(len[first]);
         for (last = first + 1; last < n && blocks + sumsq_blocks(len[last]) <= SUMSQ_READ_BLOCKS; last++)
             blocks += sumsq_blocks(len[last]);
-        if (blocks == 0) continue;  // empty buffers: each sums to 0
+        if (blocks == 0) {  // empty buffers: each sums to 0
+            for (int i = first; each && i < last; i++) each[i] = 0.0;
+            continue;
+        }
         double *partials = (double *)cuda_workspace(blocks * sizeof(double));
         size_t at = 0;
         for (int i = first; i < last; i++) {
@@ -126,6 +129,7 @@ double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *l
         for (int i = first; i < last; i++) {
             double s = 0.0;
             for (size_t k = 0; k < sumsq_blocks(len[i]); k++) s += host[at + k];
+            if (each) each[i] = s;
             total += s, at += sumsq_blocks(len[i]);
         }
     }

@@ -190,7 +190,7 @@ void cuda_crossentropy_backward(float *dlogits, const float *probs, const uint8_
 // queued work) and adds them in order on the host.
 void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v, size_t n);
 double cuda_sum_of_squares(const float *x, size_t n);
-double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len);
+double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each);
 void cuda_scale_floats(float *x, size_t n, float s);
 void cuda_zero(float *x, size_t n);
 void cuda_copy_floats(float *dst, const float *src, size_t n);
