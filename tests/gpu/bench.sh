@@ -46,17 +46,11 @@ DRY_RUN=${DRY_RUN:-0}
 
 cd "$(dirname "$0")/../.." || exit 1
 here=tests/gpu
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"  # need_gpu, run
 
 # ---- 1. a GPU, the build --------------------------------------------------------------------
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "SKIP: no nvidia-smi on this machine: no NVIDIA driver, so no GPU to time"
-    exit 0
-fi
-gpus=$(timeout 60 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-if [ "$gpus" -eq 0 ]; then
-    echo "SKIP: nvidia-smi lists no GPU"
-    exit 0
-fi
+need_gpu time
 out=${OUT_DIR:-}
 if [ -z "$out" ]; then
     out=$(mktemp -d "${TMPDIR:-/tmp}/shardlab-bench-gpu-XXXXXX") || { echo "bench-gpu: mktemp failed"; exit 1; }
@@ -66,22 +60,6 @@ results=$out/results.jsonl
 : >"$results"
 echo "# shardlab bench-gpu: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi -L | head -n 1), logs in $out"
 
-# run LOG command...: print it; unless DRY_RUN, run it under LIMIT (SIGTERM, then SIGKILL 10 s
-# later) with its output in LOG, and on failure show the end of LOG. Returns its status.
-run() {
-    log=$1
-    shift
-    echo "+ $*"
-    [ "$DRY_RUN" = 1 ] && return 0
-    timeout -k 10 "$LIMIT" "$@" >"$log" 2>&1 </dev/null
-    status=$?
-    if [ "$status" -ne 0 ]; then
-        if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then echo "  timed out after $LIMIT s"
-        else echo "  exit status $status"; fi
-        tail -n 8 "$log" | sed 's/^/  | /'
-    fi
-    return "$status"
-}
 table() { [ "$DRY_RUN" = 1 ] || python3 "$here/bench_table.py" "$@" --results "$results"; }
 
 if ! run "$out/make.log" make --no-print-directory -j"$(nproc)" cuda-status "$BUILD/labs/single" BUILD="$BUILD" DEPS=0; then

@@ -40,6 +40,8 @@ DRY_RUN=${DRY_RUN:-0}
 
 cd "$(dirname "$0")/../.." || exit 1
 here=tests/gpu
+# shellcheck source=tests/gpu/lib.sh
+. "$here/lib.sh"  # need_gpu, run
 
 case $STEP in '' | *[!0-9]*) echo "profile-gpu: STEP=$STEP is not a step number (2 or more)"; exit 2 ;; esac
 [ "$STEP" -ge 2 ] || { echo "profile-gpu: STEP=$STEP: profile step 2 or later (the first step sets cuBLAS up)"; exit 2; }
@@ -53,14 +55,7 @@ for prec in $PRECISIONS; do
 done
 
 # ---- a GPU, ncu, the build --------------------------------------------------------------------
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "SKIP: no nvidia-smi on this machine: no NVIDIA driver, so no GPU to profile"
-    exit 0
-fi
-if [ "$(timeout 60 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -eq 0 ]; then
-    echo "SKIP: nvidia-smi lists no GPU"
-    exit 0
-fi
+need_gpu profile
 ncu=${NCU:-}
 if [ -n "$ncu" ] && ! [ -x "$ncu" ]; then
     echo "profile-gpu: NCU=$ncu is not an executable (unset it to look for ncu on PATH and in CUDA's folders)"
@@ -81,23 +76,6 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out/runs" || exit 1
 echo "# shardlab profile-gpu: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi -L | head -n 1), $ncu, logs in $out"
-
-# run LOG command...: as bench.sh's (print it; unless DRY_RUN, run it under LIMIT with its
-# output in LOG and, on failure, show LOG's end). Returns its status.
-run() {
-    log=$1
-    shift
-    echo "+ $*"
-    [ "$DRY_RUN" = 1 ] && return 0
-    timeout -k 10 "$LIMIT" "$@" >"$log" 2>&1 </dev/null
-    status=$?
-    if [ "$status" -ne 0 ]; then
-        if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then echo "  timed out after $LIMIT s"
-        else echo "  exit status $status"; fi
-        tail -n 8 "$log" | sed 's/^/  | /'
-    fi
-    return "$status"
-}
 
 if ! run "$out/make.log" make --no-print-directory -j"$(nproc)" cuda-status "$BUILD/labs/single" BUILD="$BUILD" DEPS=0; then
     echo "profile-gpu: the build failed (log: $out/make.log)"
