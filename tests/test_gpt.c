@@ -130,12 +130,13 @@ static void check_layout(void) {
     EXPECT(gpt_num_params(&c) == psi, "parameter count %zu equals the closed form %zu", gpt_num_params(&c), psi);
     EXPECT(gpt_layer_size(&c, 1) == 12 * C * C + 13 * C, "a block holds 12C^2 + 13C parameters");
     // The named views point where the tensor table says.
-    float *base = (float *)0 + 1000;
+    float *base = malloc(gpt_num_params(&c) * sizeof *base);  // room for any view's pointers
     BlockView v = gpt_block_view(&c, base);
     EXPECT(v.qkv_w - base == (ptrdiff_t)(2 * C), "c_attn.weight follows ln_1 weight and bias");
     EXPECT(v.mproj_b - base == (ptrdiff_t)(12 * C * C + 12 * C), "mlp.c_proj.bias is the last C floats of a block");
     HeadView h = gpt_head_view(&c, base);
     EXPECT(h.head_w - base == (ptrdiff_t)(2 * C), "lm_head.weight follows ln_f");
+    free(base);
     char name[64];
     GptTensor t[GPT_MAX_TENSORS];
     gpt_layer_tensors(&c, 2, t);

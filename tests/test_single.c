@@ -188,7 +188,7 @@ static void check_recipe_shapes(void) {
     run(spiky, "spike");
     load_events(dir, &ev);
     n = step_events(&ev, steps, 2000);
-    int at;
+    int at = 0;
     double jump = n ? worst_jump(steps, n, 40, &at) : 0;
     // The detector is not blind: the old recipe's spike (8-13 nats) is seen.
     EXPECT(n == 80 && jump > 1, "without the decay and with a short warmup the loss spikes: %.2f nats above the 50 steps "
