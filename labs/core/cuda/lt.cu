@@ -31,8 +31,10 @@
 // and a plan made for aligned buffers is never used for unaligned ones. The kernel gets the
 // context's fixed cuBLAS workspace (device.cu says why a fixed one: the same kernel on every
 // run, so the same bits on every replica). Where cuBLASLt has no kernel for a shape,
-// cuda_gemm_bias() queues nothing and returns false, and ops.cu takes the other way.
+// cuda_gemm_bias() queues nothing and returns false, and ops.cu takes the other way (said
+// once on stderr, so that a benchmark whose two ways time alike says why).
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "context.cuh"
@@ -43,6 +45,17 @@ static unsigned alignment(const void *p) {
     unsigned al = 256;
     while (al > 1 && a % al) al /= 2;
     return al;
+}
+
+// Once a process: that a product takes the other way (so a benchmark's two rows that time the
+// same kernels say why).
+static void say_other_way(const LtPlan *key) {
+    static bool said = false;
+    if (said) return;
+    said = true;
+    fprintf(stderr, "shardlab: cuBLASLt has no bias-epilogue kernel for a %d x %d x %d product (%s); its bias is "
+            "written across the output first (said once)\n", key->m, key->n, key->k,
+            key->bf16_in ? "bf16 operands" : key->tf32 ? "TF32" : "fp32");
 }
 
 static void plan_free(LtPlan *p) {
@@ -103,6 +116,7 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtPlan *key, con
     if (s != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(s);
     plan->usable = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
     if (plan->usable) plan->algo = found.algo;
+    else say_other_way(key);
 }
 
 // The context's plan for key: a kept one, or a new one in a free slot or, when all are taken,
@@ -139,6 +153,7 @@ bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
                                       c->cublas_workspace, c->cublas_workspace_bytes, c->stream);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: the other way, from now on for this shape
         p->usable = 0;
+        say_other_way(p);
         return false;
     }
     cublasCheck(s);
