@@ -410,7 +410,8 @@ static void print_help(const char *prog, const char *about, const CatSlot *slots
     printf("  %-22s %s\n", "--help", "show this help and exit");
     printf("\nEnvironment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun\n"
            "sets them (or mpirun's OMPI_COMM_WORLD_* and srun's SLURM_* in their place); NCCL_COMM_ID;\n"
-           "SHARDLAB_RUN_DIR; SHARDLAB_TIMEOUT_S (every wait's deadline, default 120 s).\n");
+           "SHARDLAB_RUN_DIR; SHARDLAB_TIMEOUT_S (every wait's deadline, default 120 s); SHARDLAB_PROFILE_STEP\n"
+           "(the step a profiler captures on a GPU: make profile-gpu).\n");
 }
 
 int catalog_bind(const CatLab *lab, const LabBind *binds, int n, CatSlot *slots) {
