@@ -67,17 +67,17 @@ uint64_t stage_hash(const Stage *st, const Mem *mem) {
 double stage_grad_norm(const Stage *st, const GptConfig *c, const Mem *mem, DistGroup *pipe, int p,
                        const int *layer_stage) {
     int L2 = st->nlayers;
-    double *sq = calloc_check((size_t)L2, sizeof *sq), *sq_all = malloc_check((size_t)L2 * p * sizeof *sq_all);
-    // The held layers' sums in one read (sum_of_squares_buffers); the others' stay 0.
+    double *sq = malloc_check((size_t)L2 * sizeof *sq), *sq_all = malloc_check((size_t)L2 * p * sizeof *sq_all);
+    // Every layer's sum in one read (sum_of_squares_buffers); a layer held elsewhere counts as
+    // an empty buffer here, whose sum is 0.
     const float **bufs = malloc_check((size_t)L2 * sizeof *bufs);
     size_t *len = malloc_check((size_t)L2 * sizeof *len);
-    int *layer = malloc_check((size_t)L2 * sizeof *layer), held = 0;
-    double *each = malloc_check((size_t)L2 * sizeof *each);
-    for (int l = 0; l < L2; l++)
-        if (stage_holds(st, l)) bufs[held] = st->grads[l], len[held] = gpt_layer_size(c, l), layer[held++] = l;
-    mem->dev->ops->sum_of_squares_buffers(held, bufs, len, each);
-    for (int i = 0; i < held; i++) sq[layer[i]] = each[i];
-    free(bufs), free(len), free(layer), free(each);
+    for (int l = 0; l < L2; l++) {
+        int held = stage_holds(st, l);
+        bufs[l] = held ? st->grads[l] : NULL, len[l] = held ? gpt_layer_size(c, l) : 0;
+    }
+    mem->dev->ops->sum_of_squares_buffers(L2, bufs, len, sq);
+    free(bufs), free(len);
     dist_all_gather(pipe, (const float *)sq, (float *)sq_all, 2 * (size_t)L2 * p);
     double norm_sq = 0;
     for (int l = 0; l < L2; l++) norm_sq += sq_all[layer_stage[l] * L2 + l];

@@ -294,18 +294,17 @@ static void test_bias_epilogue(void) {
                 }
                 cuda_set_bias_epilogue(1);
                 cuda_set_tf32(0);
-                char what[200];
-                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the bias by epilogue, against the CPU",
-                         N, IC, OC_, name, skew ? "pointers a float off alignment" : "pointers aligned");
+                char where[120], what[200];
+                snprintf(where, sizeof where, "linear_forward %dx%d->%d, %s, %s", N, IC, OC_, name,
+                         skew ? "pointers a float off alignment" : "pointers aligned");
+                snprintf(what, sizeof what, "%s: the bias by epilogue, against the CPU", where);
                 expect_close(what, out, d_out[0] + skew, no, tol_cpu);
-                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the bias written first, against the CPU",
-                         N, IC, OC_, name, skew ? "pointers a float off alignment" : "pointers aligned");
+                snprintf(what, sizeof what, "%s: the bias written first, against the CPU", where);
                 expect_close(what, out, d_out[2] + skew, no, tol_cpu);
                 const float *other = to_host(d_out[2] + skew, no);
-                snprintf(what, sizeof what, "linear_forward %dx%d->%d, %s, %s: the two ways agree", N, IC, OC_, name,
-                         skew ? "pointers a float off alignment" : "pointers aligned");
+                snprintf(what, sizeof what, "%s: the two ways agree", where);
                 expect_close(what, other, d_out[0] + skew, no, tol_cpu);  // TF32: the kernels may round differently
-                snprintf(what, sizeof what, "linear_forward %dx%d->%d by epilogue, %s", N, IC, OC_, name);
+                snprintf(what, sizeof what, "%s, by epilogue", where);
                 expect_same_run(what, d_out[0] + skew, d_out[1] + skew, no);
             }
         }

@@ -16,7 +16,7 @@
 //          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
 //          cuda_flash_tc_backward(), cuda_flash_attention_forward_bf16(), cuda_flash_attention_backward_bf16(),
 //          cuda_flash_tc_forward_bf16(), cuda_flash_tc_backward_bf16(),
-//          LtPlan, cuda_gemm_bias(), cuda_lt_release().
+//          LtKey, LtPlan, cuda_gemm_bias(), cuda_lt_release().
 //
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). The kernel files reach it through
@@ -57,12 +57,15 @@ static inline void cublas_check_at(cublasStatus_t status, const char *what, cons
 
 // ---- the context -------------------------------------------------------------------------
 
-// One product's cuBLASLt set-up (lt.cu): what it is keyed by, its descriptors, and the kernel
-// the heuristic picked for them.
+// One product's cuBLASLt set-up (lt.cu): what it is keyed by (all ints, no padding: compared
+// whole), its descriptors, and the kernel the heuristic picked for them.
 typedef struct {
     int m, n, k, lda, ldb, ldd, ta, tb, bf16_in, tf32;
     unsigned align[4];  // of A, B, D and the bias: the largest power of two (to 256) dividing each
-    int usable;         // 0: cuBLASLt has no kernel for it (the Linear takes the other way)
+} LtKey;
+typedef struct {
+    LtKey key;
+    int usable;  // 0: cuBLASLt has no kernel for it (the Linear takes the other way)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;

@@ -336,6 +336,17 @@ void check_head_size(int hs) {
             CUDA_FLASH_MAX_HEAD, hs);
 }
 
+// The bf16 entries' set-up, from the numbers --mixed keeps: the head checked, the tensor cores'
+// bf16 kernels made sure of (or the run stops saying why); their padded head size, and the scale.
+int bf16_head(int C, int NH, float *scale) {
+    int hs = C / NH;
+    check_head_size(hs);
+    CudaTcFormat format;
+    use_tensor_cores(cuda_context(), hs, 1, &format);
+    *scale = 1.0f / sqrtf((float)hs);  // as attention.c computes it
+    return padded_head_size(hs);
+}
+
 }  // namespace
 
 int cuda_flash_head_size_ok(int hs) { return padded_head_size(hs) != 0; }
@@ -365,12 +376,9 @@ void cuda_flash_attention_forward(float *out, float *lse, const float *qkv, int 
 
 void cuda_flash_attention_forward_bf16(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C, int NH) {
     if ((size_t)B * NH * T == 0) return;
-    int hs = C / NH;
-    check_head_size(hs);
-    CudaContext *ctx = cuda_context();
-    CudaTcFormat format;
-    use_tensor_cores(ctx, hs, 1, &format);  // bf16 operands: the tensor cores' kernels, or it stops saying why
-    cuda_flash_tc_forward_bf16(padded_head_size(hs), out, lse, qkv, B, T, C, NH, 1.0f / sqrtf((float)hs), ctx->stream);
+    float scale;
+    int hsp = bf16_head(C, NH, &scale);
+    cuda_flash_tc_forward_bf16(hsp, out, lse, qkv, B, T, C, NH, scale, compute_stream());
 }
 
 void cuda_flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *qkv, const bf16 *out,
@@ -378,14 +386,10 @@ void cuda_flash_attention_backward_bf16(float *dqkv, const float *dout, const bf
     (void)scratch;
     size_t rows = (size_t)B * NH * T;
     if (rows == 0) return;
-    int hs = C / NH;
-    check_head_size(hs);
-    CudaContext *ctx = cuda_context();
-    CudaTcFormat format;
-    use_tensor_cores(ctx, hs, 1, &format);  // bf16 operands: the tensor cores' kernels, or it stops saying why
+    float scale;
+    int hsp = bf16_head(C, NH, &scale);
     float *D = (float *)cuda_workspace(rows * sizeof(float));
-    cuda_flash_tc_backward_bf16(padded_head_size(hs), dqkv, D, dout, qkv, out, lse, B, T, C, NH, 1.0f / sqrtf((float)hs),
-                                ctx->stream);
+    cuda_flash_tc_backward_bf16(hsp, dqkv, D, dout, qkv, out, lse, B, T, C, NH, scale, compute_stream());
 }
 
 void cuda_flash_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,

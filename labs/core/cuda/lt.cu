@@ -49,7 +49,7 @@ static unsigned alignment(const void *p) {
 
 // Once a process: that a product takes the other way (so a benchmark's two rows that time the
 // same kernels say why).
-static void say_other_way(const LtPlan *key) {
+static void say_other_way(const LtKey *key) {
     static bool said = false;
     if (said) return;
     said = true;
@@ -67,12 +67,6 @@ static void plan_free(LtPlan *p) {
     memset(p, 0, sizeof *p);
 }
 
-static bool same_key(const LtPlan *p, const LtPlan *key) {
-    return p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda && p->ldb == key->ldb &&
-           p->ldd == key->ldd && p->ta == key->ta && p->tb == key->tb && p->bf16_in == key->bf16_in &&
-           p->tf32 == key->tf32 && memcmp(p->align, key->align, sizeof p->align) == 0;
-}
-
 template <typename T>
 static void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t what, T value) {
     cublasCheck(cublasLtMatmulDescSetAttribute(d, what, &value, sizeof value));
@@ -85,8 +79,8 @@ static void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttri
 
 // The descriptors of key's product and the heuristic's first kernel for them (plan->usable 0
 // where it has none). bias: any pointer with the alignment the plan is keyed by.
-static void plan_make(const CudaContext *c, LtPlan *plan, const LtPlan *key, const float *bias) {
-    *plan = *key;
+static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, const float *bias) {
+    plan->key = *key;
     cublasComputeType_t compute = key->tf32 && !key->bf16_in ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cudaDataType_t in = key->bf16_in ? CUDA_R_16BF : CUDA_R_32F;
     cublasCheck(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
@@ -121,9 +115,9 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtPlan *key, con
 
 // The context's plan for key: a kept one, or a new one in a free slot or, when all are taken,
 // in place of the oldest.
-static LtPlan *plan_for(CudaContext *c, const LtPlan *key, const float *bias) {
+static LtPlan *plan_for(CudaContext *c, const LtKey *key, const float *bias) {
     for (int i = 0; i < c->lt_count; i++)
-        if (same_key(&c->lt_plans[i], key)) return &c->lt_plans[i];
+        if (memcmp(&c->lt_plans[i].key, key, sizeof *key) == 0) return &c->lt_plans[i];
     LtPlan *p;
     if (c->lt_count < LT_PLANS) p = &c->lt_plans[c->lt_count++];
     else {
@@ -139,12 +133,8 @@ bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
                     const void *B, int ldb, float *D, int ldd, const float *bias, int bf16_in) {
     CudaContext *c = cuda_context();
     if (!c->bias_epilogue || !c->lt || k == 0) return false;  // k = 0: D = bias, the other way's
-    LtPlan key;
-    memset(&key, 0, sizeof key);
-    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd, key.ta = ta, key.tb = tb;
-    key.bf16_in = bf16_in, key.tf32 = c->tf32;
-    key.align[0] = alignment(A), key.align[1] = alignment(B), key.align[2] = alignment(D);
-    key.align[3] = alignment(bias);
+    const LtKey key = {m, n, k, lda, ldb, ldd, ta, tb, bf16_in, c->tf32,
+                       {alignment(A), alignment(B), alignment(D), alignment(bias)}};
     LtPlan *p = plan_for(c, &key, bias);
     if (!p->usable) return false;
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)bias);
@@ -153,7 +143,7 @@ bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
                                       c->cublas_workspace, c->cublas_workspace_bytes, c->stream);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: the other way, from now on for this shape
         p->usable = 0;
-        say_other_way(p);
+        say_other_way(&p->key);
         return false;
     }
     cublasCheck(s);
