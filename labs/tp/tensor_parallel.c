@@ -69,19 +69,27 @@ int tp_gathers_bf16(const Tp *tp) {
     return tp->sp && tp->cfg.mixed && (size_t)tp->BT * tp->cfg.dim % (2 * (size_t)tp->t) == 0;
 }
 
-// f forward under --mixed: out16 gets the input's bf16 rounding on all BT rows (the copy a
-// keeps), out its fp32 widening (what the Linear is given); rows16 holds R C bf16s on the way.
-void tp_f_forward_bf16(Tp *tp, const float *in, float *out, bf16 *out16, bf16 *rows16, int layer, const char *at) {
-    size_t n = (size_t)tp->BT * tp->cfg.dim;
-    if (!tp_gathers_bf16(tp)) {
-        tp_f_forward(tp, in, out, layer, at);
-        tp->ops->to_bf16(out16, out, n);
-        return;
+// ln(x) then f forward under --mixed, into out16 [BT,C]: the bf16 copy the column-parallel
+// Linear reads and the backward pass keeps (no fp32 form is needed). LayerNorm writes its rows
+// rounded (layernorm_forward_bf16: the bits of to_bf16 after layernorm_forward); with SP they
+// travel rounded (rows16: R C bf16s of scratch). With SP where the rows cannot go as bf16
+// (tp_gathers_bf16() is 0), LayerNorm's fp32 rows (rows: R C floats) gather into wide [BT,C]
+// and are rounded after.
+static void layernorm_f_forward_bf16(Tp *tp, bf16 *out16, float *mean, float *rstd, const float *x, const float *w,
+                                     const float *b, float *rows, float *wide, bf16 *rows16, int layer, const char *at) {
+    const Ops *ops = tp->ops;
+    int R = tp->rows, C = tp->cfg.dim;
+    if (!tp->sp) {  // every rank holds all rows: f is the identity
+        ops->layernorm_forward_bf16(out16, mean, rstd, x, w, b, R, C);
+    } else if (tp_gathers_bf16(tp)) {
+        ops->layernorm_forward_bf16(rows16, mean, rstd, x, w, b, R, C);
+        dist_all_gather_bf16(tp->group, rows16, out16, (size_t)tp->BT * C);
+        tp_log_collectives(tp, "tp", "f", at, layer, &tp->model);
+    } else {
+        ops->layernorm_forward(rows, mean, rstd, x, w, b, R, C);
+        tp_f_forward(tp, rows, wide, layer, at);
+        ops->to_bf16(out16, wide, (size_t)tp->BT * C);
     }
-    tp->ops->to_bf16(rows16, in, (size_t)tp->rows * tp->cfg.dim);
-    dist_all_gather_bf16(tp->group, rows16, out16, n);
-    tp_log_collectives(tp, "tp", "f", at, layer, &tp->model);
-    tp->ops->from_bf16(out, out16, n);
 }
 
 // g backward under --mixed: out gets all BT rows of the gradient, gathered as bf16 (rows16:
@@ -195,24 +203,30 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     int bf = tp->cfg.mixed;
     float *ln_rows = tp_take(&cur, (size_t)R * C), *partial = tp_take(&cur, (size_t)BT * C);
     float *bias_rows = tp_take(&cur, (size_t)R * C);
-    // --mixed: a Linear's input computed here in fp32, kept in a as bf16 (tensor_parallel.h)
+    // --mixed: a Linear's output computed here in fp32 (qkv, fch) before a keeps it as bf16
+    // (tensor_parallel.h); with SP where f's rows cannot go as bf16, their fp32 gather
     float *kept = tp_take(&cur, tp_kept_floats(tp));
 
     // res1 = x + g(c_proj_r(attention_r(c_attn_r(f(ln_1(x)))))) + c_proj.bias
-    float *ln1 = bf ? kept : a->ln1;  // on all rows: what the column-parallel Linear reads
-    float *ln = tp->sp ? ln_rows : ln1;
-    ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
-    if (bf) tp_f_forward_bf16(tp, ln, ln1, a->ln1_bf16, (bf16 *)partial, layer, "attn");
-    else tp_f_forward(tp, ln, ln1, layer, "attn");
-    // --mixed: qkv (with flash) and atty in fp32 side by side in kept, saved as bf16s
+    if (bf) {  // --mixed: ln_1's output only in bf16, rounded as LayerNorm writes it
+        layernorm_f_forward_bf16(tp, a->ln1_bf16, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, ln_rows, kept,
+                                 (bf16 *)partial, layer, "attn");
+    } else {
+        float *ln = tp->sp ? ln_rows : a->ln1;  // on all rows: what the column-parallel Linear reads
+        ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
+        tp_f_forward(tp, ln, a->ln1, layer, "attn");
+    }
+    // --mixed: qkv and atty computed in fp32 side by side in kept, saved as bf16s
     float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = bf ? kept + (size_t)BT * 3 * Cl : a->atty;
-    gpt_linear_forward(ops, qkv, ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
+    gpt_linear_forward(ops, qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
     if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)BT * 3 * Cl);
-    if (tp->cfg.attn == GPT_ATTN_FLASH)                                          // NH/t heads of C/NH each
+    if (a->qkv_bf16)  // --mixed with flash: from the kept q, k, v into the kept o, NH/t heads of C/NH each
+        ops->flash_attention_forward_bf16(a->atty_bf16, a->lse, a->qkv_bf16, B, T, Cl, heads);
+    else if (tp->cfg.attn == GPT_ATTN_FLASH)
         ops->flash_attention_forward(atty, a->lse, qkv, B, T, Cl, heads, bf);
     else
         ops->attention_forward(atty, a->att, qkv, B, T, Cl, heads);
-    if (bf) ops->to_bf16(a->atty_bf16, atty, (size_t)BT * Cl);
+    if (bf && !a->qkv_bf16) ops->to_bf16(a->atty_bf16, atty, (size_t)BT * Cl);
     float *sum = tp->sp ? partial : a->res1;
     gpt_linear_forward(ops, sum, atty, a->atty_bf16, w.aproj_w, NULL, BT, Cl, C, bf, wt);  // partial: its heads' share
     tp_g_forward(tp, sum, a->res1, layer, "attn");
@@ -220,13 +234,16 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->residual_add(a->res1, a->res1, x, R * C);
 
     // out = res1 + g(c_proj_r(gelu(c_fc_r(f(ln_2(res1)))))) + c_proj.bias
-    float *ln2 = bf ? kept : a->ln2;
-    ln = tp->sp ? ln_rows : ln2;
-    ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
-    if (bf) tp_f_forward_bf16(tp, ln, ln2, a->ln2_bf16, (bf16 *)partial, layer, "mlp");  // (partial is free again)
-    else tp_f_forward(tp, ln, ln2, layer, "mlp");
+    if (bf) {
+        layernorm_f_forward_bf16(tp, a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, ln_rows, kept,
+                                 (bf16 *)partial, layer, "mlp");  // (partial is free again)
+    } else {
+        float *ln = tp->sp ? ln_rows : a->ln2;
+        ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
+        tp_f_forward(tp, ln, a->ln2, layer, "mlp");
+    }
     float *fch = bf ? kept : a->fch;
-    gpt_linear_forward(ops, fch, ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
+    gpt_linear_forward(ops, fch, a->ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
     if (bf) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, BT * Fl);  // pointwise: local
     else ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);
     sum = tp->sp ? partial : a->out;
@@ -375,19 +392,23 @@ static double head_forward(Tp *tp, const float *x, TpActs *a, const uint8_t *tar
     float *cur = tp->scratch;
     float *wt = tp_take(&cur, tp_linear_floats(tp)), *ln_rows = tp_take(&cur, (size_t)R * C);
     int bf = tp->cfg.mixed;
-    float *lnf = bf ? tp_take(&cur, tp_kept_floats(tp)) : a->lnf;  // --mixed: kept in a as bf16
+    float *wide = bf ? tp_take(&cur, tp_kept_floats(tp)) : NULL;  // --mixed with SP: f's fp32 gather (if any)
     if (!tp->vp) {  // replicated head: the loss of this rank's rows (with SP: 1/t of them)
-        tp->ops->layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-        if (bf) tp->ops->to_bf16(a->lnf_bf16, lnf, (size_t)R * C);
-        gpt_linear_forward(tp->ops, a->probs, lnf, a->lnf_bf16, head_w, NULL, R, C, V, bf, wt);
+        if (bf) tp->ops->layernorm_forward_bf16(a->lnf_bf16, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
+        else tp->ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
+        gpt_linear_forward(tp->ops, a->probs, a->lnf, a->lnf_bf16, head_w, NULL, R, C, V, bf, wt);
         return tp->ops->crossentropy_forward(a->probs, targets + tp->row0, R, V);
     }
     // Vocabulary-parallel: a column-parallel linear like c_fc, so f before it; logits [BT, V/t].
-    float *ln = tp->sp ? ln_rows : lnf;
-    tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
-    if (bf) tp_f_forward_bf16(tp, ln, lnf, a->lnf_bf16, (bf16 *)wt, L + 1, "head");  // (wt is free until the Linear)
-    else tp_f_forward(tp, ln, lnf, L + 1, "head");
-    gpt_linear_forward(tp->ops, a->probs, lnf, a->lnf_bf16, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
+    if (bf) {
+        layernorm_f_forward_bf16(tp, a->lnf_bf16, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, ln_rows, wide, (bf16 *)wt,
+                                 L + 1, "head");  // (wt is free until the Linear)
+    } else {
+        float *ln = tp->sp ? ln_rows : a->lnf;
+        tp->ops->layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, lnf_w, lnf_b, R, C);
+        tp_f_forward(tp, ln, a->lnf, L + 1, "head");
+    }
+    gpt_linear_forward(tp->ops, a->probs, a->lnf, a->lnf_bf16, head_w, NULL, tp->BT, C, V / tp->t, bf, wt);
     return vocab_parallel_crossentropy(tp, a->probs, targets, tp->BT);
 }
 

@@ -8,8 +8,8 @@
 //          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
 //          tp_acts_free(),
 //          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
-//          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_f_forward_bf16(),
-//          tp_g_backward_bf16(), tp_layer_forward(),
+//          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_g_backward_bf16(),
+//          tp_layer_forward(),
 //          tp_layer_backward(), tp_log_collectives().
 //
 // Shoeybi et al., "Megatron-LM" (2019), section 3; Korthikanti et al., "Reducing Activation
@@ -175,10 +175,9 @@ void tp_g_backward(Tp *tp, const float *in, float *out, int layer, const char *a
 // --mixed: 1 if f forward's and g backward's all-gathers move bf16 (--sp, and BT C divides
 // by 2t), which changes no number: what they gather is only read by a Linear, which rounds it.
 int tp_gathers_bf16(const Tp *tp);
-// f forward under --mixed: also out16 [BT,C], the bf16 copy of out kept for the backward pass
-// (rows16: R C bf16s of scratch). g backward under --mixed (rows16, all16: R C and BT C bf16s
-// of scratch). Each is the fp32 one when tp_gathers_bf16() is 0.
-void tp_f_forward_bf16(Tp *tp, const float *in, float *out, bf16 *out16, bf16 *rows16, int layer, const char *at);
+// g backward under --mixed (rows16, all16: R C and BT C bf16s of scratch): the fp32 one when
+// tp_gathers_bf16() is 0. (f forward under --mixed is LayerNorm's, which writes its rows in bf16
+// before they travel: tensor_parallel.c's layernorm_f_forward_bf16.)
 void tp_g_backward_bf16(Tp *tp, const float *in, float *out, bf16 *rows16, bf16 *all16, int layer, const char *at);
 
 // ---- layer by layer ---------------------------------------------------------------------
