@@ -214,6 +214,24 @@ static void test_norm_helpers(void) {
            "sum_of_squares_buffers is the loop of sum_of_squares over the buffers, bit for bit (%.17g)", batched);
     EXPECT(each[0] == sum_of_squares(bufs[0], 4) && each[1] == 0.0 && each[2] == sum_of_squares(bufs[2], 3),
            "and gives each buffer's sum, the empty one's 0 (%g, %g, %g)", each[0], each[1], each[2]);
+    // Its bf16 twin: the bits of widening the bf16s to floats and summing those (an empty
+    // buffer, the least subnormal, the largest finite bf16 and -0 among them; the inf last).
+    // 1.5, -3, 2^-133, 3.39e38, 3.140625, -0, -0.25, inf:
+    const bf16 h[] = {0x3FC0, 0xC040, 0x0001, 0x7F7F, 0x4049, 0x8000, 0xBE80, 0x7F80};
+    float w[8];
+    for (int i = 0; i < 8; i++) w[i] = bf16_to_float(h[i]);
+    const bf16 *hbufs[] = {h, h + 4, h + 1, h + 4};
+    const float *wbufs[] = {w, w + 4, w + 1, w + 4};
+    const size_t hlens[] = {3, 0, 3, 3};
+    double heach[4], weach[4];
+    double hsum = ops_cpu.sum_of_squares_buffers_bf16(4, hbufs, hlens, heach);
+    double wsum = sum_of_squares_buffers(4, wbufs, hlens, weach);
+    EXPECT(memcmp(&hsum, &wsum, sizeof hsum) == 0 && memcmp(heach, weach, sizeof heach) == 0,
+           "sum_of_squares_buffers_bf16 is sum_of_squares_buffers of the widened bf16s, bit for bit, and each "
+           "buffer's too (%.17g vs %.17g)", hsum, wsum);
+    const size_t inf_len[] = {8};
+    EXPECT(isinf(sum_of_squares_buffers_bf16(1, hbufs, inf_len, NULL)),
+           "sum_of_squares_buffers_bf16 widens an inf bf16 to inf (the norm of an overflowed gradient is inf)");
 
     // scale_floats multiplies every element, and only the n given.
     float y[5] = {1.5f, -2.0f, 0.0f, 3.25f, 99.0f};

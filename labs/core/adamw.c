@@ -50,6 +50,20 @@ double sum_of_squares_buffers(int n, const float *const *x, const size_t *len, d
     return total;
 }
 
+double sum_of_squares_buffers_bf16(int n, const bf16 *const *x, const size_t *len, double *each) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (size_t k = 0; k < len[i]; k++) {
+            float v = bf16_to_float(x[i][k]);
+            s += (double)v * v;
+        }
+        if (each) each[i] = s;
+        total += s;
+    }
+    return total;
+}
+
 void scale_floats(float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -1,7 +1,7 @@
 // adamw.h — the AdamW optimizer over flat buffers, and global-norm gradient clipping.
 //
 // Defines: AdamW, adamw_update(), LrShape, LrSchedule, lr_schedule_at(), sum_of_squares(),
-//          scale_floats().
+//          sum_of_squares_buffers(), sum_of_squares_buffers_bf16(), scale_floats().
 //
 // AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), per element, at
 // step t = 1, 2, ...:
@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "bf16.h"
 
 typedef struct {
     float lr;
@@ -62,6 +64,9 @@ double sum_of_squares(const float *x, size_t n);
 // the loop over them), and, unless each is NULL, each buffer's in each[i]. A GPU takes them in
 // one read of its partial sums instead of n.
 double sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each);
+// The same over buffers of bf16s, each element widened (exactly) first: the bits of
+// from_bf16() into floats, then sum_of_squares_buffers(), without the floats.
+double sum_of_squares_buffers_bf16(int n, const bf16 *const *x, const size_t *len, double *each);
 void scale_floats(float *x, size_t n, float s);
 
 #endif

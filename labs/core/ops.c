@@ -421,6 +421,7 @@ const Ops ops_cpu = {
     .adamw_update = adamw_update,
     .sum_of_squares = sum_of_squares,
     .sum_of_squares_buffers = sum_of_squares_buffers,
+    .sum_of_squares_buffers_bf16 = sum_of_squares_buffers_bf16,
     .scale_floats = scale_floats,
     .zero = zero_floats,
     .copy = copy_floats,

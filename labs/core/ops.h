@@ -216,6 +216,7 @@ typedef struct {
                          size_t n);
     double (*sum_of_squares)(const float *x, size_t n);
     double (*sum_of_squares_buffers)(int n, const float *const *x, const size_t *len, double *each);
+    double (*sum_of_squares_buffers_bf16)(int n, const bf16 *const *x, const size_t *len, double *each);
     void (*scale_floats)(float *x, size_t n, float s);
     // Buffers: x[0..n) = 0; dst[0..n) = src[0..n) (both on the device).
     void (*zero)(float *x, size_t n);

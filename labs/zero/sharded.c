@@ -39,6 +39,12 @@ void precision_add(const Ops *ops, Precision p, void *acc, const void *x, size_t
     else ops->residual_add(acc, acc, x, (int)n);
 }
 
+double precision_sum_of_squares(const Ops *ops, Precision p, int n, const void *const *x, const size_t *len,
+                                double *each) {
+    if (p == PREC_BF16) return ops->sum_of_squares_buffers_bf16(n, (const bf16 *const *)x, len, each);
+    return ops->sum_of_squares_buffers(n, (const float *const *)x, len, each);
+}
+
 // ---------------------------------------------------------------------------------------
 // Layout
 // ---------------------------------------------------------------------------------------
@@ -272,33 +278,22 @@ double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, vo
     // 1. The global gradient norm: the sum of squares of every rank's shard of every unit,
     //    then over ranks in rank order. A rank holding whole units (stage 0) computes the
     //    very same sums shard by shard, so that clipping is bitwise the same in every stage.
+    //    Every shard's sum in one read of where the gradients lie (the device, or the host's
+    //    staged copy under offload), in their storage precision (bf16s widened as they are read).
     double part[DIST_MAX_RANKS] = {0};
-    size_t off = 0;
-    if (o->prec == PREC_FP32 && !o->offload) {
-        // The gradients are fp32 where they lie: every shard's sum in one read of the device
-        // (sum_of_squares_buffers), added in the order of the loop below.
-        int per = o->sharded ? 1 : lay->world, n = lay->units * per;
-        const float **bufs = malloc_check((size_t)n * sizeof *bufs);
-        size_t *len = malloc_check((size_t)n * sizeof *len);
-        double *each = malloc_check((size_t)n * sizeof *each);
-        for (int u = 0; u < lay->units; u++)
-            for (int r = 0; r < per; r++)
-                bufs[u * per + r] = (const float *)grads[u] + (size_t)r * lay->shard[u], len[u * per + r] = lay->shard[u];
-        ops->sum_of_squares_buffers(n, bufs, len, each);
-        for (int u = 0; u < lay->units; u++)
-            for (int r = 0; r < per; r++) part[r] += each[u * per + r];
-        free(bufs), free(len), free(each);
-    } else {
-        // bf16 gradients widen unit by unit into one buffer (or are on the host: offload),
-        // each unit's sums taken before the next widens.
-        for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++) {
-            const float *g32 = grad_fp32(o, grads, staged, off, u, tmp);
-            if (o->sharded) part[0] += ops->sum_of_squares(g32, lay->shard[u]);
-            else
-                for (int r = 0; r < lay->world; r++)
-                    part[r] += ops->sum_of_squares(g32 + (size_t)r * lay->shard[u], lay->shard[u]);
+    int per = o->sharded ? 1 : lay->world, nbuf = lay->units * per;
+    const void **bufs = malloc_check((size_t)nbuf * sizeof *bufs);
+    size_t *len = malloc_check((size_t)nbuf * sizeof *len), off = 0;
+    double *each = malloc_check((size_t)nbuf * sizeof *each);
+    for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++)
+        for (int r = 0; r < per; r++) {
+            const char *slice = o->offload ? staged + off : (const char *)grads[u];
+            bufs[u * per + r] = slice + (size_t)r * lay->shard[u] * e, len[u * per + r] = lay->shard[u];
         }
-    }
+    precision_sum_of_squares(ops, o->prec, nbuf, bufs, len, each);
+    for (int u = 0; u < lay->units; u++)
+        for (int r = 0; r < per; r++) part[r] += each[u * per + r];
+    free(bufs), free(len), free(each);
     double norm_sq = o->sharded ? dist_sum_over_ranks(g, part[0]) : dist_sum_over_ranks_local(part, lay->world);
     double norm = sqrt(norm_sq);
 

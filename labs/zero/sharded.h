@@ -1,8 +1,8 @@
 // sharded.h — the training state of ZeRO and FSDP: flat units cut into equal shards, stored
 // in fp32 or bf16, and the AdamW that updates only this rank's shards.
 //
-// Defines: Precision, precision_name(), precision_bytes(), precision_to_fp32(),
-//          precision_from_fp32(), precision_accumulate(), precision_add(), ShardLayout, sharded_widen(),
+// Defines: Precision, precision_name(), precision_bytes(), precision_to_fp32(), precision_from_fp32(),
+//          precision_accumulate(), precision_add(), precision_sum_of_squares(), ShardLayout, sharded_widen(),
 //          sharded_reduce_gradient(), sharded_log_collectives(),
 //          shard_layout_init(), shard_layout_free(), shard_padded(), sharded_all_gather(),
 //          sharded_reduce_scatter(), sharded_layout_fields(), sharded_init_weights(),
@@ -59,6 +59,10 @@ void precision_to_fp32(const Ops *ops, Precision p, float *dst, const void *src,
 void precision_from_fp32(const Ops *ops, Precision p, void *dst, const float *src, size_t n);
 void precision_accumulate(const Ops *ops, Precision p, void *acc, const float *x, size_t n);
 void precision_add(const Ops *ops, Precision p, void *acc, const void *x, size_t n);
+// The sum of squares of n buffers in storage precision (ops.h's sum_of_squares_buffers, or
+// its bf16 twin: the same bits as widening them first), each buffer's in each[i] unless NULL.
+double precision_sum_of_squares(const Ops *ops, Precision p, int n, const void *const *x, const size_t *len,
+                                double *each);
 
 // ---- the layout of shards ---------------------------------------------------------------
 

@@ -764,6 +764,28 @@ static void test_optimizer(void) {
            "sum_of_squares_buffers over 5 buffers: %.17g, the per-buffer loop's bits (%.17g) and the CPU's %.17g "
            "(relative 1e-10)", batched, loop, cpu);
     EXPECT(memcmp(each, one, sizeof one) == 0, "sum_of_squares_buffers' each: every buffer's sum_of_squares, bit for bit");
+    // Its bf16 twin (zero's and fsdp's --mixed gradients): the bits of widening each buffer on
+    // the GPU (from_bf16) and summing the floats, and the CPU's twin within the same bound.
+    const bf16 *dev_halves[5];
+    const float *dev_wide[5];
+    double wide_each[5], half_each[5], half_cpu = 0.0;
+    for (int k = 0; k < 5; k++) {
+        float *x = random_floats(lens[k] + 1, 90 + (uint64_t)k, -3, 3);
+        bf16 *h = host_bytes((lens[k] + 1) * sizeof *h);
+        ops_cpu.to_bf16(h, x, lens[k] + 1);
+        const bf16 *hk = h;
+        half_cpu += ops_cpu.sum_of_squares_buffers_bf16(1, &hk, &lens[k], NULL);
+        bf16 *d_h = device_copy_of(h, (lens[k] + 1) * sizeof *h);
+        float *d_w = to_device(x, lens[k] + 1);  // overwritten: the GPU's widening of d_h
+        gpu->from_bf16(d_w, d_h, lens[k] + 1);
+        dev_halves[k] = d_h, dev_wide[k] = d_w;
+    }
+    double wide = gpu->sum_of_squares_buffers(5, dev_wide, lens, wide_each);
+    double halves = gpu->sum_of_squares_buffers_bf16(5, dev_halves, lens, half_each);
+    EXPECT(memcmp(&halves, &wide, sizeof wide) == 0 && memcmp(half_each, wide_each, sizeof wide_each) == 0 &&
+               fabs(halves - half_cpu) <= 1e-10 * half_cpu,
+           "sum_of_squares_buffers_bf16 over 5 buffers: %.17g, the bits of the widened floats' (%.17g), each buffer's "
+           "too, and the CPU's %.17g (relative 1e-10)", halves, wide, half_cpu);
     free_buffers();
 }
 

@@ -3,7 +3,8 @@
 // bf16 conversions (ops.h's contract).
 //
 // Defines (context.cuh): cuda_adamw_update(), cuda_sum_of_squares(), cuda_sum_of_squares_buffers(),
-//                        cuda_scale_floats(), cuda_zero(), cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(),
+//                        cuda_sum_of_squares_buffers_bf16(), cuda_scale_floats(), cuda_zero(), cuda_copy_floats(),
+//                        cuda_to_bf16(), cuda_from_bf16(),
 //                        cuda_add_bf16(), cuda_acc_bf16(), cuda_sum_on_host().
 //
 // The rules every kernel keeps (determinism, one stream) are at the top of ops.cu.
@@ -35,12 +36,20 @@ __global__ static void adamw_kernel(float *params, const float *grads, float *m,
 // result never depends on timing; the host adds the partials in block order.
 enum { SUMSQ_THREADS = 256, SUMSQ_BLOCK_ELEMS = 8192 };
 
-__global__ static void sum_of_squares_kernel(const float *x, size_t n, double *partials) {
+// x of floats or of bf16s (each widened, exactly: the floats' sums of the widened copy).
+__device__ static inline float widened(float x) { return x; }
+__device__ static inline float widened(bf16 x) { return bf16_to_float(x); }
+
+template <typename T>
+__global__ static void sum_of_squares_kernel(const T *x, size_t n, double *partials) {
     __shared__ double part[SUMSQ_THREADS];
     size_t start = (size_t)blockIdx.x * SUMSQ_BLOCK_ELEMS;
     size_t end = start + SUMSQ_BLOCK_ELEMS < n ? start + SUMSQ_BLOCK_ELEMS : n;
     double s = 0.0;
-    for (size_t i = start + threadIdx.x; i < end; i += SUMSQ_THREADS) s += (double)x[i] * x[i];
+    for (size_t i = start + threadIdx.x; i < end; i += SUMSQ_THREADS) {
+        float v = widened(x[i]);
+        s += (double)v * v;
+    }
     part[threadIdx.x] = s;
     __syncthreads();
     for (int stride = SUMSQ_THREADS / 2; stride > 0; stride /= 2) {
@@ -88,9 +97,10 @@ double cuda_sum_on_host(const double *dev, size_t n) {
 static size_t sumsq_blocks(size_t n) { return (n + SUMSQ_BLOCK_ELEMS - 1) / SUMSQ_BLOCK_ELEMS; }
 
 // Queue buffer x's partial sums into partials (sumsq_blocks(n) of them).
-static void queue_sum_of_squares(const float *x, size_t n, double *partials) {
+template <typename T>
+static void queue_sum_of_squares(const T *x, size_t n, double *partials) {
     if (n == 0) return;
-    sum_of_squares_kernel<<<(unsigned)sumsq_blocks(n), SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
+    sum_of_squares_kernel<T><<<(unsigned)sumsq_blocks(n), SUMSQ_THREADS, 0, compute_stream()>>>(x, n, partials);
     cudaCheck(cudaGetLastError());
 }
 
@@ -108,7 +118,8 @@ enum { SUMSQ_READ_BLOCKS = (1 << 20) / sizeof(double) };
 // The buffers' kernels queued one after another into one run of partials, read back at once
 // (one wait, where a sum_of_squares per buffer waits once each); each buffer's partials added
 // from 0 in order, and the buffers' sums in buffer order: cuda_sum_of_squares's bits, looped.
-double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each) {
+template <typename T>
+static double sum_of_squares_buffers(int n, const T *const *x, const size_t *len, double *each) {
     double total = 0.0;
     for (int first = 0, last; first < n; first = last) {
         size_t blocks = sumsq_blocks(len[first]);
@@ -134,6 +145,14 @@ double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *l
         }
     }
     return total;
+}
+
+double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each) {
+    return sum_of_squares_buffers(n, x, len, each);
+}
+
+double cuda_sum_of_squares_buffers_bf16(int n, const bf16 *const *x, const size_t *len, double *each) {
+    return sum_of_squares_buffers(n, x, len, each);
 }
 
 void cuda_scale_floats(float *x, size_t n, float s) {

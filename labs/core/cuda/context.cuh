@@ -9,8 +9,8 @@
 //          warp_max(), warp_row(), thread_index(), cuda_column_sums(), cuda_sum_on_host(),
 //          cuda_attention_forward(), cuda_attention_backward(), cuda_embedding_forward(),
 //          cuda_embedding_backward(), cuda_crossentropy_forward(), cuda_crossentropy_backward(),
-//          cuda_adamw_update(), cuda_sum_of_squares(), cuda_sum_of_squares_buffers(), cuda_scale_floats(),
-//          cuda_zero(),
+//          cuda_adamw_update(), cuda_sum_of_squares(), cuda_sum_of_squares_buffers(),
+//          cuda_sum_of_squares_buffers_bf16(), cuda_scale_floats(), cuda_zero(),
 //          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
 //          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
 //          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
@@ -194,6 +194,7 @@ void cuda_crossentropy_backward(float *dlogits, const float *probs, const uint8_
 void cuda_adamw_update(const AdamW *opt, int64_t t, float *params, const float *grads, float *m, float *v, size_t n);
 double cuda_sum_of_squares(const float *x, size_t n);
 double cuda_sum_of_squares_buffers(int n, const float *const *x, const size_t *len, double *each);
+double cuda_sum_of_squares_buffers_bf16(int n, const bf16 *const *x, const size_t *len, double *each);
 void cuda_scale_floats(float *x, size_t n, float s);
 void cuda_zero(float *x, size_t n);
 void cuda_copy_floats(float *dst, const float *src, size_t n);

@@ -459,6 +459,7 @@ static const Ops cuda_table = {
     .adamw_update = cuda_adamw_update,
     .sum_of_squares = cuda_sum_of_squares,
     .sum_of_squares_buffers = cuda_sum_of_squares_buffers,
+    .sum_of_squares_buffers_bf16 = cuda_sum_of_squares_buffers_bf16,
     .scale_floats = cuda_scale_floats,
     .zero = cuda_zero,
     .copy = cuda_copy_floats,
