@@ -461,6 +461,20 @@ static void check_linear_bf16(void) {
                    !memcmp(dw16, dw, nw * sizeof(float)) && !memcmp(db16, db, (size_t)OC * sizeof(float)),
                "linear_forward_bf16 and linear_backward_bf16 (N=%d IC=%d OC=%d) on the input's bf16s: the bits of "
                "bf16_in = 1 on the fp32 input", N, IC, OC);
+        // The output in bf16 too (c_attn's and c_fc's under --mixed, as autocast's): the sum
+        // linear_forward_bf16 takes with the bias rounded to bf16 first, rounded once.
+        bf16 *y16 = malloc(sizeof(bf16) * (no ? no : 1)), *want16 = malloc(sizeof(bf16) * (no ? no : 1));
+        float *bias_r = floats_of(OC, 0), *out_r = floats_of(no, NAN);
+        for (int o = 0; o < OC; o++) bias_r[o] = bf16_round(bias[o]);
+        linear_forward_bf16(out_r, inp16, w, bias_r, N, IC, OC, scratch);
+        to_bf16(want16, out_r, no);
+        linear_forward_bf16_out(y16, inp16, w, bias, N, IC, OC, scratch);
+        size_t unrounded_bias = 0;  // where rounding the sum with the fp32 bias would differ
+        for (size_t i = 0; i < no; i++) unrounded_bias += bf16_from_float(out16[i]) != want16[i];
+        EXPECT(!memcmp(y16, want16, no * sizeof(bf16)) && (no < 64 || unrounded_bias > 0),
+               "linear_forward_bf16_out (N=%d IC=%d OC=%d): bf16 of the sum with the bias rounded to bf16, bit for bit "
+               "(with the fp32 bias %zu of %zu outputs would differ)", N, IC, OC, unrounded_bias, no);
+        free(y16); free(want16); free(bias_r); free(out_r);
         free(inp16); free(out16); free(dinp16); free(dw16); free(db16);
         free(inp); free(w); free(bias); free(dout); free(out_d); free(dinp_d); free(dw_d); free(db_d);
         free(scratch); free(out); free(dinp); free(dw); free(db);

@@ -165,9 +165,11 @@ static size_t linear_scratch_max(const GptConfig *c, int B) {
     return m;
 }
 
-// --mixed: the fp32 form of what is kept in bf16 (the largest: fch, [BT,4C]; qkv and atty
-// side by side), as the forward pass computes it (the backward pass reads the kept bf16s).
-static size_t kept_bf16_scratch(const GptConfig *c, int B) { return c->mixed ? (size_t)B * c->seq * 4 * c->dim : 0; }
+// --mixed with naive attention: its output atty [BT,C] in fp32, before it is kept in bf16 (the
+// rest of what --mixed keeps in bf16 is written so by the op that computes it).
+static size_t kept_bf16_scratch(const GptConfig *c, int B) {
+    return c->mixed && c->attn != GPT_ATTN_FLASH ? (size_t)B * c->seq * c->dim : 0;
+}
 
 size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t BT = (size_t)B * c->seq, C = c->dim, V = c->vocab, lin = linear_scratch_max(c, B);
@@ -230,31 +232,38 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
                        int B, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params);
     int N = B * c->seq, C = c->dim, m = c->mixed;
-    // Under --mixed what is kept in bf16 (gpt.h) is computed in fp32 in the scratch (kept) and
-    // saved rounded, which is what the ops after read of it: the Linears and flash attention
-    // round their operands to bf16 anyway, GELU takes its input rounded. LayerNorm writes its
-    // output rounded itself (layernorm_forward_bf16: the same bits, no fp32 copy).
+    // Under --mixed what is kept in bf16 (gpt.h) is written rounded by the op that computes it,
+    // the same bits as rounding its fp32 result, with no fp32 copy written and read back:
+    // LayerNorm (layernorm_forward_bf16), c_attn (with flash) and c_fc, whose outputs are
+    // autocast's (linear_forward_bf16_out: the bias rounded to bf16, the sum rounded once), flash
+    // attention and GELU. Only naive attention's output is computed in fp32, in the scratch
+    // (kept), and saved rounded.
     float *kept = scratch + linear_scratch_max(c, B);
     // x + attention(ln_1(x))
     if (m) ops->layernorm_forward_bf16(a->ln1_bf16, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
     else ops->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x_in, w.ln1_w, w.ln1_b, N, C);
-    float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = m ? kept + (size_t)N * 3 * C : a->atty;
-    gpt_linear_forward(ops, qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
-    if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)N * 3 * C);
-    if (a->qkv_bf16)  // --mixed with flash: from the kept q, k, v into the kept o (no fp32 copies read or written)
+    float *atty = m ? kept : a->atty;
+    if (a->qkv_bf16) {  // --mixed with flash: q, k, v and o in bf16 from end to end
+        ops->linear_forward_bf16_out(a->qkv_bf16, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, scratch);
         ops->flash_attention_forward_bf16(a->atty_bf16, a->lse, a->qkv_bf16, B, c->seq, C, c->heads);
-    else if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, qkv, B, c->seq, C, c->heads, m);
-    else ops->attention_forward(atty, a->att, qkv, B, c->seq, C, c->heads);
-    if (m && !a->qkv_bf16) ops->to_bf16(a->atty_bf16, atty, (size_t)N * C);
+    } else {
+        gpt_linear_forward(ops, a->qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, N, C, 3 * C, m, scratch);
+        if (c->attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, a->qkv, B, c->seq, C, c->heads, 0);
+        else ops->attention_forward(atty, a->att, a->qkv, B, c->seq, C, c->heads);
+        if (m) ops->to_bf16(a->atty_bf16, atty, (size_t)N * C);
+    }
     gpt_linear_forward(ops, a->res1, atty, a->atty_bf16, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
     // + mlp(ln_2(.))
-    if (m) ops->layernorm_forward_bf16(a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    else ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-    float *fch = m ? kept : a->fch;
-    gpt_linear_forward(ops, fch, a->ln2, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, m, scratch);
-    if (m) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, N * 4 * C);
-    else ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    if (m) {
+        ops->layernorm_forward_bf16(a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+        ops->linear_forward_bf16_out(a->fch_bf16, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
+        ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, N * 4 * C);
+    } else {
+        ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+        ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, N, C, 4 * C, 0, scratch);
+        ops->gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    }
     gpt_linear_forward(ops, a->out, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, w.mproj_b, N, 4 * C, C, m, scratch);
     ops->residual_add(a->out, a->out, a->res1, N * C);
 }

@@ -113,11 +113,12 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
 // Under --mixed the activations that only a Linear layer reads (a block's ln1, atty, ln2 and
 // fch_gelu, the head's lnf: 7C and C per token) are kept in bf16: the Linear rounds its input
 // to bf16 anyway (ops.h), so keeping the rounded copy changes no number, and halves their
-// bytes. So is the GELU's input fch (4C), rounded as c_fc leaves it and the GELU taking the
-// rounded value forward and backward (ops.h's gelu_forward_bf16), and with flash attention
-// qkv (3C), whose q, k and v flash attention rounds anyway; its backward pass reads q, k, v
-// and o (atty) from the bf16s (flash_attention_backward_bf16: D = do . o from the rounded o),
-// as autocast keeps its Linear outputs. A block then keeps 4 (2C + 4 + NH) + 2 (14C) =
+// bytes. So is the GELU's input fch (4C), and with flash attention qkv (3C), whose q, k and v
+// flash attention rounds anyway: c_fc and c_attn write them in bf16 as autocast's Linears do,
+// the bias rounded to bf16 and the sum rounded once (ops.h's linear_forward_bf16_out), and
+// the GELU takes fch's bf16 forward and backward (gelu_forward_bf16); flash attention's backward
+// pass reads q, k, v and o (atty) from the bf16s (flash_attention_backward_bf16: D = do . o
+// from the rounded o). A block then keeps 4 (2C + 4 + NH) + 2 (14C) =
 // 36C + 16 + 4 NH bytes a token with flash, 4 (5C + 4 + NH T) + 2 (11C) = 42C + 16 + 4 NH T
 // with naive attention (its qkv stays fp32), the head 4 (2 + V) + 2C. The float pointers of
 // those kept in bf16 are NULL, the _bf16 ones hold them.

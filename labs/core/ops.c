@@ -166,6 +166,20 @@ void linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const
     linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, scratch);
 }
 
+void linear_forward_bf16_out(bf16 *out, const bf16 *inp, const float *weight, const float *bias, int N, int IC,
+                             int OC, float *scratch) {
+    size_t used = 0;
+    float *wt = linear_part(scratch, &used, (size_t)IC * OC);
+    transpose(wt, weight, OC, IC);
+    round_bf16(wt, wt, (size_t)IC * OC);
+    const float *x = linear_input(scratch, &used, NULL, inp, 1, (size_t)N * IC);
+    float *sum = linear_part(scratch, &used, (size_t)N * OC);  // the backward's room for dout
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) sum[(size_t)n * OC + o] = bias ? bf16_round(bias[o]) : 0.0f;
+    matmul_acc(sum, x, wt, N, OC, IC, 0);
+    to_bf16(out, sum, (size_t)N * OC);
+}
+
 static void linear_backward_in(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const bf16 *inp16, const float *weight, int N, int IC, int OC, int bf16_in,
                                float *scratch) {
@@ -277,11 +291,8 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, int n) {
     for (int i = 0; i < n; i++) dinp[i] = gelu_slope(inp[i]) * dout[i];
 }
 
-void gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
-    for (int i = 0; i < n; i++) {
-        inp_kept[i] = bf16_from_float(inp[i]);
-        out[i] = bf16_from_float(gelu_value(bf16_to_float(inp_kept[i])));
-    }
+void gelu_forward_bf16(bf16 *out, const bf16 *inp, int n) {
+    for (int i = 0; i < n; i++) out[i] = bf16_from_float(gelu_value(bf16_to_float(inp[i])));
 }
 
 void gelu_backward_bf16(float *dinp, const bf16 *inp, const float *dout, int n) {
@@ -400,6 +411,7 @@ const Ops ops_cpu = {
     .linear_backward = linear_backward,
     .linear_forward_bf16 = linear_forward_bf16,
     .linear_backward_bf16 = linear_backward_bf16,
+    .linear_forward_bf16_out = linear_forward_bf16_out,
     .layernorm_forward = layernorm_forward,
     .layernorm_forward_bf16 = layernorm_forward_bf16,
     .layernorm_backward = layernorm_backward,

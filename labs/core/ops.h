@@ -7,7 +7,7 @@
 //          flash_attention_forward_bf16(), flash_attention_backward_bf16(),
 //          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(),
 //          gelu_forward_bf16(), gelu_backward_bf16(), residual_add(), embedding_forward(), embedding_backward(), crossentropy_forward(),
-//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(),
+//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(), linear_forward_bf16_out(),
 //          linear_backward_bf16(), Ops,
 //          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
 //
@@ -70,6 +70,13 @@ void linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const
                          float *scratch);
 void linear_backward_bf16(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
                           const float *weight, int N, int IC, int OC, float *scratch);
+// --mixed's Linears whose output is kept in bf16 too (c_attn's with flash attention, c_fc's;
+// gpt.h), as autocast's are: out[N,OC] = bf16(inp W^T + bf16(bias)), the products of
+// linear_forward_bf16 summed in fp32 with the bias rounded to bf16 (bias may be NULL), the sum
+// rounded once. A GPU writes out as its GEMM stores it (no fp32 output to write and read
+// back); the CPU sums into the scratch's room for the backward's dout. The same scratch.
+void linear_forward_bf16_out(bf16 *out, const bf16 *inp, const float *weight, const float *bias, int N, int IC,
+                             int OC, float *scratch);
 
 // out = (x - mean) * rstd * w + b over each row of C; saves mean and rstd [N] for backward.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -124,9 +131,9 @@ void flash_attention_backward_bf16(float *dqkv, const float *dout, const bf16 *q
 void gelu_forward(float *out, const float *inp, int n);
 // dinp = gelu'(inp) * dout (dinp may alias dout)
 void gelu_backward(float *dinp, const float *inp, const float *dout, int n);
-// --mixed, where the MLP keeps its GELU's input and output in bf16 (gpt.h): inp rounded to
-// bf16 and kept in inp_kept, out the GELU of that rounded value, rounded to bf16.
-void gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n);
+// --mixed, where the MLP keeps its GELU's input and output in bf16 (gpt.h): out the GELU of
+// the bf16 input (c_fc's output, linear_forward_bf16_out), rounded to bf16.
+void gelu_forward_bf16(bf16 *out, const bf16 *inp, int n);
 // dinp = gelu'(inp) * dout, from the kept bf16 input (dinp may alias dout)
 void gelu_backward_bf16(float *dinp, const bf16 *inp, const float *dout, int n);
 
@@ -183,6 +190,8 @@ typedef struct {
                                 int OC, float *scratch);
     void (*linear_backward_bf16)(float *dinp, float *dweight, float *dbias, const float *dout, const bf16 *inp,
                                  const float *weight, int N, int IC, int OC, float *scratch);
+    void (*linear_forward_bf16_out)(bf16 *out, const bf16 *inp, const float *weight, const float *bias, int N,
+                                    int IC, int OC, float *scratch);
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
                               const float *b, int N, int C);
     void (*layernorm_forward_bf16)(bf16 *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -201,7 +210,7 @@ typedef struct {
                                           const float *lse, int B, int T, int C, int NH, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, int n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, int n);
-    void (*gelu_forward_bf16)(bf16 *out, bf16 *inp_kept, const float *inp, int n);
+    void (*gelu_forward_bf16)(bf16 *out, const bf16 *inp, int n);
     void (*gelu_backward_bf16)(float *dinp, const bf16 *inp, const float *dout, int n);
     void (*residual_add)(float *out, const float *a, const float *b, int n);
     void (*embedding_forward)(float *out, const uint8_t *tokens, const float *wte, const float *wpe, int B, int T,

@@ -249,11 +249,10 @@ size_t tp_linear_floats(const Tp *tp) {
     return m;
 }
 
-// --mixed: the fp32 form of an activation kept in bf16, as the forward pass computes it (a
-// Linear's output: fch's share, or qkv's and atty's side by side; with SP, f's fp32 gather of
-// LayerNorm's rows where they cannot travel as bf16); in the backward pass (whose Linears
-// multiply the kept bf16s themselves) the same space holds g's gathers of bf16 rows, (BT + R) C
-// bf16s.
+// --mixed: in the forward pass, naive attention's fp32 output before it is kept in bf16, or with
+// SP f's fp32 gather of LayerNorm's rows where they cannot travel as bf16 (the rest is written
+// in bf16 by the op that computes it); in the backward pass (whose Linears multiply the kept
+// bf16s themselves) g's gathers of bf16 rows, (BT + R) C bf16s.
 size_t tp_kept_floats(const Tp *tp) {
     TpRows x = tp_rows(&tp->cfg, tp->t, tp->sp, tp->vp, tp->B);
     return tp->cfg.mixed ? max2(x.BT * (size_t)tp->cfg.dim, x.BT * 4 * (size_t)tp->cfg.dim / (size_t)tp->t) : 0;

@@ -203,8 +203,8 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     int bf = tp->cfg.mixed;
     float *ln_rows = tp_take(&cur, (size_t)R * C), *partial = tp_take(&cur, (size_t)BT * C);
     float *bias_rows = tp_take(&cur, (size_t)R * C);
-    // --mixed: a Linear's output computed here in fp32 (qkv, fch) before a keeps it as bf16
-    // (tensor_parallel.h); with SP where f's rows cannot go as bf16, their fp32 gather
+    // --mixed: naive attention's fp32 output before a keeps it as bf16 (tensor_parallel.h), and
+    // with SP where f's rows cannot go as bf16, their fp32 gather
     float *kept = tp_take(&cur, tp_kept_floats(tp));
 
     // res1 = x + g(c_proj_r(attention_r(c_attn_r(f(ln_1(x)))))) + c_proj.bias
@@ -216,17 +216,16 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
         ops->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, w.ln1_w, w.ln1_b, R, C);
         tp_f_forward(tp, ln, a->ln1, layer, "attn");
     }
-    // --mixed: qkv and atty computed in fp32 side by side in kept, saved as bf16s
-    float *qkv = a->qkv_bf16 ? kept : a->qkv, *atty = bf ? kept + (size_t)BT * 3 * Cl : a->atty;
-    gpt_linear_forward(ops, qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);  // its heads' q, k, v
-    if (a->qkv_bf16) ops->to_bf16(a->qkv_bf16, qkv, (size_t)BT * 3 * Cl);
-    if (a->qkv_bf16)  // --mixed with flash: from the kept q, k, v into the kept o, NH/t heads of C/NH each
-        ops->flash_attention_forward_bf16(a->atty_bf16, a->lse, a->qkv_bf16, B, T, Cl, heads);
-    else if (tp->cfg.attn == GPT_ATTN_FLASH)
-        ops->flash_attention_forward(atty, a->lse, qkv, B, T, Cl, heads, bf);
-    else
-        ops->attention_forward(atty, a->att, qkv, B, T, Cl, heads);
-    if (bf && !a->qkv_bf16) ops->to_bf16(a->atty_bf16, atty, (size_t)BT * Cl);
+    float *atty = bf ? kept : a->atty;  // --mixed with naive attention: its fp32 output, then kept as bf16s
+    if (a->qkv_bf16) {  // --mixed with flash: its heads' q, k, v and o in bf16 from end to end
+        ops->linear_forward_bf16_out(a->qkv_bf16, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, wt);
+        ops->flash_attention_forward_bf16(a->atty_bf16, a->lse, a->qkv_bf16, B, T, Cl, heads);  // NH/t heads
+    } else {
+        gpt_linear_forward(ops, a->qkv, a->ln1, a->ln1_bf16, w.qkv_w, w.qkv_b, BT, C, 3 * Cl, bf, wt);
+        if (tp->cfg.attn == GPT_ATTN_FLASH) ops->flash_attention_forward(atty, a->lse, a->qkv, B, T, Cl, heads, 0);
+        else ops->attention_forward(atty, a->att, a->qkv, B, T, Cl, heads);
+        if (bf) ops->to_bf16(a->atty_bf16, atty, (size_t)BT * Cl);
+    }
     float *sum = tp->sp ? partial : a->res1;
     gpt_linear_forward(ops, sum, atty, a->atty_bf16, w.aproj_w, NULL, BT, Cl, C, bf, wt);  // partial: its heads' share
     tp_g_forward(tp, sum, a->res1, layer, "attn");
@@ -234,18 +233,18 @@ static void block_forward(Tp *tp, int layer, const float *x, TpBlockActs *a) {
     ops->residual_add(a->res1, a->res1, x, R * C);
 
     // out = res1 + g(c_proj_r(gelu(c_fc_r(f(ln_2(res1)))))) + c_proj.bias
-    if (bf) {
+    if (bf) {  // c_fc's 4C/t columns in bf16 (its output as autocast's); GELU is pointwise: local
         layernorm_f_forward_bf16(tp, a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, ln_rows, kept,
                                  (bf16 *)partial, layer, "mlp");  // (partial is free again)
+        ops->linear_forward_bf16_out(a->fch_bf16, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, wt);
+        ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, BT * Fl);
     } else {
         float *ln = tp->sp ? ln_rows : a->ln2;
         ops->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, R, C);
         tp_f_forward(tp, ln, a->ln2, layer, "mlp");
+        ops->linear_forward(a->fch, a->ln2, w.fc_w, w.fc_b, BT, C, Fl, 0, wt);
+        ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);
     }
-    float *fch = bf ? kept : a->fch;
-    gpt_linear_forward(ops, fch, a->ln2, a->ln2_bf16, w.fc_w, w.fc_b, BT, C, Fl, bf, wt);  // its 4C/t columns
-    if (bf) ops->gelu_forward_bf16(a->fch_gelu_bf16, a->fch_bf16, fch, BT * Fl);  // pointwise: local
-    else ops->gelu_forward(a->fch_gelu, a->fch, BT * Fl);
     sum = tp->sp ? partial : a->out;
     gpt_linear_forward(ops, sum, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, NULL, BT, Fl, C, bf, wt);
     tp_g_forward(tp, sum, a->out, layer, "mlp");

@@ -83,11 +83,13 @@ typedef struct {
     float *x, *w, *mean, *rstd, *dx, *dw, *db, *dy, *wide_w, *wide_dw, *wide_db;
     float *lin;   // a Linear's scratch for bf16 operands (linear_scratch_floats)
     float *wide;  // a Linear's [N, 4C] output
+    bf16 *x16, *wide16;  // --mixed: x kept in bf16, and c_fc's output in bf16
     int bf16;    // flash's products on bf16 operands (--mixed: flash_tc.cu)
 } Bench;
 
 typedef enum {
-    NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_FWD, LINEAR_FWD_BF16, LINEAR_BWD, LINEAR_BWD_BF16
+    NAIVE_FWD, NAIVE_BWD, FLASH_FWD, FLASH_BWD, LN_BWD, LINEAR_FWD, LINEAR_FWD_BF16, LINEAR_BWD, LINEAR_BWD_BF16,
+    LINEAR_FWD_KEPT_ROUNDED, LINEAR_FWD_BF16_OUT
 } Op;
 
 static void run_op(Bench *b, Op op) {
@@ -112,6 +114,13 @@ static void run_op(Bench *b, Op op) {
         break;
     case LINEAR_BWD_BF16:  // the same with --mixed's bf16 operands (their copies included)
         o->linear_backward(b->dx, b->wide_dw, b->wide_db, b->dqkv, b->x, b->wide_w, N, C, 4 * C, 1, b->lin);
+        break;
+    case LINEAR_FWD_KEPT_ROUNDED:  // --mixed's c_fc before its output was bf16: fp32 out, then rounded
+        o->linear_forward_bf16(b->wide, b->x16, b->wide_w, b->wide_db, N, C, 4 * C, b->lin);
+        o->to_bf16(b->wide16, b->wide, (size_t)N * 4 * C);
+        break;
+    case LINEAR_FWD_BF16_OUT:  // --mixed's c_fc: the output written in bf16 by the GEMM
+        o->linear_forward_bf16_out(b->wide16, b->x16, b->wide_w, b->wide_db, N, C, 4 * C, b->lin);
         break;
     }
 }
@@ -182,6 +191,8 @@ int main(int argc, char **argv) {
     b.wide_dw = device_floats((size_t)4 * C * C), b.wide_db = device_random((size_t)4 * C, 9, -1, 1);
     b.lin = device_floats(linear_scratch_floats((int)N, C, 4 * C, 1));
     b.wide = device_floats(N * 4 * C);
+    b.x16 = (bf16 *)device_floats(N * C / 2 + 1), b.wide16 = (bf16 *)device_floats(N * 4 * C / 2 + 1);
+    b.ops->to_bf16(b.x16, b.x, N * C);
     // The kernels' own workspace, planned as a lab's pass plans it (naive's dS is the largest).
     size_t ws_bytes = ops_gpu_workspace_bytes(B, T, C, NH, 256, 0);
     b.ops->use_workspace(device_floats(ws_bytes / sizeof(float) + 1), ws_bytes);
@@ -211,6 +222,9 @@ int main(int argc, char **argv) {
         {"linear forward C->4C, bf16 operands (--mixed)", LINEAR_FWD_BF16, 2.0 * N * C * 4 * C},
         {"linear backward C->4C (with bias)", LINEAR_BWD, 2.0 * 2 * N * C * 4 * C},
         {"linear backward C->4C, bf16 operands (--mixed)", LINEAR_BWD_BF16, 2.0 * 2 * N * C * 4 * C},
+        {"linear forward C->4C, bf16 input, fp32 output then rounded (--mixed's c_fc before)", LINEAR_FWD_KEPT_ROUNDED,
+         2.0 * N * C * 4 * C},
+        {"linear forward C->4C, bf16 input and output (--mixed's c_fc)", LINEAR_FWD_BF16_OUT, 2.0 * N * C * 4 * C},
     };
     printf("| op | ms | TFLOP/s |\n|---|---|---|\n");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

@@ -19,8 +19,9 @@
 //     against the CPU and the other, aligned and not, in fp32, TF32 and bf16;
 //   - LayerNorm's output rounded to bf16 as it is written (layernorm_forward_bf16);
 //   - the Linear layers with bf16 operands, the input given in fp32 or as bf16 (--mixed's kept
-//     activations: linear_forward_bf16, linear_backward_bf16), and GELU on a kept bf16 input
-//     (gelu_forward_bf16, gelu_backward_bf16);
+//     activations: linear_forward_bf16, linear_backward_bf16), the output in bf16 too
+//     (linear_forward_bf16_out, both ways), and GELU on a kept bf16 input (gelu_forward_bf16,
+//     gelu_backward_bf16);
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
 //     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones;
 //   - the param_hash computed on the device (hash.cu) is the CPU's (hash.c) for the same bytes,
@@ -339,25 +340,67 @@ static void test_linear_kept(void) {
     free_buffers();
 }
 
-// --mixed's GELU on c_fc's output kept in bf16: the kept input has the CPU's bits (one
-// rounding); the output, GELU of that rounded value rounded to bf16, may differ from the CPU's
-// by one bf16 step where the fp32 GELUs (tanhf on each side) straddle a rounding boundary:
-// within 2^-8 of the largest; the backward from the same kept input, as the fp32 one.
+// linear_forward_bf16_out (--mixed's c_attn and c_fc, ops.h): the output in bf16 with the bias
+// rounded to bf16, by cuBLASLt's epilogue and by the other way (the bias's bf16s written
+// first, then cublasGemmEx with a bf16 C), each against the CPU's. The sums differ by the
+// order of their terms, so their roundings by a bf16 step where a sum straddles a boundary:
+// within TOL_BF16_STEP of the largest; the epilogue twice for the same bits. Shapes:
+// test_linear's, a tiny one, c_attn's and c_fc's cut to 256 tokens.
+#define TOL_BF16_STEP (1.0 / 128)
+static void test_linear_bf16_out(void) {
+    const int shapes[][3] = {{ROWS, CH, OC}, {4, 5, 3}, {256, 768, 2304}, {256, 768, 3072}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int N = shapes[s][0], IC = shapes[s][1], OC_ = shapes[s][2];
+        size_t ni = (size_t)N * IC, nw = (size_t)OC_ * IC, no = (size_t)N * OC_;
+        size_t ns = linear_scratch_floats(N, IC, OC_, 1);
+        float *inp = random_floats(ni, 21, -1, 1), *w = random_floats(nw, 22, -1, 1);
+        float *bias = random_floats((size_t)OC_, 23, -1, 1), *scratch = host_floats(ns), *out = host_floats(no);
+        bf16 *inp16 = (bf16 *)host_floats(ni / 2 + 1), *out16 = (bf16 *)host_floats(no / 2 + 1);
+        ops_cpu.to_bf16(inp16, inp, ni);
+        ops_cpu.linear_forward_bf16_out(out16, inp16, w, bias, N, IC, OC_, scratch);
+        ops_cpu.from_bf16(out, out16, no);
+        bf16 *d_inp16 = (bf16 *)device_copy_of(inp16, ni * sizeof(bf16));
+        float *d_w = to_device(w, nw), *d_bias = to_device(bias, (size_t)OC_);
+        float *d_scratch = to_device(filled(ns, GARBAGE), ns), *d_wide[3];
+        for (int way = 0; way < 3; way++) {  // the epilogue twice, then the bias written first
+            bf16 *d_out16 = (bf16 *)to_device(filled(no / 2 + 1, GARBAGE), no / 2 + 1);
+            cuda_set_bias_epilogue(way < 2);
+            gpu->linear_forward_bf16_out(d_out16, d_inp16, d_w, d_bias, N, IC, OC_, d_scratch);
+            d_wide[way] = to_device(filled(no, GARBAGE), no);
+            gpu->from_bf16(d_wide[way], d_out16, no);
+        }
+        cuda_set_bias_epilogue(1);
+        char what[160];
+        snprintf(what, sizeof what, "linear_forward_bf16_out %dx%d->%d, the bias by epilogue, against the CPU", N, IC,
+                 OC_);
+        expect_close(what, out, d_wide[0], no, TOL_BF16_STEP);
+        snprintf(what, sizeof what, "linear_forward_bf16_out %dx%d->%d, the bias written first, against the CPU", N,
+                 IC, OC_);
+        expect_close(what, out, d_wide[2], no, TOL_BF16_STEP);
+        snprintf(what, sizeof what, "linear_forward_bf16_out %dx%d->%d, by epilogue", N, IC, OC_);
+        expect_same_run(what, d_wide[0], d_wide[1], no);
+        free_buffers();
+    }
+}
+
+// --mixed's GELU on c_fc's output kept in bf16 (the same bf16s on both devices): GELU of the
+// widened input rounded to bf16 may differ from the CPU's by one bf16 step where the fp32
+// GELUs (tanhf on each side) straddle a rounding boundary: within 2^-8 of the largest; the
+// backward from the same kept input, as the fp32 one.
 static void test_gelu_bf16(void) {
     const int n = 1001;
     float *x = random_floats(n, 32, -6, 6), *dout = random_floats(n, 33, -1, 1), *dinp = host_floats(n);
-    float *out = host_floats(n), *kept_w = host_floats(n);
+    float *out = host_floats(n);
     bf16 *out16 = (bf16 *)host_floats(n / 2 + 1), *kept16 = (bf16 *)host_floats(n / 2 + 1);
-    float *d_x = to_device(x, n), *d_dout = to_device(dout, n), *d_dinp = to_device(filled(n, GARBAGE), n);
-    float *d_out = to_device(filled(n, GARBAGE), n), *d_kept_w = to_device(filled(n, GARBAGE), n);
+    ops_cpu.to_bf16(kept16, x, n);
+    float *d_dout = to_device(dout, n), *d_dinp = to_device(filled(n, GARBAGE), n);
+    float *d_out = to_device(filled(n, GARBAGE), n);
     bf16 *d_out16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
-    bf16 *d_kept16 = (bf16 *)to_device(filled(n / 2 + 1, GARBAGE), n / 2 + 1);
-    ops_cpu.gelu_forward_bf16(out16, kept16, x, n);
-    gpu->gelu_forward_bf16(d_out16, d_kept16, d_x, n);
-    ops_cpu.from_bf16(kept_w, kept16, n), gpu->from_bf16(d_kept_w, d_kept16, n);
-    expect_same_bits("gelu_forward_bf16: the input kept, rounded to bf16", kept_w, d_kept_w, n);
+    bf16 *d_kept16 = (bf16 *)device_copy_of(kept16, n * sizeof(bf16));
+    ops_cpu.gelu_forward_bf16(out16, kept16, n);
+    gpu->gelu_forward_bf16(d_out16, d_kept16, n);
     ops_cpu.from_bf16(out, out16, n), gpu->from_bf16(d_out, d_out16, n);
-    expect_close("gelu_forward_bf16: GELU of the rounded input, in bf16", out, d_out, n, 1.0 / 256);
+    expect_close("gelu_forward_bf16: GELU of the bf16 input, in bf16", out, d_out, n, 1.0 / 256);
     ops_cpu.gelu_backward_bf16(dinp, kept16, dout, n);
     gpu->gelu_backward_bf16(d_dinp, d_kept16, d_dout, n);
     expect_close("gelu_backward_bf16: the slope at the kept input", dinp, d_dinp, n, TOL_ELEMENTWISE);
@@ -948,6 +991,7 @@ int main(void) {
     test_linear(1);
     test_linear_kept();
     cuda_set_bias_epilogue(1);
+    test_linear_bf16_out();
     test_gelu_bf16();
     test_layernorm();
     // Column sums: ragged strip and slab, one row, one column, one row short of a slab, both

@@ -60,7 +60,7 @@ static inline void cublas_check_at(cublasStatus_t status, const char *what, cons
 // One product's cuBLASLt set-up (lt.cu): what it is keyed by (all ints, no padding: compared
 // whole), its descriptors, and the kernel the heuristic picked for them.
 typedef struct {
-    int m, n, k, lda, ldb, ldd, ta, tb, bf16_in, tf32;
+    int m, n, k, lda, ldb, ldd, ta, tb, bf16_in, bf16_out, tf32;
     unsigned align[4];  // of A, B, D and the bias: the largest power of two (to 256) dividing each
 } LtKey;
 typedef struct {
@@ -205,11 +205,12 @@ void cuda_acc_bf16(bf16 *acc, const float *x, size_t n);
 double cuda_sum_on_host(const double *dev, size_t n);
 
 // lt.cu: D = op(A) op(B) + bias, bias[i] added to row i of the column-major m x n D (cuBLAS's
-// view; the Linear's output channels), fp32 or bf16 operands, fp32 D, on the compute stream.
+// view; the Linear's output channels), fp32 or bf16 operands, on the compute stream. D and
+// the bias are fp32, or with bf16_out both bf16 (the sum taken in fp32 and rounded once).
 // False where cuBLASLt has no kernel for it or cuda_set_bias_epilogue(0) is in force: nothing
 // was queued, and the caller takes the other way. cuda_lt_release frees the kept plans.
 bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
-                    const void *B, int ldb, float *D, int ldd, const float *bias, int bf16_in);
+                    const void *B, int ldb, void *D, int ldd, const void *bias, int bf16_in, int bf16_out);
 void cuda_lt_release(CudaContext *c);
 
 // ---- flash attention (flash.cu): ops.h's flash_attention_forward/backward on the GPU ----

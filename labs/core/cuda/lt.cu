@@ -21,7 +21,10 @@
 // The arithmetic is the other way's: the product summed in fp32, then the bias added once
 // (alpha = 1, beta = 0), fp32 (CUBLAS_COMPUTE_32F, or _FAST_TF32 under --tf32) or bf16
 // operands with fp32 accumulation; the result differs from it by which kernel sums the
-// product, as two cuBLAS kernels do (test_cuda_ops compares the two ways and the CPU).
+// product, as two cuBLAS kernels do (test_cuda_ops compares the two ways and the CPU). D is
+// fp32, or bf16 (--mixed's c_attn and c_fc, ops.h's linear_forward_bf16_out): then the bias
+// is bf16 too, as cuBLASLt wants a bias of D's type, and the fp32 sum is rounded once as it
+// is stored, which is autocast's Linear.
 //
 // Plans. cuBLASLt describes a product with descriptors (the operation, one layout per matrix)
 // and picks a kernel for them by heuristic: both cost host time, so each shape's set is made
@@ -53,9 +56,9 @@ static void say_other_way(const LtKey *key) {
     static bool said = false;
     if (said) return;
     said = true;
-    fprintf(stderr, "shardlab: cuBLASLt has no bias-epilogue kernel for a %d x %d x %d product (%s); its bias is "
+    fprintf(stderr, "shardlab: cuBLASLt has no bias-epilogue kernel for a %d x %d x %d product (%s%s); its bias is "
             "written across the output first (said once)\n", key->m, key->n, key->k,
-            key->bf16_in ? "bf16 operands" : key->tf32 ? "TF32" : "fp32");
+            key->bf16_in ? "bf16 operands" : key->tf32 ? "TF32" : "fp32", key->bf16_out ? ", bf16 output" : "");
 }
 
 static void plan_free(LtPlan *p) {
@@ -79,21 +82,21 @@ static void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttri
 
 // The descriptors of key's product and the heuristic's first kernel for them (plan->usable 0
 // where it has none). bias: any pointer with the alignment the plan is keyed by.
-static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, const float *bias) {
+static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, const void *bias) {
     plan->key = *key;
     cublasComputeType_t compute = key->tf32 && !key->bf16_in ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    cudaDataType_t in = key->bf16_in ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t in = key->bf16_in ? CUDA_R_16BF : CUDA_R_32F, out = key->bf16_out ? CUDA_R_16BF : CUDA_R_32F;
     cublasCheck(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, (cublasOperation_t)key->ta);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, (cublasOperation_t)key->tb);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)bias);
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // of D's type (the default)
     // Each layout as stored: op(A) is m x k, so A itself is m x k (op N) or k x m (op T).
     int a_rows = key->ta == CUBLAS_OP_N ? key->m : key->k, a_cols = key->ta == CUBLAS_OP_N ? key->k : key->m;
     int b_rows = key->tb == CUBLAS_OP_N ? key->k : key->n, b_cols = key->tb == CUBLAS_OP_N ? key->n : key->k;
     cublasCheck(cublasLtMatrixLayoutCreate(&plan->a, in, a_rows, a_cols, key->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&plan->b, in, b_rows, b_cols, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, key->m, key->n, key->ldd));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->d, out, key->m, key->n, key->ldd));
 
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
@@ -115,7 +118,7 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, cons
 
 // The context's plan for key: a kept one, or a new one in a free slot or, when all are taken,
 // in place of the oldest.
-static LtPlan *plan_for(CudaContext *c, const LtKey *key, const float *bias) {
+static LtPlan *plan_for(CudaContext *c, const LtKey *key, const void *bias) {
     for (int i = 0; i < c->lt_count; i++)
         if (memcmp(&c->lt_plans[i].key, key, sizeof *key) == 0) return &c->lt_plans[i];
     LtPlan *p;
@@ -130,14 +133,14 @@ static LtPlan *plan_for(CudaContext *c, const LtKey *key, const float *bias) {
 }
 
 bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
-                    const void *B, int ldb, float *D, int ldd, const float *bias, int bf16_in) {
+                    const void *B, int ldb, void *D, int ldd, const void *bias, int bf16_in, int bf16_out) {
     CudaContext *c = cuda_context();
     if (!c->bias_epilogue || !c->lt || k == 0) return false;  // k = 0: D = bias, the other way's
-    const LtKey key = {m, n, k, lda, ldb, ldd, ta, tb, bf16_in, c->tf32,
+    const LtKey key = {m, n, k, lda, ldb, ldd, ta, tb, bf16_in, bf16_out, c->tf32,
                        {alignment(A), alignment(B), alignment(D), alignment(bias)}};
     LtPlan *p = plan_for(c, &key, bias);
     if (!p->usable) return false;
-    set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)bias);
+    set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     const float one = 1.0f, zero = 0.0f;  // beta = 0: D's old contents are not read
     cublasStatus_t s = cublasLtMatmul(c->lt, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d, &p->algo,
                                       c->cublas_workspace, c->cublas_workspace_bytes, c->stream);

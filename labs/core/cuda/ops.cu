@@ -136,7 +136,8 @@ void cuda_column_sums(float *out, const float *x, int N, int cols) { column_sums
 
 // out[n, o] = bias[o]: the CPU's starting value, before the products are added (where
 // cuBLASLt's bias epilogue cannot add it: lt.cu).
-__global__ static void broadcast_rows_kernel(float *out, const float *bias, int N, int OC) {
+template <typename T>
+__global__ static void broadcast_rows_kernel(T *out, const T *bias, int N, int OC) {
     size_t i = thread_index();
     if (i < (size_t)N * OC) out[i] = bias[i % OC];
 }
@@ -191,9 +192,9 @@ static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, c
     // column-major inp^T[IC,N] (ld IC), op N. The bias, one value per row of out^T, is added
     // as the product is stored (lt.cu); where cuBLASLt cannot, it is written across out first
     // and the product added to it (beta = 1; beta = 0 without a bias ignores out).
-    if (bias && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, out, OC, bias, bf16_in)) return;
+    if (bias && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, out, OC, bias, bf16_in, 0)) return;
     if (bias) {
-        broadcast_rows_kernel<<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
+        broadcast_rows_kernel<float><<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
         cudaCheck(cudaGetLastError());
     }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, bias ? 1.0f : 0.0f, out, OC, bf16_in);
@@ -207,6 +208,27 @@ static void cuda_linear_forward(float *out, const float *inp, const float *weigh
 static void cuda_linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const float *bias, int N,
                                      int IC, int OC, float *scratch) {
     linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, scratch);
+}
+
+// The output in bf16 (ops.h): the weight's and the bias's bf16 copies in the scratch, and the
+// product written as cuBLASLt's bias epilogue stores it, rounded once; where it cannot, the
+// bias's bf16s written across out and the product added to them (cublasGemmEx with a bf16
+// C: the fp32 sum rounded once as it is stored, the same arithmetic).
+static void cuda_linear_forward_bf16_out(bf16 *out, const bf16 *inp, const float *weight, const float *bias, int N,
+                                         int IC, int OC, float *scratch) {
+    CudaContext *c = cuda_context();
+    if (N == 0 || OC == 0) return;
+    size_t used = 0;
+    const bf16 *w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
+    const bf16 *b = bias ? bf16_copy(scratch, &used, bias, (size_t)OC) : NULL;
+    if (b && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, OC, b, 1, 1)) return;
+    if (b) {
+        broadcast_rows_kernel<bf16><<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, b, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
+    const float one = 1.0f, beta = b ? 1.0f : 0.0f;
+    cublasCheck(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, w, CUDA_R_16BF, IC, inp,
+                             CUDA_R_16BF, IC, &beta, out, CUDA_R_16BF, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 static void linear_backward_in(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -380,12 +402,9 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
     if (i < (size_t)n) dinp[i] = gelu_slope(inp[i]) * dout[i];
 }
 
-__global__ static void gelu_forward_bf16_kernel(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
+__global__ static void gelu_forward_bf16_kernel(bf16 *out, const bf16 *inp, int n) {
     size_t i = thread_index();
-    if (i >= (size_t)n) return;
-    bf16 x = bf16_from_float(inp[i]);
-    inp_kept[i] = x;
-    out[i] = bf16_from_float(gelu_value(bf16_to_float(x)));
+    if (i < (size_t)n) out[i] = bf16_from_float(gelu_value(bf16_to_float(inp[i])));
 }
 
 __global__ static void gelu_backward_bf16_kernel(float *dinp, const bf16 *inp, const float *dout, int n) {
@@ -410,9 +429,9 @@ static void cuda_gelu_backward(float *dinp, const float *inp, const float *dout,
     cudaCheck(cudaGetLastError());
 }
 
-static void cuda_gelu_forward_bf16(bf16 *out, bf16 *inp_kept, const float *inp, int n) {
+static void cuda_gelu_forward_bf16(bf16 *out, const bf16 *inp, int n) {
     if (n <= 0) return;
-    gelu_forward_bf16_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(out, inp_kept, inp, n);
+    gelu_forward_bf16_kernel<<<blocks_for((size_t)n, THREADS), THREADS, 0, compute_stream()>>>(out, inp, n);
     cudaCheck(cudaGetLastError());
 }
 
@@ -438,6 +457,7 @@ static const Ops cuda_table = {
     .linear_backward = cuda_linear_backward,
     .linear_forward_bf16 = cuda_linear_forward_bf16,
     .linear_backward_bf16 = cuda_linear_backward_bf16,
+    .linear_forward_bf16_out = cuda_linear_forward_bf16_out,
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_forward_bf16 = cuda_layernorm_forward_bf16,
     .layernorm_backward = cuda_layernorm_backward,
