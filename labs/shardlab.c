@@ -17,7 +17,8 @@
 //      the run directory as the ranks write it; else rank 0's log as it grows, with a status
 //      line at the bottom on a terminal;
 //   4. watches the ranks: the first one to fail is named in one line with its own error
-//      message, the others get SIGTERM, then SIGKILL a second later;
+//      message, the others get SIGTERM, then SIGKILL a second later (after a usage error,
+//      which every rank meets, SIGTERM a second later: time to exit on it by themselves);
 //   5. forwards Ctrl-C (SIGINT), SIGTERM and SIGHUP (the terminal closed, which the dashboard
 //      also notices by itself) to the ranks, so they can end their logs cleanly.
 // However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
@@ -341,7 +342,7 @@ static void start_ranks(Launch *L) {
 // Returns the exit status of `shardlab run`.
 static int watch(Launch *L) {
     int first = -1, cause = -1, stop_sig = 0, handled = 0, killed = 0, stopped = 0, usage = 0;
-    int64_t first_us = 0, kill_at = 0;
+    int64_t first_us = 0, term_at = 0, kill_at = 0;
     while (launcher_count_running(L) > 0) {
         int status;
         pid_t pid;
@@ -374,8 +375,12 @@ static int watch(Launch *L) {
                                 L->errline[cause][0] ? ": " : "", L->errline[cause], others);
                 else launcher_say(L, "shardlab: rank %d %s%s%s\n", cause, how, L->errline[cause][0] ? ": " : "", L->errline[cause]);
             }
-            if (others) kill(-L->pgid, SIGTERM);
-            kill_at = now + FAIL_GRACE_US;
+            // A usage error is every rank's (they all got the same options): the others are
+            // given the grace to exit on it by themselves, each with its own line in its log,
+            // before SIGTERM (a rank that had not yet read its options would else be stopped
+            // before it could say what was wrong with them).
+            term_at = others ? now + (usage ? FAIL_GRACE_US : 0) : 0;
+            kill_at = (term_at ? term_at : now) + FAIL_GRACE_US;
         }
         if (signal_count > handled) {  // Ctrl-C, SIGTERM, SIGHUP: pass it on; a second one kills
             handled = signal_count;
@@ -391,6 +396,7 @@ static int watch(Launch *L) {
                 kill_at = now;
             }
         }
+        if (term_at && now >= term_at) kill(-L->pgid, SIGTERM), term_at = 0;
         if (kill_at && now >= kill_at && !killed) kill(-L->pgid, SIGKILL), killed = 1;
         int view = L->tui ? tui_tick(L->tui, now) : 0;
         if (view) launcher_close_tui(L);  // q: the view goes, the run goes on

@@ -351,6 +351,25 @@ static void test_fail_on_purpose(void) {
            "ranks failing before they join: their error events quote their own line (%s)", one_line(line));
     job_free(&j);
 
+    // Proves: a rank that starts late still meets the bad option itself: the launcher gives the
+    // others the grace to exit on a usage error before it stops them, so rank 0, which reads
+    // its options 300 ms after its peers have failed, reports its own line, not a SIGTERM.
+    Job late;
+    job_init(&late, "prejoin-late");
+    job_start(&late, "RANKLAB_SLOW_START=0", "run ranklab -n 3 --steps x --run-dir %s", late.dir);
+    job_wait(&late, 1);
+    snprintf(events, sizeof events, "%s/rank-0.jsonl", late.dir);
+    line[0] = 0;
+    if ((f = fopen(events, "r"))) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+    }
+    EXPECT(late.code == 2 && strstr(line, "failed (exit 2)") && strstr(line, "ranklab: --steps: 'x'"),
+           "a rank starting late after its peers' usage error: exit 2, its own line in its error event, not a "
+           "signal (exit %d: %s)", late.code, one_line(line));
+    EXPECT(clean_after(&late, 3, why, sizeof why), "a rank starting late: nothing left behind (%s)", why);
+    job_free(&late);
+
     // Proves: a run that never started, in a directory the launcher named itself, is not left
     // behind (a --run-dir the user named stays, above).
     char runs[300];
