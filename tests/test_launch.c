@@ -80,6 +80,18 @@ static void job_start(Job *j, const char *env, const char *fmt, ...) {
 }
 
 // Waits for every job in jobs[0..n) (they may run at the same time), noting when each ended.
+// The first line of rank r's event log in j's run directory ("" if there is none).
+static void first_event(const Job *j, int r, char *line, size_t size) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank-%d.jsonl", j->dir, r);
+    FILE *f = fopen(path, "r");
+    line[0] = 0;
+    if (f) {
+        if (!fgets(line, (int)size, f)) line[0] = 0;
+        fclose(f);
+    }
+}
+
 static void job_wait(Job *jobs, int n) {
     for (int left = n; left > 0;) {
         int status;
@@ -339,14 +351,8 @@ static void test_fail_on_purpose(void) {
     // never opened their event log.
     EXPECT(clean_after(&j, 3, why, sizeof why), "ranks failing before they join: nothing left behind (%s)", why);
     // Proves: the end events the launcher writes say why the rank stopped, in its own words.
-    char events[600];
-    snprintf(events, sizeof events, "%s/rank-0.jsonl", j.dir);
-    FILE *f = fopen(events, "r");
-    char line[2048] = "";
-    if (f) {
-        if (!fgets(line, sizeof line, f)) line[0] = 0;
-        fclose(f);
-    }
+    char line[2048];
+    first_event(&j, 0, line, sizeof line);
     EXPECT(strstr(line, "\"ev\":\"error\"") && strstr(line, "failed (exit 2)") && strstr(line, "ranklab: --steps: 'x'"),
            "ranks failing before they join: their error events quote their own line (%s)", one_line(line));
     job_free(&j);
@@ -358,12 +364,7 @@ static void test_fail_on_purpose(void) {
     job_init(&late, "prejoin-late");
     job_start(&late, "RANKLAB_SLOW_START=0", "run ranklab -n 3 --steps x --run-dir %s", late.dir);
     job_wait(&late, 1);
-    snprintf(events, sizeof events, "%s/rank-0.jsonl", late.dir);
-    line[0] = 0;
-    if ((f = fopen(events, "r"))) {
-        if (!fgets(line, sizeof line, f)) line[0] = 0;
-        fclose(f);
-    }
+    first_event(&late, 0, line, sizeof line);
     EXPECT(late.code == 2 && strstr(line, "failed (exit 2)") && strstr(line, "ranklab: --steps: 'x'"),
            "a rank starting late after its peers' usage error: exit 2, its own line in its error event, not a "
            "signal (exit %d: %s)", late.code, one_line(line));

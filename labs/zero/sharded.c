@@ -285,11 +285,11 @@ double sharded_adamw_step(ShardedAdamW *o, DistGroup *g, void *const *params, vo
     const void **bufs = malloc_check((size_t)nbuf * sizeof *bufs);
     size_t *len = malloc_check((size_t)nbuf * sizeof *len), off = 0;
     double *each = malloc_check((size_t)nbuf * sizeof *each);
-    for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++)
-        for (int r = 0; r < per; r++) {
-            const char *slice = o->offload ? staged + off : (const char *)grads[u];
+    for (int u = 0; u < lay->units; off += sharded_slice_len(o, u) * e, u++) {
+        const char *slice = o->offload ? staged + off : (const char *)grads[u];
+        for (int r = 0; r < per; r++)
             bufs[u * per + r] = slice + (size_t)r * lay->shard[u] * e, len[u * per + r] = lay->shard[u];
-        }
+    }
     precision_sum_of_squares(ops, o->prec, nbuf, bufs, len, each);
     for (int u = 0; u < lay->units; u++)
         for (int r = 0; r < per; r++) part[r] += each[u * per + r];

@@ -161,74 +161,63 @@ static bf16 *bf16_copy(float *scratch, size_t *used, const float *src, size_t n)
     return p;
 }
 
-// C = alpha op(A) op(B) + beta C, cuBLAS's column-major view, with A and B bf16 or fp32 and C fp32.
+// C = alpha op(A) op(B) + beta C, cuBLAS's column-major view, with A and B bf16 or fp32 and C
+// fp32, or with bf16 A and B, bf16 C (bf16_out: the fp32 sum rounded once as it is stored).
 static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A, int lda,
-                 const void *B, int ldb, float beta, float *C, int ldc, int bf16_in) {
+                 const void *B, int ldb, float beta, void *C, int ldc, int bf16_in, int bf16_out) {
     CudaContext *c = cuda_context();
     const float one = 1.0f;
     if (!bf16_in) {
         cublasCheck(cublasSgemm(c->cublas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
-                                C, ldc));
+                                (float *)C, ldc));
         return;
     }
     cublasCheck(cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
-                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                             bf16_out ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// The forward and backward passes with the input in fp32 (inp) or given as bf16 (inp16,
-// linear_forward_bf16: multiplied as it is, no copy).
-static void linear_forward_in(float *out, const float *inp, const bf16 *inp16, const float *weight, const float *bias,
-                              int N, int IC, int OC, int bf16_in, float *scratch) {
+// The forward pass with the input in fp32 (inp) or given as bf16 (inp16, linear_forward_bf16:
+// multiplied as it is, no copy), into fp32 out or, with bf16_out (linear_forward_bf16_out), bf16
+// out, whose bias is then a bf16 copy and whose fp32 sum is rounded once as it is stored.
+static void linear_forward_in(void *out, const float *inp, const bf16 *inp16, const float *weight, const float *bias,
+                              int N, int IC, int OC, int bf16_in, int bf16_out, float *scratch) {
     CudaContext *c = cuda_context();
     if (N == 0 || OC == 0) return;
-    const void *w = weight, *x = inp;  // fp32: cuBLAS reads W transposed in place, no scratch
+    const void *w = weight, *x = inp, *b = bias;  // fp32: cuBLAS reads W transposed in place, no scratch
+    size_t used = 0;
     if (bf16_in) {
-        size_t used = 0;
         w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
         x = inp16 ? (const void *)inp16 : bf16_copy(scratch, &used, inp, (size_t)N * IC);
     }
+    if (bias && bf16_out) b = bf16_copy(scratch, &used, bias, (size_t)OC);
     // Row-major out[N,OC] = inp[N,IC] W^T, read by cuBLAS as out^T[OC,N] = W[OC,IC] inp^T[IC,N]:
     // W is stored as column-major W^T[IC,OC] (ld IC), so op T gives W; inp is stored as
     // column-major inp^T[IC,N] (ld IC), op N. The bias, one value per row of out^T, is added
     // as the product is stored (lt.cu); where cuBLASLt cannot, it is written across out first
     // and the product added to it (beta = 1; beta = 0 without a bias ignores out).
-    if (bias && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, out, OC, bias, bf16_in, 0)) return;
-    if (bias) {
-        broadcast_rows_kernel<float><<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, bias, N, OC);
+    if (b && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, out, OC, b, bf16_in, bf16_out)) return;
+    if (b) {
+        unsigned blocks = blocks_for((size_t)N * OC, THREADS);
+        if (bf16_out) broadcast_rows_kernel<<<blocks, THREADS, 0, c->stream>>>((bf16 *)out, (const bf16 *)b, N, OC);
+        else broadcast_rows_kernel<<<blocks, THREADS, 0, c->stream>>>((float *)out, (const float *)b, N, OC);
         cudaCheck(cudaGetLastError());
     }
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, bias ? 1.0f : 0.0f, out, OC, bf16_in);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, x, IC, b ? 1.0f : 0.0f, out, OC, bf16_in, bf16_out);
 }
 
 static void cuda_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
                                 int OC, int bf16_in, float *scratch) {
-    linear_forward_in(out, inp, NULL, weight, bias, N, IC, OC, bf16_in, scratch);
+    linear_forward_in(out, inp, NULL, weight, bias, N, IC, OC, bf16_in, 0, scratch);
 }
 
 static void cuda_linear_forward_bf16(float *out, const bf16 *inp, const float *weight, const float *bias, int N,
                                      int IC, int OC, float *scratch) {
-    linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, scratch);
+    linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, 0, scratch);
 }
 
-// The output in bf16 (ops.h): the weight's and the bias's bf16 copies in the scratch, and the
-// product written as cuBLASLt's bias epilogue stores it, rounded once; where it cannot, the
-// bias's bf16s written across out and the product added to them (cublasGemmEx with a bf16
-// C: the fp32 sum rounded once as it is stored, the same arithmetic).
 static void cuda_linear_forward_bf16_out(bf16 *out, const bf16 *inp, const float *weight, const float *bias, int N,
                                          int IC, int OC, float *scratch) {
-    CudaContext *c = cuda_context();
-    if (N == 0 || OC == 0) return;
-    size_t used = 0;
-    const bf16 *w = bf16_copy(scratch, &used, weight, (size_t)OC * IC);
-    const bf16 *b = bias ? bf16_copy(scratch, &used, bias, (size_t)OC) : NULL;
-    if (b && cuda_gemm_bias(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, w, IC, inp, IC, out, OC, b, 1, 1)) return;
-    if (b) {
-        broadcast_rows_kernel<bf16><<<blocks_for((size_t)N * OC, THREADS), THREADS, 0, c->stream>>>(out, b, N, OC);
-        cudaCheck(cudaGetLastError());
-    }
-    const float one = 1.0f, beta = b ? 1.0f : 0.0f;
-    cublasCheck(cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, w, CUDA_R_16BF, IC, inp,
-                             CUDA_R_16BF, IC, &beta, out, CUDA_R_16BF, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    linear_forward_in(out, NULL, inp, weight, bias, N, IC, OC, 1, 1, scratch);
 }
 
 static void linear_backward_in(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -248,11 +237,11 @@ static void linear_backward_in(float *dinp, float *dweight, float *dbias, const 
     }
     // Row-major dinp[N,IC] = dout[N,OC] W[OC,IC], read as dinp^T[IC,N] = W^T[IC,OC] dout^T[OC,N]:
     // both are stored exactly so (ld IC and ld OC), op N twice. beta = 0: overwritten.
-    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, d, OC, 0.0f, dinp, IC, bf16_in);
+    if (dinp) gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, w, IC, d, OC, 0.0f, dinp, IC, bf16_in, 0);
     // Row-major dW[OC,IC] += dout^T[OC,N] inp[N,IC], read as dW^T[IC,OC] += inp^T[IC,N] dout[N,OC]:
     // inp is stored as inp^T (ld IC), op N; dout is stored as dout^T[OC,N] (ld OC), op T gives
     // dout. beta = 1: accumulated. (K = N = 0 leaves dW as it is, as on the CPU.)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, x, IC, d, OC, 1.0f, dweight, IC, bf16_in, 0);
     if (dbias && !bf16_in) cuda_column_sums(dbias, dout, N, OC);  // (bf16: above)
 }
 
