@@ -12,7 +12,8 @@
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
 #   make deps             install the Debian packages shardlab needs
 #
-# Options: CUDA=0 (never build the CUDA backend), NATIVE=0 (no -march=native), CC=clang,
+# Options: CUDA=1 (build the CUDA backend without a GPU here), CUDA=0 (never build it),
+# NATIVE=0 (no -march=native), CC=clang,
 # DEPS=0 (never install packages: without them, shardlab is built without tui, lexicon and web).
 
 CC      ?= cc
@@ -50,9 +51,15 @@ LDLIBS  := -lm -pthread
 # web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript).
 DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js libjs-katex
 
-# ---- CUDA: built when nvcc and NCCL are found, unless CUDA=0 ------------------------------
-# labs/core/cuda/*.cu (kernels, cuBLAS, NCCL) for sm_80 and sm_90 plus PTX for newer GPUs;
-# without them, labs/core/nocuda.c stands in and every lab runs on the CPU.
+# ---- CUDA: built for the GPU that is here, or when asked (CUDA=1) -------------------------
+# labs/core/cuda/*.cu (kernels, cuBLAS, NCCL); without them, labs/core/nocuda.c stands in and
+# every lab runs on the CPU. Which GPUs the kernels are compiled for:
+#   CUDA=auto (default): only where a GPU is here (nvidia-smi lists one), and only for its
+#          compute capability, so a laptop with nvcc and no GPU builds and runs the CPU labs
+#          at once instead of compiling kernels it cannot run (minutes on two cores);
+#   CUDA=1: whether or not a GPU is here, for sm_80 and sm_90 plus PTX for newer GPUs (CI
+#          builds this way, so every CUDA file keeps compiling); CUDA=0: never.
+# CUDA_ARCHS= overrides the architectures in both cases.
 #   nvcc:  CUDA_HOME/bin (default /usr/local/cuda), else the one on PATH (CUDA_HOME follows it).
 #   NCCL:  NCCL_HOME when given; else the first of CUDA_HOME, the system (NCCL_SYSTEM: /usr,
 #          /usr/local) and PyTorch's nvidia-nccl wheel (asked of PYTHON) that holds
@@ -86,11 +93,31 @@ endif
 NCCL_LIBDIR := $(if $(NCCL_HOME),$(call nccl_libdir,$(NCCL_HOME)))
 NCCL_LIB := $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2)
 CU_SRCS := $(wildcard $(LABS_SRC)/core/cuda/*.cu)
-CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-              -gencode arch=compute_90,code=compute_90
+CUDA_ARCHS_ALL := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                  -gencode arch=compute_90,code=compute_90
+# The GPUs here: their compute capabilities as nvidia-smi gives them ("9.0" -> 90), digits
+# only; "any" where nvidia-smi lists GPUs but is too old to say (every architecture then).
+NVIDIA_SMI ?= nvidia-smi
+comma := ,
+# (Read in make itself, not through tr or grep: a machine's PATH may hold neither.)
+digits_only = $(if $(strip $(subst 0,,$(subst 1,,$(subst 2,,$(subst 3,,$(subst 4,,$(subst 5,,$(subst 6,,$(subst 7,,$(subst 8,,$(subst 9,,$(1)))))))))))),,$(1))
+ifeq ($(CUDA),auto)
+GPU_CAPS := $(sort $(foreach c,$(subst .,,$(shell $(NVIDIA_SMI) --query-gpu=compute_cap --format=csv$(comma)noheader 2>/dev/null)),$(call digits_only,$(c))))
+ifeq ($(GPU_CAPS),)
+GPU_CAPS := $(if $(filter GPU,$(shell $(NVIDIA_SMI) -L 2>/dev/null)),any)
+endif
+endif
+ifeq ($(filter-out any,$(GPU_CAPS)),)
+CUDA_ARCHS ?= $(CUDA_ARCHS_ALL)
+else
+CUDA_ARCHS ?= $(foreach c,$(GPU_CAPS),-gencode arch=compute_$(c),code=sm_$(c))
+endif
+CUDA_FOR := for $(if $(filter-out any,$(GPU_CAPS)),$(foreach c,$(GPU_CAPS),sm_$(c))$(comma) the GPU here,sm_80$(comma) sm_90 and PTX)
 NVCCFLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 ifeq ($(CUDA),0)
 CUDA_STATUS := CUDA: off (CUDA=0); building the CPU backend
+else ifeq ($(CUDA)$(GPU_CAPS),auto)
+CUDA_STATUS := CUDA: no GPU here ($(NVIDIA_SMI) lists none); building the CPU backend (make CUDA=1 builds the CUDA backend anyway)
 else ifeq ($(NVCC),)
 CUDA_STATUS := CUDA: no nvcc in $(CUDA_HOME)/bin or on PATH (set CUDA_HOME); building the CPU backend
 else ifeq ($(NCCL_HOME),)
@@ -101,8 +128,14 @@ else ifeq ($(NCCL_LIBDIR),)
 CUDA_STATUS := CUDA: nvcc found at $(NVCC), but no libnccl.so in NCCL_HOME=$(NCCL_HOME)/lib64, lib or lib/$(MULTIARCH); building the CPU backend
 else
 CUDA_BUILD := 1
-CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL at $(NCCL_HOME)/include/nccl.h and $(NCCL_LIBDIR)/$(if $(filter -lnccl,$(NCCL_LIB)),libnccl.so,libnccl.so.2)$(NCCL_FROM); building the CUDA backend (the labs pick cuda when a GPU is usable)
+CUDA_STATUS := CUDA: nvcc found at $(NVCC), NCCL at $(NCCL_HOME)/include/nccl.h and $(NCCL_LIBDIR)/$(if $(filter -lnccl,$(NCCL_LIB)),libnccl.so,libnccl.so.2)$(NCCL_FROM); building the CUDA backend $(CUDA_FOR); the labs pick cuda when a GPU is usable
 endif
+
+# Which backend build/ holds, and the kernels' flags, in a file rewritten only when they
+# change: switching CUDA=, CUDA_ARCHS= or nvcc recompiles the kernels and relinks the labs,
+# instead of leaving programs linked the other way.
+BACKEND_STAMP := $(BUILD)/backend.txt
+BACKEND_NOW := $(if $(CUDA_BUILD),cuda $(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) nccl $(NCCL_HOME),cpu)
 
 # ---- the shardlab command's libraries: ncursesw, md4c, CivetWeb ----------------------------
 # `shardlab run` (the launcher, its progress line, its fault handling) and `shardlab grade` need
@@ -237,7 +270,8 @@ deps-status:
 
 help:
 	@echo "shardlab make targets:"
-	@echo "  make                  build every lab into build/ (CUDA=0: CPU only, NATIVE=0: portable code,"
+	@echo "  make                  build every lab into build/ (CUDA kernels only for a GPU here; CUDA=1: for every GPU,"
+	@echo "                        CUDA=0: CPU only, NATIVE=0: portable code,"
 	@echo "                        DEPS=0: install nothing; without ncursesw, md4c, CivetWeb: no tui, lexicon, web;"
 	@echo "                        a line per file it builds, V=1: the full commands)"
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
@@ -316,7 +350,11 @@ $(ALGO_SAN): $(BUILD)/san/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h | $(BUILD)/core/cuda
+$(BACKEND_STAMP): FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(BACKEND_NOW)' ] || echo '$(BACKEND_NOW)' >$@
+
+$(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h $(BACKEND_STAMP) | $(BUILD)/core/cuda
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
 
 $(BUILD)/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
@@ -331,7 +369,7 @@ $(BUILD)/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/co
 $(BUILD)/san/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/san/course
 	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/labs
+$(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $(BACKEND_STAMP) | $(BUILD)/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
@@ -403,11 +441,11 @@ $(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(LIB_SAN) labs/core/*.h
 	@mkdir -p $(@D)
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/bench
+$(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $(BUILD)/bench
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # GPU tests: built with the CUDA backend, run by tests/gpu/check.sh (they skip without a GPU).
-$(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h | $(BUILD)/gpu
+$(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $(BUILD)/gpu
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:

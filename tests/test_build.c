@@ -16,8 +16,18 @@
 //   5. nvcc only on PATH: its folder is CUDA's, and its NCCL is found there;
 //   6. nothing found: the CPU backend, with a line that says where it looked and what to set;
 //      no nvcc: the CPU backend, saying so; CUDA=0: off.
+// Cases 1-6 run with a stand-in nvidia-smi (NVIDIA_SMI=) that lists one GPU of compute
+// capability 9.0, as on a GPU machine. Which GPUs the kernels are built for:
+//  11. no GPU here (no nvidia-smi): the CPU backend even with nvcc and NCCL found, saying so
+//      and naming CUDA=1, so a laptop's first build compiles no kernel; CUDA=1 builds them
+//      anyway, for every architecture (what CI does);
+//  12. a GPU of compute capability 9.0: the kernels for sm_90 alone (the nvcc command line);
+//      an nvidia-smi too old to say the capability: every architecture;
+//  13. build/backend.txt: a build whose backend or kernel flags changed relinks the labs, an
+//      unchanged one links nothing (case 10's build, again).
 // Broken on purpose: without the multiarch folder in the Makefile's nccl_libdir, case 1
-// builds the CPU backend and fails here.
+// builds the CPU backend and fails here; CUDA_ARCHS always CUDA_ARCHS_ALL fails case 12;
+// the labs without $(BACKEND_STAMP) among their prerequisites fail case 13.
 //
 // Then the shardlab command's libraries, the same way: `make deps-status` with DEPS_SEARCH
 // pointing the header search at a fake tree (-nostdinc -I<tree>: empty headers, or none):
@@ -64,6 +74,12 @@ static char *make_says(const char *target, const char *settings, const char *pat
 static char *status(const char *settings, const char *path) { return make_says("cuda-status", settings, path); }
 
 static const char *NVCC = "#!/bin/sh\necho 'a stand-in nvcc'\n";
+// nvidia-smi as a machine with one H200 answers: the capability asked, or the GPUs listed.
+static const char *SMI_H200 = "#!/bin/sh\ncase \"$*\" in\n*compute_cap*) echo '9.0' ;;\n-L) echo 'GPU 0: NVIDIA H200 (UUID: "
+                              "GPU-0)' ;;\n*) exit 1 ;;\nesac\n";
+// An older driver's: it lists the GPU but knows no compute_cap field.
+static const char *SMI_OLD = "#!/bin/sh\ncase \"$*\" in\n-L) echo 'GPU 0: Tesla V100 (UUID: GPU-0)' ;;\n*) echo 'Field "
+                             "\"compute_cap\" is not a valid field to query.'; exit 2 ;;\nesac\n";
 
 
 // The number of lines in s (a last line without a newline counts).
@@ -177,6 +193,21 @@ static void check_libraries(void) {
                "shardlab %s: one line, that this build lacks it and how to get it, exit 2 (exit %d): %s", left_out[i], st, out);
         free(out);
     }
+    // 13. The same build again links nothing; a build whose backend changed relinks.
+    char again[6000];
+    snprintf(again, sizeof again,
+             "cd '%s' && env PATH=/usr/bin:/bin make --no-print-directory BUILD='%s' DEPS=0 "
+             "DEPS_SEARCH='-nostdinc -I%s' CUDA=0 NATIVE=0 CFLAGS=-O0 '%s/labs/single' 2>&1",
+             root, build, none, build);
+    out = test_sh(NULL, again, &st);
+    EXPECT(st == 0 && !strstr(out, "LD "), "an unchanged build relinks nothing (exit %d): %.500s", st, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "echo 'cuda (another build)' >'%s/backend.txt' && %s", build, again);
+    out = test_sh(NULL, cmd, &st);
+    snprintf(path, sizeof path, "LD      %s/labs/single", build);
+    EXPECT(st == 0 && strstr(out, path), "a build whose backend changed relinks the labs (exit %d): %.500s", st, out);
+    free(out);
+
     snprintf(cmd, sizeof cmd, "'%s/shardlab' grade --help", build);
     out = test_sh(NULL, cmd, &st);
     EXPECT(st == 0 && strstr(out, "usage: shardlab grade"), "the bare shardlab grades (exit %d)", st);
@@ -197,18 +228,23 @@ int main(int argc, char **argv) {
         if (fgets(multiarch, sizeof multiarch, p)) multiarch[strcspn(multiarch, "\n")] = 0;
         pclose(p);
     }
-    char path[2048], settings[2048], cuda[400], sys[400], wheel[400], nopy[400];
+    char path[2048], settings[4096], cuda[400], sys[400], wheel[400], nopy[400];
     snprintf(cuda, sizeof cuda, "%s/cuda", tmp);
     snprintf(sys, sizeof sys, "%s/usr", tmp);
     snprintf(wheel, sizeof wheel, "%s/site-packages/nvidia/nccl", tmp);
     snprintf(nopy, sizeof nopy, "%s/nopython", tmp);
     snprintf(path, sizeof path, "%s/bin/nvcc", cuda), test_put_file(path, NVCC, 1);
     test_put_file(nopy, "#!/bin/sh\nexit 1\n", 1);  // a python without the wheel
+    // A GPU machine's nvidia-smi: one GPU, compute capability 9.0.
+    char smi[400], gpu[600];
+    snprintf(smi, sizeof smi, "%s/nvidia-smi", tmp);
+    test_put_file(smi, SMI_H200, 1);
+    snprintf(gpu, sizeof gpu, "NVIDIA_SMI=%s", smi);
 
     // 1. The system's multiarch folder.
     snprintf(path, sizeof path, "%s/include/nccl.h", sys), test_put_file(path, "", 0);
     snprintf(path, sizeof path, "%s/lib/%s/libnccl.so", sys, multiarch[0] ? multiarch : "x86_64-linux-gnu"), test_put_file(path, "", 0);
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", cuda, sys, nopy);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", gpu, cuda, sys, nopy);
     char *out = status(settings, NULL), want[4096];
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h and %s", sys, path);
     EXPECT(multiarch[0] && strstr(out, want) && strstr(out, "building the CUDA backend"),
@@ -221,7 +257,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "#!/bin/sh\necho '%s'\n", wheel), test_put_file(py, path, 1);
     snprintf(path, sizeof path, "%s/include/nccl.h", wheel), test_put_file(path, "", 0);
     snprintf(path, sizeof path, "%s/lib/libnccl.so.2", wheel), test_put_file(path, "", 0);
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s/none PYTHON=%s", cuda, tmp, py);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_SYSTEM=%s/none PYTHON=%s", gpu, cuda, tmp, py);
     out = status(settings, NULL);
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h and %s/lib/libnccl.so.2; building the CUDA backend", wheel, wheel);
     EXPECT(strstr(out, want) != NULL, "NCCL only in PyTorch's wheel (libnccl.so.2, no libnccl.so): the CUDA backend: %s", out);
@@ -229,7 +265,7 @@ int main(int argc, char **argv) {
 
     // 3. CUDA_HOME first; a header without a library is passed over.
     snprintf(path, sizeof path, "%s/include/nccl.h", cuda), test_put_file(path, "", 0);
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", cuda, sys, py);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_SYSTEM=%s PYTHON=%s", gpu, cuda, sys, py);
     out = status(settings, NULL);
     snprintf(want, sizeof want, "NCCL at %s/include/nccl.h", sys);
     EXPECT(strstr(out, want) != NULL, "CUDA_HOME with nccl.h but no libnccl.so is passed over for the system's: %s", out);
@@ -241,19 +277,19 @@ int main(int argc, char **argv) {
     free(out);
 
     // 4. NCCL_HOME as given.
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_HOME=%s PYTHON=%s", cuda, wheel, py);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_HOME=%s PYTHON=%s", gpu, cuda, wheel, py);
     out = status(settings, NULL);
     EXPECT(strstr(out, "libnccl.so.2, from NCCL_HOME; building the CUDA backend") != NULL, "NCCL_HOME given: used and named: %s",
            out);
     free(out);
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_HOME=%s/none", cuda, tmp);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_HOME=%s/none", gpu, cuda, tmp);
     out = status(settings, NULL);
     EXPECT(strstr(out, "but no nccl.h in NCCL_HOME=") && strstr(out, "building the CPU backend"),
            "NCCL_HOME naming an empty folder: the CPU backend, saying what it lacks: %s", out);
     free(out);
 
     // 5. nvcc only on PATH.
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s/none NCCL_SYSTEM=%s/none PYTHON=%s", tmp, tmp, nopy);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s/none NCCL_SYSTEM=%s/none PYTHON=%s", gpu, tmp, tmp, nopy);
     char pathvar[600];
     snprintf(pathvar, sizeof pathvar, "%s/bin:/usr/bin:/bin", cuda);
     out = status(settings, pathvar);
@@ -261,15 +297,47 @@ int main(int argc, char **argv) {
     EXPECT(strstr(out, want) != NULL, "nvcc only on PATH: its folder's NCCL: %s", out);
     free(out);
 
+    // 11. No GPU here: nvcc and NCCL are found, the kernels are not built unless asked.
+    char nosmi[600], settings_nogpu[1500];
+    snprintf(nosmi, sizeof nosmi, "NVIDIA_SMI=%s/no-nvidia-smi", tmp);
+    snprintf(settings_nogpu, sizeof settings_nogpu, "%s CUDA_HOME=%s PYTHON=%s", nosmi, cuda, nopy);
+    out = status(settings_nogpu, NULL);
+    EXPECT(strstr(out, "CUDA: no GPU here") && strstr(out, "building the CPU backend") && strstr(out, "make CUDA=1"),
+           "nvcc and NCCL but no GPU: the CPU backend, saying why and naming CUDA=1: %s", out);
+    free(out);
+    snprintf(settings, sizeof settings, "%s CUDA=1", settings_nogpu);
+    out = status(settings, NULL);
+    EXPECT(strstr(out, "building the CUDA backend for sm_80, sm_90 and PTX") != NULL,
+           "CUDA=1 without a GPU: the CUDA backend for every architecture (what CI compiles): %s", out);
+    free(out);
+
+    // 12. A GPU of compute capability 9.0: its architecture alone, on nvcc's command line.
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s PYTHON=%s", gpu, cuda, nopy);
+    out = status(settings, NULL);
+    EXPECT(strstr(out, "building the CUDA backend for sm_90, the GPU here") != NULL, "a 9.0 GPU: built for sm_90: %s", out);
+    free(out);
+    snprintf(settings, sizeof settings, "-n %s CUDA_HOME=%s PYTHON=%s BUILD=%s/nb %s/nb/core/cuda/ops.o", gpu, cuda, nopy, tmp, tmp);
+    out = make_says("", settings, NULL);
+    EXPECT(strstr(out, "-gencode arch=compute_90,code=sm_90") && !strstr(out, "sm_80") && !strstr(out, "code=compute_90"),
+           "a 9.0 GPU: nvcc compiles for sm_90 alone: %.600s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/nvidia-smi-old", tmp);
+    test_put_file(path, SMI_OLD, 1);
+    snprintf(settings, sizeof settings, "NVIDIA_SMI=%s CUDA_HOME=%s PYTHON=%s", path, cuda, nopy);
+    out = status(settings, NULL);
+    EXPECT(strstr(out, "building the CUDA backend for sm_80, sm_90 and PTX") != NULL,
+           "a GPU whose nvidia-smi cannot say its capability: every architecture: %s", out);
+    free(out);
+
     // 6. Nothing, no nvcc, CUDA=0.
     snprintf(path, sizeof path, "rm -rf '%s/lib64' '%s/include'", cuda, cuda);
     if (system(path) != 0) printf("# cleaning failed\n");
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s NCCL_SYSTEM=%s/none PYTHON=%s", cuda, tmp, nopy);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s NCCL_SYSTEM=%s/none PYTHON=%s", gpu, cuda, tmp, nopy);
     out = status(settings, NULL);
     EXPECT(strstr(out, "but no NCCL") && strstr(out, "set NCCL_HOME") && strstr(out, "building the CPU backend"),
            "no NCCL anywhere: the CPU backend, saying where it looked and what to set: %s", out);
     free(out);
-    snprintf(settings, sizeof settings, "CUDA_HOME=%s/none", tmp);
+    snprintf(settings, sizeof settings, "%s CUDA_HOME=%s/none", gpu, tmp);
     out = status(settings, NULL);
     EXPECT(strstr(out, "CUDA: no nvcc") && strstr(out, "building the CPU backend"), "no nvcc: the CPU backend: %s", out);
     free(out);
