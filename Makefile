@@ -625,6 +625,7 @@ BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
 test-programs: all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 test: deps deps-browser test-programs
 	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
+	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 clean:
