@@ -11,9 +11,17 @@
 //      pipeline stage's parameters and the activations it holds (1F1B and interleaved), and
 //      whether it fits a 24 GB card;
 //   3. what no lab can run (heads not dividing the width, more stages than blocks, a batch
-//      that does not split, tp, unknown names): exit 2 and one line, nothing on stdout.
+//      that does not split, tp, unknown names): exit 2 and one line, nothing on stdout; a batch
+//      that does not split is told one that does, and the planner takes what it suggests;
+//   4. the ZeRO paper's figure 1 (Psi = 7.5B on 64 GPUs, mixed precision, K = 12): the four
+//      stages' model state by the paper's names, in GB (and GiB) as the paper prints them,
+//      against its formulas written here; the model state totalled, the units said, Psi'
+//      defined and equal to the padding counted here; --json's layout (ZeRO's stage, offload)
+//      and every option the lab takes.
+#include <ctype.h>
 #include <math.h>
 
+#include "catalog.h"
 #include "json.h"
 #include "labtest.h"
 #include "test.h"
@@ -253,6 +261,15 @@ static void check_refusals(void) {
         {"ddp --model gpt2 --check", "not --model"},
         {"ddp -n 2 --layers 64 --dim 2048 --check", "more than the 2.00 GiB a check may take"},
         {"ddp -n 2 --vocab 512 --check --json", "vocabulary 256"},
+        {"zero --stage 0 --offload", "it needs --stage 1, 2 or 3"},
+        {"zero --psi 1.5", "--psi takes a whole number of parameters"},
+        {"zero --psi 7.5X", "--psi takes a whole number of parameters"},
+        {"zero --psi 0", "--psi takes a whole number of parameters"},
+        {"zero --psi 7.5B --layers 4", "leave out --layers"},
+        {"zero --psi 7.5B --model gpt2", "leave out --model"},
+        {"tp --psi 1e9", "tp splits the model by its shape"},
+        {"pp --psi 1e9", "pp splits the model by its shape"},
+        {"zero --psi 1e6 -n 2 --check", "not --psi"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = plan("bad", bad[i].args);
@@ -262,10 +279,158 @@ static void check_refusals(void) {
                bad[i].args, bad[i].says, rc, one_line(err));
         free(out), free(err);
     }
+    // A batch that does not split: the line names one that does, and that one plans. The
+    // second also offers fewer micro-batches (--accum), which must plan too.
+    static const struct {
+        const char *args, *says, *fixes[2];
+    } unsplit[] = {
+        {"ddp -n 64", "try --batch 64", {"ddp -n 64 --batch 64", NULL}},
+        {"zero -n 16 --batch 32 --accum 3", "try --batch 48, the next multiple of 16 x 3, or --accum 2",
+         {"zero -n 16 --batch 48 --accum 3", "zero -n 16 --batch 32 --accum 2"}},
+        {"pp -n 4 --micro 3", "try --batch 9, the next multiple of 1 x 3, or --micro 2", {"pp -n 4 --batch 9 --micro 3", "pp -n 4 --micro 2"}},
+        {"tp -n 4 --dp 4 --batch 6", "try --batch 8", {"tp -n 4 --dp 4 --batch 8", NULL}},
+    };
+    for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++) {
+        int refused = plan("unsplit", unsplit[i].args);
+        char *err = captured("unsplit", "err");
+        int fixed = 1;
+        for (int k = 0; k < 2 && unsplit[i].fixes[k]; k++) fixed &= plan("unsplit-fix", unsplit[i].fixes[k]) == 0;
+        // Proves: the refusal says how to fix it in its one line, and the fix it names is a
+        // layout the planner takes (broken on purpose: a suggestion one short of the multiple).
+        EXPECT(refused == 2 && count_lines(err) == 1 && strstr(err, unsplit[i].says) && fixed,
+               "plan %s: exit 2, one line naming '%s', and that plans (exit %d: %s)", unsplit[i].args, unsplit[i].says, refused,
+               one_line(err));
+        free(err);
+    }
     int rc = plan("help", "--help");
     char *out = captured("help", "out");
     EXPECT(rc == 0 && strstr(out, "usage: shardlab plan") && strstr(out, "--check"), "plan --help: exit 0 and the usage");
     free(out);
+}
+
+// ---- 4. the ZeRO paper's table, the units, Psi', --json's layout and options ------------------
+
+// text with every run of spaces and newlines as one space, in place: a paragraph the table
+// wraps reads as one line.
+static char *unwrapped(char *text) {
+    char *o = text;
+    for (const char *s = text; *s; s++)
+        if (!isspace((unsigned char)*s) || (o > text && o[-1] != ' ')) *o++ = isspace((unsigned char)*s) ? ' ' : *s;
+    *o = 0;
+    return text;
+}
+
+// stages[k] of the JSON's "zero_stages", field key.
+static double zero_stage(const JsonValue *v, int k, const char *key) {
+    const JsonValue *s = v ? json_at(json_get(v, "zero_stages"), (size_t)k) : NULL;
+    return s ? num2(s, key, NULL) : NAN;
+}
+
+static void check_paper(void) {
+    // The ZeRO paper (Rajbhandari et al. 2020), figure 1: Psi = 7.5B parameters on N_d = 64
+    // GPUs, mixed precision with Adam, K = 12: (2 + 2 + K) Psi, 2 Psi + 2 Psi + K Psi / N_d,
+    // 2 Psi + (2 + K) Psi / N_d and (2 + 2 + K) Psi / N_d bytes, which it prints as 120, 31.4,
+    // 16.6 and 1.88 GB (GB: 10^9 bytes). 7.5B splits evenly 64 ways: Psi' = Psi.
+    const double P = 7.5e9, N = 64, K = 12;
+    const double want[4] = {(2 + 2 + K) * P, 2 * P + 2 * P + K * P / N, 2 * P + (2 + K) * P / N, (2 + 2 + K) * P / N};
+    static const char *const names[4] = {"baseline DDP", "P_os", "P_os+g", "P_os+g+p"};
+    static const char *const paper[4] = {"120 GB", "31.4 GB", "16.6 GB", "1.88 GB"};
+    static const char *const gib[4] = {"111.76 GiB", "29.25 GiB", "15.50 GiB", "1.75 GiB"};  // the same bytes / 2^30
+    JsonValue *v = plan_json("zero --psi 7.5B -n 64 --mixed --stage 3");
+    int ok = v != NULL;
+    for (int k = 0; k < 4 && ok; k++) {
+        const JsonValue *name = json_get(json_at(json_get(v, "zero_stages"), (size_t)k), "name");
+        ok &= zero_stage(v, k, "state") == want[k] && name && name->type == JSON_STRING && !strcmp(name->string, names[k]) &&
+              zero_stage(v, k, "state") == zero_stage(v, k, "params") + zero_stage(v, k, "grads") + zero_stage(v, k, "optim");
+    }
+    // Proves: the planner's four stages are the paper's formulas, to the byte, under the paper's
+    // names (broken on purpose: stage 2's gradients left whole, caught).
+    EXPECT(ok, "plan zero --psi 7.5B -n 64 --mixed --json: zero_stages' state %.0f, %.0f, %.0f, %.0f bytes, named baseline "
+               "DDP, P_os, P_os+g, P_os+g+p (got %.0f, %.0f, %.0f, %.0f)", want[0], want[1], want[2], want[3],
+           zero_stage(v, 0, "state"), zero_stage(v, 1, "state"), zero_stage(v, 2, "state"), zero_stage(v, 3, "state"));
+    const JsonValue *st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    const JsonValue *layout = v ? json_get(v, "layout") : NULL, *lname = layout ? json_get(layout, "name") : NULL;
+    const JsonValue *peak = st ? json_get(json_get(st, "peak"), "params") : NULL, *batch = v ? json_get(v, "batch") : NULL;
+    // Proves: a bare count plans the state after a step (stage 3's, as the table's row) and
+    // nothing it cannot know: no activations, no peaks, no batch.
+    EXPECT(num2(st, "state_after", NULL) == want[3] && num2(v, "model", "params") == P && num2(v, "model", "params_padded") == P &&
+               num2(layout, "stage", NULL) == 3 && lname && lname->type == JSON_STRING && !strcmp(lname->string, "P_os+g+p") &&
+               peak && peak->type == JSON_NULL && batch && batch->type == JSON_NULL &&
+               num2(v, "precision", "e") == 2 && num2(v, "precision", "K") == 12,
+           "--psi 7.5B: stage 3's state_after %.0f, Psi' = Psi, e 2, K 12, the layout named P_os+g+p, peaks and batch null", want[3]);
+    json_free(v);
+
+    int rc = plan("paper", "zero --psi 7.5B -n 64 --mixed --stage 3");
+    char *out = captured("paper", "out");
+    ok = rc == 0 && strstr(out, "stage 3 (P_os+g+p)") && strstr(out, "GiB = 2^30 bytes") && strstr(out, "GB = 10^9 bytes") &&
+         strstr(out, "= 1.88 GB: the model state");
+    for (int k = 0; k < 4 && ok; k++) {
+        // The stage's row: "k name ... paper[k] gib[k] formula".
+        char lead[32];
+        snprintf(lead, sizeof lead, "  %d %s ", k, names[k]);
+        const char *row = strstr(out, lead), *eol = row ? strchr(row, '\n') : NULL;
+        char line[256] = "";
+        if (row && eol) snprintf(line, sizeof line, "%.*s", (int)(eol - row), row);
+        ok &= strstr(line, paper[k]) && strstr(line, gib[k]) && (k == 3) == (strstr(line, "<- this plan") != NULL);
+    }
+    // Proves: the table prints the paper's figures as the paper does, beside the GiB, names the
+    // units, totals the state and marks the stage planned (broken on purpose: GB with two
+    // decimals, "120.00 GB", caught).
+    EXPECT(ok, "plan zero --psi 7.5B -n 64 --mixed: rows baseline DDP 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.88 GB "
+               "(with their GiB), the units defined, the state totalled%s%s", ok ? "" : ": ", ok ? "" : one_line(out));
+    free(out);
+
+    // The same count written three ways plans the same.
+    char *a[3];
+    static const char *const spellings[3] = {"zero --psi 7500000000 -n 64 --mixed --json", "zero --psi 7.5e9 -n 64 --mixed --json",
+                                             "zero --psi 7.5b -n 64 --mixed --json"};
+    for (int i = 0; i < 3; i++) plan("spell", spellings[i]), a[i] = captured("spell", "out");
+    EXPECT(a[0][0] && !strcmp(a[0], a[1]) && !strcmp(a[0], a[2]), "--psi 7500000000, 7.5e9 and 7.5b: the same plan");
+    for (int i = 0; i < 3; i++) free(a[i]);
+
+    // Psi' where the units do not split: the labs' model at N = 3 pads to 136,965 (each unit
+    // to 3 equal shards, counted here), and the table defines it.
+    double padded = 0;
+    Shape labs = {2, 64, 4, 64, 256};
+    for (int u = 0; u < labs.L + 2; u++) padded += ceil(unit_size(&labs, u) / 3) * 3;
+    v = plan_json("zero -n 3 --batch 6 --stage 2");
+    st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    EXPECT(num2(v, "model", "params_padded") == padded && num2(st, "state_after", NULL) ==
+               num2(st, "after", "params") + num2(st, "after", "grads") + num2(st, "after", "optim"),
+           "plan zero -n 3: params_padded = %.0f, state_after = params + grads + optim (got %.0f)", padded,
+           num2(v, "model", "params_padded"));
+    json_free(v);
+    rc = plan("padded", "zero -n 3 --batch 6 --stage 2");
+    out = unwrapped(captured("padded", "out"));
+    // Proves: Psi' is defined in the output, with its value and its padding.
+    EXPECT(rc == 0 && strstr(out, "Psi' = 136,965") && strstr(out, "padded to split into N = 3 equal shards") &&
+               strstr(out, "136,965, with 5 elements of padding") && strstr(out, "stage 2 (P_os+g)"),
+           "plan zero -n 3: Psi' = 136,965 defined: each unit padded to 3 equal shards, 5 elements of padding");
+    free(out);
+
+    // --json says the layout and every option: ZeRO's stage and offload, the host's 12 Psi'/N,
+    // and each option the catalog gives zero, as given or by its default.
+    v = plan_json("zero -n 4 --stage 3 --offload --batch 16 --lr 0.01");
+    layout = v ? json_get(v, "layout") : NULL;
+    const JsonValue *opts = v ? json_get(v, "options") : NULL, *off = layout ? json_get(layout, "offload") : NULL;
+    const JsonValue *ooff = opts ? json_get(opts, "offload") : NULL, *mixed = opts ? json_get(opts, "mixed") : NULL;
+    st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    double shards = 0;
+    for (int u = 0; u < labs.L + 2; u++) shards += ceil(unit_size(&labs, u) / 4);
+    const CatLab *zero = catalog_lab("zero");
+    int every = opts && opts->type == JSON_OBJECT, n = 0;
+    for (int pass = 0; pass < 2 && every; pass++)
+        for (int i = 0; i < (pass ? zero->noptions : catalog_ntrain); i++, n++)
+            every &= json_get(opts, (pass ? zero->options : catalog_train)[i].name) != NULL;
+    // Proves: a script reads the stage, offload and every option from --json (broken on purpose:
+    // the options without the lab's own, caught).
+    EXPECT(every && (int)opts->count == n && num2(layout, "stage", NULL) == 3 && off && off->type == JSON_BOOL && off->boolean &&
+               ooff && ooff->type == JSON_BOOL && ooff->boolean && mixed && mixed->type == JSON_BOOL && !mixed->boolean &&
+               num2(opts, "stage", NULL) == 3 && num2(opts, "batch", NULL) == 16 && num2(opts, "lr", NULL) == 0.01 &&
+               num2(opts, "accum", NULL) == 1 && num2(st, "host", NULL) == 12 * shards && num2(st, "after", "optim") == 0,
+           "plan zero --stage 3 --offload --json: layout stage 3, offload true; all %d options (stage 3, offload, batch 16, "
+           "lr 0.01, accum's default 1); host 12 Psi'/N = %.0f, optim 0", n, 12 * shards);
+    json_free(v);
 }
 
 int main(int argc, char **argv) {
@@ -281,6 +446,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 2;
     double t0 = now_s();
     check_refusals();
+    check_paper();
     check_scale();
     check_layouts();
     printf("# %.1f s\n", now_s() - t0);

@@ -19,15 +19,20 @@
 #include "memplan.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tp_layout.h"
 #include "train.h"
 
+double memplan_shard(double count, int N, int align) {
+    uint64_t s = ((uint64_t)count + (uint64_t)N - 1) / (uint64_t)N;  // (exact: counts are whole, far below 2^64)
+    return (double)((s + (uint64_t)align - 1) / (uint64_t)align * (uint64_t)align);
+}
+
 double memplan_unit_shard(const GptConfig *m, int u, int N, int align) {
-    size_t s = (gpt_layer_size(m, u) + (size_t)N - 1) / (size_t)N;
-    return (double)((s + (size_t)align - 1) / (size_t)align * (size_t)align);
+    return memplan_shard((double)gpt_layer_size(m, u), N, align);
 }
 
 void memplan_pp_chunk(int L, int K, int k, int *first, int *last) {
@@ -64,10 +69,11 @@ typedef struct {
     double shards, padded, max_shard, max_padded;
 } Units;
 
-static Units units_of(const GptConfig *m, int N, int align) {
+// A bare count (psi > 0) is one unit.
+static Units units_of(const GptConfig *m, double psi, int N, int align) {
     Units u = {0};
-    for (int l = 0; l < gpt_layer_count(m); l++) {
-        double s = memplan_unit_shard(m, l, N, align);
+    for (int l = 0; l < (psi > 0 ? 1 : gpt_layer_count(m)); l++) {
+        double s = psi > 0 ? memplan_shard(psi, N, align) : memplan_unit_shard(m, l, N, align);
         u.shards += s, u.padded += s * N;
         u.max_shard = fmax(u.max_shard, s), u.max_padded = fmax(u.max_padded, s * N);
     }
@@ -98,7 +104,7 @@ static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e,
 static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
     int fsdp = strcmp(l->lab, "fsdp") == 0, st = fsdp ? 3 : l->stage, N = l->world, mixed = l->mixed;
     double e = mixed ? 2 : 4, k = mixed ? 12 : 8;
-    Units u = units_of(m, N, mixed ? 2 : 1);
+    Units u = units_of(m, l->psi, N, mixed ? 2 : 1);
     double slice = st == 0 ? u.max_padded : u.max_shard;
     p->after[MEM_PARAMS] = e * (st == 3 ? u.shards : u.padded);
     p->after[MEM_GRADS] = e * (st >= 2 ? u.shards : u.padded);
@@ -107,6 +113,8 @@ static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
     p->after_formula[MEM_PARAMS] = st == 3 ? "e Psi'/N" : "e Psi'";
     p->after_formula[MEM_GRADS] = st >= 2 ? "e Psi'/N" : "e Psi'";
     p->after_formula[MEM_OPTIM] = l->offload ? "0 (in host memory: --offload)" : st == 0 ? "K Psi'" : "K Psi'/N";
+    p->host = l->offload ? 12 * u.shards : 0;
+    if (l->psi > 0) return;  // no units to walk: no peaks
     if (fsdp) {
         p->peak[MEM_PARAMS] = p->after[MEM_PARAMS] +
                               fsdp_gathered_peak(m, N, mixed ? 2 : 1, e, mixed ? 4 : 0, l->prefetch, l->reshard);
@@ -129,16 +137,41 @@ static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
     if (st >= 2) p->peak_formula[MEM_COMM] = "one reduce-scatter's output shard";
 }
 
+// A bare parameter count: the state after a step, as a replica or ZeRO's stages hold it (ddp's
+// bucket buffers too); no activations and no peaks without the shape that decides them.
+static int bare_plan(const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
+    const char *lab = l->lab;
+    if (!strcmp(lab, "pp") || !strcmp(lab, "tp") || !strcmp(lab, "ckpt"))
+        return snprintf(why, nwhy, "%s splits the model by its shape: a bare parameter count cannot be planned", lab), -1;
+    if (l->world < 1) return snprintf(why, nwhy, "%d ranks", l->world), -1;
+    double psi = l->psi;
+    p->after_formula[MEM_ACTS] = "not planned: a parameter count alone has no shape";
+    p->peak_formula[MEM_ACTS] = NULL;
+    p->after[MEM_COMM] = 0, p->after_formula[MEM_COMM] = "0";
+    if (!strcmp(lab, "zero") || !strcmp(lab, "fsdp")) {
+        zero_plan(NULL, l, p);
+    } else {
+        p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * psi, p->after[MEM_OPTIM] = 8 * psi;
+        p->formula = "4 Psi, 4 Psi, 8 Psi (a full replica)";
+        p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi", p->after_formula[MEM_OPTIM] = "8 Psi";
+        if (!strcmp(lab, "ddp") && l->buckets) p->after[MEM_COMM] = 4 * psi, p->after_formula[MEM_COMM] = "4 Psi";
+    }
+    for (int k = 0; k < MEM_CATEGORIES; k++) p->peak[k] = NAN, p->peak_formula[k] = NULL;
+    return 0;
+}
+
 int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
     for (int k = 0; k < MEM_CATEGORIES; k++) {
         p->after[k] = p->peak[k] = NAN;
         p->after_formula[k] = NULL, p->peak_formula[k] = "as after a step";
     }
+    p->host = 0;
     const char *lab = l->lab;
     int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0, tp = strcmp(lab, "tp") == 0;
     int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
     if (!zero && !fsdp && !pp && !tp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
     if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
+    if (l->psi > 0) return bare_plan(l, p, why, nwhy);
     if (l->world < 1 || l->micro < 1) return snprintf(why, nwhy, "%d ranks, micro-batches of %d", l->world, l->micro), -1;
 
     // The activations of a micro-batch, and the pass's workspace on top at the peak. On a GPU

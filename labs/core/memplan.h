@@ -2,7 +2,8 @@
 // once: the formulas every lab's run is graded against (mem.formula, labs/grade/memory.c), and
 // what `shardlab plan` prints for a model and layout at any scale. One implementation for both.
 //
-// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_pp_held(), memplan_unit_shard().
+// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_pp_held(), memplan_shard(),
+//          memplan_unit_shard().
 // The categories are mem.h's.
 //
 // After a step (the steady state, the papers' formulas), for Psi parameters, e bytes a weight
@@ -17,6 +18,8 @@
 //   a tensor-parallel rank                 4, 4 and 8 x (Psi_rep + Psi_split / t): the replicated
 //                                          parameters and its slice of the split ones (tp_layout.h)
 // where Psi' counts each unit (a block, the embedding, the head) padded to N equal shards.
+// A bare parameter count (MemLayout.psi, `shardlab plan --psi`: a model without a shape, as
+// the ZeRO paper counts one) is one unit: the state after a step alone, no activations, no peaks.
 // The activations: the lab's formula for a micro-batch of B' sequences (gpt_acts_bytes; ckpt:
 // the policy's), and at the peak the pass's workspace W = 4 (S + B' T C) on top. The peaks of
 // the other categories are walked from each method's schedule (memplan.c says how).
@@ -43,16 +46,20 @@ typedef struct {
     int in_flight;        // pp: the (micro-batch, chunk) pairs held then (0: not planned)
     int interleaved;      // pp: under interleaved 1F1B (a mix of its chunks in flight)
     int tp, sp, vp;       // tp: the tensor-parallel ranks t; sequence parallel; the head split by vocabulary
+    double psi;           // > 0: a bare parameter count in place of m's shape (single, ddp, shard,
+                          // zero, fsdp): one unit; micro unused
 } MemLayout;
 
 typedef struct {
     double after[MEM_CATEGORIES], peak[MEM_CATEGORIES];  // bytes; NaN: no formula (pp's acts and comm)
     const char *formula;                     // params, grads and optim after a step
     const char *after_formula[MEM_CATEGORIES], *peak_formula[MEM_CATEGORIES];
+    double host;                             // bytes in host memory beside them: zero --offload's
+                                             // 12 Psi'/N (fp32 masters, m and v), else 0
 } MemPlan;
 
 // The plan of layout l for model m: 0, or -1 with the reason in why (a lab it has no formula
-// for, a ZeRO stage outside 0-3).
+// for, a ZeRO stage outside 0-3, a bare count for a lab that needs the shape).
 int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy);
 
 // A pipeline of K = p v model chunks over L blocks, as pp lays it out unless --split says
@@ -74,8 +81,10 @@ void memplan_pp_chunk(int L, int K, int k, int *first, int *last);
 //                min(2 (p-s-1) + (v-1) p + 1, m v) pairs held, a mix of the chunks
 double memplan_pp_held(int schedule, int p, int v, int m, int s, const double *chunk_acts, int *held);
 
-// ZeRO's and FSDP's units: unit u padded to N equal shards of s = ceil(count / N) elements, s
-// rounded up to `align` (sharded.h: 2 with --mixed). The shard's length in elements.
+// ZeRO's and FSDP's units: a unit of count elements padded to N equal shards of s = ceil(count /
+// N) elements, s rounded up to `align` (sharded.h: 2 with --mixed). The shard's length in
+// elements; memplan_unit_shard() for the model's unit u.
+double memplan_shard(double count, int N, int align);
 double memplan_unit_shard(const GptConfig *m, int u, int N, int align);
 
 #endif

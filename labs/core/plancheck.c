@@ -20,6 +20,8 @@ int plancheck_refuse(const Planner *p, char *why, size_t nwhy) {
         return snprintf(why, nwhy, "--check: the labs read bytes, vocabulary %d (--vocab %d)", GPT_VOCAB, p->vocab), -1;
     if (p->model)
         return snprintf(why, nwhy, "--check runs at the labs' small shapes: give --layers, --dim, --heads, --seq, not --model"), -1;
+    if (p->psi)
+        return snprintf(why, nwhy, "--check runs the lab, which needs a shape: give --layers, --dim, --heads, --seq, not --psi"), -1;
     // Every rank's peaks: a pipeline's stages each on its dp ranks, else N alike.
     double total = 0;
     int stages = planner_stages(p);

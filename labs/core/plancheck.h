@@ -7,9 +7,9 @@
 //          plancheck_refuse(), plancheck_prepare(), plancheck_run(), plancheck_json(), plancheck_free().
 //
 // Only the labs' own small shapes run: a check starts real processes on this machine, so a
-// layout of more than 8 ranks, a preset model (GPT-2's, Llama's), another vocabulary than the
-// labs' bytes, or one whose ranks would hold more than PLANCHECK_MAX_BYTES together at their
-// peaks is refused with one line, before anything starts.
+// layout of more than 8 ranks, a preset model (GPT-2's, Llama's), a bare count (--psi), another
+// vocabulary than the labs' bytes, or one whose ranks would hold more than PLANCHECK_MAX_BYTES
+// together at their peaks is refused with one line, before anything starts.
 #ifndef SHARDLAB_PLANCHECK_H
 #define SHARDLAB_PLANCHECK_H
 

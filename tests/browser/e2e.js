@@ -12,8 +12,9 @@
 // the end; its "compare" link starts a short run with it as the reference (--ref), whose loss
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
-// back on reload; the memory planner plans a layout and its "Check it" runs the lab and marks
-// every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
+// back on reload; the memory planner plans a layout, shows the ZeRO paper's figure 1 by its
+// names with the terminal's definitions, in the site's style and within a phone's width, and
+// its "Check it" runs the lab and marks every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
 // check's programs for a copy with regions passed, failed and not written yet) draws a row per
 // region when "Check them" is pressed, its colours readable light and dark; no page logs an
 // error. The screenshots are for a person to look at.
@@ -241,9 +242,41 @@ async function main() {
     const planRows = await page.locator('#plan table.plan tbody tr').allTextContents();
     const fits = await page.locator('#plan p.fits, #plan p.fits-not').textContent();
     await page.screenshot({ path: path.join(outDir, 'plan.png'), fullPage: true });
-    check(planRows.length === 6 && /^params/.test(planRows[0]) && /MiB/.test(planRows[0]) && /^Fits one RTX 4090/.test(fits) &&
+    check(planRows.length === 7 && /^params/.test(planRows[0]) && /MiB/.test(planRows[0]) &&
+      /^state.*params \+ grads \+ optim = [\d.]+ MB/.test(planRows[5]) && /^Fits one RTX 4090/.test(fits) &&
       (await page.locator('#p-lab').inputValue()) === 'zero',
-      'the planner page plans ZeRO-3 of GPT-2 on 8 GPUs, by category, and says it fits an RTX 4090: ' + fits);
+      'the planner page plans ZeRO-3 of GPT-2 on 8 GPUs, by category, totals the model state and says it fits an RTX 4090: ' +
+      fits + '; ' + planRows[5]);
+    // The ZeRO paper's figure 1 (7.5B parameters on 64 GPUs, mixed precision): the four stages
+    // by the paper's names and figures, the stage planned marked, the symbols defined as the
+    // terminal defines them; the form styled as the site's (the accent button, rounded fields);
+    // on a phone's width the page does not scroll sideways (the tables scroll by themselves).
+    await page.goto(new URL('/plan?lab=zero&n=64&psi=7.5B&mixed=on&stage=3', url).href);
+    const stageRows = await page.locator('#plan table.plan-stages tbody tr').allTextContents();
+    const current = await page.locator('#plan table.plan-stages tr.current').textContent();
+    const terms = await page.locator('#plan dl.plan-terms dt').allTextContents();
+    const psiPrime = await page.locator('#plan dl.plan-terms dt:text-is("Psi\'") + dd').textContent();
+    const looks = await page.evaluate(() => {
+      const button = getComputedStyle(document.querySelector('#plan-form button'));
+      const input = getComputedStyle(document.querySelector('#p-n'));
+      const accent = getComputedStyle(document.documentElement).getPropertyValue('--accent').trim();
+      return { button: button.backgroundColor, radius: input.borderTopLeftRadius, accent };
+    });
+    const rgb = (hex) => 'rgb(' + [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(', ') + ')';
+    await page.screenshot({ path: path.join(outDir, 'plan-paper.png'), fullPage: true });
+    const paper = ['baseline DDP', '120 GB', 'P_os', '31.4 GB', 'P_os+g', '16.6 GB', 'P_os+g+p', '1.88 GB'];
+    check(stageRows.length === 4 && [0, 1, 2, 3].every((k) => stageRows[k].includes(paper[2 * k]) &&
+      stageRows[k].includes(paper[2 * k + 1])) && /^3P_os\+g\+p \(this plan\)/.test(current) &&
+      terms.includes("Psi'") && terms.includes('GiB, GB') && /64 equal shards/.test(psiPrime) &&
+      looks.button === rgb(looks.accent) && looks.radius === '6px',
+      'the planner shows the ZeRO paper\'s figure 1 (' + stageRows.map((r) => r.replace(/\s+/g, ' ')).join(' | ') +
+      '), stage 3 marked, ' + terms.length + ' symbols defined, the form in the site\'s style (' + looks.button + ')');
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    await phone.goto(new URL('/plan?lab=zero&n=64&psi=7.5B&mixed=on&stage=3', url).href);
+    const wide = await phone.evaluate(() => document.documentElement.scrollWidth);
+    await phone.screenshot({ path: path.join(outDir, 'plan-narrow.png'), fullPage: true });
+    await phone.close();
+    check(wide <= 390, 'the planner page fits a 390 px wide screen without scrolling sideways (' + wide + ' px)');
     // "Check it" runs the lab at a small shape (ZeRO-3 on 2 ranks, 2 steps) and shows, per rank,
     // what it measured beside the plan, every figure marked equal.
     await page.goto(new URL('/plan?lab=zero&n=2&stage=3', url).href);
