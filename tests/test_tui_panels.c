@@ -41,7 +41,7 @@ static const double SIZES[3] = {4, 1024, 1048576};
 static const double AR[3] = {0, 2, 8}, AG[3] = {0, 1, 4};
 #define MEMCPY 6.0
 
-static void write_collectives(const char *dir, int with_summary) {
+static void write_collectives(const char *dir, int with_summary, int with_end) {
     write_meta(dir, "collectives", "{}");
     char path[PATH_MAX + 32];
     for (int r = 0; r < 2; r++) {
@@ -55,7 +55,7 @@ static void write_collectives(const char *dir, int with_summary) {
                 sb_printf(&sb, "{\"ev\":\"check\",\"rank\":%d,\"name\":\"%s.%.0f.busbw\",\"ok\":true,\"value\":%g,\"expect\":%g}\n",
                           r, c ? "all_gather" : "all_reduce", SIZES[i], g, g);
             }
-        sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":6}\n", r);
+        if (with_end) sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":6}\n", r);
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
         write_text(path, "w", sb.data);
         sb_free(&sb);
@@ -100,7 +100,7 @@ static int glyph_is(const char *frame, int i, int col, const char *g) {
     return *p && strncmp((const char *)p, g, strlen(g)) == 0;
 }
 
-static void check_busbw(const char *dir, const char *bare) {
+static void check_busbw(const char *dir, const char *bare, const char *live) {
     char *frame = dump(dir, "overview", "100", "30", 0);
     int top = find_line(frame, "     8.00 \xe2\x94\xa4"), bottom = find_line(frame, "     0.00 \xe2\x94\xa4");
     // Proves: the y axis runs from 0 to the highest of rank 0's figures and the ceiling (8 GB/s;
@@ -171,6 +171,11 @@ static void check_busbw(const char *dir, const char *bare) {
     frame = dump(bare, "overview", "100", "30", 0);
     EXPECT(find_line(frame, "     8.00 \xe2\x94\xa4") > 0 && !strstr(frame, "memcpy") && !strstr(frame, "malformed"),
            "busbw, no summary yet: the chart without a ceiling (and every crafted line read)");
+    free(frame);
+    // Proves: a collectives run still measuring is live, not "starting" (it logs no steps).
+    frame = dump(live, "overview", "100", "30", 0);
+    EXPECT(strstr(frame, " LIVE\n") && !strstr(frame, "STARTING") && strstr(frame, "r0 running"),
+           "busbw, still measuring: the badge says LIVE, the ranks running");
     free(frame);
 }
 
@@ -262,14 +267,16 @@ int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui_panels", runs, sizeof runs) != 0) return 2;
     double t0 = now_s();
-    char coll[600], bare[600], mem[600];
+    char coll[600], bare[600], live[600], mem[600];
     snprintf(coll, sizeof coll, "%s/collectives", runs);
-    snprintf(bare, sizeof bare, "%s/collectives-live", runs);
+    snprintf(bare, sizeof bare, "%s/collectives-bare", runs);
+    snprintf(live, sizeof live, "%s/collectives-live", runs);
     snprintf(mem, sizeof mem, "%s/memory", runs);
-    write_collectives(coll, 1);
-    write_collectives(bare, 0);
+    write_collectives(coll, 1, 1);
+    write_collectives(bare, 0, 1);
+    write_collectives(live, 0, 0);
     write_memory_run(mem);
-    check_busbw(coll, bare);
+    check_busbw(coll, bare, live);
     check_columns(mem);
     return tui_test_finish(t0);
 }

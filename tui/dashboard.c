@@ -37,7 +37,7 @@ const char *dash_status(const RunView *v, int64_t now_us) {
     if (failed_rank(v) >= 0 || (v->has_summary == 1 && strcmp(v->status, "ok") != 0)) return "failed";
     if (runview_ended(v)) return "finished";
     if (now_us > 0 && v->last_change_us > 0 && now_us - v->last_change_us > (int64_t)STALLED_S * 1000000) return "stalled";
-    if (v->nloss == 0) return "starting";
+    if (v->nloss == 0 && v->nbusbw == 0) return "starting";  // (the collectives log measurements, not steps)
     return "live";
 }
 
