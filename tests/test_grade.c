@@ -162,6 +162,23 @@ static const char *measured_of(const char *dir, const char *name) {
     return text;
 }
 
+// The collectives lab trains nothing: its rubric is run.complete and collectives.correct,
+// graded from the lab's own answer checks, and run.complete names no steps it never had.
+static void check_collectives_run(void) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/collectives", tmp);
+    char *args[] = {"--max-bytes", "1K", "--iters", "1", "--warmup", "0", NULL};
+    EXPECT(lab_run("collectives", 2, dir, args) == 0, "collectives -n 2 --max-bytes 1K ran");
+    int rc = grade("collectives", dir, "--quiet", NULL, NULL);
+    JsonValue *g = load_json_file(dir, "grade.json");
+    const char *complete = measured_of(dir, "run.complete");
+    // Proves: a correct collectives run passes both checks, and run.complete says what it saw
+    // in its own terms (broken on purpose, the training labs' "steps 1..0" is caught).
+    EXPECT(rc == 0 && g && !strcmp(result_of(g, "collectives.correct"), "PASS") && !strcmp(complete, "2 ranks, every rank ended ok"),
+           "collectives: collectives.correct PASS, run.complete '%s' (exit %d)", complete, rc);
+    json_free(g);
+}
+
 // Adds `delta` to rank 0's loss at `step` (the line is rewritten with the new number).
 static int shift_loss(const char *dir, int step, double delta) {
     char path[900], key[64];
@@ -663,6 +680,7 @@ int main(int argc, char **argv) {
            "--only with a name that is no lab: exit 2, the name said");
     free(u6_err);
     EXPECT(grade("u7", "--help", NULL, NULL, NULL) == 0, "--help: exit 0");
+    check_collectives_run();
 
     // ---- a good DDP run: full marks, grade.json and JUnit, the reference reused ----------------
     char good[600];

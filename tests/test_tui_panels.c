@@ -5,8 +5,9 @@
 // Checked:
 //   1. a collectives run written here (rank 0's busbw checks, a summary with the memcpy rate):
 //      each measurement's letter on the row its GB/s falls on, the sizes in log2 order and
-//      spacing, the memcpy ceiling on its row, the legend; rank 1's figures not drawn; no
-//      ceiling while the run has no summary; --ascii;
+//      spacing, the memcpy ceiling on its row, the legend, what the ceiling is and why points
+//      may pass it (the web page's words), the ranks on one line; rank 1's figures not drawn;
+//      no ceiling while the run has no summary; --ascii;
 //   2. the memory panel on a tall terminal: each rank a column stacked by category, each
 //      category exactly as many rows as its bytes round to, the sum over ranks in the title;
 //      on 80x18 there is no room, and the columns are left out.
@@ -40,7 +41,7 @@ static const double SIZES[3] = {4, 1024, 1048576};
 static const double AR[3] = {0, 2, 8}, AG[3] = {0, 1, 4};
 #define MEMCPY 6.0
 
-static void write_collectives(const char *dir, int with_summary) {
+static void write_collectives(const char *dir, int with_summary, int with_end) {
     write_meta(dir, "collectives", "{}");
     char path[PATH_MAX + 32];
     for (int r = 0; r < 2; r++) {
@@ -54,7 +55,7 @@ static void write_collectives(const char *dir, int with_summary) {
                 sb_printf(&sb, "{\"ev\":\"check\",\"rank\":%d,\"name\":\"%s.%.0f.busbw\",\"ok\":true,\"value\":%g,\"expect\":%g}\n",
                           r, c ? "all_gather" : "all_reduce", SIZES[i], g, g);
             }
-        sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":6}\n", r);
+        if (with_end) sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":6}\n", r);
         snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
         write_text(path, "w", sb.data);
         sb_free(&sb);
@@ -99,7 +100,7 @@ static int glyph_is(const char *frame, int i, int col, const char *g) {
     return *p && strncmp((const char *)p, g, strlen(g)) == 0;
 }
 
-static void check_busbw(const char *dir, const char *bare) {
+static void check_busbw(const char *dir, const char *bare, const char *live) {
     char *frame = dump(dir, "overview", "100", "30", 0);
     int top = find_line(frame, "     8.00 \xe2\x94\xa4"), bottom = find_line(frame, "     0.00 \xe2\x94\xa4");
     // Proves: the y axis runs from 0 to the highest of rank 0's figures and the ceiling (8 GB/s;
@@ -130,20 +131,38 @@ static void check_busbw(const char *dir, const char *bare) {
     char line[1024];
     int crow = top + (int)lround((bottom - top) * (1 - MEMCPY / 8));
     line_at(frame, crow, line, sizeof line);
-    EXPECT(strstr(line, "memcpy 6.00") && strstr(line, "\xe2\x95\x8c\xe2\x95\x8c\xe2\x95\x8c"), "busbw: the ceiling on line %d: '%s'", crow,
-           line);
+    EXPECT(strstr(line, "memcpy ceiling 6.00") && strstr(line, "\xe2\x95\x8c\xe2\x95\x8c\xe2\x95\x8c"), "busbw: the ceiling on line %d: '%s'",
+           crow, line);
     // Proves: the legend names the collectives measured (and only those), the x axis the sizes.
     line_at(frame, bottom + 1, line, sizeof line);
     char legend[1024];
     line_at(frame, bottom + 2, legend, sizeof legend);
     EXPECT(strstr(line, "4B") && strstr(line, "1K") && strstr(line, "1M") && strstr(legend, "A all-reduce") &&
-               strstr(legend, "G all-gather") && !strstr(legend, "reduce-scatter") && strstr(legend, "memcpy"),
+               strstr(legend, "G all-gather") && !strstr(legend, "reduce-scatter"),
            "busbw: the axis '%s' and the legend '%s'", line, legend);
+    // Proves: under the legend, the ceiling says what it is, and a note (the web page's words,
+    // wrapped) why broadcast and reduce may pass it; the ranks, which log no steps, get one line.
+    char what[1024], note[2048] = "";
+    line_at(frame, bottom + 3, what, sizeof what);
+    for (int i = bottom + 4; i < bottom + 8; i++) {
+        line_at(frame, i, line, sizeof line);
+        if (!line[0] || strstr(line, "ranks ")) break;
+        snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s", note[0] ? " " : "", line + 2);
+    }
+    EXPECT(strstr(what, "\xe2\x95\x8c memcpy ceiling, 6.00 GB/s: one core copying a buffer larger than its caches") != NULL,
+           "busbw: the ceiling's line '%s'", what);
+    EXPECT(!strcmp(note, "Points can pass it: shared memory splits each byte's copy between its sender and its receiver, on two "
+                         "cores at once through the caches, and at either end of a broadcast's or reduce's chain a rank does "
+                         "only one half, where every rank of the other collectives does both."),
+           "busbw: the note on why points may pass the ceiling: '%s'", note);
+    EXPECT(strstr(frame, " ranks  r0 \xe2\x9c\x94 ended  r1 \xe2\x9c\x94 ended") && !strstr(frame, "no step events"),
+           "busbw: the ranks on one line, not rows of empty steps");
     free(frame);
 
     // Proves: without colour or UTF-8 the ceiling is dashes and the letters are the same.
     frame = dump(dir, "overview", "100", "30", 1);
-    EXPECT(strstr(frame, "     8.00 +") && strstr(frame, "|-- memcpy 6.00 ---") && column_of(frame, top, 'A', 0) > 0,
+    EXPECT(strstr(frame, "     8.00 +") && strstr(frame, "|-- memcpy ceiling 6.00 ---") && strstr(frame, "  - memcpy ceiling, 6.00 GB/s") &&
+               column_of(frame, top, 'A', 0) > 0,
            "busbw --ascii: '+' ticks, a dashed ceiling, the letters");
     free(frame);
 
@@ -152,6 +171,11 @@ static void check_busbw(const char *dir, const char *bare) {
     frame = dump(bare, "overview", "100", "30", 0);
     EXPECT(find_line(frame, "     8.00 \xe2\x94\xa4") > 0 && !strstr(frame, "memcpy") && !strstr(frame, "malformed"),
            "busbw, no summary yet: the chart without a ceiling (and every crafted line read)");
+    free(frame);
+    // Proves: a collectives run still measuring is live, not "starting" (it logs no steps).
+    frame = dump(live, "overview", "100", "30", 0);
+    EXPECT(strstr(frame, " LIVE\n") && !strstr(frame, "STARTING") && strstr(frame, "r0 running"),
+           "busbw, still measuring: the badge says LIVE, the ranks running");
     free(frame);
 }
 
@@ -243,14 +267,16 @@ int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui_panels", runs, sizeof runs) != 0) return 2;
     double t0 = now_s();
-    char coll[600], bare[600], mem[600];
+    char coll[600], bare[600], live[600], mem[600];
     snprintf(coll, sizeof coll, "%s/collectives", runs);
-    snprintf(bare, sizeof bare, "%s/collectives-live", runs);
+    snprintf(bare, sizeof bare, "%s/collectives-bare", runs);
+    snprintf(live, sizeof live, "%s/collectives-live", runs);
     snprintf(mem, sizeof mem, "%s/memory", runs);
-    write_collectives(coll, 1);
-    write_collectives(bare, 0);
+    write_collectives(coll, 1, 1);
+    write_collectives(bare, 0, 1);
+    write_collectives(live, 0, 0);
     write_memory_run(mem);
-    check_busbw(coll, bare);
+    check_busbw(coll, bare, live);
     check_columns(mem);
     return tui_test_finish(t0);
 }

@@ -1021,6 +1021,21 @@ static void check_runs_without_steps(void) {
            "GET /api/runs: a collectives run is listed with \"trains\":false");
     json_free(list);
     resp_free(&r);
+    // Proves: a run's own description says whether its lab trains, so its page draws the
+    // collectives' figure from the start instead of empty loss, step time and memory panels;
+    // a run of a training lab says true, even one that never started (its name's lab).
+    const char *ids[2] = {"collectives-20260101-000003-0c0c", "ddp-20260101-000002-0dea"};
+    for (int i = 0; i < 2; i++) {
+        char url[200];
+        snprintf(url, sizeof url, "/api/runs/%s", ids[i]);
+        r = request("GET", url, NULL, NULL);
+        JsonValue *info = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+        trains = json_get(info, "trains");
+        EXPECT(trains && trains->type == JSON_BOOL && trains->boolean == (i == 1), "GET %s: \"trains\":%s (%.200s)", url,
+               i ? "true" : "false", r.body ? r.body : "");
+        json_free(info);
+        resp_free(&r);
+    }
 }
 
 static void check_nonfinite_run(void) {

@@ -2,18 +2,23 @@
 // per collective, and the memory-copy ceiling the shared-memory backend runs into.
 //
 //     bus bandwidth by message size, rank 0 (GB/s): latency-bound on the left, bandwidth on the right
-//         8.15 ┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
+//         8.15 ┤╌╌ memcpy ceiling 8.15 ╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
 //              │                                                   G  AG
 //         4.07 ┤                                         A  AS G S        S
 //              │                               A  AS GS
 //         0.00 ┤A S  A  A  AS  AGS  AGS GS  GS
 //               4B              1K                  64K                   1M
-//      A all-reduce  S reduce-scatter  G all-gather  B broadcast  R reduce  ╌ memcpy 8.15 GB/s
+//      A all-reduce  S reduce-scatter  G all-gather  B broadcast  R reduce
+//      ╌ memcpy ceiling, 8.15 GB/s: one core copying a buffer larger than its caches
+//      Points can pass it: shared memory splits each byte's copy between its sender and ...
 //
 // The x axis is log2 of the size, from the smallest size measured to the largest; the y axis
 // is linear from 0, as nccl-tests' tables read: small messages cost a fixed time whatever
 // their size, so their bandwidth sits near 0, and large ones climb to what the links (here:
 // one core copying memory) allow. The letters are those of the timeline panel.
+//
+// The ceiling's words and why points may pass it are the web page's (run_collectives.js), so
+// the terminal and the browser say the same; the browser test holds the two to each other.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +26,38 @@
 #include "dashboard.h"
 
 #define LABEL_W 9  // "    8.15 ┤"
+
+// What the ceiling is, after "memcpy ceiling, 8.15 GB/s: ".
+static const char CEILING_WHAT[] = "one core copying a buffer larger than its caches";
+// Why points may pass it. busbw counts each byte a rank's link carries once (nccl-tests'
+// factors), while through shared memory a byte is copied twice, into a channel by its sender
+// and out by its receiver, each on its own core, and the channel's 256 KiB pieces stay in the
+// caches. A ring rank sends and receives every byte busbw counts, so its core does both
+// copies, as much as a memcpy; at either end of the broadcast and reduce chains a rank only
+// sends or only receives, half of that.
+static const char CEILING_NOTE[] =
+    "Points can pass it: shared memory splits each byte's copy between its sender and its receiver, on two cores at once "
+    "through the caches, and at either end of a broadcast's or reduce's chain a rank does only one half, where every "
+    "rank of the other collectives does both.";
+
+// The lines text takes wrapped at w columns, each drawn from (x, y) on when c is not NULL.
+static int wrapped(Canvas *c, int x, int y, int w, int color, const char *text) {
+    const char *p = text;
+    int lines = 0;
+    while (*p && w > 0) {
+        int n = (int)strlen(p);
+        if (n > w) {  // the last space that lets the line fit, else a cut mid-word
+            n = w;
+            while (n > 0 && p[n] != ' ') n--;
+            if (n == 0) n = w;
+        }
+        if (c) canvas_printf(c, x, y + lines, w, color, 0, "%.*s", n, p);
+        lines++;
+        p += n;
+        while (*p == ' ') p++;
+    }
+    return lines;
+}
 
 static const struct {
     const char *coll, *label;
@@ -71,7 +108,15 @@ static void size_label(char *out, size_t n, double bytes) {
 }
 
 void dash_busbw_chart(Canvas *c, const RunView *v, const DashState *s, int x, int y, int w, int h) {
-    int pw = w - LABEL_W - 1, ph = h - 3;  // the plot, below the title and above the axis and legend
+    // The plot, below the title and above the axis and the legend; then, once the ceiling is
+    // known (the run's summary), a line saying what it is and the note on why points may pass
+    // it, where the rows allow (else the line alone).
+    char what[160];
+    snprintf(what, sizeof what, "memcpy ceiling, %.2f GB/s: %s", v->memcpy_gbps, CEILING_WHAT);
+    int pw = w - LABEL_W - 1, what_h = v->memcpy_gbps > 0 ? wrapped(NULL, 0, 0, w - 4, 0, what) : 0;
+    int notes = what_h ? what_h + wrapped(NULL, 0, 0, w - 2, 0, CEILING_NOTE) : 0;
+    if (notes > what_h && h - 3 - notes < 5) notes = what_h;
+    int ph = h - 3 - notes;
     if (pw < 16 || ph < 3 || v->nbusbw == 0) return;
     Series series[MAX_SHOWN];
     int nseries = 0;
@@ -107,7 +152,7 @@ void dash_busbw_chart(Canvas *c, const RunView *v, const DashState *s, int x, in
     if (v->memcpy_gbps > 0) {  // named at its left end, high above the small sizes' letters
         int row = py + ROW(v->memcpy_gbps);
         for (int i = 0; i < pw; i++) canvas_put(c, px + i, row, s->utf8 ? 0x254C : '-', COLOR_FLOOR, 0);
-        canvas_printf(c, px + 2, row, pw - 4, COLOR_FLOOR, 0, " memcpy %.2f ", v->memcpy_gbps);
+        canvas_printf(c, px + 2, row, pw - 4, COLOR_FLOOR, 0, " memcpy ceiling %.2f ", v->memcpy_gbps);
     }
 
     // The measurements: a letter where a cell is free; a collective whose cell another holds
@@ -149,9 +194,11 @@ void dash_busbw_chart(Canvas *c, const RunView *v, const DashState *s, int x, in
         canvas_put(c, lx, ly, (uint32_t)series[k].letter, COLOR_MEM0 + k, ATTR_BOLD);
         lx += 2 + canvas_text(c, lx + 2, ly, x + w - lx - 2, COLOR_NONE, 0, series[k].label) + 2;
     }
-    if (v->memcpy_gbps > 0 && lx < x + w - 4) {
-        canvas_put(c, lx, ly, s->utf8 ? 0x254C : '-', COLOR_FLOOR, 0);
-        canvas_text(c, lx + 2, ly, x + w - lx - 2, COLOR_NONE, 0, "memcpy: one core's copy rate");
+    // The ceiling, on a line of its own: what it is, and why points may pass it.
+    if (notes > 0) {
+        canvas_put(c, x + 1, ly + 1, s->utf8 ? 0x254C : '-', COLOR_FLOOR, 0);
+        wrapped(c, x + 3, ly + 1, w - 4, COLOR_NONE, what);
+        if (notes > what_h) wrapped(c, x + 1, ly + 1 + what_h, w - 2, COLOR_DIM, CEILING_NOTE);
     }
     #undef COLUMN
     #undef ROW

@@ -37,7 +37,7 @@ const char *dash_status(const RunView *v, int64_t now_us) {
     if (failed_rank(v) >= 0 || (v->has_summary == 1 && strcmp(v->status, "ok") != 0)) return "failed";
     if (runview_ended(v)) return "finished";
     if (now_us > 0 && v->last_change_us > 0 && now_us - v->last_change_us > (int64_t)STALLED_S * 1000000) return "stalled";
-    if (v->nloss == 0) return "starting";
+    if (v->nloss == 0 && v->nbusbw == 0) return "starting";  // (the collectives log measurements, not steps)
     return "live";
 }
 
@@ -303,14 +303,32 @@ static void log_lines(Canvas *c, const DashState *s, int x, int y, int h) {
     }
 }
 
+// The ranks on one line, each with its mark and where it is: for a lab without steps, whose
+// rows of step time, bytes and memory would stay empty.
+static void rank_line(Canvas *c, const RunView *v, const DashState *s, int y) {
+    int x = 1 + canvas_text(c, 1, y, -1, COLOR_DIM, ATTR_BOLD, "ranks");
+    for (int r = 0; r < runview_world(v) && x < c->w - 12; r++) {
+        const RunRank *rk = r < v->nranks ? &v->ranks[r] : NULL;
+        int bad = rk && (rk->error[0] || (rk->ended && strcmp(rk->status, "error") == 0));
+        x += 2 + canvas_printf(c, x + 2, y, -1, COLOR_NONE, ATTR_BOLD, "r%d", r);
+        if (rk && rk->ended) canvas_put(c, x + 1, y, rank_mark(rk, s), bad ? COLOR_BAD : COLOR_OK, 0), x += 2;
+        x += 1 + canvas_text(c, x + 1, y, -1, COLOR_DIM, 0, !rk || !rk->started ? "not started" : bad ? "failed"
+                                                         : rk->ended ? "ended" : "running");
+    }
+}
+
 static void overview(Canvas *c, const RunView *v, const DashState *s, int y, int h) {
     int world = runview_world(v);
+    if (v->nloss == 0 && v->nbusbw > 0 && h - 2 >= 8) {
+        // The collectives: their picture takes the panel, the ranks a line under it.
+        dash_busbw_chart(c, v, s, 1, y, c->w - 2, h - 2);
+        rank_line(c, v, s, y + h - 1);
+        return;
+    }
     int ranks_h = world + 2 + (c->w >= 96);  // header, rows, legends (the time bar's when it is drawn)
     if (ranks_h > h / 2) ranks_h = h / 2;
     int chart_h = h - ranks_h - 1;
-    if (v->nloss == 0 && v->nbusbw > 0 && chart_h >= 8) {
-        dash_busbw_chart(c, v, s, 1, y, c->w - 2, chart_h);  // the collectives: their picture
-    } else if (v->nloss == 0 && s->log_text && s->log_text[0]) {
+    if (v->nloss == 0 && s->log_text && s->log_text[0]) {
         // No step yet (or a lab without steps): what rank 0 said (its memory table, the
         // collectives' table) is the news.
         canvas_printf(c, 1, y, c->w - 2, COLOR_TITLE, ATTR_BOLD, "rank %d's output (%s)", s->log_rank,

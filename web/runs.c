@@ -394,8 +394,13 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
     sb_json_string(out, lab_name);
     snprintf(path, sizeof path, "%s/grade.json", r->dir);
     int graded = access(path, F_OK) == 0;  // (the page asks for the grade only then: no 404 to log)
-    sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"graded\":%s,\"meta\":%s,\"summary\":%s,\"ref\":",
-              run_status(r), r->world, r->n, graded ? "true" : "false", mv ? meta : "null", sv ? summary : "null");
+    // Whether the lab trains (the catalog's word, as in the list): the page of one that does
+    // not (collectives) draws its measurements, not the loss, step time and memory panels.
+    const CatLab *known = catalog_lab(lab_name);
+    sb_printf(out, ",\"status\":\"%s\",\"world\":%d,\"events\":%ld,\"graded\":%s,\"trains\":%s,\"meta\":%s,\"summary\":%s,"
+                   "\"ref\":",
+              run_status(r), r->world, r->n, graded ? "true" : "false", known && !known->trains ? "false" : "true",
+              mv ? meta : "null", sv ? summary : "null");
     // A reference run is named by its directory; it is linked only if it is one of ours.
     const char *base = ref && ref->type == JSON_STRING ? strrchr(ref->string, '/') : NULL;
     char refdir[4400];

@@ -107,8 +107,11 @@ static void check_complete(Ctx *x, GradeCheck *c) {
                  (long long)run->steps, run->diverged);
         return;
     }
-    MEASURED("%d rank%s, steps %lld..%lld, every rank ended ok", run->world, run->world == 1 ? "" : "s",
-             (long long)run->first_step, (long long)run->steps);
+    if (run->steps == 0)  // a lab that trains nothing (collectives): no steps to name
+        MEASURED("%d rank%s, every rank ended ok", run->world, run->world == 1 ? "" : "s");
+    else
+        MEASURED("%d rank%s, steps %lld..%lld, every rank ended ok", run->world, run->world == 1 ? "" : "s",
+                 (long long)run->first_step, (long long)run->steps);
 }
 
 // ---- replicas.equal: param_hash identical on every rank after every step -----------------

@@ -12,9 +12,12 @@
 // the end; its "compare" link starts a short run with it as the reference (--ref), whose loss
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
-// back on reload; the memory planner plans a layout, shows the ZeRO paper's figure 1 by its
-// names with the terminal's definitions, in the site's style and within a phone's width, and
-// its "Check it" runs the lab and marks every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
+// back on reload; a collectives run's page has the bus bandwidth by message size as its main
+// figure, its ceiling explained in the terminal dashboard's words, every label in words, no
+// timeline, a summary of what the lab ran and a grade text of what its rubric checks; the
+// memory planner plans a layout, shows the ZeRO paper's figure 1 by its names with the
+// terminal's definitions, in the site's style and within a phone's width, and its "Check it"
+// runs the lab and marks every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
 // check's programs for a copy with regions passed, failed and not written yet) draws a row per
 // region when "Check them" is pressed, its colours readable light and dark; no page logs an
 // error. The screenshots are for a person to look at.
@@ -227,15 +230,77 @@ async function main() {
     await page.locator('.schedule').screenshot({ path: path.join(outDir, 'run-pp-schedule.png') });
     check(rowsText.length === 2 && rowsText[0].replace(/\u00a0/g, '.') === 'stage 0ab..AAcBBdCC.DD' && idle === 6,
       `a pipeline run draws its schedule: ${JSON.stringify(rowsText)}, ${idle} idle cells`);
-    // The collectives lab draws its bus bandwidth against message size, a line per
-    // collective, under this machine's memory-copy ceiling.
+    // The collectives lab, which trains nothing: its page's main figure is the bus bandwidth
+    // against message size, a line per collective named in words, under this machine's
+    // memory-copy ceiling, which says what it is and why points may pass it, in the terminal
+    // dashboard's words. No timeline (one span a measurement is no picture of a step), no
+    // loss, step time or memory panels; the status line and the summary say what the lab ran;
+    // the grade says what collectives.correct checks; no label on the page is a file's key.
     // Sizes up to 1 MiB, 5 calls each (steps are its --iters): seconds, not a minute.
     await startFromForm('collectives', { n: '2', 'max-bytes': '1M', steps: '5' });
-    await page.waitForSelector('#p-summary canvas[aria-label^="Bus bandwidth"]', { timeout: 120000 });
-    const busLabel = await page.locator('#p-summary canvas[aria-label^="Bus bandwidth"]').getAttribute('aria-label');
-    await page.locator('#p-summary').screenshot({ path: path.join(outDir, 'run-collectives-busbw.png') });
-    check(/all-reduce up to/.test(busLabel) && /all-gather up to/.test(busLabel) && /memcpy ceiling [\d.]+ GB\/s/.test(busLabel),
-      'the collectives run draws bus bandwidth by message size per collective, under the memcpy ceiling: ' + busLabel.slice(0, 160));
+    await page.waitForSelector('#p-summary table.kv', { timeout: 120000 });
+    await page.waitForSelector('.busbw-note:not([hidden])', { timeout: 30000 });
+    const coll = await page.evaluate(() => {
+      const vis = (sel) => Array.from(document.querySelectorAll(sel)).filter((e) => !e.closest('[hidden]') && e.getClientRects().length);
+      const panels = vis('.panels > .panel');
+      const fig = document.querySelector('#p-busbw'), box = fig.getBoundingClientRect(), grid = document.querySelector('.panels').getBoundingClientRect();
+      const chart = window.Chart.getChart(document.querySelector('#p-busbw canvas'));
+      document.querySelectorAll('#dashboard details').forEach((d) => { d.open = true; });
+      return {
+        first: panels.length ? panels[0].id : '', ids: panels.map((p) => p.id), wide: box.width > 0.95 * grid.width,
+        canvases: vis('#dashboard canvas').filter((c) => !c.closest('.legend')).map((c) => c.closest('.panel').id),
+        datasets: chart ? chart.data.datasets.map((d) => d.label) : [], xType: chart ? chart.options.scales.x.type : '',
+        ticks: chart ? chart.scales.x.ticks.map((t) => t.label) : [],
+        legend: document.querySelector('#p-busbw .busbw-legend').innerText, note: document.querySelector('.busbw-note').textContent,
+        aria: document.querySelector('#p-busbw canvas').getAttribute('aria-label'),
+        status: document.querySelector('#run-status').textContent, text: document.querySelector('#run-status').innerText + '\n' + document.querySelector('.panels').innerText,
+        summary: Array.from(document.querySelectorAll('#p-summary table.kv th')).map((th) => th.textContent),
+        head: Array.from(document.querySelectorAll('#p-busbw table.data th')).map((th) => th.textContent),
+        grade: document.querySelector('#p-grade .note').textContent,
+      };
+    });
+    const runId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop());
+    check(coll.first === 'p-busbw' && coll.wide && coll.canvases.length === 1 && coll.canvases[0] === 'p-busbw' && coll.xType === 'logarithmic' &&
+      coll.ticks[0] === '4 B' && coll.ticks[coll.ticks.length - 1] === '1 MiB' && /all-reduce up to [\d.]+ GB\/s/.test(coll.aria),
+      `the collectives run's main figure: bus bandwidth by message size, first and full width, the page's one chart, sizes on a log axis ` +
+      `(${coll.ids.join(' ')}; ticks ${coll.ticks.join(', ')})`);
+    const words = ['all-reduce', 'reduce-scatter', 'all-gather', 'broadcast', 'reduce'];
+    check(words.every((w, i) => coll.datasets[i] === w) && coll.datasets[5] === 'memcpy ceiling' &&
+      words.every((w) => coll.legend.includes(w)) && /memcpy ceiling, [\d.]+ GB\/s: one core copying a buffer larger than its caches/.test(coll.legend),
+      'a line per collective, named in words, and the ceiling labelled with what it is: ' + coll.legend.replace(/\n/g, ' | '));
+    // The terminal dashboard on the same run says the same words under its chart.
+    const tui = spawnSync(shardlab, ['tui', path.join(runs, runId), '--dump', '--width', '200', '--height', '60'], { encoding: 'utf8' });
+    const tuiLines = (tui.stdout || '').split('\n');
+    const at = tuiLines.findIndex((l) => /memcpy ceiling, [\d.]+ GB\/s/.test(l));
+    const tuiNote = at < 0 ? '' : tuiLines.slice(at + 1).join('\n').split(/\n\s*\n/)[0].split('\n').map((l) => l.trim()).join(' ');
+    const webNote = coll.note.replace(/\u2019/g, '\'');
+    check(/^Points can pass it: .*broadcast.*reduce/.test(webNote) && webNote === tuiNote && tuiLines[at].includes(coll.legend.split('\n').pop().trim()),
+      'why points may pass the ceiling, beside the chart, in the terminal dashboard\'s words: "' + webNote + '"' +
+      (webNote === tuiNote ? '' : ' (the terminal: "' + tuiNote + '")'));
+    check(!/no training steps|\bsteps? \d/.test(coll.text) && /\b\d+ of \d+ measurements/.test(coll.status) &&
+      ['collectives', 'message sizes', 'ranks', 'algorithm', 'wrong elements (#wrong)'].every((k) => coll.summary.includes(k)),
+      'the status line and the summary say what the lab ran, not steps: ' + coll.status.slice(0, 120) + '; ' + coll.summary.join(', '));
+    const raw = coll.text.match(/\b(all_reduce|reduce_scatter|all_gather|memcpy_gbps|memcpy gbps|avg_busbw|avg busbw|world_size|time_us|min_bytes|min bytes|direct_max_bytes|[a-z_]+\.\d+\.(wrong|busbw))\b/);
+    check(!raw && coll.head.join('|') === 'collective|size|floats|time per call (\u00b5s)|algbw (GB/s)|busbw (GB/s)|#wrong|algorithm',
+      'every label in words, every fold open (no key from the run\'s files): ' + (raw ? raw[0] : coll.head.join(', ')));
+    check(!coll.ids.includes('p-gantt') && !coll.ids.includes('p-loss') && !/other collective \(/.test(coll.text),
+      'no timeline of one span, no loss, step time or memory panels: ' + coll.ids.join(' '));
+    check(/collectives\.correct/.test(coll.grade) && /#wrong = 0 on every row/.test(coll.grade) && !/single-rank|global batch/.test(coll.grade),
+      'the grade says what collectives.correct checks, and no reference run: ' + coll.grade);
+    await page.evaluate(() => document.querySelectorAll('#dashboard details').forEach((d) => { d.open = false; }));
+    await page.screenshot({ path: path.join(outDir, 'run-collectives.png'), fullPage: true });
+    await page.locator('#p-busbw').screenshot({ path: path.join(outDir, 'run-collectives-busbw.png') });
+    // On a phone the legend and the note go under the chart, which keeps the width.
+    await page.setViewportSize({ width: 390, height: 800 });
+    await page.waitForTimeout(300);
+    const narrow = await page.evaluate(() => {
+      const c = document.querySelector('#p-busbw canvas').getBoundingClientRect(), n = document.querySelector('.busbw-note').getBoundingClientRect();
+      return { chart: c.width, under: n.top > c.bottom, overflow: document.documentElement.scrollWidth > window.innerWidth + 1 };
+    });
+    await page.screenshot({ path: path.join(outDir, 'run-collectives-narrow.png'), fullPage: true });
+    check(narrow.chart > 300 && narrow.under && !narrow.overflow,
+      `at 390 px the chart keeps the width (${Math.round(narrow.chart)} px), the note under it, nothing wider than the screen`);
+    await page.setViewportSize({ width: 1280, height: 1400 });
     // The memory planner: the form filled in from the address, a table of bytes per GPU by
     // category, and whether it fits the card chosen.
     await page.goto(new URL('/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&gpu=rtx4090', url).href);

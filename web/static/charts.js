@@ -110,9 +110,19 @@ window.ShardlabCharts = (function () {
     return ctx;
   }
 
+  // The legend's sample of a Chart.js point style (circle, triangle, rect, rectRot, crossRot).
   function marker(g, style, x, y, r, colour) {
-    g.fillStyle = colour; g.beginPath();
+    g.fillStyle = colour; g.strokeStyle = colour; g.beginPath();
+    if (style === 'crossRot') {
+      g.lineWidth = 2;
+      g.moveTo(x - r * 0.8, y - r * 0.8); g.lineTo(x + r * 0.8, y + r * 0.8);
+      g.moveTo(x + r * 0.8, y - r * 0.8); g.lineTo(x - r * 0.8, y + r * 0.8);
+      g.stroke();
+      return;
+    }
     if (style === 'triangle') { g.moveTo(x, y - r); g.lineTo(x + r, y + r * 0.8); g.lineTo(x - r, y + r * 0.8); g.closePath(); }
+    else if (style === 'rect') g.rect(x - r * 0.75, y - r * 0.75, r * 1.5, r * 1.5);
+    else if (style === 'rectRot') { g.moveTo(x, y - r); g.lineTo(x + r, y); g.lineTo(x, y + r); g.lineTo(x - r, y); g.closePath(); }
     else g.arc(x, y, r * 0.85, 0, 7);
     g.fill();
   }
@@ -174,43 +184,114 @@ window.ShardlabCharts = (function () {
     return { canvas, wrap };
   }
 
-  // The collectives lab: bus bandwidth against message size, a line per collective (each its
-  // colour and marker), and this machine's memory-copy rate (summary.json's memcpy_gbps)
-  // dashed across as the ceiling the shm backend's copies run into.
-  function BusbwChart(panel, rows, ceiling) {
+  // The collectives lab's figure: bus bandwidth against message size, a line per collective
+  // (each its colour and marker), and a ceiling dashed across (the machine's memory-copy rate
+  // on the shm backend). The legend and the words on the ceiling sit beside the chart, in
+  // HTML; the numbers follow as a table. run_collectives.js says what to draw.
+  const BUSBW_STYLE = {
+    all_reduce: { colour: 'coll', point: 'circle' },
+    reduce_scatter: { colour: 'commbuf', point: 'triangle' },
+    all_gather: { colour: 'params', point: 'rect' },
+    broadcast: { colour: 'optim', point: 'rectRot' },
+    reduce: { colour: 'send', point: 'crossRot' },
+  };
+  const OTHER_STYLES = [{ colour: 'recv', point: 'circle' }, { colour: 'host', point: 'triangle' }];
+  const CEILING = { colour: 'floor', dash: [9, 5], point: null };
+
+  // "4 B", "64 KiB", "16 MiB": a message size in the units the lab's options take.
+  function fmtBytes(b) {
+    const units = ['B', 'KiB', 'MiB', 'GiB'];
+    let u = 0;
+    while (b >= 1024 && u < units.length - 1) b /= 1024, u++;
+    return (Number.isInteger(b) ? String(b) : b.toFixed(b >= 10 ? 0 : 1)) + ' ' + units[u];
+  }
+
+  // Ticks at powers of two, from the smallest size to the largest, evenly spaced and at most 8
+  // (4 B, 64 B, 1 KiB, ... 64 MiB): the doublings the lab steps through, both ends named.
+  function pow2Ticks(axis) {
+    const lo = Math.ceil(Math.log2(axis.min)), hi = Math.floor(Math.log2(axis.max)), span = hi - lo;
+    if (!(span >= 0)) return;  // no sizes yet: Chart.js's own ticks
+    let step = 1;
+    while (span / step > 7 || (span % step && step < span)) step++;
+    if (span / step < 3 && span > 7) step = Math.ceil(span / 6);  // a prime span: even steps, and the end
+    const ticks = [];
+    for (let k = lo; k <= hi; k += step) ticks.push({ value: 2 ** k });
+    if (span > 0 && ticks[ticks.length - 1].value !== 2 ** hi) ticks.push({ value: 2 ** hi });
+    axis.ticks = ticks;
+  }
+
+  // panel: {s}; words: {ceilingName, ceilingLabel(gbps), ceilingNote, noCeiling}.
+  function BusbwChart(panel, words) {
     setDefaults();
     const t = theme();
-    const { canvas, wrap } = chartBox(panel, 300);
-    const colours = ['coll', 'params', 'commbuf', 'optim', 'send', 'recv', 'fwd', 'bwd', 'host'];
-    const markers = ['circle', 'triangle', 'rect', 'rectRot', 'star', 'crossRot', 'cross', 'line', 'circle'];
-    const by = new Map();
-    for (const r of rows) {
-      if (!(r.size > 0) || typeof r.busbw !== 'number') continue;
-      if (!by.has(r.coll)) by.set(r.coll, []);
-      by.get(r.coll).push({ x: r.size, y: r.busbw });
-    }
-    const datasets = Array.from(by, ([name, data], i) => ({
-      label: String(name).replace(/_/g, '-'), data, borderWidth: 2, pointRadius: 3,
-      borderColor: t.c[colours[i % colours.length]], backgroundColor: t.c[colours[i % colours.length]], pointStyle: markers[i % markers.length],
-    }));
-    const xs = rows.map((r) => r.size).filter((x) => x > 0);
-    if (ceiling > 0 && xs.length)
-      datasets.push({ label: 'memcpy ceiling ' + ceiling.toFixed(2) + ' GB/s', data: [{ x: Math.min(...xs), y: ceiling }, { x: Math.max(...xs), y: ceiling }],
-        borderColor: t.c.floor, backgroundColor: t.c.floor, borderDash: [9, 5], borderWidth: 2, pointRadius: 0 });
-    new window.Chart(canvas, {
+    const canvas = el('canvas', { role: 'img' });
+    const leg = el('div', { class: 'busbw-legend' }), note = el('p', { class: 'busbw-note' });
+    const table = el('details', { class: 'data' });
+    const wrap = el('div', null,
+      el('figure', { class: 'busbw' }, el('div', { class: 'chart-box busbw-box' }, canvas), el('figcaption', null, leg, note)), table);
+    panel.s.append(wrap);
+    const styles = new Map();
+    const styleOf = (coll) => {
+      if (!styles.has(coll)) styles.set(coll, BUSBW_STYLE[coll] || OTHER_STYLES[styles.size % OTHER_STYLES.length]);
+      return styles.get(coll);
+    };
+    const chart = new window.Chart(canvas, {
       type: 'line',
-      data: { datasets },
+      data: { datasets: [] },
       options: Object.assign(baseOptions(), {
-        plugins: { legend: { display: true, labels: { usePointStyle: true } } },
+        interaction: { mode: 'nearest', intersect: false },
+        plugins: {
+          legend: { display: false },
+          tooltip: {
+            callbacks: {
+              title: (items) => (items.length ? fmtBytes(items[0].raw.x) : ''),
+              label: (c) => c.dataset.label + ': ' + fmt(c.raw.y, 2) + ' GB/s' + (c.raw.algo ? ' (' + c.raw.algo + ')' : ''),
+            },
+          },
+        },
         scales: {
-          x: { type: 'logarithmic', title: { display: true, text: 'message size (bytes)' } },
+          x: { type: 'logarithmic', title: { display: true, text: 'message size' }, afterBuildTicks: pow2Ticks,
+            ticks: { callback: (v) => fmtBytes(v), autoSkip: true, maxRotation: 0 } },
           y: { beginAtZero: true, title: { display: true, text: 'bus bandwidth (GB/s)' } },
         },
       }),
     });
-    canvas.setAttribute('aria-label', 'Bus bandwidth against message size: ' +
-      datasets.map((d) => d.label + (d.label.startsWith('memcpy') ? '' : ' up to ' + Math.max(...d.data.map((p) => p.y)).toFixed(3) + ' GB/s')).join('; '));
-    return wrap;
+
+    // d: {series: [{coll, label, points: [{x: bytes, y: GB/s, algo?, row?}]}], ceiling: GB/s or 0,
+    //     rows: the measurements for the table ([{cells}]), head: the table's column names}
+    function update(d) {
+      const sets = d.series.map((s) => {
+        const st = styleOf(s.coll), colour = t.c[st.colour];
+        return { label: s.label, data: s.points.slice().sort((a, b) => a.x - b.x), borderColor: colour, backgroundColor: colour,
+          borderWidth: 2, pointRadius: 3.5, pointStyle: st.point };
+      });
+      const xs = d.series.flatMap((s) => s.points.map((p) => p.x));
+      if (d.ceiling > 0 && xs.length)
+        sets.push({ label: words.ceilingName, data: [{ x: Math.min(...xs), y: d.ceiling }, { x: Math.max(...xs), y: d.ceiling }],
+          borderColor: t.c[CEILING.colour], backgroundColor: t.c[CEILING.colour], borderDash: CEILING.dash, borderWidth: 2, pointRadius: 0 });
+      chart.data.datasets = sets;
+      // The axis from the smallest size measured to the largest (a log axis would start at 1).
+      chart.options.scales.x.min = xs.length ? Math.min(...xs) : undefined;
+      chart.options.scales.x.max = xs.length ? Math.max(...xs) : undefined;
+      chart.update('none');
+      const items = d.series.map((s) => Object.assign({ line: true, label: s.label, colour: styleOf(s.coll).colour, point: styleOf(s.coll).point }));
+      if (d.ceiling > 0) items.push(Object.assign({ line: true, label: words.ceilingLabel(d.ceiling) }, CEILING));
+      setLegend(leg, items);
+      const text = d.ceiling > 0 ? words.ceilingNote : words.noCeiling;
+      if (note.textContent !== text) note.textContent = text;
+      note.hidden = !text;
+      canvas.setAttribute('aria-label', 'Bus bandwidth against message size: ' + d.series.map((s) => s.label + ' up to ' +
+        fmt(Math.max(...s.points.map((p) => p.y)), 2) + ' GB/s').join('; ') + (d.ceiling > 0 ? '; ' + words.ceilingLabel(d.ceiling) : ''));
+      if (d.rows && d.rows.length) {
+        const open = table.open;
+        table.replaceChildren(el('summary', { text: 'the measurements, as a table (' + d.rows.length + ' rows)' }),
+          el('table', { class: 'data' }, el('thead', null, el('tr', null, ...d.head.map((h) => el('th', { class: h.num ? 'num' : null, text: h.text })))),
+            el('tbody', null, ...d.rows.map((r) => el('tr', null, ...r.map((v, i) => el('td', { class: d.head[i].num ? 'num' : null, text: v })))))));
+        table.open = open;
+      }
+      table.hidden = !(d.rows && d.rows.length);
+    }
+    return { update, destroy: () => { chart.destroy(); wrap.remove(); } };
   }
 
   // (1) Loss: rank 0's curve, the reference run's and the floor. Markers every few points,
@@ -367,5 +448,5 @@ window.ShardlabCharts = (function () {
   }
 
   // (timeline.js draws the timeline with fill, haloText, hidpi and setLegend.)
-  return { MiB, fmt, fmtMiB, fmtMs, theme, retheme, fill, haloText, hidpi, setLegend, LossChart, BarChart, BusbwChart };
+  return { MiB, fmt, fmtMiB, fmtMs, fmtBytes, theme, retheme, fill, haloText, hidpi, setLegend, LossChart, BarChart, BusbwChart };
 })();

@@ -11,7 +11,9 @@
 // of the last complete step; (5) at the end, summary and checks; (6) the grade: the lab's
 // rubric (GET/POST /api/runs/ID/grade). This file builds the page and decides what the status
 // line and (1) to (4) show, run_end.js what (5) and (6) show; charts.js draws (1) to (3),
-// timeline.js (4). The other four files are loaded from here.
+// timeline.js (4). A lab that trains nothing (collectives) has none of (1) to (4): its main
+// figure instead, the bus bandwidth by message size, which run_collectives.js describes. The
+// other five files are loaded from here.
 'use strict';
 
 (function () {
@@ -64,6 +66,8 @@
   // The state and how each event changes it (run_state.js), and the end-of-run panels
   // (run_end.js): start() sets these once their files have loaded, before the first event.
   let state = null, S = null, end = null;
+  // The collectives lab's words and figure (run_collectives.js), for a lab that trains nothing.
+  let coll = null;
 
   // ================================================================ the page's skeleton
 
@@ -83,21 +87,22 @@
       const s = el('section', { class: 'panel' + (wide ? ' wide' : ''), id: id, 'aria-labelledby': id + '-h' }, h, n);
       return { s, h, n };
     };
+    ui.busbw = panel('p-busbw', 'Bus bandwidth by message size', '', true);
     ui.loss = panel('p-loss', 'Loss', 'rank 0, mean cross-entropy over the global batch (nats/token), before each update', true);
     ui.time = panel('p-time', 'Step time per rank', 'the latest step of each rank');
     ui.mem = panel('p-mem', 'Memory per rank', 'the latest step of each rank, MiB by category');
     ui.gantt = panel('p-gantt', 'Timeline', 'waiting for a complete step ...', true);
     ui.summary = panel('p-summary', 'Summary', '', false);
     ui.checks = panel('p-checks', 'Checks the lab made on itself', '', false);
-    ui.grade = panel('p-grade', 'Grade', 'the lab\u2019s invariants checked on this run\u2019s logs, against a single-rank ' +
-      'reference run on the same global batch and the method\u2019s formulas', true);
+    ui.grade = panel('p-grade', 'Grade', '', true);
+    ui.busbw.s.hidden = true;
     ui.summary.s.hidden = true;
     ui.checks.s.hidden = true;
     ui.grade.s.hidden = true;
     ui.config = el('details', { class: 'data' });
     root.textContent = '';
     root.append(ui.h1, ui.status, ui.progress, ui.argv, ui.errors,
-      el('div', { class: 'panels' }, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
+      el('div', { class: 'panels' }, ui.busbw.s, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
       ui.config);
   }
 
@@ -137,23 +142,25 @@
 
   function renderStatus() {
     const p = ui.st || (ui.st = statusParts());
-    const k = S.loss.length ? S.loss[S.loss.length - 1].x : S.last.reduce((m, e) => (e && e.step > m ? e.step : m), 0);
-    const total = S.stepsTotal || k;
+    // The collectives lab counts its measurements (a collective at a size), not steps.
+    const m = coll ? coll.progress(S.info && S.info.meta && S.info.meta.config) : null;
+    const k = m ? m.done : S.loss.length ? S.loss[S.loss.length - 1].x : S.last.reduce((m, e) => (e && e.step > m ? e.step : m), 0);
+    const total = m ? m.total : S.stepsTotal || k;
     setText(p.lab, S.lab);
     setText(p.ranks, plural(S.world, 'rank'));
     setText(p.where, S.device ? S.device + (S.backend ? ' (' + S.backend + ')' : '') : 'device unknown');
-    // A lab without training steps (collectives) has no step counter to show.
-    const noSteps = S.streamDone && !S.last.length;
-    const stepText = noSteps ? 'no training steps' : 'step ' + k + ' of ' + total;
+    // A run that ended before its first step has no step counter to show.
+    const noSteps = !m && S.streamDone && !S.last.length;
+    const stepText = m ? m.text : noSteps ? 'no training steps' : 'step ' + k + ' of ' + total;
     setText(p.step, stepText);
     // Screen readers hear the step in tenths of the run while it trains, exactly at the end.
     const spoken = S.status === 'running' && total ? Math.floor(Math.floor((10 * k) / total) * total / 10) : k;
-    setText(p.spoken, noSteps ? stepText : 'step ' + spoken + ' of ' + total);
-    setText(p.rate, noSteps ? '' : rateText(k, total));
+    setText(p.spoken, noSteps || m ? stepText : 'step ' + spoken + ' of ' + total);
+    setText(p.rate, noSteps || m ? '' : rateText(k, total));
     setText(p.status, S.status);
     p.status.className = 'st-' + S.status;
     setText(p.conn, S.connection ? ' \u00b7 ' + S.connection : '');
-    ui.progress.hidden = noSteps;
+    ui.progress.hidden = noSteps || (m && !total);
     ui.progress.max = total || 1;
     ui.progress.value = k;
     ui.progress.textContent = stepText;
@@ -273,6 +280,18 @@
     charts.timeline.draw({ step, ended: S.final, rows: ranks().map((r) => (S.spans[r] && S.spans[r].get(step)) || []) });
   }
 
+  // The collectives' figure: rank 0's measurements while they come, summary.json's table and
+  // the memcpy ceiling once it is there. Drawn again only when either changes.
+  function renderBusbw() {
+    const sum = S.final && S.info ? S.info.summary : null;
+    const key = S.measured + '|' + (sum ? 'summary' : '');
+    ui.busbw.n.textContent = coll.figureNote(sum, S.info && S.info.meta && S.info.meta.config);
+    if (!charts.busbw) charts.busbw = window.ShardlabCharts.BusbwChart(ui.busbw, coll.WORDS);
+    else if (charts.busbw.key === key) return;
+    charts.busbw.key = key;
+    charts.busbw.update(coll.figure(sum));
+  }
+
   // ================================================================ drawing, batched
 
   const charts = {};
@@ -287,11 +306,18 @@
   function render() {
     lastDraw = performance.now();
     renderStatus();
-    // Loss, step time and memory come from step events; a lab without them leaves them out.
-    const noSteps = S.streamDone && !S.last.length;
-    for (const p of [ui.loss, ui.time, ui.mem]) p.s.hidden = noSteps;
+    // Loss, step time and memory come from step events; a lab without them leaves them out,
+    // and so does one that trains nothing (collectives), whose one span a measurement makes no
+    // timeline: its figure is the bus bandwidth.
+    const noSteps = coll || (S.streamDone && !S.last.length);
+    for (const p of [ui.loss, ui.time, ui.mem]) p.s.hidden = !!noSteps;
+    ui.gantt.s.hidden = !!coll;
+    ui.busbw.s.hidden = !coll;
     const C = window.ShardlabCharts;
-    if (C && window.Chart) {
+    if (coll) {
+      if (C && window.Chart) renderBusbw();
+      else ui.busbw.n.textContent = 'the chart needs ' + (C ? '/static/vendor/chart.min.js' : '/static/charts.js') + ', which did not load';
+    } else if (C && window.Chart) {
       if (!charts.loss) charts.loss = C.LossChart(ui.loss);
       // The bar charts' heights follow the number of ranks, which events may still raise.
       if (!charts.time || charts.time.world !== S.world) {
@@ -306,7 +332,7 @@
       const why = C ? '/static/vendor/chart.min.js' : '/static/charts.js';
       for (const p of [ui.loss, ui.time, ui.mem]) p.n.textContent = 'charts need ' + why + ', which did not load';
     }
-    if (C) {
+    if (C && !coll) {
       if (!charts.timeline && window.ShardlabTimeline) charts.timeline = window.ShardlabTimeline.Timeline(ui.gantt);
       if (charts.timeline) renderTimeline();
     }
@@ -321,7 +347,7 @@
   function retheme() {
     if (!window.ShardlabCharts) return;
     window.ShardlabCharts.retheme();
-    for (const k of ['loss', 'time', 'mem']) if (charts[k]) { charts[k].destroy(); delete charts[k]; }
+    for (const k of ['loss', 'time', 'mem', 'busbw']) if (charts[k]) { charts[k].destroy(); delete charts[k]; }
     invalidate();
   }
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', retheme);
@@ -424,7 +450,7 @@
     // The other files load while the run's description arrives. The drawing code may fail to:
     // without it the status, summary and checks still work.
     const drawing = loadScript('/static/charts.js').then(() => loadScript('/static/timeline.js')).catch(() => null);
-    const parts = Promise.all([loadScript('/static/run_state.js'), loadScript('/static/run_end.js')]);
+    const parts = Promise.all([loadScript('/static/run_state.js'), loadScript('/static/run_end.js'), loadScript('/static/run_collectives.js')]);
     let info;
     try {
       [info] = await Promise.all([getJSON(api), parts]);
@@ -434,7 +460,13 @@
     }
     state = window.ShardlabRunState(askRef);
     S = state.S;
-    end = window.ShardlabRunEnd({ S, ui, RUN, api, plural, fmtMiB, setText });
+    if (info.trains === false) {
+      coll = window.ShardlabCollectives({ S, plural });
+      // The link under the page says what a training run's Perfetto file holds: say this lab's.
+      const trace = document.querySelector('.run-trace small');
+      if (trace) trace.replaceChildren(coll.traceNote, el('code', { text: 'shardlab trace' }), ')');
+    }
+    end = window.ShardlabRunEnd({ S, ui, RUN, api, plural, fmtMiB, setText, coll });
     S.info = info;
     const meta = info.meta || {};
     S.lab = info.lab || meta.lab || '';
@@ -447,7 +479,7 @@
     if (Array.isArray(meta.argv)) ui.argv.replaceChildren(el('code', { text: meta.argv.join(' ') }));
     if (meta.config) {
       ui.config.replaceChildren(el('summary', { text: 'configuration (meta.json)' }),
-        end.kvTable(Object.entries(meta.config), 'configuration of run ' + RUN));
+        end.kvTable(Object.entries(meta.config), 'configuration of run ' + RUN, coll ? coll.CONFIG_WORDS : null));
     }
     if (info.ref) S.refAsked = true, loadRef(info.ref);
     await drawing;

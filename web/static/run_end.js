@@ -4,9 +4,10 @@
 'use strict';
 
 // run.js hands over what these panels read: S (the state, run_state.js), ui (the page's
-// panels), RUN and api (the run's id and its address) and three of its helpers; it lends its
+// panels), RUN and api (the run's id and its address), three of its helpers, and coll: the
+// collectives lab's words (run_collectives.js), or null for a lab that trains. It lends its
 // DOM helper as it does to charts.js. kvTable also draws the run's configuration.
-window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) {
+window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText, coll }) {
   const el = window.ShardlabDom.el;
 
   // ================================================================ (5) summary and checks
@@ -36,13 +37,17 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     param_hash: ['parameters\u2019 hash (bitwise identity)'], mem_peak: ['peak memory per rank'],
     run_dir: ['run directory'], psi_padded: ['parameters, padded to N equal shards']
   };
-  function kvTable(pairs, caption) {
-    const row = ([k, v]) => {
-      const w = WORDS[k], label = w ? w[0] : k.replace(/_/g, ' ').replace(/\./g, ': ');
-      const text = w && w[1] && typeof v === 'number' ? w[1](v) : show(k, v);
+  // pairs: [key, value] (words: the lab's own, before these), or [key, text, label] already in words.
+  function kvTable(pairs, caption, words) {
+    const row = ([k, v, said]) => {
+      const w = (words && words[k]) || WORDS[k], label = said || (w ? w[0] : k.replace(/_/g, ' ').replace(/\./g, ': '));
+      const own = words && words[k], f = w && w[1];
+      const text = said ? String(v) : f && v !== null && (typeof v === 'number' || own) ? f(v) : show(k, v);
       return el('tr', null, el('th', { scope: 'row', text: label, title: k }), el('td', { text }));
     };
-    return el('table', { class: 'kv' }, el('caption', { class: 'sr-only', text: caption }), el('tbody', null, ...pairs.map(row)));
+    // Rows already in words read as prose, not as a file's values.
+    const prose = pairs.length && pairs.every((p) => p.length > 2);
+    return el('table', { class: prose ? 'kv prose' : 'kv' }, el('caption', { class: 'sr-only', text: caption }), el('tbody', null, ...pairs.map(row)));
   }
 
   // pp's schedule as the terminal prints it, a row per stage and a column per unit of time
@@ -74,9 +79,15 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     }
     if (ui.summary.done) return;
     ui.summary.done = true;
+    // The collectives lab: what it ran and found, in words (its table is the figure's).
+    if (coll) {
+      ui.summary.n.textContent = 'what the lab ran and found (summary.json, written by rank 0 at the end; hover a row for its key)';
+      ui.summary.s.append(kvTable(coll.summaryPairs(sum, S.info.meta && S.info.meta.config), 'summary of run ' + RUN));
+      return;
+    }
     ui.summary.n.textContent = 'summary.json, written by rank 0 at the end';
-    // Scalars (and small objects, flattened) in one table; a list of records (the
-    // collectives lab's measurements) as a table of its own, folded when long.
+    // Scalars (and small objects, flattened) in one table; a list of records as a table of
+    // its own, folded when long.
     const pairs = [], lists = [];
     for (const [k, v] of Object.entries(sum)) {
       if (k === 'timeline' || k === 'timeline_cut') continue;  // pp's schedule: drawn below
@@ -91,10 +102,6 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
         ' (its dashboard draws this run\u2019s loss as the reference; every lab\u2019s form offers it under --ref)'));
     }
     if (Array.isArray(sum.timeline) && sum.timeline.every((r) => typeof r === 'string')) ui.summary.s.append(schedule(sum));
-    // The collectives lab's measurements as a picture first: bus bandwidth by message size.
-    const measured = lists.find(([k]) => k === 'rows');
-    if (S.lab === 'collectives' && measured && window.ShardlabCharts && window.ShardlabCharts.BusbwChart)
-      window.ShardlabCharts.BusbwChart({ s: ui.summary.s }, measured[1], typeof sum.memcpy_gbps === 'number' ? sum.memcpy_gbps : 0);
     for (const [k, rows] of lists) {
       const cols = Array.from(new Set(rows.flatMap((r) => Object.keys(r))));
       const table = el('table', { class: 'data' },
@@ -114,12 +121,14 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     for (const [name, list] of S.checks) {
       const failed = list.filter((c) => !c.ok);
       bad += failed.length;
-      const li = el('li', { class: failed.length ? 'bad' : 'ok' }, el('span', { class: 'mark', text: failed.length ? 'FAILED' : 'ok' }), name);
+      const li = el('li', { class: failed.length ? 'bad' : 'ok', title: name }, el('span', { class: 'mark', text: failed.length ? 'FAILED' : 'ok' }),
+        coll ? coll.checkLabel(name) : name);
+      const val = (v) => (coll ? coll.checkValue(name, v) : js(v));
       if (failed.length) {
-        li.append(' \u2014 ' + failed.map((c) => 'rank ' + c.rank + ': ' + js(c.value) + ', expected ' + js(c.expect)).join('; '));
+        li.append(' \u2014 ' + failed.map((c) => 'rank ' + c.rank + ': ' + val(c.value) + ', expected ' + val(c.expect)).join('; '));
       } else {
         const c = list[0];
-        li.append(el('span', { class: 'muted', text: ' (' + plural(new Set(list.map((x) => x.rank)).size, 'rank') + (c.value !== undefined ? '; ' + js(c.value) : '') + ')' }));
+        li.append(el('span', { class: 'muted', text: ' (' + plural(new Set(list.map((x) => x.rank)).size, 'rank') + (c.value !== undefined ? '; ' + val(c.value) : '') + ')' }));
       }
       items.push(li);
     }
@@ -167,7 +176,7 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
     button.disabled = true;
     G.state = 'grading';
     ui.grade.s.setAttribute('aria-busy', 'true');
-    gradeSay('grading\u2026 the grader reads the logs and may start a single-rank reference run; this takes a few seconds', false);
+    gradeSay(coll ? coll.grading : 'grading\u2026 the grader reads the logs and may start a single-rank reference run; this takes a few seconds', false);
     let res = null, reply = null;
     try {
       res = await fetch(api + '/grade', {
@@ -258,6 +267,8 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText }) 
       return;
     }
     if (G.state === 'idle') {
+      ui.grade.n.textContent = coll ? coll.gradeNote : 'the lab\u2019s invariants checked on this run\u2019s logs, against a ' +
+        'single-rank reference run on the same global batch and the method\u2019s formulas';
       G.body = el('div', { class: 'grade-body' });
       G.status = el('p', { class: 'grade-status', role: 'status' });
       G.cmd = el('code');

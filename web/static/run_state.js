@@ -25,6 +25,8 @@ window.ShardlabRunState = function (onRef) {
     ended: [],            // per rank: its end event
     spans: [],            // per rank: Map(step -> [span]) for steps the timeline may still show
     checks: new Map(),    // name -> [{rank, ok, value, expect}]
+    busbw: new Map(),     // collectives: rank 0's bus bandwidth, collective -> [{x: bytes, y: GB/s}]
+    measured: 0,          // collectives: how many (collective, size) rows rank 0 has measured
     errors: [],
     connection: '',       // why the stream is not flowing, when it is not
     final: false,         // the server has said the run is over (its description or the stream's end)
@@ -93,6 +95,7 @@ window.ShardlabRunState = function (onRef) {
         const list = S.checks.get(ev.name) || [];
         list.push({ rank: r, ok: ev.ok === true, value: ev.value, expect: ev.expect });
         S.checks.set(ev.name, list);
+        if (r === 0) addBusbw(String(ev.name), ev.value);
         break;
       }
       case 'error':
@@ -107,6 +110,17 @@ window.ShardlabRunState = function (onRef) {
         }
         break;
     }
+  }
+
+  // The collectives lab logs each row's bus bandwidth as a check named <collective>.<bytes>.busbw
+  // (labs/collectives.c), on every rank: rank 0's draw the chart while the sizes are measured.
+  function addBusbw(name, value) {
+    const m = /^([a-z_]+)\.(\d+)\.busbw$/.exec(name);
+    if (!m || typeof value !== 'number' || !isFinite(value)) return;
+    const list = S.busbw.get(m[1]) || [];
+    list.push({ x: Number(m[2]), y: value });
+    S.busbw.set(m[1], list);
+    S.measured++;
   }
 
   function ranksEnded() {
