@@ -9,6 +9,7 @@
 #   make lab-shard STRATEGY=dispatch  data sharding on NGPU ranks: slice, sampler or dispatch
 #   make tui RUN=runs/..  follow or replay a run in the terminal dashboard
 #   make test             every test; the last line says "N passed, N failed"
+#   make docs-figures     rerun the commands the documents quote, rewrite their stale figures
 #   make bench-single     tokens/s and GFLOP/s of a training step, matmul vs the naive loop
 #   make deps             install the Debian packages shardlab needs
 #
@@ -247,7 +248,7 @@ HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
 EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
-.PHONY: grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
+.PHONY: docs-figures grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -291,6 +292,7 @@ help:
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
 	@echo "  make check [TODO=<name>]  each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
+	@echo "  make docs-figures     rerun every command README.md, lessons/ and lexicon/ quote, rewrite their stale figures in place; review the diff [DOC=lessons/06-...md]"
 	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
@@ -627,6 +629,16 @@ test: deps deps-browser test-programs
 	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
 	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# The figures README.md, lessons/ and lexicon/ quote from runs, regenerated (tests/test_figures.c,
+# which make test runs to hold them): each command they name runs once in a scratch copy of
+# the checkout, and every output block or registered figure that differs from what it prints
+# now is rewritten in place, for a person to review with git diff. DOC=<file>: that one alone.
+# It prints each command as it runs, then what it rewrote and what it could not (its checks'
+# "ok" lines are left out); the exit status is the test's.
+docs-figures: all $(BUILD)/san/tests/test_figures
+	@{ $(BUILD)/san/tests/test_figures . --write $(if $(DOC),--only $(DOC)); echo "exit $$?"; } | \
+	  awk '/^exit [0-9]+$$/ { status = $$2; next } !/^ok / { print; fflush() } END { exit status }'
 
 clean:
 	rm -rf $(BUILD)

@@ -190,6 +190,7 @@ static const struct {
     {"make fuzz", 0, "clang's libFuzzer for a minute"},
     {"make bench-", 0, "a benchmark: minutes of timing against a peer, run by hand"},
     {"make grade-sweep", 0, "every graded lab as the README runs it, at 200 and 1000 steps: about 10 minutes, by hand"},
+    {"make docs-figures", 0, "rewrites the documents in place; test_figures runs the same commands and checks without writing"},
     {"make gpu-check", 0, "the GPU validation (tests/gpu/check.sh): a GPU machine's minutes"},
     {"make starter", 1, "the target named in prose, with no OUT (make starter OUT=... runs)"},
     {"shardlab run", 1, "the command named in prose"},
