@@ -160,21 +160,23 @@ static void expect_call(TpCount *c, TpKind kind, size_t n, int p, int r, int tim
     c->bytes += (uint64_t)times * ring_bytes(kind, n, p, r);
 }
 
-// The f, g and vocabulary-parallel collectives of one step with K micro-batches.
+// The f, g and vocabulary-parallel collectives of one step with K micro-batches. With --sp
+// --mixed, f forward's and g backward's all-gathers move bf16s, two to a word where the rows
+// split into whole pairs (tp_gathers_bf16): half the words.
 static TpCount expected_model_collectives(const Tp *tp, int K) {
     TpCount c = {{0}, 0};
-    size_t act = (size_t)tp->BT * tp->cfg.dim;
+    size_t act = (size_t)tp->BT * tp->cfg.dim, gathered = tp_gathers_bf16(tp) ? act / 2 : act;
     int L = tp->cfg.layers, t = tp->t, r = tp->r;
     if (tp->sp) {
-        expect_call(&c, TP_ALL_GATHER, act, t, r, 4 * L * K);      // f forward, g backward
-        expect_call(&c, TP_REDUCE_SCATTER, act, t, r, 4 * L * K);  // g forward, f backward
+        expect_call(&c, TP_ALL_GATHER, gathered, t, r, 4 * L * K);  // f forward, g backward
+        expect_call(&c, TP_REDUCE_SCATTER, act, t, r, 4 * L * K);   // g forward, f backward
     } else {
         expect_call(&c, TP_ALL_REDUCE, act, t, r, 4 * L * K);      // g forward, f backward
     }
     if (tp->vp) {
         expect_call(&c, TP_ALL_GATHER, (size_t)t * tp->BT, t, r, K);  // row maxima
         expect_call(&c, TP_ALL_REDUCE, 2 * (size_t)tp->BT, t, r, K);  // sums of exp, target logits
-        if (tp->sp) expect_call(&c, TP_ALL_GATHER, act, t, r, K), expect_call(&c, TP_REDUCE_SCATTER, act, t, r, K);
+        if (tp->sp) expect_call(&c, TP_ALL_GATHER, gathered, t, r, K), expect_call(&c, TP_REDUCE_SCATTER, act, t, r, K);
         else expect_call(&c, TP_ALL_REDUCE, act, t, r, K);             // f's backward at the head
     }
     return c;
