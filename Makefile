@@ -194,6 +194,15 @@ endif
 LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
 LAB_BINS  := $(LABS_ALL:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS_ALL:%=$(BUILD)/san/labs/%)
+# The grader's reference programs (labs/grade/solutions.c), ref/ beside the lab programs: the
+# labs a reference run starts (single; shard -n 1; zero --stage 0 for ZeRO's and FSDP's
+# --mixed), linked with the grader's own code in place of every student region they reach.
+# --wrap sends each call of a region function from another file to the grader's __wrap_ one;
+# the regions they hold but do not call at one rank are listed in solutions.c.
+REF_LABS  := single shard zero
+REF_WRAP  := -Wl,--wrap=adamw_update -Wl,--wrap=sampler_epoch -Wl,--wrap=shard_layout_init
+REF_BINS  := $(REF_LABS:%=$(BUILD)/labs/ref/%)
+REF_SAN   := $(REF_LABS:%=$(BUILD)/san/labs/ref/%)
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').
@@ -248,7 +257,7 @@ HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
 EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
-.PHONY: docs-figures grade-sweep starter grade grade-labs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
+.PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -259,7 +268,7 @@ V ?= 0
 SILENT := $(findstring s,$(firstword -$(MAKEFLAGS)))
 quiet = $(if $(filter 1,$(V)),,@$(if $(SILENT),,printf '  %-7s %s\n' '$(1)' '$(2)';))
 
-all: cuda-status deps-status $(LAB_BINS) $(SHARDLAB)
+all: cuda-status deps-status $(LAB_BINS) $(REF_BINS) $(SHARDLAB)
 # What the lab-* targets need: the programs, without the CUDA line (make and make all say it).
 LABS_BUILT = deps-status $(LAB_BINS) $(SHARDLAB)
 
@@ -377,6 +386,12 @@ $(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $
 $(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
+$(BUILD)/labs/ref/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(BUILD)/grade/solutions.o $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/labs/ref
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) $(BUILD)/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+
+$(BUILD)/san/labs/ref/%: $(LABS_SRC)/%.c $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs/ref
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS)
+
 # test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
 
@@ -450,7 +465,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $
 $(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $(BUILD)/gpu
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/labs/ref $(BUILD)/san/labs/ref $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
@@ -483,7 +498,9 @@ lab-%: $(LABS_BUILT)
 # replaced by TODO stubs (labs/grade/starter.sh). make grade LABS=dir: build the labs of a
 # student's copy (of the project, or of its labs/) on the CPU into build/student/<hash>, run
 # every lab's graded configurations with them and grade each with this build's shardlab,
-# whose references run this build's labs. ONLY=ddp,zero-3 picks labs or configurations;
+# whose references run this build's reference programs (REF_BINS: none of a student's
+# regions runs in them, so a student's own make grade in their copy scores what the
+# instructor's make grade LABS=<copy> gives). ONLY=ddp,zero-3 picks labs or configurations;
 # STEPS=1000 runs the training configurations that long; OUT=dir keeps the graded runs,
 # grade.json and grade.xml there (default runs/grade-<time>); the single-rank references are
 # kept in REFS (default build/grade-refs) and shared by every student graded with this build.
@@ -504,8 +521,10 @@ grade: all
 	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 grade-labs
 	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(STEPS),--steps $(STEPS)) $(if $(OUT),--out $(OUT)) --refs $(or $(REFS),$(BUILD)/grade-refs)
 
-# The lab programs alone, from LABS_SRC into BUILD (what make grade builds).
+# The lab programs alone, from LABS_SRC into BUILD (what make grade builds); the reference
+# programs alone (what tests/test_variants.c builds from a starter's sources).
 grade-labs: $(LAB_BINS)
+ref-programs: $(REF_BINS)
 
 # make check [TODO=<name>] [LABS=dir]: each TODO region of a student's copy checked alone, in
 # seconds, against a reference written in the check (tests/todo/): a line per region, passed,
@@ -551,7 +570,7 @@ $(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
 # Each lab's page checks the TODO regions of LABS (default labs/, this copy) with make check's
 # programs, built first (check-programs).
-web: deps $(SHARDLAB) $(LAB_BINS) check-programs
+web: deps $(SHARDLAB) $(LAB_BINS) $(REF_BINS) check-programs
 	$(SHARDLAB) web $(if $(PORT),--port $(PORT)) --checks $(GRADE_BUILD)/todo
 
 # One lexicon entry in the terminal (TERM=zero-stage-3), or the index without TERM. Only a
@@ -624,7 +643,7 @@ GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops $(BUILD)/gpu/bench_op
 # The C benchmarks are built (not run) so that they keep compiling with the code they time.
 BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
 # What the tests run, built (make -j N test-programs builds it on N cores; .ci/run does).
-test-programs: all $(TEST_BINS) $(LAB_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
+test-programs: all $(TEST_BINS) $(LAB_SAN) $(REF_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 test: deps deps-browser test-programs
 	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
 	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)

@@ -373,7 +373,7 @@ int main(int argc, char **argv) {
     int64_t first_step = lab_first_step(&L, &load_state, &L.dist.world_group);
     if (a.resume) {
         sharded_dcp_loaded(&adam, z.param_slice);
-        gather_updated_weights(&z);  // stages 1-2: every rank's full weights from the loaded shards
+        if (N > 1) gather_updated_weights(&z);  // stages 1-2: every rank's full weights from the loaded shards
         dist_drain_records(&L.dist, L.records, LAB_MAX_RECORDS);
     }
     snprintf(L.saver.layout, sizeof L.saver.layout, "zero stage %d, %s%s: each rank its shard of every unit (stage 0: a 1/N chunk)",
@@ -391,15 +391,16 @@ int main(int argc, char **argv) {
         //    runs; stages 2-3 reduce-scatter each unit's gradient as soon as it is complete).
         zero_zero_grads(&z);
         double loss_sum = forward_backward(&z, &batch, step, (float)(1.0 / L.tokens_per_step));
-        // 2. Stages 0-1: reduce-scatter the gradients (stage 0: and all-gather them back).
-        reduce_gradients(&z);
+        // 2. Stages 0-1: reduce-scatter the gradients (stage 0: and all-gather them back). One
+        //    rank has nothing to exchange: its gradients are the sum, its shards the whole units.
+        if (N > 1) reduce_gradients(&z);
         // 3. Each rank updates its slice: its shard (stages 1-3), everything (stage 0).
         int64_t t_opt = runlog_now_us();
         double lr = train_lr(&a, step);  // the schedule: warmup, then cosine decay (adamw.h)
         double grad_norm = sharded_adamw_step(&adam, &L.dist.world_group, z.param_slice, z.grad_slice, a.clip, lr, step);
         runlog_span(log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         // 4. Stages 1-2: every rank gets every updated shard.
-        gather_updated_weights(&z);
+        if (N > 1) gather_updated_weights(&z);
         uint64_t unit_bytes = sharded_log_collectives(log, &L.dist, L.records, LAB_MAX_RECORDS, step, &comm_us);
         if (step == first_step)  // more or fewer bytes: a warning, and comm.bytes grades it
             runlog_self_check(log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,

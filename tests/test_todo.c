@@ -45,6 +45,7 @@ static const struct {
     {"ZeRO-1 completing the all-reduce (the summed gradients all-gathered too, as in DDP)", "zero-reduce-scatter",
      {"stage 1", "rank ", "all-gathered", "bytes"}},
     {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp-backward", {"rank ", "unit ", "all-gathered", "bytes"}},
+    {"AdamW with coupled (L2) weight decay", "adamw", {"step 1", "element ", "moments should be", "got"}},
 };
 
 // The check programs of src (a copy of labs/) built into bdir; 0 on success, the log in tmp/<tag>.build.

@@ -2,13 +2,17 @@
 // one thing wrong.
 //
 // Usage: test_variants SHARDLAB   (run from the repository root; the optimized shardlab,
-//                                  whose references run build/labs)
+//                                  whose references run build/labs/ref)
 //
 // Each student is a copy of labs/ built on the CPU as `make grade` builds one (LABS_SRC,
 // CUDA=0), and graded with `shardlab grade --labs --only`:
 //   - README's index of the student regions lists every one of them, and nothing else;
 //   - the starter (make starter): it builds, every lab stops at a stub, and scores 0;
-//   - the reference copy, built the same way: full marks;
+//   - the reference copy, built the same way: full marks, graded by the starter's own grader,
+//     whose reference programs are built from the starter (every region a stub) with the
+//     grader's own code (labs/grade/solutions.c): so no reference run, replay or ZeRO --mixed
+//     stage-0 reference reaches a student region. Broken on purpose (REF_WRAP without
+//     --wrap=adamw_update): every training reference stops at AdamW's stub, and this fails;
 //   - wrong students, each one edit of the reference, and the checks each must fail in each
 //     configuration it is graded on, and nothing else: every other check passes, so the
 //     student loses exactly the points of the checks its mistake breaks (tests/variants.h):
@@ -34,6 +38,12 @@
 //         ZeRO-1 completing the all-reduce; FSDP gathering the summed gradients back; ZeRO
 //         all-reducing the loss once more (a collective outside the units', seen only in the
 //         step's bytes.sent)
+//       the optimizer: AdamW with coupled (L2) weight decay (loss.reference)
+//   - self-graded: each wrong student whose region a reference reaches, written into a
+//     starter copy and graded there by `make grade` (the copy's own build) as a student
+//     does, scores exactly what this build's grader gives it (the instructor's make grade
+//     LABS=<copy>). Before the reference programs, the AdamW student scored 5/5 in its copy
+//     and 2/5 from the instructor;
 // The copies share one build of the reference (timestamps kept), so each student costs the
 // compile of the file it changed, and every grading shares one --refs directory, so the
 // single-rank references run once for all of them.
@@ -52,8 +62,9 @@
 // others fail their loss checks from step 1 on, or break per-step checks (memory, bytes,
 // the schedule's order, the data read) that read every step the same way at any length:
 // running them for 1000 steps would cost minutes and test nothing more. The whole test takes
-// about two minutes on a 2-core VM, 80 s of it at 1000 steps (the two runs and their shared
-// references).
+// about three minutes on a 2-core VM, 80 s of it at 1000 steps (the two runs and their shared
+// references) and about a minute self-grading (the first make grade builds a whole copy:
+// 87 s of a 356 s run on a shared machine, whose 1000 steps took 152 s).
 #include <sys/stat.h>
 
 #include "labtest.h"
@@ -75,16 +86,21 @@ static int build(const char *src, const char *bdir, const char *labs_list, const
     return sh("make -s -j2 BUILD=%s LABS_SRC=%s CUDA=0%s >%s/%s.build 2>&1", bdir, src, targets, tmp, tag);
 }
 
-// `shardlab grade --labs build/labs --only only [--steps steps]` into tmp/grade-<tag>, with the
-// references of every grading kept in tmp/refs. Returns the exit status; *g the grade.json.
-static int grade_labs(const char *bdir, const char *only, const char *steps, const char *tag, JsonValue **g) {
+// `GRADER grade --labs build/labs --only only [--steps steps]` into tmp/grade-<tag>, with the
+// references of every grading by that grader kept in tmp/refs (tmp/refs-starter for the
+// starter's). Returns the exit status; *g the grade.json.
+static int grade_labs_by(const char *grader, const char *bdir, const char *only, const char *steps, const char *tag,
+                         JsonValue **g) {
     char out[600];
     snprintf(out, sizeof out, "%s/grade-%s", tmp, tag);
-    int rc = sh("%s grade --quiet --labs %s/labs%s%s%s%s --refs %s/refs --out %s >%s/%s.txt 2>&1", shardlab, bdir,
-                only ? " --only " : "", only ? only : "", steps ? " --steps " : "", steps ? steps : "", tmp, out, tmp,
-                tag);
+    int rc = sh("%s grade --quiet --labs %s/labs%s%s%s%s --refs %s/refs%s --out %s >%s/%s.txt 2>&1", grader, bdir,
+                only ? " --only " : "", only ? only : "", steps ? " --steps " : "", steps ? steps : "", tmp,
+                grader == shardlab ? "" : "-starter", out, tmp, tag);
     *g = load_json_file(out, "grade.json");
     return rc;
+}
+static int grade_labs(const char *bdir, const char *only, const char *steps, const char *tag, JsonValue **g) {
+    return grade_labs_by(shardlab, bdir, only, steps, tag, g);
 }
 
 // The checks that must fail in configuration `label` by the variant's breaks (see Variant).
@@ -200,6 +216,87 @@ static void check_grader_calls_no_student_file(const char *build_dir) {
            "the grader calls nothing in the %d files that hold a student's part (%s)", files, calls ? said : "none");
 }
 
+// ---- a student's own make grade: what the instructor's make grade LABS= gives ------------------
+//
+// In a student's copy, `make grade` is the README's last step, and the grader there is the
+// copy's own build. So a reference run that executed a student region would run the
+// student's code on both sides of the comparison, and a wrong region would pass. The wrong
+// students here are those whose edit is in a region that the reference of their graded
+// configurations reaches when it is a lab program of the copy: `single -n 1` steps AdamW
+// (core/adamw.c), `shard -n 1` draws the epoch's order (shard/sampler.c) and reads its
+// part (shard.c). Each is written into one starter copy (every other region as the solution
+// writes it), self-graded there with make grade, and graded as the instructor's make grade
+// LABS=<copy> grades it: this build's shardlab on the copy's labs, built on the CPU as the
+// copy's make grade builds them (build/student/<hash>).
+static const char *const SELF_GRADED_FILES[] = {"core/adamw.c", "shard/sampler.c", "shard.c"};
+
+// Every check of every configuration of grade.json g, "label name RESULT points/max; ...".
+static void rubric_text(const JsonValue *g, char *out, size_t n) {
+    out[0] = 0;
+    const JsonValue *grades = g ? json_get(g, "grades") : NULL;
+    for (size_t i = 0; grades && i < grades->count; i++) {
+        const JsonValue *one = json_at(grades, i), *checks = json_get(one, "checks");
+        for (size_t k = 0; checks && k < checks->count; k++) {
+            const JsonValue *c = json_at(checks, k);
+            size_t used = strlen(out);
+            snprintf(out + used, n - used, "%s%s %s %s %.0f/%.0f", used ? "; " : "", json_get(one, "label")->string,
+                     json_get(c, "name")->string, json_get(c, "result")->string, num(c, "points"), num(c, "max"));
+        }
+    }
+}
+
+static void check_self_grade(void) {
+    char self[600];
+    snprintf(self, sizeof self, "%s/self", tmp);
+    int rc = sh("sh labs/grade/starter.sh %s >%s/self.out 2>&1 && cp -rp labs %s/", self, tmp, self);
+    EXPECT(rc == 0, "a starter copy whose student wrote every region as the solution does (exit %d)", rc);
+    int graded = 0;
+    enum { NV = sizeof VARIANTS / sizeof VARIANTS[0] };
+    for (size_t v = 0; rc == 0 && v < NV; v++) {
+        const Variant *x = &VARIANTS[v];
+        int reached = 0;
+        for (size_t f = 0; f < sizeof SELF_GRADED_FILES / sizeof *SELF_GRADED_FILES; f++)
+            reached |= !strcmp(x->file, SELF_GRADED_FILES[f]);
+        if (!reached) continue;
+        char path[800], out_self[700], out_inst[700];
+        snprintf(path, sizeof path, "%s/labs/%s", self, x->file);
+        char *solution = read_file(path, NULL);
+        if (!EXPECT(solution && replace_once(path, x->old, x->new_text), "%s: the edit applies to the copy's %s", x->name,
+                    x->file)) {
+            free(solution);
+            continue;
+        }
+        snprintf(out_self, sizeof out_self, "%s/self-grade-%zu", tmp, v);
+        snprintf(out_inst, sizeof out_inst, "%s/instructor-grade-%zu", tmp, v);
+        // The student, in the copy, as the README says (no GPU, no packages installed).
+        sh("cd %s && CUDA_VISIBLE_DEVICES= make -s grade DEPS=0 CUDA=0 ONLY=%s OUT=%s REFS=%s/self-refs >%s/self-%zu.txt "
+           "2>&1", self, x->only, out_self, tmp, tmp, v);
+        // The instructor: this build's shardlab on the labs make grade built from the copy.
+        sh("CUDA_VISIBLE_DEVICES= %s grade --quiet --labs \"$(ls -d %s/build/student/*/labs)\" --only %s --refs %s/refs "
+           "--out %s >%s/instructor-%zu.txt 2>&1", shardlab, self, x->only, tmp, out_inst, tmp, v);
+        JsonValue *gs = load_json_file(out_self, "grade.json"), *gi = load_json_file(out_inst, "grade.json");
+        char ts[4000], ti[4000], why[400];
+        rubric_text(gs, ts, sizeof ts);
+        rubric_text(gi, ti, sizeof ti);
+        double lost;
+        int exact = exactly(gi, x->breaks, &lost, why, sizeof why);
+        // Proves: the same checks pass and fail with the same points in both, and the
+        // instructor's loses exactly the checks the mistake breaks (so neither passed it).
+        EXPECT(gs && gi && !strcmp(ts, ti) && exact,
+               "%s: self-graded in its copy (make grade ONLY=%s) it scores what the instructor's make grade LABS= "
+               "gives, %.0f/%.0f and %.0f/%.0f, failing exactly %s (%s%s%s%s%s)", x->name, x->only,
+               gs ? num(gs, "points") : -1, gs ? num(gs, "max") : -1, gi ? num(gi, "points") : -1,
+               gi ? num(gi, "max") : -1, x->breaks, why, strcmp(ts, ti) ? "; self: " : "", strcmp(ts, ti) ? ts : "",
+               strcmp(ts, ti) ? "; instructor: " : "", strcmp(ts, ti) ? ti : "");
+        json_free(gs);
+        json_free(gi);
+        write_text(path, "w", solution);
+        free(solution);
+        graded++;
+    }
+    EXPECT(graded >= 3, "self-graded: %d wrong students whose region a reference reaches", graded);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_variants SHARDLAB (from the repository root)\n");
@@ -254,6 +351,19 @@ int main(int argc, char **argv) {
     snprintf(out, sizeof out, "%s/grade-starter", tmp);
     rc = sh("grep -q 'not written yet: ' %s/single/rank-0.log", out);
     EXPECT(rc == 0, "a lab that reaches a stub says 'not written yet: <what> (file:line)' in its log");
+    // The starter's own grader: its reference programs (make ref-programs) built from the
+    // starter's sources, where every region is a stub, and the grader beside them (this
+    // build's shardlab, whose code is the starter's: labs/grade, the launcher and core/ call
+    // no region, check_grader_calls_no_student_file above). A reference that ran a student
+    // region would stop at its stub, and the check it serves would fail.
+    char starter_grader[700];
+    snprintf(starter_grader, sizeof starter_grader, "%s/shardlab", bdir);
+    rc = sh("make -s -j2 BUILD=%s LABS_SRC=%s CUDA=0 ref-programs >%s/starter-ref.build 2>&1 && cp %s %s", bdir, src, tmp,
+            shardlab, starter_grader);
+    log = captured("starter-ref", "build");
+    EXPECT(rc == 0 && !strstr(log, "warning"), "the starter's reference programs build, without a warning (%s)",
+           one_line(log));
+    free(log);
     printf("# the starter: %.0f s\n", now_s() - t_start);
 
     // ---- the reference copy: built once, full marks --------------------------------------------
@@ -262,12 +372,36 @@ int main(int argc, char **argv) {
     snprintf(ref_src, sizeof ref_src, "%s/ref/labs", tmp);
     snprintf(ref_build, sizeof ref_build, "%s/build-ref", tmp);
     sh("mkdir -p %s/ref && cp -rp labs %s/ref/", tmp, tmp);
-    rc = build(ref_src, ref_build, "ddp,zero,fsdp,tp,pp,ckpt,shard", "ref");
-    int grc = rc ? rc : grade_labs(ref_build, "ddp,zero,fsdp,tp,pp-1f1b,ckpt,shard", NULL, "ref", &g);
+    rc = build(ref_src, ref_build, "single,ddp,zero,fsdp,tp,pp,ckpt,shard", "ref");
+    // Graded by the starter's grader: its references reach no student region (a stub there
+    // would stop them), and what stands in for the regions they run agrees with the solution.
+    int grc = rc ? rc
+                 : grade_labs_by(starter_grader, ref_build, "single,ddp,zero,fsdp,tp,pp-1f1b,ckpt,shard", NULL, "ref", &g);
     EXPECT(grc == 0 && g && num(g, "points") == num(g, "max"),
-           "the reference copy, built the same way: full marks in every configuration its students are graded on "
-           "(%.0f/%.0f)", g ? num(g, "points") : -1, g ? num(g, "max") : -1);
+           "the reference copy, built the same way and graded by the starter's grader: full marks in every "
+           "configuration its students are graded on (%.0f/%.0f)", g ? num(g, "points") : -1, g ? num(g, "max") : -1);
     json_free(g);
+    // The replays: single and shard at 50 steps, with replay points every 10 steps; each replay
+    // resumes the starter's reference program from the run's state.
+    grc = rc ? rc : grade_labs_by(starter_grader, ref_build, "single,shard", "50", "ref-50", &g);
+    said = captured("ref-50", "txt");
+    EXPECT(grc == 0 && g && num(g, "points") == num(g, "max") && strstr(said, "over 4 replays"),
+           "the reference copy at 50 steps, graded by the starter's grader: full marks, the replays from the run's "
+           "replay points included (%.0f/%.0f)", g ? num(g, "points") : -1, g ? num(g, "max") : -1);
+    free(said);
+    json_free(g);
+    // ZeRO's --mixed: its reference is ZeRO stage 0 on one rank (zero.c skips its collectives
+    // there, and the shard layout is the grader's), not single.
+    char zdir[700];
+    snprintf(zdir, sizeof zdir, "%s/zero-mixed", tmp);
+    rc = rc ? rc : sh("SHARDLAB_LABS=%s/labs %s run zero -n 2 --stage 1 --mixed --steps 6 --ui none --run-dir %s "
+                      ">%s/zero-mixed.out 2>&1 && %s grade --quiet %s >%s/zero-mixed.txt 2>&1", ref_build, shardlab, zdir,
+                      tmp, starter_grader, zdir, tmp);
+    said = captured("zero-mixed", "txt");
+    EXPECT(rc == 0 && strstr(said, "of zero -n 1 --accum 2") && strstr(said, "every check passed"),
+           "ZeRO-1 --mixed of the reference copy, graded by the starter's grader against ZeRO stage 0 on one rank: "
+           "full marks (exit %d: %s)", rc, one_line(strstr(said, "total") ? strstr(said, "total") : said));
+    free(said);
     printf("# the reference copy: %.0f s\n", now_s() - t_ref);
 
     // ---- each wrong student loses exactly the points of the checks its mistake breaks ----------
@@ -294,6 +428,11 @@ int main(int argc, char **argv) {
         json_free(g);
     }
     printf("# %d students: %.0f s\n", (int)NV, now_s() - t_students);
+
+    // ---- self-graded in the student's copy: the instructor's grade -----------------------------
+    double t_self = now_s();
+    check_self_grade();
+    printf("# self-graded copies: %.0f s\n", now_s() - t_self);
 
     // ---- at length: 1000 steps, the students whose loss and gradients must still pass ----------
     double t_long = now_s();

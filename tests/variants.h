@@ -118,6 +118,20 @@ static const Variant VARIANTS[] = {
      "        float agree[1] = {(float)loss};\n"
      "        dist_all_reduce(&L.dist.world_group, agree, 1);\n",
      "zero", "zero", "*=comm.bytes", NULL, NULL},
+
+    // ---- the optimizer: every reference run steps AdamW too --------------------------------------
+    {"AdamW with coupled (L2) weight decay", "core/adamw.c",
+     "        float g = grads[i];\n"
+     "        m[i] = b1 * m[i] + (1.0f - b1) * g;\n"
+     "        v[i] = b2 * v[i] + (1.0f - b2) * g * g;\n"
+     "        float mhat = m[i] / c1, vhat = v[i] / c2;\n"
+     "        params[i] -= opt->lr * (mhat / (sqrtf(vhat) + opt->eps) + opt->weight_decay * params[i]);\n",
+     "        float g = grads[i] + opt->weight_decay * params[i];  // Adam's L2: the decay joins the gradient\n"
+     "        m[i] = b1 * m[i] + (1.0f - b1) * g;\n"
+     "        v[i] = b2 * v[i] + (1.0f - b2) * g * g;\n"
+     "        float mhat = m[i] / c1, vhat = v[i] / c2;\n"
+     "        params[i] -= opt->lr * mhat / (sqrtf(vhat) + opt->eps);\n",
+     "single", "single", "*=loss.reference", NULL, NULL},
 };
 
 // Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.

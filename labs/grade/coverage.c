@@ -1,5 +1,6 @@
 // coverage.c — data.coverage: what every rank of a shard run read and trained on, against
-// the grader's own epoch order and the dataset's item hashes.
+// the grader's own epoch order (solutions.c: not shard/sampler.c, a student's part) and the
+// dataset's item hashes.
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "check.h"
 #include "shard/dataset.h"
 #include "grade_internal.h"
+#include "solutions.h"
 
 // ---- data sharding: what every rank read and trained on ------------------------------------
 //
@@ -26,22 +28,6 @@
 //     each as often as the order has it there: nothing of another rank's, nothing twice.
 // Then every position of every batch is trained on once, by one rank, and (without a mixture)
 // no item comes twice in an epoch.
-
-// Epoch e's order, as the sampler must draw it: the grader's own, not shard/sampler.c (a
-// student's part). The same stream (dataset.h's sampler_stream) and the same draws: a
-// mixture's with replacement, or Fisher-Yates' swaps from the last position down.
-static void epoch_order(int64_t *order, int64_t D, uint64_t seed, int64_t e, const Mixture *mix) {
-    Rng r = sampler_stream(seed, e);
-    if (mix) {
-        mixture_draws(order, D, &r, mix);
-        return;
-    }
-    for (int64_t i = 0; i < D; i++) order[i] = i;
-    for (int64_t i = D - 1; i >= 1; i--) {
-        int64_t *a = &order[i], *b = &order[rng_below(&r, i + 1)], kept = *a;
-        *a = *b, *b = kept;
-    }
-}
 
 // The dataset's items as FNV-1a 64 hashes of their S bytes (NULL with a reason in why).
 static uint64_t *item_hashes(const GradeRun *run, int64_t D, int S, char *why, size_t n) {
@@ -183,7 +169,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
         int64_t file_epoch = -1, line = 0;
         for (int64_t step = run->first_step; step <= run->last_step; step++) {
             int64_t e = (step - 1) / E, b = (step - 1) % E;
-            if (e != epoch_loaded) epoch_order(order, D, seed, e, mixp), epoch_loaded = e;
+            if (e != epoch_loaded) grade_epoch_order(order, D, seed, e, mixp), epoch_loaded = e;
             char path[2300];
             if (e != file_epoch) {
                 if (f) fclose(f);

@@ -10,7 +10,9 @@
 // and checks what the lab's tests assert, each against an independent reference:
 //   - the single-rank run on the same global batch, which the grader starts itself with
 //     ITS OWN lab binaries (or is given with --ref), so a student's bug in shared code
-//     cannot hide by also being in the reference;
+//     cannot hide by also being in the reference; in them the grader's own code stands in
+//     for every student region they reach (solutions.c), so a student's make grade in their
+//     own copy compares with what the instructor's does;
 //   - the formula of the paper: memory per category, bytes sent per step, the pipeline
 //     bubble (p-1)/(m+p-1), micro-batches in flight;
 //   - the algorithm's promise: replicas bitwise equal, recomputation bitwise equal to none,
@@ -105,8 +107,9 @@ typedef struct {
     int points, max, failed;
 } Grade;
 
-// Where the references come from: the lab binaries to start them with (the grader's own,
-// next to the shardlab program), or a finished single-rank run given with --ref.
+// Where the references come from: the grader's own lab programs (next to the shardlab
+// program), whose ref/ holds the reference programs the references start (refs.c), or a
+// finished single-rank run given with --ref.
 typedef struct {
     char labs_dir[2048];
     const char *run_labs_dir; // --labs DIR: the programs that made the runs graded (the ckpt

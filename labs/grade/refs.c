@@ -2,6 +2,12 @@
 // global batch, ckpt's --policy none twin, and the replays from a run's own replay points
 // (grade_internal.h: ctx_reference(), ctx_replays()); and starting any run through the
 // launcher, into files the grader creates afresh.
+//
+// The single-rank reference and the replays run the grader's reference programs, ref/ beside
+// its lab programs (build/labs/ref/<lab>): the labs linked with the grader's own code for every
+// student region they reach (solutions.c). A self-grade in a student's copy, whose shardlab
+// is the copy's own build, then compares the student's runs with the same references as the
+// instructor's `make grade LABS=<copy>`, not with the student's regions again.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -150,11 +156,22 @@ static void add_cfg(RefCmd *c, const GradeRun *run, const char *key, const char 
 
 // shard's own options, each checked alone with the others at their defaults (dataset.h), so
 // that a refusal names its key: the strategy's name, --items, the weights with the temperature.
+// The reference reads its batches with --strategy slice, whatever the run's: the three
+// strategies feed the ranks the same sequences in the same order and train bit for bit alike
+// (shard.c), and slice runs none of the sampler's read (shard.c's student region). The run's
+// strategy is still checked, so a config no lab takes is refused as before.
 static void add_shard(RefCmd *c, const GradeRun *run) {
     ShardArgs sa, dflt;
     shard_args_defaults(&dflt);
     size_t before = (size_t)c->na;
-    add_cfg(c, run, "strategy", "--strategy", "sampler", 1);
+    if (c->refused[0]) return;
+    RefCmd given = {.lab = c->lab};  // the run's strategy, checked on its own
+    sb_init(&given.text);
+    add_cfg(&given, run, "strategy", "--strategy", "sampler", 1);
+    memcpy(c->refused, given.refused, sizeof c->refused);
+    ref_cmd_free(&given);
+    if (c->refused[0]) return;
+    add_str(c, "--strategy", "slice");
     add_cfg(c, run, "items", "--items", NULL, 0);
     const JsonValue *w = json_get(run->config, "weights");
     if (w && w->type != JSON_NULL) {
@@ -266,6 +283,13 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, c
     if (same && grade_run_load(out, dir) == 0) return 0;
     grade_run_free(out);
     file_remove_tree(dir);
+    char prog[2200];
+    snprintf(prog, sizeof prog, "%s/%s", labs_dir, c->lab);
+    if (access(prog, X_OK) != 0) {
+        snprintf(problem, n, "the grader's reference program %.500s: %s (make builds it beside the labs)", prog,
+                 strerror(errno));
+        return -1;
+    }
     if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", c->text.data);
     int rc = grade_start_run(labs_dir, c->lab, c->world, c->args, dir, log_path);
     char last[200];
@@ -283,6 +307,23 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, c
     FILE *f = grade_fopen_fresh(args_path);
     if (f) fputs(c->text.data, f), fclose(f);
     return 0;
+}
+
+// The programs a reference of kind k runs. Only programs the grader's own command line names
+// ever run, never one the run directory names (meta.json's argv is the student's to write):
+//   REF_SINGLE and the replays: the grader's reference programs, labs_dir/ref (solutions.c),
+//     which run none of a student's regions, in a student's copy as in the instructor's tree.
+//   REF_CKPT_NONE: the build that made the runs (--labs DIR), or for a run directory the
+//     grader's own lab programs. This twin is no reference of what is right: recompute.bitwise
+//     asks whether recomputing changed a bit of what the same program computes without it
+//     (another compiler or flags may round differently), so it runs the student's regions
+//     (AdamW, the ring) as the run did. With the grader's AdamW in it, a wrong AdamW would
+//     lose recompute.bitwise too, a check of something else (loss.reference takes it). Both
+//     make grades, the student's own and the instructor's LABS=<copy>, grade --labs, so the
+//     twin is the same program in both, and so is the grade.
+static void ref_programs(const GradeRefs *refs, RefKind k, char *out, size_t n) {
+    if (k == REF_CKPT_NONE) snprintf(out, n, "%s", refs->run_labs_dir ? refs->run_labs_dir : refs->labs_dir);
+    else snprintf(out, n, "%s/ref", refs->labs_dir);
 }
 
 const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
@@ -311,12 +352,8 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
         snprintf(why, n, "%s", x->ref_problem[k]);
         return NULL;
     }
-    char dir[2400];
-    // Only programs the grader's own command line names ever run: its own build, or for
-    // --policy none the build that made the runs (--labs DIR: "recomputation changes no bit"
-    // compares two runs of one build, as other compilers or flags may round differently).
-    // Never a program the run directory names (meta.json's argv is the student's to write).
-    const char *ref_labs = k == REF_CKPT_NONE && x->refs->run_labs_dir ? x->refs->run_labs_dir : x->refs->labs_dir;
+    char dir[2400], ref_labs[2100];
+    ref_programs(x->refs, k, ref_labs, sizeof ref_labs);
     if (k == REF_SINGLE && x->refs->cache_dir) {
         // The same reference serves every run of the same configuration (every student's):
         // kept under the cache, named by its command and the reference program's bytes.
@@ -379,6 +416,8 @@ const GradeReplay *ctx_replays(Ctx *x, int *count) {
         const GradeRun *run = x->run;
         int64_t steps[GRADE_MAX_REPLAYS];
         x->nreplays = x->refs->ref_dir ? 0 : find_replays(run, steps, GRADE_MAX_REPLAYS);
+        char ref_labs[2100];
+        ref_programs(x->refs, REF_SINGLE, ref_labs, sizeof ref_labs);
         for (int i = 0; i < x->nreplays; i++) {
             GradeReplay *r = &x->replays[i];
             r->from = steps[i];
@@ -388,7 +427,7 @@ const GradeReplay *ctx_replays(Ctx *x, int *count) {
             snprintf(dir, sizeof dir, "%s/ref-replay-%08lld", run->dir, (long long)r->from);
             RefCmd c;
             if (ref_command(run, REF_SINGLE, resume, r->to, &c) != 0) snprintf(r->problem, sizeof r->problem, "%s", c.refused);
-            else r->ok = ref_run(x, &c, dir, 0, x->refs->labs_dir, &r->ref, r->problem, sizeof r->problem) == 0;
+            else r->ok = ref_run(x, &c, dir, 0, ref_labs, &r->ref, r->problem, sizeof r->problem) == 0;
             ref_cmd_free(&c);
         }
     }
