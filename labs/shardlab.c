@@ -53,6 +53,7 @@
 #include "runlog.h"
 #include "runread.h"
 #include "shm.h"
+#include "suggest.h"
 #include "trace.h"
 #include "lexicon.h"
 #include "logtail.h"
@@ -128,21 +129,44 @@ static int is_program(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-// "ddp, single" for the unknown-lab message.
-static void list_labs(const char *dir, char *out, size_t n) {
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort);
+// Whether make started us (it sets MAKELEVEL for its commands): the user typed `make lab-<name>`,
+// and what we suggest is said in make's words.
+static int under_make(void) {
+    const char *level = getenv("MAKELEVEL");
+    return level && *level;
+}
+
+// The lab programs in dir: "ddp, single" into out for the unknown-lab message, and each name
+// into names (up to max; returns how many).
+enum { MAX_LAB_NAMES = 64 };
+static int list_labs(const char *dir, char *out, size_t n, char names[][NAME_MAX + 1], int max) {
+    struct dirent **entries;
+    int k = scandir(dir, &entries, NULL, alphasort), found = 0;
     snprintf(out, n, "none; run 'make' first");
-    for (int i = 0, found = 0; i < k; i++) {
+    for (int i = 0; i < k; i++) {
         char path[PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        if (names[i]->d_name[0] != '.' && is_program(path)) {
-            size_t len = found++ ? strlen(out) : 0;
-            snprintf(out + len, n - len, "%s%s", len ? ", " : "", names[i]->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, entries[i]->d_name);
+        if (entries[i]->d_name[0] != '.' && is_program(path)) {
+            size_t len = found ? strlen(out) : 0;
+            snprintf(out + len, n - len, "%s%s", len ? ", " : "", entries[i]->d_name);
+            if (found < max) snprintf(names[found], NAME_MAX + 1, "%s", entries[i]->d_name);
+            found++;
         }
-        free(names[i]);
+        free(entries[i]);
     }
-    if (k >= 0) free(names);
+    if (k >= 0) free(entries);
+    return found < max ? found : max;
+}
+
+// ": did you mean 'ddp'?" (under make: 'make lab-ddp') when name is near one of the labs, else "".
+static const char *lab_did_you_mean(const char *name, char names[][NAME_MAX + 1], int n, char *out, size_t size) {
+    const char *list[MAX_LAB_NAMES], *near[SUGGEST_MAX];
+    for (int i = 0; i < n; i++) list[i] = names[i];
+    int k = suggest_nearest(name, list, n, near, SUGGEST_MAX);
+    char joined[512];
+    if (!k) return "";
+    snprintf(out, size, ": did you mean %s?", suggest_join(near, k, under_make() ? "make lab-" : "", "", joined, sizeof joined));
+    return out;
 }
 
 static int parse_ranks(const char *text) {
@@ -191,13 +215,15 @@ static void parse_run(Launch *L, int argc, char **argv) {
     L->want_tui = strcmp(ui, "tui") == 0 || (strcmp(ui, "auto") == 0 && terminal);
     L->status_line = strcmp(ui, "auto") == 0 && isatty(STDOUT_FILENO) && !L->want_tui;
 
-    char dir[PATH_MAX], labs[1024];
+    char dir[PATH_MAX], labs[1024], hint[600];
+    static char names[MAX_LAB_NAMES][NAME_MAX + 1];
     labs_dir(dir, sizeof dir);
-    list_labs(dir, labs, sizeof labs);
+    int nlabs = list_labs(dir, labs, sizeof labs, names, MAX_LAB_NAMES);
     if (!L->lab) usage_error(prog, "which lab? (labs: %s)", labs);
     snprintf(L->lab_path, sizeof L->lab_path, "%s/%s", dir, L->lab);
     if (strchr(L->lab, '/') || L->lab[0] == '.' || !is_program(L->lab_path))
-        usage_error(prog, "no lab '%s' in %s (labs: %s)", L->lab, dir, labs);
+        usage_error(prog, "no lab '%s' in %s%s (labs: %s)", L->lab, dir, lab_did_you_mean(L->lab, names, nlabs, hint, sizeof hint),
+                    labs);
     const CatLab *known = catalog_lab(L->lab);
     if (known && known->max_world && L->n > known->max_world)
         usage_error(prog, "-n %d: %s runs on at most %d rank%s", L->n, L->lab, known->max_world, known->max_world > 1 ? "s" : "");
@@ -302,6 +328,12 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setenv_int("WORLD_SIZE", L->n), setenv_int("LOCAL_WORLD_SIZE", L->n);
     setenv("MASTER_ADDR", "127.0.0.1", 1), setenv_int("MASTER_PORT", L->port);
     setenv("SHARDLAB_RUN_DIR", L->run_dir, 1);
+    // A lab's usage error names the command that shows its help (check.h): ours, as the user
+    // typed it, or make's.
+    char help[PATH_MAX + 128];
+    if (under_make()) snprintf(help, sizeof help, "make lab-%s ARGS=--help", L->lab);
+    else snprintf(help, sizeof help, "%s run %s --help", program_invocation_name, L->lab);
+    setenv("SHARDLAB_USAGE_HELP", help, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
     unsetenv("SHARDLAB_SHM");
     if (L->shm_fd >= 0) {  // the one descriptor the lab inherits
@@ -458,8 +490,14 @@ int main(int argc, char **argv) {
         labs_dir(labs, sizeof labs);
         return web_main(argc, argv, root, labs);
     }
-    if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, lesson, web, grade, trace, plan and whatif", argv[1]);
+    if (strcmp(argv[1], "run") != 0) {
+        const char *commands[] = {"run", "tui", "lexicon", "lesson", "web", "grade", "trace", "plan", "whatif"}, *near[SUGGEST_MAX];
+        char hint[200], list[160] = "";
+        int k = suggest_nearest(argv[1], commands, 9, near, SUGGEST_MAX);
+        if (k) snprintf(hint, sizeof hint, "did you mean %s? ", suggest_join(near, k, "", "", list, sizeof list));
+        usage_error("shardlab", "unknown command '%s': %s%she commands are run, tui, lexicon, lesson, web, grade, trace, plan and "
+                    "whatif", argv[1], k ? hint : "", k ? "T" : "t");
+    }
 
     static Launch L;
     parse_run(&L, argc, argv);

@@ -19,7 +19,9 @@
 //   5. each lab's --help (the lab programs in LABS_DIR) prints every option the catalog gives
 //      it, with the catalog's help text: the labs parse from the catalog, not a copy of it;
 //   6. the launcher: `shardlab run --help` lists every lab with its title, and refuses more
-//      ranks than a lab runs on (single -n 2) before starting anything.
+//      ranks than a lab runs on (single -n 2) before starting anything;
+//   7. did you mean: the edit distance (a swap is one edit), the nearest names, and every lab's
+//      parser naming the option a misspelt one was near.
 // Broken on purpose: ddp's --bucket-mb default "0" (below its bound 1e-6) fails part 2;
 // a lab binding an option the catalog does not give it dies as a bug (part 5, that lab's help).
 #include <stdlib.h>
@@ -28,7 +30,9 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "labtest.h"
 #include "shelltest.h"
+#include "suggest.h"
 #include "test.h"
 
 static const char *labs_dir, *shardlab;
@@ -218,6 +222,49 @@ static void check_launcher(void) {
     free(out);
 }
 
+// ---- did you mean -------------------------------------------------------------------------
+
+static void check_did_you_mean(void) {
+    // Proves: the one edit distance counts a swap of two neighbours as one edit (typos
+    // often are) and ignores case; Levenshtein's textbook pair is 3.
+    EXPECT(suggest_distance("stpes", "steps") == 1 && suggest_distance("dpp", "ddp") == 1 &&
+               suggest_distance("DDP", "ddp") == 0 && suggest_distance("kitten", "sitting") == 3,
+           "suggest_distance: stpes/steps 1, dpp/ddp 1, DDP/ddp 0, kitten/sitting 3 (%d %d %d %d)",
+           suggest_distance("stpes", "steps"), suggest_distance("dpp", "ddp"), suggest_distance("DDP", "ddp"),
+           suggest_distance("kitten", "sitting"));
+    const char *labs[] = {"ckpt", "collectives", "ddp", "fsdp", "pp", "shard", "single", "tp", "zero"}, *near[SUGGEST_MAX];
+    int k = suggest_nearest("dpp", labs, 9, near, SUGGEST_MAX);
+    // Proves: of the names one edit away, those of the word's length come first (dpp: ddp,
+    // not pp as well); a word near nothing gets nothing; a word that begins one name is near it.
+    EXPECT(k == 1 && !strcmp(near[0], "ddp"), "suggest_nearest(dpp): ddp alone (%d: %s)", k, k ? near[0] : "");
+    EXPECT(suggest_nearest("frobnicate", labs, 9, near, SUGGEST_MAX) == 0, "suggest_nearest(frobnicate): nothing");
+    const char *opts[] = {"sync", "bucket-mb", "algo"};
+    k = suggest_nearest("bucket", opts, 3, near, SUGGEST_MAX);
+    EXPECT(k == 1 && !strcmp(near[0], "bucket-mb"), "suggest_nearest(bucket): bucket-mb, the name it begins (%d)", k);
+
+    // Every lab's parser (the catalog's): a misspelt option, shared or its own, gets the name it
+    // was near, in the one line and exit 2 (broken variant: catalog_parse's plain "unknown option").
+    for (int l = 0; l < catalog_nlabs; l++) {
+        const CatLab *lab = &catalog_labs[l];
+        const char *name = lab->noptions ? lab->options[0].name : "steps";
+        char typo[64], want[80], cmd[1200];
+        snprintf(typo, sizeof typo, "%s", name);
+        char c = typo[0];
+        typo[0] = typo[1], typo[1] = c;  // the first two letters swapped: "stpes" -> ..., "sync" -> "ysnc"
+        snprintf(want, sizeof want, "did you mean '--%s'?", name);
+        for (int shared = 0; shared < 2; shared++) {
+            const char *bad = shared ? "stpes" : typo;
+            if (shared) snprintf(want, sizeof want, "did you mean '--steps'?");
+            snprintf(cmd, sizeof cmd, "'%s/%s' --%s 3", labs_dir, lab->name, bad);
+            int status;
+            char *out = test_sh(NULL, cmd, &status);
+            EXPECT(status == 2 && count_lines(out) == 1 && strstr(out, want), "%s --%s: exit 2, one line, \"%s\" (%d: %s)",
+                   lab->name, bad, want, status, one_line(out));
+            free(out);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s LABS_DIR SHARDLAB\n", argv[0]);
@@ -230,5 +277,6 @@ int main(int argc, char **argv) {
     check_graded();
     check_help();
     check_launcher();
+    check_did_you_mean();
     return test_done();
 }

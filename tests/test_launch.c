@@ -5,7 +5,8 @@
 //
 // The launcher runs tests/fixtures/ranklab (SHARDLAB_LABS=FIXTURES_DIR), a stand-in lab whose
 // ranks all-reduce every step, so these tests do not depend on the training labs. Checked:
-//   - bad input gets exit 2 and one line;
+//   - bad input gets exit 2 and one line; a misspelt lab or command a did-you-mean, and the
+//     help to try a command the user can type;
 //   - a good run at N=1 and N=3: the torchrun variables, one log per rank, rank 0's output
 //     echoed, every rank's events ending with {"ev":"end","status":"ok"};
 //   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
@@ -231,6 +232,23 @@ static void test_bad_input(void) {
             EXPECT(strstr(j.err, "run") != NULL, "an unknown command's message names 'run': %s", one_line(j.err));
         job_free(&j);
     }
+    // Proves: a misspelt lab gets a did-you-mean in the user's words (shardlab run's, or make's
+    // when make started us), and the help to try is a command the user can type: this
+    // shardlab, as it was started (broken variant: "(try 'shardlab run --help')").
+    const char *typos[][3] = {{"run ranklb -n 2", NULL, "did you mean 'ranklab'?"},
+                              {"run ranklb -n 2", "MAKELEVEL=1", "did you mean 'make lab-ranklab'?"},
+                              {"rnu ranklab", NULL, "did you mean 'run'?"}};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        Job j;
+        char help[600];
+        snprintf(help, sizeof help, "(try '%s%s --help')", shardlab, strncmp(typos[i][0], "run ", 4) ? "" : " run");
+        run_job(&j, "typo", typos[i][1], typos[i][0]);
+        EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, typos[i][2]) && strstr(j.err, help),
+               "%s (%s): exit 2, one line with \"%s\" and \"%s\" (exit %d: %s)", typos[i][0], typos[i][1] ? typos[i][1] : "",
+               typos[i][2], help,
+               j.code, one_line(j.err));
+        job_free(&j);
+    }
     Job j;
     run_job(&j, "help", NULL, "--help");
     // Proves: --help works at both levels and exits 0.
@@ -343,10 +361,15 @@ static void test_fail_on_purpose(void) {
     job_start(&j, NULL, "run ranklab -n 3 --steps x --run-dir %s", j.dir);
     job_wait(&j, 1);
     // Proves: a rank's usage error (a bad option, a batch that does not divide over N) is the
-    // launcher's usage error: exit 2 and one line, the lab's own.
-    EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, "shardlab run: ranklab: --steps: 'x'"),
-           "ranks failing before they join: exit 2, one line: the lab's usage error (exit %d: %s)", j.code,
-           one_line(j.err));
+    // launcher's usage error: exit 2 and one line, the lab's own, whose help to try is the
+    // command that shows the lab's help, as typed (the launcher tells its ranks: broken
+    // variant, "(try 'ranklab --help')", a program not on the PATH).
+    char lab_help[600];
+    snprintf(lab_help, sizeof lab_help, "(try '%s run ranklab --help')", shardlab);
+    EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, "shardlab run: ranklab: --steps: 'x'") &&
+               strstr(j.err, lab_help),
+           "ranks failing before they join: exit 2, one line: the lab's usage error, ending %s (exit %d: %s)", lab_help,
+           j.code, one_line(j.err));
     // Proves: the launcher removes the segment itself, and writes end events for ranks that
     // never opened their event log.
     EXPECT(clean_after(&j, 3, why, sizeof why), "ranks failing before they join: nothing left behind (%s)", why);
@@ -708,6 +731,7 @@ int main(int argc, char **argv) {
     setenv("SHARDLAB_LABS", argv[2], 1);
     unsetenv("SHARDLAB_TEST_HANG");
     unsetenv("SHARDLAB_TIMEOUT_S");
+    unsetenv("MAKELEVEL");  // (under make test): the launcher would speak make's words
 
     double t0 = now_s();
     test_bad_input();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "suggest.h"
 
 // The schedule's and the replay points' automatic values, as text (catalog.h; chosen by
 // measurement: see README, "The recipe").
@@ -22,6 +23,7 @@
 
 #define N(table) table, (int)(sizeof table / sizeof table[0])
 #define FORM CAT_FORM
+#define MAX_SLOTS 64  // a lab's options and the shared ones, together (args.c's MAX_OPTIONS)
 
 // ---- the options every training lab shares ------------------------------------------------
 //
@@ -429,21 +431,43 @@ int catalog_bind(const CatLab *lab, const LabBind *binds, int n, CatSlot *slots)
     return n;
 }
 
+// ": did you mean '--steps'?" when word is near one of the slots' names (or is one, without
+// its dashes), else "".
+static const char *did_you_mean(const CatSlot *slots, int nslots, const char *word, char *out, size_t n) {
+    const char *names[MAX_SLOTS] = {0}, *near[SUGGEST_MAX];
+    int n_names = nslots < MAX_SLOTS ? nslots : MAX_SLOTS;
+    for (int i = 0; i < n_names; i++) names[i] = slots[i].opt->name;
+    int found = suggest_nearest(word, names, n_names, near, SUGGEST_MAX);
+    for (int i = 0; i < n_names && !found; i++)  // the name itself, without its dashes
+        if (!strcmp(names[i], word)) near[found++] = names[i];
+    if (!found) return "";
+    char list[256];
+    snprintf(out, n, ": did you mean %s?", suggest_join(near, found, "--", "", list, sizeof list));
+    return out;
+}
+
 void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslots, int nfirst, const char *heading,
                    int argc, char **argv) {
+    char hint[300];
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             print_help(prog, about, slots, nslots, nfirst, heading);
             exit(0);
         }
-        if (strncmp(arg, "--", 2) != 0) usage_error(prog, "unexpected argument '%s'", arg);
+        if (strncmp(arg, "--", 2) != 0)
+            usage_error(prog, "unexpected argument '%s'%s", arg,
+                        did_you_mean(slots, nslots, arg + (arg[0] == '-'), hint, sizeof hint));
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         CatSlot *s = NULL;
         for (int k = 0; k < nslots && !s; k++)
             if (strlen(slots[k].opt->name) == len && strncmp(slots[k].opt->name, name, len) == 0) s = &slots[k];
-        if (!s) usage_error(prog, "unknown option '--%.*s'", (int)len, name);
+        if (!s) {
+            char word[128];
+            snprintf(word, sizeof word, "%.*s", (int)len, name);
+            usage_error(prog, "unknown option '--%s'%s", word, did_you_mean(slots, nslots, word, hint, sizeof hint));
+        }
         const char *value = eq ? eq + 1 : NULL;
         if (s->opt->kind == OPT_FLAG && value) usage_error(prog, "--%s takes no value (got '%s')", s->opt->name, value);
         if (s->opt->kind != OPT_FLAG && !value) {

@@ -119,7 +119,8 @@ int catalog_bind(const CatLab *lab, const LabBind *binds, int n, CatSlot *slots)
 // Parses argv[1..argc) into the slots (each already holding its default): `--name value`,
 // `--name=value`, flags alone. --help prints about, then the slots' options with their
 // current values as defaults (headed by `heading` for the first `nfirst` of them, then "<prog>
-// options"), and exits 0; anything wrong is one line from usage_error() and exit 2.
+// options"), and exits 0; anything wrong is one line from usage_error() and exit 2 (an
+// unknown option names the nearest of the slots', as did you mean: suggest.h).
 void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslots, int nfirst, const char *heading,
                    int argc, char **argv);
 
