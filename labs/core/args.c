@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "batchsplit.h"
 #include "check.h"
 #include "gpt.h"
 
@@ -112,9 +113,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     // What can be checked before anything runs.
     if (a->dim % a->heads != 0)
         usage_error(prog, "--heads %d does not divide --dim %d", a->heads, a->dim);
-    if (a->batch % a->accum != 0)
-        usage_error(prog, "--accum %d does not divide --batch %d (each micro-batch must have the same size)",
-                    a->accum, a->batch);
+    BatchSplit split = batch_split_of(NULL, a, 1);  // every lab's micro-batches (batchsplit.h)
+    char why[768];
+    if (batch_split_check(&split, why, sizeof why) != 0) usage_error(prog, "%s", why);
     resolve_schedule(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
     if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);

@@ -369,6 +369,19 @@ void catalog_default(const CatOption *o, void *value) {
     }
 }
 
+const char *catalog_value_in(int nopts, char *const opts[], const char *name) {
+    const char *found = NULL;
+    size_t len = strlen(name);
+    for (int i = 0; i < nopts; i++) {
+        const char *o = opts[i];
+        if (!o || strncmp(o, "--", 2) != 0 || strncmp(o + 2, name, len) != 0) continue;
+        if (o[2 + len] == '=') found = o + 3 + len;
+        else if (o[2 + len] == 0)
+            found = i + 1 < nopts && opts[i + 1] && strncmp(opts[i + 1], "--", 2) != 0 ? opts[i + 1] : "";
+    }
+    return found;
+}
+
 // ---- parsing a command line ---------------------------------------------------------------
 
 static void print_value(const CatOption *o, const void *value) {
