@@ -90,8 +90,10 @@ int launcher_find_cause(Launch *L, int first, int64_t first_seen_us);
 int launcher_count_running(const Launch *L);
 // A rank that died without an "end" event gets an error and an end event from us: it is
 // dead, so nobody else writes to its file now. The error names how it ended and, where it
-// said why (launcher_read_error_line), its own line.
-void launcher_end_event_logs(Launch *L);
+// said why (launcher_read_error_line), its own line. Returns the first rank that exited 0
+// but whose log does not say it ended ok (no end event, or one with another status), with
+// what happened in its errline, or -1: an exit status alone does not make a run whole.
+int launcher_end_event_logs(Launch *L);
 // A run whose ranks stopped at a usage error before any of them started (no meta.json) is
 // not a run: the directory we made for it goes, with the ranks' logs (the launcher has said
 // the error). Anything else in it, or a directory the user named, stays.

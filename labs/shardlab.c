@@ -24,7 +24,8 @@
 // However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
 // event log ends with an "end" event (a dashboard must not show a dead run as live).
 //
-// Exit status: 0 every rank finished; 1 a rank failed; 2 bad arguments (ours, or a rank's: a
+// Exit status: 0 every rank finished (exited 0 with an end event saying ok); 1 a rank failed
+// (or exited 0 without ending its log ok); 2 bad arguments (ours, or a rank's: a
 // lab exits 2 on a bad option, and we pass its one line on); 128 + the signal when SIGINT
 // (130), SIGTERM (143) or SIGHUP (129) stopped us, even on the dashboard's last screen.
 #include <dirent.h>
@@ -90,8 +91,8 @@ static const char *RUN_USAGE =
     "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
     "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
-    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143/129 interrupted\n"
-    "(Ctrl-C, SIGTERM, the terminal closed).\n";
+    "Exit status: 0 all ranks finished (each exited 0 and its log ends ok), 1 a rank failed, 2 bad\n"
+    "arguments, 130/143/129 interrupted (Ctrl-C, SIGTERM, the terminal closed).\n";
 
 static volatile sig_atomic_t last_signal, signal_count;
 static void on_signal(int sig) { last_signal = sig; signal_count++; }
@@ -437,13 +438,16 @@ static int watch(Launch *L) {
         if (launcher_count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
-    launcher_end_event_logs(L);
+    // A rank that exited 0 without ending its log ok (no end event, or one saying error) did
+    // not finish: its log says error (we write its end event), and so do we.
+    int unended = launcher_end_event_logs(L);
+    if (stop_sig || usage || first >= 0) unended = -1;  // (already said, and not a finish)
     // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
     // the user wants the terminal back at once. A signal (SIGTERM, a closed terminal's
     // SIGHUP) ends the wait too: nobody may be there to press q.
     int late_sig = 0;
     if (L->tui && !stop_sig) {
-        const char *why = first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
+        const char *why = first >= 0 || unended >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
         if (!signal_count && tui_wait_quit(L->tui, why, &signal_count) == TUI_HANGUP) hung_up();
         if (signal_count) late_sig = last_signal;
     }
@@ -458,7 +462,8 @@ static int watch(Launch *L) {
         launcher_remove_unstarted(L);
         return 2;
     }
-    if (first >= 0) {
+    if (unended >= 0) fprintf(stderr, "shardlab: rank %d %s\n", unended, L->errline[unended]), cause = unended;
+    if (first >= 0 || unended >= 0) {
         printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
         return 1;  // the failure says more than how the view was left
     }

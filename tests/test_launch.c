@@ -12,6 +12,7 @@
 //   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
 //     rank that fails on purpose, ranks that fail before they join: a non-zero exit, one line
 //     naming the rank and the cause, and the run over within the deadline;
+//   - a rank that exits 0 without an end event saying ok fails the run (exit 1, "stopped");
 //   - Ctrl-C, SIGTERM and SIGHUP reach the ranks; a second Ctrl-C does not wait;
 //   - a SIGKILLed launcher leaves no orphans.
 // After every run, "nothing left behind" means: no process whose environment holds that run's
@@ -411,6 +412,42 @@ static void test_fail_on_purpose(void) {
     job_free(&j);
 }
 
+// A rank that exits 0 is not finished unless its log says so: the launcher's word and exit
+// status follow the rank's end event, which the dashboards and the grader read.
+static void test_end_status(void) {
+    const struct {
+        const char *end, *said, *status;
+    } cases[] = {
+        {"none", "shardlab: rank 0 exited with status 0 without writing an end event", "error"},
+        {"error", "shardlab: rank 0 exited with status 0, but its end event says status error", "error"},
+        {"ok", NULL, "ok"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Job j;
+        char tag[32], why[1024] = "";
+        snprintf(tag, sizeof tag, "end-%s", cases[i].end);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 2 --steps 3 --ms 1 --end %s --run-dir %s", cases[i].end, j.dir);
+        job_wait(&j, 1);
+        // Rank 0's log (rank 1 always ends ok), or with --end ok every rank's.
+        int ended = events_ended(j.dir, cases[i].said ? 1 : 2, cases[i].status, why, sizeof why);
+        if (cases[i].said)
+            // Proves: exit 1 and a line naming the rank and what it left out, "stopped" and not
+            // "finished", and its log ended with status error (broken variant: exit 0 and
+            // "finished" beside a log that says error).
+            EXPECT(j.code == 1 && strstr(j.err, cases[i].said) && strstr(j.out, "ranklab stopped; run written to") &&
+                       !strstr(j.out, "finished") && ended,
+                   "--end %s: exit 1, '%s', 'stopped', rank 0's log ends with status error (exit %d: %s; %s)", cases[i].end,
+                   cases[i].said, j.code, one_line(j.err), why);
+        else
+            // Proves: a rank whose log ends ok is a finished run, exit 0.
+            EXPECT(j.code == 0 && strstr(j.out, "finished on 2 rank(s)") && ended,
+                   "--end ok: exit 0, 'finished', every log ends ok (exit %d: %s; %s)", j.code, one_line(j.err), why);
+        EXPECT(clean_after(&j, 2, why, sizeof why), "--end %s: nothing left behind (%s)", cases[i].end, why);
+        job_free(&j);
+    }
+}
+
 static void test_kill_a_rank(void) {
     enum { RUNS = 20 };
     int failed = 0, named = 0, fast = 0, clean = 0;
@@ -737,6 +774,7 @@ int main(int argc, char **argv) {
     test_bad_input();
     test_good_runs();
     test_fail_on_purpose();
+    test_end_status();
     test_kill_a_rank();
     test_hung_rank();
     test_stopped_rank();
