@@ -23,14 +23,17 @@
 //   7. did you mean: the edit distance (a swap is one edit), the nearest names, and every lab's
 //      parser naming the option a misspelt one was near;
 //   8. the batch's split over the ranks (batchsplit.h): each lab's line and the nearest ranks
-//      and values that divide, on every small layout; the web's reading of a form's options.
+//      and values that divide, on every small layout; the web's reading of a form's options;
+//   9. --warmup given longer than the run is taken as the automatic one is.
 // Broken on purpose: ddp's --bucket-mb default "0" (below its bound 1e-6) fails part 2;
 // a lab binding an option the catalog does not give it dies as a bug (part 5, that lab's help).
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "batchsplit.h"
 #include "catalog.h"
 #include "labtest.h"
@@ -386,6 +389,44 @@ static void check_batch_split(void) {
     EXPECT(tp.sp && tp.heads == 4 && tp.seq == 64 && !tp.interleaved, "batch_split_from_options(tp): --sp, --heads 4, --seq 64");
 }
 
+// ---- the warmup ---------------------------------------------------------------------------
+
+static int parse_in_child(char *const argv[]) {
+    int argc = 0;
+    while (argv[argc]) argc++;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        TrainArgs a;
+        train_args_parse(&a, argc, (char **)argv, catalog_lab("single"), NULL, 0);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void check_warmup(void) {
+    // The warmup given as its automatic value (100) on a 30-step run is the automatic one:
+    // accepted, the same schedule at every step (broken variant: args.c's old refusal of a
+    // given warmup longer than the run).
+    char *given[] = {"single", "--steps", "30", "--warmup", "100", NULL}, *left[] = {"single", "--steps", "30", NULL};
+    int status = parse_in_child(given);
+    EXPECT(status == 0, "--steps 30 --warmup 100: accepted, as the automatic 100 is (exit %d)", status);
+    if (status != 0) return;
+    TrainArgs a, b;
+    train_args_parse(&a, 5, given, catalog_lab("single"), NULL, 0);
+    train_args_parse(&b, 3, left, catalog_lab("single"), NULL, 0);
+    int same = a.warmup == b.warmup && a.decay_steps == b.decay_steps;
+    for (int step = 1; step <= 30; step++) same &= train_lr(&a, step) == train_lr(&b, step);
+    EXPECT(same && a.warmup == 100 && train_lr(&a, 30) < a.lr, "--warmup 100 and auto on 30 steps: the same schedule, "
+           "ending inside the warmup (lr %g < %g at step 30)", train_lr(&a, 30), a.lr);
+    // Proves: what contradicts itself is still refused: a warmup longer than --decay-steps.
+    char *contra[] = {"single", "--decay-steps", "50", "--warmup", "60", NULL};
+    EXPECT(parse_in_child(contra) == 2, "--decay-steps 50 --warmup 60: refused (exit 2)");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s LABS_DIR SHARDLAB\n", argv[0]);
@@ -400,5 +441,6 @@ int main(int argc, char **argv) {
     check_launcher();
     check_did_you_mean();
     check_batch_split();
+    check_warmup();
     return test_done();
 }

@@ -49,11 +49,10 @@ void train_args_defaults(TrainArgs *a) {
 // Adam's young second-moment estimate lets one step blow the loss up to 8-13 nats: measured at
 // steps 25-57 with 20 to 50 warmup steps, never with 100; so a 50-step run stays inside the
 // warmup rather than rush to the full rate), the cosine ends at a tenth of --lr at the last
-// step (or at the warmup's end, for a run shorter than it).
+// step (or at the warmup's end, for a run shorter than it). A warmup given longer than the run
+// is taken as the automatic one is: the run ends inside it, below --lr (as PyTorch's LinearLR
+// and Hugging Face's warmup schedules do; nothing here shortens what was asked for).
 static void resolve_schedule(TrainArgs *a, const char *prog) {
-    if (a->warmup > a->steps && a->decay_steps < 0)
-        usage_error(prog, "--warmup %d is longer than the run (--steps %d): the learning rate would never reach --lr",
-                    a->warmup, a->steps);
     if (a->lr_min > a->lr)
         usage_error(prog, "--lr-min %g is above --lr %g: the cosine decays from --lr down to --lr-min", a->lr_min, a->lr);
     if (a->decay_steps > 0 && a->warmup > a->decay_steps)

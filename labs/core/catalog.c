@@ -17,7 +17,7 @@
 // measurement: see README, "The recipe").
 #define TEXT(x) TEXT_(x)
 #define TEXT_(x) #x
-#define WARMUP_AUTO_TEXT TEXT(CATALOG_WARMUP_AUTO) " (a shorter run ends inside it)"
+#define WARMUP_AUTO_TEXT TEXT(CATALOG_WARMUP_AUTO)
 #define REPLAY_AUTO_TEXT "a fifth of --steps when --steps >= " TEXT(CATALOG_REPLAY_MIN_STEPS) " and the state (12 bytes a " \
     "parameter) fits " TEXT(CATALOG_REPLAY_MAX_MIB) " MiB, else 0"
 
@@ -50,7 +50,9 @@ const CatOption catalog_train[] = {
     {"lr", OPT_DOUBLE, 0, 10, NULL, "0.003", "LR", "AdamW learning rate", FORM, NULL},
     {"lr-schedule", OPT_STRING, 0, 0, "cosine|constant", "cosine", "S",
      "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)", 0, NULL},
-    {"warmup", OPT_INT, 0, 1e7, NULL, "auto", "N", "steps of linear warmup to --lr; auto: " WARMUP_AUTO_TEXT, 0, NULL},
+    {"warmup", OPT_INT, 0, 1e7, NULL, "auto", "N",
+     "steps of linear warmup to --lr; a run shorter than the warmup ends inside it, below --lr, whether N is given "
+     "or auto; auto: " WARMUP_AUTO_TEXT, 0, NULL},
     {"lr-min", OPT_DOUBLE, 0, 10, NULL, "auto", "LR", "where the cosine ends; auto: --lr / " TEXT(CATALOG_LR_MIN_DIVISOR), 0, NULL},
     {"decay-steps", OPT_INT, 1, 1e7, NULL, "auto", "N",
      "the step where the cosine reaches --lr-min (after it, --lr-min); auto: --steps, or the warmup if longer", 0, NULL},
