@@ -68,9 +68,12 @@ void launcher_open_tui(Launch *L);
 // The dashboard gives the terminal back; the run goes on with rank 0's output and the status
 // line, starting with everything rank 0 printed so far.
 void launcher_close_tui(Launch *L);
+// Whether make started us (it sets MAKELEVEL for its commands): the user typed `make
+// lab-<name>`, and what we suggest is said in make's words.
+int launcher_under_make(void);
 // A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
 // 2)") is one option away from running: name it as the user would type it, in make's ARGS
-// when make started us (it sets MAKELEVEL for its commands), else as a lab option.
+// when make started us, else as a lab option.
 void launcher_hint_layers(Launch *L, const char *msg);
 
 // ---- launcher_ranks.c ----

@@ -183,6 +183,11 @@ void launcher_close_tui(Launch *L) {
     L->status_line = isatty(STDOUT_FILENO);
 }
 
+int launcher_under_make(void) {
+    const char *level = getenv("MAKELEVEL");
+    return level && *level;
+}
+
 // A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
 // 2)") is one option away from running: name it as the user would type it, in make's ARGS
 // when make started us (it sets MAKELEVEL for its commands), else as a lab option.
@@ -190,6 +195,6 @@ void launcher_hint_layers(Launch *L, const char *msg) {
     const char *at = strstr(msg, "at least ");
     int blocks;
     if (!strstr(msg, "(--layers ") || !at || sscanf(at, "at least %d blocks", &blocks) != 1) return;
-    if (getenv("MAKELEVEL")) launcher_say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
+    if (launcher_under_make()) launcher_say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
     else launcher_say(L, "HINT: a model of %d blocks: --layers %d\n", blocks, blocks);
 }

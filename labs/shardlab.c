@@ -130,13 +130,6 @@ static int is_program(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-// Whether make started us (it sets MAKELEVEL for its commands): the user typed `make lab-<name>`,
-// and what we suggest is said in make's words.
-static int under_make(void) {
-    const char *level = getenv("MAKELEVEL");
-    return level && *level;
-}
-
 // The lab programs in dir: "ddp, single" into out for the unknown-lab message, and each name
 // into names (up to max; returns how many).
 enum { MAX_LAB_NAMES = 64 };
@@ -166,7 +159,8 @@ static const char *lab_did_you_mean(const char *name, char names[][NAME_MAX + 1]
     int k = suggest_nearest(name, list, n, near, SUGGEST_MAX);
     char joined[512];
     if (!k) return "";
-    snprintf(out, size, ": did you mean %s?", suggest_join(near, k, under_make() ? "make lab-" : "", "", joined, sizeof joined));
+    snprintf(out, size, ": did you mean %s?",
+             suggest_join(near, k, launcher_under_make() ? "make lab-" : "", "", joined, sizeof joined));
     return out;
 }
 
@@ -332,7 +326,7 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     // A lab's usage error names the command that shows its help (check.h): ours, as the user
     // typed it, or make's.
     char help[PATH_MAX + 128];
-    if (under_make()) snprintf(help, sizeof help, "make lab-%s ARGS=--help", L->lab);
+    if (launcher_under_make()) snprintf(help, sizeof help, "make lab-%s ARGS=--help", L->lab);
     else snprintf(help, sizeof help, "%s run %s --help", program_invocation_name, L->lab);
     setenv("SHARDLAB_USAGE_HELP", help, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself

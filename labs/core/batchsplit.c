@@ -120,7 +120,7 @@ int batch_split_check(const BatchSplit *s, char *why, size_t n) {
         BatchSplit t = *s;
         const char *name;
         int max, below, above;
-        fix_value(&t, f, &name, &max);
+        fix_value(&t, f, &name, &max);  // (its name)
         nearest(s, f, &below, &above);
         if (!below && !above) continue;
         char values[48];
@@ -146,16 +146,16 @@ BatchSplit batch_split_of(const char *lab, const TrainArgs *a, int ranks) {
 // lab has no such option, or its default is "auto").
 static int option_int(const char *lab, int nopts, char *const opts[], const char *name, int fallback) {
     const char *text = catalog_value_in(nopts, opts, name);
-    if (text && *text) return atoi(text);
     const CatOption *o = catalog_find(catalog_lab(lab), name);
     int v = fallback;
-    if (o && o->kind == OPT_INT) catalog_default(o, &v);
+    if (text && *text) v = atoi(text);
+    else if (o && o->kind == OPT_INT) catalog_default(o, &v);
     return v > 0 ? v : fallback;
 }
 
 BatchSplit batch_split_from_options(const char *lab, int ranks, int nopts, char *const opts[]) {
     const char *schedule = catalog_value_in(nopts, opts, "schedule");
-    int interleaved = is_lab(&(BatchSplit){.lab = lab}, "pp") && schedule && !strcmp(schedule, "interleaved");
+    int interleaved = lab && !strcmp(lab, "pp") && schedule && !strcmp(schedule, "interleaved");
     return (BatchSplit){
         .lab = lab, .ranks = ranks,
         .batch = option_int(lab, nopts, opts, "batch", 1), .accum = option_int(lab, nopts, opts, "accum", 1),
