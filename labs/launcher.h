@@ -68,9 +68,12 @@ void launcher_open_tui(Launch *L);
 // The dashboard gives the terminal back; the run goes on with rank 0's output and the status
 // line, starting with everything rank 0 printed so far.
 void launcher_close_tui(Launch *L);
+// Whether make started us (it sets MAKELEVEL for its commands): the user typed `make
+// lab-<name>`, and what we suggest is said in make's words.
+int launcher_under_make(void);
 // A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
 // 2)") is one option away from running: name it as the user would type it, in make's ARGS
-// when make started us (it sets MAKELEVEL for its commands), else as a lab option.
+// when make started us, else as a lab option.
 void launcher_hint_layers(Launch *L, const char *msg);
 
 // ---- launcher_ranks.c ----
@@ -90,8 +93,10 @@ int launcher_find_cause(Launch *L, int first, int64_t first_seen_us);
 int launcher_count_running(const Launch *L);
 // A rank that died without an "end" event gets an error and an end event from us: it is
 // dead, so nobody else writes to its file now. The error names how it ended and, where it
-// said why (launcher_read_error_line), its own line.
-void launcher_end_event_logs(Launch *L);
+// said why (launcher_read_error_line), its own line. Returns the first rank that exited 0
+// but whose log does not say it ended ok (no end event, or one with another status), with
+// what happened in its errline, or -1: an exit status alone does not make a run whole.
+int launcher_end_event_logs(Launch *L);
 // A run whose ranks stopped at a usage error before any of them started (no meta.json) is
 // not a run: the directory we made for it goes, with the ranks' logs (the launcher has said
 // the error). Anything else in it, or a directory the user named, stays.

@@ -75,33 +75,49 @@ int launcher_count_running(const Launch *L) {
     return k;
 }
 
-// What a rank's events say of its ending: whether it wrote its end, and its last step.
+// What a rank's events say of its ending: whether it wrote its end, with what status (its
+// last end event's), and its last step.
 typedef struct {
     int ended;
+    char status[32];
     long steps;
 } Ending;
 
 static void read_ending(void *arg, LogTailKind kind, const char *line, size_t n) {
     Ending *e = arg;
     if (kind != LOGTAIL_LINE) return;
-    e->ended |= runschema_line_is(line, n, "end");
+    if (runschema_line_is(line, n, "end")) {
+        char err[128];
+        JsonValue *v = json_parse(line, n, err, sizeof err);
+        const JsonValue *st = json_get(v, "status");
+        e->ended = 1;
+        snprintf(e->status, sizeof e->status, "%s", st && st->type == JSON_STRING ? st->string : "?");
+        json_free(v);
+    }
     const char *s = runschema_line_is(line, n, "step") ? memmem(line, n, "\"step\":", 7) : NULL;
     if (s) e->steps = strtol(s + 7, NULL, 10);  // (the line ends in '}': strtol stops inside it)
 }
 
 // A rank that died without an "end" event gets an error and an end event from us: it is
 // dead, so nobody else writes to its file now.
-void launcher_end_event_logs(Launch *L) {
+int launcher_end_event_logs(Launch *L) {
+    int unended = -1;
     for (int r = 0; r < L->n; r++) {
         char path[sizeof L->run_dir + 32];
         launcher_rank_file(L, r, "jsonl", path, sizeof path);
         LogTail tail = {.offset = L->jsonl_start[r]};  // this run's events only
-        Ending e = {0, 0};
+        Ending e = {0, "", 0};
         logtail_poll(&tail, path, LOGTAIL_MAX_LINE, 0, 0, read_ending, &e);
         int newline = tail.partial_len == 0;  // (a rank killed mid-line left half an event)
         logtail_free(&tail);
         long steps = e.steps;
-        int ended = e.ended;
+        int ended = e.ended, exited_0 = !launcher_failed(L->wstatus[r]);
+        // Exit 0 is not the whole story: the run is the rank's only if its log says it ended ok.
+        if (exited_0 && unended < 0 && (!ended || strcmp(e.status, "ok") != 0)) {
+            unended = r;
+            if (ended) snprintf(L->errline[r], sizeof L->errline[r], "exited with status 0, but its end event says status %s", e.status);
+            else snprintf(L->errline[r], sizeof L->errline[r], "exited with status 0 without writing an end event");
+        }
         if (ended) continue;
         char how[64];
         if (launcher_failed(L->wstatus[r])) launcher_describe_exit(L->wstatus[r], how, sizeof how);
@@ -109,7 +125,7 @@ void launcher_end_event_logs(Launch *L) {
         StrBuf sb, msg;
         sb_init(&sb), sb_init(&msg);
         sb_printf(&msg, "rank %d %s without writing an end event (written by shardlab run)%s%s", r, how,
-                  L->errline[r][0] ? ": " : "", L->errline[r]);
+                  L->errline[r][0] && !exited_0 ? ": " : "", exited_0 ? "" : L->errline[r]);
         sb_printf(&sb, "%s{\"ev\":\"error\",\"rank\":%d,\"msg\":", newline ? "" : "\n", r);
         sb_json_string(&sb, msg.data);
         sb_printf(&sb, "}\n{\"ev\":\"end\",\"rank\":%d,\"status\":\"error\",\"steps\":%ld}\n", r, steps);
@@ -118,6 +134,7 @@ void launcher_end_event_logs(Launch *L) {
         fclose_check(out, path);
         sb_free(&sb), sb_free(&msg);
     }
+    return unended;
 }
 
 void launcher_remove_unstarted(Launch *L) {

@@ -143,15 +143,28 @@ void launcher_say(Launch *L, const char *fmt, ...) {
     va_end(ap);
 }
 
+// Whether a rank has exited already (left for watch() to reap: WNOWAIT).
+static int a_rank_exited(const Launch *L) {
+    for (int r = 0; r < L->n; r++) {
+        siginfo_t info = {0};
+        if (!L->done[r] && waitid(P_PID, (id_t)L->pid[r], &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == L->pid[r])
+            return 1;
+    }
+    return 0;
+}
+
 void launcher_open_tui(Launch *L) {
     if (!L->want_tui) return;
     char err[512];
     TuiOptions o = {.attached = 1, .color = -1};
-    // The ranks create their files within moments; the dashboard needs one to start from.
+    // The ranks create their files within moments; the dashboard needs one to start from. A
+    // rank that exits first (a bad option, a batch that does not divide: every rank refuses
+    // it before its run log exists) leaves nothing to show: watch() says its one line.
     for (int tries = 0; tries < 250; tries++) {
         char path[sizeof L->run_dir + 32];
         launcher_rank_file(L, 0, "jsonl", path, sizeof path);
-        if (launcher_file_size(path) > L->jsonl_start[0] || launcher_count_running(L) < L->n) break;
+        if (launcher_file_size(path) > L->jsonl_start[0]) break;
+        if (a_rank_exited(L)) return;
         usleep(POLL_US);
     }
     if (!(L->tui = tui_open(L->run_dir, &o, err, sizeof err))) {
@@ -170,6 +183,11 @@ void launcher_close_tui(Launch *L) {
     L->status_line = isatty(STDOUT_FILENO);
 }
 
+int launcher_under_make(void) {
+    const char *level = getenv("MAKELEVEL");
+    return level && *level;
+}
+
 // A lab's usage error about the model's depth ("4 stages need at least 4 blocks ... (--layers
 // 2)") is one option away from running: name it as the user would type it, in make's ARGS
 // when make started us (it sets MAKELEVEL for its commands), else as a lab option.
@@ -177,6 +195,6 @@ void launcher_hint_layers(Launch *L, const char *msg) {
     const char *at = strstr(msg, "at least ");
     int blocks;
     if (!strstr(msg, "(--layers ") || !at || sscanf(at, "at least %d blocks", &blocks) != 1) return;
-    if (getenv("MAKELEVEL")) launcher_say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
+    if (launcher_under_make()) launcher_say(L, "HINT: a model of %d blocks: ARGS=\"--layers %d\"\n", blocks, blocks);
     else launcher_say(L, "HINT: a model of %d blocks: --layers %d\n", blocks, blocks);
 }

@@ -24,7 +24,8 @@
 // However the run ends, no rank outlives it, nothing is left in /dev/shm, and every rank's
 // event log ends with an "end" event (a dashboard must not show a dead run as live).
 //
-// Exit status: 0 every rank finished; 1 a rank failed; 2 bad arguments (ours, or a rank's: a
+// Exit status: 0 every rank finished (exited 0 with an end event saying ok); 1 a rank failed
+// (or exited 0 without ending its log ok); 2 bad arguments (ours, or a rank's: a
 // lab exits 2 on a bad option, and we pass its one line on); 128 + the signal when SIGINT
 // (130), SIGTERM (143) or SIGHUP (129) stopped us, even on the dashboard's last screen.
 #include <dirent.h>
@@ -53,6 +54,7 @@
 #include "runlog.h"
 #include "runread.h"
 #include "shm.h"
+#include "suggest.h"
 #include "trace.h"
 #include "lexicon.h"
 #include "logtail.h"
@@ -89,8 +91,8 @@ static const char *RUN_USAGE =
     "Every other option goes to every rank unchanged ('shardlab run <lab> --help' lists them).\n"
     "Environment: SHARDLAB_RUNS (default runs/), SHARDLAB_LABS (default: labs/ next to this\n"
     "program), SHARDLAB_TIMEOUT_S (the ranks' wait deadline).\n"
-    "Exit status: 0 all ranks finished, 1 a rank failed, 2 bad arguments, 130/143/129 interrupted\n"
-    "(Ctrl-C, SIGTERM, the terminal closed).\n";
+    "Exit status: 0 all ranks finished (each exited 0 and its log ends ok), 1 a rank failed, 2 bad\n"
+    "arguments, 130/143/129 interrupted (Ctrl-C, SIGTERM, the terminal closed).\n";
 
 static volatile sig_atomic_t last_signal, signal_count;
 static void on_signal(int sig) { last_signal = sig; signal_count++; }
@@ -128,21 +130,38 @@ static int is_program(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-// "ddp, single" for the unknown-lab message.
-static void list_labs(const char *dir, char *out, size_t n) {
-    struct dirent **names;
-    int k = scandir(dir, &names, NULL, alphasort);
+// The lab programs in dir: "ddp, single" into out for the unknown-lab message, and each name
+// into names (up to max; returns how many).
+enum { MAX_LAB_NAMES = 64 };
+static int list_labs(const char *dir, char *out, size_t n, char names[][NAME_MAX + 1], int max) {
+    struct dirent **entries;
+    int k = scandir(dir, &entries, NULL, alphasort), found = 0;
     snprintf(out, n, "none; run 'make' first");
-    for (int i = 0, found = 0; i < k; i++) {
+    for (int i = 0; i < k; i++) {
         char path[PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        if (names[i]->d_name[0] != '.' && is_program(path)) {
-            size_t len = found++ ? strlen(out) : 0;
-            snprintf(out + len, n - len, "%s%s", len ? ", " : "", names[i]->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, entries[i]->d_name);
+        if (entries[i]->d_name[0] != '.' && is_program(path)) {
+            size_t len = found ? strlen(out) : 0;
+            snprintf(out + len, n - len, "%s%s", len ? ", " : "", entries[i]->d_name);
+            if (found < max) snprintf(names[found], NAME_MAX + 1, "%s", entries[i]->d_name);
+            found++;
         }
-        free(names[i]);
+        free(entries[i]);
     }
-    if (k >= 0) free(names);
+    if (k >= 0) free(entries);
+    return found < max ? found : max;
+}
+
+// ": did you mean 'ddp'?" (under make: 'make lab-ddp') when name is near one of the labs, else "".
+static const char *lab_did_you_mean(const char *name, char names[][NAME_MAX + 1], int n, char *out, size_t size) {
+    const char *list[MAX_LAB_NAMES], *near[SUGGEST_MAX];
+    for (int i = 0; i < n; i++) list[i] = names[i];
+    int k = suggest_nearest(name, list, n, near, SUGGEST_MAX);
+    char joined[512];
+    if (!k) return "";
+    snprintf(out, size, ": did you mean %s?",
+             suggest_join(near, k, launcher_under_make() ? "make lab-" : "", "", joined, sizeof joined));
+    return out;
 }
 
 static int parse_ranks(const char *text) {
@@ -191,13 +210,15 @@ static void parse_run(Launch *L, int argc, char **argv) {
     L->want_tui = strcmp(ui, "tui") == 0 || (strcmp(ui, "auto") == 0 && terminal);
     L->status_line = strcmp(ui, "auto") == 0 && isatty(STDOUT_FILENO) && !L->want_tui;
 
-    char dir[PATH_MAX], labs[1024];
+    char dir[PATH_MAX], labs[1024], hint[600];
+    static char names[MAX_LAB_NAMES][NAME_MAX + 1];
     labs_dir(dir, sizeof dir);
-    list_labs(dir, labs, sizeof labs);
+    int nlabs = list_labs(dir, labs, sizeof labs, names, MAX_LAB_NAMES);
     if (!L->lab) usage_error(prog, "which lab? (labs: %s)", labs);
     snprintf(L->lab_path, sizeof L->lab_path, "%s/%s", dir, L->lab);
     if (strchr(L->lab, '/') || L->lab[0] == '.' || !is_program(L->lab_path))
-        usage_error(prog, "no lab '%s' in %s (labs: %s)", L->lab, dir, labs);
+        usage_error(prog, "no lab '%s' in %s%s (labs: %s)", L->lab, dir, lab_did_you_mean(L->lab, names, nlabs, hint, sizeof hint),
+                    labs);
     const CatLab *known = catalog_lab(L->lab);
     if (known && known->max_world && L->n > known->max_world)
         usage_error(prog, "-n %d: %s runs on at most %d rank%s", L->n, L->lab, known->max_world, known->max_world > 1 ? "s" : "");
@@ -302,6 +323,12 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setenv_int("WORLD_SIZE", L->n), setenv_int("LOCAL_WORLD_SIZE", L->n);
     setenv("MASTER_ADDR", "127.0.0.1", 1), setenv_int("MASTER_PORT", L->port);
     setenv("SHARDLAB_RUN_DIR", L->run_dir, 1);
+    // A lab's usage error names the command that shows its help (check.h): ours, as the user
+    // typed it, or make's.
+    char help[PATH_MAX + 128];
+    if (launcher_under_make()) snprintf(help, sizeof help, "make lab-%s ARGS=--help", L->lab);
+    else snprintf(help, sizeof help, "%s run %s --help", program_invocation_name, L->lab);
+    setenv("SHARDLAB_USAGE_HELP", help, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
     unsetenv("SHARDLAB_SHM");
     if (L->shm_fd >= 0) {  // the one descriptor the lab inherits
@@ -405,13 +432,16 @@ static int watch(Launch *L) {
         if (launcher_count_running(L) > 0) usleep(POLL_US);
     }
     L->pgid = 0;  // everyone is reaped: the group id may belong to someone else now
-    launcher_end_event_logs(L);
+    // A rank that exited 0 without ending its log ok (no end event, or one saying error) did
+    // not finish: its log says error (we write its end event), and so do we.
+    int unended = launcher_end_event_logs(L);
+    if (stop_sig || usage || first >= 0) unended = -1;  // (already said, and not a finish)
     // The dashboard shows how the run ended (the banner, the summary) until q; after Ctrl-C
     // the user wants the terminal back at once. A signal (SIGTERM, a closed terminal's
     // SIGHUP) ends the wait too: nobody may be there to press q.
     int late_sig = 0;
     if (L->tui && !stop_sig) {
-        const char *why = first >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
+        const char *why = first >= 0 || unended >= 0 ? "the run stopped with an error: q to leave" : "the run finished: q to leave";
         if (!signal_count && tui_wait_quit(L->tui, why, &signal_count) == TUI_HANGUP) hung_up();
         if (signal_count) late_sig = last_signal;
     }
@@ -426,7 +456,8 @@ static int watch(Launch *L) {
         launcher_remove_unstarted(L);
         return 2;
     }
-    if (first >= 0) {
+    if (unended >= 0) fprintf(stderr, "shardlab: rank %d %s\n", unended, L->errline[unended]), cause = unended;
+    if (first >= 0 || unended >= 0) {
         printf("shardlab: %s stopped; run written to %s (rank %d's output: rank-%d.log)\n", L->lab, L->run_dir, cause, cause);
         return 1;  // the failure says more than how the view was left
     }
@@ -458,8 +489,14 @@ int main(int argc, char **argv) {
         labs_dir(labs, sizeof labs);
         return web_main(argc, argv, root, labs);
     }
-    if (strcmp(argv[1], "run") != 0)
-        usage_error("shardlab", "unknown command '%s': the commands are run, tui, lexicon, lesson, web, grade, trace, plan and whatif", argv[1]);
+    if (strcmp(argv[1], "run") != 0) {
+        const char *commands[] = {"run", "tui", "lexicon", "lesson", "web", "grade", "trace", "plan", "whatif"}, *near[SUGGEST_MAX];
+        char hint[200], list[160] = "";
+        int k = suggest_nearest(argv[1], commands, 9, near, SUGGEST_MAX);
+        if (k) snprintf(hint, sizeof hint, "did you mean %s? ", suggest_join(near, k, "", "", list, sizeof list));
+        usage_error("shardlab", "unknown command '%s': %s%she commands are run, tui, lexicon, lesson, web, grade, trace, plan and "
+                    "whatif", argv[1], k ? hint : "", k ? "T" : "t");
+    }
 
     static Launch L;
     parse_run(&L, argc, argv);

@@ -73,6 +73,7 @@
 
 #include "adamw.h"
 #include "args.h"
+#include "batchsplit.h"
 #include "check.h"
 #include "data.h"
 #include "dcp.h"
@@ -253,17 +254,11 @@ static void report_memory(RunLog *log, const Mem *mem, const GptConfig *c, int t
 // divide the heads, the vocabulary with --vocab-parallel, and with --sp a micro-batch's token
 // rows. Returns t; exits 2 with one line on what does not make a mesh.
 static int check_mesh(const TrainArgs *a, int N, int dp, int sp, int vp) {
-    if (N % dp != 0) usage_error("tp", "--dp %d does not divide the %d ranks (N = D x t)", dp, N);
-    int t = N / dp;
-    if (a->heads % t != 0) usage_error("tp", "%d tensor-parallel ranks do not divide --heads %d", t, a->heads);
-    if (vp && GPT_VOCAB % t != 0)
-        usage_error("tp", "--vocab-parallel: %d tensor-parallel ranks do not divide the vocabulary of %d", t, GPT_VOCAB);
-    train_check_batch(a, "tp", dp);
-    int micro = a->batch / dp / a->accum;
-    if (sp && (micro * a->seq) % t != 0)
-        usage_error("tp", "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch "
-                          "(B/(D accum) = %d x --seq %d)", t, micro * a->seq, micro, a->seq);
-    return t;
+    BatchSplit s = batch_split_of("tp", a, N);  // the checks, one line each: core/batchsplit.c
+    s.dp = dp, s.sp = sp, s.vocab_parallel = vp;
+    char why[768];
+    if (batch_split_check(&s, why, sizeof why) != 0) usage_error("tp", "%s", why);
+    return N / dp;
 }
 
 // This rank's two groups of the mesh: its tensor-parallel group (replica d's t ranks) and its

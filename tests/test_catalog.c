@@ -19,16 +19,26 @@
 //   5. each lab's --help (the lab programs in LABS_DIR) prints every option the catalog gives
 //      it, with the catalog's help text: the labs parse from the catalog, not a copy of it;
 //   6. the launcher: `shardlab run --help` lists every lab with its title, and refuses more
-//      ranks than a lab runs on (single -n 2) before starting anything.
+//      ranks than a lab runs on (single -n 2) before starting anything;
+//   7. did you mean: the edit distance (a swap is one edit), the nearest names, and every lab's
+//      parser naming the option a misspelt one was near;
+//   8. the batch's split over the ranks (batchsplit.h): each lab's line and the nearest ranks
+//      and values that divide, on every small layout; the web's reading of a form's options;
+//   9. --warmup given longer than the run is taken as the automatic one is.
 // Broken on purpose: ddp's --bucket-mb default "0" (below its bound 1e-6) fails part 2;
 // a lab binding an option the catalog does not give it dies as a bug (part 5, that lab's help).
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "batchsplit.h"
 #include "catalog.h"
+#include "labtest.h"
 #include "shelltest.h"
+#include "suggest.h"
 #include "test.h"
 
 static const char *labs_dir, *shardlab;
@@ -218,6 +228,205 @@ static void check_launcher(void) {
     free(out);
 }
 
+// ---- did you mean -------------------------------------------------------------------------
+
+static void check_did_you_mean(void) {
+    // Proves: the one edit distance counts a swap of two neighbours as one edit (typos
+    // often are) and ignores case; Levenshtein's textbook pair is 3.
+    EXPECT(suggest_distance("stpes", "steps") == 1 && suggest_distance("dpp", "ddp") == 1 &&
+               suggest_distance("DDP", "ddp") == 0 && suggest_distance("kitten", "sitting") == 3,
+           "suggest_distance: stpes/steps 1, dpp/ddp 1, DDP/ddp 0, kitten/sitting 3 (%d %d %d %d)",
+           suggest_distance("stpes", "steps"), suggest_distance("dpp", "ddp"), suggest_distance("DDP", "ddp"),
+           suggest_distance("kitten", "sitting"));
+    const char *labs[] = {"ckpt", "collectives", "ddp", "fsdp", "pp", "shard", "single", "tp", "zero"}, *near[SUGGEST_MAX];
+    int k = suggest_nearest("dpp", labs, 9, near, SUGGEST_MAX);
+    // Proves: of the names one edit away, those of the word's length come first (dpp: ddp,
+    // not pp as well); a word near nothing gets nothing; a word that begins one name is near it.
+    EXPECT(k == 1 && !strcmp(near[0], "ddp"), "suggest_nearest(dpp): ddp alone (%d: %s)", k, k ? near[0] : "");
+    EXPECT(suggest_nearest("frobnicate", labs, 9, near, SUGGEST_MAX) == 0, "suggest_nearest(frobnicate): nothing");
+    const char *opts[] = {"sync", "bucket-mb", "algo"};
+    k = suggest_nearest("bucket", opts, 3, near, SUGGEST_MAX);
+    EXPECT(k == 1 && !strcmp(near[0], "bucket-mb"), "suggest_nearest(bucket): bucket-mb, the name it begins (%d)", k);
+
+    // Every lab's parser (the catalog's): a misspelt option, shared or its own, gets the name it
+    // was near, in the one line and exit 2 (broken variant: catalog_parse's plain "unknown option").
+    for (int l = 0; l < catalog_nlabs; l++) {
+        const CatLab *lab = &catalog_labs[l];
+        const char *name = lab->noptions ? lab->options[0].name : "steps";
+        char typo[64], want[80], cmd[1200];
+        snprintf(typo, sizeof typo, "%s", name);
+        char c = typo[0];
+        typo[0] = typo[1], typo[1] = c;  // the first two letters swapped: "stpes" -> ..., "sync" -> "ysnc"
+        snprintf(want, sizeof want, "did you mean '--%s'?", name);
+        for (int shared = 0; shared < 2; shared++) {
+            const char *bad = shared ? "stpes" : typo;
+            if (shared) snprintf(want, sizeof want, "did you mean '--steps'?");
+            snprintf(cmd, sizeof cmd, "'%s/%s' --%s 3", labs_dir, lab->name, bad);
+            int status;
+            char *out = test_sh(NULL, cmd, &status);
+            EXPECT(status == 2 && count_lines(out) == 1 && strstr(out, want), "%s --%s: exit 2, one line, \"%s\" (%d: %s)",
+                   lab->name, bad, want, status, one_line(out));
+            free(out);
+        }
+    }
+}
+
+// ---- the batch's split over the ranks -------------------------------------------------------
+
+// The values a check's line offers after ": use " ("2 or 4 ranks", "--batch 6 or 9"), each
+// applied to a copy of s: every one must split, and no value between it and s's own may
+// (they are the nearest). Returns the number of values offered, or -1 with why.
+static int check_offers(const BatchSplit *s, const char *line, char *why, size_t n) {
+    const char *use = strstr(line, ": use ");
+    if (!use) return 0;
+    int offered = 0;
+    char text[512];
+    snprintf(text, sizeof text, "%s", use + 6);
+    for (char *save = NULL, *part = strtok_r(text, ",", &save); part; part = strtok_r(NULL, ",", &save)) {
+        while (*part == ' ') part++;
+        if (!strncmp(part, "or ", 3)) part += 3;
+        char knob[32];
+        snprintf(knob, sizeof knob, "%.*s", (int)strcspn(strstr(part, "rank") ? "ranks" : part + 2, " "),
+                 strstr(part, "rank") ? "ranks" : part + 2);
+        int values[2], k = 0;
+        for (char *p = part; *p && k < 2; p++)
+            if (*p >= '0' && *p <= '9' && (p == part || p[-1] == ' ')) values[k++] = atoi(p);
+        for (int i = 0; i < k; i++) {
+            BatchSplit t = *s;
+            int *v = !strcmp(knob, "ranks") ? &t.ranks : !strcmp(knob, "batch") ? &t.batch : !strcmp(knob, "accum") ? &t.accum
+                   : !strcmp(knob, "dp") ? &t.dp : !strcmp(knob, "micro") ? &t.micro : NULL;
+            if (!v) return snprintf(why, n, "'%s' names nothing", part), -1;
+            int own = *v, at = values[i];
+            *v = at;
+            char w[768];
+            if (batch_split_check(&t, w, sizeof w) != 0) return snprintf(why, n, "%s %d does not split: %s", knob, at, w), -1;
+            for (int between = (own < at ? own : at) + 1; between < (own < at ? at : own); between++) {
+                *v = between;
+                if (batch_split_check(&t, w, sizeof w) == 0 && !(t.lab && !strcmp(t.lab, "pp") && t.layers))
+                    return snprintf(why, n, "%s %d splits and is nearer than %d", knob, between, at), -1;
+            }
+            offered++;
+        }
+    }
+    return offered;
+}
+
+static void check_batch_split(void) {
+    const struct {
+        BatchSplit s;
+        const char *line;  // NULL: it splits
+    } cases[] = {
+        {{"ddp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+         "--batch 8 does not divide over 3 ranks (each rank takes B/N sequences): use 2 or 4 ranks, or --batch 6 or 9"},
+        {{"zero", 5, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+         "--batch 8 does not divide over 5 ranks (each rank takes B/N sequences): use 4 or 8 ranks, or --batch 5 or 10"},
+        {{"ddp", 4, 12, 2, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+         "--accum 2 does not divide the 3 sequences of each rank (--batch 12 over 4 ranks): use 3 or 6 ranks, --batch 8 or "
+         "16, or --accum 1 or 3"},
+        {{"tp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, "3 tensor-parallel ranks do not divide --heads 4: use 2 or 4 ranks"},
+        {{"tp", 4, 8, 1, 4, 64, 3, 0, 0, 1, 1, 0, 0}, "--dp 3 does not divide the 4 ranks (N = D x t): use --dp 2 or 4"},
+        {{"tp", 4, 9, 1, 4, 64, 2, 0, 0, 1, 1, 0, 0},
+         "--batch 9 does not divide over --dp 2 replicas (each replica takes B/D sequences): use --batch 8 or 10, or --dp 1"},
+        {{"tp", 8, 8, 1, 8, 64, 1, 0, 1, 1, 1, 0, 0},
+         "--vocab-parallel: 8 tensor-parallel ranks do not divide the vocabulary of 256"},  // (it does: see below)
+        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 0}, "--dp 2 does not divide the 3 ranks: use 2 or 4 ranks, or --dp 1"},
+        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 1}, "--dp 2 does not divide the 3 ranks: use 2 ranks"},
+        {{"pp", 4, 8, 1, 4, 64, 1, 0, 0, 6, 2, 1, 0},
+         "interleaved 1F1B sends micro-batches round the ranks in groups of 4: --micro 6 must be a multiple of the 4 stages: "
+         "use --micro 4 or 8"},
+        {{"pp", 2, 8, 1, 4, 64, 1, 0, 0, 3, 1, 0, 0},
+         "--batch 8 does not split into 1 pipeline(s) x 3 micro-batches of equal size: use --batch 6 or 9, or --micro 2 or 4"},
+        {{"ddp", 2, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
+        {{"single", 1, 7, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
+        {{"collectives", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const BatchSplit *s = &cases[i].s;
+        char why[768] = "", bad[300] = "";
+        int rc = batch_split_check(s, why, sizeof why);
+        if (s->vocab_parallel) {
+            // Proves: 8 ranks divide the 256-byte vocabulary (and --heads 8): the mesh splits.
+            EXPECT(rc == 0, "tp -n 8 --vocab-parallel --heads 8: splits (%s)", why);
+            continue;
+        }
+        // Proves: the lab's line, then the nearest ranks and option values that divide, each
+        // passing every check, none nearer passing (broken variant: nearest() keeps searching
+        // past the first value that splits, offering a farther one).
+        int offers = rc ? check_offers(s, why, bad, sizeof bad) : 0;
+        if (cases[i].line)
+            EXPECT(rc == -1 && !strcmp(why, cases[i].line) && offers > 0,
+                   "%s -n %d: '%s' (got '%s'%s%s)", s->lab, s->ranks, cases[i].line, why, bad[0] ? "; " : "", bad);
+        else EXPECT(rc == 0, "%s -n %d --batch %d: splits (%s)", s->lab, s->ranks, s->batch, why);
+    }
+    // Proves: on every layout of every lab up to 8 ranks and a batch of 24, what the line
+    // offers splits, and nothing nearer does.
+    const char *labs[] = {"ddp", "zero", "fsdp", "ckpt", "shard", "tp", "pp"};
+    int layouts = 0, failing = 0, wrong = 0;
+    char first[400] = "";
+    for (int l = 0; l < 7; l++)
+        for (int n = 1; n <= 8; n++)
+            for (int b = 1; b <= 24; b++)
+                for (int knob = 1; knob <= 3; knob++) {
+                    BatchSplit s = {labs[l], n, b, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0};
+                    if (!strcmp(labs[l], "tp")) s.dp = knob, s.sp = b % 2;
+                    else if (!strcmp(labs[l], "pp")) s.dp = knob == 3 ? 2 : 1, s.micro = knob == 2 ? 3 : 4, s.interleaved = b % 3 == 0,
+                                                     s.chunks = s.interleaved ? 2 : 1;
+                    else s.accum = knob;
+                    char why[768], bad[300];
+                    layouts++;
+                    if (batch_split_check(&s, why, sizeof why) == 0) continue;
+                    failing++;
+                    if (check_offers(&s, why, bad, sizeof bad) < 0 && !wrong++)
+                        snprintf(first, sizeof first, "%s -n %d --batch %d: %s", labs[l], n, b, bad);
+                }
+    EXPECT(wrong == 0 && failing > 100, "%d layouts, %d refused: every value offered splits and is the nearest (%d wrong%s%s)",
+           layouts, failing, wrong, wrong ? ": " : "", first);
+    // Proves: the web's reading of a form's options takes the catalog's defaults for the rest.
+    char *opts[] = {"--batch", "12", "--schedule", "interleaved", "--sp"};
+    BatchSplit pp = batch_split_from_options("pp", 4, 4, opts), tp = batch_split_from_options("tp", 2, 5, opts);
+    EXPECT(pp.batch == 12 && pp.interleaved && pp.chunks == 2 && pp.micro == 4 && pp.dp == 1 && pp.accum == 1 && !pp.layers,
+           "batch_split_from_options(pp): batch 12, interleaved, 2 chunks, --micro 4 and --dp 1 by default");
+    EXPECT(tp.sp && tp.heads == 4 && tp.seq == 64 && !tp.interleaved, "batch_split_from_options(tp): --sp, --heads 4, --seq 64");
+}
+
+// ---- the warmup ---------------------------------------------------------------------------
+
+static int parse_in_child(char *const argv[]) {
+    int argc = 0;
+    while (argv[argc]) argc++;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        TrainArgs a;
+        train_args_parse(&a, argc, (char **)argv, catalog_lab("single"), NULL, 0);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void check_warmup(void) {
+    // The warmup given as its automatic value (100) on a 30-step run is the automatic one:
+    // accepted, the same schedule at every step (broken variant: args.c's old refusal of a
+    // given warmup longer than the run).
+    char *given[] = {"single", "--steps", "30", "--warmup", "100", NULL}, *left[] = {"single", "--steps", "30", NULL};
+    int status = parse_in_child(given);
+    EXPECT(status == 0, "--steps 30 --warmup 100: accepted, as the automatic 100 is (exit %d)", status);
+    if (status != 0) return;
+    TrainArgs a, b;
+    train_args_parse(&a, 5, given, catalog_lab("single"), NULL, 0);
+    train_args_parse(&b, 3, left, catalog_lab("single"), NULL, 0);
+    int same = a.warmup == b.warmup && a.decay_steps == b.decay_steps;
+    for (int step = 1; step <= 30; step++) same &= train_lr(&a, step) == train_lr(&b, step);
+    EXPECT(same && a.warmup == 100 && train_lr(&a, 30) < a.lr, "--warmup 100 and auto on 30 steps: the same schedule, "
+           "ending inside the warmup (lr %g < %g at step 30)", train_lr(&a, 30), a.lr);
+    // Proves: what contradicts itself is still refused: a warmup longer than --decay-steps.
+    char *contra[] = {"single", "--decay-steps", "50", "--warmup", "60", NULL};
+    EXPECT(parse_in_child(contra) == 2, "--decay-steps 50 --warmup 60: refused (exit 2)");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s LABS_DIR SHARDLAB\n", argv[0]);
@@ -230,5 +439,8 @@ int main(int argc, char **argv) {
     check_graded();
     check_help();
     check_launcher();
+    check_did_you_mean();
+    check_batch_split();
+    check_warmup();
     return test_done();
 }

@@ -5,12 +5,14 @@
 //
 // The launcher runs tests/fixtures/ranklab (SHARDLAB_LABS=FIXTURES_DIR), a stand-in lab whose
 // ranks all-reduce every step, so these tests do not depend on the training labs. Checked:
-//   - bad input gets exit 2 and one line;
+//   - bad input gets exit 2 and one line; a misspelt lab or command a did-you-mean, and the
+//     help to try a command the user can type;
 //   - a good run at N=1 and N=3: the torchrun variables, one log per rank, rank 0's output
 //     echoed, every rank's events ending with {"ev":"end","status":"ok"};
 //   - faults: a rank killed with SIGKILL (20 runs), a rank hung in a collective (20 runs), a
 //     rank that fails on purpose, ranks that fail before they join: a non-zero exit, one line
 //     naming the rank and the cause, and the run over within the deadline;
+//   - a rank that exits 0 without an end event saying ok fails the run (exit 1, "stopped");
 //   - Ctrl-C, SIGTERM and SIGHUP reach the ranks; a second Ctrl-C does not wait;
 //   - a SIGKILLed launcher leaves no orphans.
 // After every run, "nothing left behind" means: no process whose environment holds that run's
@@ -231,6 +233,23 @@ static void test_bad_input(void) {
             EXPECT(strstr(j.err, "run") != NULL, "an unknown command's message names 'run': %s", one_line(j.err));
         job_free(&j);
     }
+    // Proves: a misspelt lab gets a did-you-mean in the user's words (shardlab run's, or make's
+    // when make started us), and the help to try is a command the user can type: this
+    // shardlab, as it was started (broken variant: "(try 'shardlab run --help')").
+    const char *typos[][3] = {{"run ranklb -n 2", NULL, "did you mean 'ranklab'?"},
+                              {"run ranklb -n 2", "MAKELEVEL=1", "did you mean 'make lab-ranklab'?"},
+                              {"rnu ranklab", NULL, "did you mean 'run'?"}};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        Job j;
+        char help[600];
+        snprintf(help, sizeof help, "(try '%s%s --help')", shardlab, strncmp(typos[i][0], "run ", 4) ? "" : " run");
+        run_job(&j, "typo", typos[i][1], typos[i][0]);
+        EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, typos[i][2]) && strstr(j.err, help),
+               "%s (%s): exit 2, one line with \"%s\" and \"%s\" (exit %d: %s)", typos[i][0], typos[i][1] ? typos[i][1] : "",
+               typos[i][2], help,
+               j.code, one_line(j.err));
+        job_free(&j);
+    }
     Job j;
     run_job(&j, "help", NULL, "--help");
     // Proves: --help works at both levels and exits 0.
@@ -343,10 +362,15 @@ static void test_fail_on_purpose(void) {
     job_start(&j, NULL, "run ranklab -n 3 --steps x --run-dir %s", j.dir);
     job_wait(&j, 1);
     // Proves: a rank's usage error (a bad option, a batch that does not divide over N) is the
-    // launcher's usage error: exit 2 and one line, the lab's own.
-    EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, "shardlab run: ranklab: --steps: 'x'"),
-           "ranks failing before they join: exit 2, one line: the lab's usage error (exit %d: %s)", j.code,
-           one_line(j.err));
+    // launcher's usage error: exit 2 and one line, the lab's own, whose help to try is the
+    // command that shows the lab's help, as typed (the launcher tells its ranks: broken
+    // variant, "(try 'ranklab --help')", a program not on the PATH).
+    char lab_help[600];
+    snprintf(lab_help, sizeof lab_help, "(try '%s run ranklab --help')", shardlab);
+    EXPECT(j.code == 2 && count_lines(j.err) == 1 && strstr(j.err, "shardlab run: ranklab: --steps: 'x'") &&
+               strstr(j.err, lab_help),
+           "ranks failing before they join: exit 2, one line: the lab's usage error, ending %s (exit %d: %s)", lab_help,
+           j.code, one_line(j.err));
     // Proves: the launcher removes the segment itself, and writes end events for ranks that
     // never opened their event log.
     EXPECT(clean_after(&j, 3, why, sizeof why), "ranks failing before they join: nothing left behind (%s)", why);
@@ -386,6 +410,42 @@ static void test_fail_on_purpose(void) {
     EXPECT(j.code == 2 && after == before, "a usage error with no --run-dir: exit 2, no run directory left (exit %d, %d -> %d)",
            j.code, before, after);
     job_free(&j);
+}
+
+// A rank that exits 0 is not finished unless its log says so: the launcher's word and exit
+// status follow the rank's end event, which the dashboards and the grader read.
+static void test_end_status(void) {
+    const struct {
+        const char *end, *said, *status;
+    } cases[] = {
+        {"none", "shardlab: rank 0 exited with status 0 without writing an end event", "error"},
+        {"error", "shardlab: rank 0 exited with status 0, but its end event says status error", "error"},
+        {"ok", NULL, "ok"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Job j;
+        char tag[32], why[1024] = "";
+        snprintf(tag, sizeof tag, "end-%s", cases[i].end);
+        job_init(&j, tag);
+        job_start(&j, NULL, "run ranklab -n 2 --steps 3 --ms 1 --end %s --run-dir %s", cases[i].end, j.dir);
+        job_wait(&j, 1);
+        // Rank 0's log (rank 1 always ends ok), or with --end ok every rank's.
+        int ended = events_ended(j.dir, cases[i].said ? 1 : 2, cases[i].status, why, sizeof why);
+        if (cases[i].said)
+            // Proves: exit 1 and a line naming the rank and what it left out, "stopped" and not
+            // "finished", and its log ended with status error (broken variant: exit 0 and
+            // "finished" beside a log that says error).
+            EXPECT(j.code == 1 && strstr(j.err, cases[i].said) && strstr(j.out, "ranklab stopped; run written to") &&
+                       !strstr(j.out, "finished") && ended,
+                   "--end %s: exit 1, '%s', 'stopped', rank 0's log ends with status error (exit %d: %s; %s)", cases[i].end,
+                   cases[i].said, j.code, one_line(j.err), why);
+        else
+            // Proves: a rank whose log ends ok is a finished run, exit 0.
+            EXPECT(j.code == 0 && strstr(j.out, "finished on 2 rank(s)") && ended,
+                   "--end ok: exit 0, 'finished', every log ends ok (exit %d: %s; %s)", j.code, one_line(j.err), why);
+        EXPECT(clean_after(&j, 2, why, sizeof why), "--end %s: nothing left behind (%s)", cases[i].end, why);
+        job_free(&j);
+    }
 }
 
 static void test_kill_a_rank(void) {
@@ -708,11 +768,13 @@ int main(int argc, char **argv) {
     setenv("SHARDLAB_LABS", argv[2], 1);
     unsetenv("SHARDLAB_TEST_HANG");
     unsetenv("SHARDLAB_TIMEOUT_S");
+    unsetenv("MAKELEVEL");  // (under make test): the launcher would speak make's words
 
     double t0 = now_s();
     test_bad_input();
     test_good_runs();
     test_fail_on_purpose();
+    test_end_status();
     test_kill_a_rank();
     test_hung_rank();
     test_stopped_rank();

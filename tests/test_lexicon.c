@@ -941,6 +941,14 @@ static void check_command(int *linked) {
     EXPECT(status == 2 && strstr(e, "the closest: pipeline-parallelism, pipeline-bubble"),
            "shardlab lexicon pipelne: exit 2, pipeline-parallelism suggested first: %s", one_line(e));
     free(e);
+    // Two letters swapped are one edit (core/suggest.c, the distance every did-you-mean of
+    // shardlab uses): "fdsp" opens FSDP, as the closest term. Broken variant: Levenshtein's
+    // distance, where the swap is two edits, more than a four-letter name allows.
+    status = lexicon_cmd("swapped", "fdsp", NULL);
+    out = captured("swapped", "out");
+    EXPECT(status == 0 && strstr(out, "(fsdp: the closest term to 'fdsp')") && strstr(out, "FSDP"),
+           "shardlab lexicon fdsp: exit 0, the FSDP entry as the closest term (exit %d): %s", status, one_line(out));
+    free(out);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -381,7 +381,6 @@ static void check_bad_arguments(void) {
         {"tf32 on the CPU", {"--device", "cpu", "--tf32"}, "--tf32"},
         {"a value for a flag", {"--tf32=1"}, "--tf32 takes no value"},
         {"lr out of range", {"--lr", "-1"}, "--lr"},
-        {"warmup longer than the run", {"--steps", "50", "--warmup", "60"}, "--warmup 60"},
         {"negative warmup", {"--warmup", "-1"}, "--warmup"},
         {"warmup not a number", {"--warmup", "ten"}, "--warmup"},
         {"lr-min above lr", {"--lr", "1e-3", "--lr-min", "2e-3"}, "--lr-min"},

@@ -14,7 +14,8 @@
 //      loss and param_hash equal, on both ranks;
 //   3. q in the middle leaves the view and the run goes on to its end, rank 0's output shown;
 //   4. Ctrl-C in the view stops the run: exit 130, the launcher's line, no rank left;
-//   5. a rank killed with SIGKILL: the banner names it; q, exit 1;
+//   5. a rank killed with SIGKILL: the banner names it; q, exit 1; a usage error every rank
+//      meets (ddp on 3 ranks, batch 8) is its one line and exit 2, with no dashboard first;
 //   6. `shardlab tui DIR` on ranks started by hand with Slurm's variables (no launcher):
 //      followed live; q quits the view and the ranks finish; the finished run shows its end;
 //   7. SIGHUP, SIGTERM and a closed terminal, while the run goes on, with the pager open, on
@@ -273,6 +274,30 @@ static void test_failed_rank(const char *dir) {
 }
 
 
+// ---- 5b. a usage error ---------------------------------------------------------------------
+
+// ddp on 3 ranks with the default batch of 8: every rank refuses it before its run log
+// exists. On a terminal, where the launcher would open the dashboard, the user must see the
+// one line it is and exit 2, as without a terminal.
+static void test_usage_error(const char *dir) {
+    const char *s = "usage";
+    char args[PATH_MAX + 100];
+    snprintf(args, sizeof args, "run ddp -n 3 --steps 3 --run-dir '%s'", dir);
+    start_view(s, "MAKELEVEL=", args);  // (empty: not under make, whatever ran this test)
+    int rc = wait_rc(s, 30);
+    wait_text(s, "does not divide", 5);
+    int said = 0;
+    for (const char *p = screen; p && (p = strstr(p, "does not divide")); p++) said++;
+    // Proves: exit 2, the lab's line once with the nearest ranks and batches that divide, and
+    // nothing else: no "no dashboard (...: not a run directory ...)" before it (broken
+    // variant: the launcher opens the dashboard before the ranks have refused their options).
+    if (!EXPECT(rc == 2 && said == 1 && on_screen("shardlab run: ddp: --batch 8 does not divide over 3 ranks") &&
+                    on_screen("use 2 or 4 ranks, or --batch") && !on_screen("no dashboard") &&
+                    !on_screen("showing rank 0"),
+                "a usage error on a terminal: exit 2 (%d), the one line once (%d times), no 'no dashboard' before it", rc, said))
+        show_screen("usage error");
+}
+
 // ---- 6. following a run that something else started -------------------------------------
 
 // Two ranks of the DDP lab started here with only Slurm's variables, as srun starts them (no
@@ -476,12 +501,13 @@ int main(int argc, char **argv) {
     char runs[512];
     if (tui_test_setup(argc, argv, "test_tui", runs, sizeof runs) != 0) return 2;
     double t0 = now_s();
-    char live[600], plain[600], quit[600], intr[600], fail[600], follow[600];
+    char live[600], plain[600], quit[600], intr[600], fail[600], usage[600], follow[600];
     snprintf(live, sizeof live, "%s/live", runs);
     snprintf(plain, sizeof plain, "%s/plain", runs);
     snprintf(quit, sizeof quit, "%s/quit", runs);
     snprintf(intr, sizeof intr, "%s/intr", runs);
     snprintf(fail, sizeof fail, "%s/fail", runs);
+    snprintf(usage, sizeof usage, "%s/usage", runs);
     snprintf(follow, sizeof follow, "%s/follow", runs);
     if (have_tmux) {
         test_live(live);
@@ -492,6 +518,7 @@ int main(int argc, char **argv) {
         test_quit_midway(quit);
         test_interrupt(intr);
         test_failed_rank(fail);
+        test_usage_error(usage);
         test_follow(follow);
         test_stop_view(runs);
     }

@@ -130,6 +130,14 @@ static void check_overview(const char *how, const char *frame) {
     EXPECT(strstr(frame, "communication the step waited for (exposed)") && strstr(frame, "hidden behind compute") &&
                strstr(frame, want),
            "%s: the overview names exposed and hidden communication, r0 '%s'", how, want);
+    // Proves: the bars' heading names what the bar's '~' is, communication (ms.comm, as the
+    // legend below and the README's frame say), in the words the README quotes (broken
+    // variant: "~wait" over bars the README calls "~comm").
+    const char *heading = " rank  step  ms/step  =compute ~comm sent/step   memory by category, to scale";
+    char *readme = read_file("README.md", NULL);
+    EXPECT(strstr(frame, heading) && readme && strstr(readme, heading), "%s: the rows' heading '%s', as README.md shows it",
+           how, heading);
+    free(readme);
 }
 
 // The memory panel at width 120: each rank's bar starts at column 5 and is w = 113 wide.

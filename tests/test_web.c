@@ -967,6 +967,32 @@ static void check_safety(void) {
            "a configuration inside the form's bounds that the machine cannot hold: 4xx with the memory it needs and "
            "the memory available (%d %s)", r.status, r.body ? r.body : "");
     resp_free(&r);
+    // A batch or a mesh that does not divide over the ranks: 400 with the lab's own line
+    // (core/batchsplit.c, the check the lab makes), naming the nearest ranks and values that
+    // divide, the one line the form shows. Broken variant (runs_start.c without the check):
+    // 201, a run that fails at start, its page listing the error once per rank.
+    const struct {
+        const char *body, *line;
+    } split[] = {
+        {"{\"lab\":\"ddp\",\"n\":3,\"steps\":3}",
+         "--batch 8 does not divide over 3 ranks (each rank takes B/N sequences): use 2 or 4 ranks, or --batch 6 or 9"},
+        {"{\"lab\":\"zero\",\"n\":4,\"steps\":3,\"options\":{\"batch\":\"12\",\"accum\":\"2\"}}",
+         "--accum 2 does not divide the 3 sequences of each rank (--batch 12 over 4 ranks): use 3 or 6 ranks, --batch 8 or 16, "
+         "or --accum 1 or 3"},
+        {"{\"lab\":\"single\",\"n\":1,\"steps\":3,\"options\":{\"batch\":6,\"accum\":4}}",
+         "--accum 4 does not divide --batch 6 (each micro-batch must have the same size): use --batch 4 or 8, or --accum 3 or 6"},
+        {"{\"lab\":\"tp\",\"n\":3,\"steps\":3}", "3 tensor-parallel ranks do not divide --heads 4: use 2 or 4 ranks"},
+        {"{\"lab\":\"pp\",\"n\":2,\"steps\":3,\"options\":{\"micro\":3}}",
+         "--batch 8 does not split into 1 pipeline(s) x 3 micro-batches of equal size: use --batch 6 or 9, or --micro 2 or 4"},
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        r = request("POST", "/api/runs", own, split[i].body);
+        char want[600];
+        snprintf(want, sizeof want, "{\"error\":\"%s\"}", split[i].line);
+        EXPECT(r.status == 400 && r.body && strstr(r.body, want), "%s: 400 with the lab's line and the fix (%d %s)",
+               split[i].body, r.status, r.body ? r.body : "");
+        resp_free(&r);
+    }
     EXPECT(runs_count() == before, "none of the refused requests started anything (%d runs before, %d after)", before,
            runs_count());
 }
@@ -1135,8 +1161,16 @@ static void check_trace(void) {
     resp_free(&r);
     snprintf(url, sizeof url, "/runs/%s", id);
     r = request("GET", url, NULL, NULL);
-    snprintf(want, sizeof want, "href=\"/api/runs/%s/trace\" download>Download the timeline (Perfetto)", id);
+    snprintf(want, sizeof want, "<p class=\"run-trace\"><a href=\"/api/runs/%s/trace\" download>Download the timeline (Perfetto)",
+             id);
     EXPECT(r.status == 200 && r.body && strstr(r.body, want), "the run's page links the timeline for Perfetto");
+    resp_free(&r);
+    // Proves: a run with no timeline (no meta.json: the trace is 409) is not offered one: the
+    // link is hidden until run.js sees the run start (broken variant: a dead link to a 409).
+    snprintf(url, sizeof url, "/runs/%s", empty);
+    r = request("GET", url, NULL, NULL);
+    EXPECT(r.status == 200 && r.body && strstr(r.body, "<p class=\"run-trace\" hidden><a href="),
+           "the page of a run with no timeline yet: the Perfetto link hidden (%d)", r.status);
     resp_free(&r);
 }
 

@@ -212,7 +212,7 @@ static void rank_rows(Canvas *c, const RunView *v, const DashState *s, int y, in
         canvas_put(c, x, y, dash_glyph(s, '='), COLOR_FWD, 0);
         canvas_text(c, x + 1, y, -1, COLOR_DIM, ATTR_BOLD, "compute");
         canvas_put(c, x + 9, y, dash_glyph(s, '~'), COLOR_ALL_REDUCE, 0);
-        canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "wait");
+        canvas_text(c, x + 10, y, -1, COLOR_DIM, ATTR_BOLD, "comm");  // (exposed: the legend below says it)
         x += cb + 3;
     }
     canvas_text(c, x, y, -1, COLOR_DIM, ATTR_BOLD, "sent/step");

@@ -95,7 +95,7 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
             const char *cut;
             int bst = web_read_body(w, c, &body, &got, &cut);
             if (bst) return web_reply_json_error(c, bst, cut);
-            char err[128], id[256], why[300];
+            char err[128], id[256], why[768];
             JsonValue *req = json_parse(body, (size_t)got, err, sizeof err);
             free(body);
             if (!req) return web_reply_json_error(c, 400, "the body is not JSON");

@@ -11,6 +11,7 @@
 
 #include "catalog.h"
 #include "course.h"
+#include "runs_internal.h"
 #include "web_internal.h"
 
 #define DEBIAN_CHARTJS "/usr/share/javascript/chart.js"
@@ -356,8 +357,14 @@ int web_page_run(Web *w, struct mg_connection *c, const char *id) {
     snprintf(attrs, sizeof attrs, "id=\"run\" data-run=\"%s\"", id);
     web_page_start(w, c, &b, id, attrs, NULL);
     sb_printf(&b, "<div id=\"dashboard\"><p>Loading run %s…</p></div>\n", id);
-    // Outside the dashboard (run.js redraws that): the timeline as a file for Perfetto.
-    sb_printf(&b, "<p class=\"run-trace\"><a href=\"/api/runs/");
+    // Outside the dashboard (run.js redraws that): the timeline as a file for Perfetto, once
+    // the run has one (meta.json: GET .../trace answers 409 before). Until then it is hidden;
+    // run.js shows it when the run's start event comes, never for a run that did not start.
+    char dir[4400], meta[4450];
+    struct stat meta_st;
+    int started = run_exists(w, id, dir, sizeof dir) &&
+                  (snprintf(meta, sizeof meta, "%s/meta.json", dir), stat(meta, &meta_st) == 0 && S_ISREG(meta_st.st_mode));
+    sb_printf(&b, "<p class=\"run-trace\"%s><a href=\"/api/runs/", started ? "" : " hidden");
     sb_markup_text(&b, id);
     sb_printf(&b, "/trace\" download>Download the timeline (Perfetto)</a> <small>every rank's compute and "
                   "communication spans, memory and loss, for ui.perfetto.dev or chrome://tracing "

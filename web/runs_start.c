@@ -1,6 +1,7 @@
 // runs_start.c — starting a lab from the web (POST /api/runs): a known lab, the options the
-// catalog lets a form send, each checked as the lab's own parser checks it, a memory estimate,
-// and an argv for the launcher, never a shell. See web.h.
+// catalog lets a form send, each checked as the lab's own parser checks it, the batch's split
+// over the ranks and a memory estimate as the lab checks them, and an argv for the launcher,
+// never a shell. See web.h.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batchsplit.h"
 #include "catalog.h"
 #include "launch.h"
 #include "plan.h"
@@ -129,6 +131,11 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
         PUSH(flag);
         if (fd->kind != OPT_FLAG) PUSH(value);
     }
+    // The batch and the mesh divide over the ranks as the lab will check (batchsplit.h, the
+    // labs' own check): else the lab's one line, with the nearest ranks and values that do,
+    // and nothing started.
+    BatchSplit split = batch_split_from_options(form->name, (int)n->number, a, argv);
+    if (batch_split_check(&split, why, whylen) != 0) return 400;
     // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
     // this machine cannot hold is refused here, with the same figures the lab would give.
     if (plan_check_options(form->name, (int)n->number, a, argv, why, whylen) != 0) return 400;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "batchsplit.h"
 #include "check.h"
 #include "gpt.h"
 
@@ -48,11 +49,10 @@ void train_args_defaults(TrainArgs *a) {
 // Adam's young second-moment estimate lets one step blow the loss up to 8-13 nats: measured at
 // steps 25-57 with 20 to 50 warmup steps, never with 100; so a 50-step run stays inside the
 // warmup rather than rush to the full rate), the cosine ends at a tenth of --lr at the last
-// step (or at the warmup's end, for a run shorter than it).
+// step (or at the warmup's end, for a run shorter than it). A warmup given longer than the run
+// is taken as the automatic one is: the run ends inside it, below --lr (as PyTorch's LinearLR
+// and Hugging Face's warmup schedules do; nothing here shortens what was asked for).
 static void resolve_schedule(TrainArgs *a, const char *prog) {
-    if (a->warmup > a->steps && a->decay_steps < 0)
-        usage_error(prog, "--warmup %d is longer than the run (--steps %d): the learning rate would never reach --lr",
-                    a->warmup, a->steps);
     if (a->lr_min > a->lr)
         usage_error(prog, "--lr-min %g is above --lr %g: the cosine decays from --lr down to --lr-min", a->lr_min, a->lr);
     if (a->decay_steps > 0 && a->warmup > a->decay_steps)
@@ -112,9 +112,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     // What can be checked before anything runs.
     if (a->dim % a->heads != 0)
         usage_error(prog, "--heads %d does not divide --dim %d", a->heads, a->dim);
-    if (a->batch % a->accum != 0)
-        usage_error(prog, "--accum %d does not divide --batch %d (each micro-batch must have the same size)",
-                    a->accum, a->batch);
+    BatchSplit split = batch_split_of(NULL, a, 1);  // every lab's micro-batches (batchsplit.h)
+    char why[768];
+    if (batch_split_check(&split, why, sizeof why) != 0) usage_error(prog, "%s", why);
     resolve_schedule(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
     if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);

@@ -11,17 +11,19 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "suggest.h"
 
 // The schedule's and the replay points' automatic values, as text (catalog.h; chosen by
 // measurement: see README, "The recipe").
 #define TEXT(x) TEXT_(x)
 #define TEXT_(x) #x
-#define WARMUP_AUTO_TEXT TEXT(CATALOG_WARMUP_AUTO) " (a shorter run ends inside it)"
+#define WARMUP_AUTO_TEXT TEXT(CATALOG_WARMUP_AUTO)
 #define REPLAY_AUTO_TEXT "a fifth of --steps when --steps >= " TEXT(CATALOG_REPLAY_MIN_STEPS) " and the state (12 bytes a " \
     "parameter) fits " TEXT(CATALOG_REPLAY_MAX_MIB) " MiB, else 0"
 
 #define N(table) table, (int)(sizeof table / sizeof table[0])
 #define FORM CAT_FORM
+#define MAX_SLOTS 64  // a lab's options and the shared ones, together (args.c's MAX_OPTIONS)
 
 // ---- the options every training lab shares ------------------------------------------------
 //
@@ -48,7 +50,9 @@ const CatOption catalog_train[] = {
     {"lr", OPT_DOUBLE, 0, 10, NULL, "0.003", "LR", "AdamW learning rate", FORM, NULL},
     {"lr-schedule", OPT_STRING, 0, 0, "cosine|constant", "cosine", "S",
      "learning-rate schedule: cosine (warmup, then cosine decay to --lr-min) or constant (warmup, then --lr)", 0, NULL},
-    {"warmup", OPT_INT, 0, 1e7, NULL, "auto", "N", "steps of linear warmup to --lr; auto: " WARMUP_AUTO_TEXT, 0, NULL},
+    {"warmup", OPT_INT, 0, 1e7, NULL, "auto", "N",
+     "steps of linear warmup to --lr; a run shorter than the warmup ends inside it, below --lr, whether N is given "
+     "or auto; auto: " WARMUP_AUTO_TEXT, 0, NULL},
     {"lr-min", OPT_DOUBLE, 0, 10, NULL, "auto", "LR", "where the cosine ends; auto: --lr / " TEXT(CATALOG_LR_MIN_DIVISOR), 0, NULL},
     {"decay-steps", OPT_INT, 1, 1e7, NULL, "auto", "N",
      "the step where the cosine reaches --lr-min (after it, --lr-min); auto: --steps, or the warmup if longer", 0, NULL},
@@ -367,6 +371,19 @@ void catalog_default(const CatOption *o, void *value) {
     }
 }
 
+const char *catalog_value_in(int nopts, char *const opts[], const char *name) {
+    const char *found = NULL;
+    size_t len = strlen(name);
+    for (int i = 0; i < nopts; i++) {
+        const char *o = opts[i];
+        if (!o || strncmp(o, "--", 2) != 0 || strncmp(o + 2, name, len) != 0) continue;
+        if (o[2 + len] == '=') found = o + 3 + len;
+        else if (o[2 + len] == 0)
+            found = i + 1 < nopts && opts[i + 1] && strncmp(opts[i + 1], "--", 2) != 0 ? opts[i + 1] : "";
+    }
+    return found;
+}
+
 // ---- parsing a command line ---------------------------------------------------------------
 
 static void print_value(const CatOption *o, const void *value) {
@@ -429,21 +446,43 @@ int catalog_bind(const CatLab *lab, const LabBind *binds, int n, CatSlot *slots)
     return n;
 }
 
+// ": did you mean '--steps'?" when word is near one of the slots' names (or is one, without
+// its dashes), else "".
+static const char *did_you_mean(const CatSlot *slots, int nslots, const char *word, char *out, size_t n) {
+    const char *names[MAX_SLOTS] = {0}, *near[SUGGEST_MAX];
+    int n_names = nslots < MAX_SLOTS ? nslots : MAX_SLOTS;
+    for (int i = 0; i < n_names; i++) names[i] = slots[i].opt->name;
+    int found = suggest_nearest(word, names, n_names, near, SUGGEST_MAX);
+    for (int i = 0; i < n_names && !found; i++)  // the name itself, without its dashes
+        if (!strcmp(names[i], word)) near[found++] = names[i];
+    if (!found) return "";
+    char list[256];
+    snprintf(out, n, ": did you mean %s?", suggest_join(near, found, "--", "", list, sizeof list));
+    return out;
+}
+
 void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslots, int nfirst, const char *heading,
                    int argc, char **argv) {
+    char hint[300];
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             print_help(prog, about, slots, nslots, nfirst, heading);
             exit(0);
         }
-        if (strncmp(arg, "--", 2) != 0) usage_error(prog, "unexpected argument '%s'", arg);
+        if (strncmp(arg, "--", 2) != 0)
+            usage_error(prog, "unexpected argument '%s'%s", arg,
+                        did_you_mean(slots, nslots, arg + (arg[0] == '-'), hint, sizeof hint));
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         CatSlot *s = NULL;
         for (int k = 0; k < nslots && !s; k++)
             if (strlen(slots[k].opt->name) == len && strncmp(slots[k].opt->name, name, len) == 0) s = &slots[k];
-        if (!s) usage_error(prog, "unknown option '--%.*s'", (int)len, name);
+        if (!s) {
+            char word[128];
+            snprintf(word, sizeof word, "%.*s", (int)len, name);
+            usage_error(prog, "unknown option '--%s'%s", word, did_you_mean(slots, nslots, word, hint, sizeof hint));
+        }
         const char *value = eq ? eq + 1 : NULL;
         if (s->opt->kind == OPT_FLAG && value) usage_error(prog, "--%s takes no value (got '%s')", s->opt->name, value);
         if (s->opt->kind != OPT_FLAG && !value) {

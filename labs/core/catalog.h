@@ -5,7 +5,7 @@
 // Defines: OptKind, CatOption, CAT_FORM, CAT_RUN, CAT_FILE, CatLab, CatGraded, CatSlot,
 //          catalog_labs[], catalog_nlabs, catalog_train[], catalog_ntrain, catalog_graded[],
 //          catalog_ngraded, LabBind, catalog_lab(), catalog_find(), catalog_check(), catalog_check_option(),
-//          catalog_default(),
+//          catalog_default(), catalog_value_in(),
 //          catalog_bind(), catalog_parse(), catalog_bytes().
 //
 // Who reads it: each lab's option parsing and --help (args.c's train_args_parse, and
@@ -95,6 +95,10 @@ int catalog_check(const CatOption *o, const char *text, int from_outside, char *
 int catalog_check_option(const char *lab, const char *name, const char *text, char *why, size_t n);
 // Stores o's default into value (the type of its kind).
 void catalog_default(const CatOption *o, void *value);
+// The text of --name among a lab's options opts[0..nopts) (argv-style: "--name value" or
+// "--name=value"): the value, "" for a flag, NULL when absent; the last one given counts, as
+// the labs' parser takes it.
+const char *catalog_value_in(int nopts, char *const opts[], const char *name);
 // "4096", "64K", "16M", "1G" as bytes; -1 if text is not a size.
 int catalog_bytes(const char *text, uint64_t *out);
 
@@ -119,7 +123,8 @@ int catalog_bind(const CatLab *lab, const LabBind *binds, int n, CatSlot *slots)
 // Parses argv[1..argc) into the slots (each already holding its default): `--name value`,
 // `--name=value`, flags alone. --help prints about, then the slots' options with their
 // current values as defaults (headed by `heading` for the first `nfirst` of them, then "<prog>
-// options"), and exits 0; anything wrong is one line from usage_error() and exit 2.
+// options"), and exits 0; anything wrong is one line from usage_error() and exit 2 (an
+// unknown option names the nearest of the slots', as did you mean: suggest.h).
 void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslots, int nfirst, const char *heading,
                    int argc, char **argv);
 

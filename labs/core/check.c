@@ -61,14 +61,28 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...) 
     exit(1);
 }
 
+// The command that shows prog's help, as the user can type it: shardlab's own commands by the
+// path it was started as ("build/shardlab run --help"); a lab by what its launcher says
+// (SHARDLAB_USAGE_HELP: "make lab-ddp ARGS=--help", "build/shardlab run ddp --help"), else by
+// its own path ("build/labs/ddp --help", as a lab run by hand or by mpirun was started).
+static void help_command(const char *prog, char *out, size_t n) {
+    const char *launcher = getenv("SHARDLAB_USAGE_HELP");
+    int own = strncmp(prog, "shardlab", 8) == 0 && (prog[8] == 0 || prog[8] == ' ');
+    if (own) snprintf(out, n, "%s%s --help", program_invocation_name, prog + 8);
+    else if (launcher && *launcher) snprintf(out, n, "%s", launcher);
+    else snprintf(out, n, "%s --help", program_invocation_name);
+}
+
 void usage_error(const char *prog, const char *fmt, ...) {
     va_list ap;
+    char help[1024];
+    help_command(prog, help, sizeof help);
     fflush(stdout);
     fprintf(stderr, "%s: ", prog);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (try '%s --help')\n", prog);  // check_is_usage_line() knows this ending
+    fprintf(stderr, " (try '%s')\n", help);  // check_is_usage_line() knows this ending
     exit(2);
 }
 
@@ -77,9 +91,10 @@ int check_test_break(const char *name) {
     return wanted && strcmp(wanted, name) == 0;
 }
 
-// usage_error()'s line ends " (try '<prog> --help')".
+// usage_error()'s line ends " (try '<command>--help')" (the command: "build/labs/ddp ",
+// "make lab-ddp ARGS=").
 int check_is_usage_line(const char *line, size_t len) {
-    static const char head[] = " (try '", tail[] = " --help')";
+    static const char head[] = " (try '", tail[] = "--help')";
     size_t nh = sizeof head - 1, nt = sizeof tail - 1;
     if (len > 0 && line[len - 1] == '\n') len--;
     if (len < nh + nt || memcmp(line + len - nt, tail, nt) != 0) return 0;

@@ -37,7 +37,10 @@ void die_at(const char *file, int line, const char *hint, const char *fmt, ...)
     die("write it where the TODO is (the file and line above), then check it alone: make check", \
         "not written yet: %s", (what))
 
-// Print "<prog>: <message> (try '<prog> --help')" on one line, then exit(2).
+// Print "<prog>: <message> (try '<prog> --help')" on one line, then exit(2). The command to
+// try is one the user can type: shardlab's own ("shardlab run") by the path shardlab was
+// started as, a lab's by what SHARDLAB_USAGE_HELP says (its launcher sets it: "make lab-ddp
+// ARGS=--help" under make, else "build/shardlab run ddp --help"), else by the lab's own path.
 void usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 // Whether the len bytes at line (a trailing newline allowed) are a line usage_error() wrote:

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "check.h"
 #include "gpt.h"
 #include "tp_layout.h"
@@ -21,30 +22,15 @@
 #define PLAN_MARGIN 1.15
 #define PLAN_MARGIN_BYTES (256.0 * 1024 * 1024)
 
-// The value of --name among opts: the word after it (or after '='), "" for a flag, NULL
-// when absent. The last one given counts, as train_args_parse() takes it.
-static const char *option(int nopts, char *const opts[], const char *name) {
-    const char *found = NULL;
-    size_t len = strlen(name);
-    for (int i = 0; i < nopts; i++) {
-        const char *o = opts[i];
-        if (!o || strncmp(o, "--", 2) != 0 || strncmp(o + 2, name, len) != 0) continue;
-        if (o[2 + len] == '=') found = o + 3 + len;
-        else if (o[2 + len] == 0)
-            found = i + 1 < nopts && opts[i + 1] && strncmp(opts[i + 1], "--", 2) != 0 ? opts[i + 1] : "";
-    }
-    return found;
-}
-
 static double option_number(int nopts, char *const opts[], const char *name, double fallback) {
-    const char *text = option(nopts, opts, name);
+    const char *text = catalog_value_in(nopts, opts, name);
     char *end;
     double v = text && *text ? strtod(text, &end) : 0;
     return text && *text && !*end && v >= 0 && v <= 1e9 ? v : fallback;  // (the options' bounds are far below)
 }
 
 static int option_is(int nopts, char *const opts[], const char *name, const char *value) {
-    const char *text = option(nopts, opts, name);
+    const char *text = catalog_value_in(nopts, opts, name);
     return text && strcmp(text, value) == 0;
 }
 
@@ -52,7 +38,7 @@ static int option_is(int nopts, char *const opts[], const char *name, const char
 // one block per model chunk, at least 2. A --split pp would refuse counts as the latter.
 static int pp_auto_layers(int nopts, char *const opts[], int chunks) {
     int fallback = chunks > 2 ? chunks : 2;
-    const char *p = option(nopts, opts, "split");
+    const char *p = catalog_value_in(nopts, opts, "split");
     long sum = 0;
     while (p && *p) {
         char *end;
@@ -79,7 +65,7 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
     double biggest_layer = 0;
     for (int l = 0; l < gpt_layer_count(&cfg); l++)
         if ((double)gpt_layer_size(&cfg, l) > biggest_layer) biggest_layer = (double)gpt_layer_size(&cfg, l);
-    int mixed = option(nopts, opts, "mixed") != NULL;
+    int mixed = catalog_value_in(nopts, opts, "mixed") != NULL;
     double e = mixed ? 2 : 4, k = mixed ? 12 : 8;  // bytes per weight (and gradient); per optimizer state
     double t = 1;                                  // tp: the ways a block's matrices are split
     double dev = 0, host = 0, micro = B / (N * K);
@@ -94,18 +80,18 @@ PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, ch
         dev = 16 * P + (buckets ? 4 * P : 0) + A * micro;
     } else if (strcmp(lab, "zero") == 0) {
         double stage = option_number(nopts, opts, "stage", 1);
-        int offload = option(nopts, opts, "offload") != NULL;
+        int offload = catalog_value_in(nopts, opts, "offload") != NULL;
         dev = e * P / (stage >= 3 ? N : 1) + e * P / (stage >= 2 ? N : 1) + (offload ? 0 : k * P / (stage >= 1 ? N : 1)) +
               2 * e * biggest_layer  // a gathered layer and its gradient on the way to its shard
               + A * micro;
         host = offload ? 12 * P / N : 0;
     } else if (strcmp(lab, "fsdp") == 0) {
-        int keep = option(nopts, opts, "no-reshard") != NULL;
+        int keep = catalog_value_in(nopts, opts, "no-reshard") != NULL;
         dev = (2 * e + k) * P / N + (keep ? e * P : 2 * e * biggest_layer) + A * micro;
     } else if (strcmp(lab, "tp") == 0) {
         // Psi_rep + Psi_split / t and the activations, as tp.c's table counts them.
         double dp = fmax(1, option_number(nopts, opts, "dp", 1)), mine = 0;
-        int sp = option(nopts, opts, "sp") != NULL, vp = option(nopts, opts, "vocab-parallel") != NULL;
+        int sp = catalog_value_in(nopts, opts, "sp") != NULL, vp = catalog_value_in(nopts, opts, "vocab-parallel") != NULL;
         t = fmax(1, floor(N / dp));
         for (int l = 0; l < gpt_layer_count(&cfg); l++)
             mine += (double)tp_replicated_floats(&cfg, vp, l) + (double)tp_split_floats(&cfg, vp, (int)t, l);

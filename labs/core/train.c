@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batchsplit.h"
 #include "check.h"
 #include "links.h"
 #include "safetensors.h"
@@ -104,11 +105,9 @@ void train_say_device(RunLog *log, const Device *dev, int ranks) {
 }
 
 void train_check_batch(const TrainArgs *a, const char *prog, int ranks) {
-    if (a->batch % ranks != 0)
-        usage_error(prog, "--batch %d does not divide over %d ranks (each rank takes B/N sequences)", a->batch, ranks);
-    if ((a->batch / ranks) % a->accum != 0)
-        usage_error(prog, "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
-                    a->accum, a->batch / ranks, a->batch, ranks);
+    BatchSplit s = batch_split_of(prog, a, ranks);
+    char why[768];
+    if (batch_split_check(&s, why, sizeof why) != 0) usage_error(prog, "%s", why);
 }
 
 // Every tensor of the model as safetensors entries, GPT-2 names, pointing into a host copy

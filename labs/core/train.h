@@ -61,8 +61,9 @@ void train_say_device(RunLog *log, const Device *dev, int ranks);
 void train_load_weights(Gpt *g, const char *path);
 void train_save_weights(const Gpt *g, const char *path);
 
-// A data-parallel lab's batch checks: --batch divides over `ranks`, and --accum divides each
-// rank's share. Exits 2 with one line otherwise.
+// A data-parallel lab's batch checks (batchsplit.h, lab prog): --batch divides over `ranks`,
+// and --accum divides each rank's share. Exits 2 with one line otherwise, which names the
+// nearest rank counts and batches that divide.
 void train_check_batch(const TrainArgs *a, const char *prog, int ranks);
 // What the training loop keeps for the end of the run: the first and the latest loss, and
 // the clock. A step's time is the wall clock from the previous step's record to this one's

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "check.h"
+#include "suggest.h"
 
 const char *const LEXICON_CATEGORIES[LEXICON_NCATEGORIES] = {
     "Parallelism strategies", "Sharding and memory", "Pipeline schedules",
@@ -137,21 +138,6 @@ void lexicon_normalize(const char *s, char *out, size_t n) {
     out[k] = 0;
 }
 
-static int edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 80 || m > 80) return 99;
-    int d[81][81];
-    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[n][m];
-}
-
 // A lesson's slug or title without its number: "05-ddp-from-scratch" -> "ddp-from-scratch",
 // "5. DDP from scratch" -> "DDP from scratch"; NULL for a name that has none (a term's: 1f1b).
 static const char *unnumbered(const char *s) {
@@ -239,7 +225,7 @@ static int lookup(const LexTerm *t, int n, const Lexicon *lx, const char *name, 
                 goto done;
             }
             if (strlen(q) >= 3 && strstr(names[j], q)) part = 1;
-            int e = edit_distance(q, names[j]);
+            int e = suggest_distance(q, names[j]);
             if (e < best) best = e;
         }
         whole[i] = part ? -1 : best;
@@ -247,7 +233,7 @@ static int lookup(const LexTerm *t, int n, const Lexicon *lx, const char *name, 
         for (int m = 1; m >= 0; m--) {
             int nw = words_of(&t[i], m, words, 64);
             for (int j = 0; j < nw; j++) {
-                int e = edit_distance(q, words[j]);
+                int e = suggest_distance(q, words[j]);
                 if (e < near[i]) near[i] = e, titled[i] = m;
             }
         }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batchsplit.h"
 #include "check.h"
 #include "memplan.h"
 
@@ -156,7 +157,14 @@ static int parse_split(const char *text, int p, int *blocks) {
 // The pipeline over N ranks in dp pipelines: its stages and chunks, the model's depth and each
 // chunk's layers. Exits 2 on what does not make a pipeline.
 void lay_out_pipe(Pipe *pp, TrainArgs *a, const char *split, int dp, int N) {
-    if (N % dp != 0) usage_error("pp", "--dp %d does not divide the %d ranks", dp, N);
+    // The pipelines and the micro-batches divide (core/batchsplit.c: --dp over the ranks,
+    // interleaving's groups of p, the batch into D x m micro-batches), else one line naming
+    // what would.
+    BatchSplit s = batch_split_of("pp", a, N);
+    s.dp = dp, s.micro = pp->m, s.chunks = pp->v, s.interleaved = pp->sched == SCHED_INTERLEAVED;
+    s.layers = a->layers == TRAIN_LAYERS_AUTO ? 0 : a->layers;
+    char why[768];
+    if (batch_split_check(&s, why, sizeof why) != 0) usage_error("pp", "%s", why);
     pp->p = N / dp;
     pp->K = pp->p * pp->v;
     if (pp->K > MAX_CHUNKS)
@@ -178,12 +186,6 @@ void lay_out_pipe(Pipe *pp, TrainArgs *a, const char *split, int dp, int N) {
     }
     if (split && split_blocks != L)
         usage_error("pp", "--split '%s' gives %d blocks; the model has --layers %d", split, split_blocks, L);
-    if (pp->sched == SCHED_INTERLEAVED && (pp->m < pp->p || pp->m % pp->p != 0))
-        usage_error("pp", "interleaved 1F1B sends micro-batches round the ranks in groups of %d: --micro %d must be "
-                          "a multiple of the %d stages", pp->p, pp->m, pp->p);
-    if (a->batch % (dp * pp->m) != 0)
-        usage_error("pp", "--batch %d does not split into %d pipeline(s) x %d micro-batches of equal size", a->batch,
-                    dp, pp->m);
     // Blocks per chunk: as even as can be (memplan_pp_chunk: the first chunks take the
     // remainder, the layout the memory formulas assume), or --split's.
     for (int k = 0, l = 1; k < pp->K; k++) {

@@ -100,6 +100,7 @@
     ui.checks.s.hidden = true;
     ui.grade.s.hidden = true;
     ui.config = el('details', { class: 'data' });
+    ui.trace = document.querySelector('.run-trace');  // (the server's, beside the dashboard)
     root.textContent = '';
     root.append(ui.h1, ui.status, ui.progress, ui.argv, ui.errors,
       el('div', { class: 'panels' }, ui.busbw.s, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
@@ -148,7 +149,9 @@
     const total = m ? m.total : S.stepsTotal || k;
     setText(p.lab, S.lab);
     setText(p.ranks, plural(S.world, 'rank'));
-    setText(p.where, S.device ? S.device + (S.backend ? ' (' + S.backend + ')' : '') : 'device unknown');
+    // The device is known once the run has started (its meta.json or start event); a run
+    // that stopped before has none to name.
+    setText(p.where, S.device ? S.device + (S.backend ? ' (' + S.backend + ')' : '') : S.final ? 'did not start' : 'starting');
     // A run that ended before its first step has no step counter to show.
     const noSteps = !m && S.streamDone && !S.last.length;
     const stepText = m ? m.text : noSteps ? 'no training steps' : 'step ' + k + ' of ' + total;
@@ -166,10 +169,15 @@
     ui.progress.textContent = stepText;
 
     if (S.errors.length) {
+      const groups = state.errorGroups();
+      const who = (ranks) => ranks.length === 1 ? 'rank ' + ranks[0] : ranks.length === S.world && S.world > 1 ? 'every rank'
+        : 'ranks ' + ranks.slice().sort((a, b) => a - b).join(', ');
       ui.errors.hidden = false;
-      ui.errors.replaceChildren(el('h2', { text: plural(S.errors.length, 'error') }),
-        el('ul', null, ...S.errors.map((e) => el('li', null, el('strong', { text: 'rank ' + e.rank + ': ' }), e.msg))));
+      ui.errors.replaceChildren(el('h2', { text: plural(groups.length, 'error') }),
+        el('ul', null, ...groups.map((g) => el('li', null, el('strong', { text: who(g.ranks) + ': ' }), g.msg))));
     }
+    // The timeline's download (the page's, outside the dashboard) once there is one to give.
+    if (S.started && ui.trace && ui.trace.hidden) ui.trace.hidden = false;
   }
 
   // ================================================================ what the panels show

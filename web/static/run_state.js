@@ -148,5 +148,22 @@ window.ShardlabRunState = function (onRef) {
     }
   }
 
-  return { S, ingest, timelineStep };
+  // The errors as the page lists them: each message once, with the ranks that said it. Ranks
+  // that fail at start say the same (a bad option, a batch that does not divide: every rank
+  // gets the same options), each naming itself ("rank 2 failed (exit 2) ..."): messages equal
+  // but for the rank that wrote them are one. A leading "rank r " is left to the ranks' label.
+  function errorGroups() {
+    const groups = new Map();
+    for (const e of S.errors) {
+      const own = new RegExp('\\brank ' + e.rank + '\\b', 'g');
+      const key = e.msg.replace(own, 'rank #');
+      const g = groups.get(key);
+      if (g) { if (!g.ranks.includes(e.rank)) g.ranks.push(e.rank); continue; }
+      const lead = 'rank ' + e.rank + ' ';
+      groups.set(key, { ranks: [e.rank], msg: e.msg.startsWith(lead) ? e.msg.slice(lead.length) : e.msg });
+    }
+    return Array.from(groups.values());
+  }
+
+  return { S, ingest, timelineStep, errorGroups };
 };
