@@ -60,6 +60,7 @@ run_test() {
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
         test_mixed) run "$name" "$t" "$BUILD/shardlab" "$BUILD/labs" "$BUILD/san/labs" ;;
         test_nonfinite) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/san/shardlab" ;;
+        test_faults) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/shardlab" ;;
         test_grade) run "$name" "$t" "$BUILD/san/shardlab" "$BUILD/labs" "$BUILD/shardlab" ;;
         test_collectives) run "$name" "$t" "$BUILD/san/labs/collectives" ;;
         test_trace) run "$name" "$t" "$BUILD/labs" "$BUILD/san/shardlab" ;;

@@ -39,25 +39,35 @@ void check_forget_die(DieHook hook, void *arg) {
 }
 
 static atomic_flag dying = ATOMIC_FLAG_INIT;
+// This thread is inside die_at (a hook failed and called die again), and whether it already
+// called exit() (an atexit handler died).
+static _Thread_local int dying_here, exiting_here;
 
 void die_at(const char *file, int line, const char *hint, const char *fmt, ...) {
     // Two threads failing at once (a rank's communication thread and its main thread): the
-    // first one reports and exits; the second waits for the exit.
-    if (atomic_flag_test_and_set(&dying))
-        for (;;) pause();
+    // first one reports and exits; the second waits for that exit, a few seconds at most.
+    if (!dying_here && atomic_flag_test_and_set(&dying)) {
+        for (int i = 0; i < 500; i++) usleep(10000);
+        _exit(1);
+    }
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
+    // A second failure on this thread, while reporting the first (the disk is full, so the
+    // hook that writes the error event fails too): say it, and end now, never wait. Hooks
+    // that are left still run: each runs once (the loop below takes it off before calling).
     fprintf(stderr, "%s: error: %s (%s:%d)\n", context, msg, file, line);
-    if (hint) fprintf(stderr, "HINT: %s\n", hint);
-    // Each hook runs once: a failure inside a hook must not run it again.
+    if (hint && !dying_here) fprintf(stderr, "HINT: %s\n", hint);
+    if (exiting_here) _exit(1);  // exit() is running already: calling it again is undefined
+    dying_here = 1;
     while (ndie_hooks > 0) {
         ndie_hooks--;
         die_hooks[ndie_hooks].fn(msg, die_hooks[ndie_hooks].arg);
     }
+    exiting_here = 1;
     exit(1);
 }
 
