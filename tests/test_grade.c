@@ -149,18 +149,21 @@ static void expect_breaks(const char *good, const char *what, const char *want, 
 
 static const char *ALL_DDP = "run.complete,replicas.equal,loss.reference,grads.reference,mem.formula,comm.bytes";
 
-// The measured text of check `name` in dir/grade.json (a static copy; "" if none).
-static const char *measured_of(const char *dir, const char *name) {
-    static char text[512];
+// The text `field` ("measured", "expected") of check `name` in dir/grade.json (a static copy;
+// "" if none).
+static const char *check_text(const char *dir, const char *name, const char *field) {
+    static char text[2048];
     text[0] = 0;
     JsonValue *g = load_json_file(dir, "grade.json");
     const JsonValue *checks = g ? json_get(g, "checks") : NULL;
     for (size_t i = 0; checks && i < checks->count; i++)
         if (!strcmp(json_get(json_at(checks, i), "name")->string, name))
-            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), "measured")->string);
+            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), field)->string);
     json_free(g);
     return text;
 }
+static const char *measured_of(const char *dir, const char *name) { return check_text(dir, name, "measured"); }
+static const char *expected_of(const char *dir, const char *name) { return check_text(dir, name, "expected"); }
 
 // Adds `delta` to rank 0's loss at `step` (the line is rewritten with the new number).
 static int shift_loss(const char *dir, int step, double delta) {
@@ -683,6 +686,16 @@ int main(int argc, char **argv) {
     }
     EXPECT(xml && strstr(xml, "<testsuites") && strstr(xml, "failures=\"0\"") && count_lines(xml) == 11,
            "grade.xml: JUnit, 6 test cases, no failures");
+    // A check's expected text is whole wherever it is read: grads.reference's names the
+    // reference's command and directory inside its sentence (about 260 characters here), and
+    // ends with the curve's tolerance, in grade.json and in the terminal alike.
+    const char *grads_expected = expected_of(good, "grads.reference");
+    const char *tail = "each tenth of the curve's mean within 20% (or 0.05)";
+    size_t ge = strlen(grads_expected), tl = strlen(tail);
+    EXPECT(ge > 240 && ge >= tl && !strcmp(grads_expected + ge - tl, tail) && strstr(grads_expected, "/ref-single") &&
+               strstr(out, grads_expected),
+           "grads.reference's expected text is whole in grade.json and the terminal (%zu characters, ending '...%s')", ge,
+           ge > 30 ? grads_expected + ge - 30 : grads_expected);
     free(xml), free(out), free(err), json_free(g);
     // The reference the grader left in the run directory is the student's to edit: it is run
     // again, never trusted. A copy with a wrong loss at step 1 and the same wrong loss written
