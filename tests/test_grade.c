@@ -608,6 +608,30 @@ static int grads_peak(const char *d) { return edit(d, "rank-2.jsonl", "\"peak_by
 // Rank 1's bytes sent in step 2, with more in front: every span is the algorithm's, but the
 // step sent bytes no collective of it accounts for (an extra collective).
 static int more_sent(const char *d) { return edit(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"sent\":", "\"sent\":1"); }
+// The number after `key` on the nth line holding line_has made smaller: less `minus`, or halved
+// (minus 0): a sum left out, or a collective sent at half its size.
+static int lower(const char *d, const char *file, const char *line_has, int nth, const char *key, unsigned minus) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/%s", d, file);
+    char *text = read_file(path, NULL), *p = text;
+    for (int k = 0; p; k++) {
+        p = strstr(p, line_has);
+        if (!p || k + 1 == nth) break;
+        p = strchr(p, '\n');
+    }
+    char *at = p ? strstr(p, key) : NULL, *end;
+    if (!at) return free(text), 0;
+    at += strlen(key);
+    unsigned long long v = strtoull(at, &end, 10);
+    if (end == at || v < 2 || v <= minus) return free(text), 0;
+    char less[32];
+    snprintf(less, sizeof less, "%llu", minus ? v - minus : v / 2);
+    return splice_file(path, text, at, (size_t)(end - at), less);
+}
+// Rank 1's step 2 sent one float pair less (the loss's sum left out); rank 3's second
+// all-reduce half its bytes (a bucket cut short).
+static int fewer_sent(const char *d) { return lower(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"sent\":", 8); }
+static int fewer_bytes(const char *d) { return lower(d, "rank-3.jsonl", "\"name\":\"all_reduce\"", 2, "\"bytes\":", 0); }
 // The first digit of the bytes hash on the first step line of an index list ("step position
 // index bytes") changed.
 static int flip_bytes_hash(const char *d, const char *file) {
@@ -773,6 +797,13 @@ int main(int argc, char **argv) {
     expect_breaks(good, "an all-reduce's bytes changed on rank 3", "comm.bytes", NULL, more_bytes);
     expect_breaks(good, "rank 2's gradient memory at its peak raised", "mem.formula", "grads at its peak", grads_peak);
     expect_breaks(good, "rank 1's bytes sent in step 2 raised", "comm.bytes", "besides the gradient buckets", more_sent);
+    // comm.bytes says which way the bytes are off: more, or fewer than the algorithm needs.
+    expect_breaks(good, "rank 1's bytes sent in step 2 raised: said to be more", "comm.bytes",
+                  "the ranks sent more than the algorithm needs", more_sent);
+    expect_breaks(good, "rank 1's bytes sent in step 2 lowered: said to be fewer", "comm.bytes",
+                  "the ranks sent fewer bytes than the algorithm needs", fewer_sent);
+    expect_breaks(good, "an all-reduce's bytes lowered on rank 3: fewer elements", "comm.bytes",
+                  "moved fewer elements than the gradients have", fewer_bytes);
 
     // ---- runs that cannot be graded: run.complete FAIL with the reason, the rest not graded ------
     expect_breaks(good, "rank 1's log cut mid-line", ALL_DDP, "cut mid-line", cut_mid_line);
