@@ -7,7 +7,7 @@
 //   1. the table of regions (tests/todo/regions.c) names every /* BEGIN SOLUTION: what */ region
 //      of labs/ once, by its file and its words, and nothing else; each check program holds
 //      exactly the checks of its regions; the configurations' points add up to the grader's
-//      139 (test_variants compares each with the grader's own maximum);
+//      166 (test_variants compares each with the grader's own maximum);
 //   2. the reference solution (a copy of labs/, built as make check builds one: CPU, LABS_SRC):
 //      every check passes, each alone in a few seconds, and the progress view says so;
 //   3. the starter (make starter): every check says "not written yet: <its words>
@@ -132,7 +132,7 @@ static void check_table(void) {
     free(readme);
     EXPECT(listed == TODO_NREGIONS, "README's index of the regions names each one's check (%d of %d)", listed,
            TODO_NREGIONS);
-    EXPECT(total == 139 && names_ok, "the 15 graded configurations are worth the grader's 139 points (%d), and every "
+    EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
 
@@ -173,7 +173,7 @@ static void check_driver_json(const char *bdir) {
                !strcmp(am->string, back) && rs && !strcmp(rs->string, "does not build") && rm &&
                strstr(rm->string, "error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"") && next &&
                next->type == JSON_STRING && !strcmp(next->string, "adamw") && failed && failed->number == 2 && nb &&
-               nb->number == 1 && configs && configs->count == 14 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
+               nb->number == 1 && configs && configs->count == 16 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
            "check --json: a failure's message with quotes, backslashes, newlines, a control byte and a stray byte parses "
            "and comes back as written; 'does not build' with the compiler's quoted error (exit %d%s%s: %s)", rc,
            v ? "" : ", not JSON: ", err, one_line(out));
