@@ -10,7 +10,8 @@
 const TodoRegion TODO_REGIONS[] = {
     {"adamw", "adamw", "core/adamw.c",
      "the AdamW update of n elements: moments, bias corrections, decoupled weight decay",
-     "lesson 2 (where-memory-goes); lexicon: training-memory-breakdown", TRAINING},
+     "lesson 2 (where-memory-goes), its paragraph \"AdamW's step\": bias corrections, eps, decoupled weight decay",
+     TRAINING},
     {"ring-reduce-scatter", "ring", "core/ring.c",
      "ring reduce-scatter, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom)",
      "lesson 3 (collectives-and-their-cost); lexicon: reduce-scatter, ring-all-reduce", RING},
