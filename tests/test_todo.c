@@ -47,6 +47,12 @@ static const struct {
     {"ZeRO-1 completing the all-reduce (the summed gradients all-gathered too, as in DDP)", "zero-reduce-scatter",
      {"stage 1", "rank ", "all-gathered", "bytes"}},
     {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp-backward", {"rank ", "unit ", "all-gathered", "bytes"}},
+    // The grader's blind spots (variants.h): each region's check already tries the case.
+    {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "ring-reduce-scatter",
+     {"ranks, ", "elements", "values of other elements", "offset"}},
+    {"1F1B forwarding every micro-batch first when there are fewer than stages (m < p, not m < p - s)", "pp-schedule",
+     {"stage ", "micro-batches", "should be", "got"}},
+    {"AdamW with eps inside the square root", "adamw", {"step 1, element ", "gradient", "eps inside the square root"}},
 };
 
 // The check programs of src (a copy of labs/) built into bdir; 0 on success, the log in tmp/<tag>.build.
