@@ -1,7 +1,7 @@
 // labtest.h — running lab binaries from a test and reading back what they wrote.
 //
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
-//          load_rank_events(), load_events(), free_events(), kind(), num(), step_events(),
+//          load_rank_events(), load_events(), free_events(), kind(), failed_checks_in(), num(), step_events(),
 //          load_json_file(), write_text(), splice_file(), count_lines(), run_procs(), procs_left(), now_s(),
 //          run_ranks(), tmp_finish(), sh().
 //
@@ -161,6 +161,25 @@ static inline void free_events(Events *ev) {
 }
 
 static inline const char *kind(const JsonValue *v) { return json_get(v, "ev")->string; }
+
+// The check events that failed in ranks 0..world-1 of a run directory: how many, and the first
+// as "rank R: NAME" into first[n] ("" if none). A lab's self-check warns and goes on (runlog.h),
+// so a run that exits 0 may still have failed one: a test that trusts a run reads this too.
+static inline int failed_checks_in(const char *dir, int world, char *first, size_t n) {
+    int failed = 0;
+    first[0] = 0;
+    for (int r = 0; r < world; r++) {
+        Events ev;
+        load_rank_events(dir, r, &ev);
+        for (int i = 0; i < ev.n; i++) {
+            const JsonValue *e = ev.lines[i], *ok = json_get(e, "ok");
+            if (strcmp(kind(e), "check") || (ok && ok->type == JSON_BOOL && ok->boolean)) continue;
+            if (!failed++) snprintf(first, n, "rank %d: %s", r, json_get(e, "name")->string);
+        }
+        free_events(&ev);
+    }
+    return failed;
+}
 static inline double num(const JsonValue *v, const char *key) {
     const JsonValue *x = json_get(v, key);
     return x && x->type == JSON_NUMBER ? x->number : NAN;

@@ -149,18 +149,21 @@ static void expect_breaks(const char *good, const char *what, const char *want, 
 
 static const char *ALL_DDP = "run.complete,replicas.equal,loss.reference,grads.reference,mem.formula,comm.bytes";
 
-// The measured text of check `name` in dir/grade.json (a static copy; "" if none).
-static const char *measured_of(const char *dir, const char *name) {
-    static char text[512];
+// The text `field` ("measured", "expected") of check `name` in dir/grade.json (a static copy;
+// "" if none).
+static const char *check_text(const char *dir, const char *name, const char *field) {
+    static char text[2048];
     text[0] = 0;
     JsonValue *g = load_json_file(dir, "grade.json");
     const JsonValue *checks = g ? json_get(g, "checks") : NULL;
     for (size_t i = 0; checks && i < checks->count; i++)
         if (!strcmp(json_get(json_at(checks, i), "name")->string, name))
-            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), "measured")->string);
+            snprintf(text, sizeof text, "%s", json_get(json_at(checks, i), field)->string);
     json_free(g);
     return text;
 }
+static const char *measured_of(const char *dir, const char *name) { return check_text(dir, name, "measured"); }
+static const char *expected_of(const char *dir, const char *name) { return check_text(dir, name, "expected"); }
 
 // The collectives lab trains nothing: its rubric is run.complete and collectives.correct,
 // graded from the lab's own answer checks, and run.complete names no steps it never had.
@@ -622,6 +625,30 @@ static int grads_peak(const char *d) { return edit(d, "rank-2.jsonl", "\"peak_by
 // Rank 1's bytes sent in step 2, with more in front: every span is the algorithm's, but the
 // step sent bytes no collective of it accounts for (an extra collective).
 static int more_sent(const char *d) { return edit(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"sent\":", "\"sent\":1"); }
+// The number after `key` on the nth line holding line_has made smaller: less `minus`, or halved
+// (minus 0): a sum left out, or a collective sent at half its size.
+static int lower(const char *d, const char *file, const char *line_has, int nth, const char *key, unsigned minus) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/%s", d, file);
+    char *text = read_file(path, NULL), *p = text;
+    for (int k = 0; p; k++) {
+        p = strstr(p, line_has);
+        if (!p || k + 1 == nth) break;
+        p = strchr(p, '\n');
+    }
+    char *at = p ? strstr(p, key) : NULL, *end;
+    if (!at) return free(text), 0;
+    at += strlen(key);
+    unsigned long long v = strtoull(at, &end, 10);
+    if (end == at || v < 2 || v <= minus) return free(text), 0;
+    char less[32];
+    snprintf(less, sizeof less, "%llu", minus ? v - minus : v / 2);
+    return splice_file(path, text, at, (size_t)(end - at), less);
+}
+// Rank 1's step 2 sent one float pair less (the loss's sum left out); rank 3's second
+// all-reduce half its bytes (a bucket cut short).
+static int fewer_sent(const char *d) { return lower(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"sent\":", 8); }
+static int fewer_bytes(const char *d) { return lower(d, "rank-3.jsonl", "\"name\":\"all_reduce\"", 2, "\"bytes\":", 0); }
 // The first digit of the bytes hash on the first step line of an index list ("step position
 // index bytes") changed.
 static int flip_bytes_hash(const char *d, const char *file) {
@@ -701,6 +728,16 @@ int main(int argc, char **argv) {
     }
     EXPECT(xml && strstr(xml, "<testsuites") && strstr(xml, "failures=\"0\"") && count_lines(xml) == 11,
            "grade.xml: JUnit, 6 test cases, no failures");
+    // A check's expected text is whole wherever it is read: grads.reference's names the
+    // reference's command and directory inside its sentence (about 260 characters here), and
+    // ends with the curve's tolerance, in grade.json and in the terminal alike.
+    const char *grads_expected = expected_of(good, "grads.reference");
+    const char *tail = "each tenth of the curve's mean within 20% (or 0.05)";
+    size_t ge = strlen(grads_expected), tl = strlen(tail);
+    EXPECT(ge > 240 && ge >= tl && !strcmp(grads_expected + ge - tl, tail) && strstr(grads_expected, "/ref-single") &&
+               strstr(out, grads_expected),
+           "grads.reference's expected text is whole in grade.json and the terminal (%zu characters, ending '...%s')", ge,
+           ge > 30 ? grads_expected + ge - 30 : grads_expected);
     free(xml), free(out), free(err), json_free(g);
     // The reference the grader left in the run directory is the student's to edit: it is run
     // again, never trusted. A copy with a wrong loss at step 1 and the same wrong loss written
@@ -778,6 +815,13 @@ int main(int argc, char **argv) {
     expect_breaks(good, "an all-reduce's bytes changed on rank 3", "comm.bytes", NULL, more_bytes);
     expect_breaks(good, "rank 2's gradient memory at its peak raised", "mem.formula", "grads at its peak", grads_peak);
     expect_breaks(good, "rank 1's bytes sent in step 2 raised", "comm.bytes", "besides the gradient buckets", more_sent);
+    // comm.bytes says which way the bytes are off: more, or fewer than the algorithm needs.
+    expect_breaks(good, "rank 1's bytes sent in step 2 raised: said to be more", "comm.bytes",
+                  "the ranks sent more than the algorithm needs", more_sent);
+    expect_breaks(good, "rank 1's bytes sent in step 2 lowered: said to be fewer", "comm.bytes",
+                  "the ranks sent fewer bytes than the algorithm needs", fewer_sent);
+    expect_breaks(good, "an all-reduce's bytes lowered on rank 3: fewer elements", "comm.bytes",
+                  "moved fewer elements than the gradients have", fewer_bytes);
 
     // ---- runs that cannot be graded: run.complete FAIL with the reason, the rest not graded ------
     expect_breaks(good, "rank 1's log cut mid-line", ALL_DDP, "cut mid-line", cut_mid_line);
@@ -966,8 +1010,9 @@ int main(int argc, char **argv) {
     rc = grade("all", "--labs", labs_dir, "--out", all);
     g = load_json_file(all, "grade.json");
     const JsonValue *lab_list = g ? json_get(g, "labs") : NULL;
-    // 139 points: 15 configurations (ddp-accum, fsdp-prefetch and tp-sp among them).
-    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") == 139 && lab_list && lab_list->count == 9,
+    // 166 points: 18 configurations (ddp-accum, fsdp-prefetch, tp-sp, collectives-ring-n3 and
+    // pp's m < p and m = 1 among them).
+    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") == 166 && lab_list && lab_list->count == 9,
            "shardlab grade --labs on the reference labs: %.0f/%.0f over %zu labs, exit 0 (exit %d)", g ? num(g, "points") : -1,
            g ? num(g, "max") : -1, lab_list ? lab_list->count : 0, rc);
     json_free(g);

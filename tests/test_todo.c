@@ -7,7 +7,9 @@
 //   1. the table of regions (tests/todo/regions.c) names every /* BEGIN SOLUTION: what */ region
 //      of labs/ once, by its file and its words, and nothing else; each check program holds
 //      exactly the checks of its regions; the configurations' points add up to the grader's
-//      139 (test_variants compares each with the grader's own maximum);
+//      166 (test_variants compares each with the grader's own maximum); each region's "reread"
+//      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
+//      decay is explained;
 //   2. the reference solution (a copy of labs/, built as make check builds one: CPU, LABS_SRC):
 //      every check passes, each alone in a few seconds, and the progress view says so;
 //   3. the starter (make starter): every check says "not written yet: <its words>
@@ -46,6 +48,12 @@ static const struct {
      {"stage 1", "rank ", "all-gathered", "bytes"}},
     {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp-backward", {"rank ", "unit ", "all-gathered", "bytes"}},
     {"AdamW with coupled (L2) weight decay", "adamw", {"step 1", "element ", "moments should be", "got"}},
+    // The grader's blind spots (variants.h): each region's check already tries the case.
+    {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "ring-reduce-scatter",
+     {"ranks, ", "elements", "values of other elements", "offset"}},
+    {"1F1B forwarding every micro-batch first when there are fewer than stages (m < p, not m < p - s)", "pp-schedule",
+     {"stage ", "micro-batches", "should be", "got"}},
+    {"AdamW with eps inside the square root", "adamw", {"step 1, element ", "gradient", "eps inside the square root"}},
 };
 
 // The check programs of src (a copy of labs/) built into bdir; 0 on success, the log in tmp/<tag>.build.
@@ -133,8 +141,53 @@ static void check_table(void) {
     free(readme);
     EXPECT(listed == TODO_NREGIONS, "README's index of the regions names each one's check (%d of %d)", listed,
            TODO_NREGIONS);
-    EXPECT(total == 139 && names_ok, "the 15 graded configurations are worth the grader's 139 points (%d), and every "
+    EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
+}
+
+// Each region's reread pointer: the lessons it names ("lesson 3 (slug)", "lessons 10 and 11
+// (slug, slug)") and the lexicon terms after "lexicon:" exist, so a student who fails a check is
+// sent somewhere real. AdamW's lesson explains decoupled weight decay, the W its check tests,
+// in the paragraph the pointer names.
+static void check_reread(void) {
+    int named = 0, missing = 0, with_lesson = 0;
+    char first_missing[200] = "";
+    for (int i = 0; i < TODO_NREGIONS; i++) {
+        const char *r = TODO_REGIONS[i].reread, *open = strchr(r, '(');
+        const char *close = open ? strchr(open, ')') : NULL, *lex = strstr(r, "lexicon: ");
+        char list[400] = "";
+        if (open && close && !strncmp(r, "lesson", 6)) snprintf(list, sizeof list, "%.*s", (int)(close - open - 1), open + 1);
+        with_lesson += list[0] != 0;
+        for (char *save, *slug = strtok_r(list, ", ", &save); slug; slug = strtok_r(NULL, ", ", &save)) {
+            named++;
+            if (sh("ls lessons/[0-9][0-9]-%s.md >/dev/null 2>&1", slug) != 0 && !missing++)
+                snprintf(first_missing, sizeof first_missing, "%s: lesson %s", TODO_REGIONS[i].name, slug);
+        }
+        if (lex) {
+            snprintf(list, sizeof list, "%s", lex + strlen("lexicon: "));
+            for (char *save, *term = strtok_r(list, ", ", &save); term; term = strtok_r(NULL, ", ", &save)) {
+                char path[300];
+                snprintf(path, sizeof path, "lexicon/%s.md", term);
+                named++;
+                if (access(path, R_OK) != 0 && !missing++)
+                    snprintf(first_missing, sizeof first_missing, "%s: lexicon %s", TODO_REGIONS[i].name, term);
+            }
+        }
+    }
+    EXPECT(with_lesson == TODO_NREGIONS && missing == 0, "every region's reread names a lesson, and its lessons and lexicon "
+           "terms exist (%d of %d name a lesson; %d named, %d missing%s%s)", with_lesson, TODO_NREGIONS, named, missing,
+           missing ? ": " : "", first_missing);
+    // AdamW's: the paragraph it names, in that lesson, explains decoupled weight decay.
+    const TodoRegion *adamw = todo_region_named("adamw");
+    const char *quoted = adamw ? strchr(adamw->reread, '"') : NULL, *end = quoted ? strchr(quoted + 1, '"') : NULL;
+    char want[120] = "", *lesson = read_file("lessons/02-where-memory-goes.md", NULL);
+    if (quoted && end) snprintf(want, sizeof want, "**%.*s**", (int)(end - quoted - 1), quoted + 1);
+    const char *para = lesson && want[0] ? strstr(lesson, want) : NULL, *para_end = para ? strstr(para, "\n\n") : NULL;
+    int explains = para && para_end && memmem(para, (size_t)(para_end - para), "decoupled", 9) &&
+                   memmem(para, (size_t)(para_end - para), "L2", 2) && strstr(adamw->reread, "lesson 2 (where-memory-goes)");
+    EXPECT(explains, "adamw's reread (%s) names lesson 2's paragraph %s, which explains decoupled weight decay against "
+           "Adam's L2", adamw ? adamw->reread : "no region", want);
+    free(lesson);
 }
 
 // ---- the progress view as JSON (check --json: what the web's lab pages draw) ------------------
@@ -174,7 +227,7 @@ static void check_driver_json(const char *bdir) {
                !strcmp(am->string, back) && rs && !strcmp(rs->string, "does not build") && rm &&
                strstr(rm->string, "error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"") && next &&
                next->type == JSON_STRING && !strcmp(next->string, "adamw") && failed && failed->number == 2 && nb &&
-               nb->number == 1 && configs && configs->count == 14 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
+               nb->number == 1 && configs && configs->count == 16 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
            "check --json: a failure's message with quotes, backslashes, newlines, a control byte and a stray byte parses "
            "and comes back as written; 'does not build' with the compiler's quoted error (exit %d%s%s: %s)", rc,
            v ? "" : ", not JSON: ", err, one_line(out));
@@ -188,6 +241,7 @@ int main(void) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     double t_start = now_s();
     check_table();
+    check_reread();
 
     // ---- 2. the reference: every check passes, each in seconds --------------------------------
     char ref_src[600], ref_build[600];

@@ -39,6 +39,17 @@
 //         all-reducing the loss once more (a collective outside the units', seen only in the
 //         step's bytes.sent)
 //       the optimizer: AdamW with coupled (L2) weight decay (loss.reference)
+//       the grader's blind spots, each closed by a configuration or a check of its own:
+//         a ring reduce-scatter right only for even chunks    collectives.correct on collectives-ring-n3
+//         1F1B forwarding all m first whenever m < p          schedule.in_flight on pp-1f1b-m2 only
+//         ZeRO-1 keeping the whole unit's m and v             mem.formula (the lab warns and goes on)
+//         --policy sqrt keeping every block's activations     mem.formula (the same)
+//         ZeRO summing the loss with one float's all-reduce   comm.bytes (fewer bytes, and said so)
+//         AdamW with eps inside the square root               what it really breaks: single's loss,
+//                                                             ZeRO-1's loss and gradient norm
+//       and where the run goes on past the lab's own check (the ring's, the memory table's), its
+//       rank 0 logged that check failed and printed a warning line (WARNED); the student who
+//       sends fewer bytes is told fewer (SAYS).
 //   - self-graded: each wrong student whose region a reference reaches, written into a
 //     starter copy and graded there by `make grade` (the copy's own build) as a student
 //     does, scores exactly what this build's grader gives it (the instructor's make grade
@@ -161,6 +172,77 @@ static int exactly(const JsonValue *g, const char *spec, double *lost_out, char 
     }
     *lost_out = lost;
     return exact && lost == want_lost && lost > 0;
+}
+
+// The students whose run goes on past a failed check of their lab's own, and what that lab
+// must have said: in configuration `label`, rank 0 logged a failed check event whose name starts
+// with `check`, and a "warning:" line. So the mistake is visible in the run itself, not only in
+// the grade, and a shardlab bug of the same kind would be too.
+static const struct {
+    const char *variant, *label, *check;
+} WARNED[] = {
+    {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "collectives-ring-n3",
+     "reduce_scatter."},
+    {"ZeRO-1 keeping AdamW's m and v for the whole unit (only its slice updated)", "zero-1", "mem.optim"},
+    {"--policy sqrt keeping every block's activations (recomputed into them all the same)", "ckpt", "mem.acts"},
+};
+
+static int warned_checked;  // the WARNED rows whose student was graded
+
+static void lab_warned(const Variant *x, const char *tag) {
+    int w = -1;
+    for (size_t k = 0; k < sizeof WARNED / sizeof WARNED[0]; k++)
+        if (!strcmp(WARNED[k].variant, x->name)) w = (int)k;
+    if (w < 0) return;
+    const char *check = WARNED[w].check;
+    warned_checked++;
+    char dir[400], path[480], first[200] = "";
+    snprintf(dir, sizeof dir, "%s/grade-%s/%s", tmp, tag, WARNED[w].label);
+    Events ev;
+    load_rank_events(dir, 0, &ev);
+    int failed = 0;
+    for (int i = 0; i < ev.n; i++) {
+        const JsonValue *e = ev.lines[i];
+        if (!strcmp(kind(e), "check") && !json_get(e, "ok")->boolean &&
+            !strncmp(json_get(e, "name")->string, check, strlen(check)) && !failed++)
+            snprintf(first, sizeof first, "%s", json_get(e, "name")->string);
+    }
+    free_events(&ev);
+    snprintf(path, sizeof path, "%s/rank-0.log", dir);
+    char *log = read_file(path, NULL), *warning = log ? strstr(log, "warning: ") : NULL;
+    char line[240] = "";
+    if (warning) snprintf(line, sizeof line, "%.*s", (int)strcspn(warning, "\n"), warning);
+    EXPECT(failed > 0 && warning, "%s: its lab logged the failed check (%s) and warned, and the run went on (%s)", x->name,
+           first[0] ? first : check, line[0] ? line : "no warning line");
+    free(log);
+}
+
+// The students whose failed check must say which way they are off, and the words it must use:
+// in configuration `label`, check `check`'s reason in grade.json holds `words`.
+static const struct {
+    const char *variant, *label, *check, *words;
+} SAYS[] = {
+    {"ZeRO summing the loss with an all-reduce of one float, as PyTorch's all_reduce(loss)", "zero-1", "comm.bytes",
+     "sent fewer bytes than the algorithm needs"},
+};
+static int says_checked;
+
+static void reason_says(const Variant *x, const JsonValue *g) {
+    for (size_t k = 0; k < sizeof SAYS / sizeof SAYS[0]; k++) {
+        if (strcmp(SAYS[k].variant, x->name)) continue;
+        says_checked++;
+        const JsonValue *grades = g ? json_get(g, "grades") : NULL;
+        const char *reason = "";
+        for (size_t i = 0; grades && i < grades->count; i++) {
+            const JsonValue *one = json_at(grades, i), *checks = json_get(one, "checks");
+            if (strcmp(json_get(one, "label")->string, SAYS[k].label)) continue;
+            for (size_t c = 0; checks && c < checks->count; c++)
+                if (!strcmp(json_get(json_at(checks, c), "name")->string, SAYS[k].check))
+                    reason = json_get(json_at(checks, c), "reason")->string;
+        }
+        EXPECT(strstr(reason, SAYS[k].words) != NULL, "%s: %s's %s says '%s' (%s)", x->name, SAYS[k].label, SAYS[k].check,
+               SAYS[k].words, reason);
+    }
 }
 
 // README's index of the student regions (For instructors, step 1) lists each one, by its file
@@ -334,9 +416,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; labs && i < labs->count; i++) zero_labs += num(json_at(labs, i), "points") == 0;
     EXPECT(rc == 1 && g && num(g, "points") == 0 && labs && labs->count == 9 && zero_labs == 9,
            "the starter scores 0 on every lab (%.0f/%.0f, exit %d)", g ? num(g, "points") : -1, g ? num(g, "max") : -1, rc);
-    // The same points are at stake as for the reference (15 configurations, ddp-accum,
-    // fsdp-prefetch and tp-sp among them): failed runs lose no checks from the rubric.
-    EXPECT(g && num(g, "max") == 139, "out of the reference's 139 points (%.0f)", g ? num(g, "max") : -1);
+    // The same points are at stake as for the reference (18 configurations, ddp-accum,
+    // fsdp-prefetch, tp-sp, collectives-ring-n3 and pp with m < p among them): failed runs lose
+    // no checks from the rubric.
+    EXPECT(g && num(g, "max") == 166, "out of the reference's 166 points (%.0f)", g ? num(g, "max") : -1);
     // make check's table (tests/todo/regions.c) gives each configuration the grader's maximum.
     const JsonValue *grades = g ? json_get(g, "grades") : NULL;
     int same = 0, configs = grades ? (int)grades->count : 0;
@@ -372,11 +455,12 @@ int main(int argc, char **argv) {
     snprintf(ref_src, sizeof ref_src, "%s/ref/labs", tmp);
     snprintf(ref_build, sizeof ref_build, "%s/build-ref", tmp);
     sh("mkdir -p %s/ref && cp -rp labs %s/ref/", tmp, tmp);
-    rc = build(ref_src, ref_build, "single,ddp,zero,fsdp,tp,pp,ckpt,shard", "ref");
+    rc = build(ref_src, ref_build, "single,collectives,ddp,zero,fsdp,tp,pp,ckpt,shard", "ref");
     // Graded by the starter's grader: its references reach no student region (a stub there
     // would stop them), and what stands in for the regions they run agrees with the solution.
     int grc = rc ? rc
-                 : grade_labs_by(starter_grader, ref_build, "single,ddp,zero,fsdp,tp,pp-1f1b,ckpt,shard", NULL, "ref", &g);
+                 : grade_labs_by(starter_grader, ref_build,
+                                 "single,collectives,ddp,zero,fsdp,tp,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard", NULL, "ref", &g);
     EXPECT(grc == 0 && g && num(g, "points") == num(g, "max"),
            "the reference copy, built the same way and graded by the starter's grader: full marks in every "
            "configuration its students are graded on (%.0f/%.0f)", g ? num(g, "points") : -1, g ? num(g, "max") : -1);
@@ -425,8 +509,14 @@ int main(int argc, char **argv) {
         int exact = exactly(g, x->breaks, &lost, why, sizeof why);
         EXPECT(built[v] && grc == 1 && exact, "%s: builds warning-free; graded on %s, it fails exactly %s: %.0f points "
                "lost, theirs (%s)", x->name, x->only, x->breaks, lost, why);
+        reason_says(x, g);
         json_free(g);
+        lab_warned(x, tag);
     }
+    EXPECT(warned_checked == (int)(sizeof WARNED / sizeof WARNED[0]), "every student of WARNED was graded and its lab's "
+           "log read (%d of %d)", warned_checked, (int)(sizeof WARNED / sizeof WARNED[0]));
+    EXPECT(says_checked == (int)(sizeof SAYS / sizeof SAYS[0]), "every student of SAYS was graded and its reason read "
+           "(%d of %d)", says_checked, (int)(sizeof SAYS / sizeof SAYS[0]));
     printf("# %d students: %.0f s\n", (int)NV, now_s() - t_students);
 
     // ---- self-graded in the student's copy: the instructor's grade -----------------------------

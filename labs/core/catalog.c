@@ -198,8 +198,11 @@ const int catalog_nlabs = (int)(sizeof catalog_labs / sizeof catalog_labs[0]);
 // ---- the graded configurations of `make grade LABS=dir` -----------------------------------
 //
 // Small and quick (seconds each on two cores), and each chosen so that its checks bite: four
-// ranks, so ring chunks and shards are not trivially halves; ddp on the ring; the pipeline
-// with more micro-batches than stages; a dataset small enough that an epoch ends. Every option
+// ranks, so ring chunks and shards are not trivially halves; ddp on the ring; the ring again
+// on three ranks, where no power-of-two size splits into equal chunks (the first n mod p
+// chunks one element longer, and empty chunks below p elements); the pipeline with more
+// micro-batches than stages, fewer (1F1B's warm-up capped at m) and one (every stage runs one
+// forward, one backward); a dataset small enough that an epoch ends. Every option
 // a lesson builds an algorithm on runs in one: gradient accumulation (ddp-accum: DDP's
 // no_sync, the micro-batches' share of the loss), FSDP's prefetch (its memory and the order
 // its all-gathers are asked in), sequence parallelism (tp-sp: f and g as all-gathers and
@@ -208,6 +211,8 @@ const int catalog_nlabs = (int)(sizeof catalog_labs / sizeof catalog_labs[0]);
 const CatGraded catalog_graded[] = {
     {"single", "single", 1, {"--steps", "6"}, NULL},
     {"collectives", "collectives", 4, {"--max-bytes", "256K", "--iters", "2", "--warmup", "1"}, NULL},
+    // 1 float to 1 MiB: the largest has chunks of more than one piece (SHM_PIECE_FLOATS).
+    {"collectives-ring-n3", "collectives", 3, {"--max-bytes", "1M", "--algo", "ring", "--iters", "2", "--warmup", "1"}, NULL},
     {"ddp", "ddp", 4, {"--steps", "6", "--algo", "ring"}, NULL},
     {"ddp-accum", "ddp", 4, {"--steps", "6", "--algo", "ring", "--accum", "2"}, NULL},
     {"zero-1", "zero", 4, {"--steps", "6", "--stage", "1"}, NULL},
@@ -219,6 +224,8 @@ const CatGraded catalog_graded[] = {
     {"tp-sp", "tp", 2, {"--steps", "6", "--sp"}, NULL},
     {"pp-gpipe", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "gpipe", "--micro", "8"}, NULL},
     {"pp-1f1b", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "8"}, NULL},
+    {"pp-1f1b-m2", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "2"}, NULL},
+    {"pp-1f1b-m1", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "1f1b", "--micro", "1"}, NULL},
     // --compare 0: the grader judges the recomputation, not the lab's own comparison table.
     {"ckpt", "ckpt", 2, {"--steps", "6", "--policy", "sqrt", "--layers", "4", "--compare", "0"}, NULL},
     {"shard", "shard", 2, {"--steps", "10", "--strategy", "sampler", "--items", "64"}, NULL},

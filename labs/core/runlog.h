@@ -147,13 +147,15 @@ void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int la
                        int64_t t1_us, uint64_t bytes, const char *extra);
 void runlog_check(RunLog *r, const char *name, int ok, double value, double expect);
 // A self-check of something a student's code can get wrong without making the run
-// meaningless: the bytes its collectives moved, the memory it held at a peak, the data it
-// read. The check event, and when it failed a "warning: ..." line (fmt: what was measured
-// against what) on stdout and in the rank's log; then the run GOES ON, so that `shardlab
-// grade` takes exactly the points of the check concerned (comm.bytes, mem.formula,
-// data.coverage) and not every point of a run that stopped. Invariants whose failure makes
-// the run meaningless (a collective's wrong answer, a schedule that deadlocks, the allocator
-// disagreeing with the layout) still die. Returns ok.
+// meaningless: the bytes its collectives moved, the memory it held after a step or at a peak
+// (the memory table's rows), the data it read. The check event, and when it failed a
+// "warning: ..." line (fmt: what was measured against what) on stdout and in the rank's log;
+// then the run GOES ON, so that `shardlab grade` takes exactly the points of the check
+// concerned (comm.bytes, mem.formula, data.coverage) and not every point of a run that
+// stopped. In shardlab's own labs these checks never fail (the lab tests fail on a failed
+// check event), so the warning is how a developer sees a shardlab bug. Invariants whose
+// failure makes the run meaningless (a schedule that deadlocks, pieces of the wrong size
+// between ranks, an activation layout against its own size) still die. Returns ok.
 int runlog_self_check(RunLog *r, const char *name, int ok, double value, double expect, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 void runlog_end(RunLog *r, const char *status, int64_t steps);

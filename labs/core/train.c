@@ -412,12 +412,14 @@ static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, cons
             column += ddp->bytes[rows[i].cat];
         }
         runlog_printf(log, "\n");
+        // A student's code can hold more (a full optimizer state where a shard belongs) or less
+        // than the method: the check event and a warning, and the run goes on, so that
+        // `shardlab grade` takes mem.formula's points, not every point of a run stopped here.
+        // In shardlab's own labs the allocator and the formula agree to the byte: the lab
+        // tests fail on this check event, and the warning names the row for a developer.
         snprintf(check, sizeof check, "mem.%s", name);
-        runlog_check(log, check, ok, measured, rows[i].expect);
-        if (!ok)
-            die("this is a bug in shardlab: the allocator and the formula disagree",
-                "%s memory is %.0f bytes, the formula %s gives %.0f", name, measured, rows[i].formula,
-                rows[i].expect);
+        runlog_self_check(log, check, ok, measured, rows[i].expect, "%s memory is %.0f bytes, the formula %s gives %.0f",
+                          name, measured, rows[i].formula, rows[i].expect);
         if (!rows[i].host) total += measured;
     }
     char t[32], w[32], td[32];

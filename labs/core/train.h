@@ -178,6 +178,10 @@ typedef struct {
 } DdpMemory;
 DdpMemory train_ddp_memory(const GptConfig *c, int batch, int ranks, int accum, int e, int k, int buckets);
 
+// Where the memory goes: a row per category, its formula, expected and measured bytes, and a
+// check event per row ("mem.params", ...). A row whose bytes are not the formula's (a student
+// holding more or less than the method) is marked MISMATCH, its check fails with a warning
+// line, and the run goes on (runlog_self_check): `shardlab grade` judges it in mem.formula.
 void train_report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, const GptConfig *c, int micro_batch,
                          const MemRow *rows, int nrows);
 // The same table with DDP's figure beside each device row ("DDP holds") and DDP's total under

@@ -31,6 +31,16 @@ static double step_sent(const GradeRun *run, int r, int64_t step) { return ev_nu
 // The scalar sums of a step (dist_sum_over_ranks: an all-gather of one float pair per rank).
 #define SUM_BYTES(p) (8.0 * ((p) - 1))
 
+// Which way a count is off, for the reasons below: a rank that sends too little is wrong too
+// (a sum left out, or sent at a smaller size than the algorithm's), and must not be told it
+// sent too much.
+static const char *more_or_fewer(double got, double want) { return got > want ? "more" : "fewer"; }
+static void reason_other_bytes(GradeCheck *c, const char *who, double got, double want) {
+    if (got > want) REASON("%s sent more than the algorithm needs: a collective too many, or bytes sent twice", who);
+    else REASON("%s sent fewer bytes than the algorithm needs: a sum left out, or sent smaller than the algorithm "
+                "sends it (each sum is one float pair per rank, all-gathered)", who);
+}
+
 // The bytes a ring collective of n floats sends from group rank r of p (dist.h's chunks):
 // an all-reduce every chunk but its own in the reduce-scatter and all but r+1's in the
 // all-gather.
@@ -82,14 +92,16 @@ static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
         MEASURED("step %lld: the buckets' all-reduces sent %.0f bytes over the ranks: %.1f gradient elements' worth (%d "
                  "buckets)", (long long)step, buckets, elements, nb);
         EXPECTED("Psi = %.0f: each gradient once; ring 2(N-1)/N x 4 bytes per element per rank", psi);
-        REASON("the gradient all-reduces did not move each gradient element exactly once");
+        if (elements > psi) REASON("the gradient all-reduces moved more than each gradient element once: a bucket sent twice, "
+                                   "or larger than its gradients");
+        else REASON("the gradient all-reduces moved fewer elements than the gradients have: a bucket left out, or cut short");
         return 0;
     }
     if (sent - buckets != N * SUM_BYTES(N)) {
         MEASURED("step %lld: %.0f bytes sent over the ranks besides the gradient buckets'%s", (long long)step,
                  sent - buckets, other_reduce ? " (all-reduces that are no bucket's among them)" : "");
         EXPECTED("%.0f: the loss's sum, one float pair per rank all-gathered (8 (N-1) bytes a rank)", N * SUM_BYTES(N));
-        REASON("the ranks sent more than the algorithm needs: a collective too many, or bytes sent twice");
+        reason_other_bytes(c, "the ranks", sent - buckets, N * SUM_BYTES(N));
         return 0;
     }
     MEASURED("every step: Psi = %.0f elements in %d buckets, and the loss's sum", psi, nb);
@@ -172,7 +184,9 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
         if (sent != want) {
             MEASURED("rank %d, step %lld: %.0f bytes in all-gathers and reduce-scatters", r, (long long)step, sent);
             EXPECTED("%.0f = %d x (N-1) x %d x Psi'/N", want, passes, mixed ? 2 : 4);
-            REASON("the units were not gathered and reduced the number of times the method says");
+            REASON("the units' all-gathers and reduce-scatters sent %s bytes than the method's: a unit gathered or "
+                   "reduced %s times than it says, or a shard %s than Psi'/N", more_or_fewer(sent, want),
+                   more_or_fewer(sent, want), sent > want ? "longer" : "shorter");
             return 0;
         }
         double other = step_sent(run, r, step) - sent;
@@ -181,7 +195,7 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
                      (long long)step, other);
             EXPECTED("%.0f: the loss's sum%s, a float pair per rank all-gathered (8 (N-1) bytes each)",
                      sums * SUM_BYTES(N), sums == 2 ? " and the gradient norm's" : "");
-            REASON("the rank sent more than the algorithm needs: a collective too many, or bytes sent twice");
+            reason_other_bytes(c, "the rank", other, sums * SUM_BYTES(N));
             return 0;
         }
         if (fsdp && grade_cfg_num(run, "prefetch", 0) && !fsdp_prefetched(run, c, r, step, gpt_layer_count(m), reshard))
@@ -243,9 +257,13 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
                          "%.0f bytes", calls, calls, fg_want);
             else
                 EXPECTED("4 L K = %d all-reduces of B' T C floats, %.0f bytes", calls, fg_want);
-            REASON(sp ? "sequence parallelism's f and g are an all-gather and a reduce-scatter each, exactly where "
-                        "Megatron's all-reduces were"
-                      : "the activations were not all-reduced exactly where Megatron's f and g operators are");
+            if (kinds_ok)
+                REASON("f and g sent %s bytes than Megatron's operators: a sum %s than B' T C values", more_or_fewer(fg_sent, fg_want),
+                       fg_sent > fg_want ? "larger" : "smaller");
+            else
+                REASON(sp ? "sequence parallelism's f and g are an all-gather and a reduce-scatter each, exactly where "
+                            "Megatron's all-reduces were"
+                          : "the activations were not all-reduced exactly where Megatron's f and g operators are");
             return 0;
         }
         if (sp && (reps != gpt_layer_count(m) || rep_sent != rep_want)) {
@@ -262,7 +280,7 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
                      sp ? " and the replicated gradients" : "");
             EXPECTED("%.0f: the gradient norm's sum%s, a float pair per rank all-gathered (8 (t-1) bytes each)", sums,
                      sp ? " and the loss's" : "");
-            REASON("the rank sent more than the algorithm needs: a collective too many, or bytes sent twice");
+            reason_other_bytes(c, "the rank", other, sums);
             return 0;
         }
     }

@@ -94,8 +94,10 @@ typedef struct {
     int max;                  // what it is worth
     int pass;
     int skipped;              // not applicable to this configuration (worth 0)
-    char measured[240], expected[240];
-    char reason[640];         // why it failed or was skipped ("" on PASS)
+    // Whole, never cut: expected may name the reference's command and directory (up to 640
+    // characters of Ctx's ref_label) inside a sentence, reason a reference's problem (640).
+    char measured[1024], expected[1024];
+    char reason[1024];        // why it failed or was skipped ("" on PASS)
 } GradeCheck;
 
 typedef struct {

@@ -9,7 +9,7 @@
 // button leads to its lab's form; the form starts a 2-rank run (with the token the server
 // printed) and the browser lands on its dashboard; the dashboard follows the live run (the
 // step counter moves, the loss chart and the memory bars are drawn) and shows the summary at
-// the end; its "compare" link starts a short run with it as the reference (--ref), whose loss
+// the end, and the lab's checks in words where a name does not say it (mem.ddp_total); its "compare" link starts a short run with it as the reference (--ref), whose loss
 // chart draws the reference's curve beside its own; that run's "Grade this run" button grades
 // it and shows the rubric, every check PASS for the reference lab, and the saved grade comes
 // back on reload; a collectives run's page has the bus bandwidth by message size as its main
@@ -154,6 +154,12 @@ async function main() {
     await page.waitForFunction(() => /loss at the last step/.test(document.querySelector('#dashboard').textContent), null, { timeout: 90000 });
     await page.screenshot({ path: path.join(outDir, 'run-end.png'), fullPage: true });
     check(await page.locator('#run-status .st-ok').count() === 1, 'at the end: status ok, and the summary');
+    // The lab's checks say what they compare where the name does not: ZeRO's mem.ddp_total is
+    // its memory table's "DDP holds" column against the ddp lab's own total.
+    await page.waitForFunction(() => /mem\.ddp_total/.test(document.querySelector('#p-checks').textContent), null, { timeout: 30000 });
+    const checksText = await page.locator('#p-checks').textContent();
+    check(/mem\.ddp_total: the memory table\u2019s \u201cDDP holds\u201d column adds up to what the ddp lab itself holds/.test(checksText),
+      'the run\u2019s checks say what mem.ddp_total is (' + (checksText.match(/mem\.ddp_total[^\n]{0,80}/) || [''])[0] + ')');
 
     // The finished run as the reference of the next: its page links to the lab's form with
     // the run chosen under --ref, and the new run's loss chart draws the reference's 600 steps

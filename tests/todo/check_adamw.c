@@ -4,9 +4,13 @@
 // large one, weight decay on), each step's parameters and moments against AdamW computed here
 // in double. At step 1 the bias corrections matter most: m / (1 - b1) is g and v / (1 - b2) is
 // g^2, so a correct first step moves each parameter by about lr (times the sign of g) plus the
-// decay. When the numbers are wrong, the check recomputes the step the usual wrong ways (no
-// bias correction; weight decay added to the gradient, Adam's L2, instead of decoupled) and
-// says which one the region's numbers match.
+// decay. The gradients span 40 down to 1e-8: eps = 1e-8 only shows where sqrt(vhat) is that
+// small, and eps inside the square root (sqrt(vhat + eps) >= 1e-4) moves such a parameter
+// thousands of times too little, far more than the tolerance (at gradients of 0.01 and above
+// the two differ by less than it). When the numbers are wrong, the check recomputes the step
+// the usual wrong ways (no bias correction; weight decay added to the gradient, Adam's L2,
+// instead of decoupled; eps inside the square root) and says which one the region's numbers
+// match.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +21,7 @@
 #define N 7
 #define STEPS 5
 
-typedef enum { ADAMW, NO_BIAS_CORRECTION, L2_DECAY, NO_DECAY } Flavour;
+typedef enum { ADAMW, NO_BIAS_CORRECTION, L2_DECAY, NO_DECAY, EPS_IN_SQRT } Flavour;
 
 static const char *const FLAVOUR_WORDS[] = {
     "AdamW",
@@ -25,6 +29,8 @@ static const char *const FLAVOUR_WORDS[] = {
     "Adam with L2 regularisation (weight decay added to the gradient, so it goes into m and v); AdamW's decay is "
     "decoupled: lr * wd * p, outside the adaptive ratio",
     "the update without weight decay (subtract lr * wd * p as well)",
+    "eps inside the square root, mhat / sqrt(vhat + eps): AdamW adds eps to sqrt(vhat), outside it (with eps = 1e-8 "
+    "inside, the denominator is never below 1e-4, and a parameter whose gradient is near zero barely moves)",
 };
 
 // One step of the flavour, in double, on one element.
@@ -35,20 +41,23 @@ static void step(Flavour f, const AdamW *o, int64_t t, double *p, double g, doub
     *v = b2 * *v + (1 - b2) * g * g;
     double mhat = *m, vhat = *v;
     if (f != NO_BIAS_CORRECTION) mhat /= 1 - pow(b1, (double)t), vhat /= 1 - pow(b2, (double)t);
-    double decay = f == ADAMW || f == NO_BIAS_CORRECTION ? o->weight_decay * *p : 0;
-    *p -= o->lr * (mhat / (sqrt(vhat) + o->eps) + decay);
+    double decay = f == ADAMW || f == NO_BIAS_CORRECTION || f == EPS_IN_SQRT ? o->weight_decay * *p : 0;
+    double denominator = f == EPS_IN_SQRT ? sqrt(vhat + o->eps) : sqrt(vhat) + o->eps;
+    *p -= o->lr * (mhat / denominator + decay);
 }
 
 static const float P0[N] = {0.5f, -1.25f, 2.0f, 0.0f, -0.75f, 3.5f, 1.0f};
 
+// Element i's gradient at step t: magnitudes from 40 down to 1e-8 (where eps = 1e-8 decides
+// the step), both signs, one always zero; each changes sign and size from step to step.
 static float grad_at(int t, int i) {
-    static const float G[N] = {0.3f, -0.8f, 0.0f, 1.5f, -0.05f, 40.0f, -2.0f};
-    return G[i] * (t % 2 ? 1.0f : -0.5f) + 0.01f * (float)t;
+    static const float G[N] = {0.3f, -2e-6f, 0.0f, 1.5f, -5e-8f, 40.0f, 1e-8f};
+    return G[i] * (t % 2 ? 1.0f : -0.5f) * (1.0f + 0.25f * (float)t);
 }
 
 // Which flavour the float state after step `t` matches, over every element (ADAMW if none).
 static Flavour which_flavour(const AdamW *o, int t_max, const float *got) {
-    for (int f = NO_BIAS_CORRECTION; f <= NO_DECAY; f++) {
+    for (int f = NO_BIAS_CORRECTION; f <= EPS_IN_SQRT; f++) {
         int all = 1;
         for (int i = 0; i < N && all; i++) {
             double p = P0[i], m = 0, v = 0;

@@ -3,13 +3,15 @@
 
 #include <string.h>
 
-#define TRAINING "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,tp,tp-sp,pp-gpipe,pp-1f1b,ckpt,shard"
-#define RING "collectives,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch"
+#define TRAINING \
+    "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard"
+#define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch"
 
 const TodoRegion TODO_REGIONS[] = {
     {"adamw", "adamw", "core/adamw.c",
      "the AdamW update of n elements: moments, bias corrections, decoupled weight decay",
-     "lesson 2 (where-memory-goes); lexicon: training-memory-breakdown", TRAINING},
+     "lesson 2 (where-memory-goes), its paragraph \"AdamW's step\": bias corrections, eps, decoupled weight decay",
+     TRAINING},
     {"ring-reduce-scatter", "ring", "core/ring.c",
      "ring reduce-scatter, rounds k = 2..p-1 of piece i (which chunk, from whom, to whom)",
      "lesson 3 (collectives-and-their-cost); lexicon: reduce-scatter, ring-all-reduce", RING},
@@ -47,7 +49,7 @@ const TodoRegion TODO_REGIONS[] = {
      "sequence-parallelism",
      "tp,tp-sp"},
     {"pp-schedule", "pp", "pp/schedule.c", "stage s's order of forwards and backwards under GPipe and 1F1B",
-     "lesson 13 (pipeline-schedules); lexicon: gpipe, 1f1b, pipeline-bubble", "pp-gpipe,pp-1f1b"},
+     "lesson 13 (pipeline-schedules); lexicon: gpipe, 1f1b, pipeline-bubble", "pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1"},
     {"ckpt-recompute", "ckpt", "ckpt/activation_checkpointing.c",
      "recompute the segment that ends at block l, before its backward",
      "lesson 14 (activation-checkpointing); lexicon: activation-checkpointing", "ckpt"},
@@ -55,11 +57,12 @@ const TodoRegion TODO_REGIONS[] = {
 const int TODO_NREGIONS = sizeof TODO_REGIONS / sizeof TODO_REGIONS[0];
 
 // shardlab grade's maximum per graded configuration (labs/grade/rubric.c: run.complete [1] and
-// the lab's checks; zero-3 has no replicas to compare), 139 in all.
+// the lab's checks; zero-3 has no replicas to compare), 166 in all.
 const TodoConfig TODO_CONFIGS[] = {
-    {"single", 5},         {"collectives", 5}, {"ddp", 11},     {"ddp-accum", 11}, {"zero-1", 11},
-    {"zero-2", 11},        {"zero-3", 9},      {"fsdp", 9},     {"fsdp-prefetch", 9}, {"tp", 8},
-    {"tp-sp", 8},          {"pp-gpipe", 11},   {"pp-1f1b", 11}, {"ckpt", 11},      {"shard", 9},
+    {"single", 5},    {"collectives", 5},   {"collectives-ring-n3", 5}, {"ddp", 11},        {"ddp-accum", 11},
+    {"zero-1", 11},   {"zero-2", 11},       {"zero-3", 9},              {"fsdp", 9},        {"fsdp-prefetch", 9},
+    {"tp", 8},        {"tp-sp", 8},         {"pp-gpipe", 11},           {"pp-1f1b", 11},    {"pp-1f1b-m2", 11},
+    {"pp-1f1b-m1", 11}, {"ckpt", 11},       {"shard", 9},
 };
 const int TODO_NCONFIGS = sizeof TODO_CONFIGS / sizeof TODO_CONFIGS[0];
 

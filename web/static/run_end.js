@@ -113,6 +113,26 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText, co
     }
   }
 
+  // The lab's checks in words: what each one compares (its name stays as the jsonl spells it).
+  // A name not listed here says what it is already (pp's, the ckpt table's, collectives' rows).
+  const CHECK_WORDS = {
+    'mem.ddp_total': 'the memory table\u2019s \u201cDDP holds\u201d column adds up to what the ddp lab itself holds per '
+      + 'rank at the same N and --accum (the \u201cDDP: X per rank\u201d line under the table)',
+    'comm.grad_bytes_sent': 'step 1\u2019s gradient all-reduces sent the algorithm\u2019s count of bytes',
+    'comm.unit_bytes_sent': 'step 1\u2019s all-gathers and reduce-scatters of the units sent the formula\u2019s bytes',
+    'comm.tp_collectives': 'step 1\u2019s f, g and head collectives: as many of each kind as the formula says',
+    'comm.tp_bytes_sent': 'step 1\u2019s f, g and head collectives sent the formula\u2019s bytes',
+    'acts.peak_in_step_1': 'the most activation memory step 1 held at once: the policy\u2019s formula plus the pass\u2019s workspace',
+    'data.held': 'the bytes of the dataset this rank holds, against the strategy\u2019s formula',
+    'data.bytes_moved': 'the bytes of data this rank sent and received, against the strategy\u2019s formulas',
+    'data.table': 'every rank\u2019s figures in the data table equal the formulas',
+    'resume.step': 'the step the run resumed from its checkpoint'
+  };
+  function checkWords(name) {
+    const row = /^mem\.(params|grads|optim|acts|comm|host)$/.exec(name);
+    return row ? 'the memory table\u2019s ' + row[1] + ' row: the bytes this rank holds, against its formula' : CHECK_WORDS[name] || '';
+  }
+
   function renderChecks() {
     if (!S.checks.size) return;
     ui.checks.s.hidden = false;
@@ -124,6 +144,8 @@ window.ShardlabRunEnd = function ({ S, ui, RUN, api, plural, fmtMiB, setText, co
       const li = el('li', { class: failed.length ? 'bad' : 'ok', title: name }, el('span', { class: 'mark', text: failed.length ? 'FAILED' : 'ok' }),
         coll ? coll.checkLabel(name) : name);
       const val = (v) => (coll ? coll.checkValue(name, v) : js(v));
+      const words = coll ? null : checkWords(name);
+      if (words) li.append(el('span', { class: 'what', text: ': ' + words }));
       if (failed.length) {
         li.append(' \u2014 ' + failed.map((c) => 'rank ' + c.rank + ': ' + val(c.value) + ', expected ' + val(c.expect)).join('; '));
       } else {
