@@ -13,7 +13,8 @@
 //      as text/css, a font byte for byte as font/woff2), and only pages with formulas load it;
 //   3. nothing acts without the token and from another site: a POST without the token, with a
 //      foreign Origin, or with a foreign Host is 403; bad labs and options are 400, and none
-//      of them starts anything;
+//      of them starts anything; a header the checks read (Host, Origin, the token, the
+//      cookie, Content-Length), sent twice, is 400;
 //   4. a lab started from the API runs; its events come through /events and as Server-Sent
 //      Events, every one, in the order of the logs, and a stream resumes after Last-Event-ID;
 //   5. clients that leave free their threads (more streams opened and dropped than the server
@@ -995,6 +996,45 @@ static void check_safety(void) {
     }
     EXPECT(runs_count() == before, "none of the refused requests started anything (%d runs before, %d after)", before,
            runs_count());
+}
+
+// A header the checks read, sent twice, is ambiguous: CivetWeb hands the handlers the first,
+// and a proxy in front might pass on the last. Each is 400 naming the header, before any
+// check reads it, and nothing starts. Broken variant (the first one wins): GET with a second,
+// foreign Host is 200; a POST with our Origin and a foreign one starts a run.
+static void check_twice_headers(void) {
+    const char *good = "{\"lab\":\"ddp\",\"n\":2,\"steps\":3}";
+    struct {
+        const char *name, *method, *lines;
+    } cases[] = {
+        {"Host", "GET", "Host: 127.0.0.1:%1$d\r\nHost: evil.example\r\n"},
+        {"Host", "GET", "Host: 127.0.0.1:%1$d\r\nhost: 127.0.0.1:%1$d\r\n"},
+        {"Origin", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: %2$s\r\nOrigin: http://127.0.0.1:%1$d\r\n"
+                           "Origin: http://evil.example\r\n"},
+        {"X-Shardlab-Token", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: 0123\r\nX-Shardlab-Token: %2$s\r\n"},
+        {"Cookie", "POST", "Host: 127.0.0.1:%1$d\r\nCookie: shardlab_token=0123\r\nCookie: shardlab_token=%2$s\r\n"},
+        {"Content-Length", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: %2$s\r\nContent-Length: 9999\r\n"},
+    };
+    int before = runs_count(), refused = 0, n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        char lines[600], req[2000], want[200];
+        snprintf(lines, sizeof lines, cases[i].lines, port, token);
+        int post = strcmp(cases[i].method, "POST") == 0, k;
+        if (post)
+            k = snprintf(req, sizeof req, "POST /api/runs HTTP/1.1\r\n%sConnection: close\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n%s", lines, strlen(good), good);
+        else k = snprintf(req, sizeof req, "GET / HTTP/1.1\r\n%sConnection: close\r\n\r\n", lines);
+        Resp r = request_raw(req, (size_t)k);
+        snprintf(want, sizeof want, "two %s headers", cases[i].name);
+        if (r.status == 400 && r.body && strstr(r.body, want)) refused++;
+        else printf("# %s twice: %d %s\n", cases[i].name, r.status, one_line(r.body ? r.body : ""));
+        resp_free(&r);
+    }
+    // Each case names the header it repeats, in any case of its name; the same requests with
+    // it once are served (the controls below), so the refusal is the repetition's.
+    EXPECT(refused == n && runs_count() == before, "a request with Host, Origin, the token, the cookie or Content-Length "
+           "twice: 400 naming it, nothing started (%d of %d; %d runs before, %d after)", refused, n, before, runs_count());
+    EXPECT(get_status("/") == 200, "the same page with one Host: 200");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2210,6 +2250,7 @@ int main(int argc, char **argv) {
     check_stream_limits();
     check_dead_run();
     check_fifo_run();
+    check_twice_headers();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

@@ -43,6 +43,15 @@ static int route(Web *w, struct mg_connection *c) {
     runs_reap();
     const struct mg_request_info *ri = mg_get_request_info(c);
     const char *raw = ri->local_uri_raw ? ri->local_uri_raw : ri->local_uri;
+    // A header the checks below read, sent twice: CivetWeb gives the first, another server
+    // or proxy might take the last, and the checks would pass on one the request did not mean.
+    const char *twice = web_header_twice(c);
+    if (twice) {
+        char body[160];
+        int n = snprintf(body, sizeof body, "the request has two %s headers: send it once\n", twice);
+        web_reply(c, 400, "text/plain; charset=utf-8", body, (size_t)n, NULL);
+        return 400;
+    }
     if (!web_host_ok(w, c)) {
         const char *body = "this server answers only to its own name (127.0.0.1, localhost)\n";
         web_reply(c, 403, "text/plain; charset=utf-8", body, strlen(body), NULL);

@@ -42,11 +42,13 @@
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
-// every request's Host must name this server (DNS rebinding); a POST must carry the server's
-// token (printed with the URL, as notebook servers do: opening that URL sets a SameSite=Strict
-// cookie, and pages echo the token to their own scripts) and, if the browser sent an Origin,
-// come from this server's origin. Files are served only from the server's own directories,
-// never through "..", encoded or not, nor through symbolic links that lead out.
+// every request's Host must name this server (DNS rebinding), and each header the checks read
+// (Host, Origin, the token's, the cookie, the body's) comes at most once (else 400: which one
+// is meant?); a POST must carry the server's token (printed with the URL, as notebook servers
+// do: opening that URL sets a SameSite=Strict cookie, and pages echo the token to their own
+// scripts) and, if the browser sent an Origin, come from this server's origin. Files are
+// served only from the server's own directories, never through "..", encoded or not, nor
+// through symbolic links that lead out.
 #ifndef SHARDLAB_WEB_H
 #define SHARDLAB_WEB_H
 
