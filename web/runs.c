@@ -25,6 +25,7 @@
 #include "runlog.h"
 #include "runs_internal.h"
 #include "runschema.h"
+#include "web_internal.h"
 
 #define MAX_CACHED_RUNS 64
 #define MAX_LINES_PER_RUN 2000000
@@ -186,10 +187,9 @@ const char *run_status(Run *r) {
 }
 
 // A run is a directory under w->runs (a freshly started one may not have its logs yet).
+// Its id is a safe name (web_safe_name): the list shows no other (runs_list_json).
 int run_exists(Web *w, const char *id, char *dir, size_t n) {
-    if (!id[0] || strchr(id, '/') || strstr(id, "..") || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                  "0123456789._-") != strlen(id))
-        return 0;
+    if (!web_safe_name(id)) return 0;
     snprintf(dir, n, "%s/%s", w->runs, id);
     struct stat st;
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
@@ -326,13 +326,22 @@ static void list_status(Web *w, const char *id, const char *dir, StrBuf *out) {
 void runs_list_json(Web *w, StrBuf *out) {
     Entry *e = NULL;
     int n = 0, cap = 0;
+    int unlisted = 0;
     DIR *d = opendir(w->runs);
     for (struct dirent *de; d && (de = readdir(d));) {
-        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof e->id) continue;
-        char probe[4600];
+        if (de->d_name[0] == '.') continue;
+        char probe[4600], dir[4400];
         snprintf(probe, sizeof probe, "%s/%s/rank-0.jsonl", w->runs, de->d_name);
         struct stat st;
         if (stat(probe, &st) != 0) continue;
+        // Only ids the pages serve: a directory whose name is not a safe name (quotes, a
+        // newline, spaces, "..", over 200 characters) would be listed with an id that is 404
+        // everywhere else. Anything may create directories here; the launcher never names a
+        // run so. Counted, so the list can say some were left out, and why.
+        if (!run_exists(w, de->d_name, dir, sizeof dir)) {
+            unlisted++;
+            continue;
+        }
         if (n == cap) e = realloc_check(e, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *e);
         snprintf(e[n].id, sizeof e[n].id, "%s", de->d_name);
         e[n++].mtime = st.st_mtime;
@@ -368,7 +377,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         json_free(meta);
         free(m);
     }
-    sb_printf(out, "]}");
+    sb_printf(out, "],\"unlisted\":%d}", unlisted);
     free(e);
 }
 

@@ -19,7 +19,8 @@
 //                               with "Check them": web/checks.c, web/static/checks.js)
 //   /static/<file>              web/static/, /static/vendor/chart.min.js (Debian's libjs-chart.js) and
 //                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
-//   GET  /api/runs              recent runs
+//   GET  /api/runs              recent runs, and how many directories with a run's log were left
+//                               out ("unlisted": their names are not ids the server serves)
 //   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a grade.json
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
@@ -92,7 +93,8 @@ int web_socket(const struct mg_connection *c);
 int web_main(int argc, char **argv, const char *root, const char *labs);
 
 // ---- runs (web/runs.c; the stream: runs_stream.c; starting: runs_start.c; grading: runs_grade.c)
-// id: a run directory's name under w->runs; 1 if there is such a run (a directory there).
+// id: a run directory's name under w->runs; 1 if there is such a run (a directory there, its
+// name a safe name: letters, digits, '-', '_' and '.', no "..", at most 200 characters).
 int runs_exists(Web *w, const char *id);
 void runs_list_json(Web *w, StrBuf *out);
 int runs_info_json(Web *w, const char *id, StrBuf *out);   // 0, or -1: no such run
