@@ -47,6 +47,8 @@
 //      plan --json` prints, byte for byte; the page shows what the terminal shows (the ZeRO
 //      paper's stages by its names and figures, the model state, the definitions, the note);
 //      a check runs the lab and answers what `--check --json` prints.
+//  14. a run whose ranks fail at start (a full disk) ends with status error and the
+//      launcher's words.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -165,19 +167,18 @@ static void start_server(void) {
     }
 }
 
-// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, its
-// output in tmp/<tag>.out and .err. Its port and token come from the URL it prints (0 and ""
-// if it printed none within 20 s: it refused to start).
-static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
-    char out_file[700], env_root[700], env_runs[1000];
+// A server started by argv (NULL-ended), its output in tmp/<tag>.out and .err, with env1
+// ("NAME=value", or NULL) added to the environment beside SHARDLAB_ROOT and SHARDLAB_RUNS=runs.
+// Its port and token come from the URL it prints (0 and "" if it printed none within 20 s: it
+// refused to start).
+static pid_t start_argv(const char *tag, char *const argv[], const char *runs, const char *env1, int *port_out,
+                        char *token_out) {
+    char out_file[700], env_root[700], env_runs[1000], env_1[1000];
     snprintf(out_file, sizeof out_file, "%s/%s.out", tmp, tag);
     snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
     snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs);
-    char *argv[16] = {(char *)shardlab, "web"};
-    int a = 2;
-    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
-    argv[a] = NULL;
-    char *env[] = {env_root, env_runs, NULL};
+    snprintf(env_1, sizeof env_1, "%s", env1 ? env1 : "");
+    char *env[] = {env_root, env_runs, env1 ? env_1 : NULL, NULL};
     pid_t pid = spawn_env(argv, tag, env);
     *port_out = 0;
     token_out[0] = 0;
@@ -198,6 +199,16 @@ static pid_t start_extra(const char *tag, char *const opts[], const char *runs, 
         }
     }
     return pid;
+}
+
+// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, as
+// start_argv() starts it.
+static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
+    char *argv[16] = {(char *)shardlab, "web"};
+    int a = 2;
+    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
+    argv[a] = NULL;
+    return start_argv(tag, argv, runs, NULL, port_out, token_out);
 }
 
 static void stop_extra(pid_t pid) {
@@ -2110,6 +2121,119 @@ static void check_run(void) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 14. A run that fails at start
+
+// Lab programs that stand in for the real ones (SHARDLAB_LABS), for single and ddp: each rank
+// sleeps `secs` seconds and logs nothing (a run that holds its slot and takes no memory), or,
+// with secs < 0, fails at start as a rank on a full disk does (/dev/full: every write refused).
+static void fake_labs(char *dir, size_t n, const char *name, int secs) {
+    snprintf(dir, n, "%s/%s", tmp, name);
+    mkdir(dir, 0755);
+    const char *labs[] = {"single", "ddp"};
+    for (int i = 0; i < 2; i++) {
+        char path[900], text[300];
+        snprintf(path, sizeof path, "%s/%s", dir, labs[i]);
+        if (secs >= 0) snprintf(text, sizeof text, "#!/bin/sh\nexec sleep %d\n", secs);
+        else snprintf(text, sizeof text, "#!/bin/sh\necho step > /dev/full 2>/dev/null || "
+                                         "{ echo 'cannot write its log: No space left on device' >&2; exit 1; }\n");
+        write_text(path, "w", text);
+        chmod(path, 0755);
+    }
+}
+
+// The run's status as GET /api/runs/<id> says it, once it is not "running" (or after max_s).
+static void status_after(const char *id, double max_s, char *out, size_t n) {
+    char path[400];
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    snprintf(out, n, "?");
+    for (double t0 = now_s(); now_s() - t0 < max_s; usleep(100000)) {
+        Resp r = request("GET", path, NULL, NULL);
+        const char *st = r.body ? strstr(r.body, "\"status\":\"") : NULL;
+        if (st) snprintf(out, n, "%.*s", (int)strcspn(st + 10, "\""), st + 10);
+        resp_free(&r);
+        if (strcmp(out, "running") != 0 && strcmp(out, "?") != 0) return;
+    }
+}
+
+// POST /api/runs of body with the token tok: the reply (status), the new run's id or the
+// run a 429 names in id, and whether a 429 came with a Retry-After.
+static Resp post_run(const char *tok, const char *body, char *id, size_t n) {
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "X-Shardlab-Token: %s\r\n", tok);
+    Resp r = request("POST", "/api/runs", hdr, body);
+    const char *at = r.body ? strstr(r.body, r.status == 429 ? "\"run\":\"" : "\"id\":\"") : NULL;
+    id[0] = 0;
+    if (at) snprintf(id, n, "%.*s", (int)strcspn(at + (r.status == 429 ? 7 : 6), "\""), at + (r.status == 429 ? 7 : 6));
+    return r;
+}
+
+// A run started from the web whose ranks fail at start because its disk is full: it ends
+// with the status error (never "running", nor "stopped" as if someone had stopped it) in the
+// list, its description and its events, and its description holds the launcher's own words,
+// since no rank could write a log. The disk is really full: a 64 KiB tmpfs filled up, mounted
+// in a mount namespace of the server's own (unshare -m; -rm without root). Where that is not
+// allowed, ranks that fail to write as on a full disk stand in. Broken variants: the launcher's
+// output sent to /dev/null (no "launcher"); its failure taken as "stopped".
+static void check_failed_start(void) {
+    char full[700], script[3000], tok[64];
+    snprintf(full, sizeof full, "%s/full-disk", tmp);
+    mkdir(full, 0755);
+    snprintf(script, sizeof script,
+             "mount -t tmpfs -o size=64k shardlab-full '%s' && mkdir '%s/runs' && "
+             "{ dd if=/dev/zero of='%s/fill' bs=4k 2>/dev/null; true; } && exec '%s' web --port 0 --runs '%s/runs'",
+             full, full, full, shardlab, full);
+    char *argv[] = {"/usr/bin/unshare", geteuid() == 0 ? "-m" : "-rm", "sh", "-c", script, NULL};
+    int p = 0, main_port = port, real = access(argv[0], X_OK) == 0;
+    pid_t srv = real ? start_argv("fulldisk", argv, full, NULL, &p, tok) : 0;
+    if (!srv || !p) {
+        char labs[700], env[800];
+        printf("# a full disk needs unshare -m (or -rm): ranks that fail to write stand in\n");
+        real = 0;
+        fake_labs(labs, sizeof labs, "failing-labs", -1);
+        snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+        char *plain[] = {(char *)shardlab, "web", "--port", "0", NULL};
+        srv = start_argv("fulldisk", plain, full, env, &p, tok);
+    }
+    if (!EXPECT(srv && p, "a server whose runs folder is on a full disk starts")) return;
+    port = p;
+    char id[256], status[32] = "", path[400];
+    Resp r = post_run(tok, "{\"lab\":\"ddp\",\"n\":2,\"steps\":5}", id, sizeof id);
+    int started = r.status == 201 && id[0];
+    resp_free(&r);
+    status_after(id, 20, status, sizeof status);
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    r = request("GET", path, NULL, NULL);
+    char err[128];
+    JsonValue *info = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *said = json_get(json_get(info, "launcher"), "said"), *code = json_get(json_get(info, "launcher"), "exit");
+    const char *words = said && said->type == JSON_STRING ? said->string : "";
+    int exit1 = code && code->type == JSON_NUMBER && code->number == 1;
+    EXPECT(started && !strcmp(status, "error") && exit1 &&
+               strstr(words, real ? "No space left on device" : "shardlab: rank") && strstr(words, "shardlab:"),
+           "a run whose ranks fail at start (%s): 201, then status error with the launcher's exit status 1 and its "
+           "words (%s; said: %s)", real ? "its disk full" : "stand-in ranks", status, one_line(words));
+    json_free(info);
+    resp_free(&r);
+    snprintf(path, sizeof path, "/api/runs/%s/events?from=0", id);
+    r = request("GET", path, NULL, NULL);
+    int events_error = r.status == 200 && strstr(r.body, "\"done\":true") && strstr(r.body, "\"status\":\"error\"");
+    resp_free(&r);
+    r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body && id[0] ? strstr(r.body, id) : NULL;
+    int listed_error = entry && strstr(entry, "\"status\":\"error\"");
+    resp_free(&r);
+    // Every reader says the same word.
+    EXPECT(events_error && listed_error, "its events are done with status error, and the list says error (%d %d)",
+           events_error, listed_error);
+    port = main_port;
+    stop_extra(srv);
+    char *serr = captured("fulldisk", "err");
+    EXPECT(!strstr(serr, "ERROR: AddressSanitizer") && !strstr(serr, "runtime error"), "that server ran clean under "
+           "ASan/UBSan: %s", one_line(serr));
+    free(serr);
+}
+
+// ---------------------------------------------------------------------------------------
 // 12. A copy's TODO regions on the lab pages (shardlab web --checks DIR, what make web passes)
 
 // make check's programs for src (a copy of labs/) built into bdir, as make check builds them
@@ -2309,6 +2433,7 @@ int main(int argc, char **argv) {
     check_fifo_run();
     check_twice_headers();
     check_unlisted_names();
+    check_failed_start();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

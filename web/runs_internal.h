@@ -39,7 +39,8 @@ void poll_run(Run *r);
 const char *run_status(Run *r);
 // A run is a directory under w->runs: 1 with it in dir, 0 if there is none or id is not a plain name.
 int run_exists(Web *w, const char *id, char *dir, size_t n);
-// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks).
-void launched_add(pid_t pid, const char *id);
-
+// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks): out, the
+// read end of the pipe of its stdout and stderr (non-blocking; runs_reap() drains and closes
+// it), or -1.
+void launched_add(pid_t pid, const char *id, int out);
 #endif

@@ -3,6 +3,7 @@
 // over the ranks and a memory estimate as the lab checks them, and an argv for the launcher,
 // never a shell. See web.h.
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,11 +147,23 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
     argv[a] = NULL;
 #undef PUSH
+    // The launcher's stdout and stderr, to the server (runs.c keeps its last words): where the
+    // ranks cannot write their logs, they are all that says why the run failed. Non-blocking,
+    // so a server that falls behind never stalls a run; close-on-exec, so the server's other
+    // children never hold the pipe open. Room for 1 MiB where the system allows it.
+    int out[2];
+    if (pipe2(out, O_CLOEXEC | O_NONBLOCK) != 0) out[0] = out[1] = -1;
+    else (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
     // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
-    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
+    LaunchOpts lo = {.exe = w->launcher, .out_fd = out[1], .detach = 1};
     pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
-    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
-    launched_add(pid, name);
+    int err = errno;
+    if (out[1] >= 0) close(out[1]);
+    if (pid < 0) {
+        if (out[0] >= 0) close(out[0]);
+        return snprintf(why, whylen, "cannot start the lab: %s", strerror(err)), 500;
+    }
+    launched_add(pid, name, out[0]);
     snprintf(id, idlen, "%s", name);
     return 0;
 }

@@ -21,7 +21,8 @@
 //                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
 //   GET  /api/runs              recent runs, and how many directories with a run's log were left
 //                               out ("unlisted": their names are not ids the server serves)
-//   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a grade.json
+//   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a
+//                               grade.json, and how the launcher this server started ended
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
 //   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
