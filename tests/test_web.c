@@ -47,8 +47,10 @@
 //      plan --json` prints, byte for byte; the page shows what the terminal shows (the ZeRO
 //      paper's stages by its names and figures, the model state, the definitions, the note);
 //      a check runs the lab and answers what `--check --json` prints.
-//  14. a run whose ranks fail at start (a full disk) ends with status error and the
-//      launcher's words.
+//  14. the web starts at most --max-runs labs at once (default 1; 429 with the run that holds
+//      the slot, twelve requests at once included), and two runs that each fit in memory
+//      alone but not together start one after the other; a run whose ranks fail at start (a
+//      full disk) ends with status error and the launcher's words.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -61,6 +63,7 @@
 
 #include "test.h"
 #include "labtest.h"
+#include "plan.h"
 #include "planner.h"
 
 #define FUZZ_FILES 40
@@ -151,7 +154,9 @@ static void start_server(void) {
     snprintf(url_file, sizeof url_file, "%s/server.out", tmp);
     snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
     snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs_dir);
-    char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
+    // Two labs at once: check_run compares a run with another while a long one goes on
+    // (check_max_runs proves the default of one on a server of its own).
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", "--max-runs", "2", NULL};
     // A time zone 5:30 east of UTC (POSIX form, no tz database needed): run names are in UTC
     // whatever the server's zone (check_run).
     char *env[] = {env_root, env_runs, "SHARDLAB_TIMEOUT_S=60", "TZ=IST-5:30", NULL};
@@ -2121,7 +2126,7 @@ static void check_run(void) {
 }
 
 // ---------------------------------------------------------------------------------------
-// 14. A run that fails at start
+// 14. Runs at once, and a run that fails at start
 
 // Lab programs that stand in for the real ones (SHARDLAB_LABS), for single and ddp: each rank
 // sleeps `secs` seconds and logs nothing (a run that holds its slot and takes no memory), or,
@@ -2139,6 +2144,32 @@ static void fake_labs(char *dir, size_t n, const char *name, int secs) {
         write_text(path, "w", text);
         chmod(path, 0755);
     }
+}
+
+// Stops the run in runs/id that a server started (its launcher passes SIGTERM on to the ranks),
+// once its launcher runs: a server's child is the server until it has exec'd the launcher, so
+// it is looked for up to wait_s seconds.
+static void stop_run(const char *runs, const char *id, double wait_s) {
+    char dir[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs, id);
+    pid_t launcher = 0;
+    for (double t0 = now_s(); id[0] && !(launcher = launcher_of(dir)) && now_s() - t0 < wait_s;) usleep(50000);
+    if (launcher) kill(launcher, SIGTERM);
+    for (double t0 = now_s(); launcher && kill(launcher, 0) == 0 && now_s() - t0 < 10;) usleep(50000);
+    pid_t pids[16];
+    for (int round = 0; round < 20 && run_procs(dir, -1, pids, 16) > 0; round++) {
+        int k = run_procs(dir, -1, pids, 16);
+        for (int i = 0; i < k && i < 16; i++) kill(pids[i], SIGKILL);
+        usleep(100000);
+    }
+}
+
+// Every run in runs stopped, however many a broken variant started (twelve at once, say).
+static void stop_all(const char *runs) {
+    DIR *d = opendir(runs);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') stop_run(runs, e->d_name, 0);
+    if (d) closedir(d);
 }
 
 // The run's status as GET /api/runs/<id> says it, once it is not "running" (or after max_s).
@@ -2165,6 +2196,168 @@ static Resp post_run(const char *tok, const char *body, char *id, size_t n) {
     id[0] = 0;
     if (at) snprintf(id, n, "%.*s", (int)strcspn(at + (r.status == 429 ? 7 : 6), "\""), at + (r.status == 429 ? 7 : 6));
     return r;
+}
+
+static int count_dirs(const char *dir) {
+    int k = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) k += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return k;
+}
+
+// The web starts at most --max-runs labs at once (default 1): twelve POSTs at once, as a
+// script or an impatient student sends them, start one run, and the eleven others are 429
+// with the house's JSON error, the run that holds the slot and a Retry-After. The slot is
+// free again once that run has ended. Broken variants: no limit (twelve 201s, twelve
+// launchers); the limit checked without start_lock (two or more 201s when requests race).
+static void check_max_runs(void) {
+    char labs[700], runs[700], env[800], tok[64];
+    fake_labs(labs, sizeof labs, "sleepy-labs", 60);
+    snprintf(runs, sizeof runs, "%s/runs-bounded", tmp);
+    mkdir(runs, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
+    int p, main_port = port;
+    pid_t srv = start_argv("bounded", argv, runs, env, &p, tok);
+    if (!EXPECT(srv && p, "a server with the stand-in labs starts")) return;
+    port = p;
+    enum { AT_ONCE = 12 };
+    pid_t kids[AT_ONCE];
+    for (int i = 0; i < AT_ONCE; i++) {
+        fflush(stdout);
+        if ((kids[i] = fork()) == 0) {
+            char id[256], retry[32], path[900];
+            Resp r = post_run(tok, "{\"lab\":\"ddp\",\"n\":8,\"steps\":100}", id, sizeof id);
+            header_of(&r, "Retry-After", retry, sizeof retry);
+            int json = r.body && strncmp(r.body, "{\"error\":\"", 10) == 0;
+            snprintf(path, sizeof path, "%s/bounded-%d", tmp, i);
+            FILE *f = fopen(path, "w");
+            if (f) fprintf(f, "%d %d %s %s\n", r.status, json, retry[0] ? retry : "-", id[0] ? id : "-"), fclose(f);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < AT_ONCE; i++) waitpid(kids[i], NULL, 0);
+    int created = 0, busy = 0;
+    char started[256] = "", named[AT_ONCE][256];
+    for (int i = 0; i < AT_ONCE; i++) {
+        char path[900], retry[32] = "", id[256] = "";
+        snprintf(path, sizeof path, "%s/bounded-%d", tmp, i);
+        char *t = read_file(path, NULL);
+        int status = 0, json = 0;
+        if (t) sscanf(t, "%d %d %31s %255s", &status, &json, retry, id);
+        free(t);
+        named[i][0] = 0;
+        if (status == 201) created++, snprintf(started, sizeof started, "%s", id);
+        if (status == 429 && json && strcmp(retry, "-") != 0) busy++, snprintf(named[i], sizeof named[i], "%s", id);
+    }
+    int all_name_it = started[0] != 0;
+    for (int i = 0; i < AT_ONCE; i++) all_name_it &= !named[i][0] || strcmp(named[i], started) == 0;
+    // What the probe saw: twelve 201s and a launcher each. One run is started; the others are
+    // told to wait for it, by name, and nothing else is started (one run directory).
+    EXPECT(created == 1 && busy == AT_ONCE - 1 && all_name_it && count_dirs(runs) == 1,
+           "%d POSTs of an 8-rank ddp at once, --max-runs left at its default: %d started, %d answered 429 with a "
+           "JSON error, a Retry-After and the run that holds the slot (%s); %d run directories", AT_ONCE, created, busy,
+           started, count_dirs(runs));
+    // The run is listed from its start, before its ranks write a log (these never do), as its
+    // page is served: the link the 429 gives is one the list shows.
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body && started[0] ? strstr(r.body, started) : NULL;
+    EXPECT(entry && strstr(entry, "\"status\":\"running\""), "GET /api/runs lists that run, running, before it has a "
+           "log (%s)", one_line(r.body ? r.body : ""));
+    resp_free(&r);
+    char id[256];
+    r = post_run(tok, "{\"lab\":\"single\",\"n\":1,\"steps\":1}", id, sizeof id);
+    // The reason names the limit, the run and what to do.
+    EXPECT(r.status == 429 && strstr(r.body, "one lab at a time") && strstr(r.body, started) &&
+               strstr(r.body, "--max-runs 2") && strstr(r.all, "429 Too Many Requests"),
+           "one more while it runs: 429 Too Many Requests saying one lab at a time, the run, and --max-runs (%d %s)",
+           r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, started, 10);
+    char status[32];
+    status_after(started, 5, status, sizeof status);
+    r = post_run(tok, "{\"lab\":\"single\",\"n\":1,\"steps\":1}", id, sizeof id);
+    // Its run over (the launcher logs a rank stopped by a signal as an error), the slot is
+    // free: the next start is 201.
+    EXPECT(strcmp(status, "running") != 0 && r.status == 201 && id[0], "once that run is stopped (%s), the next start is 201 "
+           "(%d %s)", status, r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, id, 10);
+    stop_all(runs);
+    port = main_port;
+    stop_extra(srv);
+    char *err = captured("bounded", "err");
+    EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"), "that server ran clean under "
+           "ASan/UBSan: %s", one_line(err));
+    free(err);
+    // --help says the limit; a limit out of range is one line and exit 2.
+    char *help[] = {(char *)shardlab, "web", "--help", NULL}, *zero[] = {(char *)shardlab, "web", "--max-runs", "0", NULL};
+    int help_rc = run(help, "web-help"), zero_rc = run(zero, "web-zero");
+    char *help_out = captured("web-help", "out"), *zero_err = captured("web-zero", "err");
+    EXPECT(help_rc == 0 && strstr(help_out, "--max-runs N") && strstr(help_out, "default 1") && zero_rc == 2 &&
+               strstr(zero_err, "--max-runs must be 1 to 32 (got '0')"),
+           "shardlab web --help says --max-runs and its default; --max-runs 0 is exit 2 with one line (%d: %s)", zero_rc,
+           one_line(zero_err));
+    free(help_out);
+    free(zero_err);
+}
+
+// The memory pre-flight adds up the runs going on: two runs that each fit alone in what is
+// free, and not together, start one after the other. The first holds its slot without taking
+// memory (a stand-in lab that sleeps), so what refuses the second is the first's plan (the
+// planner's figure: plan_need_options, per rank x ranks), not memory it took. Broken variant
+// (each run compared alone with MemAvailable, as before): the second is 201 too.
+static void check_memory_together(void) {
+    double avail = plan_host_available();
+    char dim[16] = "", layers[16] = "";
+    PlanNeed need = {0};
+    for (int l = 8; l <= 256 && !dim[0]; l *= 4)
+        for (int d = 64; d <= 16384 && !dim[0]; d += 64) {
+            snprintf(dim, sizeof dim, "%d", d);
+            snprintf(layers, sizeof layers, "%d", l);
+            char *opts[] = {"--dim", dim, "--layers", layers};
+            need = plan_need_options("single", 1, 4, opts);
+            if (need.rank < 0.6 * avail) dim[0] = 0;
+        }
+    if (!EXPECT(avail > 0 && dim[0], "a model of single that needs 60%% of the memory free (%.1f GiB): --dim %s --layers %s",
+                avail / (1 << 30), dim, layers))
+        return;
+    char labs[700], runs[700], env[800], tok[64], body[300];
+    fake_labs(labs, sizeof labs, "sleepy-labs-mem", 60);
+    snprintf(runs, sizeof runs, "%s/runs-memory", tmp);
+    mkdir(runs, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", "--max-runs", "2", NULL};
+    int p, main_port = port;
+    pid_t srv = start_argv("memory", argv, runs, env, &p, tok);
+    if (!EXPECT(srv && p, "a server with the stand-in labs and --max-runs 2 starts")) return;
+    port = p;
+    snprintf(body, sizeof body, "{\"lab\":\"single\",\"n\":1,\"steps\":1,\"options\":{\"dim\":%s,\"layers\":%s}}", dim, layers);
+    char first[256], named[256], second[256];
+    Resp r = post_run(tok, body, first, sizeof first);
+    int first_ok = r.status == 201 && first[0];
+    resp_free(&r);
+    r = post_run(tok, body, named, sizeof named);
+    // The second would fit alone (60% of what is free), not beside the first's plan: 429, the
+    // figures and where they come from (the run going on), and the run to wait for.
+    EXPECT(first_ok && r.status == 429 && !strcmp(named, first) && strstr(r.body, "planned for the 1 run this server is "
+           "running") && strstr(r.body, "or start it when"),
+           "two runs that each need 60%% of the free memory, --max-runs 2: the first starts, the second is 429 naming "
+           "the memory the first will hold and the run (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, first, 10);
+    char status[32];
+    status_after(first, 5, status, sizeof status);
+    r = post_run(tok, body, second, sizeof second);
+    // With the first run stopped, its memory is free again.
+    EXPECT(r.status == 201 && second[0], "once the first has stopped (%s), the second starts (%d %s)", status, r.status,
+           r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, second, 10);
+    stop_all(runs);
+    port = main_port;
+    stop_extra(srv);
 }
 
 // A run started from the web whose ranks fail at start because its disk is full: it ends
@@ -2434,6 +2627,8 @@ int main(int argc, char **argv) {
     check_twice_headers();
     check_unlisted_names();
     check_failed_start();
+    check_max_runs();
+    check_memory_together();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

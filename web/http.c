@@ -29,6 +29,7 @@ void web_reply(struct mg_connection *c, int status, const char *type, const char
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
                        : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 411 ? "Length Required" : status == 413 ? "Payload Too Large"
+                       : status == 429 ? "Too Many Requests"
                        : status == 500 ? "Internal Server Error" : status == 503 ? "Service Unavailable" : "Error";
     StrBuf r;
     sb_init(&r);

@@ -48,6 +48,7 @@ typedef struct {
     pid_t pid;
     int exited, wstatus;
     int out;         // the pipe's read end; -1 once the launcher has exited and it is drained
+    double planned;  // bytes its ranks hold at their planned peak (plan.h: per rank x ranks)
     char said[LAUNCHER_SAID];  // the last of what it wrote
     size_t nsaid;
     int cut;                   // its first bytes were dropped to keep the last
@@ -57,11 +58,11 @@ static Launched *launched;
 static int nlaunched, caplaunched;
 static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void launched_add(pid_t pid, const char *id, int out) {
+void launched_add(pid_t pid, const char *id, double planned, int out) {
     pthread_mutex_lock(&launched_lock);
     if (nlaunched == caplaunched)
         launched = realloc_check(launched, (size_t)(caplaunched = caplaunched ? 2 * caplaunched : 64) * sizeof *launched);
-    launched[nlaunched] = (Launched){.pid = pid, .out = out};
+    launched[nlaunched] = (Launched){.pid = pid, .out = out, .planned = planned};
     snprintf(launched[nlaunched].id, sizeof launched[nlaunched].id, "%s", id);
     nlaunched++;
     pthread_mutex_unlock(&launched_lock);
@@ -98,6 +99,15 @@ static int launched_exited(const char *id, int *ws) {
     return exited;
 }
 
+// 1 if this server started the run.
+static int launched_has(const char *id) {
+    int has = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched && !has; i++) has = strcmp(launched[i].id, id) == 0;
+    pthread_mutex_unlock(&launched_lock);
+    return has;
+}
+
 // A launcher that ended by itself with a failure (1: a rank failed, 2: a bad option, 127: it
 // could not run), not one stopped by a signal (killed, or 128 + the signal it passed on).
 static int launcher_failed(int ws) {
@@ -117,6 +127,19 @@ void runs_reap(void) {
         }
     }
     pthread_mutex_unlock(&launched_lock);
+}
+
+int launched_running(char (*ids)[256], double *planned, int max) {
+    runs_reap();
+    int n = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched && n < max; i++)
+        if (!launched[i].exited) {
+            snprintf(ids[n], sizeof ids[n], "%s", launched[i].id);
+            planned[n++] = launched[i].planned;
+        }
+    pthread_mutex_unlock(&launched_lock);
+    return n;
 }
 
 // The launcher's own lines ("shardlab: ...", "HINT: ...") of what it wrote last, into out as
@@ -410,7 +433,12 @@ void runs_list_json(Web *w, StrBuf *out) {
         char probe[4600], dir[4400];
         snprintf(probe, sizeof probe, "%s/%s/rank-0.jsonl", w->runs, de->d_name);
         struct stat st;
-        if (stat(probe, &st) != 0) continue;
+        // A run: rank 0's log, or a run this server started whose ranks have not written
+        // one yet (or never could: a full disk). Listed from its start, as its page is.
+        if (stat(probe, &st) != 0) {
+            snprintf(probe, sizeof probe, "%s/%s", w->runs, de->d_name);
+            if (!launched_has(de->d_name) || stat(probe, &st) != 0) continue;
+        }
         // Only ids the pages serve: a directory whose name is not a safe name (quotes, a
         // newline, spaces, "..", over 200 characters) would be listed with an id that is 404
         // everywhere else. Anything may create directories here; the launcher never names a
