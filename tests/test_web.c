@@ -13,7 +13,8 @@
 //      as text/css, a font byte for byte as font/woff2), and only pages with formulas load it;
 //   3. nothing acts without the token and from another site: a POST without the token, with a
 //      foreign Origin, or with a foreign Host is 403; bad labs and options are 400, and none
-//      of them starts anything;
+//      of them starts anything; a header the checks read (Host, Origin, the token, the
+//      cookie, Content-Length), sent twice, is 400;
 //   4. a lab started from the API runs; its events come through /events and as Server-Sent
 //      Events, every one, in the order of the logs, and a stream resumes after Last-Event-ID;
 //   5. clients that leave free their threads (more streams opened and dropped than the server
@@ -27,7 +28,8 @@
 //   8. untrusted input never crashes or fools it: no runs at all is an empty list; event indexes
 //      and ranks out of range or misspelt are 400; numbers too large in a run's files are shown
 //      as unknown; option numbers must be finite, in bounds and plain decimal; markdown that
-//      attacks the page (script links, raw HTML) renders without a tag that runs script;
+//      attacks the page (script links, raw HTML) renders without a tag that runs script; the
+//      list shows only run ids the pages serve, and counts the directories it leaves out;
 //   9. IPv6: Host and Origin [::1]:P are this server; --host ::1 listens there (or, with a
 //      CivetWeb built without IPv6, says so); a failure to listen names the address and why;
 //  10. threads are never held for long: a body that does not come is cut at the request
@@ -45,6 +47,10 @@
 //      plan --json` prints, byte for byte; the page shows what the terminal shows (the ZeRO
 //      paper's stages by its names and figures, the model state, the definitions, the note);
 //      a check runs the lab and answers what `--check --json` prints.
+//  14. the web starts at most --max-runs labs at once (default 1; 429 with the run that holds
+//      the slot, twelve requests at once included), and two runs that each fit in memory
+//      alone but not together start one after the other; a run whose ranks fail at start (a
+//      full disk) ends with status error and the launcher's words.
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -57,6 +63,7 @@
 
 #include "test.h"
 #include "labtest.h"
+#include "plan.h"
 #include "planner.h"
 
 #define FUZZ_FILES 40
@@ -147,7 +154,9 @@ static void start_server(void) {
     snprintf(url_file, sizeof url_file, "%s/server.out", tmp);
     snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
     snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs_dir);
-    char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
+    // Two labs at once: check_run compares a run with another while a long one goes on
+    // (check_max_runs proves the default of one on a server of its own).
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", "--max-runs", "2", NULL};
     // A time zone 5:30 east of UTC (POSIX form, no tz database needed): run names are in UTC
     // whatever the server's zone (check_run).
     char *env[] = {env_root, env_runs, "SHARDLAB_TIMEOUT_S=60", "TZ=IST-5:30", NULL};
@@ -163,19 +172,18 @@ static void start_server(void) {
     }
 }
 
-// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, its
-// output in tmp/<tag>.out and .err. Its port and token come from the URL it prints (0 and ""
-// if it printed none within 20 s: it refused to start).
-static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
-    char out_file[700], env_root[700], env_runs[1000];
+// A server started by argv (NULL-ended), its output in tmp/<tag>.out and .err, with env1
+// ("NAME=value", or NULL) added to the environment beside SHARDLAB_ROOT and SHARDLAB_RUNS=runs.
+// Its port and token come from the URL it prints (0 and "" if it printed none within 20 s: it
+// refused to start).
+static pid_t start_argv(const char *tag, char *const argv[], const char *runs, const char *env1, int *port_out,
+                        char *token_out) {
+    char out_file[700], env_root[700], env_runs[1000], env_1[1000];
     snprintf(out_file, sizeof out_file, "%s/%s.out", tmp, tag);
     snprintf(env_root, sizeof env_root, "SHARDLAB_ROOT=%s", server_root);
     snprintf(env_runs, sizeof env_runs, "SHARDLAB_RUNS=%s", runs);
-    char *argv[16] = {(char *)shardlab, "web"};
-    int a = 2;
-    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
-    argv[a] = NULL;
-    char *env[] = {env_root, env_runs, NULL};
+    snprintf(env_1, sizeof env_1, "%s", env1 ? env1 : "");
+    char *env[] = {env_root, env_runs, env1 ? env_1 : NULL, NULL};
     pid_t pid = spawn_env(argv, tag, env);
     *port_out = 0;
     token_out[0] = 0;
@@ -196,6 +204,16 @@ static pid_t start_extra(const char *tag, char *const opts[], const char *runs, 
         }
     }
     return pid;
+}
+
+// Another server on the same course: `opts` after "web" (NULL-ended), its runs in `runs`, as
+// start_argv() starts it.
+static pid_t start_extra(const char *tag, char *const opts[], const char *runs, int *port_out, char *token_out) {
+    char *argv[16] = {(char *)shardlab, "web"};
+    int a = 2;
+    for (int i = 0; opts && opts[i] && a < 15; i++) argv[a++] = opts[i];
+    argv[a] = NULL;
+    return start_argv(tag, argv, runs, NULL, port_out, token_out);
 }
 
 static void stop_extra(pid_t pid) {
@@ -394,9 +412,9 @@ static void make_root(void) {
 // NULL array when the folder had nothing in it.
 static void check_no_runs(void) {
     Resp r = request("GET", "/api/runs", NULL, NULL);
-    int empty = r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    int empty = r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[],\"unlisted\":0}") == 0;
     resp_free(&r);
-    EXPECT(empty && get_status("/") == 200, "GET /api/runs with an empty runs folder: 200 {\"runs\":[]}, and the server "
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with an empty runs folder: 200 {\"runs\":[],\"unlisted\":0}, and the server "
            "still answers");
     char missing[700], tok[64];
     snprintf(missing, sizeof missing, "%s/no-runs-here", tmp);
@@ -405,9 +423,9 @@ static void check_no_runs(void) {
     pid_t extra = start_extra("noruns", opts, missing, &extra_port, tok);
     port = extra_port;
     r = request("GET", "/api/runs", NULL, NULL);
-    empty = extra_port && r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[]}") == 0;
+    empty = extra_port && r.status == 200 && r.body && strcmp(r.body, "{\"runs\":[],\"unlisted\":0}") == 0;
     resp_free(&r);
-    EXPECT(empty && get_status("/") == 200, "GET /api/runs with no runs folder at all: 200 {\"runs\":[]}, and the server "
+    EXPECT(empty && get_status("/") == 200, "GET /api/runs with no runs folder at all: 200 {\"runs\":[],\"unlisted\":0}, and the server "
            "still answers");
     port = main_port;
     stop_extra(extra);
@@ -997,6 +1015,45 @@ static void check_safety(void) {
            runs_count());
 }
 
+// A header the checks read, sent twice, is ambiguous: CivetWeb hands the handlers the first,
+// and a proxy in front might pass on the last. Each is 400 naming the header, before any
+// check reads it, and nothing starts. Broken variant (the first one wins): GET with a second,
+// foreign Host is 200; a POST with our Origin and a foreign one starts a run.
+static void check_twice_headers(void) {
+    const char *good = "{\"lab\":\"ddp\",\"n\":2,\"steps\":3}";
+    struct {
+        const char *name, *method, *lines;
+    } cases[] = {
+        {"Host", "GET", "Host: 127.0.0.1:%1$d\r\nHost: evil.example\r\n"},
+        {"Host", "GET", "Host: 127.0.0.1:%1$d\r\nhost: 127.0.0.1:%1$d\r\n"},
+        {"Origin", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: %2$s\r\nOrigin: http://127.0.0.1:%1$d\r\n"
+                           "Origin: http://evil.example\r\n"},
+        {"X-Shardlab-Token", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: 0123\r\nX-Shardlab-Token: %2$s\r\n"},
+        {"Cookie", "POST", "Host: 127.0.0.1:%1$d\r\nCookie: shardlab_token=0123\r\nCookie: shardlab_token=%2$s\r\n"},
+        {"Content-Length", "POST", "Host: 127.0.0.1:%1$d\r\nX-Shardlab-Token: %2$s\r\nContent-Length: 9999\r\n"},
+    };
+    int before = runs_count(), refused = 0, n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        char lines[600], req[2000], want[200];
+        snprintf(lines, sizeof lines, cases[i].lines, port, token);
+        int post = strcmp(cases[i].method, "POST") == 0, k;
+        if (post)
+            k = snprintf(req, sizeof req, "POST /api/runs HTTP/1.1\r\n%sConnection: close\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n%s", lines, strlen(good), good);
+        else k = snprintf(req, sizeof req, "GET / HTTP/1.1\r\n%sConnection: close\r\n\r\n", lines);
+        Resp r = request_raw(req, (size_t)k);
+        snprintf(want, sizeof want, "two %s headers", cases[i].name);
+        if (r.status == 400 && r.body && strstr(r.body, want)) refused++;
+        else printf("# %s twice: %d %s\n", cases[i].name, r.status, one_line(r.body ? r.body : ""));
+        resp_free(&r);
+    }
+    // Each case names the header it repeats, in any case of its name; the same requests with
+    // it once are served (the controls below), so the refusal is the repetition's.
+    EXPECT(refused == n && runs_count() == before, "a request with Host, Origin, the token, the cookie or Content-Length "
+           "twice: 400 naming it, nothing started (%d of %d; %d runs before, %d after)", refused, n, before, runs_count());
+    EXPECT(get_status("/") == 200, "the same page with one Host: 200");
+}
+
 // ---------------------------------------------------------------------------------------
 // A run whose training diverged: its log holds NaN as the schema writes it ("NaN"), and the
 // server's list, description and events of it are JSON a browser can parse.
@@ -1543,6 +1600,62 @@ static void check_fifo_run(void) {
     unlink(meta), unlink(rank0), rmdir(dir);
 }
 
+// Run ids are directory names under runs/, which anything may create. The list shows only
+// the ids the pages serve (letters, digits, - _ and ., no "..", at most 200 characters: every
+// name the launcher gives), so every id it shows opens; a directory with a quote, a newline,
+// a space, ".." or a name too long is left out and counted ("unlisted"), so the home page can
+// say why a run copied in under such a name is missing. Serving those names instead would
+// put them into URLs, HTML attributes, a download's file name and paths, each needing its own
+// quoting. Broken variant (today's list, every name): the quoted and newline names are listed
+// and 404 at /runs/<id>.
+static void check_unlisted_names(void) {
+    char long_name[230];
+    memset(long_name, 'x', 220);
+    long_name[220] = 0;
+    const char *odd[] = {"ddp-quo\"te", "ddp-new\nline", "ddp-sp ace", "ddp-a..b", long_name};
+    int n = (int)(sizeof odd / sizeof odd[0]);
+    char dir[1200], path[1300];
+    for (int i = -1; i < n; i++) {  // (-1: a plain name beside them, which is listed)
+        snprintf(dir, sizeof dir, "%s/%s", runs_dir, i < 0 ? "ddp-plain_name.1" : odd[i]);
+        mkdir(dir, 0755);
+        snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+        write_text(path, "w", "{\"ev\":\"start\",\"rank\":0,\"world\":1,\"lab\":\"ddp\"}\n");
+    }
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    char err[128];
+    JsonValue *list = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *runs = json_get(list, "runs"), *unlisted = json_get(list, "unlisted");
+    int listed = runs && runs->type == JSON_ARRAY ? (int)runs->count : 0, served = 0, odd_listed = 0, plain = 0;
+    for (int i = 0; i < listed; i++) {
+        const JsonValue *id = json_get(&runs->items[i], "id");
+        if (!id || id->type != JSON_STRING) continue;
+        plain += strcmp(id->string, "ddp-plain_name.1") == 0;
+        for (int k = 0; k < n; k++) odd_listed += strcmp(id->string, odd[k]) == 0;
+        char page[400], api[400];
+        snprintf(page, sizeof page, "/runs/%s", id->string);
+        snprintf(api, sizeof api, "/api/runs/%s", id->string);
+        int ok = get_status(page) == 200 && get_status(api) == 200;
+        served += ok;
+        if (!ok) printf("# listed but not served: %s\n", one_line(id->string));
+    }
+    // Every id listed opens, on its page and in the API; none of the odd names is listed, and
+    // all of them are counted.
+    EXPECT(plain == 1 && served == listed && odd_listed == 0 && unlisted && unlisted->type == JSON_NUMBER &&
+               unlisted->number == n,
+           "a runs folder with directories named with a quote, a newline, a space, \"..\" and 220 characters, and a "
+           "plain one: every one of the %d ids listed opens (%d), the plain one among them, none of the others (%d), "
+           "\"unlisted\" counts them (%g of %d)", listed,
+           served, odd_listed, unlisted && unlisted->type == JSON_NUMBER ? unlisted->number : -1, n);
+    json_free(list);
+    resp_free(&r);
+    for (int i = -1; i < n; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", runs_dir, i < 0 ? "ddp-plain_name.1" : odd[i]);
+        snprintf(path, sizeof path, "%s/rank-0.jsonl", dir);
+        unlink(path);
+        rmdir(dir);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 4-5. A run started from the API, its events, its stream
 
@@ -2013,6 +2126,307 @@ static void check_run(void) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 14. Runs at once, and a run that fails at start
+
+// Lab programs that stand in for the real ones (SHARDLAB_LABS), for single and ddp: each rank
+// sleeps `secs` seconds and logs nothing (a run that holds its slot and takes no memory), or,
+// with secs < 0, fails at start as a rank on a full disk does (/dev/full: every write refused).
+static void fake_labs(char *dir, size_t n, const char *name, int secs) {
+    snprintf(dir, n, "%s/%s", tmp, name);
+    mkdir(dir, 0755);
+    const char *labs[] = {"single", "ddp"};
+    for (int i = 0; i < 2; i++) {
+        char path[900], text[300];
+        snprintf(path, sizeof path, "%s/%s", dir, labs[i]);
+        if (secs >= 0) snprintf(text, sizeof text, "#!/bin/sh\nexec sleep %d\n", secs);
+        else snprintf(text, sizeof text, "#!/bin/sh\necho step > /dev/full 2>/dev/null || "
+                                         "{ echo 'cannot write its log: No space left on device' >&2; exit 1; }\n");
+        write_text(path, "w", text);
+        chmod(path, 0755);
+    }
+}
+
+// Stops the run in runs/id that a server started (its launcher passes SIGTERM on to the ranks),
+// once its launcher runs: a server's child is the server until it has exec'd the launcher, so
+// it is looked for up to wait_s seconds.
+static void stop_run(const char *runs, const char *id, double wait_s) {
+    char dir[1000];
+    snprintf(dir, sizeof dir, "%s/%s", runs, id);
+    pid_t launcher = 0;
+    for (double t0 = now_s(); id[0] && !(launcher = launcher_of(dir)) && now_s() - t0 < wait_s;) usleep(50000);
+    if (launcher) kill(launcher, SIGTERM);
+    for (double t0 = now_s(); launcher && kill(launcher, 0) == 0 && now_s() - t0 < 10;) usleep(50000);
+    pid_t pids[16];
+    for (int round = 0; round < 20 && run_procs(dir, -1, pids, 16) > 0; round++) {
+        int k = run_procs(dir, -1, pids, 16);
+        for (int i = 0; i < k && i < 16; i++) kill(pids[i], SIGKILL);
+        usleep(100000);
+    }
+}
+
+// Every run in runs stopped, however many a broken variant started (twelve at once, say).
+static void stop_all(const char *runs) {
+    DIR *d = opendir(runs);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') stop_run(runs, e->d_name, 0);
+    if (d) closedir(d);
+}
+
+// The run's status as GET /api/runs/<id> says it, once it is not "running" (or after max_s).
+static void status_after(const char *id, double max_s, char *out, size_t n) {
+    char path[400];
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    snprintf(out, n, "?");
+    for (double t0 = now_s(); now_s() - t0 < max_s; usleep(100000)) {
+        Resp r = request("GET", path, NULL, NULL);
+        const char *st = r.body ? strstr(r.body, "\"status\":\"") : NULL;
+        if (st) snprintf(out, n, "%.*s", (int)strcspn(st + 10, "\""), st + 10);
+        resp_free(&r);
+        if (strcmp(out, "running") != 0 && strcmp(out, "?") != 0) return;
+    }
+}
+
+// POST /api/runs of body with the token tok: the reply (status), the new run's id or the
+// run a 429 names in id, and whether a 429 came with a Retry-After.
+static Resp post_run(const char *tok, const char *body, char *id, size_t n) {
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "X-Shardlab-Token: %s\r\n", tok);
+    Resp r = request("POST", "/api/runs", hdr, body);
+    const char *at = r.body ? strstr(r.body, r.status == 429 ? "\"run\":\"" : "\"id\":\"") : NULL;
+    id[0] = 0;
+    if (at) snprintf(id, n, "%.*s", (int)strcspn(at + (r.status == 429 ? 7 : 6), "\""), at + (r.status == 429 ? 7 : 6));
+    return r;
+}
+
+static int count_dirs(const char *dir) {
+    int k = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) k += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return k;
+}
+
+// The web starts at most --max-runs labs at once (default 1): twelve POSTs at once, as a
+// script or an impatient student sends them, start one run, and the eleven others are 429
+// with the house's JSON error, the run that holds the slot and a Retry-After. The slot is
+// free again once that run has ended. Broken variants: no limit (twelve 201s, twelve
+// launchers); the limit checked without start_lock (two or more 201s when requests race).
+static void check_max_runs(void) {
+    char labs[700], runs[700], env[800], tok[64];
+    fake_labs(labs, sizeof labs, "sleepy-labs", 60);
+    snprintf(runs, sizeof runs, "%s/runs-bounded", tmp);
+    mkdir(runs, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", NULL};
+    int p, main_port = port;
+    pid_t srv = start_argv("bounded", argv, runs, env, &p, tok);
+    if (!EXPECT(srv && p, "a server with the stand-in labs starts")) return;
+    port = p;
+    enum { AT_ONCE = 12 };
+    pid_t kids[AT_ONCE];
+    for (int i = 0; i < AT_ONCE; i++) {
+        fflush(stdout);
+        if ((kids[i] = fork()) == 0) {
+            char id[256], retry[32], path[900];
+            Resp r = post_run(tok, "{\"lab\":\"ddp\",\"n\":8,\"steps\":100}", id, sizeof id);
+            header_of(&r, "Retry-After", retry, sizeof retry);
+            int json = r.body && strncmp(r.body, "{\"error\":\"", 10) == 0;
+            snprintf(path, sizeof path, "%s/bounded-%d", tmp, i);
+            FILE *f = fopen(path, "w");
+            if (f) fprintf(f, "%d %d %s %s\n", r.status, json, retry[0] ? retry : "-", id[0] ? id : "-"), fclose(f);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < AT_ONCE; i++) waitpid(kids[i], NULL, 0);
+    int created = 0, busy = 0;
+    char started[256] = "", named[AT_ONCE][256];
+    for (int i = 0; i < AT_ONCE; i++) {
+        char path[900], retry[32] = "", id[256] = "";
+        snprintf(path, sizeof path, "%s/bounded-%d", tmp, i);
+        char *t = read_file(path, NULL);
+        int status = 0, json = 0;
+        if (t) sscanf(t, "%d %d %31s %255s", &status, &json, retry, id);
+        free(t);
+        named[i][0] = 0;
+        if (status == 201) created++, snprintf(started, sizeof started, "%s", id);
+        if (status == 429 && json && strcmp(retry, "-") != 0) busy++, snprintf(named[i], sizeof named[i], "%s", id);
+    }
+    int all_name_it = started[0] != 0;
+    for (int i = 0; i < AT_ONCE; i++) all_name_it &= !named[i][0] || strcmp(named[i], started) == 0;
+    // What the probe saw: twelve 201s and a launcher each. One run is started; the others are
+    // told to wait for it, by name, and nothing else is started (one run directory).
+    EXPECT(created == 1 && busy == AT_ONCE - 1 && all_name_it && count_dirs(runs) == 1,
+           "%d POSTs of an 8-rank ddp at once, --max-runs left at its default: %d started, %d answered 429 with a "
+           "JSON error, a Retry-After and the run that holds the slot (%s); %d run directories", AT_ONCE, created, busy,
+           started, count_dirs(runs));
+    // The run is listed from its start, before its ranks write a log (these never do), as its
+    // page is served: the link the 429 gives is one the list shows.
+    Resp r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body && started[0] ? strstr(r.body, started) : NULL;
+    EXPECT(entry && strstr(entry, "\"status\":\"running\""), "GET /api/runs lists that run, running, before it has a "
+           "log (%s)", one_line(r.body ? r.body : ""));
+    resp_free(&r);
+    char id[256];
+    r = post_run(tok, "{\"lab\":\"single\",\"n\":1,\"steps\":1}", id, sizeof id);
+    // The reason names the limit, the run and what to do.
+    EXPECT(r.status == 429 && strstr(r.body, "one lab at a time") && strstr(r.body, started) &&
+               strstr(r.body, "--max-runs 2") && strstr(r.all, "429 Too Many Requests"),
+           "one more while it runs: 429 Too Many Requests saying one lab at a time, the run, and --max-runs (%d %s)",
+           r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, started, 10);
+    char status[32];
+    status_after(started, 5, status, sizeof status);
+    r = post_run(tok, "{\"lab\":\"single\",\"n\":1,\"steps\":1}", id, sizeof id);
+    // Its run over (the launcher logs a rank stopped by a signal as an error), the slot is
+    // free: the next start is 201.
+    EXPECT(strcmp(status, "running") != 0 && r.status == 201 && id[0], "once that run is stopped (%s), the next start is 201 "
+           "(%d %s)", status, r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, id, 10);
+    stop_all(runs);
+    port = main_port;
+    stop_extra(srv);
+    char *err = captured("bounded", "err");
+    EXPECT(!strstr(err, "ERROR: AddressSanitizer") && !strstr(err, "runtime error"), "that server ran clean under "
+           "ASan/UBSan: %s", one_line(err));
+    free(err);
+    // --help says the limit; a limit out of range is one line and exit 2.
+    char *help[] = {(char *)shardlab, "web", "--help", NULL}, *zero[] = {(char *)shardlab, "web", "--max-runs", "0", NULL};
+    int help_rc = run(help, "web-help"), zero_rc = run(zero, "web-zero");
+    char *help_out = captured("web-help", "out"), *zero_err = captured("web-zero", "err");
+    EXPECT(help_rc == 0 && strstr(help_out, "--max-runs N") && strstr(help_out, "default 1") && zero_rc == 2 &&
+               strstr(zero_err, "--max-runs must be 1 to 32 (got '0')"),
+           "shardlab web --help says --max-runs and its default; --max-runs 0 is exit 2 with one line (%d: %s)", zero_rc,
+           one_line(zero_err));
+    free(help_out);
+    free(zero_err);
+}
+
+// The memory pre-flight adds up the runs going on: two runs that each fit alone in what is
+// free, and not together, start one after the other. The first holds its slot without taking
+// memory (a stand-in lab that sleeps), so what refuses the second is the first's plan (the
+// planner's figure: plan_need_options, per rank x ranks), not memory it took. Broken variant
+// (each run compared alone with MemAvailable, as before): the second is 201 too.
+static void check_memory_together(void) {
+    double avail = plan_host_available();
+    char dim[16] = "", layers[16] = "";
+    PlanNeed need = {0};
+    for (int l = 8; l <= 256 && !dim[0]; l *= 4)
+        for (int d = 64; d <= 16384 && !dim[0]; d += 64) {
+            snprintf(dim, sizeof dim, "%d", d);
+            snprintf(layers, sizeof layers, "%d", l);
+            char *opts[] = {"--dim", dim, "--layers", layers};
+            need = plan_need_options("single", 1, 4, opts);
+            if (need.rank < 0.6 * avail) dim[0] = 0;
+        }
+    if (!EXPECT(avail > 0 && dim[0], "a model of single that needs 60%% of the memory free (%.1f GiB): --dim %s --layers %s",
+                avail / (1 << 30), dim, layers))
+        return;
+    char labs[700], runs[700], env[800], tok[64], body[300];
+    fake_labs(labs, sizeof labs, "sleepy-labs-mem", 60);
+    snprintf(runs, sizeof runs, "%s/runs-memory", tmp);
+    mkdir(runs, 0755);
+    snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+    char *argv[] = {(char *)shardlab, "web", "--port", "0", "--max-runs", "2", NULL};
+    int p, main_port = port;
+    pid_t srv = start_argv("memory", argv, runs, env, &p, tok);
+    if (!EXPECT(srv && p, "a server with the stand-in labs and --max-runs 2 starts")) return;
+    port = p;
+    snprintf(body, sizeof body, "{\"lab\":\"single\",\"n\":1,\"steps\":1,\"options\":{\"dim\":%s,\"layers\":%s}}", dim, layers);
+    char first[256], named[256], second[256];
+    Resp r = post_run(tok, body, first, sizeof first);
+    int first_ok = r.status == 201 && first[0];
+    resp_free(&r);
+    r = post_run(tok, body, named, sizeof named);
+    // The second would fit alone (60% of what is free), not beside the first's plan: 429, the
+    // figures and where they come from (the run going on), and the run to wait for.
+    EXPECT(first_ok && r.status == 429 && !strcmp(named, first) && strstr(r.body, "planned for the 1 run this server is "
+           "running") && strstr(r.body, "or start it when"),
+           "two runs that each need 60%% of the free memory, --max-runs 2: the first starts, the second is 429 naming "
+           "the memory the first will hold and the run (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, first, 10);
+    char status[32];
+    status_after(first, 5, status, sizeof status);
+    r = post_run(tok, body, second, sizeof second);
+    // With the first run stopped, its memory is free again.
+    EXPECT(r.status == 201 && second[0], "once the first has stopped (%s), the second starts (%d %s)", status, r.status,
+           r.body ? r.body : "");
+    resp_free(&r);
+    stop_run(runs, second, 10);
+    stop_all(runs);
+    port = main_port;
+    stop_extra(srv);
+}
+
+// A run started from the web whose ranks fail at start because its disk is full: it ends
+// with the status error (never "running", nor "stopped" as if someone had stopped it) in the
+// list, its description and its events, and its description holds the launcher's own words,
+// since no rank could write a log. The disk is really full: a 64 KiB tmpfs filled up, mounted
+// in a mount namespace of the server's own (unshare -m; -rm without root). Where that is not
+// allowed, ranks that fail to write as on a full disk stand in. Broken variants: the launcher's
+// output sent to /dev/null (no "launcher"); its failure taken as "stopped".
+static void check_failed_start(void) {
+    char full[700], script[3000], tok[64];
+    snprintf(full, sizeof full, "%s/full-disk", tmp);
+    mkdir(full, 0755);
+    snprintf(script, sizeof script,
+             "mount -t tmpfs -o size=64k shardlab-full '%s' && mkdir '%s/runs' && "
+             "{ dd if=/dev/zero of='%s/fill' bs=4k 2>/dev/null; true; } && exec '%s' web --port 0 --runs '%s/runs'",
+             full, full, full, shardlab, full);
+    char *argv[] = {"/usr/bin/unshare", geteuid() == 0 ? "-m" : "-rm", "sh", "-c", script, NULL};
+    int p = 0, main_port = port, real = access(argv[0], X_OK) == 0;
+    pid_t srv = real ? start_argv("fulldisk", argv, full, NULL, &p, tok) : 0;
+    if (!srv || !p) {
+        char labs[700], env[800];
+        printf("# a full disk needs unshare -m (or -rm): ranks that fail to write stand in\n");
+        real = 0;
+        fake_labs(labs, sizeof labs, "failing-labs", -1);
+        snprintf(env, sizeof env, "SHARDLAB_LABS=%s", labs);
+        char *plain[] = {(char *)shardlab, "web", "--port", "0", NULL};
+        srv = start_argv("fulldisk", plain, full, env, &p, tok);
+    }
+    if (!EXPECT(srv && p, "a server whose runs folder is on a full disk starts")) return;
+    port = p;
+    char id[256], status[32] = "", path[400];
+    Resp r = post_run(tok, "{\"lab\":\"ddp\",\"n\":2,\"steps\":5}", id, sizeof id);
+    int started = r.status == 201 && id[0];
+    resp_free(&r);
+    status_after(id, 20, status, sizeof status);
+    snprintf(path, sizeof path, "/api/runs/%s", id);
+    r = request("GET", path, NULL, NULL);
+    char err[128];
+    JsonValue *info = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
+    const JsonValue *said = json_get(json_get(info, "launcher"), "said"), *code = json_get(json_get(info, "launcher"), "exit");
+    const char *words = said && said->type == JSON_STRING ? said->string : "";
+    int exit1 = code && code->type == JSON_NUMBER && code->number == 1;
+    EXPECT(started && !strcmp(status, "error") && exit1 &&
+               strstr(words, real ? "No space left on device" : "shardlab: rank") && strstr(words, "shardlab:"),
+           "a run whose ranks fail at start (%s): 201, then status error with the launcher's exit status 1 and its "
+           "words (%s; said: %s)", real ? "its disk full" : "stand-in ranks", status, one_line(words));
+    json_free(info);
+    resp_free(&r);
+    snprintf(path, sizeof path, "/api/runs/%s/events?from=0", id);
+    r = request("GET", path, NULL, NULL);
+    int events_error = r.status == 200 && strstr(r.body, "\"done\":true") && strstr(r.body, "\"status\":\"error\"");
+    resp_free(&r);
+    r = request("GET", "/api/runs", NULL, NULL);
+    const char *entry = r.body && id[0] ? strstr(r.body, id) : NULL;
+    int listed_error = entry && strstr(entry, "\"status\":\"error\"");
+    resp_free(&r);
+    // Every reader says the same word.
+    EXPECT(events_error && listed_error, "its events are done with status error, and the list says error (%d %d)",
+           events_error, listed_error);
+    port = main_port;
+    stop_extra(srv);
+    char *serr = captured("fulldisk", "err");
+    EXPECT(!strstr(serr, "ERROR: AddressSanitizer") && !strstr(serr, "runtime error"), "that server ran clean under "
+           "ASan/UBSan: %s", one_line(serr));
+    free(serr);
+}
+
+// ---------------------------------------------------------------------------------------
 // 12. A copy's TODO regions on the lab pages (shardlab web --checks DIR, what make web passes)
 
 // make check's programs for src (a copy of labs/) built into bdir, as make check builds them
@@ -2210,6 +2624,11 @@ int main(int argc, char **argv) {
     check_stream_limits();
     check_dead_run();
     check_fifo_run();
+    check_twice_headers();
+    check_unlisted_names();
+    check_failed_start();
+    check_max_runs();
+    check_memory_together();
     check_run();
     if (server) kill(server, SIGKILL), waitpid(server, NULL, 0);
     char *err = captured("server", "err");

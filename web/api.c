@@ -99,11 +99,27 @@ int web_api(Web *w, struct mg_connection *c, const char *method, const char *res
             JsonValue *req = json_parse(body, (size_t)got, err, sizeof err);
             free(body);
             if (!req) return web_reply_json_error(c, 400, "the body is not JSON");
+            id[0] = 0;
             int st = runs_start(w, req, id, sizeof id, why, sizeof why);
             json_free(req);
-            if (st) return web_reply_json_error(c, st, why);
             StrBuf b;
             sb_init(&b);
+            if (st == 429) {
+                // Busy: the reason, and the run that holds the slot (its page says when it
+                // ends). Retry-After is how often to ask again, not when it will be free.
+                sb_printf(&b, "{\"error\":");
+                sb_json_string(&b, why);
+                sb_printf(&b, ",\"run\":");
+                sb_json_string(&b, id);
+                sb_printf(&b, ",\"url\":\"/runs/%s\"}", id);  // (a run id is a safe name)
+                web_reply(c, 429, "application/json", b.data, b.len, "Retry-After: 10\r\n");
+                sb_free(&b);
+                return 429;
+            }
+            if (st) {
+                sb_free(&b);
+                return web_reply_json_error(c, st, why);
+            }
             sb_printf(&b, "{\"id\":");
             sb_json_string(&b, id);
             sb_printf(&b, ",\"url\":\"/runs/%s\"}", id);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ void web_reply(struct mg_connection *c, int status, const char *type, const char
     const char *reason = status == 200 ? "OK" : status == 201 ? "Created" : status == 204 ? "No Content" : status == 302 ? "Found"
                        : status == 400 ? "Bad Request" : status == 403 ? "Forbidden" : status == 404 ? "Not Found"
                        : status == 405 ? "Method Not Allowed" : status == 409 ? "Conflict" : status == 411 ? "Length Required" : status == 413 ? "Payload Too Large"
+                       : status == 429 ? "Too Many Requests"
                        : status == 500 ? "Internal Server Error" : status == 503 ? "Service Unavailable" : "Error";
     StrBuf r;
     sb_init(&r);
@@ -174,6 +176,23 @@ int web_read_body(Web *w, struct mg_connection *c, char **out, long long *n, con
 
 // ---------------------------------------------------------------------------------------
 // The checks
+
+// The headers the checks read: the server's name, where a request comes from, its token
+// (two ways), and where its body ends (two copies that disagree are how a request is
+// smuggled past a proxy). HTTP lets none of them be repeated (RFC 9110 5.3: only list-valued
+// fields may be), and each is read once by name.
+static const char *const SINGLE_HEADERS[] = {"Host", "Origin", "X-Shardlab-Token", "Cookie", "Content-Length",
+                                             "Transfer-Encoding"};
+
+const char *web_header_twice(struct mg_connection *c) {
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    for (size_t k = 0; k < sizeof SINGLE_HEADERS / sizeof SINGLE_HEADERS[0]; k++) {
+        int seen = 0;
+        for (int i = 0; i < ri->num_headers; i++) seen += strcasecmp(ri->http_headers[i].name, SINGLE_HEADERS[k]) == 0;
+        if (seen > 1) return SINGLE_HEADERS[k];
+    }
+    return NULL;
+}
 
 // Host must name this server: a page on another site that got the browser to resolve its own
 // name to 127.0.0.1 (DNS rebinding) still sends its own name here.

@@ -25,6 +25,7 @@
 #include "runlog.h"
 #include "runs_internal.h"
 #include "runschema.h"
+#include "web_internal.h"
 
 #define MAX_CACHED_RUNS 64
 #define MAX_LINES_PER_RUN 2000000
@@ -37,40 +38,134 @@
 
 // The launchers this server started, by run: reaped one by one (never waitpid(-1): the grader
 // forks a reference run and waits for it, and must get its own child's status), and kept
-// after they exit, so that a run whose launcher is gone counts as ended (runs_ended).
+// after they exit, so that a run whose launcher is gone counts as ended (runs_ended). Each
+// writes its stdout and stderr into a pipe the server drains as it reaps: its last words say
+// why a run failed when its ranks could write nothing (a full disk), and the pipe never fills
+// (its write end does not block: what does not fit is dropped, and rank 0's lines are in its
+// log anyway).
+#define LAUNCHER_SAID 4096
 typedef struct {
     pid_t pid;
-    int exited;
+    int exited, wstatus;
+    int out;         // the pipe's read end; -1 once the launcher has exited and it is drained
+    double planned;  // bytes its ranks hold at their planned peak (plan.h: per rank x ranks)
+    char said[LAUNCHER_SAID];  // the last of what it wrote
+    size_t nsaid;
+    int cut;                   // its first bytes were dropped to keep the last
     char id[256];
 } Launched;
 static Launched *launched;
 static int nlaunched, caplaunched;
 static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void launched_add(pid_t pid, const char *id) {
+void launched_add(pid_t pid, const char *id, double planned, int out) {
     pthread_mutex_lock(&launched_lock);
     if (nlaunched == caplaunched)
         launched = realloc_check(launched, (size_t)(caplaunched = caplaunched ? 2 * caplaunched : 64) * sizeof *launched);
-    launched[nlaunched] = (Launched){.pid = pid};
+    launched[nlaunched] = (Launched){.pid = pid, .out = out, .planned = planned};
     snprintf(launched[nlaunched].id, sizeof launched[nlaunched].id, "%s", id);
     nlaunched++;
     pthread_mutex_unlock(&launched_lock);
 }
 
-// 1 if this server started the run's launcher and it has exited.
-static int launched_exited(const char *id) {
+// What the launcher wrote since the last drain, its last LAUNCHER_SAID - 1 bytes kept
+// (launched_lock held). The pipe does not block: this reads what is there and returns.
+static void launched_drain(Launched *l) {
+    char buf[8192];
+    for (ssize_t k; l->out >= 0 && (k = read(l->out, buf, sizeof buf)) > 0;) {
+        size_t n = (size_t)k, cap = LAUNCHER_SAID - 1;
+        if (n >= cap) memcpy(l->said, buf + n - cap, cap), l->nsaid = cap, l->cut = 1;
+        else {
+            if (l->nsaid + n > cap) {
+                l->cut = 1;
+                size_t drop = l->nsaid + n - cap;
+                memmove(l->said, l->said + drop, l->nsaid - drop);
+                l->nsaid -= drop;
+            }
+            memcpy(l->said + l->nsaid, buf, n);
+            l->nsaid += n;
+        }
+        l->said[l->nsaid] = 0;
+    }
+}
+
+// 1 if this server started the run's launcher and it has exited, with its wait status in *ws.
+static int launched_exited(const char *id, int *ws) {
     int exited = 0;
     pthread_mutex_lock(&launched_lock);
     for (int i = 0; i < nlaunched; i++)
-        if (strcmp(launched[i].id, id) == 0) exited = launched[i].exited;
+        if (strcmp(launched[i].id, id) == 0) exited = launched[i].exited, *ws = launched[i].wstatus;
     pthread_mutex_unlock(&launched_lock);
     return exited;
 }
 
+// 1 if this server started the run.
+static int launched_has(const char *id) {
+    int has = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched && !has; i++) has = strcmp(launched[i].id, id) == 0;
+    pthread_mutex_unlock(&launched_lock);
+    return has;
+}
+
+// A launcher that ended by itself with a failure (1: a rank failed, 2: a bad option, 127: it
+// could not run), not one stopped by a signal (killed, or 128 + the signal it passed on).
+static int launcher_failed(int ws) {
+    return WIFEXITED(ws) && WEXITSTATUS(ws) != 0 && WEXITSTATUS(ws) < 128;
+}
+
 void runs_reap(void) {
     pthread_mutex_lock(&launched_lock);
-    for (int i = 0; i < nlaunched; i++)
-        if (!launched[i].exited && waitpid(launched[i].pid, NULL, WNOHANG) == launched[i].pid) launched[i].exited = 1;
+    for (int i = 0; i < nlaunched; i++) {
+        Launched *l = &launched[i];
+        if (l->exited) continue;
+        launched_drain(l);
+        if (waitpid(l->pid, &l->wstatus, WNOHANG) == l->pid) {
+            l->exited = 1;
+            launched_drain(l);  // its last words, written before it exited, are in the pipe
+            if (l->out >= 0) close(l->out), l->out = -1;
+        }
+    }
+    pthread_mutex_unlock(&launched_lock);
+}
+
+int launched_running(char (*ids)[256], double *planned, int max) {
+    runs_reap();
+    int n = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched && n < max; i++)
+        if (!launched[i].exited) {
+            snprintf(ids[n], sizeof ids[n], "%s", launched[i].id);
+            planned[n++] = launched[i].planned;
+        }
+    pthread_mutex_unlock(&launched_lock);
+    return n;
+}
+
+// The launcher's own lines ("shardlab: ...", "HINT: ...") of what it wrote last, into out as
+// a JSON object {"exit":N,"said":"..."} (N: its exit status, 128 + the signal that killed
+// it), or nothing if this server did not start the run or the launcher goes on. Rank 0's
+// output, which it echoes, is left out: the run's events and logs have it.
+static void launched_json(const char *id, StrBuf *out) {
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++) {
+        Launched *l = &launched[i];
+        if (strcmp(l->id, id) != 0 || !l->exited) continue;
+        StrBuf own;
+        sb_init(&own);
+        sb_append(&own, "", 0);
+        const char *p = l->said;
+        if (l->cut) p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0);  // (a first line cut short is not whole)
+        for (const char *nl; *p; p = nl + (*nl != 0)) {
+            nl = p + strcspn(p, "\n");
+            if (strncmp(p, "shardlab", 8) == 0 || strncmp(p, "HINT:", 5) == 0) sb_append(&own, p, (size_t)(nl - p + (*nl != 0)));
+        }
+        int ws = l->wstatus;
+        sb_printf(out, ",\"launcher\":{\"exit\":%d,\"said\":", WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+        sb_json_string(out, own.data);
+        sb_printf(out, "}");
+        sb_free(&own);
+    }
     pthread_mutex_unlock(&launched_lock);
 }
 
@@ -166,30 +261,33 @@ static time_t run_last_write(const char *dir, int world) {
 
 // Whether a run goes on, and how it ended: the one answer the list, a run's description, its
 // events and its stream all give (r locked). "ok" or "error": every rank logged its end.
-// "stopped": it is over without that: rank 0 wrote summary.json, the launcher this server
-// started has exited (a rank or the launcher died), or the logs have been still for
-// STOPPED_S (a run under mpirun that was killed). "running" otherwise. Before saying
-// "stopped" the logs are read to their end: what the ranks wrote last is not lost. Rank 0
-// writes summary.json as it finishes, when the other ranks may not have written their end
-// yet: with it, the logs must have been still for SUMMARY_QUIET_S, not STOPPED_S (else a
-// stream could end, and a run be called stopped, a moment before rank 1's last event).
+// Else it is over when rank 0 wrote summary.json, the launcher this server started has
+// exited (a rank or the launcher died), or the logs have been still for STOPPED_S (a run
+// under mpirun that was killed): "error" if that launcher ended with a failure of its own
+// (its ranks failed at start and could not log it, on a full disk say), "stopped" otherwise.
+// "running" until then. Before saying it is over the logs are read to their end: what the
+// ranks wrote last is not lost. Rank 0 writes summary.json as it finishes, when the other
+// ranks may not have written their end yet: with it, the logs must have been still for
+// SUMMARY_QUIET_S, not STOPPED_S (else a stream could end, and a run be called stopped, a
+// moment before rank 1's last event).
 const char *run_status(Run *r) {
     if (strcmp(r->status, "running") != 0) return r->status;
     char path[4600];
     snprintf(path, sizeof path, "%s/summary.json", r->dir);
     time_t still = time(NULL) - run_last_write(r->dir, r->world);
-    if (!launched_exited(r->id) && still <= (access(path, F_OK) == 0 ? SUMMARY_QUIET_S : STOPPED_S)) return "running";
+    int ws = 0, exited = launched_exited(r->id, &ws);
+    if (!exited && still <= (access(path, F_OK) == 0 ? SUMMARY_QUIET_S : STOPPED_S)) return "running";
     r->polled_us = 0;  // (a poll now, whenever the last one was)
     poll_run(r);
-    if (strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "stopped");  // (for good)
+    if (strcmp(r->status, "running") == 0)  // (for good)
+        snprintf(r->status, sizeof r->status, "%s", exited && launcher_failed(ws) ? "error" : "stopped");
     return r->status;
 }
 
 // A run is a directory under w->runs (a freshly started one may not have its logs yet).
+// Its id is a safe name (web_safe_name): the list shows no other (runs_list_json).
 int run_exists(Web *w, const char *id, char *dir, size_t n) {
-    if (!id[0] || strchr(id, '/') || strstr(id, "..") || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                  "0123456789._-") != strlen(id))
-        return 0;
+    if (!web_safe_name(id)) return 0;
     snprintf(dir, n, "%s/%s", w->runs, id);
     struct stat st;
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
@@ -250,6 +348,8 @@ void runs_free_all(void) {
     ncached = 0;
     pthread_mutex_unlock(&cache_lock);
     pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++)
+        if (launched[i].out >= 0) close(launched[i].out);  // (a run that goes on: its writes fail, and are not needed)
     free(launched);
     launched = NULL;
     nlaunched = caplaunched = 0;
@@ -326,13 +426,27 @@ static void list_status(Web *w, const char *id, const char *dir, StrBuf *out) {
 void runs_list_json(Web *w, StrBuf *out) {
     Entry *e = NULL;
     int n = 0, cap = 0;
+    int unlisted = 0;
     DIR *d = opendir(w->runs);
     for (struct dirent *de; d && (de = readdir(d));) {
-        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof e->id) continue;
-        char probe[4600];
+        if (de->d_name[0] == '.') continue;
+        char probe[4600], dir[4400];
         snprintf(probe, sizeof probe, "%s/%s/rank-0.jsonl", w->runs, de->d_name);
         struct stat st;
-        if (stat(probe, &st) != 0) continue;
+        // A run: rank 0's log, or a run this server started whose ranks have not written
+        // one yet (or never could: a full disk). Listed from its start, as its page is.
+        if (stat(probe, &st) != 0) {
+            snprintf(probe, sizeof probe, "%s/%s", w->runs, de->d_name);
+            if (!launched_has(de->d_name) || stat(probe, &st) != 0) continue;
+        }
+        // Only ids the pages serve: a directory whose name is not a safe name (quotes, a
+        // newline, spaces, "..", over 200 characters) would be listed with an id that is 404
+        // everywhere else. Anything may create directories here; the launcher never names a
+        // run so. Counted, so the list can say some were left out, and why.
+        if (!run_exists(w, de->d_name, dir, sizeof dir)) {
+            unlisted++;
+            continue;
+        }
         if (n == cap) e = realloc_check(e, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *e);
         snprintf(e[n].id, sizeof e[n].id, "%s", de->d_name);
         e[n++].mtime = st.st_mtime;
@@ -368,7 +482,7 @@ void runs_list_json(Web *w, StrBuf *out) {
         json_free(meta);
         free(m);
     }
-    sb_printf(out, "]}");
+    sb_printf(out, "],\"unlisted\":%d}", unlisted);
     free(e);
 }
 
@@ -406,6 +520,7 @@ int runs_info_json(Web *w, const char *id, StrBuf *out) {
     char refdir[4400];
     if (base && run_exists(w, base + 1, refdir, sizeof refdir)) sb_json_string(out, base + 1);
     else sb_printf(out, "null");
+    launched_json(id, out);  // (how its launcher ended, when this server started it)
     sb_printf(out, "}");
     pthread_mutex_unlock(&r->lock);
     json_free(mv);

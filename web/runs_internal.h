@@ -2,7 +2,8 @@
 // (runs.c: its events indexed, its status), which the live stream (runs_stream.c) follows,
 // and the launchers the server started (runs_start.c adds them).
 //
-// Defines: MAX_RUN_RANKS, Run, get_run(), poll_run(), run_status(), run_exists(), launched_add().
+// Defines: MAX_RUN_RANKS, Run, get_run(), poll_run(), run_status(), run_exists(), launched_add(),
+//          launched_running().
 #ifndef SHARDLAB_RUNS_INTERNAL_H
 #define SHARDLAB_RUNS_INTERNAL_H
 
@@ -39,7 +40,13 @@ void poll_run(Run *r);
 const char *run_status(Run *r);
 // A run is a directory under w->runs: 1 with it in dir, 0 if there is none or id is not a plain name.
 int run_exists(Web *w, const char *id, char *dir, size_t n);
-// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks).
-void launched_add(pid_t pid, const char *id);
+// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks): planned,
+// the bytes its ranks hold at their planned peak; out, the read end of the pipe of its stdout
+// and stderr (non-blocking; runs_reap() drains and closes it), or -1.
+void launched_add(pid_t pid, const char *id, double planned, int out);
+// The launchers this server started that still run (reaped first), oldest first, at most max:
+// their runs' ids in ids[], and in planned[] the bytes each run's ranks hold at their planned
+// peak. Returns how many.
+int launched_running(char (*ids)[256], double *planned, int max);
 
 #endif

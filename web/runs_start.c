@@ -1,9 +1,12 @@
 // runs_start.c — starting a lab from the web (POST /api/runs): a known lab, the options the
 // catalog lets a form send, each checked as the lab's own parser checks it, the batch's split
 // over the ranks and a memory estimate as the lab checks them, and an argv for the launcher,
-// never a shell. See web.h.
+// never a shell; at most --max-runs at once, and only as many as the memory holds together.
+// See web.h.
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +95,86 @@ static int field_value(Web *w, const CatOption *o, const JsonValue *v, char *out
     return catalog_check(o, out, 1, why, whylen);
 }
 
+// ---------------------------------------------------------------------------------------
+// How many runs at once, and the memory they hold together
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// Whether a run of `ranks` ranks needing `need` may start now (start_lock held): 0; 400 with
+// why if the machine cannot hold it even alone (its options must change); else 429 with why,
+// and in id a run this server is running, if it must wait: --max-runs are running, or it fits
+// alone but not beside what they hold. A run holds its slot until its launcher exits, or until
+// every rank has logged its end (its page says it is over: starting the next one then must not
+// depend on how fast the launcher tidies up). What a running run holds is its plan (per rank x
+// ranks), not what it has taken so far: runs started together have taken nothing yet, and
+// each would be compared alone with memory that none of them can have. Counting the plan of
+// a run that has already taken its memory counts that memory twice: near the limit, a run is
+// refused that might have fitted; never the other way round.
+static int admit(Web *w, const PlanNeed *need, int ranks, char *id, size_t idlen, char *why, size_t whylen) {
+    double available = plan_host_available();
+    if (plan_fits(need, ranks, available, "host memory", "MemAvailable", why, whylen) != 0) return 400;
+    char ids[WEB_MAX_RUNS][256];
+    double planned[WEB_MAX_RUNS], held = 0;
+    int launched = launched_running(ids, planned, WEB_MAX_RUNS), running = 0;
+    for (int i = 0; i < launched; i++)
+        if (runs_ended(w, ids[i]) != 1) {
+            if (running != i) memcpy(ids[running], ids[i], sizeof ids[i]);
+            held += planned[i];
+            running++;
+        }
+    if (running == 0) return 0;
+    snprintf(id, idlen, "%s", ids[0]);
+    if (running >= w->max_runs) {
+        if (w->max_runs == 1)
+            snprintf(why, whylen, "this server runs one lab at a time, and run %s is running: start this one when it has "
+                                  "ended, or restart shardlab web with --max-runs 2", ids[0]);
+        else
+            snprintf(why, whylen, "this server runs at most %d labs at once (--max-runs %d), and %d are running (the "
+                                  "oldest: %s): start this one when one has ended, or restart shardlab web with a "
+                                  "higher --max-runs", w->max_runs, w->max_runs, running, ids[0]);
+        return 429;
+    }
+    if (available < 0) return 0;
+    char source[512], held_text[32];
+    snprintf(source, sizeof source, "MemAvailable, less the %s planned for the %d run%s this server is running: %s%s",
+             format_bytes(held_text, sizeof held_text, held), running, running == 1 ? "" : "s", ids[0],
+             running > 1 ? " and others" : "");
+    if (plan_fits(need, ranks, available > held ? available - held : 0, "host memory", source, why, whylen) == 0) return 0;
+    size_t used = strlen(why);
+    snprintf(why + used, whylen - used, "; or start it when %s has ended", running == 1 ? ids[0] : "one of them");
+    return 429;
+}
+
+// Creates the run's directory and starts its launcher (start_lock held): 0 with the run's id,
+// or 500 with why.
+static int launch(Web *w, const char *lab, int ranks, char **argv, const PlanNeed *need, char *id, size_t idlen,
+                  char *why, size_t whylen) {
+    // The run's directory, named as the launcher names them, so the page can follow it at once.
+    char dir[4400], problem[1200];
+    if (runlog_try_new_dir(dir, sizeof dir, w->runs, lab, problem, sizeof problem) != 0)
+        return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
+    const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
+    // The launcher's stdout and stderr, to the server (runs.c keeps its last words): where the
+    // ranks cannot write their logs, they are all that says why the run failed. Non-blocking,
+    // so a server that falls behind never stalls a run; close-on-exec, so the server's other
+    // children never hold the pipe open. Room for 1 MiB where the system allows it.
+    int out[2];
+    if (pipe2(out, O_CLOEXEC | O_NONBLOCK) != 0) out[0] = out[1] = -1;
+    else (void)fcntl(out[1], F_SETPIPE_SZ, 1 << 20);
+    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
+    LaunchOpts lo = {.exe = w->launcher, .out_fd = out[1], .detach = 1};
+    pid_t pid = launch_run(&lo, lab, ranks, argv, dir);
+    int err = errno;
+    if (out[1] >= 0) close(out[1]);
+    if (pid < 0) {
+        if (out[0] >= 0) close(out[0]);
+        return snprintf(why, whylen, "cannot start the lab: %s", strerror(err)), 500;
+    }
+    launched_add(pid, name, need->rank * ranks, out[0]);
+    snprintf(id, idlen, "%s", name);
+    return 0;
+}
+
 int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen) {
     if (!req || req->type != JSON_OBJECT) return snprintf(why, whylen, "the body must be a JSON object"), 400;
     const JsonValue *lab = json_get(req, "lab"), *n = json_get(req, "n"), *steps = json_get(req, "steps"),
@@ -107,7 +190,7 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
         return snprintf(why, whylen, "steps must be a whole number from 1 to 100000"), 400;
     if (opts && opts->type != JSON_OBJECT) return snprintf(why, whylen, "options must be an object"), 400;
 
-    char *argv[56], store[4096], stext[16], dir[4400];  // the options; launch_run() adds the rest
+    char *argv[56], store[4096], stext[16];  // the options; launch_run() adds the rest
     size_t used = 0;
     int a = 0;
 #define PUSH(text)                                                            \
@@ -136,21 +219,17 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     // and nothing started.
     BatchSplit split = batch_split_from_options(form->name, (int)n->number, a, argv);
     if (batch_split_check(&split, why, whylen) != 0) return 400;
-    // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
-    // this machine cannot hold is refused here, with the same figures the lab would give.
-    if (plan_check_options(form->name, (int)n->number, a, argv, why, whylen) != 0) return 400;
-    // The run's directory, named as the launcher names them, so the page can follow it at once.
-    char problem[1200];
-    if (runlog_try_new_dir(dir, sizeof dir, w->runs, form->name, problem, sizeof problem) != 0)
-        return snprintf(why, whylen, "cannot create a run directory: %s", problem), 500;
-    const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
     argv[a] = NULL;
 #undef PUSH
-    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
-    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
-    pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
-    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
-    launched_add(pid, name);
-    snprintf(id, idlen, "%s", name);
-    return 0;
+    // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
+    // this machine cannot hold is refused here, with the same figures the lab would give.
+    PlanNeed need = plan_need_options(form->name, (int)n->number, a, argv);
+    // One start at a time from here to launched_add(): else twelve requests at once would each
+    // count the same free slot and the same free memory (each run alone fits; all together
+    // do not), and all start.
+    pthread_mutex_lock(&start_lock);
+    int st = admit(w, &need, (int)n->number, id, idlen, why, whylen);
+    if (st == 0) st = launch(w, form->name, (int)n->number, argv, &need, id, idlen, why, whylen);
+    pthread_mutex_unlock(&start_lock);
+    return st;
 }

@@ -43,6 +43,15 @@ static int route(Web *w, struct mg_connection *c) {
     runs_reap();
     const struct mg_request_info *ri = mg_get_request_info(c);
     const char *raw = ri->local_uri_raw ? ri->local_uri_raw : ri->local_uri;
+    // A header the checks below read, sent twice: CivetWeb gives the first, another server
+    // or proxy might take the last, and the checks would pass on one the request did not mean.
+    const char *twice = web_header_twice(c);
+    if (twice) {
+        char body[160];
+        int n = snprintf(body, sizeof body, "the request has two %s headers: send it once\n", twice);
+        web_reply(c, 400, "text/plain; charset=utf-8", body, (size_t)n, NULL);
+        return 400;
+    }
     if (!web_host_ok(w, c)) {
         const char *body = "this server answers only to its own name (127.0.0.1, localhost)\n";
         web_reply(c, 403, "text/plain; charset=utf-8", body, strlen(body), NULL);
@@ -80,7 +89,7 @@ static int route(Web *w, struct mg_connection *c) {
 // Start and stop
 
 static const char *WEB_USAGE =
-    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--request-timeout S] [--checks DIR]\n"
+    "usage: shardlab web [--host ADDR] [--port P] [--runs DIR] [--max-runs N] [--request-timeout S] [--checks DIR]\n"
     "\n"
     "The course in the browser: lessons, the lexicon, the labs, and runs live. Prints the URL to\n"
     "open, with this server's token (starting a lab from the browser needs it).\n"
@@ -88,6 +97,9 @@ static const char *WEB_USAGE =
     "                else is reachable from the network, and the server says so)\n"
     "  --port P      the port (default 8080; 0: any free one)\n"
     "  --runs DIR    the run directories (default $SHARDLAB_RUNS, else runs/)\n"
+    "  --max-runs N  how many labs started from the browser may run at once (default 1, at most\n"
+    "                32); one more is refused (429) with the run that holds the slot, and so is\n"
+    "                one that would not fit in memory beside the runs going on\n"
     "  --request-timeout S   how long a client may take to send a request, body included\n"
     "                (default 30 seconds)\n"
     "  --checks DIR  make check's programs for a copy of the labs (make web builds them for LABS\n"
@@ -143,6 +155,7 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
     snprintf(w.runs, sizeof w.runs, "%s", runs && *runs ? runs : "runs");
     w.port = 8080;
     w.request_timeout_s = 30;
+    w.max_runs = 1;  // a lab on N ranks already takes every core of a laptop
     for (int i = 2; i < argc; i += 2) {  // every option takes a value: argv[i + 1]
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(WEB_USAGE, stdout), 0;
@@ -164,6 +177,12 @@ int web_main(int argc, char **argv, const char *root, const char *labs) {
             if (*end || end == v || t < 1 || t > 3600)
                 usage_error("shardlab web", "--request-timeout must be 1 to 3600 seconds (got '%s')", v);
             w.request_timeout_s = (int)t;
+        } else if (!strcmp(a, "--max-runs")) {
+            char *end;
+            long m = strtol(v, &end, 10);
+            if (*end || end == v || m < 1 || m > WEB_MAX_RUNS)
+                usage_error("shardlab web", "--max-runs must be 1 to %d (got '%s')", WEB_MAX_RUNS, v);
+            w.max_runs = (int)m;
         } else if (!strcmp(a, "--runs")) {
             snprintf(w.runs, sizeof w.runs, "%s", v);
         } else if (!strcmp(a, "--checks")) {

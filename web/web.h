@@ -19,13 +19,17 @@
 //                               with "Check them": web/checks.c, web/static/checks.js)
 //   /static/<file>              web/static/, /static/vendor/chart.min.js (Debian's libjs-chart.js) and
 //                               /static/katex/ (Debian's libjs-katex: the formulas' mathematics, its fonts)
-//   GET  /api/runs              recent runs
-//   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a grade.json
+//   GET  /api/runs              recent runs, and how many directories with a run's log were left
+//                               out ("unlisted": their names are not ids the server serves)
+//   GET  /api/runs/<id>         one run: meta.json, summary.json, status, whether it has a
+//                               grade.json, and how the launcher this server started ended
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
 //   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
 //                               the options and bounds of the catalog (core/catalog.h) only,
-//                               run through the launcher, never a shell
+//                               run through the launcher, never a shell; at most --max-runs at
+//                               once (429 beyond, naming a run that holds a slot), and only if
+//                               it fits in memory beside the runs going on (429) and alone (400)
 //   GET  /api/runs/<id>/grade   the run's grade.json (404 until it has one)
 //   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
 //                               (409 before): writes grade.json and grade.xml, answers the grade
@@ -42,11 +46,13 @@
 //
 // Safety (a page on another website must not be able to start processes on a student's
 // machine through their browser): the server binds 127.0.0.1 unless --host says otherwise;
-// every request's Host must name this server (DNS rebinding); a POST must carry the server's
-// token (printed with the URL, as notebook servers do: opening that URL sets a SameSite=Strict
-// cookie, and pages echo the token to their own scripts) and, if the browser sent an Origin,
-// come from this server's origin. Files are served only from the server's own directories,
-// never through "..", encoded or not, nor through symbolic links that lead out.
+// every request's Host must name this server (DNS rebinding), and each header the checks read
+// (Host, Origin, the token's, the cookie, the body's) comes at most once (else 400: which one
+// is meant?); a POST must carry the server's token (printed with the URL, as notebook servers
+// do: opening that URL sets a SameSite=Strict cookie, and pages echo the token to their own
+// scripts) and, if the browser sent an Origin, come from this server's origin. Files are
+// served only from the server's own directories, never through "..", encoded or not, nor
+// through symbolic links that lead out.
 #ifndef SHARDLAB_WEB_H
 #define SHARDLAB_WEB_H
 
@@ -58,6 +64,8 @@
 // The largest event index a request may name (?from=, Last-Event-ID): far past any run's
 // events (runs.c keeps at most 2 million), small enough that index + 1 is still a long.
 #define WEB_MAX_EVENT_INDEX 1000000000L
+// The most labs --max-runs lets the web run at once.
+#define WEB_MAX_RUNS 32
 
 struct mg_connection;
 
@@ -73,6 +81,7 @@ typedef struct {
     int port;
     char token[33];
     int request_timeout_s; // how long a client may take to send a request, its body included
+    int max_runs;          // --max-runs: how many labs started from the web may run at once
     volatile int stopping; // set on SIGINT/SIGTERM: streams end, so mg_stop() returns
 } Web;
 
@@ -85,21 +94,25 @@ typedef struct {
 // The socket of a connection a handler is serving (CivetWeb gives none), or -1. See http.c.
 int web_socket(const struct mg_connection *c);
 
-// `shardlab web [--host H] [--port P] [--runs DIR] [--request-timeout S] [--checks DIR]`; root: the
+// `shardlab web [--host H] [--port P] [--runs DIR] [--max-runs N] [--request-timeout S] [--checks DIR]`; root: the
 // checkout; labs: the lab programs, as the launcher finds them.
 int web_main(int argc, char **argv, const char *root, const char *labs);
 
 // ---- runs (web/runs.c; the stream: runs_stream.c; starting: runs_start.c; grading: runs_grade.c)
-// id: a run directory's name under w->runs; 1 if there is such a run (a directory there).
+// id: a run directory's name under w->runs; 1 if there is such a run (a directory there, its
+// name a safe name: letters, digits, '-', '_' and '.', no "..", at most 200 characters).
 int runs_exists(Web *w, const char *id);
 void runs_list_json(Web *w, StrBuf *out);
 int runs_info_json(Web *w, const char *id, StrBuf *out);   // 0, or -1: no such run
 int runs_events_json(Web *w, const char *id, long from, const char *kind, int rank, StrBuf *out);
 // Writes the SSE stream to conn until the run ends, the client leaves, or the server stops.
 void runs_stream(Web *w, struct mg_connection *conn, const char *id, long from);
-// Starts a lab from a JSON request; 0 with the run's id, or the HTTP status (400) with why.
+// Starts a lab from a JSON request; 0 with the run's id, or the HTTP status with why: 400 (the
+// request, or a run the machine cannot hold), 429 (wait: id then names a run that is going
+// on), 500.
 int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, size_t whylen);
-// Reaps the launchers runs_start() started (only those: the grader waits for its own children).
+// Reaps the launchers runs_start() started (only those: the grader waits for its own children),
+// and keeps the last of what each wrote.
 void runs_reap(void);
 void runs_free_all(void);
 // 1 once the run has ended (every rank logged its end, summary.json is there, the launcher

@@ -3,7 +3,8 @@
 // (api.c), which the router (web.c) calls.
 //
 // Defines: web_lexicon, web_reply(), web_reply_json_error(), web_reply_busy(), web_not_found(), web_deadlines_enforce(),
-//          web_body_read, web_has_body(), web_read_body(), web_host_ok(), web_token_eq(), web_has_token(),
+//          web_body_read, web_has_body(), web_read_body(), web_header_twice(), web_host_ok(),
+//          web_token_eq(), web_has_token(),
 //          web_may_act(), web_safe_name(), web_page_home(), web_page_markdown(), web_page_lab(),
 //          web_page_run(), web_page_start(), web_page_end(), web_send_page(), web_page_plan(),
 //          web_api_plan(), web_api_plan_check(), web_checks_section(), web_api_checks(), web_send_static(),
@@ -37,6 +38,9 @@ int web_has_body(struct mg_connection *c);
 // The request's body, read within the request timeout: 0 with it in *out (NUL-terminated;
 // free() it), or the HTTP status to answer with why.
 int web_read_body(Web *w, struct mg_connection *c, char **out, long long *n, const char **why);
+// The first header of those the checks read (Host, Origin, the token's, the cookie, the
+// body's) that the request sends more than once, or NULL.
+const char *web_header_twice(struct mg_connection *c);
 // Host names this server (DNS rebinding).
 int web_host_ok(Web *w, struct mg_connection *c);
 // a == b, in constant time.

@@ -2,12 +2,12 @@
 // allocated, and the check that refuses a run the machine cannot hold.
 //
 // Defines: PLAN_MAX_ELEMENTS, PlanNeed, plan_need(), plan_host_available(), plan_fits(),
-//          plan_check_rank(), plan_check_options().
+//          plan_check_rank(), plan_need_options().
 //
 // A model inside the options' bounds (--dim 16384 --layers 256: 3.3 TB of weights) would
 // otherwise be allocated until the kernel kills the rank. Every training lab calls
 // plan_check_rank() once it knows its device and before its first allocation, and the web
-// server calls plan_check_options() before it starts a run: one estimate, from the formulas
+// server calls plan_need_options() before it starts a run: one estimate, from the formulas
 // each lab is graded against (train.h's acts formula, DDP's 16 Psi, ZeRO's and FSDP's 1/N,
 // TP's 1/t, PP's stages), so the page and the lab refuse the same runs with the same figures.
 //
@@ -65,10 +65,11 @@ int plan_fits(const PlanNeed *n, int ranks, double available, const char *where,
 void plan_check_rank(const char *lab, const TrainArgs *a, const Device *dev, int world, int local_world, int argc,
                      char **argv);
 
-// The web server's check of a run it is asked to start: opts[0..nopts) the lab options it will
-// pass on, the shared model options among them; every rank counted in this machine's host
-// memory (the server has no GPU of its own to ask; a lab on a GPU checks its device itself).
-// 0, or -1 with plan_fits()'s line in why.
-int plan_check_options(const char *lab, int world, int nopts, char *const opts[], char *why, size_t nwhy);
+// What a run the web server is asked to start will hold: opts[0..nopts) the lab options it
+// will pass on, the shared model options among them, every rank counted in host memory (the
+// server has no GPU of its own to ask; a lab on a GPU checks its device itself). The server
+// compares world * .rank, with what its running runs hold, against plan_host_available()
+// (plan_fits()).
+PlanNeed plan_need_options(const char *lab, int world, int nopts, char *const opts[]);
 
 #endif

@@ -20,7 +20,9 @@
 // runs the lab and marks every figure equal; a lab's "Your TODO regions" (the server started with --checks, make
 // check's programs for a copy with regions passed, failed and not written yet) draws a row per
 // region when "Check them" is pressed, its colours readable light and dark; no page logs an
-// error. The screenshots are for a person to look at.
+// error. Then busy.js, on servers of its own: the form's "Busy:" when the one slot is taken,
+// and the error page of a run whose ranks fail at start (a full disk). The screenshots are
+// for a person to look at.
 // First, the course's formulas (formulas.js): converted to TeX and rendered by KaTeX in node,
 // then drawn on every page that has them, their plain text a click away, light and dark.
 'use strict';
@@ -30,6 +32,7 @@ const os = require('os');
 const path = require('path');
 const { chromium } = require('playwright-core');
 const formulas = require('./formulas.js');
+const busy = require('./busy.js');
 
 const [shardlab, outDir] = process.argv.slice(2);
 const root = path.resolve(__dirname, '..', '..');
@@ -417,6 +420,7 @@ async function main() {
         `the statuses in three colours on the background, light (${light.join(' ')}) and dark (${dark.join(' ')})`);
     }
     check(errors.length === 0, 'no page logged an error: ' + JSON.stringify(errors));
+    await busy.run(browser, path.resolve(shardlab), outDir, check);
   } finally {
     await browser.close();
     const exited = new Promise((resolve) => server.on('exit', (code) => resolve(code)));

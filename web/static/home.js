@@ -115,9 +115,17 @@
     return e;
   }
 
-  function renderRuns(runs) {
+  // unlisted: directories with a run's log whose names are not run ids (the server serves
+  // only letters, digits, '-', '_' and '.'): said once, so a run copied in under such a name
+  // is not silently missing.
+  function renderRuns(runs, unlisted) {
     runList.textContent = '';
-    if (!runs.length) {
+    if (unlisted > 0) {
+      runList.appendChild(el('li', 'empty', unlisted + (unlisted === 1 ? ' directory' : ' directories') +
+        ' in the runs folder ' + (unlisted === 1 ? 'is' : 'are') + ' not listed: a run\u2019s name may hold only ' +
+        'letters, digits, - _ and . (rename it to see it here).'));
+    }
+    if (!runs.length && !unlisted) {
       runList.appendChild(el('li', 'empty', 'No runs yet: start one from a lab below, or with shardlab run.'));
       return;
     }
@@ -156,7 +164,8 @@
       // Rebuilding an unchanged list would drop the keyboard focus from a link every 5 s.
       if (text === lastJson) return;
       lastJson = text;
-      renderRuns(JSON.parse(text).runs || []);
+      const list = JSON.parse(text);
+      renderRuns(list.runs || [], list.unlisted || 0);
     } catch (err) {
       lastJson = '';
       runList.textContent = '';

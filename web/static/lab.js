@@ -21,6 +21,20 @@
   function say(text, isError) {
     status.textContent = text;
     status.classList.toggle('error', !!isError);
+    status.classList.remove('busy');
+  }
+
+  // 429: the server runs as many labs as it takes (shardlab web --max-runs), or this one would
+  // not fit in memory beside them. Its reason, and a link to the run that holds the slot.
+  function sayBusy(reply) {
+    say(reply.error, false);
+    status.classList.add('busy');
+    if (reply.run) {
+      const a = document.createElement('a');
+      a.href = '/runs/' + encodeURIComponent(reply.run);
+      a.textContent = 'Open run ' + reply.run;
+      status.append(document.createElement('br'), a);
+    }
   }
 
   const NO_TOKEN = 'This page cannot start runs: open it with the URL that shardlab web printed ' +
@@ -82,8 +96,12 @@
         window.location.assign('/runs/' + encodeURIComponent(reply.id));
         return;
       }
-      const why = reply && reply.error ? reply.error : 'the server answered HTTP ' + res.status;
-      say(why, true);
+      if (res.status === 429 && reply && reply.error) {
+        sayBusy(reply);
+      } else {
+        const why = reply && reply.error ? reply.error : 'the server answered HTTP ' + res.status;
+        say(why, true);
+      }
     } catch (err) {
       say('could not reach the server (' + err.message + '); is shardlab web still running?', true);
     }

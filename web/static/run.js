@@ -168,6 +168,14 @@
     ui.progress.value = k;
     ui.progress.textContent = stepText;
 
+    // A run whose ranks could log nothing (a full disk) has only its launcher to say why it
+    // failed: the server kept its last lines (GET /api/runs/ID's "launcher").
+    const launcher = S.info && S.info.launcher && S.status !== 'ok' ? S.info.launcher : null;
+    if (!S.errors.length && launcher && launcher.said) {
+      ui.errors.hidden = false;
+      ui.errors.replaceChildren(el('h2', { text: 'What the launcher said (exit status ' + launcher.exit + ')' }),
+        el('pre', { class: 'launcher-said', text: launcher.said.trim() }));
+    }
     if (S.errors.length) {
       const groups = state.errorGroups();
       const who = (ranks) => ranks.length === 1 ? 'rank ' + ranks[0] : ranks.length === S.world && S.world > 1 ? 'every rank'
