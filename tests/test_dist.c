@@ -7,16 +7,23 @@
 // serially right here. Ranks report one line per check through a pipe; the parent prints
 // one ok/not ok line per check, over all ranks (ranks.h).
 //
+// Before them, ranks of two jobs meet at one name as ranks started by hand do (shm.h): a
+// name in use is never taken from its job, a dead job's is replaced, a rank of another job
+// (lab, world or arguments) stops naming the difference, and a rank's place is claimed once.
+//
 // Values are multiples of 1/8 below 128, so every sum is exact in fp32 whatever the order:
 // a result must then equal the reference exactly, and a chunk put in the wrong place (or a
 // rank's data counted twice) cannot hide inside a tolerance. Separately, random floats check
 // that all ranks of a group end with the same bits.
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -296,6 +303,267 @@ static int run_world(int p) {
     return failures;
 }
 
+// ---- one name, two jobs: ranks started by hand meet at a name (shm.h) -----------------------
+//
+// Each member below is a process that calls shm_attach as a rank of some job (lab, world,
+// arguments), says so through a pipe, and holds on until told to go. Two jobs then meet at
+// one name in every way that hand-started ranks can: a second rank 0, a rank of another job,
+// a second rank r, a job whose rank 0 was SIGKILLed. What a rank must not do shows as it
+// attaching (ready) when it should have stopped, or as the first job's name changing.
+
+typedef struct {
+    pid_t pid;
+    int ready, hold;  // pipes: it writes one byte when attached (and one per order done); we close hold to end it
+    char err[300];    // its stderr
+} Member;
+
+static char shm_test_name[64];
+
+// A member attaching as `rank` of a job of `world` ranks of `lab`, with arguments `args`
+// (each ending in NUL, len bytes); rank 0 makes the name.
+static void member_start(Member *m, const char *lab, int rank, int world, const char *args, size_t len) {
+    static int count;
+    int ready[2], hold[2];
+    if (pipe(ready) != 0 || pipe(hold) != 0) exit(2);
+    snprintf(m->err, sizeof m->err, "/tmp/test_dist-%d-member-%d.err", (int)getpid(), count++);
+    fflush(stdout);
+    m->pid = fork();
+    if (m->pid == 0) {
+        // Only its own pipes: a copy of another member's hold end would keep that one from ever
+        // hearing it should go.
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != ready[1] && fd != hold[0]) close(fd);
+        FILE *err = freopen(m->err, "w", stderr);
+        (void)err;
+        ShmJob job = {lab, args, len, NULL, "MASTER_PORT=40001", "MASTER_PORT=40002 (no job here uses it now)"};
+        Shm s;
+        shm_attach(&s, shm_test_name, &job, rank, world, 5.0, rank == 0);
+        char c = 'a';
+        if (write(ready[1], &c, 1) != 1) _exit(3);
+        // 'j': every rank is in (shm_joined); end of file: go.
+        while (read(hold[0], &c, 1) == 1) {
+            if (c == 'j') shm_joined(&s);
+            if (write(ready[1], &c, 1) != 1) _exit(3);
+        }
+        shm_release_name(&s);
+        shm_detach(&s);
+        _exit(0);
+    }
+    close(ready[1]), close(hold[0]);
+    m->ready = ready[0], m->hold = hold[1];
+}
+
+// Whether the member attached (its byte came within 10 s), not stopped.
+static int member_attached(Member *m) {
+    char c;
+    struct timeval tv = {10, 0};
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(m->ready, &in);
+    return select(m->ready + 1, &in, NULL, NULL, &tv) == 1 && read(m->ready, &c, 1) == 1;
+}
+
+// Asks the member to swap its name for the page (shm_joined), and waits until it has.
+static int member_joined(Member *m) {
+    return write(m->hold, "j", 1) == 1 && member_attached(m);
+}
+
+// Ends the member (told to go, or killed), and returns its exit status; *err its stderr.
+static int member_end(Member *m, int sig, char *err, size_t n) {
+    if (sig) kill(m->pid, sig);
+    close(m->hold);
+    int status;
+    waitpid(m->pid, &status, 0);
+    close(m->ready);
+    FILE *f = fopen(m->err, "r");
+    size_t got = f ? fread(err, 1, n - 1, f) : 0;
+    err[got] = 0;
+    if (f) fclose(f);
+    unlink(m->err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The file the name holds now (0: none).
+static ino_t name_inode(void) {
+    char path[128];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", shm_test_name);
+    return lstat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+static off_t name_size(void) {
+    char path[128];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", shm_test_name);
+    return lstat(path, &st) == 0 ? st.st_size : -1;
+}
+
+#define ARGS(text) text, sizeof text  // an argument list: "--seed\0" "1" (sizeof counts the last NUL)
+
+static void test_a_name_in_use_is_kept(void) {
+    char err[4096], pid[32];
+    Member a, b, c;
+    member_start(&a, "ddp", 0, 2, ARGS("--seed\0" "1"));
+    int made = member_attached(&a);
+    ino_t before = name_inode();
+    member_start(&b, "ddp", 0, 2, ARGS("--seed\0" "2"));
+    int b_attached = member_attached(&b);
+    int b_status = member_end(&b, 0, err, sizeof err);
+    snprintf(pid, sizeof pid, "process %d", (int)a.pid);
+    // Proves: a second rank 0 on a name in use stops (exit 1), naming the port, the job that
+    // holds it (its rank 0's pid, lab, world) and the fix. Broken on purpose: shm_unlink
+    // before the name is made (what shm_attach did): it attaches.
+    EXPECT(made && !b_attached && b_status == 1 && strstr(err, "MASTER_PORT=40001 is taken") && strstr(err, pid) &&
+               strstr(err, "ddp with 2 ranks (1 joined so far)") && strstr(err, "HINT: start every rank of this job with MASTER_PORT=40002"),
+           "a second rank 0 on a name in use stops with exit 1, naming the job that has it and the fix (exit %d)%s%.600s",
+           b_status, b_status == 1 ? "" : ": ", b_status == 1 ? "" : err);
+    // Proves: the name still holds the first job's segment, and its rank 1 joins it.
+    member_start(&c, "ddp", 1, 2, ARGS("--seed\0" "1"));
+    int c_attached = member_attached(&c);
+    EXPECT(before && name_inode() == before && c_attached,
+           "the first job keeps its segment: same file under the name, and its rank 1 joins it");
+    member_end(&c, 0, err, sizeof err);
+    member_end(&a, 0, err, sizeof err);
+    // Proves: rank 0 removes its name as it ends.
+    EXPECT(name_inode() == 0, "rank 0 removes the name as it ends");
+}
+
+static void test_a_dead_jobs_name_is_replaced(void) {
+    char err[4096];
+    Member a, b;
+    member_start(&a, "ddp", 0, 2, ARGS("--seed\0" "1"));
+    int made = member_attached(&a);
+    ino_t dead = name_inode();
+    member_end(&a, SIGKILL, err, sizeof err);
+    int left = name_inode() == dead;
+    member_start(&b, "ddp", 0, 2, ARGS("--seed\0" "1"));
+    int b_attached = member_attached(&b);
+    ino_t now = name_inode();
+    // Proves: a name whose rank 0 was SIGKILLed is no obstacle: the next rank 0 replaces it
+    // (the creator's pid runs no more). Broken on purpose: creator_alive always 1: it stops.
+    EXPECT(made && left && b_attached && now && now != dead,
+           "a segment whose rank 0 was SIGKILLed is replaced by the next rank 0 (left %d, attached %d)", left, b_attached);
+    member_end(&b, 0, err, sizeof err);
+}
+
+// A rank of job `lab`/`world`/`args` reaching the segment of a ddp job of 2 ranks made with
+// --seed 1: it stops (exit 1) with `says` in its message, or joins when says is NULL.
+static void reach_a_job(const char *what, const char *lab, int world, const char *args, size_t len, const char *says) {
+    char err[4096];
+    Member a, r;
+    member_start(&a, "ddp", 0, 2, ARGS("--steps\0" "3\0" "--seed\0" "1"));
+    int made = member_attached(&a);
+    member_start(&r, lab, 1, world, args, len);
+    int attached = member_attached(&r);
+    int status = member_end(&r, 0, err, sizeof err);
+    // Proves: a rank of another job never joins it; it stops with exit 1, naming what differs.
+    // Broken on purpose: no comparison at attach (job_difference says nothing): it attaches.
+    if (says)
+        EXPECT(made && !attached && status == 1 && strstr(err, "the job on MASTER_PORT=40001 is another one") && strstr(err, says),
+               "%s: the rank stops with exit 1, saying \"%s\" (exit %d)%s%.600s", what, says, status, status == 1 ? "" : ": ",
+               status == 1 ? "" : err);
+    else
+        EXPECT(made && attached && status == 0, "%s: the rank joins (exit %d) %.300s", what, status, err);
+    member_end(&a, 0, err, sizeof err);
+}
+
+static void test_another_jobs_ranks_stop(void) {
+    reach_a_job("another lab", "zero", 2, ARGS("--steps\0" "3\0" "--seed\0" "1"), "it runs ddp, this rank zero");
+    reach_a_job("another world", "ddp", 3, ARGS("--steps\0" "3\0" "--seed\0" "1"),
+                "it has 2 ranks, this rank's WORLD_SIZE is 3");
+    reach_a_job("another argument", "ddp", 2, ARGS("--steps\0" "3\0" "--seed\0" "2"),
+                "at argument 4: '--seed 1' there, '--seed 2' here");
+    reach_a_job("one argument more", "ddp", 2, ARGS("--steps\0" "3\0" "--seed\0" "1\0" "--mixed"),
+                "at argument 5: nothing there, '--mixed' here");
+    reach_a_job("all three", "fsdp", 4, ARGS("--steps\0" "4"),
+                "it runs ddp, this rank fsdp; it has 2 ranks, this rank's WORLD_SIZE is 4; its arguments differ");
+    // The same job: lab, world and arguments all agree.
+    reach_a_job("the same job", "ddp", 2, ARGS("--steps\0" "3\0" "--seed\0" "1"), NULL);
+}
+
+static void test_a_place_is_claimed_once(void) {
+    char err[4096], first[48], second[48];
+    Member a, e, f;
+    member_start(&a, "ddp", 0, 3, ARGS("--seed\0" "1"));
+    int made = member_attached(&a);
+    member_start(&e, "ddp", 1, 3, ARGS("--seed\0" "1"));
+    int e_attached = member_attached(&e);
+    member_start(&f, "ddp", 1, 3, ARGS("--seed\0" "1"));
+    int f_attached = member_attached(&f);
+    int status = member_end(&f, 0, err, sizeof err);
+    snprintf(first, sizeof first, "has its rank 1 already: process %d;", (int)e.pid);
+    snprintf(second, sizeof second, "this process (%d)", (int)f.pid);
+    // Proves: a second process for a rank whose place a live process holds stops (exit 1),
+    // naming both processes.
+    EXPECT(made && e_attached && !f_attached && status == 1 && strstr(err, first) && strstr(err, second),
+           "a second rank 1 stops with exit 1, naming the process that has the place and itself (exit %d)%s%.600s", status,
+           status == 1 ? "" : ": ", status == 1 ? "" : err);
+    member_end(&e, 0, err, sizeof err);
+    member_end(&a, 0, err, sizeof err);
+}
+
+static void test_the_name_stays_taken_while_the_job_runs(void) {
+    char err[4096], holder[48];
+    Member a, e, g, h;
+    member_start(&a, "ddp", 0, 2, ARGS("--seed\0" "1"));
+    int made = member_attached(&a);
+    member_start(&e, "ddp", 1, 2, ARGS("--seed\0" "1"));
+    int e_attached = member_attached(&e);
+    ino_t segment = name_inode();
+    int swapped = member_joined(&a);
+    // Proves: once every rank is in, the name holds one page, not the channels' memory (that
+    // goes with the last rank, whatever kills them).
+    EXPECT(made && e_attached && swapped && name_inode() != segment && name_size() == 4096,
+           "once every rank is in, the name holds one page (%lld bytes)", (long long)name_size());
+    member_start(&g, "ddp", 0, 2, ARGS("--seed\0" "1"));
+    int g_attached = member_attached(&g);
+    int g_status = member_end(&g, 0, err, sizeof err);
+    // Proves: the page keeps the name while the job runs: a second rank 0, even of the very
+    // same lab and arguments, stops. Broken on purpose: shm_joined removing the name (the
+    // channels' name went as everyone joined): it attaches, and a late rank 1 meets it.
+    EXPECT(!g_attached && g_status == 1 && strstr(err, "is taken") && strstr(err, "ddp with 2 ranks (all joined)"),
+           "a rank 0 of the same job, coming while it runs, stops with exit 1 (exit %d)%s%.600s", g_status,
+           g_status == 1 ? "" : ": ", g_status == 1 ? "" : err);
+    member_start(&h, "ddp", 1, 2, ARGS("--seed\0" "1"));
+    int h_attached = member_attached(&h);
+    int h_status = member_end(&h, 0, err, sizeof err);
+    snprintf(holder, sizeof holder, "has its rank 1 already: process %d;", (int)e.pid);
+    // Proves: a late rank 1 does not wait for a new segment (a second job's rank 0 would make
+    // one, and it would train with that job): its place is taken, and it says by whom.
+    EXPECT(!h_attached && h_status == 1 && strstr(err, holder),
+           "a late rank 1 of the same job stops with exit 1, naming the process in its place (exit %d)%s%.600s", h_status,
+           h_status == 1 ? "" : ": ", h_status == 1 ? "" : err);
+    member_end(&e, 0, err, sizeof err);
+    member_end(&a, 0, err, sizeof err);
+    EXPECT(name_inode() == 0, "rank 0 removes the page as it ends");
+}
+
+// Two rank 0s find one dead segment at once: both may judge it dead, but only one may
+// replace it; the other must then find the new one in use, not remove it too.
+static void test_two_rank0s_replace_a_dead_segment_once(void) {
+    char err[4096];
+    int both = 0, neither = 0, lost = 0, rounds = 10;
+    for (int i = 0; i < rounds; i++) {
+        Member a, x, y;
+        member_start(&a, "ddp", 0, 2, ARGS("--seed\0" "1"));
+        member_attached(&a);
+        member_end(&a, SIGKILL, err, sizeof err);
+        member_start(&x, "ddp", 0, 2, ARGS("--seed\0" "1"));
+        member_start(&y, "ddp", 0, 2, ARGS("--seed\0" "1"));
+        int xa = member_attached(&x), ya = member_attached(&y);
+        ino_t now = name_inode();
+        both += xa && ya;
+        neither += !xa && !ya;
+        char err_x[4096], err_y[4096];
+        member_end(&x, 0, err_x, sizeof err_x);
+        member_end(&y, 0, err_y, sizeof err_y);
+        lost += !now;
+    }
+    // Proves: exactly one of them makes the job's segment, every time, and it keeps it.
+    EXPECT(!both && !neither && !lost, "two rank 0s at a dead segment: one replaces it, the other stops (%d rounds: both %d, "
+           "neither %d, name lost %d)", rounds, both, neither, lost);
+}
+
 // The checker itself must be able to fail: a result with two chunks swapped is caught.
 static void test_checker_catches_a_misplaced_chunk(void) {
     size_t n = 1009, p = 4, o1, l1, o2, l2;
@@ -332,6 +600,13 @@ static void test_chunks(void) {
 int main(void) {
     test_chunks();
     test_checker_catches_a_misplaced_chunk();
+    snprintf(shm_test_name, sizeof shm_test_name, "/shardlab-%d-test-dist-%d", (int)getuid(), (int)getpid());
+    test_a_name_in_use_is_kept();
+    test_a_dead_jobs_name_is_replaced();
+    test_another_jobs_ranks_stop();
+    test_a_place_is_claimed_once();
+    test_the_name_stays_taken_while_the_job_runs();
+    test_two_rank0s_replace_a_dead_segment_once();
     int only = getenv("TEST_DIST_P") ? atoi(getenv("TEST_DIST_P")) : 0;
     for (int p = 1; p <= 8; p++)
         if (!only || p == only) run_world(p);

@@ -43,8 +43,8 @@ void dist_call_lengths(const DistWork *w, size_t *in_len, size_t *out_len);
 // die()'s hook once a rank has joined: every other rank hears why this one stopped.
 void dist_on_die(const char *msg, void *arg);
 // MASTER_PORT (default 29500), and what names this job when no launcher made its shared
-// memory: MASTER_PORT, else the job mpirun or srun started.
+// memory: MASTER_PORT, else the job mpirun or srun started (in words too, in what).
 long dist_master_port(void);
-void dist_job_key(char *out, size_t n);
+void dist_job_key(char *out, size_t n, char *what, size_t nwhat);
 
 #endif

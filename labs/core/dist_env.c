@@ -70,16 +70,20 @@ long dist_master_port(void) { return env_long((const char *const[]){"MASTER_PORT
 
 // What names this run's shared memory when no launcher made it: MASTER_PORT, else the job
 // that mpirun or srun started (every rank of a job sees the same id), else the default port.
-void dist_job_key(char *out, size_t n) {
+// what: the same in words, for messages ("MASTER_PORT=29501").
+void dist_job_key(char *out, size_t n, char *what, size_t nwhat) {
     static const char *const jobs[] = {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", NULL};
     const char *port = getenv("MASTER_PORT"), *which = NULL;
     const char *v = port && *port ? NULL : first_env(jobs, &which);
     if (!v) {
         snprintf(out, n, "%ld", dist_master_port());
+        if (port && *port) snprintf(what, nwhat, "MASTER_PORT=%s", out);
+        else snprintf(what, nwhat, "MASTER_PORT %s (the default: MASTER_PORT is not set)", out);
         return;
     }
     const char *step = strcmp(which, "SLURM_JOB_ID") == 0 ? getenv("SLURM_STEP_ID") : NULL;
     snprintf(out, n, "%s%s%s", v, step ? "." : "", step ? step : "");
+    snprintf(what, nwhat, "%s=%.60s%s%.20s", which, v, step ? " SLURM_STEP_ID=" : "", step ? step : "");
     for (char *c = out; *c; c++)
         if (*c == '/') *c = '_';  // a shm name has one slash, at the start
 }

@@ -24,6 +24,32 @@ static int launcher_shm_fd(void) {
     return (int)fd;
 }
 
+// This rank's arguments, the program's name left out, each ending in NUL, as
+// /proc/self/cmdline holds them; their length. mpirun, srun and torchrun start one command
+// N times, and so does a shell loop, so the ranks of one job share them: two jobs that
+// differ in any argument are told apart when they meet at one name (shm_attach).
+static size_t own_args(char *buf, size_t n) {
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (!f) return 0;
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    size_t program = strnlen(buf, got);
+    if (program + 1 >= got) return 0;
+    memmove(buf, buf + program + 1, got - program - 1);
+    return got - program - 1;
+}
+
+// A port after `port` whose name no job of this user holds now (0 if none is near): what a
+// rank turned away from a taken name is told to use.
+static long free_port(long port) {
+    for (long p = port + 1; p <= 65535 && p <= port + 1000; p++) {
+        char path[96];
+        snprintf(path, sizeof path, "/dev/shm/shardlab-%d-%ld", (int)getuid(), p);
+        if (access(path, F_OK) != 0 && errno == ENOENT) return p;
+    }
+    return 0;
+}
+
 static void join_shm(Dist *d, const char *lab) {
     if (d->world == 1) return;  // nobody to meet
     if (d->local_world != d->world)
@@ -32,7 +58,7 @@ static void join_shm(Dist *d, const char *lab) {
             d->local_world);
     // The memory (shm.h says why two ways): 'shardlab run' made it without a name and we
     // inherited it (SHARDLAB_SHM_FD); ranks started some other way (mpirun, srun, a shell)
-    // meet at a name from their job's key, rank 0 creating it.
+    // meet at a name from their job's key (or SHARDLAB_SHM), rank 0 making it.
     int fd = launcher_shm_fd();
     if (fd >= 0) {
         shm_attach_fd(&d->shm, fd, d->rank, d->world, d->timeout_s);
@@ -40,22 +66,30 @@ static void join_shm(Dist *d, const char *lab) {
         return;
     }
     const char *name = getenv("SHARDLAB_SHM");
-    char own[96], key[48];
-    int create = 0;
+    char own[96], key[48], what[128], fix[96];
     if (!name || !*name) {
-        dist_job_key(key, sizeof key);
+        dist_job_key(key, sizeof key, what, sizeof what);
         snprintf(own, sizeof own, "/shardlab-%d-%.40s", (int)getuid(), key);
         name = own;
-        create = d->rank == 0;
+        long port = free_port(dist_master_port());
+        if (port) snprintf(fix, sizeof fix, "MASTER_PORT=%ld (no job here uses it now)", port);
+        else snprintf(fix, sizeof fix, "a MASTER_PORT that no job here uses");
+    } else {
+        snprintf(what, sizeof what, "SHARDLAB_SHM=%.80s", name);
+        snprintf(fix, sizeof fix, "another SHARDLAB_SHM");
     }
     if (name[0] != '/' || strlen(name) >= sizeof d->shm.name || strchr(name + 1, '/'))
         die("SHARDLAB_SHM names a segment in /dev/shm, e.g. /shardlab-job1; unset it", "SHARDLAB_SHM=%s is not a valid shared memory name", name);
-    shm_attach(&d->shm, name, d->rank, d->world, d->timeout_s, create);
+    char args[16384];
+    ShmJob job = {.lab = lab, .args = args, .args_len = own_args(args, sizeof args),
+                  .run_dir = getenv("SHARDLAB_RUN_DIR"), .key = what, .fix = fix};
+    shm_attach(&d->shm, name, &job, d->rank, d->world, d->timeout_s, d->rank == 0);
     check_on_die(dist_on_die, d);
-    // Everyone is here; the name can go: the memory stays while mapped and vanishes with
-    // the last rank, however the run ends.
+    // Everyone is here. The channels' memory can lose its name and go with the last rank,
+    // however the run ends; rank 0 keeps the name, on one page, until it ends, so that no
+    // second job takes it meanwhile and meets this one's late ranks (shm.h).
     dist_barrier(&d->world_group);
-    if (d->rank == 0) shm_remove(name), d->shm.created = 0;
+    if (d->rank == 0) shm_joined(&d->shm);
 }
 
 static int use_direct(const Dist *d, const DistWork *w) {
@@ -174,11 +208,11 @@ static void p2p_shm_staged(Dist *d, DistGroup *g, DistP2p *ops, int nops, int un
 
 static void abort_shm(Dist *d, const char *msg) {
     shm_abort(&d->shm, msg);
-    // Rank 0 made the name and stops before everyone mapped it: nobody else would remove it.
-    if (d->shm.created) shm_remove(d->shm.name), d->shm.created = 0;
+    shm_release_name(&d->shm);  // rank 0 made the name: nobody else would remove it
 }
 
 static void destroy_shm(Dist *d) {
+    shm_release_name(&d->shm);
     shm_detach(&d->shm);
     free(d->stage_host);
 }

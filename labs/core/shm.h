@@ -1,7 +1,7 @@
 // shm.h — the shared-memory transport under the shm backend: channels between rank processes.
 //
-// Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, shm_segment_bytes(),
-//          shm_create(), shm_create_unnamed(), shm_remove(), shm_sweep(), shm_attach(),
+// Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, ShmJob, shm_segment_bytes(),
+//          shm_create_unnamed(), shm_sweep(), shm_attach(), shm_joined(), shm_release_name(),
 //          shm_attach_fd(), shm_detach(), shm_abort(), shm_note_stop(),
 //          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
 //          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle(), shm_idle_done().
@@ -58,6 +58,7 @@ typedef struct {
     uint64_t bytes_sent, bytes_recv;  // totals over the life of the mapping
     float *scratch;        // one piece of private scratch for the algorithms
     int created;           // we made the name and have not removed it yet
+    uint64_t name_dev, name_ino;  // what the name holds then: our segment, or its page (shm_joined)
     char name[64];
 } Shm;
 
@@ -68,23 +69,48 @@ size_t shm_segment_bytes(int world);
 //   - 'shardlab run' makes memory with no name (memfd) and hands it to its ranks as an
 //     inherited descriptor (SHARDLAB_SHM_FD): it goes with the last process that holds it;
 //   - ranks started by mpirun, srun or a shell meet at a name (/dev/shm/shardlab-<uid>-<job>)
-//     that rank 0 makes; they remove it as soon as all have mapped it, and rank 0 also when
-//     it dies before that. Only SIGKILL in between leaves it: shm_sweep() (at each 'shardlab
-//     run') removes this user's shardlab-* segments whose creator is gone.
-// Create /dev/shm/<name> for `world` ranks. Returns 0, or -1 with a message in err.
-int shm_create(const char *name, int world, char *err, size_t nerr);
+//     that rank 0 makes. A name holds one job at a time, from rank 0's start to its end:
+//
+//       rank 0 makes the segment under a name of its own, writes its header (who it is: pid
+//       and start time; the job: lab, world, arguments) and only then links it to the name,
+//       which fails if the name is taken. A taken name is never removed while its maker
+//       runs: rank 0 stops, naming the job that has it. One whose maker is gone is replaced.
+//       Every other rank maps it and stops if it is another job's (lab, world or arguments
+//       differ) or if its rank's place is taken (each is claimed once, by one process).
+//       Once every rank is in, rank 0 swaps the segment's name for one page that holds the
+//       same header: the channels' memory goes with the last rank, however the run ends,
+//       while the name stays taken until rank 0 ends (shm_release_name), so a second job on
+//       that port stops rather than meeting the first one's late ranks.
+//
+//     SIGKILL leaves that page (or, before everyone joined, the segment): the next rank 0 on
+//     that name replaces it, and shm_sweep() (at each 'shardlab run') removes this user's
+//     shardlab-* names whose creator is gone.
 // Create memory for `world` ranks with no name; returns its descriptor (close-on-exec: the
 // caller clears that in the ranks it starts), or -1 with a message in err.
 int shm_create_unnamed(int world, char *err, size_t nerr);
-// Remove the name (the memory lives on while mapped). Missing names are not an error.
-void shm_remove(const char *name);
 // Remove this user's /dev/shm/shardlab-* segments whose creator is gone: the pid in the
 // header runs no more, or runs a process that started later (the pid was reused).
 void shm_sweep(void);
 
-// Map the segment as `rank`, waiting up to timeout_s for it to appear (rank 0 creates it if
-// `create` is set). Dies with a clear message if it cannot.
-void shm_attach(Shm *s, const char *name, int rank, int world, double timeout_s, int create);
+// Who joins a named segment: rank 0 records it in the header, every other rank is compared
+// with it; the messages of the ranks turned away quote key and fix.
+typedef struct {
+    const char *lab;       // "ddp"
+    const char *args;      // this rank's arguments, the program's name left out, each ending in NUL
+    size_t args_len;       // bytes at args
+    const char *run_dir;   // the run directory given at start (SHARDLAB_RUN_DIR), or NULL
+    const char *key;       // what named the segment: "MASTER_PORT=29501", "MASTER_PORT 29500 (the default)"
+    const char *fix;       // what gives a second job a name of its own: "MASTER_PORT=29501 (free here)"
+} ShmJob;
+
+// Map the segment `name` as `rank`, waiting up to timeout_s for it to appear; rank 0 makes
+// it when `create` is set (see above). Dies with a clear message if it cannot, if the name
+// is another job's, or if this rank's place in it is taken.
+void shm_attach(Shm *s, const char *name, const ShmJob *job, int rank, int world, double timeout_s, int create);
+// The maker, once every rank has mapped the segment: its name now holds one page (above).
+void shm_joined(Shm *s);
+// The maker, as it ends or fails: remove the name, if it still holds our segment or page.
+void shm_release_name(Shm *s);
 // Map the memory behind descriptor fd (shm_create_unnamed in the launcher), and close fd.
 void shm_attach_fd(Shm *s, int fd, int rank, int world, double timeout_s);
 void shm_detach(Shm *s);

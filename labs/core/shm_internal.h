@@ -2,8 +2,8 @@
 // (the channel calls and their waits) share: the segment's layout, the clock every process
 // of the machine reads, and what /proc says about a rank's process.
 //
-// Defines: struct ShmHeader, struct ShmChan, shm_header_bytes(), shm_now_s(),
-//          shm_process_alive(), shm_process_state().
+// Defines: ShmJobRecord, struct ShmHeader, struct ShmChan, SHM_LAYOUT, shm_header_bytes(),
+//          shm_now_s(), shm_process_alive(), shm_process_state().
 #ifndef SHARDLAB_SHM_INTERNAL_H
 #define SHARDLAB_SHM_INTERNAL_H
 
@@ -12,6 +12,24 @@
 #include <stdint.h>
 
 #include "shm.h"
+
+// Bumped whenever ShmHeader changes: a named segment made by another build of shardlab (0:
+// one from before the job record) is never joined, only judged by its creator's fields,
+// which stay where they are.
+#define SHM_LAYOUT 2
+
+// The job a named segment belongs to, written by the rank 0 that made it before the segment
+// appears and never changed after: the ranks that come later compare themselves with it
+// (lab, world, arguments), and those turned away are told whose job it is.
+typedef struct {
+    int64_t created_unix;            // when it was made (wall clock, seconds)
+    char lab[32];                    // "ddp"
+    uint64_t args_hash;              // FNV-1a 64 of all of rank 0's arguments, each with its NUL
+    uint32_t args_len;               // bytes of them kept below (the first ones, cut at 1 KiB)
+    char args[1024];
+    char cwd[512];                   // rank 0's working directory
+    char run_dir[512];               // the run directory rank 0 was given (SHARDLAB_RUN_DIR), or ""
+} ShmJobRecord;
 
 // The segment: this header, rounded up to a page (shm_header_bytes), then a channel for every
 // ordered pair of ranks, channel (from, to) at index from * world + to.
@@ -30,6 +48,10 @@ struct ShmHeader {
     _Atomic int32_t waiting[SHM_MAX_RANKS];
     _Atomic int64_t beat_us[SHM_MAX_RANKS];
     _Atomic int32_t stop_signal;     // the launcher is stopping the run on this signal (Ctrl-C...)
+    // Named segments only (the launcher's has no job record: layout 2, joined 0, job zeroed).
+    int32_t layout;                  // SHM_LAYOUT of the build that made it
+    int32_t joined;                  // 1: this is the page that keeps a running job's name (shm_joined)
+    ShmJobRecord job;
 };
 
 // One direction between two ranks. head and tail live on their own cache lines: the sender
