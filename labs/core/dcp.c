@@ -90,13 +90,17 @@ void dcp_path(char *out, const char *fmt, ...) {
             "a checkpoint path of %d characters is over PATH_MAX (%d): not cut, refused", len, PATH_MAX);
 }
 
-// 0 if every path a save writes under dir (dir, then `tail` at most) fits PATH_MAX and each
-// of dir's components NAME_MAX; else -1 and why, naming the length.
+// 0 if every path a save writes under dir (dir, then `tail` at most) fits PATH_MAX, each of
+// dir's components NAME_MAX, and its step folder what runlog_make_dirs() can make (it holds a
+// path as a RunLog's dir); else -1 and why, naming the length.
 static int check_dir(const char *dir, size_t tail, char *why, size_t n) {
-    size_t len = strlen(dir);
+    size_t len = strlen(dir), step = strlen("/step-99999999"), folder = sizeof ((RunLog *)0)->dir - 1;
     if (len + tail >= PATH_MAX)
         return snprintf(why, n, "the path is %zu characters, and a checkpoint's files add up to %zu more: past this "
                         "system's PATH_MAX of %d; choose a shorter one", len, tail, PATH_MAX), -1;
+    if (len + step > folder)
+        return snprintf(why, n, "the path is %zu characters, and its step folder (%zu more) would pass the %zu that "
+                        "shardlab makes folders of; choose a shorter one", len, step, folder), -1;
     for (const char *p = dir; *p;) {
         size_t c = strcspn(p, "/");
         if (c > NAME_MAX)

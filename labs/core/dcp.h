@@ -50,8 +50,9 @@
 // Nothing is written before all of that passed.
 //
 // Paths. A checkpoint's paths are never cut: a directory whose paths would pass PATH_MAX
-// (with the names a save adds, DCP_PATH_TAIL), or with a component over NAME_MAX, is refused
-// up front, its length named (dcp_check_paths).
+// (with the names a save adds, DCP_PATH_TAIL), whose step folder runlog_make_dirs() cannot
+// hold, or with a component over NAME_MAX, is refused up front, its length named
+// (dcp_check_paths).
 #ifndef SHARDLAB_DCP_H
 #define SHARDLAB_DCP_H
 
@@ -101,8 +102,8 @@ void dcp_add_units(DcpState *s, const GptConfig *c, float *const *params, float 
 
 // Before anything is written: every directory the options put checkpoints in (--ckpt,
 // --resume, the run directory's checkpoints/ and replay/) leaves room under PATH_MAX for the
-// files a save writes there, and has no component over NAME_MAX. Else a usage error naming
-// the option and the length.
+// files a save writes there and for its folders in runlog_make_dirs(), and has no component
+// over NAME_MAX. Else a usage error naming the option and the length.
 void dcp_check_paths(const TrainArgs *a, const char *prog);
 
 // ---- saving -----------------------------------------------------------------------------
