@@ -11,9 +11,9 @@
 //      stderr and exit 1, at every point of the run where the disk may fill: writing
 //      meta.json, the start event, a step, the end. Today's failure was a second error while
 //      reporting the first (the hook that writes the error event fails too, and die() waited
-//      forever for itself); broken on purpose (die_at waiting on re-entry, as it did): every
-//      the smallest size (the disk full at meta.json) hangs, caught by the deadline. The same under `shardlab run`: the
-//      launcher names the rank and its error and exits 1.
+//      forever for itself); broken on purpose (die_at waiting on re-entry, as it did): the
+//      smallest size (the disk full at meta.json) hangs, caught by the deadline. The same
+//      under `shardlab run`: the launcher names the rank and its error and exits 1.
 //   2. two jobs on one port: two ddp jobs of 2 ranks started by hand, the README's way
 //      (RANK, WORLD_SIZE, MASTER_PORT unset: both on the default port), their 4 ranks
 //      started in each of the 12 orders that begin with job A (A0 B0 A1 B1, A0 B1 B0 A1, ...),
@@ -24,7 +24,14 @@
 //      other rank stops with exit 1 and a message saying why. Before, a second rank 0 removed
 //      the first one's segment, and a late rank waited for a new one: ranks paired across the
 //      jobs, and all four ended ok, each pair mixing the two jobs' data.
+//   3. two jobs saving into one --ckpt folder at once (another seed each, saves slowed so that
+//      they overlap): whatever the folder ends up holding, a resume from it either takes one
+//      job's state whole (the manifest's job's: every rank file's data is that job's, as its
+//      run alone saved it) or is refused naming the file. Broken (each rank checksummed its
+//      file by reading it back, and no file named its save): most trials resumed one job's
+//      manifest with the other's weights, or half of each.
 #include <errno.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +332,99 @@ static void check_two_jobs_on_one_port(void) {
            *crossed[1] ? crossed[1] : "none");
 }
 
+// ---- 3. two jobs, one checkpoint folder -------------------------------------------------------
+
+// The data section of a safetensors file (after its 8-byte length and header), malloc'd.
+static char *st_data(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char len8[8];
+    uint64_t h = 0;
+    char *data = NULL;
+    if (fread(len8, 1, 8, f) == 8) {
+        for (int i = 7; i >= 0; i--) h = h << 8 | len8[i];
+        fseek(f, 0, SEEK_END);
+        long end = ftell(f);
+        if (end >= 8 && h <= (uint64_t)end - 8 && fseek(f, (long)(8 + h), SEEK_SET) == 0) {
+            *n = (size_t)end - 8 - (size_t)h;
+            data = malloc(*n + 1);
+            if (data && fread(data, 1, *n, f) != *n) free(data), data = NULL;
+        }
+    }
+    fclose(f);
+    return data;
+}
+
+// Whether rank r's file of step 3 in checkpoint a holds the same data as in checkpoint b.
+static int same_data(const char *a, const char *b, int r) {
+    char pa[600], pb[600];
+    snprintf(pa, sizeof pa, "%s/step-00000003/rank-%d-of-2.safetensors", a, r);
+    snprintf(pb, sizeof pb, "%s/step-00000003/rank-%d-of-2.safetensors", b, r);
+    size_t na = 0, nb = 0;
+    char *da = st_data(pa, &na), *db = st_data(pb, &nb);
+    int same = da && db && na == nb && memcmp(da, db, na) == 0;
+    free(da);
+    free(db);
+    return same;
+}
+
+#define SHARED_TRIALS 6
+
+static void check_shared_ckpt(void) {
+    // Each job alone first: the state each saves at step 3, for the trials to compare with.
+    char ref[2][400], cmd[4000];
+    for (int j = 0; j < 2; j++) {
+        snprintf(ref[j], sizeof ref[j], "%s/alone-%d", tmp, j + 1);
+        snprintf(cmd, sizeof cmd, "'%s' run ddp -n 2 --ui none --steps 3 --save-every 3 --seed %d --ckpt '%s' --run-dir '%s-run'",
+                 shardlab, j + 1, ref[j], ref[j]);
+        int st;
+        free(test_sh(NULL, cmd, &st));
+        EXPECT(st == 0, "shared folder: job %d (--seed %d) alone saves step 3 (exit %d)", j + 1, j + 1, st);
+    }
+    int whole = 0, refused = 0, mixed = 0, other = 0;
+    for (int t = 0; t < SHARED_TRIALS; t++) {
+        char ck[400];
+        snprintf(ck, sizeof ck, "%s/shared-%d", tmp, t);
+        // Both jobs at once; each save pauses 150 ms before and after writing its files, so
+        // that one job's renames land inside the other's save.
+        snprintf(cmd, sizeof cmd,
+                 "for s in 1 2; do SHARDLAB_TEST_SLOW_SAVE=150 timeout -s KILL 60 '%s' run ddp -n 2 --ui none --steps 3 "
+                 "--save-every 3 --seed $s --ckpt '%s' --run-dir '%s-job$s' >/dev/null 2>&1 & done; wait",
+                 shardlab, ck, ck);
+        int st;
+        free(test_sh(NULL, cmd, &st));
+        snprintf(cmd, sizeof cmd, "timeout -s KILL 60 '%s' run ddp -n 2 --ui none --steps 4 --resume '%s' --run-dir '%s-resume'",
+                 shardlab, ck, ck);
+        char *out = test_sh(NULL, cmd, &st);
+        char manifest[500];
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", ck);
+        FILE *f = fopen(manifest, "rb");
+        char text[1 << 15] = "";
+        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        text[n] = 0;
+        if (f) fclose(f);
+        const char *seed = strstr(text, "\"seed\":");
+        int job = seed ? atoi(seed + 7) : 0;
+        if (st == 0 && (job == 1 || job == 2) && same_data(ck, ref[job - 1], 0) && same_data(ck, ref[job - 1], 1))
+            whole++;
+        else if (st == 0)
+            mixed++, printf("# trial %d: resumed the manifest of job %d with rank 0's data %s and rank 1's %s\n", t, job,
+                            same_data(ck, ref[0], 0) ? "job 1's" : same_data(ck, ref[1], 0) ? "job 2's" : "neither's",
+                            same_data(ck, ref[0], 1) ? "job 1's" : same_data(ck, ref[1], 1) ? "job 2's" : "neither's");
+        else if (st == 2 && strstr(out, "checkpoint refused: ") && (strstr(out, ".safetensors: ") || strstr(out, "manifest.json: ")))
+            refused++;
+        else
+            other++, printf("# trial %d: the resume exited %d: %.300s\n", t, st, out);
+        free(out);
+    }
+    printf("# shared folder: %d of %d resumed one job's whole state, %d refused naming the file\n", whole, SHARED_TRIALS,
+           refused);
+    // Proves: two jobs in one folder never make a checkpoint that passes with a mix of their
+    // states. (The folder's lock may stop the second job first: then the first's is whole.)
+    EXPECT(mixed == 0 && other == 0, "shared folder: no resume took a mix of two jobs' states (%d of %d did; %d "
+           "ended otherwise)", mixed, SHARED_TRIALS, other);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: test_faults LABS SAN_LABS SHARDLAB\n");
@@ -335,6 +435,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmp)) return printf("not ok - cannot make a temporary folder\n"), 1;
     check_full_disk();
     check_two_jobs_on_one_port();
+    check_shared_ckpt();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) printf("# removing %s failed\n", tmp);

@@ -23,7 +23,8 @@
 
 static const char *labs_dir, *san_labs, *shardlab;
 
-// Sets the first float of tensor `name` in a safetensors file to NaN. 0 on success.
+// Sets the first float of tensor `name` in a safetensors file to NaN, its data checksum
+// refreshed. 0 on success.
 static int poison(const char *path, const char *name) {
     size_t len;
     char *bytes = read_file(path, &len);
@@ -38,6 +39,16 @@ static int poison(const char *path, const char *name) {
         size_t at = 8 + (size_t)header + (size_t)json_at(offsets, 0)->number;
         float nan_value = NAN;
         memcpy(bytes + at, &nan_value, sizeof nan_value);
+        // The data's checksum --save wrote (data_fnv1a64) made to match: the file is a real one
+        // with a NaN in it, not a damaged one.
+        char *sum = strstr(bytes + 8, "\"data_fnv1a64\":\"");
+        if (sum && sum < bytes + 8 + header) {
+            uint64_t fnv = 0xcbf29ce484222325ull;
+            for (size_t i = 8 + (size_t)header; i < len; i++) fnv = (fnv ^ (unsigned char)bytes[i]) * 0x100000001b3ull;
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv);
+            memcpy(sum + strlen("\"data_fnv1a64\":\""), hex, 16);
+        }
         FILE *f = fopen(path, "wb");
         rc = f && fwrite(bytes, 1, len, f) == len ? 0 : -1;
         if (f) fclose(f);

@@ -4,7 +4,10 @@
 // included) whatever order the tensors are asked for in; the file on disk is a valid
 // safetensors file that another reader would accept (8-byte LE length, JSON header padded
 // to 8 bytes, contiguous data_offsets, metadata); and every kind of bad file is refused
-// with a message saying what is wrong, without touching the caller's tensors.
+// with a message saying what is wrong, without touching the caller's tensors. The data's
+// checksum (data_fnv1a64 in the metadata): every byte of a saved file's data flipped, one
+// at a time, is refused; a file without a checksum (as Hugging Face writes them) loads; a
+// save reports the size and hash of the bytes it wrote.
 //
 // All files are written under a fresh mkdtemp directory that is removed at the end.
 #include "json.h"
@@ -62,6 +65,12 @@ static unsigned char *read_all(const char *path, size_t *len) {
     }
     fclose(f);
     return buf;
+}
+
+static uint64_t fnv(const unsigned char *b, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
 }
 
 static uint64_t get_u64_le(const unsigned char *b) {
@@ -140,6 +149,13 @@ static void test_round_trip(void) {
     EXPECT(m && json_get(m, "format") && strcmp(json_get(m, "format")->string, "pt") == 0 &&
                strcmp(json_get(m, "note")->string, "a \"quoted\" word\n") == 0,
            "metadata is stored with its strings intact");
+    // The data's checksum is the FNV-1a 64 of the data section's bytes, as this test hashes them.
+    const JsonValue *sum = json_get(m, "data_fnv1a64");
+    char want_sum[32];
+    snprintf(want_sum, sizeof want_sum, "%016llx", (unsigned long long)fnv(file + 8 + hlen, data_total));
+    EXPECT(sum && sum->type == JSON_STRING && strcmp(sum->string, want_sum) == 0,
+           "metadata data_fnv1a64 is the FNV-1a 64 of the data section (%s, got %s)", want_sum,
+           sum && sum->type == JSON_STRING ? sum->string : "none");
     uint64_t next = 0;
     int offsets_ok = 1, shapes_ok = 1;
     for (int i = 0; i < n; i++) {
@@ -191,8 +207,19 @@ static void test_round_trip(void) {
            "a second save replaces the file");
     file = read_all(path, &len);
     h = file ? json_parse((const char *)file + 8, get_u64_le(file), jerr, sizeof jerr) : NULL;
-    EXPECT(h && json_get(h, "__metadata__") == NULL, "metadata_json NULL writes no __metadata__");
+    m = json_get(h, "__metadata__");
+    EXPECT(m && m->count == 1 && json_get(m, "data_fnv1a64"),
+           "metadata_json NULL writes a __metadata__ holding the data's checksum alone");
     json_free(h);
+    free(file);
+
+    // --- What a save says it wrote is the file: its size and the FNV-1a 64 of its bytes.
+    StWritten w = {0, 0};
+    rc = safetensors_save_hashed(path, saved, n, meta, &w, err, sizeof err);
+    file = read_all(path, &len);
+    EXPECT(rc == 0 && file && w.bytes == len && w.fnv1a64 == fnv(file, len),
+           "safetensors_save_hashed: %llu bytes and hash %016llx are the file's (%zu bytes, %016llx)",
+           (unsigned long long)w.bytes, (unsigned long long)w.fnv1a64, len, file ? (unsigned long long)fnv(file, len) : 0ull);
     free(file);
 
     // --- A save that fails must leave the old file as it was.
@@ -226,6 +253,8 @@ static void test_save_errors(void) {
                strstr(err, "only strings"), "save refuses a non-string metadata value ('%s')", err);
     EXPECT(safetensors_save(in_tmp("s.st"), &ok, 1, "{\"a\":", err, sizeof err) == -1 &&
                strstr(err, "line 1"), "save refuses metadata that is not JSON ('%s')", err);
+    EXPECT(safetensors_save(in_tmp("s.st"), &ok, 1, "{\"data_fnv1a64\":\"0000000000000000\"}", err, sizeof err) == -1 &&
+               strstr(err, "writer's own"), "save refuses a caller's data_fnv1a64: the checksum is the writer's ('%s')", err);
     EXPECT(safetensors_save(in_tmp("no/such/dir/s.st"), &ok, 1, NULL, err, sizeof err) == -1 &&
                strstr(err, "cannot create"), "save into a missing directory fails cleanly ('%s')", err);
     EXPECT(count_files() == 0, "failed saves leave no files behind");
@@ -340,6 +369,61 @@ static void test_bad_files(void) {
     expect_load_fails(in_tmp("entry_type"), "header entry is a JSON array", "tensor entry not an object");
 }
 
+// Every byte of a saved file's data, flipped one at a time (one bit), is refused as damaged,
+// and the caller's tensors stay as they were. Broken on purpose (the checksum not checked):
+// every flip loads, the wrong weight with it.
+static void test_data_checksum(void) {
+    fill_sevens();
+    float ln[64], wte[32];
+    for (int i = 0; i < 64; i++) ln[i] = 0.5f + (float)i;
+    for (int i = 0; i < 32; i++) wte[i] = -(float)i / 3.0f;
+    StTensor saved[] = {{"h.0.ln_1.weight", 1, {64}, ln}, {"wte", 2, {4, 8}, wte}};
+    char err[512] = "";
+    const char *path = in_tmp("flips.safetensors");
+    EXPECT(safetensors_save(path, saved, 2, "{\"format\":\"shardlab-gpt\"}", err, sizeof err) == 0,
+           "checksum: a file of two tensors saved (%s)", err);
+    size_t len;
+    unsigned char *file = read_all(path, &len);
+    if (!file) return;
+    size_t data_at = 8 + (size_t)get_u64_le(file);
+    int refused = 0, untouched = 0, named = 0, flips = 0;
+    for (size_t at = data_at; at < len; at++, flips++) {
+        file[at] ^= 0x10;
+        FILE *f = fopen(in_tmp("flipped"), "wb");
+        fwrite(file, 1, len, f);
+        fclose(f);
+        file[at] ^= 0x10;
+        fill_sevens();
+        StTensor expect[] = {{"h.0.ln_1.weight", 1, {64}, ln_buf}, {"wte", 2, {4, 8}, wte_buf}};
+        refused += safetensors_load(in_tmp("flipped"), expect, 2, err, sizeof err) == -1;
+        named += strstr(err, "flipped") && strstr(err, "damaged") && strstr(err, "data_fnv1a64");
+        untouched += buffers_untouched();
+    }
+    EXPECT(flips == 384 && refused == flips && named == flips,
+           "checksum: each of the %d bytes of data flipped is refused, naming the file and the damage (%d refused, "
+           "%d named; '%s')", flips, refused, named, err);
+    EXPECT(untouched == flips, "checksum: no refused load touched the caller's tensors (%d of %d)", untouched, flips);
+    // The checksum itself damaged into something that is not a checksum.
+    char *sum = strstr((char *)file + 8, "\"data_fnv1a64\":\"");
+    if (sum) {
+        sum[strlen("\"data_fnv1a64\":\"")] = 'x';
+        FILE *f = fopen(in_tmp("badsum"), "wb");
+        fwrite(file, 1, len, f);
+        fclose(f);
+        expect_load_fails(in_tmp("badsum"), "not 16 hex digits", "a checksum that is not hex");
+    }
+    free(file);
+    // Without a checksum (a file from another writer) the data is loaded as it is.
+    write_file("no_sum", "{\"__metadata__\":{\"format\":\"pt\"}," LN_OK "," WTE_OK "}", 384);
+    StTensor expect[] = {{"h.0.ln_1.weight", 1, {64}, ln_buf}, {"wte", 2, {4, 8}, wte_buf}};
+    EXPECT(safetensors_load(in_tmp("no_sum"), expect, 2, err, sizeof err) == 0 && ln_buf[0] == 1.0f,
+           "checksum: a file whose metadata has none (as Hugging Face writes them) loads (%s)", err);
+    unlink(path);
+    unlink(in_tmp("flipped"));
+    unlink(in_tmp("badsum"));
+    unlink(in_tmp("no_sum"));
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/shardlab_st_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -349,6 +433,7 @@ int main(void) {
     test_round_trip();
     test_save_errors();
     test_bad_files();
+    test_data_checksum();
     remove_tmpdir();
     struct stat st;
     EXPECT(stat(tmpdir, &st) != 0, "the temporary directory %s is removed", tmpdir);

@@ -7,7 +7,8 @@
 //   - the loss starts at ln(256) and approaches the corpus' loss floor;
 //   - gradient accumulation (4 micro-batches) trains exactly like one batch;
 //   - the memory of each category equals its closed form;
-//   - --save / --init round-trip the weights; a file for another model is refused cleanly;
+//   - --save / --init round-trip the weights; a file for another model is refused cleanly,
+//     and so is one with a bit flipped in its data (the checksum --save writes);
 //   - bad arguments exit 2 with one line; the sanitized lab runs clean under ASan/UBSan;
 //   - SHARDLAB_PROFILE_STEP changes nothing on the CPU, and a bad value stops the lab.
 #include <fcntl.h>
@@ -328,6 +329,27 @@ static void check_save_init(void) {
     }
     EXPECT(em.bad_lines == 0 && has_error && end_error, "the run log records an error event and end status error");
     free_events(&em);
+
+    // One bit flipped in the weights' data (the last float of the head): the checksum that
+    // --save wrote into the file's metadata refuses it. (The format has none of its own: this
+    // loaded as a wrong weight before.)
+    char flipped[600], flip_dir[600];
+    snprintf(flipped, sizeof flipped, "%s/w-flipped.safetensors", tmp);
+    snprintf(flip_dir, sizeof flip_dir, "%s/init-flipped", tmp);
+    size_t wlen;
+    char *wbytes = read_file(w, &wlen);
+    if (wbytes && wlen > 8) wbytes[wlen - 2] ^= 0x04;
+    FILE *wf = fopen(flipped, "wb");
+    if (wf && wbytes) fwrite(wbytes, 1, wlen, wf);
+    if (wf) fclose(wf);
+    free(wbytes);
+    char *init_flipped[] = {(char *)lab, "--steps", "1", "--init", flipped, "--run-dir", flip_dir, NULL};
+    int sf = run(init_flipped, "init-flipped");
+    char *errf = captured("init-flipped", "err");
+    EXPECT(sf == 1 && strstr(errf, "w-flipped.safetensors") && strstr(errf, "damaged"),
+           "--init of a file with one bit flipped in its data exits 1 naming the file and the damage (status %d): %.300s",
+           sf, one_line(errf));
+    free(errf);
     free(err);
 }
 

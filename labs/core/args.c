@@ -12,6 +12,7 @@
 
 #include "batchsplit.h"
 #include "check.h"
+#include "dcp.h"
 #include "gpt.h"
 
 enum { MAX_OPTIONS = 64 };  // shared and a lab's own, together
@@ -118,6 +119,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     resolve_schedule(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
     if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);
+    dcp_check_paths(a, prog);  // a checkpoint's paths fit the system's limits, or nothing starts
     if (a->resume) {  // a directory with a manifest; dcp_open() checks the rest
         char manifest[PATH_MAX + 32];
         snprintf(manifest, sizeof manifest, "%s/manifest.json", a->resume);

@@ -1,21 +1,25 @@
 // dcp.c — see dcp.h.
 //
-// Two parts here: the state a lab lists; saving (files, then the manifest as the commit
-// point). Loading is in dcp_open.c (every check first) and dcp_load.c (then each rank reads
-// the ranges it needs).
+// Three parts here: the state a lab lists, and what must hold of it; paths; saving (files,
+// then the manifest as the commit point). Loading is in dcp_open.c (every check first) and
+// dcp_load.c (then each rank reads the ranges it needs).
 #include "dcp.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "dcp_internal.h"
+#include "rng.h"
 #include "safetensors.h"
 
 static const char *KIND_NAMES[DCP_KINDS] = {"params", "m", "v"};
@@ -51,8 +55,80 @@ void dcp_add_units(DcpState *s, const GptConfig *c, float *const *params, float 
     }
 }
 
+// A state whose numbers are not numbers cannot be trained on: the first step would turn
+// every weight NaN. And v is a running mean of squared gradients, so a negative one was never
+// computed by AdamW: the file lies, whatever its checksums say.
+int dcp_check_values(const GptConfig *c, const DcpPiece *p, const float *x, char *why, size_t n) {
+    size_t i = 0;
+    while (i < p->count && isfinite(x[i]) && !(p->kind == DCP_V && x[i] < 0)) i++;
+    if (i == p->count) return 0;
+    size_t e = p->offset + i;  // in the unit
+    GptTensor t[GPT_MAX_TENSORS];
+    int k = gpt_layer_tensors(c, p->unit, t), j = 0;
+    while (j + 1 < k && e >= t[j].offset + t[j].count) j++;
+    char name[64], at[48];
+    gpt_tensor_name(name, sizeof name, c, p->unit, &t[j]);
+    size_t in = e - t[j].offset;
+    if (t[j].ndim == 2) snprintf(at, sizeof at, "[%zu, %zu]", in / (size_t)t[j].shape[1], in % (size_t)t[j].shape[1]);
+    else snprintf(at, sizeof at, "[%zu]", in);
+    snprintf(why, n, "%s of %s%s (element %zu of unit %d, tensor %s.%d.%zu) is %g: %s", dcp_kind_name(p->kind), name, at,
+             e, p->unit, dcp_kind_name(p->kind), p->unit, p->offset, (double)x[i],
+             isfinite(x[i]) ? "a second moment is a mean of squares, never negative" : "the state must be finite");
+    return -1;
+}
+
 // ---------------------------------------------------------------------------------------
-// 2. Saving
+// 2. Paths
+
+void dcp_path(char *out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(out, PATH_MAX, fmt, ap);
+    va_end(ap);
+    if (len < 0 || len >= PATH_MAX)
+        die("this is a bug in shardlab: dcp_check_paths should have refused the directory",
+            "a checkpoint path of %d characters is over PATH_MAX (%d): not cut, refused", len, PATH_MAX);
+}
+
+// 0 if every path a save writes under dir (dir, then `tail` at most) fits PATH_MAX, each of
+// dir's components NAME_MAX, and its step folder what runlog_make_dirs() can make (it holds a
+// path as a RunLog's dir); else -1 and why, naming the length.
+static int check_dir(const char *dir, size_t tail, char *why, size_t n) {
+    size_t len = strlen(dir), step = strlen("/step-99999999"), folder = sizeof ((RunLog *)0)->dir - 1;
+    if (len + tail >= PATH_MAX)
+        return snprintf(why, n, "the path is %zu characters, and a checkpoint's files add up to %zu more: past this "
+                        "system's PATH_MAX of %d; choose a shorter one", len, tail, PATH_MAX), -1;
+    if (len + step > folder)
+        return snprintf(why, n, "the path is %zu characters, and its step folder (%zu more) would pass the %zu that "
+                        "shardlab makes folders of; choose a shorter one", len, step, folder), -1;
+    for (const char *p = dir; *p;) {
+        size_t c = strcspn(p, "/");
+        if (c > NAME_MAX)
+            return snprintf(why, n, "a name in it ('%.24s...') is %zu characters, past this system's NAME_MAX of %d", p,
+                            c, NAME_MAX), -1;
+        p += c + (p[c] == '/');
+    }
+    return 0;
+}
+
+void dcp_check_paths(const TrainArgs *a, const char *prog) {
+    char why[300], dir[PATH_MAX + 64];
+    size_t tail = strlen(DCP_PATH_TAIL);
+    if (a->ckpt && check_dir(a->ckpt, tail, why, sizeof why) != 0) usage_error(prog, "--ckpt: %s", why);
+    if (a->resume && check_dir(a->resume, tail, why, sizeof why) != 0) usage_error(prog, "--resume: %s", why);
+    const char *run = a->run_dir && *a->run_dir ? a->run_dir : getenv("SHARDLAB_RUN_DIR");
+    if (!run || !*run) return;  // runs/<lab>-<time>-<hex>: short
+    // Its checkpoints/ when neither of the above is where they go; its replay/step-<s>/ always.
+    snprintf(dir, sizeof dir, "%s/checkpoints", run);
+    if (a->save_every > 0 && !a->ckpt && !a->resume && check_dir(dir, tail, why, sizeof why) != 0)
+        usage_error(prog, "--run-dir: its checkpoints/ folder: %s", why);
+    snprintf(dir, sizeof dir, "%s/replay/step-99999999", run);
+    if (a->replay_every != 0 && check_dir(dir, tail, why, sizeof why) != 0)
+        usage_error(prog, "--run-dir: its replay/ folder: %s", why);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Saving
 
 uint64_t dcp_file_fnv(const char *path, uint64_t *bytes) {
     FILE *f = fopen(path, "rb");
@@ -96,14 +172,23 @@ void dcp_saver_init(DcpSaver *s, const char *lab, const TrainArgs *a, const GptC
     s->dev = dev;
     s->world = world;
     s->log = log;
-    if (a->ckpt) snprintf(s->dir, sizeof s->dir, "%s", a->ckpt);
-    else if (a->resume) snprintf(s->dir, sizeof s->dir, "%s", a->resume);
-    else snprintf(s->dir, sizeof s->dir, "%s/checkpoints", run_dir);
-    snprintf(s->replay_dir, sizeof s->replay_dir, "%s/replay", run_dir);
+    if (a->ckpt) dcp_path(s->dir, "%s", a->ckpt);
+    else if (a->resume) dcp_path(s->dir, "%s", a->resume);
+    else dcp_path(s->dir, "%s/checkpoints", run_dir);
+    dcp_path(s->replay_dir, "%s/replay", run_dir);
+    dcp_path(s->run, "%s", run_dir);
+    // The run directory may come from where the options did not say (SHARDLAB_RUN_DIR, a
+    // launcher): its folders are checked here, before the first step.
+    char why[300], replay_step[PATH_MAX + 16];
+    size_t tail = strlen(DCP_PATH_TAIL);
+    snprintf(replay_step, sizeof replay_step, "%s/step-99999999", s->replay_dir);
+    if ((a->save_every > 0 && check_dir(s->dir, tail, why, sizeof why) != 0) ||
+        (a->replay_every > 0 && check_dir(replay_step, tail, why, sizeof why) != 0))
+        die("give --ckpt or --run-dir a shorter path", "checkpoints under %.60s...: %s", run_dir, why);
     if (a->replay_every > 0 && log && (!world || world->rank == 0))
         runlog_printf(log, "replay points: the training state every %d steps kept in %s, for shardlab grade to restart "
                            "its reference from (--replay-every 0: none)\n", a->replay_every, s->replay_dir);
-    snprintf(s->config, sizeof s->config, "%s", config ? config : "{}");
+    s->config = config ? config : "{}";
     s->sampler_name = "hash(seed, step, index)";
 }
 
@@ -138,6 +223,21 @@ static void share_files(DistGroup *g, int rank, int world, uint64_t *bytes, uint
     free(t);
 }
 
+// This save's identity: 64 random bits on rank 0, every rank getting them through a
+// broadcast (16-bit digits in floats, exact). The kernel's randomness, else the clock and the
+// process id: two saves must not draw the same, however alike their jobs are.
+static uint64_t share_save_id(DistGroup *g, int rank) {
+    uint64_t id = 0;
+    if (rank == 0 && getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        id = rng_hash((uint64_t)runlog_now_us(), (uint64_t)getpid(), (uint64_t)clock());
+    float t[4];
+    for (int d = 0; d < 4; d++) t[d] = (float)((id >> (16 * d)) & 0xffff);
+    if (g) dist_broadcast(g, t, 4, 0);
+    id = 0;
+    for (int d = 0; d < 4; d++) id |= (uint64_t)t[d] << (16 * d);
+    return id;
+}
+
 static void step_dir_name(char *out, size_t n, int64_t step) { snprintf(out, n, "step-%08lld", (long long)step); }
 
 void dcp_shard_name(char *out, size_t n, int64_t step, int rank, int world) {
@@ -147,7 +247,8 @@ void dcp_shard_name(char *out, size_t n, int64_t step, int rank, int world) {
 }
 
 // The manifest's text, every field but the checksum (which the caller appends).
-static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world, const StrBuf *files) {
+static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world, const char *save,
+                          const StrBuf *files) {
     const TrainArgs *a = s->args;
     time_t now = time(NULL);
     char when[32];
@@ -155,6 +256,9 @@ static void manifest_body(StrBuf *m, const DcpSaver *s, int64_t step, int world,
     sb_printf(m, "{\"format\":\"%s\",\"lab\":", DCP_FORMAT);
     sb_json_string(m, s->lab);
     sb_printf(m, ",\"step\":%lld,\"world\":%d,\"saved_at\":\"%s\",", (long long)step, world, when);
+    sb_printf(m, "\n\"save\":\"%s\",\"run\":", save);
+    sb_json_string(m, s->run);
+    sb_printf(m, ",");
     sb_printf(m, "\n\"model\":{\"vocab\":%d,\"seq\":%d,\"layers\":%d,\"dim\":%d,\"heads\":%d},", s->cfg.vocab,
               s->cfg.seq, s->cfg.layers, s->cfg.dim, s->cfg.heads);
     sb_printf(m, "\n\"units\":[");
@@ -186,8 +290,8 @@ static void remove_stale(const char *dir, const char *keep) {
     struct dirent *e;
     while ((e = readdir(d))) {
         long long k;
-        char tail, path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        char tail, path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;  // not ours
         if (strncmp(e->d_name, DCP_MANIFEST ".tmp.", strlen(DCP_MANIFEST) + 5) == 0) {
             remove(path);
             continue;
@@ -197,9 +301,10 @@ static void remove_stale(const char *dir, const char *keep) {
         if (!s) continue;
         struct dirent *f;
         while ((f = readdir(s))) {
-            if (strncmp(f->d_name, "rank-", 5) != 0) continue;
-            char file[3072];
-            snprintf(file, sizeof file, "%s/%s", path, f->d_name);
+            char file[PATH_MAX];
+            if (strncmp(f->d_name, "rank-", 5) != 0 ||
+                (size_t)snprintf(file, sizeof file, "%s/%s", path, f->d_name) >= sizeof file)
+                continue;
             remove(file);
         }
         closedir(s);
@@ -210,9 +315,9 @@ static void remove_stale(const char *dir, const char *keep) {
 
 static void write_manifest(const char *dir, const StrBuf *body) {
     uint64_t h = fnv1a64(body->data, body->len, FNV1A64_INIT);
-    char path[1200], tmp[1300];
-    snprintf(path, sizeof path, "%s/%s", dir, DCP_MANIFEST);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char path[PATH_MAX], tmp[PATH_MAX];
+    dcp_path(path, "%s/%s", dir, DCP_MANIFEST);
+    dcp_path(tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) die("check that the checkpoint directory is writable", "cannot create '%s': %s", tmp, strerror(errno));
     int bad = fwrite(body->data, 1, body->len, f) != body->len;
@@ -236,12 +341,14 @@ static void write_manifest(const char *dir, const StrBuf *body) {
 static void save_to(DcpSaver *s, const char *dir, int say, int64_t step, const DcpState *state) {
     int64_t t0 = runlog_now_us();
     int rank = s->world ? s->world->rank : 0, world = s->world ? s->world->size : 1;
-    char sd[32], sub[1100], name[128], path[1300];
+    char sd[32], sub[PATH_MAX], name[128], path[PATH_MAX], save[17];
     step_dir_name(sd, sizeof sd, step);
-    snprintf(sub, sizeof sub, "%s/%s", dir, sd);
+    dcp_path(sub, "%s/%s", dir, sd);
     runlog_make_dirs(sub);  // every rank: mkdir -p is idempotent
+    snprintf(save, sizeof save, "%016llx", (unsigned long long)share_save_id(s->world, rank));
 
-    // This rank's file: its pieces copied to the host, one 1-D tensor each.
+    // This rank's file: its pieces copied to the host, one 1-D tensor each, every value
+    // checked (a state that cannot be right never replaces the last checkpoint).
     StTensor *t = calloc_check((size_t)state->n + 1, sizeof *t);
     char (*names)[48] = calloc_check((size_t)state->n + 1, sizeof *names);
     uint64_t payload = 0;
@@ -253,24 +360,40 @@ static void save_to(DcpSaver *s, const char *dir, int say, int64_t step, const D
         if (p->host) memcpy(t[i].data, p->data, p->count * sizeof(float));
         else device_to_host(s->dev, t[i].data, p->data, p->count * sizeof(float));
         payload += p->count * sizeof(float);
+        char why[512];
+        if (dcp_check_values(&s->cfg, p, t[i].data, why, sizeof why) != 0)
+            die("the training diverged, or a kernel wrote bad values: the last good checkpoint in the directory is "
+                "kept; resume from it (a lower --lr?)", "checkpoint: step %lld not saved: rank %d's %s", (long long)step,
+                rank, why);
     }
-    char meta[256], err[1024];
-    snprintf(meta, sizeof meta, "{\"format\":\"%s\",\"rank\":\"%d\",\"world\":\"%d\",\"step\":\"%lld\",\"lab\":\"%s\"}",
-             DCP_FORMAT, rank, world, (long long)step, s->lab);
+    // Its metadata: what it is, and which save of which run.
+    StrBuf meta;
+    sb_init(&meta);
+    sb_printf(&meta, "{\"format\":\"%s\",\"rank\":\"%d\",\"world\":\"%d\",\"step\":\"%lld\",\"lab\":", DCP_FORMAT,
+              rank, world, (long long)step);
+    sb_json_string(&meta, s->lab);
+    sb_printf(&meta, ",\"save\":\"%s\",\"run\":", save);
+    sb_json_string(&meta, s->run);
+    sb_printf(&meta, "}");
     dcp_shard_name(name, sizeof name, step, rank, world);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    dcp_path(path, "%s/%s", dir, name);
     test_pause();
-    if (safetensors_save(path, t, state->n, meta, err, sizeof err) != 0)
+    char err[PATH_MAX + 512];
+    StWritten w;
+    if (safetensors_save_hashed(path, t, state->n, meta.data, &w, err, sizeof err) != 0)
         die("check that the checkpoint directory is writable and the disk not full", "checkpoint: %s", err);
     fsync_dir(sub);
     for (int i = 0; i < state->n; i++) free(t[i].data);
     free(t);
+    sb_free(&meta);
     test_pause();
 
-    // Every rank's size and checksum, so that rank 0 can write them into the manifest. The
-    // all-reduce is also the barrier: when it returns, every file is in place.
+    // Every rank's size and checksum, so that rank 0 can write them into the manifest: of the
+    // bytes this rank wrote. The all-reduce is also the barrier: when it returns, every file
+    // is in place.
     uint64_t *bytes = calloc_check((size_t)world, sizeof *bytes), *fnv = calloc_check((size_t)world, sizeof *fnv);
-    fnv[rank] = dcp_file_fnv(path, &bytes[rank]);
+    bytes[rank] = w.bytes;
+    fnv[rank] = w.fnv1a64;
     share_files(s->world, rank, world, bytes, fnv);
 
     // The commit: rank 0 names every file, with its size and checksum, in the manifest. Which
@@ -286,7 +409,7 @@ static void save_to(DcpSaver *s, const char *dir, int say, int64_t step, const D
             sb_printf(&files, "%s\n {\"rank\":%d,\"path\":\"%s\",\"bytes\":%llu,\"fnv1a64\":\"%016llx\"}", r ? "," : "",
                       r, fname, (unsigned long long)bytes[r], (unsigned long long)fnv[r]);
         }
-        manifest_body(&body, s, step, world, &files);
+        manifest_body(&body, s, step, world, save, &files);
         write_manifest(dir, &body);
         remove_stale(dir, sd);
         sb_free(&files);
@@ -310,9 +433,9 @@ static void save_to(DcpSaver *s, const char *dir, int say, int64_t step, const D
 void dcp_save(DcpSaver *s, int64_t step, const DcpState *state) {
     if (checkpoint_due(s->args, step)) save_to(s, s->dir, 1, step, state);
     if (replay_due(s->args, step)) {  // its own checkpoint directory: replay/step-<s>/
-        char dir[1200], sd[32];
+        char dir[PATH_MAX], sd[32];
         step_dir_name(sd, sizeof sd, step);
-        snprintf(dir, sizeof dir, "%s/%s", s->replay_dir, sd);
+        dcp_path(dir, "%s/%s", s->replay_dir, sd);
         save_to(s, dir, 0, step, state);
     }
 }

@@ -1,10 +1,10 @@
 // dcp_internal.h — what the checkpoint's three files share: dcp.c (the state, saving),
 // dcp_open.c (opening a checkpoint and checking all of it) and dcp_load.c (reading each
-// rank's ranges back). The format's fixed strings, the rank files' names and checksums, and
-// how a check refuses a checkpoint.
+// rank's ranges back). The format's fixed strings, the rank files' names and checksums, the
+// paths' limits, what must hold of the values, and how a check refuses a checkpoint.
 //
-// Defines: DCP_FORMAT, DCP_CHECKSUM_FIELD, dcp_file_fnv(), dcp_shard_name(), DcpRefuse,
-//          dcp_refuse(), dcp_load_pieces().
+// Defines: DCP_FORMAT, DCP_CHECKSUM_FIELD, DCP_PATH_TAIL, dcp_file_fnv(), dcp_shard_name(),
+//          dcp_path(), dcp_check_values(), DcpRefuse, dcp_refuse(), dcp_load_pieces().
 #ifndef SHARDLAB_DCP_INTERNAL_H
 #define SHARDLAB_DCP_INTERNAL_H
 
@@ -13,13 +13,25 @@
 
 #include "dcp.h"
 
-#define DCP_FORMAT "shardlab-checkpoint/1"
+#define DCP_FORMAT "shardlab-checkpoint/2"
 #define DCP_CHECKSUM_FIELD ",\"checksum\":\""
+
+// The longest a checkpoint's own names make a path under its directory: a rank file's
+// temporary at the largest step (--steps is at most 10^7), world and process id. A directory
+// leaves room for it, or it is refused before anything is written (dcp_check_paths).
+#define DCP_PATH_TAIL "/step-99999999/rank-4095-of-4096.safetensors.tmp.4294967295"
 
 // dcp.c: the FNV-1a 64 of the file at path and its size in *bytes (both 0 if it cannot be
 // opened); a rank's file, under the checkpoint directory: step-<step>/rank-<r>-of-<N>.safetensors.
 uint64_t dcp_file_fnv(const char *path, uint64_t *bytes);
 void dcp_shard_name(char *out, size_t n, int64_t step, int rank, int world);
+// A path into out[PATH_MAX], printf-style. One that does not fit dies: the directories were
+// checked to leave room, so this is a bug, and a path is never cut.
+void dcp_path(char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// What must hold of every element of a piece of the state x (its p->count floats, in host
+// memory): weights and moments finite, v (a mean of squared gradients) never negative. 0, or
+// -1 with why naming the model's tensor, the element and its value.
+int dcp_check_values(const GptConfig *c, const DcpPiece *p, const float *x, char *why, size_t n);
 
 // dcp_open.c: who refuses a checkpoint (the lab, for the message) and which one.
 typedef struct {

@@ -23,10 +23,8 @@ float **dcp_load_pieces(const DcpRefuse *rf, const DcpFile *f) {
         data[i] = malloc_check(p->count * sizeof(float));
         t[i] = (StTensor){.name = names[i], .ndim = 1, .shape = {(int64_t)p->count}, .data = data[i]};
     }
-    char err[1024];
-    if (safetensors_load(f->file, t, f->npieces, err, sizeof err) != 0) {
-        dcp_refuse(rf, strstr(f->file, "step-") ? strstr(f->file, "step-") : f->file, "%s", err);
-    }
+    char err[2 * PATH_MAX];
+    if (safetensors_load(f->file, t, f->npieces, err, sizeof err) != 0) dcp_refuse(rf, f->name, "%s", err);
     free(t);
     free(names);
     return data;

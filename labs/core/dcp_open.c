@@ -1,8 +1,8 @@
 // dcp_open.c — see dcp.h: opening a checkpoint directory, which nothing guarantees is whole
 // or ours, and checking all of it before anything is written: the manifest (its checksum
-// first), the model, every file's size, checksum and header, and that the pieces tile every
-// tensor. Also what a resumed run takes from the saved one (the learning-rate schedule) or
-// notes about it.
+// first), the model, every file's size, checksum and header (one save of one run), that the
+// pieces tile every tensor, and the values. Also what a resumed run takes from the saved one
+// (the learning-rate schedule) or notes about it.
 #include "dcp.h"
 
 #include <errno.h>
@@ -20,7 +20,7 @@
 
 // One line naming the checkpoint, the file and the check that failed; exit 2.
 void dcp_refuse(const DcpRefuse *r, const char *file, const char *fmt, ...) {
-    char why[1024];
+    char why[2 * PATH_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
@@ -35,30 +35,59 @@ static int json_uint(const JsonValue *v, double max, int64_t *out) {
     return 1;
 }
 
-// The tensors of one shard file, from its header: "<kind>.<unit>.<offset>" of shape [count].
-static void read_pieces(const DcpRefuse *rf, DcpFile *f, const GptConfig *c, int world, int64_t step) {
-    const char *name = strstr(f->file, "step-") ? strstr(f->file, "step-") : f->file;
+// A shard file's safetensors header, parsed (size: the file's, from stat); NULL and why if it
+// cannot be read or is not a JSON object.
+static JsonValue *read_header(const DcpFile *f, uint64_t size, char *why, size_t n) {
     FILE *fp = fopen(f->file, "rb");
     unsigned char len8[8];
     if (!fp || fread(len8, 1, 8, fp) != 8) {
         if (fp) fclose(fp);
-        dcp_refuse(rf, name, "cannot read its header length");
+        return snprintf(why, n, "cannot read its header length"), NULL;
     }
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
-    if (hl > f->bytes - 8 || hl > (64u << 20)) {
+    if (hl > size - 8 || hl > (64u << 20)) {
         fclose(fp);
-        dcp_refuse(rf, name, "header length %llu does not fit the file (%llu bytes)", (unsigned long long)hl,
-                   (unsigned long long)f->bytes);
+        return snprintf(why, n, "header length %llu does not fit the file (%llu bytes)", (unsigned long long)hl,
+                        (unsigned long long)size), NULL;
     }
     char *h = malloc_check((size_t)hl + 1);
     size_t got = fread(h, 1, (size_t)hl, fp);
     fclose(fp);
     char jerr[200];
-    // (dcp_refuse() exits: nothing is freed before it, its message may quote the header)
     JsonValue *root = got == hl ? json_parse(h, (size_t)hl, jerr, sizeof jerr) : NULL;
     free(h);
-    if (!root || root->type != JSON_OBJECT) dcp_refuse(rf, name, "the safetensors header is not a JSON object");
+    if (root && root->type == JSON_OBJECT) return root;
+    json_free(root);
+    return snprintf(why, n, "the safetensors header is not a JSON object"), NULL;
+}
+
+static const char *meta_string(const JsonValue *root, const char *key) {
+    const JsonValue *v = json_get(json_get(root, "__metadata__"), key);
+    return v && v->type == JSON_STRING ? v->string : NULL;
+}
+
+// NULL if the file's header names this checkpoint's save (its "save" and "run"), else what
+// differs, in why.
+static const char *other_save(const JsonValue *root, const Dcp *ck, char *why, size_t n) {
+    const char *save = meta_string(root, "save"), *run = meta_string(root, "run"), *step = meta_string(root, "step");
+    if (!save || !run)
+        return snprintf(why, n, "its metadata names no save and run: not a file of a %s checkpoint", DCP_FORMAT), why;
+    if (strcmp(run, ck->run) != 0)
+        return snprintf(why, n, "from another run: its metadata names save %.20s of run '%.300s' at step %.20s, the "
+                        "manifest save %s of run '%.300s' at step %lld; did two jobs save into one folder?", save, run,
+                        step ? step : "?", ck->save, ck->run, (long long)ck->step), why;
+    if (strcmp(save, ck->save) != 0)
+        return snprintf(why, n, "from another save of this run: its metadata names save %.20s at step %.20s, the "
+                        "manifest save %s at step %lld; was it copied from another checkpoint?", save,
+                        step ? step : "?", ck->save, (long long)ck->step), why;
+    return NULL;
+}
+
+// The tensors of one shard file, from its header: "<kind>.<unit>.<offset>" of shape [count].
+static void read_pieces(const DcpRefuse *rf, DcpFile *f, const JsonValue *root, const GptConfig *c, int world,
+                        int64_t step) {
+    const char *name = f->name;
     const JsonValue *meta = json_get(root, "__metadata__");
     const JsonValue *mr = json_get(meta, "rank"), *mw = json_get(meta, "world"), *ms = json_get(meta, "step");
     char want[32];
@@ -97,7 +126,6 @@ static void read_pieces(const DcpRefuse *rf, DcpFile *f, const GptConfig *c, int
         }
         f->pieces[f->npieces++] = (DcpPiece){(DcpKind)k, unit, (size_t)off, (size_t)count, NULL, 1};
     }
-    json_free(root);
 }
 
 typedef struct {
@@ -191,9 +219,9 @@ static void note_differences(Dcp *ck, TrainArgs *a) {
 void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const char *prog) {
     memset(ck, 0, sizeof *ck);
     DcpRefuse rf = {prog, dir};
-    snprintf(ck->dir, sizeof ck->dir, "%s", dir);
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, DCP_MANIFEST);
+    dcp_path(ck->dir, "%s", dir);
+    char path[PATH_MAX];
+    dcp_path(path, "%s/%s", dir, DCP_MANIFEST);
 
     // The manifest: whole, and its checksum first (a damaged manifest says nothing else).
     StrBuf manifest;
@@ -218,9 +246,19 @@ void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const 
     sb_free(&manifest);
     if (!ck->manifest || ck->manifest->type != JSON_OBJECT) dcp_refuse(&rf, DCP_MANIFEST, "not a JSON object: %s", jerr);
     const JsonValue *m = ck->manifest, *fmt = json_get(m, "format"), *lab = json_get(m, "lab");
+    if (fmt && fmt->type == JSON_STRING && strcmp(fmt->string, "shardlab-checkpoint/1") == 0)
+        dcp_refuse(&rf, DCP_MANIFEST, "format shardlab-checkpoint/1 is an older one, whose files carry no save identity; "
+                   "this shardlab reads \"%s\" (resume it with the shardlab that saved it)", DCP_FORMAT);
     if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->string, DCP_FORMAT) != 0)
         dcp_refuse(&rf, DCP_MANIFEST, "format is not \"%s\"", DCP_FORMAT);
     snprintf(ck->lab, sizeof ck->lab, "%s", lab && lab->type == JSON_STRING ? lab->string : "?");
+    // The save every file must belong to.
+    const JsonValue *save = json_get(m, "save"), *run = json_get(m, "run");
+    if (!save || save->type != JSON_STRING || strlen(save->string) != 16 ||
+        strspn(save->string, "0123456789abcdef") != 16 || !run || run->type != JSON_STRING)
+        dcp_refuse(&rf, DCP_MANIFEST, "no save identity (\"save\": 16 hex digits, \"run\": a string)");
+    ck->save = save->string;
+    ck->run = run->string;
 
     // The model must be this run's, unit by unit.
     const JsonValue *model = json_get(m, "model");
@@ -268,29 +306,46 @@ void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const 
     for (int r = 0; r < world; r++) {
         const JsonValue *fo = &files->items[r], *p = json_get(fo, "path"), *fnv = json_get(fo, "fnv1a64");
         int64_t rank, bytes;
-        char want[128];
-        dcp_shard_name(want, sizeof want, step, r, (int)world);
+        DcpFile *f = &ck->files[r];
+        const char *want = f->name;
+        dcp_shard_name(f->name, sizeof f->name, step, r, (int)world);
         if (!json_uint(json_get(fo, "rank"), 4096, &rank) || rank != r || !p || p->type != JSON_STRING ||
             strcmp(p->string, want) != 0 || !json_uint(json_get(fo, "bytes"), 1e15, &bytes) || !fnv ||
             fnv->type != JSON_STRING || strlen(fnv->string) != 16)
             dcp_refuse(&rf, DCP_MANIFEST, "files[%d] is not rank %d's file %s with bytes and fnv1a64", r, r, want);
-        DcpFile *f = &ck->files[r];
-        snprintf(f->file, sizeof f->file, "%s/%s", dir, want);
+        f->file = malloc_check(PATH_MAX);
+        dcp_path(f->file, "%s/%s", dir, want);
         f->rank = r;
         f->bytes = (uint64_t)bytes;
         f->fnv = strtoull(fnv->string, NULL, 16);
         struct stat st;
         if (stat(f->file, &st) != 0) dcp_refuse(&rf, want, "missing: %s", strerror(errno));
         if (!S_ISREG(st.st_mode)) dcp_refuse(&rf, want, "not a regular file");
-        if ((uint64_t)st.st_size != f->bytes)
+        // Its header says which save it belongs to: where the bytes differ from the manifest's,
+        // that is the likelier story (another job's file, or one copied in) than damage.
+        char why[2 * PATH_MAX], other[2 * PATH_MAX];
+        JsonValue *header = read_header(f, (uint64_t)st.st_size, why, sizeof why);
+        const char *differs = header ? other_save(header, ck, other, sizeof other) : NULL;
+        if ((uint64_t)st.st_size != f->bytes) {
+            if (differs) dcp_refuse(&rf, want, "%s", differs);
             dcp_refuse(&rf, want, "%lld bytes, the manifest says %llu (truncated or replaced)", (long long)st.st_size,
                        (unsigned long long)f->bytes);
+        }
         uint64_t n, got = dcp_file_fnv(f->file, &n);
-        if (got != f->fnv || n != f->bytes)
+        if (got != f->fnv || n != f->bytes) {
+            if (differs) dcp_refuse(&rf, want, "%s", differs);
             dcp_refuse(&rf, want, "checksum mismatch: fnv1a64 %016llx, the manifest says %016llx (damaged)",
                        (unsigned long long)got, (unsigned long long)f->fnv);
-        read_pieces(&rf, f, c, (int)world, step);
-        float **data = dcp_load_pieces(&rf, f);  // the full format check; the data is read again in dcp_load
+        }
+        if (!header) dcp_refuse(&rf, want, "%s", why);
+        if (differs) dcp_refuse(&rf, want, "%s", differs);  // even with a manifest edited to match its bytes
+        read_pieces(&rf, f, header, c, (int)world, step);
+        json_free(header);
+        // The full format check (the data is read again in dcp_load), and what must hold of
+        // every value: a state with the right checksums can still not be a training state.
+        float **data = dcp_load_pieces(&rf, f);
+        for (int i = 0; i < f->npieces; i++)
+            if (dcp_check_values(c, &f->pieces[i], data[i], why, sizeof why) != 0) dcp_refuse(&rf, want, "%s", why);
         for (int i = 0; i < f->npieces; i++) free(data[i]);
         free(data);
     }
@@ -299,7 +354,7 @@ void dcp_open(Dcp *ck, const char *dir, const GptConfig *c, TrainArgs *a, const 
 }
 
 void dcp_close(Dcp *ck) {
-    for (int f = 0; f < ck->world; f++) free(ck->files[f].pieces);
+    for (int f = 0; f < ck->world && ck->files; f++) free(ck->files[f].pieces), free(ck->files[f].file);
     free(ck->files);
     json_free(ck->manifest);
     memset(ck, 0, sizeof *ck);

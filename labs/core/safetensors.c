@@ -11,9 +11,14 @@
 // The loader trusts nothing in the file: every length and offset is checked against the
 // real file size before anything is allocated or read, and all checks run before any
 // caller buffer is written, so a bad file leaves the model exactly as it was.
+//
+// The data's checksum (ST_CHECKSUM_KEY in "__metadata__") must be in the header, which comes
+// first, so a save walks the data twice: once to hash it, once to write it (hashing the whole
+// file as it goes, for the caller: safetensors_save_hashed).
 #include "safetensors.h"
 
 #include "check.h"
+#include "hash.h"
 #include "json.h"
 
 #include <errno.h>
@@ -93,11 +98,14 @@ static int st_tensor_bytes(const StTensor *t, uint64_t *bytes, char *err, size_t
 // ---------------------------------------------------------------------------------------
 // Save
 
-// Append "__metadata__":{...} from the caller's JSON text. Parsing and re-writing it (rather
-// than pasting it in) both checks it and puts it in one canonical form.
-static int st_append_metadata(StrBuf *h, const char *metadata_json, char *err, size_t errlen) {
+// Append "__metadata__":{...}: the caller's JSON text (NULL: none), then the data's checksum.
+// Parsing and re-writing the caller's (rather than pasting it in) both checks it and puts it
+// in one canonical form.
+static int st_append_metadata(StrBuf *h, const char *metadata_json, uint64_t data_fnv, char *err,
+                              size_t errlen) {
     char jerr[160];
-    JsonValue *meta = json_parse(metadata_json, strlen(metadata_json), jerr, sizeof jerr);
+    JsonValue *meta = json_parse(metadata_json ? metadata_json : "{}",
+                                 metadata_json ? strlen(metadata_json) : 2, jerr, sizeof jerr);
     if (!meta) return st_error(err, errlen, "metadata is not valid JSON: %s", jerr);
     if (meta->type != JSON_OBJECT) {
         st_error(err, errlen, "metadata must be a JSON object, not a JSON %s",
@@ -114,23 +122,27 @@ static int st_append_metadata(StrBuf *h, const char *metadata_json, char *err, s
             json_free(meta);
             return -1;
         }
-        if (i) sb_append(h, ",", 1);
+        if (strcmp(meta->keys[i], ST_CHECKSUM_KEY) == 0) {
+            st_error(err, errlen, "metadata key \"%s\" is the writer's own (the data's checksum)",
+                     ST_CHECKSUM_KEY);
+            json_free(meta);
+            return -1;
+        }
         sb_json_string(h, meta->keys[i]);
         sb_append(h, ":", 1);
         sb_json_string(h, meta->items[i].string);
+        sb_append(h, ",", 1);
     }
-    sb_append(h, "}", 1);
+    sb_printf(h, "\"%s\":\"%016llx\"}", ST_CHECKSUM_KEY, (unsigned long long)data_fnv);
     json_free(meta);
     return 0;
 }
 
 // Build the padded header text. Tensors are laid out in the order given.
 static int st_build_header(StrBuf *h, const StTensor *tensors, int n, const char *metadata_json,
-                           char *err, size_t errlen) {
+                           uint64_t data_fnv, char *err, size_t errlen) {
     sb_append(h, "{", 1);
-    if (metadata_json) {
-        if (st_append_metadata(h, metadata_json, err, errlen) != 0) return -1;
-    }
+    if (st_append_metadata(h, metadata_json, data_fnv, err, errlen) != 0) return -1;
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         const StTensor *t = &tensors[i];
@@ -156,8 +168,9 @@ static int st_build_header(StrBuf *h, const StTensor *tensors, int n, const char
     return 0;
 }
 
-// Write count floats as little-endian bytes, through a small staging buffer.
-static int st_write_f32(FILE *f, const float *data, uint64_t count) {
+// count floats as little-endian bytes, through a small staging buffer: *h continued over
+// them, and the same bytes written to f (NULL: hashed only).
+static int st_put_f32(FILE *f, const float *data, uint64_t count, uint64_t *h) {
     unsigned char buf[16384];
     const size_t per_chunk = sizeof buf / 4;
     while (count > 0) {
@@ -167,15 +180,32 @@ static int st_write_f32(FILE *f, const float *data, uint64_t count) {
             memcpy(&u, &data[i], 4);
             st_put_le(buf + 4 * i, u, 4);
         }
-        if (fwrite(buf, 4, k, f) != k) return -1;
+        *h = fnv1a64(buf, 4 * k, *h);
+        if (f && fwrite(buf, 4, k, f) != k) return -1;
         data += k;
         count -= k;
     }
     return 0;
 }
 
+// The data section's FNV-1a 64, the bytes as st_put_f32 writes them.
+static uint64_t st_data_fnv(const StTensor *tensors, int n) {
+    uint64_t h = FNV1A64_INIT;
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = 0;
+        if (st_tensor_bytes(&tensors[i], &bytes, NULL, 0) == 0) st_put_f32(NULL, tensors[i].data, bytes / 4, &h);
+    }
+    return h;
+}
+
 int safetensors_save(const char *path, const StTensor *tensors, int n, const char *metadata_json,
                      char *err, size_t errlen) {
+    StWritten w;
+    return safetensors_save_hashed(path, tensors, n, metadata_json, &w, err, errlen);
+}
+
+int safetensors_save_hashed(const char *path, const StTensor *tensors, int n, const char *metadata_json,
+                            StWritten *written, char *err, size_t errlen) {
     if (!path || n < 0 || (n > 0 && !tensors))
         return st_error(err, errlen, "safetensors_save: bad arguments (path, tensors or n)");
     StrBuf header, tmp;
@@ -183,7 +213,8 @@ int safetensors_save(const char *path, const StTensor *tensors, int n, const cha
     sb_init(&tmp);
     int rc = -1;
     FILE *f = NULL;
-    if (st_build_header(&header, tensors, n, metadata_json, err, errlen) != 0) {
+    uint64_t data_fnv = st_data_fnv(tensors, n);  // (a bad tensor is refused by st_build_header)
+    if (st_build_header(&header, tensors, n, metadata_json, data_fnv, err, errlen) != 0) {
         // st_build_header said what is wrong; add which file it was for.
         char why[512];
         snprintf(why, sizeof why, "%s", err && errlen ? err : "");
@@ -202,10 +233,12 @@ int safetensors_save(const char *path, const StTensor *tensors, int n, const cha
     unsigned char len8[8];
     st_put_le(len8, header.len, 8);
     int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(header.data, 1, header.len, f) != header.len;
+    uint64_t file_fnv = fnv1a64(header.data, header.len, fnv1a64(len8, 8, FNV1A64_INIT)), size = 8 + header.len;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t bytes = 0;
         st_tensor_bytes(&tensors[i], &bytes, NULL, 0);  // already checked by st_build_header
-        bad = st_write_f32(f, tensors[i].data, bytes / 4) != 0;
+        bad = st_put_f32(f, tensors[i].data, bytes / 4, &file_fnv) != 0;
+        size += bytes;
     }
     // fsync so that after the rename the data is on disk, not only in the page cache.
     if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
@@ -225,6 +258,8 @@ int safetensors_save(const char *path, const StTensor *tensors, int n, const cha
                  strerror(errno));
         goto out;
     }
+    written->bytes = size;
+    written->fnv1a64 = file_fnv;
     rc = 0;
 out:
     if (rc != 0 && tmp.data) remove(tmp.data);  // never leave a partial temporary behind
@@ -304,11 +339,14 @@ static int st_compare_begin(const void *a, const void *b) {
 
 // Check the header against the file size and the expected tensors; fill match[i] with the
 // entry expect[i] reads from. Reads nothing and writes no tensor.
+// *checksum: the data's, from the metadata (ST_CHECKSUM_KEY); *has_checksum 0 if it has none.
 static int st_check_header(const char *path, const JsonValue *root, uint64_t data_size,
                            const StTensor *expect, int n, const uint64_t *bytes, StEntry *entries,
-                           size_t *count, StEntry **match, char *err, size_t errlen) {
+                           size_t *count, StEntry **match, int *has_checksum, uint64_t *checksum,
+                           char *err, size_t errlen) {
     char want[96], found[96];
     *count = 0;
+    *has_checksum = 0;
     for (size_t i = 0; i < root->count; i++) {
         const char *key = root->keys[i];
         if (strcmp(key, ST_METADATA_KEY) == 0) {
@@ -320,6 +358,17 @@ static int st_check_header(const char *path, const JsonValue *root, uint64_t dat
                 if (m->items[j].type != JSON_STRING)
                     return st_error(err, errlen, "%s: metadata value \"%s\" is not a string",
                                     path, m->keys[j]);
+            const JsonValue *sum = json_get(m, ST_CHECKSUM_KEY);
+            if (sum) {
+                const char *hex = sum->string;
+                int ok = strlen(hex) == 16;
+                for (int d = 0; ok && d < 16; d++) ok = (hex[d] >= '0' && hex[d] <= '9') || (hex[d] >= 'a' && hex[d] <= 'f');
+                if (!ok)
+                    return st_error(err, errlen, "%s: metadata \"%s\" is \"%.40s\", not 16 hex digits "
+                                    "(the header is damaged)", path, ST_CHECKSUM_KEY, hex);
+                *has_checksum = 1;
+                *checksum = strtoull(hex, NULL, 16);
+            }
             continue;
         }
         for (size_t j = 0; j < *count; j++)
@@ -454,12 +503,13 @@ int safetensors_load(const char *path, StTensor *expect, int n, char *err, size_
                  json_type_name(root->type));
         goto out;
     }
-    uint64_t data_size = size - 8 - header_len;
+    uint64_t data_size = size - 8 - header_len, checksum = 0;
     size_t count;
+    int has_checksum;
     entries = calloc_check(root->count + 1, sizeof *entries);
     match = calloc_check((size_t)n + 1, sizeof *match);
-    if (st_check_header(path, root, data_size, expect, n, bytes, entries, &count, match, err,
-                        errlen) != 0)
+    if (st_check_header(path, root, data_size, expect, n, bytes, entries, &count, match,
+                        &has_checksum, &checksum, err, errlen) != 0)
         goto out;
 
     // Read the whole data section before touching expect[]: if the read fails halfway, the
@@ -474,6 +524,15 @@ int safetensors_load(const char *path, StTensor *expect, int n, char *err, size_
         st_error(err, errlen, "%s: read error in the tensor data (file changed while loading?)",
                  path);
         goto out;
+    }
+    if (has_checksum) {
+        uint64_t got = fnv1a64(data, (size_t)data_size, FNV1A64_INIT);
+        if (got != checksum) {
+            st_error(err, errlen, "%s: the tensor data hashes to %016llx, its header's %s says "
+                     "%016llx: the data is damaged", path, (unsigned long long)got,
+                     ST_CHECKSUM_KEY, (unsigned long long)checksum);
+            goto out;
+        }
     }
     for (int i = 0; i < n; i++) {
         const unsigned char *src = (const unsigned char *)data + match[i]->begin;
