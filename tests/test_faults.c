@@ -18,20 +18,24 @@
 //      no earlier report (a grade.json edited to 999 points) is left in its place, for one run
 //      and for --labs; a reference that cannot run in the run's folder is named with the
 //      disk's error, within seconds;
-//   3. one job per run directory, with ranks started by hand (as mpirun starts them): while
+//   3. the same disk under the web server: a run it started (201) shows "error" on its page
+//      within seconds, with the launcher's own words, not "running" forever;
+//   4. one job per run directory, with ranks started by hand (as mpirun starts them): while
 //      such a job runs, a second one (by hand, or through the launcher) is refused before it
 //      writes a line, naming the job that holds it; a launcher's job keeps a lab started by
 //      hand out the same way;
-//   4. long paths: a run directory of ~3000 bytes works end to end (the lab, the launcher, the
+//   5. long paths: a run directory of ~3000 bytes works end to end (the lab, the launcher, the
 //      grader and its reference), every file where its path says; one over PATH_MAX, or with a
 //      part over NAME_MAX, is refused before anything starts, exit 2, its length named.
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -194,6 +198,94 @@ static void check_grade_full_disk(int tmpfs) {
     free(out);
 }
 
+// ---- a small HTTP client for the web server's API ----------------------------------------
+
+static int web_port;
+static char web_token[64];
+
+// One request; the status, and the body in *body (malloc'd).
+static int http(const char *method, const char *path, const char *json, char **body) {
+    *body = calloc(1, 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)web_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return close(fd), 0;
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://127.0.0.1:%d\r\nX-Shardlab-Token: %s\r\n"
+                     "Connection: close\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     method, path, web_port, web_port, web_token, json ? strlen(json) : 0, json ? json : "");
+    if (write(fd, req, (size_t)n) != n) return close(fd), 0;
+    size_t cap = 1 << 16, len = 0;
+    char *all = malloc(cap);
+    for (ssize_t k; (k = read(fd, all + len, cap - len - 1)) > 0;)
+        if ((len += (size_t)k) + 1024 > cap) all = realloc(all, cap *= 2);
+    close(fd);
+    all[len] = 0;
+    int status = 0;
+    sscanf(all, "HTTP/1.%*d %d", &status);
+    char *b = strstr(all, "\r\n\r\n");
+    free(*body);
+    *body = strdup(b ? b + 4 : "");
+    free(all);
+    return status;
+}
+
+// 3. The web server with its runs on a full disk: a run it starts fails at once; its page
+// must say so (status "error", with the launcher's words), not "running" forever.
+static void check_web_full_disk(int tmpfs) {
+    char runs[400], cmd[2000], out_path[500];
+    snprintf(runs, sizeof runs, "%s/web-runs", tmp);
+    snprintf(out_path, sizeof out_path, "%s/web.out", tmp);
+    if (sh("mkdir -p '%s'", runs) != 0) return;
+    if (tmpfs)
+        snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=8k tmpfs '%s' && SHARDLAB_RUNS='%s' exec '%s' web --port 0", runs, runs,
+                 shardlab);
+    else
+        snprintf(cmd, sizeof cmd, "trap '' XFSZ; SHARDLAB_RUNS='%s' exec prlimit --fsize=300 '%s' web --port 0", runs, shardlab);
+    char *argv_ns[] = {"/usr/bin/unshare", "-rm", "sh", "-c", cmd, NULL}, *argv_sh[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t server = spawn_env(tmpfs ? argv_ns : argv_sh, "web", NULL);
+    web_port = 0;
+    for (double t0 = now_s(); now_s() - t0 < 20 && !web_port; usleep(50000)) {
+        char *text = read_file(out_path, NULL);
+        const char *at = text ? strstr(text, "http://127.0.0.1:") : NULL;
+        if (at && strstr(at, "token=")) web_port = atoi(at + 17), sscanf(strstr(at, "token=") + 6, "%63[0-9a-f]", web_token);
+        free(text);
+    }
+    char *body;
+    int code = web_port ? http("POST", "/api/runs", "{\"lab\":\"single\",\"n\":1,\"steps\":5}", &body) : 0;
+    char id[256] = "", path[400], status[32] = "";
+    const char *at = strstr(body, "\"id\":\"");
+    if (at) sscanf(at + 6, "%255[^\"]", id);
+    free(body);
+    double t0 = now_s(), secs = 0;
+    while (id[0] && now_s() - t0 < 20) {
+        snprintf(path, sizeof path, "/api/runs/%s", id);
+        http("GET", path, NULL, &body);
+        at = strstr(body, "\"status\":\"");
+        if (at) sscanf(at + 10, "%31[^\"]", status);
+        free(body);
+        if (status[0] && strcmp(status, "running") != 0) break;
+        usleep(100000);
+    }
+    secs = now_s() - t0;
+    snprintf(path, sizeof path, "/api/runs/%s/events", id);
+    http("GET", path, NULL, &body);
+    const char *says = tmpfs ? "No space left on device" : "File too large";
+    // Proves: the run's page says "error" within seconds, and its list of errors holds the
+    // disk's error: on a tmpfs, where the ranks' logs have no room for theirs, in the
+    // launcher's own words (broken variant: runs.c without the launcher's status and stderr:
+    // "stopped", no word of why). (Under a file size limit the ranks' error events fit.)
+    EXPECT(code == 201 && !strcmp(status, "error") && (!tmpfs || strstr(body, "\"by\":\"launcher\"")) && strstr(body, says) &&
+               secs < 10,
+           "a run the web starts on a full disk: 201, then status error in %.1f s with the launcher's words (%d, %s): %.600s",
+           secs, code, status, body);
+    free(body);
+    if (server > 0) kill(server, SIGTERM), wait_status(server);
+}
+
 // ---- ranks by hand ---------------------------------------------------------------------
 
 // Starts n ranks of bin by hand, as mpirun would (RANK, WORLD_SIZE, a MASTER_PORT of their
@@ -226,7 +318,7 @@ static int starts_in(const char *dir, int r) {
     return n;
 }
 
-// 3. One job per run directory, for ranks started by hand: rank 0 holds it for its job and
+// 4. One job per run directory, for ranks started by hand: rank 0 holds it for its job and
 // tells the others before any of them writes. Broken on purpose: lab_run_dir without the
 // lock for ranks started by hand (rank 0 taking it, the others waiting on its word): the
 // second job ran into the first's logs; caught.
@@ -292,7 +384,7 @@ static void check_hand_ranks(void) {
     wait_status(launcher);
 }
 
-// 4. Long paths: none cut, and those too long refused up front.
+// 5. Long paths: none cut, and those too long refused up front.
 static void check_long_paths(void) {
     // ~3000 bytes: 12 folders of 240 bytes each under tmp.
     char part[241], dir[4200], dir2[4300];
@@ -365,6 +457,7 @@ int main(int argc, char **argv) {
     int tmpfs = can_mount_tmpfs();
     check_full_disk(tmpfs);
     check_grade_full_disk(tmpfs);
+    check_web_full_disk(tmpfs);
     check_hand_ranks();
     check_long_paths();
     char cmd[400];

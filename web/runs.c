@@ -10,6 +10,7 @@
 // as the server runs, which is what ?from=N and Last-Event-ID resume from. Lines that are not
 // JSON objects are skipped (a dashboard must not crash on a damaged log).
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,18 +41,23 @@
 // after they exit, so that a run whose launcher is gone counts as ended (runs_ended).
 typedef struct {
     pid_t pid;
-    int exited;
+    int exited, status;   // its wait status, once exited
+    int err_fd;           // its stderr, read as it comes (-1: at its end, closed)
+    char line[512];       // the line it is writing there now
+    size_t len;
+    char said[1024];      // its lines that name a failure, joined, else its last line
+    int failures;         // how many lines said holds
     char id[256];
 } Launched;
 static Launched *launched;
 static int nlaunched, caplaunched;
 static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void launched_add(pid_t pid, const char *id) {
+void launched_add(pid_t pid, const char *id, int err_fd) {
     pthread_mutex_lock(&launched_lock);
     if (nlaunched == caplaunched)
         launched = realloc_check(launched, (size_t)(caplaunched = caplaunched ? 2 * caplaunched : 64) * sizeof *launched);
-    launched[nlaunched] = (Launched){.pid = pid};
+    launched[nlaunched] = (Launched){.pid = pid, .err_fd = err_fd};
     snprintf(launched[nlaunched].id, sizeof launched[nlaunched].id, "%s", id);
     nlaunched++;
     pthread_mutex_unlock(&launched_lock);
@@ -67,11 +73,68 @@ static int launched_exited(const char *id) {
     return exited;
 }
 
+// What the launcher wrote on its stderr since the last look (its descriptor does not block),
+// kept line by line: the lines that name a failure ("rank 0 failed (exit 1): ...", "cannot
+// write ...: No space left on device", die()'s ": error: "), joined, else the last line. Its
+// end (the launcher and its ranks gone) closes the descriptor.
+static void read_launcher_err(Launched *l) {
+    char buf[4096];
+    ssize_t k;
+    while (l->err_fd >= 0 && (k = read(l->err_fd, buf, sizeof buf)) != 0) {
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            break;
+        }
+        for (ssize_t i = 0; i < k; i++) {
+            if (buf[i] != '\n') {
+                if (l->len < sizeof l->line - 1) l->line[l->len++] = buf[i];
+                continue;
+            }
+            l->line[l->len] = 0;
+            int failure = strstr(l->line, "error") || strstr(l->line, "failed") || strstr(l->line, "cannot");
+            size_t used = l->failures ? strlen(l->said) : 0;
+            if (l->len && !strncmp(l->line, "HINT: ", 6)) {  // (what to try, not what happened)
+            } else if (l->len && failure) {
+                snprintf(l->said + used, sizeof l->said - used, "%s%s", used ? "; " : "", l->line);
+                l->failures++;
+            } else if (l->len && !l->failures) {
+                snprintf(l->said, sizeof l->said, "%s", l->line);
+            }
+            l->len = 0;
+        }
+    }
+    if (l->err_fd >= 0) close(l->err_fd);
+    l->err_fd = -1;
+}
+
 void runs_reap(void) {
     pthread_mutex_lock(&launched_lock);
-    for (int i = 0; i < nlaunched; i++)
-        if (!launched[i].exited && waitpid(launched[i].pid, NULL, WNOHANG) == launched[i].pid) launched[i].exited = 1;
+    for (int i = 0; i < nlaunched; i++) {
+        Launched *l = &launched[i];
+        read_launcher_err(l);  // (before the wait: a pipe it fills must not hold it up)
+        if (!l->exited && waitpid(l->pid, &l->status, WNOHANG) == l->pid) l->exited = 1, read_launcher_err(l);
+    }
     pthread_mutex_unlock(&launched_lock);
+}
+
+// 1 if this server started the run's launcher and it said the run failed (exit 1: a rank
+// failed, or the launcher itself; 2: bad options), with what it said in msg ("shardlab run
+// exited with status 1: ..."). A launcher stopped by a signal (killed, or 128 + the signal it
+// passed on to its ranks) said nothing of the kind: its run is "stopped".
+static int launched_failed(const char *id, char *msg, size_t n) {
+    int failed = 0;
+    pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++) {
+        const Launched *l = &launched[i];
+        if (strcmp(l->id, id) != 0 || !l->exited) continue;
+        failed = WIFEXITED(l->status) && WEXITSTATUS(l->status) != 0 && WEXITSTATUS(l->status) < 128;
+        if (!failed) continue;
+        snprintf(msg, n, "shardlab run exited with status %d", WEXITSTATUS(l->status));
+        if (l->said[0]) snprintf(msg + strlen(msg), n - strlen(msg), ": %s", l->said);
+    }
+    pthread_mutex_unlock(&launched_lock);
+    return failed;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -181,6 +244,21 @@ const char *run_status(Run *r) {
     if (!launched_exited(r->id) && still <= (access(path, F_OK) == 0 ? SUMMARY_QUIET_S : STOPPED_S)) return "running";
     r->polled_us = 0;  // (a poll now, whenever the last one was)
     poll_run(r);
+    // The launcher this server started failed, and the logs do not say it all (a disk too
+    // full to hold the ranks' errors, a run directory it could not hold): its own words, as
+    // an error event of the run's list (in memory: the run's files are the ranks'), and the
+    // run ended in error.
+    char said[1200];
+    if (strcmp(r->status, "running") == 0 && launched_failed(r->id, said, sizeof said)) {
+        StrBuf ev;
+        sb_init(&ev);
+        sb_printf(&ev, "{\"ev\":\"error\",\"by\":\"launcher\",\"msg\":");
+        sb_json_string(&ev, said);
+        sb_printf(&ev, "}");
+        add_line(r, ev.data, ev.len);
+        sb_free(&ev);
+        snprintf(r->status, sizeof r->status, "error");
+    }
     if (strcmp(r->status, "running") == 0) snprintf(r->status, sizeof r->status, "stopped");  // (for good)
     return r->status;
 }
@@ -250,6 +328,8 @@ void runs_free_all(void) {
     ncached = 0;
     pthread_mutex_unlock(&cache_lock);
     pthread_mutex_lock(&launched_lock);
+    for (int i = 0; i < nlaunched; i++)
+        if (launched[i].err_fd >= 0) close(launched[i].err_fd);
     free(launched);
     launched = NULL;
     nlaunched = caplaunched = 0;

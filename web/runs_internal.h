@@ -39,7 +39,8 @@ void poll_run(Run *r);
 const char *run_status(Run *r);
 // A run is a directory under w->runs: 1 with it in dir, 0 if there is none or id is not a plain name.
 int run_exists(Web *w, const char *id, char *dir, size_t n);
-// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks).
-void launched_add(pid_t pid, const char *id);
+// Remembers a launcher runs_start() started (runs_reap() reaps it; run_status() asks), with
+// the read end of its stderr (-1: none), which runs_reap() reads and then closes.
+void launched_add(pid_t pid, const char *id, int err_fd);
 
 #endif

@@ -3,6 +3,7 @@
 // over the ranks and a memory estimate as the lab checks them, and an argv for the launcher,
 // never a shell. See web.h.
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,11 +147,18 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
     const char *name = strrchr(dir, '/') + 1;  // the run's id: its directory's name
     argv[a] = NULL;
 #undef PUSH
-    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it waits.
-    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .detach = 1};
+    // Left to run on its own (launch.h); reaped by runs_reap(), which the server calls as it
+    // waits. Its stderr comes back through a pipe: its last words are the run's when the
+    // ranks could not write theirs (a full disk).
+    int err[2];
+    if (pipe2(err, O_CLOEXEC) != 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
+    fcntl(err[0], F_SETFL, O_NONBLOCK);  // (ours only: the launcher's writes wait, as to a terminal)
+    LaunchOpts lo = {.exe = w->launcher, .out_fd = -1, .err_fd = err[1], .detach = 1};
     pid_t pid = launch_run(&lo, form->name, (int)n->number, argv, dir);
-    if (pid < 0) return snprintf(why, whylen, "cannot start the lab: %s", strerror(errno)), 500;
-    launched_add(pid, name);
+    int launch_errno = errno;
+    close(err[1]);
+    if (pid < 0) return close(err[0]), snprintf(why, whylen, "cannot start the lab: %s", strerror(launch_errno)), 500;
+    launched_add(pid, name, err[0]);
     snprintf(id, idlen, "%s", name);
     return 0;
 }

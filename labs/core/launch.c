@@ -31,6 +31,7 @@ pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args,
     if (null >= 0) dup2(null, 0);
     int out = o->out_fd >= 0 ? o->out_fd : null;
     if (out >= 0) dup2(out, 1), dup2(out, 2);
+    if (o->err_fd > 2) dup2(o->err_fd, 2);
     if (o->detach)
         for (int fd = 3; fd < 1024; fd++) close(fd);
     if (o->labs_dir) setenv("SHARDLAB_LABS", o->labs_dir, 1);

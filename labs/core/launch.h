@@ -17,6 +17,9 @@ typedef struct {
     const char *argv0;     // its argv[0] (NULL: exe)
     const char *labs_dir;  // SHARDLAB_LABS for it (NULL: its default, the labs beside it)
     int out_fd;            // its stdout and stderr (-1: /dev/null); stdin is /dev/null
+    int err_fd;            // > 2: its stderr alone, apart from out_fd (the web keeps the launcher's
+                           // last words from a pipe: a run that fails before its logs can hold
+                           // them, on a full disk, still says why)
     int detach;            // 1: its own session, and none of our other descriptors (the web's runs)
     int timeout_s;         // launch_run_wait: how long it may run (0: as long as it takes); then
                            // SIGTERM (the launcher stops its ranks), SIGKILL 3 s later

@@ -170,7 +170,8 @@
 
     if (S.errors.length) {
       const groups = state.errorGroups();
-      const who = (ranks) => ranks.length === 1 ? 'rank ' + ranks[0] : ranks.length === S.world && S.world > 1 ? 'every rank'
+      const who = (ranks) => ranks[0] === -1 ? 'shardlab run' : ranks.length === 1 ? 'rank ' + ranks[0]
+        : ranks.length === S.world && S.world > 1 ? 'every rank'
         : 'ranks ' + ranks.slice().sort((a, b) => a - b).join(', ');
       ui.errors.hidden = false;
       ui.errors.replaceChildren(el('h2', { text: plural(groups.length, 'error') }),

@@ -99,7 +99,9 @@ window.ShardlabRunState = function (onRef) {
         break;
       }
       case 'error':
-        S.errors.push({ rank: r, msg: String(ev.msg) });
+        // rank -1: the launcher's own words (the server adds them when it failed and the logs
+        // could not say why: a full disk).
+        S.errors.push({ rank: ev.by === 'launcher' ? -1 : r, msg: String(ev.msg) });
         break;
       case 'end':
         S.ended[r] = ev;
