@@ -55,7 +55,7 @@
 
 typedef struct {
     uint64_t min_bytes, max_bytes;
-    int factor, iters, warmup, check;
+    int factor, iters, warmup, check, overwrite;
     unsigned colls;  // bit c set: run DistColl c
     const char *algo, *device, *run_dir;
 } Options;
@@ -87,6 +87,7 @@ static void parse_options(Options *o, int argc, char **argv) {
         {"min-bytes", &o->min_bytes}, {"max-bytes", &o->max_bytes}, {"factor", &o->factor}, {"iters", &o->iters},
         {"steps", &o->iters},         {"warmup", &o->warmup},       {"colls", &colls},      {"algo", &o->algo},
         {"check", &o->check},         {"run-dir", &o->run_dir},     {"device", &o->device},
+        {"overwrite", &o->overwrite},
     };
     enum { NOPTIONS = sizeof own / sizeof own[0] };
     CatSlot slots[NOPTIONS];
@@ -296,8 +297,9 @@ int main(int argc, char **argv) {
     snprintf(who, sizeof who, "%s rank %d", PROG, d.rank);
     check_set_context(who);
     RunLog log;
-    char run_dir[3072];
-    lab_run_dir(&d, o.run_dir, PROG, run_dir, sizeof run_dir);
+    char run_dir[PATH_MAX];
+    JobLock run_lock;  // (held to the end: the kernel lets go at exit)
+    lab_run_dir(&d, o.run_dir, o.overwrite, PROG, argv, run_dir, sizeof run_dir, &run_lock);
     runlog_open(&log, PROG, d.rank, d.world, run_dir);
 
     StrBuf config, rows_json, summary;

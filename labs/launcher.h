@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "joblock.h"
 #include "json.h"
 #include "logtail.h"
 #include "shm.h"
@@ -32,7 +33,8 @@ typedef struct {
     int want_tui;              // --ui tui, or auto on a terminal
     Tui *tui;                  // the dashboard while it is open
     StrBuf said;               // what we had to say while the dashboard held the terminal
-    char run_dir[3072];
+    char run_dir[PATH_MAX];
+    JobLock run_lock;          // the run directory, held for the job; its ranks inherit it
     int shm_fd;                // the ranks' shared memory (no name: shm.h); -1 when N = 1
     int port;
     pid_t launcher, pgid;

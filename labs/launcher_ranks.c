@@ -129,9 +129,12 @@ int launcher_end_event_logs(Launch *L) {
         sb_printf(&sb, "%s{\"ev\":\"error\",\"rank\":%d,\"msg\":", newline ? "" : "\n", r);
         sb_json_string(&sb, msg.data);
         sb_printf(&sb, "}\n{\"ev\":\"end\",\"rank\":%d,\"status\":\"error\",\"steps\":%ld}\n", r, steps);
-        FILE *out = fopen_check(path, "a");
-        fwrite_check(sb.data, 1, sb.len, out, path);
-        fclose_check(out, path);
+        // A disk too full for the rank's own end is too full for ours: say so, and go on to
+        // say how the run ended (the exit status says it failed).
+        FILE *out = fopen(path, "a");
+        int written = out && fwrite(sb.data, 1, sb.len, out) == sb.len;
+        if (out) written &= fclose(out) == 0;
+        if (!written) fprintf(stderr, "shardlab: cannot write rank %d's end event into %s: %s\n", r, path, strerror(errno));
         sb_free(&sb), sb_free(&msg);
     }
     return unended;
@@ -147,5 +150,7 @@ void launcher_remove_unstarted(Launch *L) {
         launcher_rank_file(L, r, "jsonl", path, sizeof path);
         unlink(path);
     }
+    snprintf(path, sizeof path, "%s/%s", L->run_dir, JOBLOCK_FILE);
+    unlink(path);  // (ours: we made the directory, under a name no other job has)
     rmdir(L->run_dir);  // (not empty: something else is there, and it stays)
 }

@@ -120,7 +120,7 @@ static void loader_start_epoch(Loader *L, int64_t e) {
         // What the sampler reads, as it reads it: every dataset_read() below is recorded in
         // reads-rank-<r>-epoch-<e>.txt ("first count" lines), for the grader to compare with
         // this rank's part of the epoch (data.coverage).
-        char reads_path[3200];
+        char reads_path[PATH_MAX + 64];
         snprintf(reads_path, sizeof reads_path, "%s/reads-rank-%d-epoch-%lld.txt", L->dir, L->rank, (long long)e);
         FILE *reads = fopen_check(reads_path, "w");
         fprintf(reads, "# epoch %lld, rank %d of %d: the items this rank read from the dataset file for the epoch, in "
@@ -141,7 +141,7 @@ static void loader_start_epoch(Loader *L, int64_t e) {
         fclose_check(reads, "the list of reads");
     }
     if (L->list) fclose_check(L->list, "the indices list");
-    char path[3200], order[600] = "";
+    char path[PATH_MAX + 64], order[600] = "";
     snprintf(path, sizeof path, "%s/indices-rank-%d-epoch-%lld.txt", L->dir, L->rank, (long long)e);
     L->list = fopen_check(path, "w");
     if (L->mix) {
@@ -264,7 +264,7 @@ static void log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t st
 // the global batch. mix: the mixture of --weights, or NULL.
 static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long long cap) {
     const TrainArgs *a = L->a;
-    char data_path[3200], err[600];
+    char data_path[PATH_MAX + 64], err[600];
     snprintf(data_path, sizeof data_path, "%s", a->data);
     if (strcmp(a->data, "synthetic") == 0) {
         snprintf(data_path, sizeof data_path, "%s/dataset.bin", L->log.dir);

@@ -7,9 +7,10 @@
 //           build/shardlab tui runs/ddp-...                 (or: make tui RUN=runs/ddp-...)
 //
 // `shardlab run <lab> -n N` does what torchrun does for PyTorch, in one file you can read:
-//   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir), creates the
-//      shared memory the ranks talk through (with no name, so nothing can be left in
-//      /dev/shm; shm.h), and picks a free TCP port;
+//   1. names the run directory (runs/<lab>-<time>-<hex>, or the lab's --run-dir) and holds it
+//      for this job: its lock, which the ranks inherit, and no run appended to an earlier one
+//      (--overwrite replaces it); creates the shared memory the ranks talk through (with no
+//      name, so nothing can be left in /dev/shm; shm.h), and picks a free TCP port;
 //   2. forks N ranks into one process group; each gets RANK, LOCAL_RANK, WORLD_SIZE,
 //      LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (as torchrun sets them), its output goes to
 //      <run dir>/rank-<r>.log, and it execs build/labs/<lab> with the options we did not use;
@@ -233,20 +234,38 @@ static void parse_run(Launch *L, int argc, char **argv) {
 // Before the ranks start: run directory, shared memory, port
 // ---------------------------------------------------------------------------------------
 
-static void name_run_dir(Launch *L) {
+// Names the run directory (the lab's --run-dir, else a new runs/<lab>-<time>-<hex>) and holds
+// it for this job before anything is written there: its lock, which the ranks inherit
+// (exec_rank), and no run appended to an earlier one unless --overwrite (runlog_hold_dir).
+static void name_run_dir(Launch *L, char **argv) {
     const char *dir = NULL;
+    int overwrite = 0;
     for (int i = 1; L->lab_argv[i]; i++) {
         if (strcmp(L->lab_argv[i], "--run-dir") == 0 && L->lab_argv[i + 1]) dir = L->lab_argv[i + 1];
         else if (strncmp(L->lab_argv[i], "--run-dir=", 10) == 0) dir = L->lab_argv[i] + 10;
+        overwrite |= strcmp(L->lab_argv[i], "--overwrite") == 0;
     }
+    StrBuf why;
+    sb_init(&why);
     if (!dir || !*dir) {
         runlog_new_dir(L->run_dir, sizeof L->run_dir, L->lab);
         L->dir_made = 1;
-        return;
+    } else {
+        if (runlog_check_path("--run-dir", dir, RUNLOG_ROOM, &why) != 0) usage_error("shardlab run", "%s", why.data);
+        snprintf(L->run_dir, sizeof L->run_dir, "%s", dir);  // (it fits: checked)
     }
-    if (strlen(dir) >= sizeof L->run_dir - 64) usage_error("shardlab run", "--run-dir: path too long");
-    snprintf(L->run_dir, sizeof L->run_dir, "%s", dir);
-    runlog_make_dirs(L->run_dir);  // the ranks open their logs in it before the lab runs
+    int busy, code = runlog_hold_dir(&L->run_lock, L->run_dir, overwrite, argv, &why, &busy);
+    if (code == 2) usage_error("shardlab run", "%s", why.data);
+    const char *hint = busy ? "wait for that job to end, or give another --run-dir"
+                            : "is the disk full? check it and the folder's permissions";
+    if (code) die(hint, "%s", why.data);
+    if (L->run_lock.fd <= STDERR_FILENO) {  // started with 0, 1 or 2 closed: the ranks' stdio goes there
+        int high = fcntl(L->run_lock.fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        if (high < 0) die(NULL, "cannot move the run directory's lock: %s", strerror(errno));
+        close(L->run_lock.fd);
+        L->run_lock.fd = high;
+    }
+    sb_free(&why);
 }
 
 off_t launcher_file_size(const char *path) {
@@ -331,12 +350,14 @@ static __attribute__((noreturn)) void exec_rank(const Launch *L, int r) {
     setenv("SHARDLAB_USAGE_HELP", help, 1);
     setenv("SHARDLAB_LOG_CAPTURED", "1", 1);  // the lab must not open rank-<r>.log itself
     unsetenv("SHARDLAB_SHM");
-    if (L->shm_fd >= 0) {  // the one descriptor the lab inherits
+    if (L->shm_fd >= 0) {  // the descriptors the lab inherits: the shared memory ...
         fcntl(L->shm_fd, F_SETFD, 0);
         setenv_int("SHARDLAB_SHM_FD", L->shm_fd);
     } else {
         unsetenv("SHARDLAB_SHM_FD");
     }
+    fcntl(L->run_lock.fd, F_SETFD, 0);  // ... and the run directory's lock, held for the job (joblock.h)
+    setenv_int(JOBLOCK_FD_ENV, L->run_lock.fd);
     execv(L->lab_path, L->lab_argv);
     fprintf(stderr, "shardlab: error: rank %d cannot run %s: %s\n", r, L->lab_path, strerror(errno));
     _exit(127);
@@ -501,7 +522,7 @@ int main(int argc, char **argv) {
     static Launch L;
     parse_run(&L, argc, argv);
     L.launcher = getpid();
-    name_run_dir(&L);
+    name_run_dir(&L, argv);
     check_on_die(on_die, &L);
     // Caught before the first fork, so a Ctrl-C during start-up still stops every rank.
     struct sigaction sa = {.sa_handler = on_signal};

@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
         if (rank == 0) runlog_printf(log, "weights: saved to %s\n", a.save);
     }
     if (save_optim) {
-        char path[3200];
+        char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/optim-rank-%d.safetensors", log->dir, rank);
         sharded_save_optim(path, &adam);
         runlog_printf(log, "optimizer state: rank %d's slices saved to %s\n", rank, path);

@@ -10,9 +10,9 @@
 //      would: STEPS=3 or --steps 3 (5 when it resumes the checkpoint that the command before
 //      it saved at step 3), UI=none, small buffers for the collectives, `make grade` on one
 //      configuration unless it names some (ONLY=); its runs go to a temporary SHARDLAB_RUNS,
-//      the paths it writes (runs/mine, ckpts/run1, ../ddp-course, OUT=dir) into the temporary
-//      directory, and its placeholders (RUN_DIR, runs/single-..., path/to/submission) get real
-//      values (runnable()'s placeholders);
+//      the paths it writes (runs/mine, runs/ddp, ckpts/run1, ../ddp-course, OUT=dir) into
+//      the temporary directory, and its placeholders (RUN_DIR, runs/single-...,
+//      path/to/submission) get real values (runnable()'s placeholders);
 //   2. what cannot run here is in SKIPPED, each with why, and so are templates (<name>,
 //      $(UI), ...); every other command runs, so a command added to the text is tested;
 //   3. `make lab-ckpt NGPU=2 POLICY=sqrt` shows its lesson: sqrt's activation peak is below
@@ -251,8 +251,10 @@ static int runnable(const Printed *c, int i, char *cmd, size_t cap) {
     char out[700], ddp_course[600];
     snprintf(out, sizeof out, "OUT=%s/out-%d", tmp, i);
     snprintf(ddp_course, sizeof ddp_course, "%s/ddp-course", tmp);
-    char runs_mine[600], ckpts[600];
+    char runs_mine[600], runs_ddp[600], runs_single[600], ckpts[600];
     snprintf(runs_mine, sizeof runs_mine, "%s/runs/mine", tmp);
+    snprintf(runs_ddp, sizeof runs_ddp, "%s/runs/ddp", tmp);
+    snprintf(runs_single, sizeof runs_single, "%s/runs/single", tmp);
     snprintf(ckpts, sizeof ckpts, "%s/ckpts/", tmp);
     const char *placeholders[][2] = {
         {"runs/single-...", fixture},  // a finished single-rank run (--ref)
@@ -264,6 +266,10 @@ static int runnable(const Printed *c, int i, char *cmd, size_t cap) {
         {"../ddp-course", ddp_course},
         {"STEPS=N", ""},               // the test says how many
         {"runs/mine", runs_mine},
+        // (the checkout's runs/ddp would hold the last test's run, which a lab refuses to
+        // write into again: a run directory holds one run)
+        {"runs/ddp", runs_ddp},
+        {"runs/single", runs_single},
         {"ckpts/", ckpts},
     };
     // Optional parts in brackets are given: [ARGS="..."] is run with its options.

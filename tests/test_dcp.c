@@ -32,7 +32,9 @@
 //   7. paths: a --ckpt of 1500 characters and a run directory of 1422 save where they say
 //      and resume; a path over PATH_MAX, one whose folders shardlab cannot make (3500
 //      characters) or a name over NAME_MAX is refused up front, the length named;
-//   8. bad options exit 2 with one line.
+//   8. bad options exit 2 with one line;
+//   9. one job per checkpoint folder: a second saver, or a reader while one saves, refused at
+//      start, naming the folder and the holder; readers share a folder, and keep savers out.
 
 #include <signal.h>
 #include <stdint.h>
@@ -769,6 +771,82 @@ static void sanitized(void) {
            "(status %d, %d)", s1.status, s2.status);
 }
 
+// ---------------------------------------------------------------------------------------
+// 6. One job per checkpoint folder (core/joblock.h)
+
+// `shardlab run ddp -n 2 --ui none` with args (NULL-ended) into tmp/<tag>, started: its pid.
+static pid_t start_ddp(const char *tag, char *const args[]) {
+    char dir[512], *argv[32] = {(char *)launcher, "run", "ddp", "-n", "2", "--ui", "none", "--run-dir", dir};
+    snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+    int a = 9;
+    for (int i = 0; args[i] && a < 31; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+    return spawn_env(argv, tag, NULL);
+}
+
+// Waits (up to 30 s) until `path` exists.
+static int wait_for(const char *path) {
+    for (double t0 = now_s(); now_s() - t0 < 30; usleep(5000))
+        if (access(path, F_OK) == 0) return 1;
+    return 0;
+}
+
+// A job that saves into a folder holds it from its start to its end: a second job that would
+// save there is refused at start (exit 1), naming the folder and the job that holds it, and so
+// is one that would resume from it (it could read a save half made, or lose it to the saver's
+// clean-up). Jobs that only resume from a folder share it: two at once both run, and one that
+// would save there is refused while they do. Broken on purpose: joblock_take granting every
+// lock (the second saver ran and replaced the first's saves): caught.
+static void one_job_per_folder(void) {
+    char ck[512], manifest[600], other[512];
+    snprintf(ck, sizeof ck, "%s/ck_held", tmp);
+    snprintf(other, sizeof other, "%s/ck_other", tmp);
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", ck);
+    char *a_hold[] = {"--steps", "3000", "--save-every", "5", "--ckpt", ck, NULL};
+    pid_t holder = start_ddp("held_saver", a_hold);
+    int saved = wait_for(manifest);  // (its first save: a folder to resume from, below)
+    double t0 = now_s();
+    char *a_save[] = {"--steps", "6", "--save-every", "3", "--ckpt", ck, NULL};
+    int status = wait_status(start_ddp("held_second", a_save));
+    double secs = now_s() - t0;
+    char *err = captured("held_second", "err");
+    // Proves: a second saver is refused at start, in seconds, with the folder and the holder named.
+    EXPECT(saved && status == 1 && strstr(err, "the checkpoint folder") && strstr(err, ck) &&
+               strstr(err, "in use by another job") && strstr(err, "--steps 3000 --save-every 5") && secs < 10,
+           "a second job saving into a folder a job saves into: refused (exit %d in %.1f s), naming both: %s", status, secs,
+           one_line(err));
+    free(err);
+    char *a_read[] = {"--steps", "2000", "--resume", ck, "--save-every", "1000", "--ckpt", other, NULL};
+    status = wait_status(start_ddp("held_reader", a_read));
+    err = captured("held_reader", "err");
+    // Proves: a job resuming from a folder another job saves into is refused too.
+    EXPECT(status == 1 && strstr(err, ck) && strstr(err, "in use by another job"),
+           "a job resuming from a folder a job saves into: refused (exit %d): %s", status, one_line(err));
+    free(err);
+    kill(holder, SIGTERM);  // (the launcher stops its ranks; the lock goes with them)
+    wait_status(holder);
+
+    // Two readers at once; a saver meanwhile.
+    pid_t reader = start_ddp("shared_reader", a_read);
+    char events[600];
+    snprintf(events, sizeof events, "%s/shared_reader/rank-0.jsonl", tmp);
+    wait_for(events);
+    usleep(300 * 1000);
+    char *a_read2[] = {"--steps", "20", "--resume", ck, NULL};
+    int status2 = wait_status(start_ddp("shared_reader2", a_read2));
+    status = wait_status(start_ddp("shared_saver", a_save));
+    err = captured("shared_saver", "err");
+    kill(reader, SIGTERM);
+    int status1 = wait_status(reader);
+    // Proves: jobs that only read a folder share it (the second ran while the first read),
+    // and a saver is refused while they read, told so.
+    EXPECT(status2 == 0 && status1 == 143, "two jobs resuming from one folder at once both run (exit %d, %d)", status2,
+           status1);
+    EXPECT(status == 1 && strstr(err, ck) && strstr(err, "starts from its checkpoint"),
+           "a job saving into a folder other jobs resume from: refused (exit %d): %s", status, one_line(err));
+    free(err);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: test_dcp LABS_DIR SHARDLAB SAN_LABS_DIR\n");
@@ -805,6 +883,7 @@ int main(int argc, char **argv) {
     long_paths();
     bad_options();
     sanitized();
+    one_job_per_folder();
 
     tmp_finish(test_failed);
     return test_done();

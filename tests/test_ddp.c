@@ -349,6 +349,7 @@ static void check_sanitized(void) {
     EXPECT(run_ranks(ddp_san, 3, "san", dir, args, NULL) == 0,
            "the sanitized lab (3 ranks, overlap, accumulation) runs clean under ASan/UBSan");
     char *args2[] = {"--steps", "2", "--sync", "per-tensor", NULL};
+    snprintf(dir, sizeof dir, "%s/san2", tmp);  // (a run directory of its own: one holds one run)
     EXPECT(run_ranks(ddp_san, 2, "san2", dir, args2, NULL) == 0, "the sanitized lab runs clean per-tensor");
 }
 

@@ -686,6 +686,16 @@ static int failed_end(const char *d) { return edit(d, "rank-3.jsonl", "\"ev\":\"
 static int huge_world(const char *d) { return edit(d, "meta.json", "\"world_size\"", 1, "\"world_size\":4", "\"world_size\":4000000"); }
 static int other_lab(const char *d) { return edit(d, "meta.json", "\"lab\"", 1, "\"lab\":\"ddp\"", "\"lab\":\"nonsense\""); }
 static int foreign_rank(const char *d) { return edit(d, "rank-1.jsonl", "\"ev\":\"step\"", 2, "\"rank\":1", "\"rank\":0"); }
+// Rank 0's log holding a second run after the first (the same 5 steps again): what a second
+// job into the same --run-dir appended before run directories were held by one job.
+static int two_runs(const char *d) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/rank-0.jsonl", d);
+    char *text = read_file(p, NULL);
+    if (text) write_text(p, "a", text);
+    free(text);
+    return text != NULL;
+}
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -834,6 +844,8 @@ int main(int argc, char **argv) {
     expect_breaks(good, "meta.json's world_size 4000000", ALL_DDP, "world_size", huge_world);
     expect_breaks(good, "meta.json names no lab shardlab has", "run.complete", "nonsense", other_lab);
     expect_breaks(good, "a rank-0 event in rank 1's file", ALL_DDP, "rank-1.jsonl", foreign_rank);
+    // Two runs in one log: the reason says so, not "step 1 where step 6 should be" (today's).
+    expect_breaks(good, "two runs' events in rank 0's log", ALL_DDP, "rank-0.jsonl: 2 start events", two_runs);
     {
         char empty[700];
         snprintf(empty, sizeof empty, "%s/empty", tmp);

@@ -14,7 +14,9 @@
 //     naming the rank and the cause, and the run over within the deadline;
 //   - a rank that exits 0 without an end event saying ok fails the run (exit 1, "stopped");
 //   - Ctrl-C, SIGTERM and SIGHUP reach the ranks; a second Ctrl-C does not wait;
-//   - a SIGKILLed launcher leaves no orphans.
+//   - a SIGKILLed launcher leaves no orphans;
+//   - one job per run directory: a second one refused, naming the first; a finished run
+//     refused unless --overwrite, which replaces it; a dead job's lock taken by the next.
 // After every run, "nothing left behind" means: no process whose environment holds that run's
 // SHARDLAB_RUN_DIR, no /dev/shm/shardlab-<launcher pid>-* segment, and every rank-<r>.jsonl
 // following the schema and ending with an "end" event (the launcher writes one for a rank
@@ -340,7 +342,7 @@ static void test_fail_on_purpose(void) {
     // Rank 0 fails: its output is the user's (echoed on stdout), its error line with it, and
     // the launcher's one line (stderr) quotes that line: the echo must leave it out.
     Job j0;
-    job_init(&j0, "fail0");
+    job_init(&j0, "fail-rank0");  // (not "fail0": the loop above ran there, and a run directory holds one run)
     job_start(&j0, NULL, "run ranklab -n 2 --steps 50 --ms 5 --fail-rank 0 --fail-step 3 --run-dir %s", j0.dir);
     job_wait(&j0, 1);
     int shown = 0;
@@ -630,6 +632,98 @@ static void test_interrupt(void) {
     }
 }
 
+// How many start events rank r's log in dir holds (-1: no log).
+static int start_events(const char *dir, int r) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+    char *text = read_file(path, NULL);
+    int n = text ? 0 : -1;
+    for (const char *p = text; p && (p = strstr(p, "{\"ev\":\"start\"")); p++) n++;
+    free(text);
+    return n;
+}
+
+// One job per run directory (core/joblock.h): the launcher holds it, for its ranks, from before
+// it starts them until it exits.
+//   - a second job into a directory a job holds is refused at once (exit 1), naming the
+//     directory and the job that holds it, and writes nothing there;
+//   - a directory that holds a finished run is refused (exit 2, one line naming --overwrite);
+//     with --overwrite, the earlier run is replaced, not appended to;
+//   - a lock whose job was killed (SIGKILL, no clean-up) holds nothing: the next job takes it.
+// Broken on purpose: joblock_take granting every lock (the second job, with --overwrite, removed
+// the first one's files and ran) and runlog_hold_dir without its check for an earlier run
+// (appended to): both caught.
+static void test_one_job_per_dir(void) {
+    Job a, b;
+    job_init(&a, "held");
+    job_start(&a, NULL, "run ranklab -n 2 --steps 400 --ms 5 --run-dir %s", a.dir);
+    wait_for_step(a.dir, 1);
+    job_init(&b, "held-again");
+    snprintf(b.dir, sizeof b.dir, "%s", a.dir);
+    // (with --overwrite, which would remove the first job's files were the directory not held)
+    job_start(&b, NULL, "run ranklab -n 2 --steps 3 --ms 1 --overwrite --run-dir %s", b.dir);
+    job_wait(&b, 1);
+    char holder[64];
+    snprintf(holder, sizeof holder, "pid %d on ", (int)a.pid);
+    // Proves: the second job is refused within seconds, naming the directory and the job in it.
+    EXPECT(b.code == 1 && strstr(b.err, "is in use by another job") && strstr(b.err, a.dir) && strstr(b.err, holder) &&
+               strstr(b.err, "run ranklab -n 2 --steps 400") && b.t1 - b.t0 < 5,
+           "a second job into a run directory a job holds: exit 1 in %.1f s, naming it and the job (pid %d): %s",
+           b.t1 - b.t0, (int)a.pid, one_line(b.err));
+    job_wait(&a, 1);
+    char why[1024] = "";
+    // Proves: the first job ran on undisturbed: each rank's log holds its own start alone.
+    EXPECT(a.code == 0 && start_events(a.dir, 0) == 1 && start_events(a.dir, 1) == 1 && events_ended(a.dir, 2, "ok", why, sizeof why),
+           "...and the first job finished ok, one start event in each rank's log (exit %d, %d and %d starts%s%s)", a.code,
+           start_events(a.dir, 0), start_events(a.dir, 1), why[0] ? ": " : "", why);
+    job_free(&a), job_free(&b);
+
+    // The finished run's directory again: refused, then replaced with --overwrite.
+    job_init(&b, "finished-again");
+    snprintf(b.dir, sizeof b.dir, "%s", a.dir);
+    job_start(&b, NULL, "run ranklab -n 2 --steps 3 --ms 1 --run-dir %s", b.dir);
+    job_wait(&b, 1);
+    // Proves: a finished run is never appended to; the one line says what to do instead.
+    EXPECT(b.code == 2 && count_lines(b.err) == 1 && strstr(b.err, "holds a finished run") && strstr(b.err, "--overwrite") &&
+               start_events(a.dir, 0) == 1,
+           "a run directory that holds a finished run: exit 2, one line naming --overwrite, nothing appended (exit %d): %s",
+           b.code, one_line(b.err));
+    job_free(&b);
+    job_init(&b, "overwrite");
+    snprintf(b.dir, sizeof b.dir, "%s", a.dir);
+    job_start(&b, NULL, "run ranklab -n 2 --steps 3 --ms 1 --overwrite --run-dir %s", b.dir);
+    job_wait(&b, 1);
+    char *log = NULL, path[700];
+    snprintf(path, sizeof path, "%s/rank-0.jsonl", b.dir);
+    log = read_file(path, NULL);
+    // Proves: --overwrite replaces the earlier run: its logs hold the new run alone (3 steps).
+    EXPECT(b.code == 0 && start_events(b.dir, 0) == 1 && start_events(b.dir, 1) == 1 && log &&
+               strstr(log, "\"step\":3,") && !strstr(log, "\"step\":4,"),
+           "--overwrite: the earlier run replaced, one start event and 3 steps in its logs (exit %d): %s", b.code,
+           one_line(b.err));
+    free(log);
+    job_free(&b);
+
+    // A job killed with SIGKILL leaves its lock file; the kernel has let go of the lock.
+    job_init(&a, "killed-holder");
+    job_start(&a, NULL, "run ranklab -n 2 --steps 1000 --ms 20 --run-dir %s", a.dir);
+    wait_for_step(a.dir, 0);
+    kill(a.pid, SIGKILL);
+    job_wait(&a, 1);
+    for (double t0 = now_s(); procs_left(a.dir) && now_s() - t0 < 5; usleep(10000)) {}
+    job_init(&b, "after-killed");
+    snprintf(b.dir, sizeof b.dir, "%s", a.dir);
+    snprintf(path, sizeof path, "%s/lock", a.dir);
+    int left = access(path, F_OK) == 0;
+    job_start(&b, NULL, "run ranklab -n 2 --steps 3 --ms 1 --overwrite --run-dir %s", b.dir);
+    job_wait(&b, 1);
+    // Proves: a stale lock (its job dead, its file left) is no lock: the next job runs.
+    EXPECT(left && b.code == 0 && start_events(b.dir, 0) == 1,
+           "the lock file of a job killed with SIGKILL is taken by the next job (file left %d, exit %d): %s", left, b.code,
+           one_line(b.err));
+    job_free(&a), job_free(&b);
+}
+
 static void test_launcher_killed(void) {
     // Nobody is left to stop the ranks of a SIGKILLed launcher: the kernel must
     // (PR_SET_PDEATHSIG), or they would run on as orphans.
@@ -781,6 +875,7 @@ int main(int argc, char **argv) {
     test_interrupt();
     test_launcher_killed();
     test_launcher_killed_starting();
+    test_one_job_per_dir();
     printf("# %.1f s\n", now_s() - t0);
 
     // Keep the runs of a failed test for inspection; else remove everything.

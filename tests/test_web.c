@@ -58,6 +58,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -1815,6 +1816,23 @@ static void check_grade(const char *id) {
     EXPECT(r.status == 200 && written && strcmp(r.body, written) == 0, "GET grade then returns grade.json (%d)", r.status);
     resp_free(&r);
     free(written);
+
+    // Another grader at work on the run (`shardlab grade` holds its lock, core/joblock.h):
+    // 409, naming it; once it is done, grading goes on. Broken variant: runs_grade.c without
+    // the lock, which graded the run under the other grader's feet (200).
+    char lock_path[1300];
+    snprintf(lock_path, sizeof lock_path, "%s/%s/lock", runs_dir, id);
+    int held = open(lock_path, O_RDWR | O_CREAT, 0644);
+    int locked = held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0 && ftruncate(held, 0) == 0 &&
+                 write(held, "pid 4242 on elsewhere: shardlab grade RUN\n", 42) == 42;
+    r = post_grade(id, own);
+    EXPECT(locked && r.status == 409 && strstr(r.body, "in use by another job: pid 4242 on elsewhere: shardlab grade RUN"),
+           "POST grade while another grader holds the run: 409 naming it (%d %s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
+    if (held >= 0) close(held);  // (its lock goes with it)
+    r = post_grade(id, own);
+    EXPECT(r.status == 200, "...and once it let go, the grade is given (%d)", r.status);
+    resp_free(&r);
 
     // (c) A run that is not there: 404, nothing graded.
     r = post_grade("no-such-run", own);

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "grade.h"
+#include "joblock.h"
 #include "runs_internal.h"
 
 #define GRADE_STACK_BYTES (16u << 20)
@@ -86,17 +87,29 @@ int runs_grade(Web *w, const char *id, StrBuf *out, char *why, size_t whylen) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, GRADE_STACK_BYTES);
     pthread_mutex_lock(&grade_lock);
+    // Held while graded, as `shardlab grade` holds it (joblock.h): another grader at work on
+    // it (a person's, on the command line) gets it first, and this request a 409.
+    JobLock lock;
+    StrBuf held;
+    sb_init(&held);
+    char request[400];
+    snprintf(request, sizeof request, "shardlab web: POST /api/runs/%.300s/grade", id);
+    char *const grader[] = {request, NULL};
+    int busy, rc = 0;
+    if (joblock_take(&lock, "the run directory", dir, 0, grader, &held, &busy) != 0 && busy) rc = -1;
     pthread_t t;
-    int rc = pthread_create(&t, &attr, grade_thread, &job);
-    if (rc == 0) pthread_join(t, NULL);
+    if (rc == 0 && (rc = pthread_create(&t, &attr, grade_thread, &job)) == 0) pthread_join(t, NULL);
+    joblock_release(&lock);
     pthread_mutex_unlock(&grade_lock);
     pthread_attr_destroy(&attr);
     int status = 0;
-    if (rc != 0) status = 500, snprintf(why, whylen, "cannot start the grader: %s", strerror(rc));
+    if (rc < 0) status = 409, snprintf(why, whylen, "%.600s: grade it once that job has ended", held.data);
+    else if (rc != 0) status = 500, snprintf(why, whylen, "cannot start the grader: %s", strerror(rc));
     else if (!job.written)
         status = 500, snprintf(why, whylen, "graded %d/%d, but cannot write grade.json and grade.xml into %.200s", g->points,
                                g->max, dir);
     else grade_to_json(g, out);
+    sb_free(&held);
     free(g);
     free(refs);
     return status;

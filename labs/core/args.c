@@ -24,7 +24,8 @@ static int shared_slots(TrainArgs *a, CatSlot out[]) {
         {"heads", &a->heads}, {"attn", &a->attn}, {"mixed", &a->mixed}, {"accum", &a->accum}, {"lr", &a->lr},
         {"lr-schedule", &a->lr_schedule}, {"warmup", &a->warmup}, {"lr-min", &a->lr_min},
         {"decay-steps", &a->decay_steps}, {"weight-decay", &a->weight_decay}, {"clip", &a->clip}, {"seed", &a->seed},
-        {"data", &a->data}, {"init", &a->init}, {"save", &a->save}, {"run-dir", &a->run_dir}, {"ref", &a->ref},
+        {"data", &a->data}, {"init", &a->init}, {"save", &a->save}, {"run-dir", &a->run_dir},
+        {"overwrite", &a->overwrite}, {"ref", &a->ref},
         {"device", &a->device}, {"link", &a->link}, {"link-scale", &a->link_scale}, {"tf32", &a->tf32}, {"save-every", &a->save_every}, {"ckpt", &a->ckpt},
         {"resume", &a->resume}, {"replay-every", &a->replay_every}, {"log-every", &a->log_every},
     };

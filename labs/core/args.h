@@ -38,6 +38,7 @@ typedef struct {
     const char *init;     // safetensors file to start from, or NULL
     const char *save;     // safetensors file to write at the end, or NULL
     const char *run_dir;  // where the run directory goes, or NULL for runs/<lab>-<time>-<hex>
+    int overwrite;        // --overwrite: run_dir may hold an earlier run, which is removed first
     const char *ref;      // a run to compare with (dashboards draw its loss beside ours), or NULL
     const char *device;   // auto | cpu | cuda
     const char *link;     // an interconnect to emulate (links.h), or "none"

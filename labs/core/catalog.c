@@ -64,6 +64,8 @@ const CatOption catalog_train[] = {
     {"init", OPT_STRING, 0, 0, NULL, NULL, "FILE", "start from these weights (safetensors)", CAT_FILE, NULL},
     {"save", OPT_STRING, 0, 0, NULL, NULL, "FILE", "write the final weights here (safetensors)", 0, NULL},
     {"run-dir", OPT_STRING, 0, 0, NULL, NULL, "DIR", "write the run here (default: runs/<lab>-<time>-<hex>)", 0, NULL},
+    {"overwrite", OPT_FLAG, 0, 0, NULL, NULL, "",
+     "--run-dir holds an earlier run: replace it (its files go first; without this, such a directory is refused)", 0, NULL},
     {"ref", OPT_STRING, 0, 0, NULL, NULL, "DIR",
      "a finished run to compare with: the dashboards draw its loss beside this one's", FORM | CAT_RUN, NULL},
     {"device", OPT_STRING, 0, 0, "auto|cpu|cuda", "auto", "DEV", "auto (cuda when a GPU is usable), cpu or cuda", 0, NULL},
@@ -103,6 +105,8 @@ static const CatOption COLLECTIVES[] = {
     {"check", OPT_INT, 0, 1, NULL, "1", "0|1", "check every result against a serial computation", 0, NULL},
     {"run-dir", OPT_STRING, 0, 0, NULL, NULL, "DIR", "write the run here (none: $SHARDLAB_RUN_DIR, else "
      "runs/collectives-<time>-<hex>)", 0, NULL},
+    {"overwrite", OPT_FLAG, 0, 0, NULL, NULL, "",
+     "--run-dir holds an earlier run: replace it (its files go first; without this, such a directory is refused)", 0, NULL},
     {"device", OPT_STRING, 0, 0, "auto|cpu|cuda", "auto", "DEV", "auto (cuda when a GPU is usable), cpu or cuda", 0, NULL},
 };
 

@@ -1,10 +1,12 @@
 // lab.c — see lab.h.
 #include "lab.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "plan.h"
@@ -15,23 +17,107 @@ static void drain(Lab *L) {
         while (dist_drain_records(&L->dist, L->records, LAB_MAX_RECORDS) == LAB_MAX_RECORDS) {}
 }
 
-void lab_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n) {
+// Rank 0's word on what it did for the whole job (holding a folder), to every rank: 0, or the
+// status it exits with. d: NULL for a one-rank lab.
+static int job_verdict(Dist *d, int code) {
+    if (!d || d->world == 1) return code;
+    float v = (float)code;
+    dist_broadcast(&d->world_group, &v, 1, 0);
+    return (int)v;
+}
+
+// What a rank does when rank 0 could not hold a folder for the job: rank 0 says why and exits
+// with its status (2: the options asked for what cannot be; busy: another job holds it); the
+// others stop before they write anything, naming rank 0 (the launcher follows "rank 0
+// failed, so" to its line).
+static void job_refused(Dist *d, int code, int busy, const char *what, const char *option, const char *dir,
+                        const StrBuf *why, const char *lab) {
+    int rank = d ? d->rank : 0;
+    if (rank == 0 && code == 2) usage_error(lab, "%s", why->data);
+    char hint[96];
+    snprintf(hint, sizeof hint, "wait for that job to end, or give another %s", option);
+    if (rank == 0) die(busy ? hint : "is the disk full? check it and the folder's permissions", "%s", why->data);
+    die(NULL, "rank 0 failed, so rank %d stops: it could not hold %s %s for this job (rank 0's error says why)", rank, what,
+        dir);
+}
+
+void lab_run_dir(Dist *d, const char *dir, int overwrite, const char *lab, char *const *argv, char *out, size_t n,
+                 JobLock *lock) {
+    lock->fd = -1;
     if (!dir || !*dir) dir = getenv("SHARDLAB_RUN_DIR");
+    StrBuf why;
+    sb_init(&why);
     if (dir && *dir) {
-        if ((size_t)snprintf(out, n, "%s", dir) >= n) die(NULL, "run directory path too long: '%s'", dir);
+        if (runlog_check_path("--run-dir", dir, RUNLOG_ROOM, &why) != 0 || strlen(dir) >= n)
+            usage_error(lab, "%s", why.data ? why.data : "--run-dir: path too long");
+        memcpy(out, dir, strlen(dir) + 1);
+        const char *inherited = getenv(JOBLOCK_FD_ENV);
+        if (inherited && *inherited) {  // the launcher holds it for its ranks
+            if (joblock_adopt(lock, "the run directory", dir, atoi(inherited), &why) != 0)
+                die("start the ranks with shardlab run, or by hand without " JOBLOCK_FD_ENV, "%s", why.data);
+            sb_free(&why);
+            return;
+        }
+        // No launcher: rank 0 holds it for the job, and every rank waits for its word before
+        // it writes a line there.
+        int busy = 0, code = d && d->rank != 0 ? 0 : runlog_hold_dir(lock, dir, overwrite, argv, &why, &busy);
+        if ((code = job_verdict(d, code)) != 0)
+            job_refused(d, code, busy, "the run directory", "--run-dir", dir, &why, lab);
+        sb_free(&why);
         return;
     }
-    // Rank 0 names it; the bytes of the name travel as floats (a broadcast only copies bits).
+    // Rank 0 names a new one (no other job has it) and holds it; the bytes of the name travel
+    // as floats (a broadcast only copies bits).
     size_t nfloats = (n + sizeof(float) - 1) / sizeof(float);
     float *buf = calloc_check(nfloats, sizeof(float));
-    if (d->rank == 0) {
+    int code = 0, busy = 0;
+    if (!d || d->rank == 0) {
         runlog_new_dir(out, n, lab);
+        code = runlog_hold_dir(lock, out, 0, argv, &why, &busy);
         memcpy(buf, out, strlen(out) + 1);
     }
-    dist_broadcast(&d->world_group, buf, nfloats, 0);
+    if ((code = job_verdict(d, code)) != 0) job_refused(d, code, busy, "the run directory", "--run-dir", out, &why, lab);
+    if (d) dist_broadcast(&d->world_group, buf, nfloats, 0);
     memcpy(out, buf, n);
     out[n - 1] = 0;
     free(buf);
+    sb_free(&why);
+}
+
+// Rank 0 holds a checkpoint folder for the job (shared: to read it) and tells the others.
+static void hold_folder(Lab *L, JobLock *lock, const char *dir, int shared) {
+    StrBuf why;
+    sb_init(&why);
+    int code = 0, busy = 0;
+    if (L->rank == 0) {
+        char failed[PATH_MAX];
+        if (!shared && runlog_try_make_dirs(dir, failed, sizeof failed) != 0)
+            sb_printf(&why, "cannot create the checkpoint folder '%s': %s", failed, strerror(errno)), code = 1;
+        else if (joblock_take(lock, "the checkpoint folder", dir, shared, L->argv, &why, &busy) != 0)
+            code = 1;
+    }
+    Dist *d = L->flags & LAB_ONE_RANK ? NULL : &L->dist;
+    if ((code = job_verdict(d, code)) != 0)
+        job_refused(d, code, busy, "the checkpoint folder", shared ? "--resume" : "--ckpt", dir, &why, L->name);
+    sb_free(&why);
+}
+
+// Whether a and b are one folder (the same device and inode), however each is spelled.
+static int same_folder(const char *a, const char *b) {
+    struct stat x, y;
+    return !strcmp(a, b) || (stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino);
+}
+
+// The checkpoint folders of this job, held before any rank reads or writes one: the one
+// --save-every writes (--ckpt, else --resume's) exclusively, --resume's shared when the job
+// only reads it (any number of jobs may start from one checkpoint, none may save into it
+// meanwhile). The default, <run dir>/checkpoints, is held once the run directory is
+// (lab_begin). Rank 0 holds them for the job (joblock.h).
+static void hold_checkpoints(Lab *L) {
+    const TrainArgs *a = L->a;
+    const char *save = a->save_every > 0 ? (a->ckpt ? a->ckpt : a->resume) : NULL;
+    if (save) hold_folder(L, &L->ckpt_lock, save, 0);
+    if (a->resume && !(save && same_folder(save, a->resume))) hold_folder(L, &L->resume_lock, a->resume, 1);
 }
 
 // SHARDLAB_PROFILE_STEP: the step a profiler captures (lab_step_begin), 0 when unset.
@@ -48,6 +134,7 @@ static int64_t profile_step(void) {
 
 void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags) {
     *L = (Lab){.name = name, .a = a, .flags = flags, .argc = argc, .argv = argv, .backend = "none", .world = 1};
+    L->run_lock.fd = L->ckpt_lock.fd = L->resume_lock.fd = -1;
     L->profile_step = profile_step();
     L->env = flags & LAB_ONE_RANK ? (DistEnv){.world = 1, .local_world = 1} : dist_env(name);
     train_device(&L->dev, a, name, L->env.local_rank, L->env.local_world);
@@ -65,14 +152,17 @@ void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, uns
 void lab_begin(Lab *L, const char *what, ...) {
     TrainArgs *a = L->a;
     L->cfg = train_model_config(a);
+    hold_checkpoints(L);  // before any rank reads --resume: nobody saves there meanwhile
     if (a->resume) dcp_open(&L->resume, a->resume, &L->cfg, a, L->name);  // checked before anything is written
-    if (L->flags & LAB_ONE_RANK) {
-        runlog_open(&L->log, L->name, 0, 1, a->run_dir);
-    } else {
-        char run_dir[3072];
-        lab_run_dir(&L->dist, a->run_dir, L->name, run_dir, sizeof run_dir);
-        runlog_open(&L->log, L->name, L->rank, L->world, run_dir);
+    char run_dir[PATH_MAX];
+    lab_run_dir(L->flags & LAB_ONE_RANK ? NULL : &L->dist, a->run_dir, a->overwrite, L->name, L->argv, run_dir,
+                sizeof run_dir, &L->run_lock);
+    if (a->save_every > 0 && !a->ckpt && !a->resume) {  // its saves go to <run dir>/checkpoints
+        char ckpt[sizeof run_dir + 16];
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoints", run_dir);
+        hold_folder(L, &L->ckpt_lock, ckpt, 0);
     }
+    runlog_open(&L->log, L->name, L->rank, L->world, run_dir);
     char line[1024];
     va_list ap;
     va_start(ap, what);
@@ -199,6 +289,7 @@ void lab_close(Lab *L) {
     free(L->records);
     sb_free(&L->config);
     runlog_close(&L->log);
+    joblock_release(&L->ckpt_lock), joblock_release(&L->resume_lock), joblock_release(&L->run_lock);
     mem_destroy(&L->mem);
     device_close(&L->dev);
     if (!(L->flags & LAB_NO_CORPUS)) corpus_free(&L->corpus);

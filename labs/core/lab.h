@@ -9,8 +9,9 @@
 //     lab_open(&L, "ddp", &a, argc, argv, 0);       who and where: the ranks' environment, the
 //                                                   device, the planner's check, collectives
 //     ... the lab's own checks (train_check_batch, its mesh, its layers) ...
-//     lab_begin(&L, "%d rank(s) on %s ...", ...);   the model's config, a --resume checkpoint
-//                                                   opened, the run directory and its log (the
+//     lab_begin(&L, "%d rank(s) on %s ...", ...);   the model's config, the checkpoint folders
+//                                                   held, a --resume checkpoint opened, the
+//                                                   run directory held and its log (the
 //                                                   first line: "<lab>: " what it is given,
 //                                                   "; run directory <dir>"), the corpus, the
 //                                                   memory allocator
@@ -61,6 +62,9 @@ typedef struct {
     int world, rank;
     GptConfig cfg;         // lab_begin: train_model_config(a)
     Dcp resume;            // lab_begin: the --resume checkpoint, opened and checked
+    JobLock run_lock;      // the run directory, held for the job (lab_run_dir)
+    JobLock ckpt_lock;     // the folder --save-every writes, held by rank 0 for the job
+    JobLock resume_lock;   // --resume's folder, held shared by rank 0 when only read
     RunLog log;
     Corpus corpus;
     double floor;          // the synthetic corpus' loss floor, -1 for file data
@@ -78,18 +82,25 @@ typedef struct {
 } Lab;
 #define LAB_MAX_RECORDS 4096
 
-// The run directory every rank writes to: dir if given, else $SHARDLAB_RUN_DIR (the launcher
-// sets it), else a new runs/<lab>-<time>-<hex> that rank 0 creates and broadcasts, so ranks
-// started by hand or by mpirun share one run. Writes it to out. (lab_begin calls it; so does
-// the collectives lab, which trains nothing.)
-void lab_run_dir(Dist *d, const char *dir, const char *lab, char *out, size_t n);
+// The run directory every rank writes to, held for this job (joblock.h): dir if given, else
+// $SHARDLAB_RUN_DIR (the launcher sets it), else a new runs/<lab>-<time>-<hex> that rank 0
+// creates and broadcasts, so ranks started by hand or by mpirun share one run. A path too
+// long is a usage error. Under `shardlab run` the launcher holds it (JOBLOCK_FD_ENV) and every
+// rank adopts its lock; else rank 0 holds it (runlog_hold_dir: one job at a time, no run
+// appended to an earlier one unless overwrite) and tells the others before any of them
+// writes. Writes it to out; the lock into *lock. d: NULL for a one-rank lab; argv: the
+// command, for the lock file. (lab_begin calls it; so does the collectives lab.)
+void lab_run_dir(Dist *d, const char *dir, int overwrite, const char *lab, char *const *argv, char *out, size_t n,
+                 JobLock *lock);
 // Who and where: the ranks' environment, the device (train_device), the planner's check that
 // the configuration fits (plan.h, before anything is allocated), the collectives' backend,
 // and "<lab> rank <r>" as every message's context.
 void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags);
-// The model's config, --resume's checkpoint opened (before anything is written), the run
-// directory and log with its first line ("<lab>: " + what + "; run directory <dir>"), where
-// the rank computes, the corpus (unless LAB_NO_CORPUS) and the memory allocator.
+// The model's config, the checkpoint folders held for the job (--save-every's exclusively,
+// a --resume only read shared: joblock.h), --resume's checkpoint opened (before anything is
+// written), the run directory held (lab_run_dir) and its log with its first line ("<lab>: "
+// + what + "; run directory <dir>"), where the rank computes, the corpus (unless
+// LAB_NO_CORPUS) and the memory allocator.
 void lab_begin(Lab *L, const char *what, ...) __attribute__((format(printf, 2, 3)));
 // meta.json and the start event: the shared options and lab_fields (NULL or "\"k\":v,..."),
 // the model's parameter count.

@@ -1,6 +1,7 @@
 // runlog.c — see runlog.h for the schema.
 #include "runlog.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,9 +21,28 @@ int64_t runlog_now_us(void) {
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
+int runlog_check_path(const char *what, const char *path, size_t room, StrBuf *why) {
+    size_t len = strlen(path), most = PATH_MAX - 1 - room;
+    if (len > most) {
+        sb_printf(why, "%s: the path is %zu bytes long; at most %zu fit (PATH_MAX %d, less %zu for the paths inside it)",
+                  what, len, most, PATH_MAX, room);
+        return -1;
+    }
+    for (const char *p = path; *p;) {
+        size_t part = strcspn(p, "/");
+        if (part > NAME_MAX) {
+            sb_printf(why, "%s: its part '%.40s...' is %zu bytes long; a name takes at most %d (NAME_MAX)", what, p, part,
+                      NAME_MAX);
+            return -1;
+        }
+        p += part + (p[part] == '/');
+    }
+    return 0;
+}
+
 int runlog_try_make_dirs(const char *path, char *failed, size_t n) {
-    char buf[sizeof ((RunLog *)0)->dir];
-    snprintf(buf, sizeof buf, "%s", path);
+    char *buf = strdup(path);  // (whatever its length: mkdir says ENAMETOOLONG itself)
+    if (!buf) return snprintf(failed, n, "%s", path), errno = ENOMEM, -1;
     for (char *p = buf + 1;; p++) {
         if (*p && *p != '/') continue;
         char c = *p;
@@ -31,23 +51,136 @@ int runlog_try_make_dirs(const char *path, char *failed, size_t n) {
         if (mkdir(buf, 0755) != 0 && (errno != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))) {
             int e = errno == EEXIST ? ENOTDIR : errno;
             snprintf(failed, n, "%s", buf);
+            free(buf);
             errno = e;
             return -1;
         }
-        if (!(*p = c)) return 0;
+        if (!(*p = c)) return free(buf), 0;
     }
 }
 
 void runlog_make_dirs(const char *path) {
-    char failed[sizeof ((RunLog *)0)->dir];
+    char failed[PATH_MAX];
     if (runlog_try_make_dirs(path, failed, sizeof failed) != 0)
         die("check the path and its permissions", "cannot create directory '%s': %s", failed, strerror(errno));
+}
+
+// ---- one job per run directory ----------------------------------------------------------
+
+// The files a run, its grade and its trace write into a run directory, by name: what
+// --overwrite removes. Folders: the replay points, the checkpoints, the grader's references.
+static int run_file(const char *name, int *tree) {
+    static const char *const exact[] = {"meta.json",  "summary.json", "grade.json",
+                                        "grade.xml",  "trace.json",   "dataset.bin"};
+    static const char *const prefix[] = {"rank-",          "reads-rank-",      "indices-rank-", "optim-rank-",
+                                         "meta.json.tmp.", "summary.json.tmp.", "grade.json.tmp", "grade.xml.tmp"};
+    *tree = !strcmp(name, "replay") || !strcmp(name, "checkpoints") || !strncmp(name, "ref-", 4);
+    if (*tree) return 1;
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (!strcmp(name, exact[i])) return 1;
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (!strncmp(name, prefix[i], strlen(prefix[i]))) return 1;
+    return 0;
+}
+
+// How rank 0's log in dir ends: 1 an end event saying ok, -1 one saying something else, 0 none
+// (its last 64 KiB are read: an end event is the last line).
+static int rank0_ending(const char *dir) {
+    StrBuf path;
+    sb_init(&path);
+    sb_printf(&path, "%s/rank-0.jsonl", dir);
+    int fd = file_open_regular(path.data), ending = 0;
+    sb_free(&path);
+    struct stat st;
+    static char tail[1 << 16];
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        off_t from = st.st_size > (off_t)sizeof tail - 1 ? st.st_size - (off_t)sizeof tail + 1 : 0;
+        ssize_t got = pread(fd, tail, sizeof tail - 1, from);
+        tail[got > 0 ? got : 0] = 0;
+        const char *end = NULL;
+        for (const char *p = tail; (p = strstr(p, "{\"ev\":\"end\"")); p++) end = p;
+        if (end) ending = memmem(end, strcspn(end, "\n"), "\"status\":\"ok\"", 13) ? 1 : -1;
+    }
+    if (fd >= 0) close(fd);
+    return ending;
+}
+
+// What of a run dir holds: "" if none (a new folder, or only the rank logs of options that a
+// lab refused), else which run: "a finished run", "an earlier run that ended in error", ...
+static const char *run_there(const char *dir) {
+    DIR *d = opendir(dir);
+    int meta = 0, summary = 0, events = 0;
+    StrBuf path;
+    sb_init(&path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int r, end = 0;
+        meta |= !strcmp(e->d_name, "meta.json");
+        summary |= !strcmp(e->d_name, "summary.json");
+        if (sscanf(e->d_name, "rank-%d.jsonl%n", &r, &end) == 1 && end && !e->d_name[end]) {
+            struct stat st;
+            sb_reset(&path);
+            sb_printf(&path, "%s/%s", dir, e->d_name);
+            events |= lstat(path.data, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0);
+        }
+    }
+    if (d) closedir(d);
+    sb_free(&path);
+    if (!summary && !meta && !events) return "";
+    int ending = rank0_ending(dir);
+    return summary || ending > 0 ? "a finished run" : ending < 0 ? "an earlier run that ended in error"
+                                                                 : "an earlier run that did not finish";
+}
+
+static int remove_run(const char *dir, StrBuf *why) {
+    DIR *d = opendir(dir);
+    if (!d) return sb_printf(why, "--overwrite: cannot read %s: %s", dir, strerror(errno)), -1;
+    StrBuf path;
+    sb_init(&path);
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int tree;
+        if (!run_file(e->d_name, &tree)) continue;
+        sb_reset(&path);
+        sb_printf(&path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (tree && lstat(path.data, &st) == 0 && S_ISDIR(st.st_mode)) file_remove_tree(path.data);
+        else if (unlink(path.data) != 0 && errno != ENOENT) rc = -1;
+        if (rc == 0 && access(path.data, F_OK) == 0) rc = -1;
+        if (rc) {
+            sb_printf(why, "--overwrite: cannot remove %s: %s", path.data, strerror(errno));
+            break;
+        }
+    }
+    closedir(d);
+    sb_free(&path);
+    return rc;
+}
+
+int runlog_hold_dir(JobLock *lock, const char *dir, int overwrite, char *const *argv, StrBuf *why, int *busy) {
+    lock->fd = -1;
+    *busy = 0;
+    if (runlog_check_path("--run-dir", dir, RUNLOG_ROOM, why) != 0) return 2;
+    char failed[PATH_MAX];
+    if (runlog_try_make_dirs(dir, failed, sizeof failed) != 0)
+        return sb_printf(why, "cannot create directory '%s': %s", failed, strerror(errno)), 1;
+    if (joblock_take(lock, "the run directory", dir, 0, argv, why, busy) != 0) return 1;
+    const char *there = run_there(dir);
+    if (*there && !overwrite) {
+        sb_printf(why, "--run-dir %s holds %s: give a new directory, or add --overwrite to replace that run", dir, there);
+        joblock_release(lock);
+        return 2;
+    }
+    if (*there && remove_run(dir, why) != 0) {
+        joblock_release(lock);
+        return 1;
+    }
+    return 0;
 }
 
 // <root>/<lab>-<YYYYmmdd-HHMMSS, UTC>-<4 hex>, a name no other run has: the one namer of run
 // directories (the launcher's, a lab's started alone, the web's).
 int runlog_try_new_dir(char *out, size_t n, const char *root, const char *lab, char *why, size_t whylen) {
-    char failed[sizeof ((RunLog *)0)->dir];
+    char failed[PATH_MAX];
     if (runlog_try_make_dirs(root, failed, sizeof failed) != 0)
         return snprintf(why, whylen, "cannot create directory '%s': %s", failed, strerror(errno)), -1;
     time_t now = time(NULL);
@@ -57,8 +190,15 @@ int runlog_try_new_dir(char *out, size_t n, const char *root, const char *lab, c
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned tag = (unsigned)(rng_hash((uint64_t)runlog_now_us(), (uint64_t)getpid(), (uint64_t)attempt) & 0xffff);
-        if ((size_t)snprintf(out, n, "%s/%s-%s-%04x", root, lab, stamp, tag) >= n)
-            return snprintf(why, whylen, "run directory path too long under '%s'", root), -1;
+        StrBuf len_why;
+        sb_init(&len_why);
+        int cut = (size_t)snprintf(out, n, "%s/%s-%s-%04x", root, lab, stamp, tag) >= n;
+        if (cut || runlog_check_path("the runs directory", out, RUNLOG_ROOM, &len_why) != 0) {
+            snprintf(why, whylen, "%s", cut ? "a run directory's path there is too long for this program" : len_why.data);
+            sb_free(&len_why);
+            return -1;
+        }
+        sb_free(&len_why);
         if (mkdir(out, 0755) == 0) return 0;
         if (errno != EEXIST)
             return snprintf(why, whylen, "cannot create run directory '%s': %s", out, strerror(errno)), -1;
@@ -69,7 +209,12 @@ int runlog_try_new_dir(char *out, size_t n, const char *root, const char *lab, c
 void runlog_new_dir(char *out, size_t n, const char *lab) {
     const char *root = getenv("SHARDLAB_RUNS");
     if (!root || !*root) root = "runs";
-    char why[1024];
+    StrBuf long_root;
+    sb_init(&long_root);
+    // (room for the run's own name, "<lab>-<YYYYmmdd-HHMMSS>-<4 hex>", and what goes in it)
+    if (runlog_check_path("SHARDLAB_RUNS", root, RUNLOG_ROOM + 64, &long_root) != 0) usage_error(lab, "%s", long_root.data);
+    sb_free(&long_root);
+    char why[PATH_MAX + 256];
     if (runlog_try_new_dir(out, n, root, lab, why, sizeof why) != 0)
         die("check that the runs directory (SHARDLAB_RUNS) is writable and its path short enough", "%s", why);
 }
@@ -111,8 +256,11 @@ void runlog_open(RunLog *r, const char *lab, int rank, int world, const char *di
     sb_init(&r->line);
     if (!dir || !*dir) dir = getenv("SHARDLAB_RUN_DIR");
     if (dir && *dir) {
-        if (strlen(dir) >= sizeof r->dir - 32) die(NULL, "run directory path too long: '%s'", dir);
-        snprintf(r->dir, sizeof r->dir, "%s", dir);
+        StrBuf why;
+        sb_init(&why);
+        if (runlog_check_path("--run-dir", dir, RUNLOG_ROOM, &why) != 0) usage_error(lab, "%s", why.data);
+        sb_free(&why);
+        snprintf(r->dir, sizeof r->dir, "%s", dir);  // (it fits: checked)
         runlog_make_dirs(r->dir);
     } else {
         runlog_new_dir(r->dir, sizeof r->dir, lab);

@@ -1,6 +1,8 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, runlog_make_dirs(), runlog_try_make_dirs(), runlog_new_dir(), runlog_try_new_dir(), runlog_open(), runlog_close(), runlog_printf(), runlog_meta(),
+// Defines: RunLog, StepRecord, RUNLOG_ROOM, runlog_check_path(), runlog_hold_dir(), runlog_make_dirs(),
+//          runlog_try_make_dirs(), runlog_new_dir(), runlog_try_new_dir(), runlog_open(), runlog_close(),
+//          runlog_printf(), runlog_meta(),
 //          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_self_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
@@ -17,6 +19,11 @@
 //                   {"lab","status","world_size","steps","first_loss","final_loss",
 //                    "loss_floor","tokens","wall_s","tokens_per_s","param_hash",
 //                    "mem_peak","end_time"}
+//   lock            held by the job writing the run (joblock.h: flock, which the kernel drops
+//                   when the job ends); its one line names that job: "pid P on HOST since
+//                   TIME: COMMAND". One job at a time: a second one is refused, naming it, and
+//                   a directory that holds a run already is refused unless --overwrite
+//                   (runlog_hold_dir)
 //
 // Events (every field shown is always present; labs may add fields, never rename these):
 //   {"ev":"start","rank":0,"world":2,"lab":"ddp","device":"cpu","backend":"shm",
@@ -78,14 +85,22 @@
 #ifndef SHARDLAB_RUNLOG_H
 #define SHARDLAB_RUNLOG_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "joblock.h"
 #include "json.h"
 #include "mem.h"
 
+// What a run directory's path leaves under PATH_MAX for the paths inside it: the longest a
+// run and its grade write ("replay/step-00000012/step-00000012/rank-7-of-8.safetensors.tmp.<pid>",
+// "ref-replay-00000012/summary.json.tmp.<pid>") with room to spare. A longer run directory is
+// refused before anything starts, so that no path derived from it is ever too long.
+#define RUNLOG_ROOM 256
+
 typedef struct {
-    char dir[3072];
+    char dir[PATH_MAX];
     char lab[32];
     int rank, world;
     FILE *events;  // rank-<r>.jsonl
@@ -111,6 +126,19 @@ typedef struct {
     const char *extra;    // NULL, or more fields to append: "\"grad_norm\":1.2" (no braces)
 } StepRecord;
 
+// Whether path fits the system as a folder of `what` ("--run-dir") that keeps paths up to
+// room bytes long below it: shorter than PATH_MAX - room, no part of it longer than NAME_MAX.
+// 0, or -1 with one line appended to why that names the length and the limit.
+int runlog_check_path(const char *what, const char *path, size_t room, StrBuf *why);
+// Holds dir, a run directory, for this job before anything is written into it: checks its
+// path (runlog_check_path), makes it (mkdir -p), takes its lock (joblock.h; argv: the job's
+// command), and refuses a directory that holds a run already (meta.json, summary.json, or a
+// rank's events) unless overwrite, which first removes that run's files: those a run, its
+// grade and its trace write, by name (nothing else in the folder goes). 0 when held; else the
+// status to exit with and one line in why: 2 when the options ask for what cannot be (a path
+// too long, a run there without --overwrite), 1 otherwise (another job holds it: *busy is 1;
+// the folder cannot be made or locked: a full disk).
+int runlog_hold_dir(JobLock *lock, const char *dir, int overwrite, char *const *argv, StrBuf *why, int *busy);
 // Opens (creating as needed) the run directory: dir if given, else $SHARDLAB_RUN_DIR, else
 // a new runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex> (under $SHARDLAB_RUNS if set). Opens
 // rank-<r>.jsonl and, unless $SHARDLAB_LOG_CAPTURED is set, rank-<r>.log. Registers a hook

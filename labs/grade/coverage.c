@@ -32,7 +32,7 @@
 // The dataset's items as FNV-1a 64 hashes of their S bytes (NULL with a reason in why).
 static uint64_t *item_hashes(const GradeRun *run, int64_t D, int S, char *why, size_t n) {
     const char *data = grade_cfg_str(run, "data", "synthetic");
-    char path[2300];
+    char path[sizeof run->dir + 64];
     if (!strcmp(data, "synthetic")) snprintf(path, sizeof path, "%s/dataset.bin", run->dir);
     else snprintf(path, sizeof path, "%s", data);
     FILE *f = file_fopen_regular(path);
@@ -79,7 +79,7 @@ static int64_t position_of(const int64_t *order, int64_t D, int64_t i) {
 // Rank r's reads of epoch e against its part of the order: 1, or 0 with the check's text set.
 static int reads_are_its_part(const GradeRun *run, GradeCheck *c, int r, int64_t e, const int64_t *order, int64_t D,
                               int64_t B, int64_t per, int64_t *want, int64_t *got) {
-    char path[2300], line[256];
+    char path[sizeof run->dir + 64], line[256];
     snprintf(path, sizeof path, "%s/reads-rank-%d-epoch-%lld.txt", run->dir, r, (long long)e);
     FILE *f = file_fopen_regular(path);
     if (!f) {
@@ -170,7 +170,7 @@ void check_coverage(Ctx *x, GradeCheck *c) {
         for (int64_t step = run->first_step; step <= run->last_step; step++) {
             int64_t e = (step - 1) / E, b = (step - 1) % E;
             if (e != epoch_loaded) grade_epoch_order(order, D, seed, e, mixp), epoch_loaded = e;
-            char path[2300];
+            char path[sizeof run->dir + 64];
             if (e != file_epoch) {
                 if (f) fclose(f);
                 f = NULL;

@@ -7,7 +7,7 @@
 //   shardlab grade --labs DIR [--only L,..] every lab's graded configurations run with the
 //                  [--out DIR]              programs in DIR (a student's build), each graded;
 //                                           a rubric per configuration, a total per lab
-// Exit status: 0 every check passed, 1 a check failed, 2 bad arguments.
+// Exit status: 0 every check passed, 1 a check failed (or no report could be written), 2 bad arguments.
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,18 +110,47 @@ void grade_to_junit(const Grade *const *grades, int n, const char *suite, StrBuf
 
 // Writes text to dir/name through a temporary file; returns 0 or -1 (errno set).
 static int write_file(const char *dir, const char *name, const StrBuf *sb) {
-    char path[2400], tmp_path[2500];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    FILE *f = grade_fopen_fresh(tmp_path);
-    if (!f) return -1;
-    int ok = fwrite(sb->data, 1, sb->len, f) == sb->len;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp_path, path) != 0) return unlink(tmp_path), -1;
-    return 0;
+    StrBuf path, tmp_path;
+    sb_init(&path), sb_init(&tmp_path);
+    sb_printf(&path, "%s/%s", dir, name);
+    sb_printf(&tmp_path, "%s.tmp", path.data);
+    FILE *f = grade_fopen_fresh(tmp_path.data);
+    int ok = f != NULL;
+    if (f) {
+        ok = fwrite(sb->data, 1, sb->len, f) == sb->len;
+        ok &= fflush(f) == 0;  // (a full disk says so here, or at fclose)
+        ok &= fclose(f) == 0;
+        ok = ok && rename(tmp_path.data, path.data) == 0;
+        int err = errno;
+        if (!ok) unlink(tmp_path.data);
+        errno = err;
+    }
+    int err = errno;
+    sb_free(&path), sb_free(&tmp_path);
+    errno = err;
+    return ok ? 0 : -1;
 }
 
-// grade.json (one grade, or {"grades":[...]} with totals) and grade.xml into dir.
+// The report in dir (grade.json, grade.xml) removed: before a grade, so that a grade that
+// does not finish leaves none; after a failed write, so that an earlier one (perhaps not even
+// the grader's) is never read as this grade. 0, or -1 with errno set.
+static int remove_report(const char *dir) {
+    static const char *const names[] = {"grade.json", "grade.xml"};
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        StrBuf path;
+        sb_init(&path);
+        sb_printf(&path, "%s/%s", dir, names[i]);
+        if (unlink(path.data) != 0 && errno != ENOENT) rc = -1;
+        int err = errno;
+        sb_free(&path);
+        errno = err;
+    }
+    return rc;
+}
+
+// grade.json (one grade, or {"grades":[...]} with totals) and grade.xml into dir. Returns 0,
+// or -1 with the reason on stderr, and no report left in dir.
 static int write_outputs(const char *dir, const Grade *const *grades, int n, const char *labs_json) {
     StrBuf js, xml;
     sb_init(&js), sb_init(&xml);
@@ -142,7 +171,14 @@ static int write_outputs(const char *dir, const Grade *const *grades, int n, con
     grade_to_junit(grades, n, "shardlab grade", &xml);
     int rc = 0;
     if (write_file(dir, "grade.json", &js) < 0 || write_file(dir, "grade.xml", &xml) < 0) {
-        fprintf(stderr, "shardlab grade: cannot write grade.json and grade.xml into %s: %s\n", dir, strerror(errno));
+        int err = errno;
+        // Both or neither: a grade.json without its grade.xml (or one from before) is no report.
+        if (remove_report(dir) != 0)
+            fprintf(stderr, "shardlab grade: cannot write grade.json and grade.xml into %s: %s; and the report there "
+                            "could not be removed (%s): do not read it\n", dir, strerror(err), strerror(errno));
+        else
+            fprintf(stderr, "shardlab grade: cannot write grade.json and grade.xml into %s: %s; no report is left there\n",
+                    dir, strerror(err));
         rc = -1;
     }
     sb_free(&js), sb_free(&xml);
@@ -184,6 +220,7 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
         fprintf(stderr, "shardlab grade: --out %s: cannot create %s: %s\n", out_dir, bad_dir, strerror(errno));
         return 2;
     }
+    remove_report(out_dir);  // (an earlier grade's: this one writes its own, or none)
     Grade *grades = calloc_check((size_t)catalog_ngraded, sizeof *grades);
     const Grade **list = calloc_check((size_t)catalog_ngraded, sizeof *list);
     int n = 0;
@@ -246,11 +283,11 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
     sb_printf(&labs_json, "]");
     printf("  %-12s %3d/%-4d  %s\n", "total", points, max, failed ? "" : "every check passed");
     if (failed) printf("  %d check%s failed\n", failed, failed == 1 ? "" : "s");
-    write_outputs(out_dir, list, n, labs_json.data);
-    printf("grade.json and grade.xml written to %s\n", out_dir);
+    int written = write_outputs(out_dir, list, n, labs_json.data) == 0;
+    if (written) printf("grade.json and grade.xml written to %s\n", out_dir);
     sb_free(&labs_json);
     free(grades), free(list);
-    return failed ? 1 : 0;
+    return failed || !written ? 1 : 0;
 }
 
 // ---- the command -------------------------------------------------------------------------------
@@ -285,8 +322,8 @@ static const char USAGE[] =
     "  pp           loss.reference, grads.reference, mem.formula, schedule.in_flight, schedule.bubble\n"
     "  ckpt         replicas.equal, loss.reference, recompute.bitwise, recompute.count, mem.formula\n"
     "  shard        replicas.equal, loss.reference, data.coverage\n"
-    "Exit status: 0 every check passed, 1 a check failed (or the run is not gradable), 2 bad\n"
-    "arguments.\n";
+    "Exit status: 0 every check passed, 1 a check failed (or the run is not gradable, or another\n"
+    "job holds it, or the report could not be written: then none is left), 2 bad arguments.\n";
 
 int grade_main(int argc, char **argv, const char *prog_dir) {
     const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL, *steps = NULL;
@@ -341,14 +378,36 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
         refs.run_labs_dir = labs;
         return grade_labs(labs, only, out, steps, &refs);
     }
+    // Its references and report go in it: room for theirs, and the path whole in every buffer.
+    StrBuf why;
+    sb_init(&why);
+    if (runlog_check_path("the run directory", dir, RUNLOG_ROOM + 32, &why) != 0 ||
+        (refs.ref_dir && runlog_check_path("--ref", refs.ref_dir, RUNLOG_ROOM, &why) != 0) ||
+        (refs.cache_dir && runlog_check_path("--refs", refs.cache_dir, RUNLOG_ROOM + 64, &why) != 0)) {
+        fprintf(stderr, "shardlab grade: %s\n", why.data);
+        return 2;
+    }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "shardlab grade: %s: %s\n", dir, errno == ENOENT ? "no such directory" : "not a directory");
         return 2;
     }
+    // Held while graded: the grader writes into it (its references, its report), and a run
+    // still going (its job holds it) is not graded halfway. A folder the grader may not write
+    // is graded all the same; then its report cannot be written, and the exit status says so.
+    JobLock lock;
+    int busy;
+    if (joblock_take(&lock, "the run directory", dir, 0, argv, &why, &busy) != 0 && busy) {
+        fprintf(stderr, "shardlab grade: %s: grade it once that job has ended\n", why.data);
+        return 1;
+    }
+    sb_free(&why);
+    remove_report(dir);  // (an earlier grade's: this one writes its own, or none)
     static Grade g;
     grade_rubric(&g, dir, NULL, NULL, &refs);
     grade_print(&g, stdout);
-    if (grade_write_run(&g) == 0) printf("grade.json and grade.xml written to %s\n", dir);
-    return g.failed ? 1 : 0;
+    int written = grade_write_run(&g) == 0;
+    if (written) printf("grade.json and grade.xml written to %s\n", dir);
+    joblock_release(&lock);
+    return g.failed || !written ? 1 : 0;
 }

@@ -26,6 +26,7 @@
 #ifndef SHARDLAB_GRADE_H
 #define SHARDLAB_GRADE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ typedef struct {
 } GradeRank;
 
 typedef struct {
-    char dir[2048];
+    char dir[PATH_MAX];
     JsonValue *meta, *summary;
     const JsonValue *config;  // meta.json's "config" (never NULL once loaded: {} if absent)
     char lab[32];
@@ -101,7 +102,7 @@ typedef struct {
 } GradeCheck;
 
 typedef struct {
-    char run_dir[2048];
+    char run_dir[PATH_MAX];
     char lab[32];
     char label[64];           // the graded configuration ("ddp-ring-n4"), or the lab
     GradeCheck checks[GRADE_MAX_CHECKS];
@@ -113,7 +114,7 @@ typedef struct {
 // program), whose ref/ holds the reference programs the references start (refs.c), or a
 // finished single-rank run given with --ref.
 typedef struct {
-    char labs_dir[2048];
+    char labs_dir[PATH_MAX];
     const char *run_labs_dir; // --labs DIR: the programs that made the runs graded (the ckpt
                               // --policy none reference runs with them), or NULL: labs_dir
     const char *ref_dir;      // --ref, or NULL: start one

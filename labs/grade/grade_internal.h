@@ -62,7 +62,8 @@ int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *a
 // exclusively, not following a link. A descriptor or -1 (errno set); or a FILE, or NULL.
 int grade_create_fresh(const char *path);
 FILE *grade_fopen_fresh(const char *path);
-// The last non-empty line of a file (the launcher's reason when a run failed).
+// The launcher's reason when a run failed, from its output: its last line that names an
+// error, else its last non-empty line.
 void grade_last_line(const char *path, char *out, size_t n);
 
 // A number field (NaN and the infinities as the schema writes them); NaN if absent.

@@ -41,7 +41,7 @@ static int problem(GradeRun *run, const char *fmt, ...) {
 
 // A whole JSON file; NULL with a problem recorded if it is missing, too large or not JSON.
 static JsonValue *load_json(GradeRun *run, const char *name) {
-    char path[2200], err[256];
+    char path[sizeof run->dir + 64], err[256];
     snprintf(path, sizeof path, "%s/%s", run->dir, name);
     StrBuf sb;
     sb_init(&sb);
@@ -115,7 +115,7 @@ static void load_line(void *arg, LogTailKind kind, const char *line, size_t n) {
 
 static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     GradeRank *rk = &run->ranks[r];
-    char name[64], path[2200];
+    char name[64], path[sizeof run->dir + 64];
     snprintf(name, sizeof name, "rank-%d.jsonl", r);
     snprintf(path, sizeof path, "%s/%s", run->dir, name);
     struct stat info;
@@ -137,9 +137,11 @@ static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
 
     // What the events say: start, steps in order, an ok end.
     rk->steps = calloc_check(rk->n + 1, sizeof *rk->steps);
+    long starts = 0, second_start = 0;
     for (size_t i = 0; i < rk->n; i++) {
         const JsonValue *ev = rk->ev[i];
         const char *kind = json_get(ev, "ev")->string;
+        if (!strcmp(kind, "start") && starts++ == 1) second_start = (long)i + 1;
         if (!strcmp(kind, "start") && !rk->start) rk->start = ev;
         else if (!strcmp(kind, "step")) rk->steps[rk->nsteps++] = ev;
         else if (!strcmp(kind, "end")) rk->end = ev;
@@ -174,6 +176,12 @@ static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
     }
     free(fill);
 
+    // Two runs in one directory (started into it one after the other, or at once, before
+    // shardlab locked run directories): their events interleave or follow each other, and
+    // neither run can be told from the other.
+    if (starts > 1)
+        problem(run, "%s: %ld start events (the second is event %ld): more than one run wrote into this directory; grade "
+                "each run from a directory of its own", name, starts, second_start);
     if (!rk->start) problem(run, "%s: no start event", name);
     if (r == 0 && rk->nsteps > 0) run->first_step = (int64_t)json_get(rk->steps[0], "step")->number;
     for (size_t i = 0; i < rk->nsteps; i++) {
@@ -201,9 +209,12 @@ static void load_rank(GradeRun *run, int r, char *ending, size_t ending_len) {
 int grade_run_load(GradeRun *run, const char *dir) {
     static const JsonValue empty = {.type = JSON_OBJECT};
     memset(run, 0, sizeof *run);
-    snprintf(run->dir, sizeof run->dir, "%s", dir);
     run->config = &empty;
     run->first_step = 1;
+    if (strlen(dir) + 64 > sizeof run->dir)  // (its files' paths would not fit: never cut one)
+        return problem(run, "the run directory's path is %zu bytes long, more than the %zu a grader takes", strlen(dir),
+                       sizeof run->dir - 64);
+    snprintf(run->dir, sizeof run->dir, "%s", dir);
     char err[256];
     run->meta = load_json(run, "meta.json");
     if (!run->meta) return -1;

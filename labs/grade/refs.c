@@ -63,17 +63,23 @@ int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *a
     return rc;
 }
 
-// The last non-empty line of a file (the launcher's reason when a run failed).
+// The launcher's reason when a run failed, from its output: its last line that names an error
+// ("shardlab: rank 0 failed (exit 1): single rank 0: error: ... No space left on device"),
+// else its last non-empty line ("shardlab: single stopped; run written to ...").
 void grade_last_line(const char *path, char *out, size_t n) {
     StrBuf sb;
     sb_init(&sb);
     out[0] = 0;
-    if (sb_read_file(&sb, path, 1 << 20) >= 0 && sb.data) {
-        char *end = sb.data + sb.len;
-        while (end > sb.data && (end[-1] == '\n' || end[-1] == ' ')) *--end = 0;
-        char *start = strrchr(sb.data, '\n');
-        snprintf(out, n, "%s", start ? start + 1 : sb.data);
-    }
+    int said_error = 0;
+    if (sb_read_file(&sb, path, 1 << 20) >= 0 && sb.data)
+        for (char *line = sb.data, *next; *line; line = next) {
+            next = line + strcspn(line, "\n");
+            if (*next) *next++ = 0;
+            size_t len = strlen(line);
+            while (len && line[len - 1] == ' ') line[--len] = 0;
+            int error = strstr(line, "error") != NULL;
+            if (len && (error || !said_error)) snprintf(out, n, "%s", line), said_error |= error;
+        }
     sb_free(&sb);
 }
 
@@ -273,7 +279,7 @@ static uint64_t file_hash(const char *path) {
 // the reason in problem.
 static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, const char *labs_dir, GradeRun *out,
                    char *problem, size_t n) {
-    char log_path[2500], args_path[2500];
+    char log_path[PATH_MAX + 96], args_path[PATH_MAX + 96];  // (dir is shorter than PATH_MAX: ctx_reference)
     snprintf(log_path, sizeof log_path, "%s.log", dir);
     snprintf(args_path, sizeof args_path, "%s/grade-args.txt", dir);
     StrBuf old;
@@ -283,7 +289,7 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, c
     if (same && grade_run_load(out, dir) == 0) return 0;
     grade_run_free(out);
     file_remove_tree(dir);
-    char prog[2200];
+    char prog[PATH_MAX + 96];
     snprintf(prog, sizeof prog, "%s/%s", labs_dir, c->lab);
     if (access(prog, X_OK) != 0) {
         snprintf(problem, n, "the grader's reference program %.500s: %s (make builds it beside the labs)", prog,
@@ -352,15 +358,15 @@ const GradeRun *ctx_reference(Ctx *x, RefKind k, char *why, size_t n) {
         snprintf(why, n, "%s", x->ref_problem[k]);
         return NULL;
     }
-    char dir[2400], ref_labs[2100];
+    char dir[PATH_MAX + 64], ref_labs[PATH_MAX + 8];  // (each folder's length checked by grade_main)
     ref_programs(x->refs, k, ref_labs, sizeof ref_labs);
     if (k == REF_SINGLE && x->refs->cache_dir) {
         // The same reference serves every run of the same configuration (every student's):
         // kept under the cache, named by its command and the reference program's bytes.
-        char prog[2200];
+        char prog[PATH_MAX + 96];
         snprintf(prog, sizeof prog, "%s/%s", ref_labs, c.lab);
         uint64_t key = fnv1a64(c.text.data, c.text.len, file_hash(prog));
-        char failed[2048];
+        char failed[PATH_MAX];
         if (runlog_try_make_dirs(x->refs->cache_dir, failed, sizeof failed) != 0) {
             snprintf(x->ref_problem[k], sizeof x->ref_problem[k], "--refs %.200s: cannot create %.200s: %s",
                      x->refs->cache_dir, failed, strerror(errno));
@@ -390,7 +396,7 @@ static int by_step(const void *a, const void *b) {
 // The run's replay points: RUN_DIR/replay/step-<s>, real directories (no links) with a manifest,
 // for steps the run went past, in order.
 static int find_replays(const GradeRun *run, int64_t *steps, int max) {
-    char dir[2200];
+    char dir[sizeof run->dir + 16];
     snprintf(dir, sizeof dir, "%s/replay", run->dir);
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -398,7 +404,7 @@ static int find_replays(const GradeRun *run, int64_t *steps, int max) {
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         long long s;
-        char tail, path[2600];
+        char tail, path[sizeof dir + NAME_MAX + 2];
         if (sscanf(e->d_name, "step-%lld%c", &s, &tail) != 1 || s < 1 || s >= run->last_step) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
@@ -416,13 +422,13 @@ const GradeReplay *ctx_replays(Ctx *x, int *count) {
         const GradeRun *run = x->run;
         int64_t steps[GRADE_MAX_REPLAYS];
         x->nreplays = x->refs->ref_dir ? 0 : find_replays(run, steps, GRADE_MAX_REPLAYS);
-        char ref_labs[2100];
+        char ref_labs[PATH_MAX + 8];
         ref_programs(x->refs, REF_SINGLE, ref_labs, sizeof ref_labs);
         for (int i = 0; i < x->nreplays; i++) {
             GradeReplay *r = &x->replays[i];
             r->from = steps[i];
             r->to = steps[i] + GRADE_REPLAY_STEPS < run->last_step ? steps[i] + GRADE_REPLAY_STEPS : run->last_step;
-            char resume[2400], dir[2400];
+            char resume[sizeof run->dir + 64], dir[sizeof run->dir + 64];
             snprintf(resume, sizeof resume, "%s/replay/step-%08lld", run->dir, (long long)r->from);
             snprintf(dir, sizeof dir, "%s/ref-replay-%08lld", run->dir, (long long)r->from);
             RefCmd c;
