@@ -192,9 +192,12 @@ const char *sandbox_mode(const char *what, char *why, size_t n) {
         char bwrap_why[300] = "", unshare_why[300] = "";
         if (!strcmp(want, "off")) mode = MODE_OFF;
         else if (!strcmp(want, "limits")) mode = MODE_LIMITS;
-        else if (!strcmp(want, "bwrap")) mode = MODE_BWRAP;
-        else if (!strcmp(want, "unshare")) mode = MODE_UNSHARE;
-        else {
+        else if (!strcmp(want, "bwrap") || !strcmp(want, "unshare")) {
+            mode = !strcmp(want, "bwrap") ? MODE_BWRAP : MODE_UNSHARE;
+            // Asked for and not installed: each run then fails to start, naming the program.
+            if (!bwrap_path[0]) snprintf(bwrap_path, sizeof bwrap_path, "bwrap");
+            if (!unshare_path[0]) snprintf(unshare_path, sizeof unshare_path, "unshare");
+        } else {
             if (strcmp(want, "auto"))
                 fprintf(stderr, "%s: SHARDLAB_SANDBOX=%s is none of auto, bwrap, unshare, limits, off: auto it is\n", what,
                         want);
