@@ -146,6 +146,7 @@ static char mode_why[1024];
 static char bwrap_path[PATH_MAX], unshare_path[PATH_MAX], prlimit_path[PATH_MAX];
 
 static void build_argv(Mode m, const Sandbox *s, char *const *argv, Argv *a);
+static rlim_t process_limit(void);
 
 // Runs the sandbox m around `true`: 0 when it works, else -1 with what it said in why.
 static int probe(Mode m, char *why, size_t n) {
@@ -352,7 +353,8 @@ static void build_argv(Mode m, const Sandbox *s, char *const *argv, Argv *a) {
     }
     if ((m == MODE_BWRAP || m == MODE_UNSHARE) && prlimit_path[0]) {
         char nproc[64];
-        snprintf(nproc, sizeof nproc, "--nproc=%d:%d", SANDBOX_PROCS, SANDBOX_PROCS);
+        rlim_t n = process_limit();
+        snprintf(nproc, sizeof nproc, "--nproc=%llu:%llu", (unsigned long long)n, (unsigned long long)n);
         push3(a, prlimit_path, nproc, "--");
     }
     for (int i = 0; argv[i]; i++) push(a, argv[i]);
@@ -373,7 +375,7 @@ static void lower_limit(int resource, rlim_t soft, rlim_t hard) {
     setrlimit(resource, &want);
 }
 
-// Threads our user runs now: RLIMIT_NPROC counts them all outside a user namespace.
+// Threads our user runs now.
 static long user_threads(void) {
     long count = 0;
     DIR *d = opendir("/proc");
@@ -392,6 +394,10 @@ static long user_threads(void) {
     return count;
 }
 
+// RLIMIT_NPROC counts every thread of our user: outside a user namespace, and inside one on
+// kernels before 5.14. So the room is on top of what runs now. (Root is exempt.)
+static rlim_t process_limit(void) { return (rlim_t)SANDBOX_PROCS + (rlim_t)(getuid() ? user_threads() : 0); }
+
 static void set_limits(Mode m, int deadline_s) {
     if (m == MODE_OFF) return;
     if (deadline_s > 0) {
@@ -403,10 +409,10 @@ static void set_limits(Mode m, int deadline_s) {
     lower_limit(RLIMIT_FSIZE, SANDBOX_FILE_BYTES, SANDBOX_FILE_BYTES);
     lower_limit(RLIMIT_CORE, 0, 0);
     if (!SANDBOX_UNDER_ASAN) lower_limit(RLIMIT_AS, SANDBOX_MEM_BYTES, SANDBOX_MEM_BYTES);
-    // Namespaces set it inside (prlimit), where it counts only the sandbox's own; here it
-    // counts everything of our user, so the room is on top of what runs now. (Root is exempt.)
-    if (m == MODE_LIMITS && getuid() != 0) {
-        rlim_t n = (rlim_t)(user_threads() + SANDBOX_PROCS);
+    // With namespaces, prlimit sets it inside the user namespace (set here, before it, it
+    // would cap the namespace's creation as well).
+    if (m == MODE_LIMITS) {
+        rlim_t n = process_limit();
         lower_limit(RLIMIT_NPROC, n, n);
     }
 }

@@ -29,7 +29,7 @@
 enum { SANDBOX_MAX_PATHS = 16, SANDBOX_MAX_ENV = 16, SANDBOX_MAX_FDS = 8 };
 
 // The limits, per process (RLIMIT_*): what a lab, a check or a compiler needs, with room.
-#define SANDBOX_PROCS 512                   // processes and threads of its user in it
+#define SANDBOX_PROCS 512                   // processes and threads, beyond what our user runs now
 #define SANDBOX_FILE_BYTES (4ull << 30)     // the largest file it may write
 #define SANDBOX_MEM_BYTES (16ull << 30)     // address space (not under AddressSanitizer)
 #define SANDBOX_TMPFS_BYTES (2ull << 30)    // its /tmp, and its /dev/shm
