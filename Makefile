@@ -49,8 +49,9 @@ LDLIBS  := -lm -pthread
 
 # Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the
 # dashboard's tests (they drive it in a terminal as a person would); libjs-chart.js draws the
-# web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript).
-DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js libjs-katex
+# web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript);
+# bubblewrap is the sandbox a student's code is built and run in (labs/grade/sandbox.h).
+DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js libjs-katex bubblewrap
 
 # ---- CUDA: built for the GPU that is here, or when asked (CUDA=1) -------------------------
 # labs/core/cuda/*.cu (kernels, cuBLAS, NCCL); without them, labs/core/nocuda.c stands in and
@@ -235,8 +236,9 @@ else
 SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS) $(COURSE_OBJ)
 SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
 endif
-# The grader (labs/grade/): `shardlab grade`, linked into the launcher.
-GRADE_SRCS := $(sort $(basename $(notdir $(wildcard labs/grade/*.c))))
+# The grader (labs/grade/): `shardlab grade`, linked into the launcher; sandbox_cmd.c is the
+# main of the sandbox program (SANDBOX), not part of it.
+GRADE_SRCS := $(filter-out sandbox_cmd,$(sort $(basename $(notdir $(wildcard labs/grade/*.c)))))
 GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
 GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
@@ -249,6 +251,9 @@ LAUNCHER_SRCS := labs/shardlab.c labs/launcher_view.c labs/launcher_ranks.c labs
 SHARDLAB_LIB := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
+# The sandbox a student's code is built and run in (labs/grade/sandbox.h): this program for
+# the builds below; the grader and make check's driver link the same module.
+SANDBOX      := $(BUILD)/sandbox
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
 TEST_SRCS := $(wildcard tests/test_*.c)
 # The emulated CUDA kernels' tests (tests/gpu/*.cc) are C++: built where there is a C++
@@ -257,7 +262,7 @@ HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
 EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
-.PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
+.PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-checks todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -268,7 +273,7 @@ V ?= 0
 SILENT := $(findstring s,$(firstword -$(MAKEFLAGS)))
 quiet = $(if $(filter 1,$(V)),,@$(if $(SILENT),,printf '  %-7s %s\n' '$(1)' '$(2)';))
 
-all: cuda-status deps-status $(LAB_BINS) $(REF_BINS) $(SHARDLAB)
+all: cuda-status deps-status $(LAB_BINS) $(REF_BINS) $(SHARDLAB) $(SANDBOX)
 # What the lab-* targets need: the programs, without the CUDA line (make and make all say it).
 LABS_BUILT = deps-status $(LAB_BINS) $(SHARDLAB)
 
@@ -299,7 +304,8 @@ help:
 	@echo "  make lesson N=5       a lesson in the terminal, by number or name (no N: the list)"
 	@echo "  make starter OUT=dir  a student's copy: the solution regions of labs/ replaced by TODO stubs"
 	@echo "  make grade LABS=dir   build a student's copy, run every lab's graded configurations, print the rubric [ONLY=ddp,zero-3] [STEPS=1000] [OUT=dir]"
-	@echo "  make check [TODO=<name>]  each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir]"
+	@echo "                        (in a sandbox: no network, none of your files; each run stopped after DEADLINE=600 s)"
+	@echo "  make check [TODO=<name>]  each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir] [DEADLINE=60]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
 	@echo "  make docs-figures     rerun every command README.md, lessons/ and lexicon/ quote, rewrite their stale figures in place; review the diff [DOC=lessons/06-...md]"
 	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
@@ -508,6 +514,14 @@ LABS    ?= labs
 ONLY    ?=
 GRADE_SRC = $(if $(wildcard $(LABS)/labs/core/*.c),$(LABS)/labs,$(LABS))
 GRADE_BUILD = $(BUILD)/student/$(firstword $(shell echo '$(abspath $(GRADE_SRC))' | cksum))
+# A copy is built, run and checked in the sandbox (labs/grade/sandbox.h): no network, its own
+# build and run folders the only ones it may write, nothing of yours it may read, limits, and a
+# deadline. DEADLINE=<seconds>: each graded run's (default 600) or each check's (default 60);
+# BUILD_DEADLINE: the copy's build's. The build sees the copy, this Makefile and tests/todo/.
+DEADLINE ?=
+BUILD_DEADLINE ?= 1800
+SANDBOX_BUILD = $(SANDBOX) --what "make $(1): the build of $(GRADE_SRC)" --deadline $(BUILD_DEADLINE) \
+  --read Makefile --read tests/todo --read $(GRADE_SRC) --write $(GRADE_BUILD) --
 
 starter:
 	@if [ -z "$(OUT)" ]; then echo "make starter: say where: make starter OUT=dir" >&2; exit 2; fi
@@ -516,10 +530,10 @@ starter:
 grade: all
 	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
 	  echo "make grade: $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
-	@echo "make grade: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU)"
+	@echo "make grade: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU, in the sandbox)"
 	@rm -f $(addprefix $(GRADE_BUILD)/labs/,$(LABS_ALL))
-	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 grade-labs
-	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(STEPS),--steps $(STEPS)) $(if $(OUT),--out $(OUT)) --refs $(or $(REFS),$(BUILD)/grade-refs)
+	-@$(call SANDBOX_BUILD,grade) $(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 DEPS=0 grade-labs
+	$(SHARDLAB) grade --labs $(GRADE_BUILD)/labs $(if $(ONLY),--only $(ONLY)) $(if $(STEPS),--steps $(STEPS)) $(if $(OUT),--out $(OUT)) --refs $(or $(REFS),$(BUILD)/grade-refs) $(if $(DEADLINE),--deadline $(DEADLINE))
 
 # The lab programs alone, from LABS_SRC into BUILD (what make grade builds); the reference
 # programs alone (what tests/test_variants.c builds from a starter's sources).
@@ -533,21 +547,26 @@ ref-programs: $(REF_BINS)
 # output goes to its build.log, and a region whose check does not build says so with the errors.
 # make web builds the same programs (check-programs) and hands them to the server, whose lab
 # pages run them ("Your TODO regions"); a region that does not compile fails neither.
+# The check programs are built in the sandbox; the driver, which takes nothing from the copy
+# and starts each check program in the sandbox, is this build's (copied beside them).
 TODO_PROGRAMS := adamw ring shard ddp zero fsdp tp pp ckpt
-TODO_BINS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%) $(BUILD)/todo/check
+TODO_CHECKS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%)
+TODO_BINS := $(TODO_CHECKS) $(BUILD)/todo/check
 CHECK_GOAL = $(firstword $(filter check web,$(MAKECMDGOALS)) check)
-check-programs:
+check-programs: $(SANDBOX) $(BUILD)/todo/check
 	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
 	  echo "make $(CHECK_GOAL): $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
 	@mkdir -p $(GRADE_BUILD)/todo
 	@rm -f $(TODO_PROGRAMS:%=$(GRADE_BUILD)/todo/check_%)
-	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make $(CHECK_GOAL): building $(GRADE_SRC) into $(GRADE_BUILD) (CPU; once, then only what changed)"
-	-@$(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 todo-programs >$(GRADE_BUILD)/todo/build.log 2>&1
+	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make $(CHECK_GOAL): building $(GRADE_SRC) into $(GRADE_BUILD) (CPU, in the sandbox; once, then only what changed)"
+	-@$(call SANDBOX_BUILD,$(CHECK_GOAL)) $(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 DEPS=0 todo-checks >$(GRADE_BUILD)/todo/build.log 2>&1
+	@cp -f $(BUILD)/todo/check $(GRADE_BUILD)/todo/check
 
 check: check-programs
-	@$(GRADE_BUILD)/todo/check --bin $(GRADE_BUILD)/todo --labs $(LABS) $(TODO)
+	@$(GRADE_BUILD)/todo/check --bin $(GRADE_BUILD)/todo --labs $(LABS) $(if $(DEADLINE),--deadline $(DEADLINE)) $(TODO)
 
-# The check programs alone, from LABS_SRC into BUILD (what make check builds).
+# The check programs alone, from LABS_SRC into BUILD (what make check builds), and the driver.
+todo-checks: $(TODO_CHECKS)
 todo-programs: $(TODO_BINS)
 
 $(BUILD)/todo/check_%.o: tests/todo/check_%.c tests/todo/*.h $(wildcard $(LABS_SRC)/*.c) $(LABS_SRC)/core/*.h $(ALGO_HDRS)
@@ -561,11 +580,16 @@ $(BUILD)/todo/todo.o: tests/todo/todo.c tests/todo/*.h $(LABS_SRC)/core/*.h
 $(BUILD)/todo/check_%: $(BUILD)/todo/check_%.o $(BUILD)/todo/todo.o $(LIB_OBJS)
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $^ -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-# The driver takes nothing from the copy it checks: its JSON comes from this tree's core.
-TODO_DRIVER_CORE := labs/core/strbuf.c labs/core/json.c labs/core/check.c
-$(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions.h $(TODO_DRIVER_CORE) labs/core/json.h
+# The driver takes nothing from the copy it checks: its JSON comes from this tree's core, its
+# sandbox from the grader's (labs/grade/sandbox.c).
+TODO_DRIVER_CORE := labs/core/strbuf.c labs/core/json.c labs/core/check.c labs/grade/sandbox.c
+$(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions.h $(TODO_DRIVER_CORE) labs/core/json.h labs/grade/sandbox.h
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -Ilabs/core $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c $(TODO_DRIVER_CORE) -o $@ -lm
+	$(call quiet,LD,$@)$(CC) -Ilabs/core -Ilabs/grade $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c $(TODO_DRIVER_CORE) -o $@ -lm
+
+$(SANDBOX): labs/grade/sandbox_cmd.c labs/grade/sandbox.c labs/grade/sandbox.h labs/core/check.c labs/core/check.h
+	@mkdir -p $(@D)
+	$(call quiet,LD,$@)$(CC) -Ilabs/core -Ilabs/grade $(BASE) $(CFLAGS) labs/grade/sandbox_cmd.c labs/grade/sandbox.c labs/core/check.c -o $@
 
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
 # Each lab's page checks the TODO regions of LABS (default labs/, this copy) with make check's

@@ -62,6 +62,7 @@ run_test() {
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
         test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
+        test_sandbox) run "$name" "$t" "$BUILD/shardlab" ;;
         test_mixed) run "$name" "$t" "$BUILD/shardlab" "$BUILD/labs" "$BUILD/san/labs" ;;
         test_nonfinite) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/san/shardlab" ;;
         test_faults) run "$name" "$t" "$BUILD/labs" "$BUILD/san/labs" "$BUILD/shardlab" ;;

@@ -2586,6 +2586,28 @@ static void check_todo_regions(void) {
            "without --checks: /labs/ddp has no TODO regions, POST /api/checks is 404 saying why (%d)", off.status);
     resp_free(&page), resp_free(&off);
 
+    // Proves: the driver is told a deadline for each check program (it ends one that hangs,
+    // labs/grade/sandbox.h), each region's share of the two minutes: 110 s / 5 regions for
+    // ddp. A stand-in driver answers with the arguments it was given.
+    char fake[800], fake_driver[900];
+    snprintf(fake, sizeof fake, "%s/fake-checks", tmp);
+    snprintf(fake_driver, sizeof fake_driver, "%s/check", fake);
+    mkdir(fake, 0755);
+    write_text(fake_driver, "w", "#!/bin/sh\nprintf '{\"regions\":[],\"argv\":\"%s\"}\\n' \"$*\"\n");
+    chmod(fake_driver, 0755);
+    char *fake_opts[] = {"--port", "0", "--checks", fake, NULL};
+    int fake_port;
+    pid_t fake_server = start_extra("todo-fake-web", fake_opts, runs_dir, &fake_port, tok);
+    port = fake_port;
+    snprintf(own, sizeof own, "X-Shardlab-Token: %s\r\nOrigin: http://127.0.0.1:%d\r\n", tok, port);
+    Resp told = request("POST", "/api/checks?lab=ddp", own, "");
+    EXPECT(fake_port && told.status == 200 && told.body && strstr(told.body, "--deadline 22 --json adamw"),
+           "POST /api/checks?lab=ddp: the driver gets --deadline 22, each of the 5 regions' share of the two minutes "
+           "(%d: %s)", told.status, told.body ? one_line(told.body) : "");
+    resp_free(&told);
+    port = main_port;
+    stop_extra(fake_server);
+
     // Proves: --checks names a directory that holds make check's driver; anything else is one line, exit 2.
     char *missing_opts[] = {"--port", "0", "--checks", "/no/such/dir", NULL}, *empty_opts[] = {"--port", "0", "--checks", tmp, NULL};
     int p1, p2;

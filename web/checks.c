@@ -14,9 +14,13 @@
 //
 // Checking starts processes, so it is a POST with the server's token from its own pages
 // (web_may_act), as starting a lab is; one check at a time (429). The driver is executed, never
-// through a shell, as `DIR/check --bin DIR --json NAME...` with the names from the table, in a
-// session of its own; its answer is read up to CHECKS_MAX_OUTPUT, and it is stopped, with every
-// check program under it, after CHECKS_TIMEOUT_S.
+// through a shell, as `DIR/check --bin DIR --deadline S --json NAME...` with the names from the
+// table, in a session of its own. It runs each check program, the student's code, in the
+// sandbox (labs/grade/sandbox.h: no network, none of the server's files, every process it
+// starts ended with it) and ends it after S seconds, a share of CHECKS_TIMEOUT_S, so that
+// every region gets its line even when each hangs. The answer is read up to
+// CHECKS_MAX_OUTPUT, and the driver is stopped, with every check under it, after
+// CHECKS_TIMEOUT_S.
 #include <civetweb.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +38,9 @@
 #include "regions.h"
 #include "web_internal.h"
 
-// Each check stops itself after 30 s (tests/todo/todo.c); a lab has at most 6 regions, so two
-// minutes leave room for a few that hang before the whole driver is stopped.
+// Each check stops itself after 30 s (tests/todo/todo.c), and the driver ends it at its deadline
+// (one that hangs before main, say): each region's share of two minutes, at most the
+// driver's own 60 s. A lab has at most 6 regions: 18 s each.
 #define CHECKS_TIMEOUT_S 120
 #define CHECKS_MAX_OUTPUT (1 << 20)
 
@@ -94,11 +99,13 @@ static double seconds_now(void) {
 
 // Runs dir/check --bin dir --json NAME... : 0 with its answer in out, or -1 with why.
 static int run_driver(const char *dir, const TodoRegion **regions, int n, StrBuf *out, char *why, size_t nwhy) {
-    char prog[4200];
+    char prog[4200], deadline[16];
     snprintf(prog, sizeof prog, "%s/check", dir);
-    char *argv[64 + 5] = {prog, "--bin", (char *)dir, "--json"};
-    for (int i = 0; i < n; i++) argv[4 + i] = (char *)regions[i]->name;
-    argv[4 + n] = NULL;
+    int share = (CHECKS_TIMEOUT_S - 10) / (n > 0 ? n : 1);
+    snprintf(deadline, sizeof deadline, "%d", share > 60 ? 60 : share < 5 ? 5 : share);
+    char *argv[64 + 7] = {prog, "--bin", (char *)dir, "--deadline", deadline, "--json"};
+    for (int i = 0; i < n; i++) argv[6 + i] = (char *)regions[i]->name;
+    argv[6 + n] = NULL;
     int fds[2];
     if (pipe(fds) != 0) return snprintf(why, nwhy, "could not start %s: %s", prog, strerror(errno)), -1;
     pid_t pid = fork();

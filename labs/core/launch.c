@@ -10,18 +10,21 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { LAUNCH_MAX_ARGS = 64 };
-
-pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir) {
-    char nbuf[16];
-    snprintf(nbuf, sizeof nbuf, "%d", n);
-    char *argv[LAUNCH_MAX_ARGS] = {(char *)(o->argv0 ? o->argv0 : o->exe), "run", (char *)lab, "-n", nbuf, "--ui",
-                                   "none"};
-    int a = 7;
+void launch_argv(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir, char **argv,
+                 char *nbuf) {
+    snprintf(nbuf, 16, "%d", n);
+    char *head[] = {(char *)(o->argv0 ? o->argv0 : o->exe), "run", (char *)lab, "-n", nbuf, "--ui", "none"};
+    int a = 0;
+    for (; a < 7; a++) argv[a] = head[a];
     for (int i = 0; args && args[i] && a < LAUNCH_MAX_ARGS - 3; i++) argv[a++] = args[i];
     argv[a++] = "--run-dir";
     argv[a++] = (char *)dir;
     argv[a] = NULL;
+}
+
+pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir) {
+    char nbuf[16], *argv[LAUNCH_MAX_ARGS];
+    launch_argv(o, lab, n, args, dir, argv, nbuf);
     fflush(NULL);  // nothing buffered here is written twice
     pid_t pid = fork();
     if (pid != 0) return pid;

@@ -1,7 +1,7 @@
 // launch.h — starting `shardlab run` from another command: the grader's reference runs and
 // the runs the web server starts.
 //
-// Defines: LaunchOpts, launch_run(), launch_run_wait().
+// Defines: LaunchOpts, LAUNCH_MAX_ARGS, launch_argv(), launch_run(), launch_run_wait().
 //
 // Both run the launcher exactly as a person types it (`shardlab run LAB -n N --ui none ...
 // --run-dir DIR`), so a run they start is the same run, in the same run directory, as one
@@ -22,6 +22,13 @@ typedef struct {
                            // SIGTERM (the launcher stops its ranks), SIGKILL 3 s later
 } LaunchOpts;
 
+enum { LAUNCH_MAX_ARGS = 64 };
+
+// `exe run LAB -n N --ui none ARGS... --run-dir DIR` (args NULL-ended) into argv
+// (LAUNCH_MAX_ARGS, NULL-ended; its strings are the caller's, and nbuf's 16 bytes hold N):
+// the command launch_run() executes, for a caller that starts it otherwise (in a sandbox).
+void launch_argv(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir, char **argv,
+                 char *nbuf);
 // Starts `exe run LAB -n N --ui none ARGS... --run-dir DIR` (args NULL-ended) in a child
 // process and returns its pid (the caller waits for it), or -1 with errno set.
 pid_t launch_run(const LaunchOpts *o, const char *lab, int n, char *const *args, const char *dir);

@@ -6,7 +6,8 @@
 //                                           grade.xml written into RUN_DIR
 //   shardlab grade --labs DIR [--only L,..] every lab's graded configurations run with the
 //                  [--out DIR]              programs in DIR (a student's build), each graded;
-//                                           a rubric per configuration, a total per lab
+//                  [--deadline S]           a rubric per configuration, a total per lab; each
+//                                           run in the sandbox (sandbox.h), ended after S s
 // Exit status: 0 every check passed, 1 a check failed (or no report could be written), 2 bad arguments.
 #include <errno.h>
 #include <signal.h>
@@ -240,13 +241,26 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
             snprintf(args_text + strlen(args_text), sizeof args_text - strlen(args_text), " %s", args[a]);
         }
         fprintf(stderr, "shardlab grade: [%d/%d] %s: %s -n %d%s\n", i + 1, catalog_ngraded, gc->label, gc->lab, gc->n, args_text);
-        int rc = access(prog, X_OK) == 0 ? grade_start_run(labs, gc->lab, gc->n, (char *const *)args, dir, log_path) : -1;
+        // A student's programs: in the sandbox, ended at the deadline (refs.c).
+        int timed_out = 0;
+        int rc = access(prog, X_OK) == 0 ? grade_start_run(labs, gc->lab, gc->n, (char *const *)args, dir, log_path,
+                                                           refs->deadline_s, &timed_out)
+                                         : -1;
         grade_rubric(&grades[n], dir, gc->lab, gc->config, refs);
         snprintf(grades[n].label, sizeof grades[n].label, "%s", gc->label);
         GradeCheck *first = &grades[n].checks[0];
         if (rc == -1) snprintf(first->reason, sizeof first->reason, "%.250s: no such program: the lab did not build",
                                prog);
-        else if (rc != 0 && first->pass == 0) {
+        else if (timed_out) {  // a run stopped at its deadline is not complete, whatever its logs say
+            char was[sizeof first->reason];
+            memcpy(was, first->reason, sizeof was);
+            snprintf(first->reason, sizeof first->reason, "ran out of time: stopped after %d s, the deadline of each "
+                     "run (make grade DEADLINE=<seconds> gives more)%s%.400s", refs->deadline_s, was[0] ? "; " : "", was);
+            if (first->pass) {
+                first->pass = 0, grades[n].failed++, grades[n].points -= first->points, first->points = 0;
+                snprintf(first->measured, sizeof first->measured, "stopped at the deadline");
+            }
+        } else if (rc != 0 && first->pass == 0) {
             char last[200];
             grade_last_line(log_path, last, sizeof last);
             size_t used = strlen(first->reason);
@@ -292,9 +306,13 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
 
 // ---- the command -------------------------------------------------------------------------------
 
+// How long a run of a student's programs may take by default: the graded configurations take
+// seconds at the course's length, minutes at --steps 1000.
+#define GRADE_DEADLINE_S 600
+
 static const char USAGE[] =
     "usage: shardlab grade RUN_DIR [--ref DIR] [--refs DIR] [--quiet]\n"
-    "       shardlab grade --labs DIR [--only LAB,...] [--steps N] [--out DIR] [--refs DIR]\n"
+    "       shardlab grade --labs DIR [--only LAB,...] [--steps N] [--out DIR] [--refs DIR] [--deadline S]\n"
     "\n"
     "Checks a run against its lab's invariants and prints the rubric: each check, PASS or\n"
     "FAIL, measured against expected, and its points. Writes grade.json and grade.xml (JUnit)\n"
@@ -313,6 +331,9 @@ static const char USAGE[] =
     "  --steps N     run the training labs' configurations for N steps (default: a few)\n"
     "  --out DIR     where the graded runs, grade.json and grade.xml go (default\n"
     "                runs/grade-<time>)\n"
+    "  --deadline S  end each run of the programs in DIR after S seconds (default 600): they\n"
+    "                are a student's, so each runs in a sandbox, with no network and none of\n"
+    "                your files (labs/grade/sandbox.h; SHARDLAB_SANDBOX=off for debugging)\n"
     "\n"
     "Rubrics: run.complete on every lab, then\n"
     "  single       loss.reference, mem.formula\n"
@@ -326,8 +347,8 @@ static const char USAGE[] =
     "job holds it, or the report could not be written: then none is left), 2 bad arguments.\n";
 
 int grade_main(int argc, char **argv, const char *prog_dir) {
-    const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL, *steps = NULL;
-    GradeRefs refs = {0};
+    const char *dir = NULL, *labs = NULL, *only = NULL, *out = NULL, *steps = NULL, *deadline = NULL;
+    GradeRefs refs = {.deadline_s = GRADE_DEADLINE_S};
     snprintf(refs.labs_dir, sizeof refs.labs_dir, "%s/labs", prog_dir);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -335,21 +356,30 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(USAGE, stdout), 0;
         else if (!strcmp(a, "--quiet")) refs.quiet = 1;
         else if (!strcmp(a, "--ref") || !strcmp(a, "--refs") || !strcmp(a, "--labs") || !strcmp(a, "--only") ||
-                 !strcmp(a, "--out") || !strcmp(a, "--steps")) {
+                 !strcmp(a, "--out") || !strcmp(a, "--steps") || !strcmp(a, "--deadline")) {
             if (!has_value || !argv[i + 1][0]) usage_error("shardlab grade", "%s needs a value", a);
-            const char **slot = !strcmp(a, "--ref")    ? &refs.ref_dir
-                              : !strcmp(a, "--refs")   ? &refs.cache_dir
-                              : !strcmp(a, "--labs")   ? &labs
-                              : !strcmp(a, "--only")   ? &only
-                              : !strcmp(a, "--steps")  ? &steps
-                                                       : &out;
+            const char **slot = !strcmp(a, "--ref")      ? &refs.ref_dir
+                              : !strcmp(a, "--refs")     ? &refs.cache_dir
+                              : !strcmp(a, "--labs")     ? &labs
+                              : !strcmp(a, "--only")     ? &only
+                              : !strcmp(a, "--steps")    ? &steps
+                              : !strcmp(a, "--deadline") ? &deadline
+                                                         : &out;
             *slot = argv[++i];
         } else if (a[0] == '-') usage_error("shardlab grade", "unknown option '%s'", a);
         else if (dir) usage_error("shardlab grade", "one run directory at a time ('%s' and '%s')", dir, a);
         else dir = a;
     }
     if (labs && dir) usage_error("shardlab grade", "give a run directory or --labs, not both");
-    if (!labs && (only || out || steps)) usage_error("shardlab grade", "--only, --steps and --out go with --labs");
+    if (!labs && (only || out || steps || deadline))
+        usage_error("shardlab grade", "--only, --steps, --out and --deadline go with --labs");
+    if (deadline) {
+        char *end;
+        long v = strtol(deadline, &end, 10);
+        if (*end || end == deadline || v < 1 || v > 86400)
+            usage_error("shardlab grade", "--deadline must be a whole number of seconds from 1 to 86400 (got '%s')", deadline);
+        refs.deadline_s = (int)v;
+    }
     if (steps) {
         char *end;
         long v = strtol(steps, &end, 10);

@@ -121,6 +121,8 @@ typedef struct {
     const char *cache_dir;    // --refs: single-rank references kept and reused across runs, or
                               // NULL: each in its run directory (ref-single/)
     int quiet;                // no progress lines on stderr
+    int deadline_s;           // --labs: each run of the student's programs runs in the sandbox
+                              // (sandbox.h) and is ended after this long (--deadline)
 } GradeRefs;
 
 // Grades the run at dir with the rubric of `lab` (NULL: the lab its meta.json names); fills

@@ -56,7 +56,11 @@ void ctx_free(Ctx *x);
 
 // refs.c: `shardlab run <lab> -n N --ui none args... --run-dir DIR` (launch.h) with the lab
 // programs of labs_dir, its output in log_path; returns its exit status (127: not started).
-int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir, const char *log_path);
+// student_deadline_s > 0: labs_dir holds a student's programs, so the run is in the sandbox
+// (sandbox.h), ended after that many seconds (then 124, and *timed_out = 1); 0: the grader's
+// own programs, run as they are.
+int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir, const char *log_path,
+                    int student_deadline_s, int *timed_out);
 // path created anew for writing: what is there (in a student's run directory, maybe a link to
 // any file of the grader's user) is unlinked, never written through; the new file is created
 // exclusively, not following a link. A descriptor or -1 (errno set); or a FILE, or NULL.

@@ -26,6 +26,7 @@
 #include "grade_internal.h"
 #include "launch.h"
 #include "runlog.h"
+#include "sandbox.h"
 #include "shard/dataset.h"
 
 // ---- files the grader writes ------------------------------------------------------------------
@@ -50,15 +51,38 @@ FILE *grade_fopen_fresh(const char *path) {
 
 // `shardlab run <lab> -n N --ui none args... --run-dir DIR` (launch.h) with the lab programs of labs_dir;
 // the launcher's output goes to log_path. Returns its exit status (127: could not start).
+//
+// A student's programs run in the sandbox (sandbox.h), the launcher with them: it sees this
+// program and the student's programs, read-only, and writes the run directory, nothing else;
+// the grader's reference programs and references (build/labs/ref, --refs) are not there. The
+// deadline ends the launcher, its ranks and whatever they started.
 int grade_start_run(const char *labs_dir, const char *lab, int n, char *const *args, const char *dir,
-                    const char *log_path) {
+                    const char *log_path, int student_deadline_s, int *timed_out) {
+    if (timed_out) *timed_out = 0;
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return 127;
     exe[k] = 0;
     // This very program, even if a rebuild replaced its file; its output to a fresh log.
     LaunchOpts o = {.exe = "/proc/self/exe", .argv0 = exe, .labs_dir = labs_dir, .out_fd = grade_create_fresh(log_path)};
-    int rc = launch_run_wait(&o, lab, n, args, dir);
+    int rc;
+    if (student_deadline_s > 0) {
+        Sandbox box;
+        sandbox_init(&box, "shardlab grade", student_deadline_s);
+        sandbox_read(&box, exe);
+        sandbox_read(&box, labs_dir);
+        sandbox_write(&box, dir);
+        char labs_env[PATH_MAX + 32];
+        snprintf(labs_env, sizeof labs_env, "SHARDLAB_LABS=%s", labs_dir);
+        sandbox_setenv(&box, labs_env);
+        box.out_fd = box.err_fd = o.out_fd;
+        o.exe = exe;  // the path the sandbox shows it at
+        char nbuf[16], *argv[LAUNCH_MAX_ARGS];
+        launch_argv(&o, lab, n, args, dir, argv, nbuf);
+        rc = sandbox_run(&box, argv, timed_out);
+    } else {
+        rc = launch_run_wait(&o, lab, n, args, dir);
+    }
     if (o.out_fd >= 0) close(o.out_fd);
     return rc;
 }
@@ -297,9 +321,17 @@ static int ref_run(const Ctx *x, const RefCmd *c, const char *dir, int cached, c
         return -1;
     }
     if (!x->refs->quiet) fprintf(stderr, "shardlab grade: starting the reference: %s\n", c->text.data);
-    int rc = grade_start_run(labs_dir, c->lab, c->world, c->args, dir, log_path);
+    // The ckpt twin of a --labs run is the student's own program: in the sandbox, like the run.
+    int student = x->refs->run_labs_dir && !strcmp(labs_dir, x->refs->run_labs_dir), timed_out;
+    int rc = grade_start_run(labs_dir, c->lab, c->world, c->args, dir, log_path, student ? x->refs->deadline_s : 0,
+                             &timed_out);
     char last[200];
     grade_last_line(log_path, last, sizeof last);
+    if (rc != 0 && timed_out) {
+        snprintf(problem, n, "the reference run ran out of time: stopped after %d s, the deadline of each run (make "
+                 "grade DEADLINE=<seconds> gives more)", x->refs->deadline_s);
+        return -1;
+    }
     if (rc != 0) {
         snprintf(problem, n, "the reference run failed (exit %d): %s", rc, last);
         return -1;

@@ -1,9 +1,12 @@
 // driver.c — `make check [TODO=<name>]`: the student's regions checked one by one, with a line
 // each saying passed, failed or not written yet, and what to do next.
 //
-// Usage: check --bin DIR [--labs DIR] [--json] [NAME ...]
+// Usage: check --bin DIR [--labs DIR] [--deadline S] [--json] [NAME ...]
 //   DIR holds the check programs (check_<program>) built against the student's labs and the
-//   build's log (build.log). NAME is a region (tests/todo/regions.c), or a lab's program
+//   build's log (build.log). Each runs in the sandbox (labs/grade/sandbox.h): DIR read-only, no
+//   network, nothing else of yours; it is ended, with all it started, after S seconds (default
+//   60: a check stops itself after 30, tests/todo/todo.c, but not if it hangs before main).
+//   NAME is a region (tests/todo/regions.c), or a lab's program
 //   (zero: its three regions), or several, comma- or space-separated; none: every region in
 //   the order of the lessons. One region alone: its whole message; several: each failure's
 //   first lines, then the totals and the next command to run. Exit 0 when every region asked
@@ -23,6 +26,7 @@
 
 #include "json.h"
 #include "regions.h"
+#include "sandbox.h"
 
 enum { PASSED, FAILED, USAGE, NOT_WRITTEN, NO_BUILD };
 
@@ -35,23 +39,23 @@ static void usage(const char *fmt, const char *arg) {
     exit(USAGE);
 }
 
-// Runs bin/check_<program> <name>; its message into msg. Returns PASSED, FAILED, NOT_WRITTEN or
-// NO_BUILD (no program: the build failed).
-static int run_check(const char *bin, const TodoRegion *r, char *msg, size_t n) {
+#define CHECK_DEADLINE_S 60
+
+// Runs bin/check_<program> <name> in the sandbox, ended after deadline_s; its message into msg.
+// Returns PASSED, FAILED, NOT_WRITTEN or NO_BUILD (no program: the build failed).
+static int run_check(const char *bin, const TodoRegion *r, int deadline_s, char *msg, size_t n) {
     char prog[1200];
     snprintf(prog, sizeof prog, "%s/check_%s", bin, r->program);
     msg[0] = 0;
     if (access(prog, X_OK) != 0) return NO_BUILD;
     int fds[2];
     if (pipe(fds) != 0) return snprintf(msg, n, "could not start %s", prog), FAILED;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]), close(fds[1]);
-        execl(prog, prog, r->name, (char *)NULL);
-        _exit(127);
-    }
+    Sandbox box;
+    sandbox_init(&box, "make check", deadline_s);
+    sandbox_read(&box, bin);
+    box.out_fd = fds[1];
+    char *argv[] = {prog, (char *)r->name, NULL};
+    pid_t pid = sandbox_start(&box, argv);
     close(fds[1]);
     size_t used = 0;
     ssize_t k;
@@ -60,10 +64,15 @@ static int run_check(const char *bin, const TodoRegion *r, char *msg, size_t n) 
     char sink[512];
     while (read(fds[0], sink, sizeof sink) > 0) {}
     close(fds[0]);
-    int status;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid) return FAILED;
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : FAILED;
+    int timed_out;
+    int rc = sandbox_wait(pid, &timed_out);
     while (used > 0 && msg[used - 1] == '\n') msg[--used] = 0;
+    if (timed_out) {
+        snprintf(msg + used, n - used, "%sran out of time: stopped after %d s, the deadline of a check (make check "
+                 "DEADLINE=<seconds> gives more); a check stops itself after 30 s, so this one hung where it could not "
+                 "(before main, say)", used ? "\n" : "", deadline_s);
+        return FAILED;
+    }
     if (rc == PASSED || rc == NOT_WRITTEN) return rc;
     if (rc == 127) snprintf(msg, n, "could not run %s", prog);
     return FAILED;
@@ -132,15 +141,17 @@ static int json_configs(const TodoRegion *r, int print) {
 
 int main(int argc, char **argv) {
     const char *bin = NULL, *labs = "labs";
-    int picked[64] = {0}, npicked = 0, json = 0;
+    int picked[64] = {0}, npicked = 0, json = 0, deadline_s = CHECK_DEADLINE_S;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: make check [TODO=<name>[,<name>...]] [LABS=<your copy>]\n"
+            printf("usage: make check [TODO=<name>[,<name>...]] [LABS=<your copy>] [DEADLINE=<seconds>]\n"
                    "  each region of the starter (make starter) checked alone, in seconds: passed, failed (with\n"
                    "  which rank, chunk, round or micro-batch, expected against got) or not written yet.\n"
                    "  TODO=<lab> checks that lab's regions (ring, zero, fsdp, ...); no TODO: all, in the lessons' order.\n"
-                   "  (this program: check --bin DIR [--labs DIR] [--json] [NAME ...]; --json: one JSON object)\n"
-                   "  the regions:\n");
+                   "  each runs in the sandbox (no network, none of your files) and is stopped after DEADLINE\n"
+                   "  seconds (default %d)\n"
+                   "  (this program: check --bin DIR [--labs DIR] [--deadline S] [--json] [NAME ...]; --json: one JSON object)\n"
+                   "  the regions:\n", CHECK_DEADLINE_S);
             for (int k = 0; k < TODO_NREGIONS; k++)
                 printf("    %-20s labs/%s\n", TODO_REGIONS[k].name, TODO_REGIONS[k].file);
             return PASSED;
@@ -155,6 +166,13 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--json")) {
             json = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--deadline") && i + 1 < argc) {
+            char *end;
+            long d = strtol(argv[++i], &end, 10);
+            if (*end || d < 1 || d > 86400) usage("--deadline must be a whole number of seconds from 1 to 86400, not '%s'", argv[i]);
+            deadline_s = (int)d;
             continue;
         }
         if (argv[i][0] == '-') usage("unknown option %s", argv[i]);
@@ -183,7 +201,7 @@ int main(int argc, char **argv) {
     for (int k = 0, shown = 0; k < TODO_NREGIONS; k++) {
         if (!picked[k]) continue;
         const TodoRegion *r = &TODO_REGIONS[k];
-        int rc = run_check(bin, r, msg, sizeof msg);
+        int rc = run_check(bin, r, deadline_s, msg, sizeof msg);
         if (rc == NO_BUILD) build_errors(bin, msg, sizeof msg);
         counts[rc]++;
         if (rc != PASSED && !next) next = r->name;
