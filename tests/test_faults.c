@@ -470,6 +470,17 @@ static void check_long_paths(void) {
                one_line(e_l), one_line(e_g));
         free(e_lab), free(e_l), free(e_g);
     }
+    // --labs mode: its runs go under --out, whose paths it builds from it. Proves: an --out over
+    // PATH_MAX is refused up front, exit 2, its length named (broken variant: 2400-byte
+    // buffers, the configurations' runs written under a cut path).
+    char *a_out[] = {(char *)shardlab, "grade", "--labs", (char *)labs_dir, "--only", "single", "--out", huge, NULL};
+    int s_out = run(a_out, "bad-out");
+    char *e_out = captured("bad-out", "err"), len[32];
+    snprintf(len, sizeof len, "%zu", strlen(huge));
+    EXPECT(s_out == 2 && strstr(e_out, "--out: the path is") && strstr(e_out, len) && count_lines(e_out) == 1,
+           "shardlab grade --labs with an --out over PATH_MAX: exit 2 (%d), one line naming its length: %s", s_out,
+           one_line(e_out));
+    free(e_out);
 }
 
 // ---- 6. two jobs on one port ----------------------------------------------------------------
@@ -595,7 +606,9 @@ static void check_two_jobs_on_one_port(void) {
     char script[400];
     snprintf(script, sizeof script, "%s/cross.sh", tmp);
     test_put_file(script, cross_script, 0);
-    const char *args_a = "--steps 5 --seed 1", *args_b = "--steps 5 --seed 2";
+    // Long enough (about 1.3 s on 2 cores) that the job which came first is still training when
+    // the last rank starts (0.2 s after it): 5 steps ended first, and the jobs never met.
+    const char *args_a = "--steps 100 --seed 1", *args_b = "--steps 100 --seed 2";
     // What each job trains alone: its last param_hash.
     CrossRank alone_a[4], alone_b[4];
     cross_run("alone-a", "A0 A1", args_a, args_b, alone_a);

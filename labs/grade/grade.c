@@ -10,6 +10,7 @@
 //                                           run in the sandbox (sandbox.h), ended after S s
 // Exit status: 0 every check passed, 1 a check failed (or no report could be written), 2 bad arguments.
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,7 +229,7 @@ static int grade_labs(const char *labs, const char *only, const char *out_dir, c
     for (int i = 0; i < catalog_ngraded; i++) {
         const CatGraded *gc = &catalog_graded[i];
         if (only && !in_list(only, gc->lab) && !in_list(only, gc->label)) continue;
-        char dir[2400], log_path[2500], prog[2400];
+        char dir[PATH_MAX], log_path[PATH_MAX], prog[PATH_MAX];  // (main checked that --out and --labs fit)
         snprintf(dir, sizeof dir, "%s/%s", out_dir, gc->label);
         snprintf(log_path, sizeof log_path, "%s/%s.log", out_dir, gc->label);
         snprintf(prog, sizeof prog, "%s/%s", labs, gc->lab);
@@ -405,6 +406,17 @@ int grade_main(int argc, char **argv, const char *prog_dir) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
             out = out_buf;
         }
+        // The configurations' runs go in --out, each with its references and files inside:
+        // room for them, so that no path is cut; the programs' paths come from --labs.
+        StrBuf why;
+        sb_init(&why);
+        if (runlog_check_path("--out", out, RUNLOG_ROOM + 64, &why) != 0 || runlog_check_path("--labs", labs, 64, &why) != 0 ||
+            (refs.cache_dir && runlog_check_path("--refs", refs.cache_dir, RUNLOG_ROOM + 64, &why) != 0)) {
+            fprintf(stderr, "shardlab grade: %s\n", why.data);
+            sb_free(&why);
+            return 2;
+        }
+        sb_free(&why);
         refs.run_labs_dir = labs;
         return grade_labs(labs, only, out, steps, &refs);
     }
