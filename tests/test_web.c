@@ -1969,7 +1969,7 @@ static void check_ref(const char *done_id, const char *running_id, const char *o
     EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && strstr(r.body, want_ref) && dir_ref[0] == '/' &&
            dl > il && dir_ref[dl - il - 1] == '/' && strcmp(dir_ref + dl - il, done_id) == 0,
            "the run compared with it ends ok; its description names the reference (\"ref\"), its config the "
-           "reference's directory (%s)", dir_ref);
+           "reference's directory (%s): %s", dir_ref, r.body ? r.body : "");
     json_free(info);
     resp_free(&r);
 }

@@ -32,6 +32,7 @@
 #define POLL_EVERY_US 50000
 #define STOPPED_S 120               // logs still this long, and no end: the run stopped
 #define SUMMARY_QUIET_S 2           // ... this long with summary.json (run_status)
+#define LAUNCHER_EXIT_S 10          // the most runs_ended() waits for a launcher after its ranks
 
 // ---------------------------------------------------------------------------------------
 // The launchers this server started
@@ -362,7 +363,17 @@ int runs_ended(Web *w, const char *id) {
     poll_run(r);
     int ended = strcmp(run_status(r), "running") != 0;
     pthread_mutex_unlock(&r->lock);
-    return ended;
+    if (!ended || !launched_has(id)) return ended;
+    // The ranks' last lines come a moment before their launcher exits, and it holds the run
+    // directory's lock until then: a grade or a --ref asked for in that moment would find the
+    // run in use. So the run has ended once its launcher has too; it is waited for, briefly.
+    int ws;
+    for (int64_t t0 = runlog_now_us(); runlog_now_us() - t0 < LAUNCHER_EXIT_S * 1000000;) {
+        runs_reap();
+        if (launched_exited(id, &ws)) return 1;
+        usleep(20 * 1000);
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -116,8 +116,9 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
 void runs_reap(void);
 void runs_free_all(void);
 // 1 once the run has ended (every rank logged its end, summary.json is there, the launcher
-// this server started has exited, or its logs have been still for 2 minutes), 0 while it
-// goes on, -1: no such run.
+// this server started has exited, or its logs have been still for 2 minutes) and, if this
+// server started it, its launcher has exited (waited for up to 10 s), 0 while it goes on,
+// -1: no such run.
 int runs_ended(Web *w, const char *id);
 // The run's grade.json into out: 0, or the HTTP status (404: no such run or no grade yet;
 // 500: not JSON) with why.
