@@ -220,6 +220,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     snprintf(root, sizeof root, "%s", argv[1]);
+    // Each check types make as a reader would. Under `make CUDA=1 test` (CI) the outer make
+    // hands its variables down in MAKEFLAGS, and the inner builds then all compiled CUDA.
+    const char *outer_make[] = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"};
+    for (int i = 0; i < 4; i++) unsetenv(outer_make[i]);
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-build-XXXXXX");
     if (!mkdtemp(tmp)) return printf("not ok - cannot make a temporary folder\n"), 1;
     char multiarch[256] = "";
