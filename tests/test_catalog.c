@@ -213,8 +213,11 @@ static void check_launcher(void) {
     EXPECT(status == 0 && listed == catalog_nlabs, "shardlab run --help lists the %d labs with their titles (%d)",
            catalog_nlabs, listed);
     free(out);
-    char runs[64];
-    snprintf(runs, sizeof runs, "/tmp/shardlab-test-catalog-%d", (int)getpid());
+    // A runs folder that does not exist yet, in a folder of its own (a pid-named one could be
+    // left by an earlier, killed run).
+    char parent[64] = "/tmp/shardlab-test-catalog-XXXXXX", runs[80];
+    if (!mkdtemp(parent)) snprintf(parent, sizeof parent, "/tmp");
+    snprintf(runs, sizeof runs, "%s/runs", parent);
     snprintf(cmd, sizeof cmd, "SHARDLAB_LABS='%s' SHARDLAB_RUNS='%s' '%s' run single -n 2 --ui none", labs_dir, runs,
              shardlab);
     out = test_sh(NULL, cmd, &status);
@@ -223,7 +226,7 @@ static void check_launcher(void) {
     EXPECT(status == 2 && strstr(out, "single runs on at most 1 rank") && strchr(out, '\n') == out + strlen(out) - 1 &&
                !started,
            "shardlab run single -n 2: exit 2, one line, before anything starts (no runs folder made): %s", out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", runs);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", strcmp(parent, "/tmp") ? parent : runs);
     free(test_sh(NULL, cmd, &status));
     free(out);
 }

@@ -195,10 +195,11 @@ static void check_tp_gathers(void) {
     free(g);
 }
 
-static void check_sanitized(const char *lab, const char *args, int n) {
+// (tag: the run's own directory, workdir/<lab>-<tag>: a lab refuses one that holds a finished run)
+static void check_sanitized(const char *lab, const char *args, int n, const char *tag) {
     Lab l = {lab, args, n, NULL};
     int rc;
-    char *out = run_lab(&l, "san", "--mixed", san_labs, 2, &rc);
+    char *out = run_lab(&l, tag, "--mixed", san_labs, 2, &rc);
     EXPECT(rc == 0 && !strstr(out, "AddressSanitizer") && !strstr(out, "runtime error"),
            "sanitized %s %s%s--mixed at N=%d runs clean under ASan/UBSan (exit %d)%s%s", lab, args, *args ? " " : "", n,
            rc, rc ? ": " : "",
@@ -212,13 +213,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     shardlab = argv[1], lab_programs = argv[2], san_labs = argv[3];
-    snprintf(workdir, sizeof workdir, "/tmp/shardlab-test-mixed-%d", (int)getpid());
+    // A folder of its own (a pid-named one could be an earlier, killed run's, and hold its
+    // finished runs: the labs then refuse their --run-dir).
+    snprintf(workdir, sizeof workdir, "/tmp/shardlab-test-mixed-XXXXXX");
+    if (!mkdtemp(workdir)) return printf("not ok - cannot make a temporary folder\n"), 1;
     for (size_t i = 0; i < sizeof LABS / sizeof LABS[0]; i++) check_lab(&LABS[i]);
     check_tp_gathers();
-    check_sanitized("single", "--accum 2", 1);
-    check_sanitized("tp", "--sp --vocab-parallel", 2);
-    check_sanitized("tp", "", 2);
-    check_sanitized("ckpt", "--policy sqrt --compare 0", 2);
+    check_sanitized("single", "--accum 2", 1, "san");
+    check_sanitized("tp", "--sp --vocab-parallel", 2, "san-sp");
+    check_sanitized("tp", "", 2, "san");
+    check_sanitized("ckpt", "--policy sqrt --compare 0", 2, "san");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
     if (system(cmd) != 0) printf("# could not remove %s\n", workdir);
