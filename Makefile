@@ -47,7 +47,7 @@ CFLAGS  ?= -O3 $(ARCH) -ffp-contract=fast
 SANFLAGS := -O1 -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS  := -lm -pthread
 
-# Debian packages (see DESIGN.md); `make deps` installs the missing ones. tmux is for the
+# Debian packages (labs/DESIGN.md, Dependencies); `make deps` installs the missing ones. tmux is for the
 # dashboard's tests (they drive it in a terminal as a person would); libjs-chart.js draws the
 # web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript);
 # bubblewrap is the sandbox a student's code is built and run in (labs/grade/sandbox.h).

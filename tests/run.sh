@@ -56,7 +56,7 @@ run_test() {
         test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
         test_web) run "$name" "$t" "." "$BUILD/san/shardlab" ;;
         test_lexicon) run "$name" "$t" "." "$BUILD/san/shardlab" "$BUILD/shardlab" "$BUILD/labs" ;;
-        test_commands | test_figures) run "$name" "$t" "." ;;
+        test_commands | test_figures | test_design) run "$name" "$t" "." ;;
         test_build | test_bench_gpu) run "$name" "$t" "." ;;
         test_gpu_check) run "$name" "$t" "." "$BUILD/shardlab" ;;
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;

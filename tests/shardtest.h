@@ -128,7 +128,7 @@ static inline double ddp_lab_total(const char *lab, int n, int K) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The formulas, from the model's shapes (DESIGN.md's GPT; default --dim 64 --seq 64 --layers 2)
+// The formulas, from the model's shapes (labs/DESIGN.md, The model; default --dim 64 --seq 64 --layers 2)
 // ---------------------------------------------------------------------------------------
 
 typedef struct {

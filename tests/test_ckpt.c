@@ -277,7 +277,7 @@ static void check_peaks(int n) {
         peak[i] = c.peak_acts[0];
         ordered &= peak[i] == acts_bytes(&p, micro) + workspace_bytes(micro);
     }
-    // Checkpointing buys memory: none > 3 > 2 > sqrt > every here; DESIGN asks none > sqrt >= every.
+    // Checkpointing buys memory, never results (labs/DESIGN.md, Determinism): none > 3 > 2 > sqrt >= every here.
     EXPECT(ordered && peak[0] > peak[2] && peak[2] >= peak[1] && peak[0] > peak[4] && peak[4] > peak[3] &&
            peak[3] > peak[2], "N=%d: peak activation memory none %.0f > 3 %.0f > 2 %.0f > sqrt %.0f >= every %.0f, "
            "each = its formula + W", n, peak[0], peak[4], peak[3], peak[2], peak[1]);

@@ -123,7 +123,7 @@ static void check_gradients(int attn, int seq) {
 }
 
 static void check_layout(void) {
-    // Psi = wte + wpe + L * (12C^2 + 13C) + ln_f + lm_head, the closed form of DESIGN.md's model
+    // Psi = wte + wpe + L * (12C^2 + 13C) + ln_f + lm_head, the closed form of labs/DESIGN.md, The model
     GptConfig c = {.vocab = 256, .seq = 64, .layers = 3, .dim = 48, .heads = 4};
     size_t V = 256, T = 64, L = 3, C = 48;
     size_t psi = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + V * C;

@@ -479,7 +479,7 @@ static void test_kill_a_rank(void) {
     EXPECT(failed == RUNS, "kill -9 rank 1: non-zero exit in %d of %d runs", failed, RUNS);
     // Proves: the one line names the dead rank and the signal.
     EXPECT(named == RUNS, "kill -9 rank 1: stderr names rank 1 and signal 9 in %d of %d runs %s", named, RUNS, one_line(bad_err));
-    // Proves: the launcher notices and stops the others quickly (the design's 2 s).
+    // Proves: the launcher notices and stops the others quickly (labs/DESIGN.md, Faults: 2 s).
     EXPECT(fast == RUNS, "kill -9 rank 1: the run ended within 2 s of the kill in %d of %d runs (worst %.2f s)", fast,
            RUNS, worst);
     // Proves: no orphans, no shared memory, and dashboards see every rank ended.

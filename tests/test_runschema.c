@@ -1,5 +1,5 @@
 // test_runschema.c — the run-log validator (labs/core/runschema.c) against the schema of
-// labs/core/runlog.h.
+// labs/DESIGN.md, Events.
 //
 // What it proves: a well-formed event of every kind, meta.json and summary.json pass (extra
 // fields too: labs may add fields); and every defect a reader could meet is refused with a
@@ -261,7 +261,7 @@ static void test_wrong_types(void) {
         with_value(&sb, step.m, COUNT(step.m), cases[i].key, cases[i].value);
         expect_invalid(runschema_check_event, sb.data, want[i], cases[i].what);
     }
-    // Non-finite floats are written as "NaN", "Infinity", "-Infinity" (runlog.h): those pass
+    // Non-finite floats are written as "NaN", "Infinity", "-Infinity" (labs/DESIGN.md, Events): those pass
     // where a float goes, and only those (the "nan" above, "inf" and "Inf" do not).
     with_value(&sb, step.m, COUNT(step.m), "loss", "\"NaN\"");
     expect_valid(runschema_check_event, sb.data, "a NaN loss written as the schema says, \"NaN\"");

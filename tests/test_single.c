@@ -3,7 +3,7 @@
 // usage: test_single OPTIMIZED_SINGLE SANITIZED_SINGLE
 //
 // Trains with the real lab binary and checks what it wrote, as a grader would:
-//   - every line of the run log, meta.json and summary.json follows the schema (runlog.h);
+//   - every line of the run log, meta.json and summary.json follows the schema (labs/DESIGN.md, Events);
 //   - the loss starts at ln(256) and approaches the corpus' loss floor;
 //   - gradient accumulation (4 micro-batches) trains exactly like one batch;
 //   - the memory of each category equals its closed form;

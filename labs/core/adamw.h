@@ -21,7 +21,7 @@
 
 typedef struct {
     float lr;
-    float beta1, beta2, eps;  // DESIGN.md: 0.9, 0.95, 1e-8
+    float beta1, beta2, eps;  // labs/DESIGN.md, The model: 0.9, 0.95, 1e-8
     float weight_decay;       // decoupled, applied to every parameter
 } AdamW;
 

@@ -52,7 +52,9 @@
 // Buffers are the caller's device memory (or host memory) either way. An asynchronous
 // collective runs on the rank's communication thread, in the order the calls were made, while
 // the caller computes; with NCCL that thread queues the call on NCCL's stream and waits for it
-// with the deadline, polling NCCL's asynchronous errors.
+// with the deadline, polling NCCL's asynchronous errors. The path of one call, from
+// dist_all_reduce down through the communication thread and the backend to ring.c, is drawn
+// once, in labs/DESIGN.md, Collectives.
 //
 // Accounting: every call, synchronous or not, adds the bytes this rank sent and received to
 // d->stats and leaves a DistRecord (name, algorithm, dtype, times, bytes) that the lab drains into

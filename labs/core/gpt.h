@@ -16,8 +16,8 @@
 //          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
 //          gpt_param_hash().
 //
-// The model (DESIGN.md): byte vocabulary V = 256; token + learned position embeddings;
-// L pre-LN blocks
+// The model (labs/DESIGN.md, The model): byte vocabulary V = 256; token + learned position
+// embeddings; L pre-LN blocks
 //     x = x + proj(attention(ln_1(x)))        causal, multi-head, with bias
 //     x = x + c_proj(gelu(c_fc(ln_2(x))))     C -> 4C -> C
 // then ln_f and an untied Linear C -> V head without bias; mean cross-entropy over B*T.
@@ -98,9 +98,9 @@ EmbedView gpt_embed_view(const GptConfig *c, float *flat);
 BlockView gpt_block_view(const GptConfig *c, float *flat);
 HeadView gpt_head_view(const GptConfig *c, float *flat);
 
-// DESIGN.md's init for one layer's flat buffer: matrices and embeddings N(0, 0.02), residual
-// output projections (attn.c_proj, mlp.c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm
-// weights 1. Each tensor draws from its own stream seeded by (seed, layer, tensor), so a
+// The init of labs/DESIGN.md, The model, for one layer's flat buffer: matrices and embeddings
+// N(0, 0.02), residual output projections (attn.c_proj, mlp.c_proj) N(0, 0.02/sqrt(2L)),
+// biases 0, LayerNorm weights 1. Each tensor draws from its own stream seeded by (seed, layer, tensor), so a
 // layer's values do not depend on who initializes it or in what order.
 void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed);
 

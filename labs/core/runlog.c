@@ -1,4 +1,4 @@
-// runlog.c — see runlog.h for the schema.
+// runlog.c — see runlog.h; the schema it writes is labs/DESIGN.md, Events.
 #include "runlog.h"
 
 #include <dirent.h>

@@ -6,82 +6,18 @@
 //          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_self_check(), runlog_end(),
 //          runlog_error(), runlog_summary(), runlog_now_us().
 //
-// ===================================== THE SCHEMA =======================================
-// runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>/
-//   meta.json       written once by rank 0 at start:
-//                   {"lab","argv":[...],"world_size","device","backend","config":{...},
-//                    "start_time":"2026-11-21T10:00:00Z","start_unix_us","host","pid"}
-//                   config holds every training option; "ref" (a run directory given with
-//                   --ref, absolute, or null) names a run the dashboards draw beside this one
-//   rank-<r>.jsonl  each rank's events, one JSON object per line, "ev" first, flushed per line
-//   rank-<r>.log    the rank's stdout and stderr
-//   summary.json    written by rank 0 at the end:
-//                   {"lab","status","world_size","steps","first_loss","final_loss",
-//                    "loss_floor","tokens","wall_s","tokens_per_s","param_hash",
-//                    "mem_peak","end_time"}
-//   lock            held by the job writing the run (joblock.h: flock, which the kernel drops
-//                   when the job ends); its one line names that job: "pid P on HOST since
-//                   TIME: COMMAND". One job at a time: a second one is refused, naming it, and
-//                   a directory that holds a run already is refused unless --overwrite
-//                   (runlog_hold_dir)
-//
-// Events (every field shown is always present; labs may add fields, never rename these):
-//   {"ev":"start","rank":0,"world":2,"lab":"ddp","device":"cpu","backend":"shm",
-//    "params":N,"config":{...},"loss_floor":F}                  loss_floor: null for file data
-//   {"ev":"step","rank":0,"step":3,"loss":2.31,"lr":0.001,"tokens":2048,
-//    "ms":{"step":..,"work":..,"compute":..,"comm":..},"bytes":{"sent":..,"recv":..},
-//    "mem":{"params":B,"grads":B,"optim":B,"acts":B,"comm":B,"peak":B},
-//    "param_hash":"16 hex","grad_norm":G}
-//   {"ev":"span","rank":0,"step":3,"name":"fwd","mb":k,"layer":l,"t0_us":..,"t1_us":..,
-//    "bytes":..}
-//   {"ev":"check","rank":0,"name":"...","ok":true,"value":..,"expect":..}
-//   {"ev":"end","rank":0,"status":"ok","steps":S}
-//   start and end also carry "device_mem":{"free":B,"total":B} on a GPU: the device's own
-//   figure (cudaMemGetInfo), which includes what the categories of "mem" do not (the CUDA
-//   context, library workspace) and other processes on the same GPU.
-//   {"ev":"error","rank":1,"msg":"..."}
-//
-// Non-finite numbers: JSON has none, so a float that is NaN or infinite is written as the
-// string "NaN", "Infinity" or "-Infinity" wherever a number would go (json.h: json_number()
-// reads both). A step whose loss, lr or grad_norm is not finite is still written; then the
-// lab stops: an error event naming the step and the quantity, with a hint, and an end event
-// with status "error" (exit status 1).
-//
-// Units and meanings:
-//   step      1-based optimizer step; "loss" is the mean cross-entropy (nats/token) over
-//             the step's whole global batch, as the model was BEFORE the update; "lr" the
-//             learning rate of its update (the schedule, adamw.h); "grad_norm" the global
-//             gradient norm of the whole batch, before clipping
-//   tokens    tokens this rank processed in the step
-//   ms        "step": wall clock per step, everything between the previous step's record and
-//             this one's (the first step: since the training loop began), so the steps add
-//             up to the run's time and tokens/s = tokens / step; "work": the timed region,
-//             the step's forward, backward, communication and update without the loop's
-//             bookkeeping (logging, hashing, checkpoints); compute + comm = work, comm the
-//             part spent in (or waiting for) collectives (single rank: 0)
-//   bytes     bytes this rank sent and received in collectives during the step
-//   mem       bytes of device memory this rank holds by category after the step (mem.h);
-//             peak: high-water mark of the total since start, transient buffers included;
-//             "host" (labs that offload): bytes of host memory held for the device's work,
-//             not part of peak
-//   peak_by   (after mem) each category's own high-water mark since start: "params" is the
-//             most weight memory held at once, gathered copies included (ZeRO-3, FSDP)
-//   param_hash a hash of the bytes of the parameters this rank holds in full, as 16 lower-case
-//             hex digits: each layer's buffer (layer 0 first) cut into 64 KiB chunks, the last
-//             shorter; FNV-1a 64 of each chunk; then FNV-1a 64 over all the chunks' hashes in
-//             order, each as 8 bytes least significant first (hash.h). Defined so that a GPU
-//             computes it where the bytes are, a thread per chunk; the same bytes give the
-//             same value on the CPU and on a GPU
-//   span      a timed piece of work: name is fwd, bwd, recompute, optim, or a collective
-//             (all_reduce, reduce_scatter, all_gather, broadcast, send, recv, ...); mb the
-//             micro-batch (-1 if none), layer the model layer (0 embedding, 1..L blocks,
-//             L+1 head; -1 if none); t0_us/t1_us wall clock in microseconds since the Unix
-//             epoch (so ranks on one machine share a timeline); bytes moved (0 for compute);
-//             a collective of the sharded labs (zero, fsdp) adds "issued_us", when the
-//             program asked for it: t0_us - issued_us is the time it queued behind others
-//   check     an invariant the lab verified on itself (value measured, expect formula)
-//   status    "ok" or "error"
-// ========================================================================================
+// This file writes the run directory; labs/DESIGN.md, The run directory, says what it holds
+// and labs/DESIGN.md, Events, what each event means: the one place the schema is written
+// down (runschema.c checks it, tests/test_design.c holds the two together). In short:
+//   runs/<lab>-<YYYYmmdd-HHMMSS>-<4 hex>/
+//     meta.json       rank 0, at the start (runlog_meta)
+//     rank-<r>.jsonl  each rank's events, one JSON object per line, "ev" first, flushed per line
+//     rank-<r>.log    the rank's stdout and stderr (runlog_printf)
+//     summary.json    rank 0, at the end of a run that finished (runlog_summary)
+//     lock            held by the job writing the run (runlog_hold_dir, joblock.h)
+// A float that is NaN or infinite is written as the string "NaN", "Infinity" or "-Infinity"
+// (JSON has none); a step whose loss, lr or grad_norm is not finite is written, then the lab
+// stops (runlog_step).
 #ifndef SHARDLAB_RUNLOG_H
 #define SHARDLAB_RUNLOG_H
 

@@ -1,4 +1,4 @@
-// runread.c — see runread.h. The schema it reads is written at the top of runlog.h.
+// runread.c — see runread.h. The schema it reads is labs/DESIGN.md, Events.
 #include "runread.h"
 
 #include <errno.h>

@@ -6,7 +6,8 @@
 //          runview_tokens_per_s(), runview_ms_per_step(), runview_timeline_step(),
 //          runview_latest_run(), run_blamed_rank().
 //
-// The dashboards read only the files of runlog.h: meta.json, rank-<r>.jsonl, summary.json.
+// The dashboards read only the files of labs/DESIGN.md, The run directory: meta.json,
+// rank-<r>.jsonl, summary.json.
 // A RunView keeps, for each rank, how far it has read its file and what the events said
 // (the last step, the spans of the last complete step, the end, the first error); for the
 // run, rank 0's loss at every step and, if the run names one (config "ref", or --ref), the

@@ -145,7 +145,7 @@ static void add_span(RankTrace *x, const JsonValue *ev) {
     WorkKind kind = work_kind(name->string);
     sb_printf(&a, "\"step\":%lld", (long long)step);
     if (bytes > 0 || kind != WORK_COMPUTE) sb_printf(&a, ",\"bytes\":%.0f", bytes);  // (compute moves none)
-    if (layer >= 0) sb_printf(&a, ",\"layer\":%lld", (long long)layer);  // -1: none (runlog.h)
+    if (layer >= 0) sb_printf(&a, ",\"layer\":%lld", (long long)layer);  // -1: none (labs/DESIGN.md, Events)
     if (mb >= 0) sb_printf(&a, ",\"mb\":%lld", (long long)mb);
     // What the lab added (bucket, algo, op, group, unit, stage...): strings, finite numbers and
     // booleans; nested values are left out.

@@ -492,7 +492,7 @@ void train_finish(RunLog *log, const TrainArgs *a, const TrainTally *t, double t
     else runlog_printf(log, "; %.0f tokens/s; peak memory %s\n", tok_s, format_bytes(peak, sizeof peak, (double)mem_peak));
     runlog_end(log, "ok", a->steps);
 
-    // summary.json (rank 0 writes it): the fields of runlog.h's schema, then the lab's.
+    // summary.json (rank 0 writes it): the fields of labs/DESIGN.md, The run directory, then the lab's.
     StrBuf sb;
     sb_init(&sb);
     sb_printf(&sb, "{\"lab\":");

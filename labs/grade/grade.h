@@ -5,9 +5,10 @@
 //          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
 //          grade_main().
 //
-// The grader reads only the run directory (DESIGN.md: meta.json, rank-<r>.jsonl,
-// summary.json, and files a lab documents, such as shard's index lists), never trusts it,
-// and checks what the lab's tests assert, each against an independent reference:
+// The grader reads only the run directory (labs/DESIGN.md, The run directory: meta.json,
+// rank-<r>.jsonl, summary.json, and files a lab documents, such as shard's index lists),
+// never trusts it, and checks what the lab's tests assert, each against an independent
+// reference:
 //   - the single-rank run on the same global batch, which the grader starts itself with
 //     ITS OWN lab binaries (or is given with --ref), so a student's bug in shared code
 //     cannot hide by also being in the reference; in them the grader's own code stands in

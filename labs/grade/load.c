@@ -7,7 +7,7 @@
 // step events first_step..steps in order, and an end with status "ok".
 //
 // One exception: a run whose training diverged (a step with a NaN or infinite loss, lr or
-// gradient norm: the lab writes that step and stops, runlog.h). Its logs are whole up to
+// gradient norm: the lab writes that step and stops: labs/DESIGN.md, Events). Its logs are whole up to
 // there, so it is gradable on the steps every rank logged (last_step), with no summary; the
 // divergence itself is what loss.reference and grads.reference report.
 #include <errno.h>

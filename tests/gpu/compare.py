@@ -21,8 +21,9 @@ Each subcommand checks one thing, prints one line saying what it found, and appe
         a run that did not finish: a failed row.
     compare.py table --results F
 
-The run directory is DESIGN.md's: meta.json (device, backend), rank-<r>.jsonl (events, one
-JSON object a line: "step" events carry loss, ms.step, mem{...} and param_hash).
+The run directory is labs/DESIGN.md, The run directory: meta.json (device, backend),
+rank-<r>.jsonl (events, one JSON object a line: "step" events carry loss, ms.step, mem{...}
+and param_hash).
 """
 import argparse
 import glob
@@ -31,7 +32,7 @@ import os
 import statistics
 import sys
 
-# The memory categories of DESIGN.md. "peak" is a high-water mark that includes transient
+# The memory categories of labs/DESIGN.md, Events. "peak" is a high-water mark that includes transient
 # buffers (scratch, staging), which a GPU implementation may size differently: it is shown,
 # not compared.
 MEM_CATEGORIES = ("params", "grads", "optim", "acts", "comm")
@@ -320,7 +321,7 @@ def main():
         return {"train": cmd_train, "collectives": cmd_collectives, "timing": cmd_timing, "fail": cmd_fail,
                 "table": cmd_table}[args.cmd](args) or 0
     except (OSError, ValueError, KeyError) as e:
-        # A run directory without the files or fields DESIGN.md promises: a failed check.
+        # A run directory without the files or fields labs/DESIGN.md promises: a failed check.
         if args.cmd == "table":
             raise
         lab = getattr(args, "lab", None) or getattr(args, "label", None) or args.cmd

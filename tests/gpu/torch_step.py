@@ -6,8 +6,8 @@
                                     [--precision fp32[,tf32,bf16]] [--compile]
                                     [--shardlab-run DIR] [--results FILE --shape NAME]
 
-Builds DESIGN.md's model (labs/core/gpt.h) with torch.nn: byte vocabulary V = 256, learned
-token and position embeddings, L pre-LN blocks (LayerNorm -> causal multi-head attention with
+Builds the model of labs/DESIGN.md, The model (labs/core/gpt.h) with torch.nn: byte
+vocabulary V = 256, learned token and position embeddings, L pre-LN blocks (LayerNorm -> causal multi-head attention with
 bias -> residual; LayerNorm -> Linear C->4C -> GELU (tanh) -> Linear 4C->C -> residual), a
 final LayerNorm and an untied head without bias; mean cross-entropy over B x T. The step is
 the one labs/single.c times: forward, backward, clip the global gradient norm, AdamW (beta1
@@ -66,7 +66,7 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(dim)
         self.c_fc = nn.Linear(dim, 4 * dim)
         self.mlp_proj = nn.Linear(4 * dim, dim)
-        # DESIGN.md's init: N(0, 0.02), residual output projections N(0, 0.02/sqrt(2L)), biases 0.
+        # The init of labs/DESIGN.md, The model: N(0, 0.02), residual output projections N(0, 0.02/sqrt(2L)), biases 0.
         for lin in (self.c_attn, self.attn_proj, self.c_fc, self.mlp_proj):
             nn.init.normal_(lin.weight, std=0.02)
             nn.init.zeros_(lin.bias)
@@ -134,7 +134,7 @@ def time_steps(a, precision, dev):
 
     model = Gpt(a.seq, a.layers, a.dim, a.heads, a.attn).to(dev)
     # torch's AdamW is decoupled: p -= lr*wd*p, then the Adam step; shardlab's adamw_update
-    # does the same in one expression. weight_decay applies to every parameter, as in DESIGN.md.
+    # does the same in one expression. weight_decay applies to every parameter, as in labs/DESIGN.md, The model.
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=a.weight_decay)
     params = sum(p.numel() for p in model.parameters())
     run = torch.compile(model) if a.compile else model

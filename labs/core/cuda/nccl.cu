@@ -25,7 +25,7 @@
 //
 // Why non-blocking communicators, polled. A plain ncclCommInitRank blocks until every rank
 // has joined; if one rank died, the others would hang there forever, and a collective whose
-// peer died spins on the GPU forever. DESIGN.md says every wait has a deadline
+// peer died spins on the GPU forever. labs/DESIGN.md, Faults, says every wait has a deadline
 // ($SHARDLAB_TIMEOUT_S, default 120 s) and ends with a message. So communicators are created
 // with config.blocking = 0: NCCL calls return at once (perhaps with ncclInProgress) and we
 // poll ncclCommGetAsyncError, sleeping briefly between polls, until the communicator is ready,
@@ -93,8 +93,8 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-// The deadline of calls that take none (cuda_nccl_call, group_end, destroy): DESIGN.md's
-// $SHARDLAB_TIMEOUT_S, default 120 s. dist.c has already rejected a malformed value.
+// The deadline of calls that take none (cuda_nccl_call, group_end, destroy), as
+// labs/DESIGN.md, Faults, has it: $SHARDLAB_TIMEOUT_S, default 120 s. dist.c has already rejected a malformed value.
 static double default_timeout_s(void) {
     const char *t = getenv("SHARDLAB_TIMEOUT_S");
     double s = t && *t ? strtod(t, NULL) : 0.0;

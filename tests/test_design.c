@@ -1,0 +1,507 @@
+// test_design.c — labs/DESIGN.md, the project's design, held to the code that cites it.
+//
+// Usage: test_design ROOT   (tests/run.sh passes the checkout)
+//
+// What it proves:
+//   1. Citations. Every mention of the design document in labs/, web/, tui/, tests/, the
+//      Makefile and the documents (the top level's *.md, lessons/, lexicon/) names it as
+//      labs/DESIGN.md. A citation that names a section ("labs/DESIGN.md, The run directory":
+//      a comma, then a capital) names a heading of the document. A citation in a comment may
+//      wrap: the next line's comment leader (//, #, *) is read through.
+//   2. The schema. Every event kind and field that labs/core/runschema.c checks (its table,
+//      runschema_parts) is in the document. In "Events", each kind has an example object
+//      {"ev":"<kind>",...} holding the kind's fields at its top level; the step event's "ms",
+//      "bytes" and "mem" objects hold theirs. In "The run directory", the examples of
+//      meta.json and summary.json hold theirs.
+//   3. The variables. Every SHARDLAB_* variable the code names (a string literal in labs/,
+//      web/, tui/) and every variable the launcher sets for its ranks (labs/shardlab.c's
+//      setenv calls) is in "Environment".
+// The matchers are proven first on crafted text (check_matchers): a scanner that finds
+// nothing would pass whatever the document says.
+// Broken on purpose: with "grad_norm" taken out of the step event's example in labs/DESIGN.md,
+// part 2 fails naming step's grad_norm; with labs/core/gpt.h citing "DESIGN.md, The model",
+// part 1 fails naming gpt.h's line.
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "runschema.h"
+#include "test.h"
+
+static char root[4096];
+
+// The whole file at ROOT/rel into sb (NUL-terminated); 0, or -1 if it cannot be read.
+static int read_rel(StrBuf *sb, const char *rel) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    sb_reset(sb);
+    return sb_read_file(sb, path, (size_t)64 << 20) < 0 ? -1 : 0;
+}
+
+static int is_word_char(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+// ---------------------------------------------------------------------------------------
+// The document: its headings and their sections
+// ---------------------------------------------------------------------------------------
+
+#define MAX_HEADINGS 64
+typedef struct {
+    const char *text;             // the whole document
+    char name[MAX_HEADINGS][96];  // "The run directory"
+    const char *body[MAX_HEADINGS], *end[MAX_HEADINGS];  // the section under each heading
+    int n;
+} Doc;
+
+// The "## " and "### " headings of text, each section running to the next heading.
+static void doc_parse(Doc *d, const char *text) {
+    d->text = text, d->n = 0;
+    for (const char *line = text; *line; ) {
+        const char *eol = strchr(line, '\n');
+        if (!eol) eol = line + strlen(line);
+        int level = 0;
+        while (line[level] == '#') level++;
+        if ((level == 2 || level == 3) && line[level] == ' ' && d->n < MAX_HEADINGS) {
+            if (d->n) d->end[d->n - 1] = line;
+            snprintf(d->name[d->n], sizeof d->name[0], "%.*s", (int)(eol - line - level - 1), line + level + 1);
+            d->body[d->n] = *eol ? eol + 1 : eol;
+            d->n++;
+        }
+        line = *eol ? eol + 1 : eol;
+    }
+    if (d->n) d->end[d->n - 1] = text + strlen(text);
+}
+
+// The section under heading `name` as a NUL-terminated copy into sb; 0, or -1 if none.
+static int doc_section(const Doc *d, const char *name, StrBuf *sb) {
+    sb_reset(sb);
+    sb_append(sb, "", 0);
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->name[i], name)) return sb_append(sb, d->body[i], (size_t)(d->end[i] - d->body[i])), 0;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Citations
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    int citations;  // labs/DESIGN.md, named right
+    int sections;   // of them, naming a section that is a heading
+    int bad;        // wrong: another name for the document, or a section it lacks
+    StrBuf why;     // a line for each wrong one
+} Cites;
+
+// The text from p on, as a reader of the comment reads it: a line's end, the next line's
+// indentation and its comment leader (//, #, *) are one space. At most n - 1 characters.
+static void read_through(const char *p, char *out, size_t n) {
+    size_t k = 0;
+    while (*p && k + 1 < n) {
+        if (*p == '\n' || *p == ' ' || *p == '\t') {
+            int newline = 0;
+            while (*p == '\n' || *p == ' ' || *p == '\t') newline |= *p++ == '\n';
+            if (newline) {
+                if (p[0] == '/' && p[1] == '/') p += 2;
+                else if (*p == '#' || (*p == '*' && p[1] != '/')) p++;
+                while (*p == ' ' || *p == '\t') p++;
+            }
+            out[k++] = ' ';
+            continue;
+        }
+        out[k++] = *p++;
+    }
+    out[k] = 0;
+}
+
+// The longest heading that s starts with as whole words, or NULL.
+static const char *heading_at(const Doc *d, const char *s) {
+    const char *best = NULL;
+    for (int i = 0; i < d->n; i++) {
+        size_t l = strlen(d->name[i]);
+        if (!strncmp(s, d->name[i], l) && !is_word_char(s[l]) && (!best || l > strlen(best))) best = d->name[i];
+    }
+    return best;
+}
+
+// Every mention of the document in text (the file `path`): the name it goes by must be
+// labs/DESIGN.md, and a section it names must be a heading of d.
+static void check_citations(const char *path, const char *text, const Doc *d, Cites *c) {
+    static const char word[] = "DESIGN", full[] = "labs/DESIGN.md";
+    for (const char *p = text; (p = strstr(p, word)); p += sizeof word - 1) {
+        if ((p > text && is_word_char(p[-1])) || is_word_char(p[sizeof word - 1])) continue;  // part of a name
+        int line = 1;
+        for (const char *q = text; q < p; q++) line += *q == '\n';
+        const char *start = p - 5;
+        if (p - text < 5 || strncmp(start, full, sizeof full - 1) != 0) {
+            char as[48];
+            read_through(p - (p - text < 8 ? p - text : 8), as, sizeof as);
+            sb_printf(&c->why, "# %s:%d: names the design as '%s...', not labs/DESIGN.md\n", path, line, as);
+            c->bad++;
+            continue;
+        }
+        c->citations++;
+        const char *after = start + sizeof full - 1;
+        if (after[0] != ',' || after[1] != ' ' || !(after[2] >= 'A' && after[2] <= 'Z')) continue;  // no section
+        char named[160];
+        read_through(after + 2, named, sizeof named);
+        if (heading_at(d, named)) {
+            c->sections++;
+        } else {
+            sb_printf(&c->why, "# %s:%d: labs/DESIGN.md has no section '%.60s...'\n", path, line, named);
+            c->bad++;
+        }
+    }
+}
+
+// Whether a file's text is to be read: not binary (no NUL byte).
+static int is_text(const StrBuf *sb) { return memchr(sb->data, 0, sb->len) == NULL; }
+
+// Every file under ROOT/rel (a folder: recursively; build outputs, node_modules and caches
+// left out), or ROOT/rel itself; only names ending in ext when ext is given.
+static void scan_tree(const char *rel, const char *ext, const Doc *d, Cites *c, int *files) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *dir = opendir(path);
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            const char *n = e->d_name;
+            if (n[0] == '.' || !strcmp(n, "node_modules") || !strcmp(n, "__pycache__") || !strcmp(n, "build")) continue;
+            char sub[4400];
+            snprintf(sub, sizeof sub, "%s/%s", rel, n);
+            scan_tree(sub, ext, d, c, files);
+        }
+        if (dir) closedir(dir);
+        return;
+    }
+    size_t l = strlen(rel);
+    if (!S_ISREG(st.st_mode) || (ext && (l < strlen(ext) || strcmp(rel + l - strlen(ext), ext) != 0))) return;
+    if (!strcmp(rel, "tests/test_design.c")) return;  // this file: its needles name the word
+    StrBuf sb;
+    sb_init(&sb);
+    if (read_rel(&sb, rel) == 0 && is_text(&sb)) {
+        check_citations(rel, sb.data, d, c);
+        (*files)++;
+    }
+    sb_free(&sb);
+}
+
+static void check_all_citations(const Doc *d) {
+    Cites c = {0};
+    sb_init(&c.why);
+    int files = 0;
+    const char *trees[] = {"labs", "web", "tui", "tests", "Makefile", "lessons", "lexicon"};
+    for (size_t i = 0; i < sizeof trees / sizeof *trees; i++) scan_tree(trees[i], NULL, d, &c, &files);
+    DIR *top = opendir(root);  // the top level's documents
+    for (struct dirent *e; top && (e = readdir(top));) {
+        size_t l = strlen(e->d_name);
+        if (l > 3 && !strcmp(e->d_name + l - 3, ".md")) scan_tree(e->d_name, NULL, d, &c, &files);
+    }
+    if (top) closedir(top);
+    if (c.why.len) fputs(c.why.data, stdout);
+    // Proves: the project names its design one way, and only by sections it has.
+    EXPECT(c.bad == 0, "every citation of the design in %d files is labs/DESIGN.md, and each section named is a heading "
+           "(%d citations, %d naming a section; %d wrong)", files, c.citations, c.sections, c.bad);
+
+    // Proves: the scan reaches the files that cite it: the model's header names its section.
+    Cites one = {0};
+    sb_init(&one.why);
+    StrBuf gpt;
+    sb_init(&gpt);
+    int read = read_rel(&gpt, "labs/core/gpt.h") == 0;
+    if (read) check_citations("labs/core/gpt.h", gpt.data, d, &one);
+    EXPECT(read && one.citations >= 1 && one.sections == one.citations && one.bad == 0,
+           "labs/core/gpt.h cites labs/DESIGN.md, The model (%d citations, %d sections)", one.citations, one.sections);
+    EXPECT(c.citations >= 20 && c.sections >= 20, "the tree cites the design by section: %d citations, %d sections (>= 20)",
+           c.citations, c.sections);
+    sb_free(&gpt);
+    sb_free(&one.why);
+    sb_free(&c.why);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. The schema
+// ---------------------------------------------------------------------------------------
+
+// Past the JSON-like value that starts at p ({...}, [...], "..." or a bare word), or NULL if
+// it does not end. Strings are skipped whole, so braces inside them do not count.
+static const char *value_end(const char *p) {
+    if (*p == '"') {
+        for (p++; *p && *p != '"'; p++)
+            if (*p == '\\' && p[1]) p++;
+        return *p ? p + 1 : NULL;
+    }
+    if (*p != '{' && *p != '[') {
+        while (*p && !strchr(",}]\n", *p)) p++;
+        return p;
+    }
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '"') {
+            const char *e = value_end(p);
+            if (!e) return NULL;
+            p = e - 1;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if ((*p == '}' || *p == ']') && --depth == 0) {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+// The value of key `name` at the top level of the object at obj ('{'), or NULL: a key of
+// an object inside it does not count.
+static const char *top_key(const char *obj, const char *name) {
+    const char *end = value_end(obj);
+    if (*obj != '{' || !end) return NULL;
+    size_t n = strlen(name);
+    for (const char *p = obj + 1; p < end - 1;) {
+        while (p < end - 1 && strchr(" \t\n,", *p)) p++;
+        if (*p != '"') {  // a placeholder such as ... in {...}: skip to the next member
+            while (p < end - 1 && *p != ',') p++;
+            continue;
+        }
+        const char *key_end = value_end(p);
+        if (!key_end || key_end > end) return NULL;
+        const char *v = key_end;
+        while (*v == ' ' || *v == '\n') v++;
+        if (*v != ':') {
+            p = key_end;
+            continue;
+        }
+        for (v++; *v == ' ' || *v == '\n'; v++) {}
+        if ((size_t)(key_end - p) == n + 2 && !strncmp(p + 1, name, n)) return v;
+        const char *after = value_end(v);
+        if (!after) return NULL;
+        p = after;
+    }
+    return NULL;
+}
+
+// The example object of a part of the schema in the document, or NULL: an event kind's
+// {"ev":"<kind>",...} in events; in run_dir, a file's entry: its name at the start of a line,
+// then the first object of the entry, which runs on over the indented lines below it.
+static const char *example_of(const char *part, const char *events, const char *run_dir) {
+    if (strstr(part, ".json")) {
+        size_t n = strlen(part);
+        for (const char *p = run_dir; (p = strstr(p, part)); p++) {
+            if ((p > run_dir && p[-1] != '\n') || is_word_char(p[n]) || p[n] == '.') continue;
+            for (const char *q = p + n; *q; q++) {
+                if (*q == '{') return q;
+                if (*q == '\n' && q[1] != ' ') break;  // the next entry
+            }
+        }
+        return NULL;
+    }
+    char head[96];
+    snprintf(head, sizeof head, "{\"ev\":\"%s\"", part);
+    return strstr(events, head);
+}
+
+// The fields of part missing from the document's example of it: one line each into why.
+// Returns how many (a part without an example counts its every field).
+static int missing_fields(const RunSchemaPart *part, const char *events, const char *run_dir, StrBuf *why) {
+    char kind[64];
+    snprintf(kind, sizeof kind, "%s", part->part);
+    char *dot = strstr(kind, ".json") ? NULL : strchr(kind, '.');
+    if (dot) *dot = 0;  // "step.ms": the "ms" object of the step event
+    const char *obj = example_of(kind, events, run_dir);
+    if (obj && dot) {
+        obj = top_key(obj, dot + 1);
+        if (obj && *obj != '{') obj = NULL;
+    }
+    if (!obj) {
+        sb_printf(why, "# labs/DESIGN.md: no example of %s%s%s\n", kind, dot ? "'s " : "", dot ? dot + 1 : "");
+        return part->nfields;
+    }
+    int missing = 0;
+    for (int i = 0; i < part->nfields; i++)
+        if (!top_key(obj, part->fields[i].name)) {
+            sb_printf(why, "# labs/DESIGN.md: %s's example lacks \"%s\"\n", part->part, part->fields[i].name);
+            missing++;
+        }
+    return missing;
+}
+
+static void check_schema(const Doc *d) {
+    StrBuf events, run_dir, why;
+    sb_init(&events), sb_init(&run_dir), sb_init(&why);
+    int has_events = doc_section(d, "Events", &events) == 0, has_run_dir = doc_section(d, "The run directory", &run_dir) == 0;
+    EXPECT(has_events && has_run_dir, "labs/DESIGN.md has the sections Events and The run directory");
+    int fields = 0, missing = 0, kinds = 0;
+    for (int i = 0; i < runschema_nparts; i++) {
+        missing += missing_fields(&runschema_parts[i], events.data, run_dir.data, &why);
+        fields += runschema_parts[i].nfields;
+        kinds += !strchr(runschema_parts[i].part, '.');
+    }
+    if (why.len) fputs(why.data, stdout);
+    // Proves: whatever the validator requires of a run, the design writes down, field by field.
+    EXPECT(missing == 0, "every event kind and field runschema.c checks is in labs/DESIGN.md's examples (%d parts, "
+           "%d event kinds, %d fields; %d missing)", runschema_nparts, kinds, fields, missing);
+    // Proves: the table is the schema, not an empty list that any document would match.
+    EXPECT(kinds == 6 && fields >= 50, "runschema.c's table has the 6 event kinds and %d fields", fields);
+    sb_free(&events), sb_free(&run_dir), sb_free(&why);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. The variables
+// ---------------------------------------------------------------------------------------
+
+#define MAX_VARS 128
+typedef struct {
+    char name[MAX_VARS][64];
+    int n;
+} Vars;
+
+static void add_var(Vars *v, const char *s, size_t len) {
+    if (len >= sizeof v->name[0] || v->n == MAX_VARS) return;
+    for (int i = 0; i < v->n; i++)
+        if (strlen(v->name[i]) == len && !strncmp(v->name[i], s, len)) return;
+    memcpy(v->name[v->n], s, len);
+    v->name[v->n++][len] = 0;
+}
+
+// Each string literal in text that is exactly "<prefix>NAME", NAME of capitals, digits and
+// underscores (at least one): e.g. "SHARDLAB_TIMEOUT_S".
+static void literals_after(const char *text, const char *prefix, Vars *v) {
+    size_t lp = strlen(prefix);
+    for (const char *p = text; (p = strstr(p, prefix)); p += lp) {
+        const char *name = prefix[0] == '"' ? p + 1 : p + lp, *e = p + lp;
+        while ((*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '_') e++;
+        if (e > p + lp && *e == '"') add_var(v, name, (size_t)(e - name));
+    }
+}
+
+static void source_vars(const char *rel, Vars *v) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *dir = opendir(path);
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            if (e->d_name[0] == '.') continue;
+            char sub[4400];
+            snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
+            source_vars(sub, v);
+        }
+        if (dir) closedir(dir);
+        return;
+    }
+    const char *ext = strrchr(rel, '.');
+    if (!S_ISREG(st.st_mode) || !ext || (strcmp(ext, ".c") && strcmp(ext, ".h") && strcmp(ext, ".cu") && strcmp(ext, ".cuh")))
+        return;
+    StrBuf sb;
+    sb_init(&sb);
+    if (read_rel(&sb, rel) == 0) literals_after(sb.data, "\"SHARDLAB_", v);
+    sb_free(&sb);
+}
+
+// Whether name is in text as a whole word (SHARDLAB_SHM is not in SHARDLAB_SHM_FD).
+static int has_word(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)); p++)
+        if ((p == text || !is_word_char(p[-1])) && !is_word_char(p[n])) return 1;
+    return 0;
+}
+
+static void check_environment(const Doc *d) {
+    Vars v = {0};
+    source_vars("labs", &v), source_vars("web", &v), source_vars("tui", &v);
+    StrBuf launcher, env;
+    sb_init(&launcher), sb_init(&env);
+    if (read_rel(&launcher, "labs/shardlab.c") == 0) {
+        literals_after(launcher.data, "setenv(\"", &v);
+        literals_after(launcher.data, "setenv_int(\"", &v);
+    }
+    int has_env = doc_section(d, "Environment", &env) == 0, absent = 0, timeout = 0, rank = 0;
+    for (int i = 0; i < v.n; i++) {
+        timeout |= !strcmp(v.name[i], "SHARDLAB_TIMEOUT_S"), rank |= !strcmp(v.name[i], "RANK");
+        if (has_env && has_word(env.data, v.name[i])) continue;
+        printf("# labs/DESIGN.md, Environment: no %s\n", v.name[i]);
+        absent++;
+    }
+    // Proves: the scan finds the variables (a deadline the code reads, one the launcher sets).
+    EXPECT(timeout && rank, "the code's variables include SHARDLAB_TIMEOUT_S (read) and RANK (set by the launcher): %d "
+           "found", v.n);
+    // Proves: a variable the code reads or sets is one a reader of the design can look up.
+    EXPECT(has_env && absent == 0, "every one of the %d variables is in labs/DESIGN.md, Environment (%d absent)", v.n, absent);
+    sb_free(&launcher), sb_free(&env);
+}
+
+// ---------------------------------------------------------------------------------------
+// The matchers, on crafted text
+// ---------------------------------------------------------------------------------------
+
+static void check_matchers(void) {
+    Doc d;
+    const char *doc = "# t\n\n## Events\n\n```\n{\"ev\":\"end\",\"rank\":R,\"status\":\"ok\",\n \"x\":{\"steps\":S}}\n```\n"
+                      "## The run directory\nmeta.json   {\"lab\":\"x\",\"config\":{...}}\n## Environment\nSHARDLAB_SHM_FD\n";
+    doc_parse(&d, doc);
+    // Proves: headings are read, and a section runs to the next heading.
+    EXPECT(d.n == 3 && !strcmp(d.name[1], "The run directory") && strstr(d.body[0], "\"ev\":\"end\"") &&
+           !strstr(d.body[1], "\"ev\""), "crafted document: 3 headings, each section to the next (%d)", d.n);
+
+    Cites c = {0};
+    sb_init(&c.why);
+    const char *text = "// see labs/DESIGN.md, Events.\n// as DESIGN.md says\n// labs/DESIGN.md, The run\n"
+                       "//   directory: files\n# labs/DESIGN.md, No such section\n * labs/DESIGN.md's own words\n"
+                       "SHARDLAB_DESIGN_X and DESIGNS are other words\n";
+    check_citations("crafted", text, &d, &c);
+    // Proves: a bare DESIGN.md and a missing section are caught; a wrapped section name is
+    // read through its comment leader; words that only contain the name are not citations.
+    EXPECT(c.citations == 4 && c.sections == 2 && c.bad == 2 && strstr(c.why.data, "crafted:2:") &&
+           strstr(c.why.data, "crafted:5:"), "crafted citations: 4 right, 2 sections, 2 wrong (lines 2 and 5): %d, %d, %d",
+           c.citations, c.sections, c.bad);
+    sb_free(&c.why);
+
+    // Proves: a key counts only at the object's top level, and strings hide their braces.
+    const char *obj = "{\"ev\":\"x{\",\"ms\":{\"rank\":1},\"a\":[{\"b\":2}],\"tail\":T}";
+    EXPECT(top_key(obj, "rank") == NULL && top_key(obj, "b") == NULL && top_key(obj, "ms") && *top_key(obj, "ms") == '{' &&
+           top_key(obj, "tail") && *top_key(obj, "tail") == 'T', "crafted object: top-level keys only");
+
+    StrBuf events, run_dir, why;
+    sb_init(&events), sb_init(&run_dir), sb_init(&why);
+    doc_section(&d, "Events", &events), doc_section(&d, "The run directory", &run_dir);
+    static const RunSchemaField end_fields[] = {{"rank", "u", 0}, {"status", "s", 0}, {"steps", "i", 0}};
+    static const RunSchemaField meta_fields[] = {{"lab", "s", 0}, {"config", "o", 0}, {"argv", "a", 0}};
+    static const RunSchemaField span_fields[] = {{"rank", "u", 0}};
+    RunSchemaPart end = {"end", end_fields, 3}, meta = {"meta.json", meta_fields, 3}, span = {"span", span_fields, 1};
+    // Proves: a field found only inside a nested object, or absent, is missing; a part without
+    // an example misses every field.
+    int m_end = missing_fields(&end, events.data, run_dir.data, &why);
+    int m_meta = missing_fields(&meta, events.data, run_dir.data, &why);
+    int m_span = missing_fields(&span, events.data, run_dir.data, &why);
+    EXPECT(m_end == 1 && m_meta == 1 && m_span == 1, "crafted schema: end lacks steps, meta.json argv, span its example (%d %d %d)",
+           m_end, m_meta, m_span);
+    sb_free(&events), sb_free(&run_dir), sb_free(&why);
+
+    // Proves: a variable must be there as a whole word.
+    EXPECT(!has_word("SHARDLAB_SHM_FD", "SHARDLAB_SHM") && has_word("x SHARDLAB_SHM, y", "SHARDLAB_SHM"),
+           "crafted variables: SHARDLAB_SHM is not in SHARDLAB_SHM_FD");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_design ROOT\n");
+        return 2;
+    }
+    snprintf(root, sizeof root, "%s", argv[1]);
+    check_matchers();
+    StrBuf text;
+    sb_init(&text);
+    int read = read_rel(&text, "labs/DESIGN.md") == 0;
+    // Proves: the design is in the project, where everything cites it.
+    EXPECT(read && text.len > 0, "labs/DESIGN.md is there");
+    if (!read) return test_done();
+    Doc d;
+    doc_parse(&d, text.data);
+    check_all_citations(&d);
+    check_schema(&d);
+    check_environment(&d);
+    sb_free(&text);
+    return test_done();
+}
