@@ -1,14 +1,15 @@
-// test_commands.c — every command README.md and `make help` print runs as printed.
+// test_commands.c — every command the READMEs and `make help` print runs as printed.
 //
 // Usage: test_commands ROOT   (tests/run.sh passes the checkout, built: the commands run its
 //                              make targets and build/shardlab, as a reader types them)
 //
 // What it proves:
-//   1. every command README.md prints (code blocks and inline code) and every one `make help`
-//      lists, starting with make, build/shardlab or shardlab, runs as printed and exits 0, or
-//      with the status its own comment gives ("(exit 2)"). Each is made short as a reader
-//      would: STEPS=3 or --steps 3 (5 when it resumes the checkpoint that the command before
-//      it saved at step 3), UI=none, small buffers for the collectives, `make grade` on one
+//   1. every command the READMEs print (README.md and each folder's, tests/readmes.h: code
+//      blocks and inline code) and every one `make help` lists, starting with make,
+//      build/shardlab or shardlab, runs as printed and exits 0, or with the status its own
+//      comment gives ("(exit 2)"). Each is made short as a reader would: STEPS=3 or
+//      --steps 3 (5 when it resumes the checkpoint that the command before it saved at step
+//      3), UI=none, small buffers for the collectives, `make grade` on one
 //      configuration unless it names some (ONLY=); its runs go to a temporary SHARDLAB_RUNS,
 //      the paths it writes (runs/mine, runs/ddp, ckpts/run1, ../ddp-course, OUT=dir) into
 //      the temporary directory, and its placeholders (RUN_DIR, runs/single-...,
@@ -17,9 +18,9 @@
 //      $(UI), ...); every other command runs, so a command added to the text is tested;
 //   3. `make lab-ckpt NGPU=2 POLICY=sqrt` shows its lesson: sqrt's activation peak is below
 //      none's (with the other labs' 2 blocks it was equal, and only slower);
-//   4. the instructor's bulk-grading loop, run as the README prints it (its folders moved
-//      into the temporary directory) with a starter copy (make starter) as the submission,
-//      exits 0 and prints that submission's total;
+//   4. the instructor's bulk-grading loop, run as its README prints it (labs/grade/README.md;
+//      its folders moved into the temporary directory) with a starter copy (make starter) as
+//      the submission, exits 0 and prints that submission's total;
 //   5. a lab's bad argument reaches the reader once (exit 2), and a model too shallow for the
 //      run gets a HINT naming the fix as it is typed: ARGS="--layers 4" with make, --layers 4
 //      with shardlab run.
@@ -33,6 +34,7 @@
 
 #include "test.h"
 #include "labtest.h"
+#include "readmes.h"
 
 static char root[4096];
 
@@ -44,15 +46,16 @@ static char root[4096];
 
 typedef struct {
     char printed[700];  // as printed, on one line (inline code may wrap)
-    char from[48];      // README.md:<line> or make help
-    int line, seen;     // README's line (help: after it) and the order found, for the text's order
+    char from[64];      // <file>:<line> (labs/grade/README.md:42) or make help
+    int doc, line, seen;  // which README (README.md first), its line (help: after them all) and
+                          // the order found, for the text's order
     int expect;         // the exit status the text gives: 0, unless its comment says "(exit N)"
 } Printed;
 
 static Printed cmds[MAX_COMMANDS];
 static int ncmds;
-static char loop_block[2048];  // the instructor's loop, as the README prints it
-static int loop_line;
+static char loop_block[2048];  // the instructor's loop, as its README prints it
+static char loop_from[64];     // <file>:<line> of its first line
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -68,7 +71,7 @@ static int is_command(const char *s) {
 
 // Adds the n bytes at text (wrapped lines joined, a trailing "# comment" dropped) if they are
 // a command not seen before.
-static void add_command(const char *text, size_t n, const char *from, int line) {
+static void add_command(const char *text, size_t n, const char *from, int doc, int line) {
     char buf[700];
     size_t k = 0, comment = n;
     int in_quote = 0;
@@ -90,24 +93,26 @@ static void add_command(const char *text, size_t n, const char *from, int line) 
     Printed *c = &cmds[ncmds++];
     snprintf(c->printed, sizeof c->printed, "%s", buf);
     snprintf(c->from, sizeof c->from, "%s", from);
-    c->line = line, c->seen = ncmds;
+    c->doc = doc, c->line = line, c->seen = ncmds;
     const char *note = memmem(text + comment, n - comment, "(exit ", 6);
     c->expect = note ? atoi(note + 6) : 0;
 }
 
 static int by_line(const void *a, const void *b) {
     const Printed *x = a, *y = b;
+    if (x->doc != y->doc) return (x->doc > y->doc) - (x->doc < y->doc);
     return x->line != y->line ? (x->line > y->line) - (x->line < y->line) : (x->seen > y->seen) - (x->seen < y->seen);
 }
 
-// README.md: each line of a code block, and each inline code span (it may wrap onto the next
-// line), sorted later into the order of the text. The code block of the instructor's loop
-// is kept whole, for part 4, and its lines are not commands of their own.
-static void read_readme(const char *md) {
+// A README (name, the doc-th read): each line of a code block, and each inline code span (it
+// may wrap onto the next line), sorted later into the order of the text, README after README.
+// The code block of the instructor's loop is kept whole, for part 4, and its lines are not
+// commands of their own.
+static void read_readme(const char *md, const char *name, int doc) {
     size_t n = strlen(md);
     char *prose = malloc(n + 1);  // md with the code blocks blanked out (newlines kept)
     memcpy(prose, md, n + 1);
-    int line = 1, fence = 0, in_loop = 0;
+    int line = 1, fence = 0, in_loop = 0, keep = 0;  // keep: the loop's first copy, kept for part 4
     for (const char *p = md; *p; line++) {
         const char *eol = strchr(p, '\n');
         if (!eol) eol = p + strlen(p);
@@ -117,14 +122,16 @@ static void read_readme(const char *md) {
         if (fence_line && !fence) {  // a block opens: is it the loop?
             const char *close = strstr(eol, "```");
             in_loop = close && memmem(eol, (size_t)(close - eol), "for s in submissions/", 21);
-            if (in_loop) loop_line = line + 1;
+            keep = in_loop && !loop_block[0];
+            if (keep) snprintf(loop_from, sizeof loop_from, "%s:%d", name, line + 1);
         } else if (fence && !fence_line && in_loop) {
             size_t indent = (size_t)(s - p), len = strlen(loop_block);
-            snprintf(loop_block + len, sizeof loop_block - len, "%.*s\n", (int)(eol - p - (long)indent), p + indent);
+            if (keep)
+                snprintf(loop_block + len, sizeof loop_block - len, "%.*s\n", (int)(eol - p - (long)indent), p + indent);
         } else if (fence && !fence_line) {
-            char from[48];
-            snprintf(from, sizeof from, "README.md:%d", line);
-            add_command(s, (size_t)(eol - s), from, line);
+            char from[64];
+            snprintf(from, sizeof from, "%s:%d", name, line);
+            add_command(s, (size_t)(eol - s), from, doc, line);
         }
         if (fence || fence_line) memset(prose + (p - md), ' ', (size_t)(eol - p));
         if (fence_line) fence = !fence;
@@ -137,9 +144,9 @@ static void read_readme(const char *md) {
         if (*q != '`') continue;
         const char *close = strchr(q + 1, '`'), *para = strstr(q + 1, "\n\n");
         if (!close || (para && para < close)) continue;
-        char from[48];
-        snprintf(from, sizeof from, "README.md:%d", line);
-        add_command(q + 1, (size_t)(close - q - 1), from, line);
+        char from[64];
+        snprintf(from, sizeof from, "%s:%d", name, line);
+        add_command(q + 1, (size_t)(close - q - 1), from, doc, line);
         for (const char *r = q + 1; r < close; r++) line += *r == '\n';
         q = close;
     }
@@ -163,7 +170,7 @@ static void read_help(const char *text) {
                 k += (size_t)snprintf(line + k, sizeof line - k, " %.*s", (int)(e - b - 1), b + 1);
                 b = e;
             }
-            add_command(line, strlen(line), "make help", 1 << 30);
+            add_command(line, strlen(line), "make help", 1 << 30, 1 << 30);
         }
         p = *eol ? eol + 1 : eol;
     }
@@ -415,11 +422,11 @@ static void run_commands(void) {
             sqrt_checked = 1;
         }
     }
-    // Proves: the text was read (a reader that finds nothing cannot pass): the README's
+    // Proves: the text was read (a reader that finds nothing cannot pass): the READMEs'
     // commands and make help's were found, and each one was run or skipped with a reason.
-    EXPECT(ran >= 30 && from_help >= 15, "%d commands in README.md and make help (%d from make help): %d run (%d of them "
-           "failed, each named above), %d skipped with a reason", ncmds, from_help, ran, failed, skipped);
-    EXPECT(sqrt_checked, "README.md prints `make lab-ckpt NGPU=2 POLICY=sqrt`, and it ran");
+    EXPECT(ran >= 30 && from_help >= 15, "%d commands in the READMEs and make help (%d from make help): %d run (%d of "
+           "them failed, each named above), %d skipped with a reason", ncmds, from_help, ran, failed, skipped);
+    EXPECT(sqrt_checked, "a README prints `make lab-ckpt NGPU=2 POLICY=sqrt`, and it ran");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -427,8 +434,8 @@ static void run_commands(void) {
 // ---------------------------------------------------------------------------------------
 
 static void run_instructor_loop(void) {
-    // Proves: the README prints the bulk-grading loop (the instructor guide's step 4).
-    if (!EXPECT(loop_block[0], "README.md prints the bulk-grading loop (for s in submissions/*; ...)")) return;
+    // Proves: a README prints the bulk-grading loop (the instructor guide's step 4).
+    if (!EXPECT(loop_block[0], "a README prints the bulk-grading loop (for s in submissions/*; ...)")) return;
     char dir[600], script[4096], out[700], cmd[1400];
     snprintf(dir, sizeof dir, "%s/loop", tmp);
     mkdir(dir, 0755);
@@ -455,8 +462,8 @@ static void run_instructor_loop(void) {
     // exits non-zero for it): it exits 0, prints the submission's total and writes its
     // grade.json, which the python line reads.
     EXPECT(status == 0 && text && strstr(text, "starter: 0/") && strstr(text, " points") && access(grade_json, R_OK) == 0,
-           "README.md:%d: the bulk-grading loop on a starter copy exits 0 and prints its total (exit %d in %.1f s): %s",
-           loop_line, status, now_s() - t0, text ? one_line(text) : "(no output)");
+           "%s: the bulk-grading loop on a starter copy exits 0 and prints its total (exit %d in %.1f s): %s",
+           loop_from, status, now_s() - t0, text ? one_line(text) : "(no output)");
     // The starter's build (build/student/<hash of its path>) is this test's alone: remove it.
     char log_path[800], *log = NULL;
     snprintf(log_path, sizeof log_path, "%s/starter.log", grades);
@@ -531,12 +538,22 @@ int main(int argc, char **argv) {
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-commands-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     double t0 = now_s();
-    char path[4200];
-    snprintf(path, sizeof path, "%s/README.md", root);
-    char *md = read_file(path, NULL);
-    if (!EXPECT(md != NULL, "README.md is readable")) return test_done();
-    read_readme(md);
-    free(md);
+    char *names[README_MAX];
+    int nreadmes = readme_paths(root, names, README_MAX);
+    // Proves: the front door and the folders' READMEs are found (README.md first), so that a
+    // section moved into a folder's README is still read.
+    if (!EXPECT(nreadmes >= 6 && !strcmp(names[0], "README.md"), "README.md and the folders' READMEs found (%d)",
+                nreadmes))
+        return test_done();
+    for (int i = 0; i < nreadmes; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", root, names[i]);
+        char *md = read_file(path, NULL);
+        // Proves: each README found can be read.
+        if (!EXPECT(md != NULL, "%s is readable", names[i])) continue;
+        read_readme(md, names[i], i);
+        free(md);
+    }
     char help_out[600];
     snprintf(help_out, sizeof help_out, "%s/help.out", tmp);
     // Proves: make help itself works, and gives the list it is read from.
@@ -559,6 +576,7 @@ int main(int argc, char **argv) {
     run_commands();
     run_instructor_loop();
     run_bad_depth();
+    for (int i = 0; i < nreadmes; i++) free(names[i]);
     printf("# %.1f s\n", now_s() - t0);
     tmp_finish(test_failed);
     return test_done();

@@ -12,6 +12,7 @@
 //      also known as, the right category, related terms, labs), a definition of 80 to 250
 //      words, and its sections in order with a "Try it" that gives make commands;
 //   2. the 16 lessons, each with its sections in order, commands to run and folded answers;
+//      lessons/README.md is not taken for a lesson;
 //   3. every [[link]] in terms and lessons resolves, every term is linked from somewhere and
 //      listed by `shardlab lexicon`, every lab is used by a term and by a lesson;
 //   4. every command in a "Try it" or "Run it" block runs: a one-step run of exactly those
@@ -36,6 +37,7 @@
 #include "shardtest.h"
 #include "course.h"
 #include "mdterm.h"
+#include "readmes.h"
 
 static const char *root, *shardlab, *launcher, *labs_dir;
 
@@ -788,6 +790,13 @@ static void check_lesson_command(void) {
     EXPECT(status == 0 && listed == NLESSONS && count_lines(out) == NLESSONS + 2,
            "shardlab lesson: lists the %d lessons in order, number and title (%d listed, exit %d)", NLESSONS, listed,
            status);
+    // Proves: lessons/README.md, the folder's own documentation, is no lesson: it is there,
+    // and the list above holds the 16 lessons and nothing more. Broken variant: course.c
+    // reading every *.md lists it as a 17th (README, "The lexicon and the lessons").
+    char readme[700];
+    snprintf(readme, sizeof readme, "%s/lessons/README.md", root);
+    EXPECT(access(readme, R_OK) == 0 && !strstr(out, "The lexicon and the lessons"),
+           "shardlab lesson: lessons/README.md is there and is not listed as a lesson");
     free(out);
 
     // One lesson four ways: its number, with a leading zero, its slug without the number, its
@@ -954,10 +963,10 @@ static void check_command(int *linked) {
 // ---------------------------------------------------------------------------------------
 // 7. One value per quantity: what several files state, they state alike
 
-// The files a reader meets a quantity in: the terms, the lessons and the README (and, for the
-// all-reduce threshold, the option's help in labs/core/catalog.c). Returns how many it read
-// into texts[] (paths in names[]).
-#define MAX_TEXTS 80
+// The files a reader meets a quantity in: the terms, the lessons and the READMEs (README.md
+// and each folder's, tests/readmes.h; and, for the all-reduce threshold, the option's help in
+// labs/core/catalog.c). Returns how many it read into texts[] (paths in names[]).
+#define MAX_TEXTS 96
 static int read_texts(char *texts[], char names[][96], int with_catalog) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -966,13 +975,18 @@ static int read_texts(char *texts[], char names[][96], int with_catalog) {
             snprintf(names[n], 96, "%s/%s.md", pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
             if (texts[n]) n++;
         }
-    const char *extra[] = {"README.md", "labs/core/catalog.c"};
-    for (int i = 0; i < (with_catalog ? 2 : 1) && n < MAX_TEXTS; i++) {
-        char path[700];
-        snprintf(path, sizeof path, "%s/%s", root, extra[i]);
-        texts[n] = read_file(path, NULL);
-        snprintf(names[n], 96, "%s", extra[i]);
-        if (texts[n]) n++;
+    char *extra[README_MAX + 1];
+    int nextra = readme_paths(root, extra, README_MAX);
+    if (with_catalog) extra[nextra++] = strdup("labs/core/catalog.c");
+    for (int i = 0; i < nextra; i++) {
+        if (n < MAX_TEXTS) {
+            char path[700];
+            snprintf(path, sizeof path, "%s/%s", root, extra[i]);
+            texts[n] = read_file(path, NULL);
+            snprintf(names[n], 96, "%s", extra[i]);
+            if (texts[n]) n++;
+        }
+        free(extra[i]);
     }
     return n;
 }

@@ -9,7 +9,7 @@
 //      exactly the checks of its regions; the configurations' points add up to the grader's
 //      166 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
-//      decay is explained;
+//      decay is explained; labs/grade/README.md's index names each region's check;
 //   2. the reference solution (a copy of labs/, built as make check builds one: CPU, LABS_SRC):
 //      every check passes, each alone in a few seconds, and the progress view says so;
 //   3. the starter (make starter): every check says "not written yet: <its words>
@@ -128,8 +128,9 @@ static void check_table(void) {
         if (known != named) names_ok = 0;
         if (todo_region_named(r->name) != r) names_ok = 0;
     }
-    // README's index of the regions names each one's check.
-    char *readme = read_file("README.md", NULL);
+    // The grading guide's index of the regions (labs/grade/README.md, For instructors) names
+    // each one's check.
+    char *readme = read_file("labs/grade/README.md", NULL);
     int listed = 0;
     for (int i = 0; readme && i < TODO_NREGIONS; i++) {
         char row[700], name[80];
@@ -139,8 +140,8 @@ static void check_table(void) {
         listed += at && eol && !strncmp(eol + 1 - strlen(name), name, strlen(name));
     }
     free(readme);
-    EXPECT(listed == TODO_NREGIONS, "README's index of the regions names each one's check (%d of %d)", listed,
-           TODO_NREGIONS);
+    EXPECT(listed == TODO_NREGIONS, "labs/grade/README.md's index of the regions names each one's check (%d of %d)",
+           listed, TODO_NREGIONS);
     EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
