@@ -1,4 +1,5 @@
-// test_commands.c — every command the READMEs and `make help` print runs as printed.
+// test_commands.c — every command the READMEs and `make help` print runs as printed, and
+// every link of the READMEs resolves.
 //
 // Usage: test_commands ROOT   (tests/run.sh passes the checkout, built: the commands run its
 //                              make targets and build/shardlab, as a reader types them)
@@ -23,14 +24,22 @@
 //      the submission, exits 0 and prints that submission's total;
 //   5. a lab's bad argument reaches the reader once (exit 2), and a model too shallow for the
 //      run gets a HINT naming the fix as it is typed: ARGS="--layers 4" with make, --layers 4
-//      with shardlab run.
+//      with shardlab run;
+//   6. every link of every README resolves: a relative link names a file or folder that is
+//      there, and a #anchor names a heading of its target, by GitHub's rule for a heading's
+//      anchor (lower case, spaces as '-', other punctuation dropped, a repeat numbered).
 // Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
 // 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail;
 // with ckpt's default depth 2 (its catalog entry, labs/core/catalog.c) part 3 fails; with rank 0's
-// usage line echoed, part 5.
+// usage line echoed, part 5; with README.md's link to labs/grade/README.md#for-instructors
+// spelt #for-instructor, part 6 names README.md, its line and the anchor.
 #include <ctype.h>
+#include <limits.h>
+#include <locale.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <wchar.h>
+#include <wctype.h>
 
 #include "test.h"
 #include "labtest.h"
@@ -512,6 +521,221 @@ static void run_bad_depth(void) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// 6. Every link of every README
+// ---------------------------------------------------------------------------------------
+
+// The anchor GitHub gives a heading, into out: the heading's text as it shows (inline code
+// without its backticks, emphasis without its stars, a link as its text), lower case, each
+// space a '-', and every other character that is not a letter, a digit, '-' or '_' dropped.
+static void heading_anchor(const char *text, char *out, size_t cap) {
+    size_t k = 0;
+    mbstate_t in = {0};
+    for (const char *p = text; *p && k + 8 < cap;) {
+        if (*p == '[') {  // [text](target): the text
+            const char *close = strstr(p, "](");
+            const char *end = close ? strchr(close, ')') : NULL;
+            if (close && end) {
+                char inner[512];
+                snprintf(inner, sizeof inner, "%.*s", (int)(close - p - 1), p + 1);
+                char sub[512];
+                heading_anchor(inner, sub, sizeof sub);
+                k += (size_t)snprintf(out + k, cap - k, "%s", sub);
+                p = end + 1;
+                continue;
+            }
+        }
+        wchar_t wc;
+        size_t len = mbrtowc(&wc, p, strlen(p), &in);
+        if (len == (size_t)-1 || len == (size_t)-2 || len == 0) {  // not UTF-8: the byte as it is
+            memset(&in, 0, sizeof in);
+            wc = (unsigned char)*p, len = 1;
+        }
+        if (wc == ' ') {
+            out[k++] = '-';
+        } else if (wc == '-' || wc == '_' || iswalnum((wint_t)wc)) {
+            mbstate_t st = {0};
+            char mb[MB_LEN_MAX];
+            size_t m = wcrtomb(mb, (wchar_t)towlower((wint_t)wc), &st);
+            if (m == (size_t)-1) {
+                memcpy(mb, p, len);
+                m = len;
+            }
+            memcpy(out + k, mb, m);
+            k += m;
+        }
+        p += len;
+    }
+    out[k] = 0;
+}
+
+#define MAX_ANCHORS 400
+
+typedef struct {
+    char name[600];  // the file, from root
+    int n;
+    char (*anchor)[160];  // each heading's anchor
+    char (*base)[160];    // ... before a repeat's number
+} Anchors;
+
+// The anchors of a markdown file's headings (# to ######, outside code blocks); a heading
+// whose anchor came before gets -1, -2, ... as GitHub numbers them. n = -1 if unreadable.
+static void anchors_of(const char *name, Anchors *a) {
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->n = -1;
+    a->anchor = calloc(MAX_ANCHORS, sizeof *a->anchor);
+    a->base = calloc(MAX_ANCHORS, sizeof *a->base);
+    char path[4800];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    char *md = read_file(path, NULL);
+    if (!md) return;
+    a->n = 0;
+    int fence = 0;
+    for (char *p = md; *p && a->n < MAX_ANCHORS;) {
+        char *eol = strchr(p, '\n');
+        if (eol) *eol = 0;
+        const char *s = p + strspn(p, " ");
+        if (starts_with(s, "```")) fence = !fence;
+        size_t hashes = strspn(p, "#");
+        if (!fence && hashes >= 1 && hashes <= 6 && p[hashes] == ' ') {
+            char text[600], base[160];
+            snprintf(text, sizeof text, "%s", p + hashes + 1);
+            size_t len = strlen(text);
+            while (len && (text[len - 1] == '#' || text[len - 1] == ' ')) text[--len] = 0;  // closing #s
+            char shown[600];
+            size_t k = 0;
+            for (const char *q = text; *q && k + 1 < sizeof shown; q++)
+                if (*q != '`' && *q != '*') shown[k++] = *q;
+            shown[k] = 0;
+            heading_anchor(shown, base, sizeof base);
+            int repeats = 0;
+            for (int i = 0; i < a->n; i++) repeats += !strcmp(a->base[i], base);
+            snprintf(a->base[a->n], sizeof a->base[0], "%s", base);
+            if (repeats) snprintf(a->anchor[a->n++], sizeof a->anchor[0], "%.140s-%d", base, repeats);
+            else snprintf(a->anchor[a->n++], sizeof a->anchor[0], "%s", base);
+        }
+        p = eol ? eol + 1 : p + strlen(p);
+    }
+    free(md);
+}
+
+static Anchors known[64];
+static int nknown;
+
+static const Anchors *anchors_named(const char *name) {
+    for (int i = 0; i < nknown; i++)
+        if (!strcmp(known[i].name, name)) return &known[i];
+    if (nknown == (int)(sizeof known / sizeof known[0])) return NULL;
+    anchors_of(name, &known[nknown]);
+    return &known[nknown++];
+}
+
+// "a/b/../c/./d.md" as "a/c/d.md"; 0 if it climbs out of the checkout.
+static int normalize_path(const char *in, char *out, size_t cap) {
+    char parts[64][256];
+    int n = 0;
+    for (const char *p = in; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && !strncmp(p, "..", 2)) {
+            if (n == 0) return 0;
+            n--;
+        } else if (len && !(len == 1 && *p == '.') && n < 64) {
+            snprintf(parts[n++], sizeof parts[0], "%.*s", (int)len, p);
+        }
+        p += len + (p[len] == '/');
+    }
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? "/" : "", parts[i]);
+    return 1;
+}
+
+// Every [text](target) of a README's prose (code blocks and inline code aside): a web address
+// is taken as it is; a path, from the README's folder, is a file or folder of the checkout;
+// a #anchor is a heading of the target (the README itself when no path comes before it).
+static void check_links(char *names[], int n) {
+    int links = 0, bad = 0, anchored = 0;
+    for (int d = 0; d < n; d++) {
+        char path[4800];
+        snprintf(path, sizeof path, "%s/%s", root, names[d]);
+        char *md = read_file(path, NULL);
+        if (!md) continue;
+        // Code blocks and inline code blanked (newlines kept): a link there is an example.
+        int fence = 0;
+        for (char *p = md; *p;) {
+            char *eol = strchr(p, '\n');
+            if (!eol) eol = p + strlen(p);
+            const char *s = p + strspn(p, " ");
+            int fence_line = starts_with(s, "```");
+            if (fence || fence_line) memset(p, ' ', (size_t)(eol - p));
+            if (fence_line) fence = !fence;
+            p = *eol ? eol + 1 : eol;
+        }
+        for (char *q = md; (q = strchr(q, '`'));) {
+            char *close = strchr(q + 1, '`');
+            if (!close) break;
+            for (char *r = q; r <= close; r++)
+                if (*r != '\n') *r = ' ';
+            q = close + 1;
+        }
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s", names[d]);
+        char *slash = strrchr(dir, '/');
+        if (slash) slash[1] = 0;
+        else dir[0] = 0;
+        for (const char *p = md; (p = strstr(p, "](")); p += 2) {
+            const char *start = p + 2, *end = strchr(start, ')');
+            if (!end) break;
+            int line = 1;
+            for (const char *c = md; c < p; c++) line += *c == '\n';
+            char target[600];
+            snprintf(target, sizeof target, "%.*s", (int)(end - start), start);
+            target[strcspn(target, " \"")] = 0;  // [text](target "title")
+            if (strstr(target, "://") || starts_with(target, "mailto:")) continue;
+            links++;
+            char *hash = strchr(target, '#'), file[600];
+            if (hash) *hash++ = 0;
+            if (!target[0]) {
+                snprintf(file, sizeof file, "%s", names[d]);
+            } else {
+                char joined[1200];
+                snprintf(joined, sizeof joined, "%s%s", dir, target);
+                int inside = normalize_path(joined, file, sizeof file);
+                char full[4800];
+                snprintf(full, sizeof full, "%s/%s", root, file);
+                struct stat st;
+                // Proves: a relative link names a file or folder of the checkout (only a broken
+                // one is named: the READMEs hold hundreds). Broken: README.md's link to
+                // labs/grade/README.md spelt labs/grades/README.md: caught, naming the line.
+                if (!inside || stat(full, &st) != 0) {
+                    EXPECT(0, "%s:%d: the link (%s) names %s, which is there", names[d], line, target,
+                           inside ? file : "a path outside the checkout");
+                    bad++;
+                    continue;
+                }
+            }
+            if (!hash || !*hash) continue;
+            anchored++;
+            const Anchors *a = anchors_named(file);
+            int found = 0;
+            for (int i = 0; a && i < a->n && !found; i++) found = !strcmp(a->anchor[i], hash);
+            // Proves: the #anchor is a heading of its target, as GitHub makes its anchors.
+            // Broken: README.md's #for-instructors spelt #for-instructor: caught, naming the line.
+            if (!found) {
+                EXPECT(0, "%s:%d: the link (%s#%s) names a heading of %s (%s)", names[d], line, target, hash, file,
+                       a && a->n >= 0 ? "no heading there has that anchor" : "not a file that can be read");
+                bad++;
+            }
+        }
+        free(md);
+    }
+    // Proves: the links were read (a reader that finds none cannot pass), and all resolve.
+    EXPECT(links >= 40 && anchored >= 20 && bad == 0,
+           "every link of the %d READMEs resolves: %d links, %d of them to a heading, %d broken (named above)", n,
+           links, anchored, bad);
+    for (int i = 0; i < nknown; i++) free(known[i].anchor), free(known[i].base);
+}
+
 // Under `make test`, the environment holds the MAKEFLAGS of the make running us: its command
 // line's variables (CUDA=0, NATIVE=0, ...), which the commands must build with too, and its
 // jobserver's file descriptors, which are not open as such here (a child make would read
@@ -535,6 +759,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     keep_make_variables();
+    setlocale(LC_CTYPE, "C.UTF-8");  // headings' letters beyond ASCII (Ψ), for their anchors
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-commands-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     double t0 = now_s();
@@ -573,6 +798,7 @@ int main(int argc, char **argv) {
     EXPECT(status == 0, "a finished single-rank run for RUN_DIR and runs/single-... (exit %d%s%s)", status,
            status ? ": " : "", status ? tail_of(out) : "");
 
+    check_links(names, nreadmes);
     run_commands();
     run_instructor_loop();
     run_bad_depth();
