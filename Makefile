@@ -307,7 +307,7 @@ help:
 	@echo "                        (in a sandbox: no network, none of your files; each run stopped after DEADLINE=600 s)"
 	@echo "  make check [TODO=<name>]  each TODO region of a student's copy checked alone in seconds: passed, failed (where, expected vs got) or not written yet [LABS=dir] [DEADLINE=60]"
 	@echo "  make test             build and run every test (sanitized); ends with 'N passed, N failed'"
-	@echo "  make docs-figures     rerun every command README.md, lessons/ and lexicon/ quote, rewrite their stale figures in place; review the diff [DOC=lessons/06-...md]"
+	@echo "  make docs-figures     rerun every command the READMEs, lessons/ and lexicon/ quote, rewrite their stale figures in place; review the diff [DOC=labs/README.md]"
 	@echo "  make fuzz             fuzz the run-log reader, the dashboard and the grader with libFuzzer (clang) [FUZZ_SECONDS=60 each]"
 	@echo "  make bench-single     tokens/s and GFLOP/s of a training step; matmul vs the naive loop"
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
@@ -316,7 +316,7 @@ help:
 	@echo "  make bench-web        shardlab web vs nginx on the same rendered page (wrk): requests/s and the ratio"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
-	@echo "  make grade-sweep      the README's lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
+	@echo "  make grade-sweep      the READMEs' lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make bench-gpu        on a GPU: a step of shardlab vs PyTorch (eager, sdpa, torch.compile), fp32/TF32/bf16: ms, peak, ratios [SHAPES=\"default gpt2\"]"
 	@echo "  make profile-gpu      on a GPU with ncu: one step's kernels timed, by kernel and kind, and the GPU's idle time [PRECISIONS=\"fp32 tf32 bf16\"]"
@@ -639,7 +639,7 @@ bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)
 bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
 	BUILD=$(BUILD) sh tests/bench/bench_collectives.sh
 
-# The reference labs as the README runs them, at 200 and 1000 steps, graded: full marks or exit 1.
+# The reference labs as the READMEs run them, at 200 and 1000 steps, graded: full marks or exit 1.
 grade-sweep: all
 	BUILD=$(BUILD) sh tests/bench/grade_sweep.sh $(if $(LENGTHS),"$(LENGTHS)")
 
@@ -673,7 +673,7 @@ test: deps deps-browser test-programs
 	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)
 	@BUILD=$(BUILD) sh tests/run.sh
 
-# The figures README.md, lessons/ and lexicon/ quote from runs, regenerated (tests/test_figures.c,
+# The figures the READMEs, lessons/ and lexicon/ quote from runs, regenerated (tests/test_figures.c,
 # which make test runs to hold them): each command they name runs once in a scratch copy of
 # the checkout, and every output block or registered figure that differs from what it prints
 # now is rewritten in place, for a person to review with git diff. DOC=<file>: that one alone.

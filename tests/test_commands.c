@@ -1,14 +1,16 @@
-// test_commands.c — every command README.md and `make help` print runs as printed.
+// test_commands.c — every command the READMEs and `make help` print runs as printed, and
+// every link of the READMEs resolves.
 //
 // Usage: test_commands ROOT   (tests/run.sh passes the checkout, built: the commands run its
 //                              make targets and build/shardlab, as a reader types them)
 //
 // What it proves:
-//   1. every command README.md prints (code blocks and inline code) and every one `make help`
-//      lists, starting with make, build/shardlab or shardlab, runs as printed and exits 0, or
-//      with the status its own comment gives ("(exit 2)"). Each is made short as a reader
-//      would: STEPS=3 or --steps 3 (5 when it resumes the checkpoint that the command before
-//      it saved at step 3), UI=none, small buffers for the collectives, `make grade` on one
+//   1. every command the READMEs print (README.md and each folder's, tests/readmes.h: code
+//      blocks and inline code) and every one `make help` lists, starting with make,
+//      build/shardlab or shardlab, runs as printed and exits 0, or with the status its own
+//      comment gives ("(exit 2)"). Each is made short as a reader would: STEPS=3 or
+//      --steps 3 (5 when it resumes the checkpoint that the command before it saved at step
+//      3), UI=none, small buffers for the collectives, `make grade` on one
 //      configuration unless it names some (ONLY=); its runs go to a temporary SHARDLAB_RUNS,
 //      the paths it writes (runs/mine, runs/ddp, ckpts/run1, ../ddp-course, OUT=dir) into
 //      the temporary directory, and its placeholders (RUN_DIR, runs/single-...,
@@ -17,22 +19,31 @@
 //      $(UI), ...); every other command runs, so a command added to the text is tested;
 //   3. `make lab-ckpt NGPU=2 POLICY=sqrt` shows its lesson: sqrt's activation peak is below
 //      none's (with the other labs' 2 blocks it was equal, and only slower);
-//   4. the instructor's bulk-grading loop, run as the README prints it (its folders moved
-//      into the temporary directory) with a starter copy (make starter) as the submission,
-//      exits 0 and prints that submission's total;
+//   4. the instructor's bulk-grading loop, run as its README prints it (labs/grade/README.md;
+//      its folders moved into the temporary directory) with a starter copy (make starter) as
+//      the submission, exits 0 and prints that submission's total;
 //   5. a lab's bad argument reaches the reader once (exit 2), and a model too shallow for the
 //      run gets a HINT naming the fix as it is typed: ARGS="--layers 4" with make, --layers 4
-//      with shardlab run.
+//      with shardlab run;
+//   6. every link of every README resolves: a relative link names a file or folder that is
+//      there, and a #anchor names a heading of its target, by GitHub's rule for a heading's
+//      anchor (lower case, spaces as '-', other punctuation dropped, a repeat numbered).
 // Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
 // 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail;
 // with ckpt's default depth 2 (its catalog entry, labs/core/catalog.c) part 3 fails; with rank 0's
-// usage line echoed, part 5.
+// usage line echoed, part 5; with README.md's link to labs/grade/README.md#for-instructors
+// spelt #for-instructor, part 6 names README.md, its line and the anchor.
 #include <ctype.h>
+#include <limits.h>
+#include <locale.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <wchar.h>
+#include <wctype.h>
 
 #include "test.h"
 #include "labtest.h"
+#include "readmes.h"
 
 static char root[4096];
 
@@ -44,15 +55,16 @@ static char root[4096];
 
 typedef struct {
     char printed[700];  // as printed, on one line (inline code may wrap)
-    char from[48];      // README.md:<line> or make help
-    int line, seen;     // README's line (help: after it) and the order found, for the text's order
+    char from[64];      // <file>:<line> (labs/grade/README.md:42) or make help
+    int doc, line, seen;  // which README (README.md first), its line (help: after them all) and
+                          // the order found, for the text's order
     int expect;         // the exit status the text gives: 0, unless its comment says "(exit N)"
 } Printed;
 
 static Printed cmds[MAX_COMMANDS];
 static int ncmds;
-static char loop_block[2048];  // the instructor's loop, as the README prints it
-static int loop_line;
+static char loop_block[2048];  // the instructor's loop, as its README prints it
+static char loop_from[64];     // <file>:<line> of its first line
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -68,7 +80,7 @@ static int is_command(const char *s) {
 
 // Adds the n bytes at text (wrapped lines joined, a trailing "# comment" dropped) if they are
 // a command not seen before.
-static void add_command(const char *text, size_t n, const char *from, int line) {
+static void add_command(const char *text, size_t n, const char *from, int doc, int line) {
     char buf[700];
     size_t k = 0, comment = n;
     int in_quote = 0;
@@ -90,24 +102,26 @@ static void add_command(const char *text, size_t n, const char *from, int line) 
     Printed *c = &cmds[ncmds++];
     snprintf(c->printed, sizeof c->printed, "%s", buf);
     snprintf(c->from, sizeof c->from, "%s", from);
-    c->line = line, c->seen = ncmds;
+    c->doc = doc, c->line = line, c->seen = ncmds;
     const char *note = memmem(text + comment, n - comment, "(exit ", 6);
     c->expect = note ? atoi(note + 6) : 0;
 }
 
 static int by_line(const void *a, const void *b) {
     const Printed *x = a, *y = b;
+    if (x->doc != y->doc) return (x->doc > y->doc) - (x->doc < y->doc);
     return x->line != y->line ? (x->line > y->line) - (x->line < y->line) : (x->seen > y->seen) - (x->seen < y->seen);
 }
 
-// README.md: each line of a code block, and each inline code span (it may wrap onto the next
-// line), sorted later into the order of the text. The code block of the instructor's loop
-// is kept whole, for part 4, and its lines are not commands of their own.
-static void read_readme(const char *md) {
+// A README (name, the doc-th read): each line of a code block, and each inline code span (it
+// may wrap onto the next line), sorted later into the order of the text, README after README.
+// The code block of the instructor's loop is kept whole, for part 4, and its lines are not
+// commands of their own.
+static void read_readme(const char *md, const char *name, int doc) {
     size_t n = strlen(md);
     char *prose = malloc(n + 1);  // md with the code blocks blanked out (newlines kept)
     memcpy(prose, md, n + 1);
-    int line = 1, fence = 0, in_loop = 0;
+    int line = 1, fence = 0, in_loop = 0, keep = 0;  // keep: the loop's first copy, kept for part 4
     for (const char *p = md; *p; line++) {
         const char *eol = strchr(p, '\n');
         if (!eol) eol = p + strlen(p);
@@ -117,14 +131,16 @@ static void read_readme(const char *md) {
         if (fence_line && !fence) {  // a block opens: is it the loop?
             const char *close = strstr(eol, "```");
             in_loop = close && memmem(eol, (size_t)(close - eol), "for s in submissions/", 21);
-            if (in_loop) loop_line = line + 1;
+            keep = in_loop && !loop_block[0];
+            if (keep) snprintf(loop_from, sizeof loop_from, "%s:%d", name, line + 1);
         } else if (fence && !fence_line && in_loop) {
             size_t indent = (size_t)(s - p), len = strlen(loop_block);
-            snprintf(loop_block + len, sizeof loop_block - len, "%.*s\n", (int)(eol - p - (long)indent), p + indent);
+            if (keep)
+                snprintf(loop_block + len, sizeof loop_block - len, "%.*s\n", (int)(eol - p - (long)indent), p + indent);
         } else if (fence && !fence_line) {
-            char from[48];
-            snprintf(from, sizeof from, "README.md:%d", line);
-            add_command(s, (size_t)(eol - s), from, line);
+            char from[64];
+            snprintf(from, sizeof from, "%s:%d", name, line);
+            add_command(s, (size_t)(eol - s), from, doc, line);
         }
         if (fence || fence_line) memset(prose + (p - md), ' ', (size_t)(eol - p));
         if (fence_line) fence = !fence;
@@ -137,9 +153,9 @@ static void read_readme(const char *md) {
         if (*q != '`') continue;
         const char *close = strchr(q + 1, '`'), *para = strstr(q + 1, "\n\n");
         if (!close || (para && para < close)) continue;
-        char from[48];
-        snprintf(from, sizeof from, "README.md:%d", line);
-        add_command(q + 1, (size_t)(close - q - 1), from, line);
+        char from[64];
+        snprintf(from, sizeof from, "%s:%d", name, line);
+        add_command(q + 1, (size_t)(close - q - 1), from, doc, line);
         for (const char *r = q + 1; r < close; r++) line += *r == '\n';
         q = close;
     }
@@ -163,7 +179,7 @@ static void read_help(const char *text) {
                 k += (size_t)snprintf(line + k, sizeof line - k, " %.*s", (int)(e - b - 1), b + 1);
                 b = e;
             }
-            add_command(line, strlen(line), "make help", 1 << 30);
+            add_command(line, strlen(line), "make help", 1 << 30, 1 << 30);
         }
         p = *eol ? eol + 1 : eol;
     }
@@ -415,11 +431,11 @@ static void run_commands(void) {
             sqrt_checked = 1;
         }
     }
-    // Proves: the text was read (a reader that finds nothing cannot pass): the README's
+    // Proves: the text was read (a reader that finds nothing cannot pass): the READMEs'
     // commands and make help's were found, and each one was run or skipped with a reason.
-    EXPECT(ran >= 30 && from_help >= 15, "%d commands in README.md and make help (%d from make help): %d run (%d of them "
-           "failed, each named above), %d skipped with a reason", ncmds, from_help, ran, failed, skipped);
-    EXPECT(sqrt_checked, "README.md prints `make lab-ckpt NGPU=2 POLICY=sqrt`, and it ran");
+    EXPECT(ran >= 30 && from_help >= 15, "%d commands in the READMEs and make help (%d from make help): %d run (%d of "
+           "them failed, each named above), %d skipped with a reason", ncmds, from_help, ran, failed, skipped);
+    EXPECT(sqrt_checked, "a README prints `make lab-ckpt NGPU=2 POLICY=sqrt`, and it ran");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -427,8 +443,8 @@ static void run_commands(void) {
 // ---------------------------------------------------------------------------------------
 
 static void run_instructor_loop(void) {
-    // Proves: the README prints the bulk-grading loop (the instructor guide's step 4).
-    if (!EXPECT(loop_block[0], "README.md prints the bulk-grading loop (for s in submissions/*; ...)")) return;
+    // Proves: a README prints the bulk-grading loop (the instructor guide's step 4).
+    if (!EXPECT(loop_block[0], "a README prints the bulk-grading loop (for s in submissions/*; ...)")) return;
     char dir[600], script[4096], out[700], cmd[1400];
     snprintf(dir, sizeof dir, "%s/loop", tmp);
     mkdir(dir, 0755);
@@ -455,8 +471,8 @@ static void run_instructor_loop(void) {
     // exits non-zero for it): it exits 0, prints the submission's total and writes its
     // grade.json, which the python line reads.
     EXPECT(status == 0 && text && strstr(text, "starter: 0/") && strstr(text, " points") && access(grade_json, R_OK) == 0,
-           "README.md:%d: the bulk-grading loop on a starter copy exits 0 and prints its total (exit %d in %.1f s): %s",
-           loop_line, status, now_s() - t0, text ? one_line(text) : "(no output)");
+           "%s: the bulk-grading loop on a starter copy exits 0 and prints its total (exit %d in %.1f s): %s",
+           loop_from, status, now_s() - t0, text ? one_line(text) : "(no output)");
     // The starter's build (build/student/<hash of its path>) is this test's alone: remove it.
     char log_path[800], *log = NULL;
     snprintf(log_path, sizeof log_path, "%s/starter.log", grades);
@@ -505,6 +521,221 @@ static void run_bad_depth(void) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// 6. Every link of every README
+// ---------------------------------------------------------------------------------------
+
+// The anchor GitHub gives a heading, into out: the heading's text as it shows (inline code
+// without its backticks, emphasis without its stars, a link as its text), lower case, each
+// space a '-', and every other character that is not a letter, a digit, '-' or '_' dropped.
+static void heading_anchor(const char *text, char *out, size_t cap) {
+    size_t k = 0;
+    mbstate_t in = {0};
+    for (const char *p = text; *p && k + 8 < cap;) {
+        if (*p == '[') {  // [text](target): the text
+            const char *close = strstr(p, "](");
+            const char *end = close ? strchr(close, ')') : NULL;
+            if (close && end) {
+                char inner[512];
+                snprintf(inner, sizeof inner, "%.*s", (int)(close - p - 1), p + 1);
+                char sub[512];
+                heading_anchor(inner, sub, sizeof sub);
+                k += (size_t)snprintf(out + k, cap - k, "%s", sub);
+                p = end + 1;
+                continue;
+            }
+        }
+        wchar_t wc;
+        size_t len = mbrtowc(&wc, p, strlen(p), &in);
+        if (len == (size_t)-1 || len == (size_t)-2 || len == 0) {  // not UTF-8: the byte as it is
+            memset(&in, 0, sizeof in);
+            wc = (unsigned char)*p, len = 1;
+        }
+        if (wc == ' ') {
+            out[k++] = '-';
+        } else if (wc == '-' || wc == '_' || iswalnum((wint_t)wc)) {
+            mbstate_t st = {0};
+            char mb[MB_LEN_MAX];
+            size_t m = wcrtomb(mb, (wchar_t)towlower((wint_t)wc), &st);
+            if (m == (size_t)-1) {
+                memcpy(mb, p, len);
+                m = len;
+            }
+            memcpy(out + k, mb, m);
+            k += m;
+        }
+        p += len;
+    }
+    out[k] = 0;
+}
+
+#define MAX_ANCHORS 400
+
+typedef struct {
+    char name[600];  // the file, from root
+    int n;
+    char (*anchor)[160];  // each heading's anchor
+    char (*base)[160];    // ... before a repeat's number
+} Anchors;
+
+// The anchors of a markdown file's headings (# to ######, outside code blocks); a heading
+// whose anchor came before gets -1, -2, ... as GitHub numbers them. n = -1 if unreadable.
+static void anchors_of(const char *name, Anchors *a) {
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->n = -1;
+    a->anchor = calloc(MAX_ANCHORS, sizeof *a->anchor);
+    a->base = calloc(MAX_ANCHORS, sizeof *a->base);
+    char path[4800];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    char *md = read_file(path, NULL);
+    if (!md) return;
+    a->n = 0;
+    int fence = 0;
+    for (char *p = md; *p && a->n < MAX_ANCHORS;) {
+        char *eol = strchr(p, '\n');
+        if (eol) *eol = 0;
+        const char *s = p + strspn(p, " ");
+        if (starts_with(s, "```")) fence = !fence;
+        size_t hashes = strspn(p, "#");
+        if (!fence && hashes >= 1 && hashes <= 6 && p[hashes] == ' ') {
+            char text[600], base[160];
+            snprintf(text, sizeof text, "%s", p + hashes + 1);
+            size_t len = strlen(text);
+            while (len && (text[len - 1] == '#' || text[len - 1] == ' ')) text[--len] = 0;  // closing #s
+            char shown[600];
+            size_t k = 0;
+            for (const char *q = text; *q && k + 1 < sizeof shown; q++)
+                if (*q != '`' && *q != '*') shown[k++] = *q;
+            shown[k] = 0;
+            heading_anchor(shown, base, sizeof base);
+            int repeats = 0;
+            for (int i = 0; i < a->n; i++) repeats += !strcmp(a->base[i], base);
+            snprintf(a->base[a->n], sizeof a->base[0], "%s", base);
+            if (repeats) snprintf(a->anchor[a->n++], sizeof a->anchor[0], "%.140s-%d", base, repeats);
+            else snprintf(a->anchor[a->n++], sizeof a->anchor[0], "%s", base);
+        }
+        p = eol ? eol + 1 : p + strlen(p);
+    }
+    free(md);
+}
+
+static Anchors known[64];
+static int nknown;
+
+static const Anchors *anchors_named(const char *name) {
+    for (int i = 0; i < nknown; i++)
+        if (!strcmp(known[i].name, name)) return &known[i];
+    if (nknown == (int)(sizeof known / sizeof known[0])) return NULL;
+    anchors_of(name, &known[nknown]);
+    return &known[nknown++];
+}
+
+// "a/b/../c/./d.md" as "a/c/d.md"; 0 if it climbs out of the checkout.
+static int normalize_path(const char *in, char *out, size_t cap) {
+    char parts[64][256];
+    int n = 0;
+    for (const char *p = in; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && !strncmp(p, "..", 2)) {
+            if (n == 0) return 0;
+            n--;
+        } else if (len && !(len == 1 && *p == '.') && n < 64) {
+            snprintf(parts[n++], sizeof parts[0], "%.*s", (int)len, p);
+        }
+        p += len + (p[len] == '/');
+    }
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? "/" : "", parts[i]);
+    return 1;
+}
+
+// Every [text](target) of a README's prose (code blocks and inline code aside): a web address
+// is taken as it is; a path, from the README's folder, is a file or folder of the checkout;
+// a #anchor is a heading of the target (the README itself when no path comes before it).
+static void check_links(char *names[], int n) {
+    int links = 0, bad = 0, anchored = 0;
+    for (int d = 0; d < n; d++) {
+        char path[4800];
+        snprintf(path, sizeof path, "%s/%s", root, names[d]);
+        char *md = read_file(path, NULL);
+        if (!md) continue;
+        // Code blocks and inline code blanked (newlines kept): a link there is an example.
+        int fence = 0;
+        for (char *p = md; *p;) {
+            char *eol = strchr(p, '\n');
+            if (!eol) eol = p + strlen(p);
+            const char *s = p + strspn(p, " ");
+            int fence_line = starts_with(s, "```");
+            if (fence || fence_line) memset(p, ' ', (size_t)(eol - p));
+            if (fence_line) fence = !fence;
+            p = *eol ? eol + 1 : eol;
+        }
+        for (char *q = md; (q = strchr(q, '`'));) {
+            char *close = strchr(q + 1, '`');
+            if (!close) break;
+            for (char *r = q; r <= close; r++)
+                if (*r != '\n') *r = ' ';
+            q = close + 1;
+        }
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s", names[d]);
+        char *slash = strrchr(dir, '/');
+        if (slash) slash[1] = 0;
+        else dir[0] = 0;
+        for (const char *p = md; (p = strstr(p, "](")); p += 2) {
+            const char *start = p + 2, *end = strchr(start, ')');
+            if (!end) break;
+            int line = 1;
+            for (const char *c = md; c < p; c++) line += *c == '\n';
+            char target[600];
+            snprintf(target, sizeof target, "%.*s", (int)(end - start), start);
+            target[strcspn(target, " \"")] = 0;  // [text](target "title")
+            if (strstr(target, "://") || starts_with(target, "mailto:")) continue;
+            links++;
+            char *hash = strchr(target, '#'), file[600];
+            if (hash) *hash++ = 0;
+            if (!target[0]) {
+                snprintf(file, sizeof file, "%s", names[d]);
+            } else {
+                char joined[1200];
+                snprintf(joined, sizeof joined, "%s%s", dir, target);
+                int inside = normalize_path(joined, file, sizeof file);
+                char full[4800];
+                snprintf(full, sizeof full, "%s/%s", root, file);
+                struct stat st;
+                // Proves: a relative link names a file or folder of the checkout (only a broken
+                // one is named: the READMEs hold hundreds). Broken: README.md's link to
+                // labs/grade/README.md spelt labs/grades/README.md: caught, naming the line.
+                if (!inside || stat(full, &st) != 0) {
+                    EXPECT(0, "%s:%d: the link (%s) names %s, which is there", names[d], line, target,
+                           inside ? file : "a path outside the checkout");
+                    bad++;
+                    continue;
+                }
+            }
+            if (!hash || !*hash) continue;
+            anchored++;
+            const Anchors *a = anchors_named(file);
+            int found = 0;
+            for (int i = 0; a && i < a->n && !found; i++) found = !strcmp(a->anchor[i], hash);
+            // Proves: the #anchor is a heading of its target, as GitHub makes its anchors.
+            // Broken: README.md's #for-instructors spelt #for-instructor: caught, naming the line.
+            if (!found) {
+                EXPECT(0, "%s:%d: the link (%s#%s) names a heading of %s (%s)", names[d], line, target, hash, file,
+                       a && a->n >= 0 ? "no heading there has that anchor" : "not a file that can be read");
+                bad++;
+            }
+        }
+        free(md);
+    }
+    // Proves: the links were read (a reader that finds none cannot pass), and all resolve.
+    EXPECT(links >= 40 && anchored >= 20 && bad == 0,
+           "every link of the %d READMEs resolves: %d links, %d of them to a heading, %d broken (named above)", n,
+           links, anchored, bad);
+    for (int i = 0; i < nknown; i++) free(known[i].anchor), free(known[i].base);
+}
+
 // Under `make test`, the environment holds the MAKEFLAGS of the make running us: its command
 // line's variables (CUDA=0, NATIVE=0, ...), which the commands must build with too, and its
 // jobserver's file descriptors, which are not open as such here (a child make would read
@@ -528,15 +759,26 @@ int main(int argc, char **argv) {
         return 2;
     }
     keep_make_variables();
+    setlocale(LC_CTYPE, "C.UTF-8");  // headings' letters beyond ASCII (Ψ), for their anchors
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-commands-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     double t0 = now_s();
-    char path[4200];
-    snprintf(path, sizeof path, "%s/README.md", root);
-    char *md = read_file(path, NULL);
-    if (!EXPECT(md != NULL, "README.md is readable")) return test_done();
-    read_readme(md);
-    free(md);
+    char *names[README_MAX];
+    int nreadmes = readme_paths(root, names, README_MAX);
+    // Proves: the front door and the folders' READMEs are found (README.md first), so that a
+    // section moved into a folder's README is still read.
+    if (!EXPECT(nreadmes >= 6 && !strcmp(names[0], "README.md"), "README.md and the folders' READMEs found (%d)",
+                nreadmes))
+        return test_done();
+    for (int i = 0; i < nreadmes; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", root, names[i]);
+        char *md = read_file(path, NULL);
+        // Proves: each README found can be read.
+        if (!EXPECT(md != NULL, "%s is readable", names[i])) continue;
+        read_readme(md, names[i], i);
+        free(md);
+    }
     char help_out[600];
     snprintf(help_out, sizeof help_out, "%s/help.out", tmp);
     // Proves: make help itself works, and gives the list it is read from.
@@ -556,9 +798,11 @@ int main(int argc, char **argv) {
     EXPECT(status == 0, "a finished single-rank run for RUN_DIR and runs/single-... (exit %d%s%s)", status,
            status ? ": " : "", status ? tail_of(out) : "");
 
+    check_links(names, nreadmes);
     run_commands();
     run_instructor_loop();
     run_bad_depth();
+    for (int i = 0; i < nreadmes; i++) free(names[i]);
     printf("# %.1f s\n", now_s() - t0);
     tmp_finish(test_failed);
     return test_done();

@@ -1,11 +1,12 @@
 // test_figures.c — every figure the documents quote from a run is what the code prints today.
 //
 // Usage: test_figures ROOT [--write] [--only FILE] [--cache DIR]
-//   ROOT        the checkout, built (make test-programs); its README.md, lessons/ and lexicon/
+//   ROOT        the checkout, built (make test-programs); its READMEs (README.md and each
+//               folder's, tests/readmes.h), lessons/ and lexicon/
 //   --write     rewrite the stale figures in place (make docs-figures), for a person to review
 //               the diff, and fail only on what it cannot rewrite; without it, report each
 //               stale figure and fail
-//   --only FILE one document (README.md, lessons/06-global-batch-and-accumulation.md): its
+//   --only FILE one document (labs/README.md, lessons/06-global-batch-and-accumulation.md): its
 //               blocks, its registered figures and its scan
 //   --cache DIR keep each command's output in DIR and reuse what is there, for a person
 //               editing the documents (outputs of an older build are reused too: never in
@@ -32,13 +33,14 @@
 //      dated) or a timing of this machine, each with why; a figure is credited to the
 //      narrowest entry around it. A `$` block listed there is not run (a GPU node's
 //      transcript). An entry that covers no figure is an error: the list stays honest.
-//   4. The scan: every number of README.md, lessons/ and lexicon/ that looks like a figure
+//   4. The scan: every number of the READMEs, lessons/ and lexicon/ that looks like a figure
 //      from a run (a size in KiB/MiB/GiB/TiB, a time in ms or us, a number with 4 decimals or
 //      more, 16 hex digits, tokens/s) is in a checked block, is a registered figure or is in a
 //      listed paragraph; else the test fails, naming the file and the line.
 //
 // How the commands run: each distinct command once (a cache by its text), in the documents'
-// order (README.md, lessons/ and lexicon/ in order of name), then the registry's, all in one
+// order (README.md, the folders' READMEs, lessons/ and lexicon/ in order of name), then the
+// registry's, all in one
 // scratch copy of the checkout (links to ROOT's files and folders, and its own empty runs/),
 // so that `--run-dir runs/x` lands there and a later command reads runs/x: the dashboard's
 // frame is of a run a command before it made. The environment is fixed: no variable of the
@@ -56,12 +58,12 @@
 // where each comes from; the scan is what keeps a new, unchecked figure out. C, like the
 // other tests: the matching is small pure functions (tests/figures.h), each proven on crafted
 // input first (check_engine). Cost: every command runs once, the short runs the documents
-// quote (20 to 50 steps) where the length is not the point; the two 1000-step runs are the
-// README's headline output (the run its dashboard frame draws) and the single-rank run drawn
-// beside it. About 150 commands, three minutes of CPU on the 2-core VM.
+// quote (20 to 50 steps) where the length is not the point; the two 1000-step runs are
+// labs/README.md's headline output (the run tui/README.md's dashboard frame draws) and the
+// single-rank run drawn beside it. About 150 commands, three minutes of CPU on the 2-core VM.
 //
-// Broken on purpose: README's "peak memory per rank 5.45 MiB" edited to 5.70 fails part 1
-// naming README.md, the line, both lines; lesson 06's "drops from 7.76 MiB" edited to 8.26
+// Broken on purpose: labs/README.md's "peak memory per rank 5.45 MiB" edited to 5.70 fails part 1
+// naming labs/README.md, the line, both lines; lesson 06's "drops from 7.76 MiB" edited to 8.26
 // fails part 2; a new "peak 9.99 MiB" in a lesson fails part 4. The engine's own checks
 // (check_engine) fail with a mask that hides a loss, or a `...` that costs what a missing
 // line costs.
@@ -75,6 +77,7 @@
 #include "labtest.h"
 #include "figures.h"
 #include "hash.h"
+#include "readmes.h"
 
 static char root[4096];
 static int writing;
@@ -89,7 +92,7 @@ typedef struct {
 } Edit;
 
 typedef struct {
-    char name[256];  // README.md, lessons/01-why-distributed.md, ...
+    char name[256];  // README.md, labs/README.md, lessons/01-why-distributed.md, ...
     char *text;
     Lines lines;
     size_t *off;  // each line's offset in text
@@ -100,7 +103,7 @@ typedef struct {
     int nedits, capedits;
 } Doc;
 
-#define MAX_DOCS 80
+#define MAX_DOCS 96
 static Doc docs[MAX_DOCS];
 static int ndocs;
 
@@ -149,13 +152,20 @@ static int load_doc(const char *name) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-// README.md, then lessons/ and lexicon/ in order of name (or --only's one).
+// README.md and the folders' READMEs (readmes.h: labs/README.md, labs/grade/README.md, ...,
+// lessons/README.md among them), then the lessons and the terms in order of name (or --only's
+// one).
 static void load_docs(void) {
     if (only) {
         load_doc(only);
         return;
     }
-    load_doc("README.md");
+    char *readmes[README_MAX];
+    int nreadmes = readme_paths(root, readmes, README_MAX);
+    for (int i = 0; i < nreadmes; i++) {
+        load_doc(readmes[i]);
+        free(readmes[i]);
+    }
     const char *dirs[] = {"lessons", "lexicon"};
     for (int k = 0; k < 2; k++) {
         char path[4200], *names[80];
@@ -164,7 +174,8 @@ static void load_docs(void) {
         DIR *dir = opendir(path);
         for (struct dirent *e; dir && (e = readdir(dir)) && n < 80;) {
             size_t l = strlen(e->d_name);
-            if (l > 3 && !strcmp(e->d_name + l - 3, ".md")) names[n++] = strdup(e->d_name);
+            if (l > 3 && !strcmp(e->d_name + l - 3, ".md") && strcmp(e->d_name, "README.md"))  // read above
+                names[n++] = strdup(e->d_name);
         }
         if (dir) closedir(dir);
         qsort(names, (size_t)n, sizeof names[0], by_name);
@@ -504,7 +515,7 @@ static void check_entry(Entry *e) {
         }
     }
     // Proves: the block is what its command prints today, line for line, but for what varies
-    // between runs (figures.h's MASKS). Broken: README's ddp peak edited to 5.70 MiB: caught.
+    // between runs (figures.h's MASKS). Broken: labs/README.md's ddp peak edited to 5.70 MiB: caught.
     if (!bad)
         EXPECT(1, "%s:%d: `%s`: the %d lines shown are what it prints (exit %d, %.1f s)", name, e->cmd_line + 1, r->cmd,
                e->n, r->status, r->secs);
@@ -922,7 +933,10 @@ int main(int argc, char **argv) {
     check_engine();
 
     load_docs();
-    EXPECT(only ? ndocs == 1 : ndocs >= 60, "README.md, the lessons and the lexicon read (%d files)", ndocs);
+    // Proves: the documents were found: the READMEs (the front door and six folders'), the
+    // lessons and the terms, so a figure moved between them stays checked.
+    EXPECT(only ? ndocs == 1 : ndocs >= 70 && doc_named("README.md") && doc_named("labs/README.md"),
+           "the READMEs, the lessons and the lexicon read (%d files)", ndocs);
     int lists_ok = load_listed();
     for (int i = 0; i < ndocs; i++) find_blocks(&docs[i]);
     int figures_ok = load_figures();

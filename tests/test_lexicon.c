@@ -12,6 +12,8 @@
 //      also known as, the right category, related terms, labs), a definition of 80 to 250
 //      words, and its sections in order with a "Try it" that gives make commands;
 //   2. the 16 lessons, each with its sections in order, commands to run and folded answers;
+//      README.md's map of the course gives each lesson's labs and terms as the lesson does,
+//      and lessons/README.md is not taken for a lesson;
 //   3. every [[link]] in terms and lessons resolves, every term is linked from somewhere and
 //      listed by `shardlab lexicon`, every lab is used by a term and by a lesson;
 //   4. every command in a "Try it" or "Run it" block runs: a one-step run of exactly those
@@ -36,6 +38,7 @@
 #include "shardtest.h"
 #include "course.h"
 #include "mdterm.h"
+#include "readmes.h"
 
 static const char *root, *shardlab, *launcher, *labs_dir;
 
@@ -444,6 +447,75 @@ static void check_lessons(int *linked) {
     EXPECT(links_bad == 0, "every [[link]] in the lessons is a term or a lesson (%d dangling)", links_bad);
 }
 
+// The cells of the markdown table row that holds at (its "| ... |" line), into cells[]: up to
+// max, each without its padding. Returns how many; 0 if at is on no table row.
+static int row_cells(const char *text, const char *at, char cells[][1200], int max) {
+    const char *start = at;
+    while (start > text && start[-1] != '\n') start--;
+    const char *end = strchr(at, '\n');
+    if (!end) end = at + strlen(at);
+    if (*start != '|') return 0;
+    int n = 0;
+    for (const char *p = start + 1; p < end && n < max;) {
+        const char *bar = memchr(p, '|', (size_t)(end - p));
+        if (!bar) break;
+        while (p < bar && *p == ' ') p++;
+        const char *e = bar;
+        while (e > p && e[-1] == ' ') e--;
+        snprintf(cells[n++], sizeof cells[0], "%.*s", (int)(e - p), p);
+        p = bar + 1;
+    }
+    return n;
+}
+
+// README.md's map of the course: a row per lesson whose lab cell is the labs its "Run it"
+// runs (`lab-ddp`, in the order it first runs them) and whose terms cell is its "Terms" (each
+// linked to its entry, in the lesson's order). So the map says what the lessons say, and a
+// lesson that changes its labs or terms changes its row.
+static void check_course_map(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/README.md", root);
+    char *readme = read_file(path, NULL);
+    int rows = 0, bad = 0;
+    for (int i = 0; i < NLESSONS && readme; i++) {
+        char *md = load("lessons", LESSONS[i]);
+        size_t rl = 0, tl = 0;
+        const char *run_it = md ? section(md, "Run it", &rl) : NULL, *terms = md ? section(md, "Terms", &tl) : NULL;
+        char labs[400] = "", want_terms[4000] = "";
+        for (const char *p = run_it; p && (p = memmem(p, rl - (size_t)(p - run_it), "make lab-", 9)); p += 9) {
+            char lab[64];
+            snprintf(lab, sizeof lab, "`lab-%.*s`", (int)strspn(p + 9, "abcdefghijklmnopqrstuvwxyz"), p + 9);
+            if (!strstr(labs, lab))
+                snprintf(labs + strlen(labs), sizeof labs - strlen(labs), "%s%s", labs[0] ? ", " : "", lab);
+        }
+        for (const char *p = terms; p && (p = memmem(p, tl - (size_t)(p - terms), "[[", 2)); p += 2) {
+            const char *close = strstr(p, "]]");
+            if (!close) break;
+            int k = (int)(close - p - 2);
+            snprintf(want_terms + strlen(want_terms), sizeof want_terms - strlen(want_terms), "%s[%.*s](lexicon/%.*s.md)",
+                     want_terms[0] ? ", " : "", k, p + 2, k, p + 2);
+        }
+        char key[200], cells[6][1200];
+        snprintf(key, sizeof key, "](lessons/%s.md) |", LESSONS[i]);
+        const char *at = strstr(readme, key);
+        int n = at ? row_cells(readme, at, cells, 6) : 0;
+        if (n != 5 || strcmp(cells[1], labs) || strcmp(cells[4], want_terms)) {
+            bad++;
+            printf("# README.md's map, lessons/%s.md: %s\n#   labs %s, lesson runs %s\n#   terms %s\n#   lesson's %s\n",
+                   LESSONS[i], at ? "its row differs" : "no row", n > 1 ? cells[1] : "-", labs, n > 4 ? cells[4] : "-",
+                   want_terms);
+        }
+        rows += at != NULL;
+        free(md);
+    }
+    // Proves: the map's labs and terms are the lessons' own, row by row. Broken variant:
+    // lesson 05's row without its last term, rank-and-world-size: caught, both lists printed.
+    EXPECT(readme && rows == NLESSONS && bad == 0,
+           "README.md's map of the course: a row per lesson, its labs and terms those of the lesson's Run it and Terms "
+           "(%d rows of %d, %d differ)", rows, NLESSONS, bad);
+    free(readme);
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. Formulas: the entries' formula blocks evaluated against what the labs log
 
@@ -788,6 +860,13 @@ static void check_lesson_command(void) {
     EXPECT(status == 0 && listed == NLESSONS && count_lines(out) == NLESSONS + 2,
            "shardlab lesson: lists the %d lessons in order, number and title (%d listed, exit %d)", NLESSONS, listed,
            status);
+    // Proves: lessons/README.md, the folder's own documentation, is no lesson: it is there,
+    // and the list above holds the 16 lessons and nothing more. Broken variant: course.c
+    // reading every *.md lists it as a 17th (README, "The lexicon and the lessons").
+    char readme[700];
+    snprintf(readme, sizeof readme, "%s/lessons/README.md", root);
+    EXPECT(access(readme, R_OK) == 0 && !strstr(out, "The lexicon and the lessons"),
+           "shardlab lesson: lessons/README.md is there and is not listed as a lesson");
     free(out);
 
     // One lesson four ways: its number, with a leading zero, its slug without the number, its
@@ -954,10 +1033,10 @@ static void check_command(int *linked) {
 // ---------------------------------------------------------------------------------------
 // 7. One value per quantity: what several files state, they state alike
 
-// The files a reader meets a quantity in: the terms, the lessons and the README (and, for the
-// all-reduce threshold, the option's help in labs/core/catalog.c). Returns how many it read
-// into texts[] (paths in names[]).
-#define MAX_TEXTS 80
+// The files a reader meets a quantity in: the terms, the lessons and the READMEs (README.md
+// and each folder's, tests/readmes.h; and, for the all-reduce threshold, the option's help in
+// labs/core/catalog.c). Returns how many it read into texts[] (paths in names[]).
+#define MAX_TEXTS 96
 static int read_texts(char *texts[], char names[][96], int with_catalog) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -966,13 +1045,18 @@ static int read_texts(char *texts[], char names[][96], int with_catalog) {
             snprintf(names[n], 96, "%s/%s.md", pass ? "lessons" : "lexicon", pass ? LESSONS[i] : TERMS[i].slug);
             if (texts[n]) n++;
         }
-    const char *extra[] = {"README.md", "labs/core/catalog.c"};
-    for (int i = 0; i < (with_catalog ? 2 : 1) && n < MAX_TEXTS; i++) {
-        char path[700];
-        snprintf(path, sizeof path, "%s/%s", root, extra[i]);
-        texts[n] = read_file(path, NULL);
-        snprintf(names[n], 96, "%s", extra[i]);
-        if (texts[n]) n++;
+    char *extra[README_MAX + 1];
+    int nextra = readme_paths(root, extra, README_MAX);
+    if (with_catalog) extra[nextra++] = strdup("labs/core/catalog.c");
+    for (int i = 0; i < nextra; i++) {
+        if (n < MAX_TEXTS) {
+            char path[700];
+            snprintf(path, sizeof path, "%s/%s", root, extra[i]);
+            texts[n] = read_file(path, NULL);
+            snprintf(names[n], 96, "%s", extra[i]);
+            if (texts[n]) n++;
+        }
+        free(extra[i]);
     }
     return n;
 }
@@ -1186,6 +1270,7 @@ int main(int argc, char **argv) {
     int linked[NTERMS] = {0};
     check_terms(linked);
     check_lessons(linked);
+    check_course_map();
     check_command(linked);
     check_lesson_command();
     int unlinked = 0;

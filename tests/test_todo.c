@@ -9,7 +9,8 @@
 //      exactly the checks of its regions; the configurations' points add up to the grader's
 //      166 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
-//      decay is explained;
+//      decay is explained; labs/grade/README.md's index names each region's check, and
+//      README.md's map of the course gives each lesson the regions that name it;
 //   2. the reference solution (a copy of labs/, built as make check builds one: CPU, LABS_SRC):
 //      every check passes, each alone in a few seconds, and the progress view says so;
 //   3. the starter (make starter): every check says "not written yet: <its words>
@@ -128,8 +129,9 @@ static void check_table(void) {
         if (known != named) names_ok = 0;
         if (todo_region_named(r->name) != r) names_ok = 0;
     }
-    // README's index of the regions names each one's check.
-    char *readme = read_file("README.md", NULL);
+    // The grading guide's index of the regions (labs/grade/README.md, For instructors) names
+    // each one's check.
+    char *readme = read_file("labs/grade/README.md", NULL);
     int listed = 0;
     for (int i = 0; readme && i < TODO_NREGIONS; i++) {
         char row[700], name[80];
@@ -139,8 +141,8 @@ static void check_table(void) {
         listed += at && eol && !strncmp(eol + 1 - strlen(name), name, strlen(name));
     }
     free(readme);
-    EXPECT(listed == TODO_NREGIONS, "README's index of the regions names each one's check (%d of %d)", listed,
-           TODO_NREGIONS);
+    EXPECT(listed == TODO_NREGIONS, "labs/grade/README.md's index of the regions names each one's check (%d of %d)",
+           listed, TODO_NREGIONS);
     EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
@@ -188,6 +190,60 @@ static void check_reread(void) {
     EXPECT(explains, "adamw's reread (%s) names lesson 2's paragraph %s, which explains decoupled weight decay against "
            "Adam's L2", adamw ? adamw->reread : "no region", want);
     free(lesson);
+}
+
+// README.md's map of the course: each lesson's row lists, in its TODO cell, exactly the
+// regions whose reread names that lesson ("lesson 3 (collectives-and-their-cost)"), in the
+// table's order, or "—" for none. So the map sends a student to the checks the lesson teaches,
+// as the checks send a student back to the lesson.
+static void check_course_map(void) {
+    char *readme = read_file("README.md", NULL);
+    FILE *ls = popen("ls lessons/[0-9][0-9]-*.md", "r");
+    char file[300];
+    int rows = 0, bad = 0, lessons = 0;
+    while (ls && readme && fgets(file, sizeof file, ls)) {
+        file[strcspn(file, "\n")] = 0;
+        lessons++;
+        const char *slug = file + strlen("lessons/00-");
+        char slug_only[200];
+        snprintf(slug_only, sizeof slug_only, "%.*s", (int)(strlen(slug) - 3), slug);
+        char want[800] = "";
+        for (int i = 0; i < TODO_NREGIONS; i++) {
+            const char *r = TODO_REGIONS[i].reread, *open = strchr(r, '('), *close = open ? strchr(open, ')') : NULL;
+            char list[400] = "";
+            if (open && close) snprintf(list, sizeof list, "%.*s", (int)(close - open - 1), open + 1);
+            int names = 0;
+            for (char *save, *s = strtok_r(list, ", ", &save); s; s = strtok_r(NULL, ", ", &save))
+                names |= !strcmp(s, slug_only);
+            if (names)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s`%s`", want[0] ? ", " : "",
+                         TODO_REGIONS[i].name);
+        }
+        if (!want[0]) snprintf(want, sizeof want, "—");
+        // The row's fourth cell.
+        char key[400];
+        snprintf(key, sizeof key, "](%s) |", file);
+        const char *at = strstr(readme, key), *cell = at ? at + strlen(key) : NULL;  // the lab cell
+        for (int k = 0; cell && k < 2; k++) cell = (cell = strchr(cell, '|')) ? cell + 1 : NULL;  // past labs, files
+        const char *end = cell ? strchr(cell, '|') : NULL;
+        char got[800] = "";
+        if (cell && end) {
+            while (*cell == ' ') cell++;
+            const char *e = end;
+            while (e > cell && e[-1] == ' ') e--;
+            snprintf(got, sizeof got, "%.*s", (int)(e - cell), cell);
+        }
+        rows += at != NULL;
+        if (strcmp(got, want))
+            bad++, printf("# README.md's map, %s: TODO regions '%s', the regions name '%s'\n", file, got, want);
+    }
+    if (ls) pclose(ls);
+    // Proves: the map's TODO cells are the regions' own lessons. Broken variant: lesson 07's
+    // row without ddp-overlap: caught, both lists printed.
+    EXPECT(lessons >= 16 && rows == lessons && bad == 0,
+           "README.md's map of the course lists each lesson's TODO regions as the regions name their lessons (%d rows "
+           "of %d lessons, %d differ)", rows, lessons, bad);
+    free(readme);
 }
 
 // ---- the progress view as JSON (check --json: what the web's lab pages draw) ------------------
@@ -242,6 +298,7 @@ int main(void) {
     double t_start = now_s();
     check_table();
     check_reread();
+    check_course_map();
 
     // ---- 2. the reference: every check passes, each in seconds --------------------------------
     char ref_src[600], ref_build[600];

@@ -131,11 +131,11 @@ static void check_overview(const char *how, const char *frame) {
                strstr(frame, want),
            "%s: the overview names exposed and hidden communication, r0 '%s'", how, want);
     // Proves: the bars' heading names what the bar's '~' is, communication (ms.comm, as the
-    // legend below and the README's frame say), in the words the README quotes (broken
+    // legend below and tui/README.md's frame say), in the words that README quotes (broken
     // variant: "~wait" over bars the README calls "~comm").
     const char *heading = " rank  step  ms/step  =compute ~comm sent/step   memory by category, to scale";
-    char *readme = read_file("README.md", NULL);
-    EXPECT(strstr(frame, heading) && readme && strstr(readme, heading), "%s: the rows' heading '%s', as README.md shows it",
+    char *readme = read_file("tui/README.md", NULL);
+    EXPECT(strstr(frame, heading) && readme && strstr(readme, heading), "%s: the rows' heading '%s', as tui/README.md shows it",
            how, heading);
     free(readme);
 }

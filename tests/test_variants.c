@@ -6,7 +6,8 @@
 //
 // Each student is a copy of labs/ built on the CPU as `make grade` builds one (LABS_SRC,
 // CUDA=0), and graded with `shardlab grade --labs --only`:
-//   - README's index of the student regions lists every one of them, and nothing else;
+//   - the grading guide's index of the student regions (labs/grade/README.md) lists every one
+//     of them, and nothing else;
 //   - the starter (make starter): it builds, every lab stops at a stub, and scores 0;
 //   - the reference copy, built the same way: full marks, graded by the starter's own grader,
 //     whose reference programs are built from the starter (every region a stub) with the
@@ -245,10 +246,10 @@ static void reason_says(const Variant *x, const JsonValue *g) {
     }
 }
 
-// README's index of the student regions (For instructors, step 1) lists each one, by its file
-// and its BEGIN SOLUTION line, and nothing else.
+// The grading guide's index of the student regions (labs/grade/README.md, For instructors,
+// step 1) lists each one, by its file and its BEGIN SOLUTION line, and nothing else.
 static void check_region_index(void) {
-    char *readme = read_file("README.md", NULL);
+    char *readme = read_file("labs/grade/README.md", NULL);
     FILE *p = popen("grep -rn --include='*.c' --include='*.h' --include='*.cu' 'BEGIN SOLUTION' labs", "r");
     int regions = 0, listed = 0, rows = 0;
     char line[1024], missing[300] = "";
@@ -266,8 +267,8 @@ static void check_region_index(void) {
     if (p) pclose(p);
     for (const char *q = readme; q && (q = strstr(q, "\n   | `labs/")); q++) rows++;
     EXPECT(regions >= 10 && listed == regions && rows == regions,
-           "README's index lists the %d student regions, each by its file and what it does, and no other (%d listed, "
-           "%d rows%s%s)", regions, listed, rows, missing[0] ? "; missing " : "", missing);
+           "labs/grade/README.md's index lists the %d student regions, each by its file and what it does, and no other "
+           "(%d listed, %d rows%s%s)", regions, listed, rows, missing[0] ? "; missing " : "", missing);
     free(readme);
 }
 
@@ -300,7 +301,7 @@ static void check_grader_calls_no_student_file(const char *build_dir) {
 
 // ---- a student's own make grade: what the instructor's make grade LABS= gives ------------------
 //
-// In a student's copy, `make grade` is the README's last step, and the grader there is the
+// In a student's copy, `make grade` is the grading guide's last step, and the grader there is the
 // copy's own build. So a reference run that executed a student region would run the
 // student's code on both sides of the comparison, and a wrong region would pass. The wrong
 // students here are those whose edit is in a region that the reference of their graded
@@ -350,7 +351,7 @@ static void check_self_grade(void) {
         }
         snprintf(out_self, sizeof out_self, "%s/self-grade-%zu", tmp, v);
         snprintf(out_inst, sizeof out_inst, "%s/instructor-grade-%zu", tmp, v);
-        // The student, in the copy, as the README says (no GPU, no packages installed).
+        // The student, in the copy, as the grading guide says (no GPU, no packages installed).
         sh("cd %s && CUDA_VISIBLE_DEVICES= make -s grade DEPS=0 CUDA=0 ONLY=%s OUT=%s REFS=%s/self-refs >%s/self-%zu.txt "
            "2>&1", self, x->only, out_self, tmp, tmp, v);
         // The instructor: this build's shardlab on the labs make grade built from the copy.

@@ -14,7 +14,7 @@
 #include "suggest.h"
 
 // The schedule's and the replay points' automatic values, as text (catalog.h; chosen by
-// measurement: see README, "The recipe").
+// measurement: see labs/README.md, "The recipe").
 #define TEXT(x) TEXT_(x)
 #define TEXT_(x) #x
 #define WARMUP_AUTO_TEXT TEXT(CATALOG_WARMUP_AUTO)
@@ -36,7 +36,7 @@ const CatOption catalog_train[] = {
     {"layers", OPT_INT, 1, 256, NULL, "2", "L", "transformer blocks", FORM, NULL},
     {"dim", OPT_INT, 1, 16384, NULL, "64", "C", "model width", FORM, NULL},
     {"heads", OPT_INT, 1, 256, NULL, "4", "NH", "attention heads (must divide --dim)", FORM, NULL},
-    // flash by measurement: see README, "Attention: --attn".
+    // flash by measurement: see labs/README.md, "Attention: --attn".
     {"attn", OPT_STRING, 0, 0, "flash|naive", "flash", "ALGO",
      "attention: flash (tiles, online softmax: keeps NH floats per token) or naive (keeps the NH x T probabilities "
      "per token); same math, same weights", FORM, NULL},

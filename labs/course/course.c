@@ -54,7 +54,9 @@ static int read_header(const char *path, const char *name, LexTerm *t) {
 
 static int by_slug(const void *a, const void *b) { return strcmp(((const LexTerm *)a)->slug, ((const LexTerm *)b)->slug); }
 
-// Every *.md of dir, read with read_header; -1 with err if dir cannot be read.
+// Every *.md of dir, read with read_header; -1 with err if dir cannot be read. A README.md
+// is about the folder (lessons/README.md: the course's two kinds of file), not a lesson or a
+// term, and is left out.
 static int read_dir(const char *dir, LexTerm **out, int *n, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -66,7 +68,9 @@ static int read_dir(const char *dir, LexTerm **out, int *n, char *err, size_t er
     *n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".md") != 0 || e->d_name[0] == '.' || len > 60) continue;
+        if (len < 4 || strcmp(e->d_name + len - 3, ".md") != 0 || e->d_name[0] == '.' || len > 60 ||
+            strcmp(e->d_name, "README.md") == 0)
+            continue;
         if (*n == cap) *out = realloc_check(*out, (size_t)(cap *= 2) * sizeof **out);
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -32,7 +32,7 @@
 #include "grade.h"
 #include "grade_internal.h"
 
-// The tolerances (README, "Grading"). A distributed run adds the same fp32 numbers as the
+// The tolerances (labs/grade/README.md). A distributed run adds the same fp32 numbers as the
 // single-rank run in another order (all-reduce, micro-batches), nothing else. Started from the
 // same state, the two stay within 1e-7 in the loss for ten steps (measured on every graded
 // configuration, from step 1 and from replay points up to step 800 of 1000); a lost, doubled or

@@ -1,10 +1,10 @@
 #!/bin/sh
 # grade_sweep.sh — does a correct run of the course's length get full marks? The reference
-# labs run as the README runs them, at 200 and at 1000 steps, each graded by shardlab grade.
+# labs run as the READMEs run them, at 200 and at 1000 steps, each graded by shardlab grade.
 #
 # usage: sh tests/bench/grade_sweep.sh [LENGTHS]       (make grade-sweep [LENGTHS="200 1000"])
 #
-# The configurations are the README's commands, at their defaults:
+# The configurations are the READMEs' commands, at their defaults:
 #   make lab-ddp NGPU=2                    ddp on 2 ranks
 #   make lab-zero STAGE=2 NGPU=4           ZeRO stage 2 on 4 ranks
 #   make lab-fsdp NGPU=4                   FSDP on 4 ranks
