@@ -48,7 +48,7 @@ run_test() {
     t=$2
     case "$name" in
         test_single) run "$name" "$t" "$BUILD/labs/single" "$BUILD/san/labs/single" ;;
-        test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" ;;
+        test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" "$BUILD/breaks/ddp" ;;
         test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" ;;
         test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" ;;
         test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
