@@ -49,8 +49,9 @@ run_test() {
     case "$name" in
         test_single) run "$name" "$t" "$BUILD/labs/single" "$BUILD/san/labs/single" ;;
         test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" "$BUILD/breaks/ddp" ;;
-        test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" ;;
-        test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" ;;
+        test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" "$BUILD/breaks/zero" ;;
+        test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" \
+            "$BUILD/breaks/fsdp" ;;
         test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
         test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" ;;
         test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
