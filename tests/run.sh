@@ -54,7 +54,7 @@ run_test() {
             "$BUILD/breaks/fsdp" ;;
         test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
         test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" ;;
-        test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
+        test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" "$BUILD/breaks/tp" ;;
         test_web) run "$name" "$t" "." "$BUILD/san/shardlab" ;;
         test_lexicon) run "$name" "$t" "." "$BUILD/san/shardlab" "$BUILD/shardlab" "$BUILD/labs" ;;
         test_commands | test_figures) run "$name" "$t" "." ;;

@@ -71,7 +71,7 @@ static const Variant VARIANTS[] = {
     {"--prefetch forgotten in the backward pass", "fsdp.c",
      "            if (f->prefetch && u > 0) unit_start_gather(f, u - 1);\n", "", "fsdp", "fsdp",
      "fsdp-prefetch=comm.bytes", NULL, NULL},
-    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/tensor_parallel.c",
+    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/f_and_g.c",
      "row-parallel linear (SP: reduce-scatter) */\n"
      "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
      "    if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);\n"
