@@ -370,11 +370,14 @@ int main(int argc, char **argv) {
     check_with_dp(4, 2, 4);
     check_with_dp(8, 2, 4);
     check_with_dp(8, 4, 2);
-    // Naive attention: one schedule against single --attn naive, the same checks.
+    // Naive attention: one schedule against single --attn naive, the same checks. Then
+    // single's flash run is ref4 again: the broken run below (flash) is held to it.
+    Run flash4 = ref4;
     attn = "naive";
     run_single(&ref4, "single4-naive", "4");
     grade_schedule("1f1b", 2, 4, 1);
     attn = "flash";
+    ref4 = flash4;
     check_broken_is_caught();
     check_bad_input();
     check_sanitized();
