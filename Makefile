@@ -208,7 +208,7 @@ REF_SAN   := $(REF_LABS:%=$(BUILD)/san/labs/ref/%)
 # each lab linked with a file that misbehaves in one step of it, put in with --wrap as the
 # references' solutions are (BREAK_WRAP_<lab>: the functions it replaces), from the objects
 # the lab programs are built from, as the tests run those: the lab files hold no test code.
-BREAK_LABS := ddp zero fsdp tp pp ckpt
+BREAK_LABS := ddp zero fsdp tp pp ckpt shard
 BREAK_BINS := $(BREAK_LABS:%=$(BUILD)/breaks/%)
 BREAK_WRAP_ddp := dist_all_reduce_start dist_wait
 BREAK_WRAP_zero := train_args_parse sharded_all_gather
@@ -216,6 +216,7 @@ BREAK_WRAP_fsdp := sharded_reduce_gradient
 BREAK_WRAP_tp := tp_f_backward
 BREAK_WRAP_pp := outbox_post
 BREAK_WRAP_ckpt := gpt_layer_forward gpt_layer_backward
+BREAK_WRAP_shard := shard_first
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').

@@ -61,7 +61,7 @@ run_test() {
         test_build | test_bench_gpu) run "$name" "$t" "." ;;
         test_gpu_check) run "$name" "$t" "." "$BUILD/shardlab" ;;
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
-        test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
+        test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" "$BUILD/breaks/shard" ;;
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
         test_sandbox) run "$name" "$t" "$BUILD/shardlab" ;;
         test_mixed) run "$name" "$t" "$BUILD/shardlab" "$BUILD/labs" "$BUILD/san/labs" ;;
