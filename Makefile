@@ -414,7 +414,7 @@ $(BUILD)/san/labs/ref/%: $(LABS_SRC)/%.c $(LIB_SAN) $(BUILD)/san/grade/solutions
 # Every broken lab also says what is broken in it (tests/breaks/breaks.c wraps lab_start).
 $(BUILD)/breaks/%: $(LABS_SRC)/%.c tests/breaks/%.c tests/breaks/breaks.c tests/breaks/breaks.h $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $(BACKEND_STAMP)
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests/breaks $< tests/breaks/$*.c tests/breaks/breaks.c $(LIB_OBJS) $(addprefix -Wl$(comma)--wrap=,lab_start $(BREAK_WRAP_$*)) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< tests/breaks/$*.c tests/breaks/breaks.c $(LIB_OBJS) $(addprefix -Wl$(comma)--wrap=,lab_start $(BREAK_WRAP_$*)) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
