@@ -204,6 +204,19 @@ REF_LABS  := single shard zero
 REF_WRAP  := -Wl,--wrap=adamw_update -Wl,--wrap=sampler_epoch -Wl,--wrap=shard_layout_init
 REF_BINS  := $(REF_LABS:%=$(BUILD)/labs/ref/%)
 REF_SAN   := $(REF_LABS:%=$(BUILD)/san/labs/ref/%)
+# The deliberately broken labs that the labs' tests prove the graders catch (tests/breaks/):
+# each lab linked with a file that misbehaves in one step of it, put in with --wrap as the
+# references' solutions are (BREAK_WRAP_<lab>: the functions it replaces), from the objects
+# the lab programs are built from, as the tests run those: the lab files hold no test code.
+BREAK_LABS := ddp zero fsdp tp pp ckpt shard
+BREAK_BINS := $(BREAK_LABS:%=$(BUILD)/breaks/%)
+BREAK_WRAP_ddp := dist_all_reduce_start dist_wait
+BREAK_WRAP_zero := train_args_parse sharded_all_gather
+BREAK_WRAP_fsdp := sharded_reduce_gradient
+BREAK_WRAP_tp := tp_f_backward
+BREAK_WRAP_pp := outbox_post
+BREAK_WRAP_ckpt := gpt_layer_forward gpt_layer_backward
+BREAK_WRAP_shard := shard_first
 # The terminal dashboard (tui/): the drawing is plain C (the tests and the fuzzer link it
 # without a terminal); tui.c drives ncurses. ncursesw's flags are read when a rule needs
 # them, after `make deps` has had the chance to install it (hence '=', not ':=').
@@ -397,6 +410,11 @@ $(BUILD)/labs/ref/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(BUILD)/grade/solutions.o $(LA
 
 $(BUILD)/san/labs/ref/%: $(LABS_SRC)/%.c $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs/ref
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS)
+
+# Every broken lab also says what is broken in it (tests/breaks/breaks.c wraps lab_start).
+$(BUILD)/breaks/%: $(LABS_SRC)/%.c tests/breaks/%.c tests/breaks/breaks.c tests/breaks/breaks.h $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $(BACKEND_STAMP)
+	@mkdir -p $(@D)
+	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< tests/breaks/$*.c tests/breaks/breaks.c $(LIB_OBJS) $(addprefix -Wl$(comma)--wrap=,lab_start $(BREAK_WRAP_$*)) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # test_todo and test_variants read the table of the TODO regions (tests/todo/regions.c).
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
@@ -667,7 +685,7 @@ GPU_TESTS := $(if $(CUDA_BUILD),$(BUILD)/gpu/test_cuda_ops $(BUILD)/gpu/bench_op
 # The C benchmarks are built (not run) so that they keep compiling with the code they time.
 BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
 # What the tests run, built (make -j N test-programs builds it on N cores; .ci/run does).
-test-programs: all $(TEST_BINS) $(LAB_SAN) $(REF_SAN) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
+test-programs: all $(TEST_BINS) $(LAB_SAN) $(REF_SAN) $(BREAK_BINS) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 test: deps deps-browser test-programs
 	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
 	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)

@@ -92,7 +92,7 @@ typedef struct {
     const TrainArgs *a;
     int first, count;     // this rank's sequences of each global batch
     float loss_scale;     // 1 / (B T) of the global batch
-    CkptPass pass;        // spans, the broken variant, the time spent recomputing
+    CkptPass pass;        // spans, and the time spent recomputing
 } Work;
 
 // Forward and backward with recomputation over this rank's micro-batches of acts->B
@@ -215,8 +215,6 @@ int main(int argc, char **argv) {
     lab_begin(&L, "%d rank(s) on %s, backend %s, policy %s", N, L.dev.name, L.backend, policy.name);
     RunLog *log = &L.log;
     GptConfig cfg = L.cfg;
-    int broken = check_test_break("ckpt-stale-recompute");
-    if (broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: checkpointed blocks are not recomputed\n");
 
     Gpt model;
     GptAdamW adam;
@@ -236,7 +234,7 @@ int main(int argc, char **argv) {
     lab_replica_memory(&L, micro, ckpt_acts_formula(&cfg, &policy), acts_bytes, 1);
 
     Work work = {.model = &model, .corpus = &L.corpus, .a = &a, .first = rank * per_rank, .count = per_rank,
-                 .loss_scale = (float)(1.0 / L.tokens_per_step), .pass = {.log = log, .skip_recompute = broken}};
+                 .loss_scale = (float)(1.0 / L.tokens_per_step), .pass = {.log = log}};
     if (reps > 0) {  // none, every, sqrt, and K if given
         CkptPolicy all[4];
         for (int k = CKPT_NONE; k <= CKPT_SQRT; k++) ckpt_policy(&all[k], (CkptKind)k, 0, a.layers);

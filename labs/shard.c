@@ -282,7 +282,7 @@ static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long 
     }
     *ld = (Loader){.strategy = strategy, .mix = mix, .B = a->batch, .N = L->world, .rank = L->rank,
                    .local_ranks = L->env.local_world, .per_rank = a->batch / L->world, .S = a->seq + 1, .seed = a->seed,
-                   .dir = L->log.dir, .broken = check_test_break("shard-overlap")};
+                   .dir = L->log.dir};
     loader_open(ld, data_path, cap);
     if (cap > ld->ds.available)
         usage_error("shard", "--items %lld: the data holds only %lld items of T+1 = %d bytes", cap,
@@ -291,7 +291,6 @@ static void open_data(Loader *ld, Lab *L, Strategy strategy, Mixture *mix, long 
         usage_error("shard", "%lld items make no global batch of %d (drop_last): lower --batch or raise --items",
                     (long long)ld->D, a->batch);
     if (mix && mixture_layout(mix, ld->D, err, sizeof err) != 0) usage_error("shard", "--weights: %s", err);
-    if (ld->broken) runlog_printf(&L->log, "SHARDLAB_TEST_BREAK: deliberately broken: ranks 1.. start one position early\n");
     runlog_printf(&L->log, "data: %s, D = %lld items of T+1 = %d bytes%s; B = %d: %lld steps an epoch, drop_last leaves "
                            "%lld items out; rank %d takes positions %d..%d of each global batch\n",
                   strcmp(a->data, "synthetic") == 0 ? "synthetic corpus in dataset.bin" : a->data, (long long)ld->D, ld->S,

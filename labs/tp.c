@@ -13,7 +13,7 @@
 //        X ──f──> [ X A_r ] ──(attention / GELU: local)──> [ Y_r B_r ] ──g──> sum_r Y_r B_r + b
 //             (all of X)   (rank r's heads / columns)      (a PARTIAL output)
 //
-// Two operators carry all the communication (tp/tensor_parallel.c writes them out):
+// Two operators carry all the communication (tp/f_and_g.c writes them out):
 //   f  at the input of a column-parallel linear: forward identity (every rank already holds
 //      X), backward ALL-REDUCE (X's gradient is the sum of the ranks' partial gradients)
 //   g  at the output of a row-parallel linear: forward ALL-REDUCE (sum the partial outputs),
@@ -317,10 +317,6 @@ int main(int argc, char **argv) {
     tp_create(&tp, &cfg, t, r, sp, vp, &tp_group, &L.dist, &L.mem, &a);
     tp.log = log;
     if (a.init) runlog_printf(log, "weights: loaded from %s\n", a.init);
-    tp.broken = check_test_break("tp-skip-f");
-    if (tp.broken)
-        runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: block 0's attention f skips its backward %s\n",
-                      sp ? "reduce-scatter" : "all-reduce");
     TpAdamW adam;
     tp_adamw_create(&adam, &tp, &a);
     TpActs acts;

@@ -87,7 +87,6 @@ typedef struct {
     //   grads   stages 0-1: the whole padded unit      stages 2-3: its shard
     void **params, **grads;
     void **param_slice, **grad_slice;  // [unit] this rank's part: what its optimizer updates
-    int broken;  // SHARDLAB_TEST_BREAK=zero-skip-gather: unit 0's updated weights are not all-gathered
 } Zero;
 
 static char *at(void *p, size_t elements, size_t e) { return (char *)p + elements * e; }
@@ -253,8 +252,7 @@ static void reduce_gradients(Zero *z) {
 static void gather_updated_weights(Zero *z) {
     /* BEGIN SOLUTION: stages 1-2: all-gather each unit's updated shard into the whole unit */
     for (int u = 0; u < z->lay.units && (z->stage == 1 || z->stage == 2); u++)
-        if (!(z->broken && u == 0))  // the graders' own test: a ZeRO that forgets one unit must be caught
-            sharded_all_gather(z->group, z->prec, z->param_slice[u], z->params[u], shard_padded(&z->lay, u), u, NULL);
+        sharded_all_gather(z->group, z->prec, z->param_slice[u], z->params[u], shard_padded(&z->lay, u), u, NULL);
     /* END SOLUTION */
 }
 
@@ -345,10 +343,6 @@ int main(int argc, char **argv) {
     shard_layout_init(&lay, &cfg, N, rank, mixed ? 2 : 1);
     float **init = sharded_init_weights(&lay, &cfg, &a, &L.dist.world_group);
     zero_create(&z, stage, prec, &lay, &L.dist.world_group, mem, init);
-    z.broken = check_test_break("zero-skip-gather");
-    if (z.broken && (stage == 0 || stage == 3))
-        usage_error("zero", "SHARDLAB_TEST_BREAK=zero-skip-gather needs --stage 1 or 2");
-    if (z.broken) runlog_printf(log, "SHARDLAB_TEST_BREAK: deliberately broken: unit 0's updated weights are not all-gathered\n");
     ShardedAdamW adam;
     sharded_adamw_create(&adam, &z.lay, prec, stage >= 1, offload, &a, mem, &host, init);
     sharded_free_weights(&z.lay, init);

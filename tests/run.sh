@@ -48,19 +48,20 @@ run_test() {
     t=$2
     case "$name" in
         test_single) run "$name" "$t" "$BUILD/labs/single" "$BUILD/san/labs/single" ;;
-        test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" ;;
-        test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" ;;
-        test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" ;;
-        test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" ;;
-        test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" ;;
-        test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" ;;
+        test_ddp) run "$name" "$t" "$BUILD/labs/ddp" "$BUILD/labs/single" "$BUILD/san/labs/ddp" "$BUILD/breaks/ddp" ;;
+        test_zero) run "$name" "$t" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/zero" "$BUILD/breaks/zero" ;;
+        test_fsdp) run "$name" "$t" "$BUILD/labs/fsdp" "$BUILD/labs/zero" "$BUILD/labs/single" "$BUILD/san/labs/fsdp" \
+            "$BUILD/breaks/fsdp" ;;
+        test_pp) run "$name" "$t" "$BUILD/labs/pp" "$BUILD/labs/single" "$BUILD/san/labs/pp" "$BUILD/breaks/pp" ;;
+        test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" "$BUILD/breaks/ckpt" ;;
+        test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" "$BUILD/breaks/tp" ;;
         test_web) run "$name" "$t" "." "$BUILD/san/shardlab" ;;
         test_lexicon) run "$name" "$t" "." "$BUILD/san/shardlab" "$BUILD/shardlab" "$BUILD/labs" ;;
         test_commands | test_figures | test_design) run "$name" "$t" "." ;;
         test_build | test_bench_gpu) run "$name" "$t" "." ;;
         test_gpu_check) run "$name" "$t" "." "$BUILD/shardlab" ;;
         test_dcp) run "$name" "$t" "$BUILD/labs" "$BUILD/shardlab" "$BUILD/san/labs" ;;
-        test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" ;;
+        test_shard) run "$name" "$t" "$BUILD/labs/shard" "$BUILD/labs/single" "$BUILD/san/labs/shard" "$BUILD/breaks/shard" ;;
         test_variants) run "$name" "$t" "$BUILD/shardlab" ;;
         test_sandbox) run "$name" "$t" "$BUILD/shardlab" ;;
         test_mixed) run "$name" "$t" "$BUILD/shardlab" "$BUILD/labs" "$BUILD/san/labs" ;;

@@ -1,6 +1,6 @@
 // test_ckpt.c — the activation-checkpointing lab graded from its run logs, against single.
 //
-// usage: test_ckpt OPTIMIZED_CKPT OPTIMIZED_SINGLE SANITIZED_CKPT
+// usage: test_ckpt OPTIMIZED_CKPT OPTIMIZED_SINGLE SANITIZED_CKPT BROKEN_CKPT
 //
 // What is checked (a model of L = 6 blocks, C = 32, T = 16, global batch 8 in 2 micro-batches
 // per rank; 6 blocks so that every policy differs: c = 6, 3, 2 checkpointed blocks for every,
@@ -26,9 +26,9 @@
 //     2K, ..., every and sqrt all blocks, once per micro-batch;
 //   - the comparison table: each policy's row (none, every, sqrt, and K) left its two check
 //     events (peak = formula + W, no layer's gradients differ from none's), all ok;
-//   - the graders catch a lab that skips the recompute (SHARDLAB_TEST_BREAK=
-//     ckpt-stale-recompute): with the comparison pass off, the bitwise check against none
-//     fails; with it on, the lab's own check fails it;
+//   - the graders catch a lab that skips the recompute (BROKEN_CKPT, tests/breaks/ckpt.c):
+//     with the comparison pass off, the bitwise check against none fails; with it on, the
+//     lab's own check fails it;
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +40,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *ckpt, *single, *ckpt_san;
+static const char *ckpt, *single, *ckpt_san, *ckpt_broken;
 static const int STEPS = 6;
 #include "shardtest.h"
 
@@ -187,11 +187,11 @@ enum { NPOL = 5 };
 static Run runs[2][NPOL];  // [N-1][policy]
 static Run ref;            // single --accum 2
 
-static void run_policy(Run *run, const char *bin, const char *pol, int n, const char *env1, const char *compare) {
+static void run_policy(Run *run, const char *bin, const char *pol, int n, const char *compare) {
     char name[64];
-    snprintf(name, sizeof name, "%s-n%d-%s%s", pol, n, env1 ? "broken-" : "", compare);
+    snprintf(name, sizeof name, "%s-n%d-%s%s", pol, n, bin == ckpt_broken ? "broken-" : "", compare);
     char *args[] = {MODEL, "--policy", (char *)pol, "--compare", (char *)compare, NULL};
-    run_lab(run, bin, name, n, args, env1);
+    run_lab(run, bin, name, n, args, NULL);
 }
 
 // The bitwise check: every step's loss and every rank's param_hash after every step are
@@ -302,8 +302,8 @@ static void check_naive(void) {
     attn = "naive";
     char *ref_args[] = {MODEL, NULL};
     run_lab(&ref, single, "single-naive", 1, ref_args, NULL);
-    run_policy(&runs[0][0], ckpt, "none", 1, NULL, "1");
-    run_policy(&runs[0][2], ckpt, "sqrt", 1, NULL, "1");
+    run_policy(&runs[0][0], ckpt, "none", 1, "1");
+    run_policy(&runs[0][2], ckpt, "sqrt", 1, "1");
     grade(1, 0);
     grade(1, 2);
     EXPECT(same_losses(&runs[0][0].r[0], &ref.r[0]) && strcmp(runs[0][0].final_hash, ref.final_hash) == 0,
@@ -316,7 +316,7 @@ static void check_broken_is_caught(void) {
     // above must fail it.
     Run run;
     char why[200];
-    run_policy(&run, ckpt, "every", 2, "SHARDLAB_TEST_BREAK=ckpt-stale-recompute", "0");
+    run_policy(&run, ckpt_broken, "every", 2, "0");
     CkptLog c;
     Policy p = policy("every");
     read_ckpt(run.dir, 0, &p, &c);
@@ -325,7 +325,7 @@ static void check_broken_is_caught(void) {
            "the bitwise check catches a lab that skips the recompute while logging its spans (status %d, spans %s; %s)",
            run.status, c.spans_ok ? "as due" : "wrong", why);
     // With the comparison pass, the lab's own gradient check stops it before training.
-    run_policy(&run, ckpt, "every", 2, "SHARDLAB_TEST_BREAK=ckpt-stale-recompute", "1");
+    run_policy(&run, ckpt_broken, "every", 2, "1");
     read_ckpt(run.dir, 0, &p, &c);
     EXPECT(run.status != 0 && run.r[0].n == 0 && c.table_checks_ok < c.table_checks,
            "and its comparison pass fails a check event and exits non-zero (status %d, %d of %d ckpt checks ok)",
@@ -355,11 +355,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_ckpt OPTIMIZED_CKPT OPTIMIZED_SINGLE SANITIZED_CKPT\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_ckpt OPTIMIZED_CKPT OPTIMIZED_SINGLE SANITIZED_CKPT BROKEN_CKPT\n");
         return 2;
     }
-    ckpt = argv[1], single = argv[2], ckpt_san = argv[3];
+    ckpt = argv[1], single = argv[2], ckpt_san = argv[3], ckpt_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-ckpt-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     char *ref_args[] = {MODEL, NULL};
@@ -367,7 +367,7 @@ int main(int argc, char **argv) {
     EXPECT(ref.status == 0 && ref.r[0].n == STEPS, "single --accum 2: %d steps (status %d)", ref.r[0].n, ref.status);
     for (int n = 1; n <= 2; n++)
         for (int i = 0; i < NPOL; i++)  // comparison passes: the median of 2 timed passes at N=1, of 1 at N=2
-            run_policy(&runs[n - 1][i], ckpt, POLICIES[i], n, NULL, n == 1 ? "2" : "1");
+            run_policy(&runs[n - 1][i], ckpt, POLICIES[i], n, n == 1 ? "2" : "1");
     for (int n = 1; n <= 2; n++)
         for (int i = 0; i < NPOL; i++) grade(n, i);
     check_peaks(1);

@@ -1,6 +1,6 @@
 // test_ddp.c — the DDP lab graded as an instructor would: from its run logs, against single.
 //
-// usage: test_ddp OPTIMIZED_DDP OPTIMIZED_SINGLE SANITIZED_DDP
+// usage: test_ddp OPTIMIZED_DDP OPTIMIZED_SINGLE SANITIZED_DDP BROKEN_DDP
 //
 // The ranks are started here, one process each, with RANK/WORLD_SIZE/MASTER_PORT in the
 // environment (what 'shardlab run' or mpirun would set). What is checked:
@@ -17,7 +17,8 @@
 //     buckets and 0 per-tensor);
 //   - overlap shows on the timeline: a bucket's all-reduce starts before the backward pass
 //     ends, and without overlap none does;
-//   - the graders catch a deliberately broken DDP (SHARDLAB_TEST_BREAK=ddp-skip-bucket);
+//   - the graders catch a deliberately broken DDP (BROKEN_DDP, tests/breaks/ddp.c: bucket 0's
+//     sum is not used);
 //   - bad input exits 2 with one line; the sanitized lab runs clean under ASan/UBSan.
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *ddp, *single, *ddp_san;
+static const char *ddp, *single, *ddp_san, *ddp_broken;
 static const int STEPS = 30;
 static const double LOSS_TOL = 5e-5;
 
@@ -220,7 +221,7 @@ static void check_broken_is_caught(void) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/broken", tmp);
     char *args[] = {"--steps", "5", NULL};
-    EXPECT(run_ranks(ddp, 2, "broken", dir, args, "SHARDLAB_TEST_BREAK=ddp-skip-bucket") == 0,
+    EXPECT(run_ranks(ddp_broken, 2, "broken", dir, args, NULL) == 0,
            "the deliberately broken lab runs to the end");
     RankLog r0, r1;
     read_rank(dir, 0, &r0);
@@ -354,11 +355,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_ddp OPTIMIZED_DDP OPTIMIZED_SINGLE SANITIZED_DDP\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_ddp OPTIMIZED_DDP OPTIMIZED_SINGLE SANITIZED_DDP BROKEN_DDP\n");
         return 2;
     }
-    ddp = argv[1], single = argv[2], ddp_san = argv[3];
+    ddp = argv[1], single = argv[2], ddp_san = argv[3], ddp_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-ddp-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     run_reference();

@@ -1,6 +1,6 @@
 // test_fsdp.c — the FSDP lab graded from its run logs, against single and against ZeRO-3.
 //
-// usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP
+// usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP BROKEN_FSDP
 //
 // What is checked (Psi' and the units' padded sizes computed here from the model's shapes):
 //   - the same training: at N = 2, 4, 8 the loss equals single's within 5e-5 (fp32) and
@@ -20,7 +20,8 @@
 //     (the span's issued_us) before the current unit computes, and without it only after;
 //     the timeline shows the overlap: unit 1's gather running while unit 0 computes (in at
 //     least one step: when it runs is the scheduler's; never without --prefetch);
-//   - the graders catch an FSDP that skips one unit's reduce-scatter;
+//   - the graders catch an FSDP that skips one unit's reduce-scatter (BROKEN_FSDP,
+//     tests/breaks/fsdp.c);
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *fsdp, *zero, *single, *fsdp_san;
+static const char *fsdp, *zero, *single, *fsdp_san, *fsdp_broken;
 static const int STEPS = 10;
 static const double LOSS_TOL = 5e-5;  // test_ddp.c explains it: fp32 addition order only
 #include "shardtest.h"
@@ -277,7 +278,7 @@ static void check_overlap(void) {
 static void check_broken_is_caught(void) {
     char *args[] = {NULL};
     Run run, ok;
-    run_lab(&run, fsdp, "broken", 2, args, "SHARDLAB_TEST_BREAK=fsdp-skip-reduce");
+    run_lab(&run, fsdp_broken, "broken", 2, args, NULL);
     run_lab(&ok, fsdp, "unbroken", 2, args, NULL);
     EXPECT(run.status == 0 && run.r[0].n == STEPS, "the deliberately broken lab runs to the end");
     int at;
@@ -318,11 +319,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: test_fsdp OPTIMIZED_FSDP OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_FSDP BROKEN_FSDP\n");
         return 2;
     }
-    fsdp = argv[1], zero = argv[2], single = argv[3], fsdp_san = argv[4];
+    fsdp = argv[1], zero = argv[2], single = argv[3], fsdp_san = argv[4], fsdp_broken = argv[5];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-fsdp-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     run_reference();

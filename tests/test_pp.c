@@ -1,6 +1,6 @@
 // test_pp.c — the pipeline-parallel lab graded from its run logs, against single.
 //
-// usage: test_pp OPTIMIZED_PP OPTIMIZED_SINGLE SANITIZED_PP
+// usage: test_pp OPTIMIZED_PP OPTIMIZED_SINGLE SANITIZED_PP BROKEN_PP
 //
 // What is checked (a model of 8 blocks, C = 32, global batch 16; the formulas are computed
 // here from the model's shapes and the schedules' definitions, not read from the lab):
@@ -25,7 +25,8 @@
 //     accepts finishes a step (the deadline is SHARDLAB_TIMEOUT_S=20: a hang fails there);
 //     interleaved is refused (exit 2) exactly when m is not a multiple of p;
 //   - the timeline: rank 0 prints one row per stage and the bubble line;
-//   - the graders catch a lab that drops micro-batch 0's gradient between stages;
+//   - the graders catch a lab that drops micro-batch 0's gradient between stages (BROKEN_PP,
+//     tests/breaks/pp.c);
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *pp, *single, *pp_san;
+static const char *pp, *single, *pp_san, *pp_broken;
 static const int STEPS = 6;
 #include "shardtest.h"
 
@@ -312,7 +313,7 @@ static void check_no_deadlock(void) {
 static void check_broken_is_caught(void) {
     char *args[] = {MODEL, "--micro", "4", NULL};
     Run run;
-    run_lab(&run, pp, "broken", 2, args, "SHARDLAB_TEST_BREAK=pp-drop-grad");
+    run_lab(&run, pp_broken, "broken", 2, args, NULL);
     int at;
     double worst = worst_vs(&run.r[0], &ref4.r[0], &at);
     EXPECT(run.status == 0 && (strcmp(run.final_hash, ref4.final_hash) != 0 || worst > 1e-9),
@@ -348,11 +349,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_pp OPTIMIZED_PP OPTIMIZED_SINGLE SANITIZED_PP\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_pp OPTIMIZED_PP OPTIMIZED_SINGLE SANITIZED_PP BROKEN_PP\n");
         return 2;
     }
-    pp = argv[1], single = argv[2], pp_san = argv[3];
+    pp = argv[1], single = argv[2], pp_san = argv[3], pp_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-pp-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     run_single(&ref8, "single8", "8");
@@ -369,11 +370,14 @@ int main(int argc, char **argv) {
     check_with_dp(4, 2, 4);
     check_with_dp(8, 2, 4);
     check_with_dp(8, 4, 2);
-    // Naive attention: one schedule against single --attn naive, the same checks.
+    // Naive attention: one schedule against single --attn naive, the same checks. Then
+    // single's flash run is ref4 again: the broken run below (flash) is held to it.
+    Run flash4 = ref4;
     attn = "naive";
     run_single(&ref4, "single4-naive", "4");
     grade_schedule("1f1b", 2, 4, 1);
     attn = "flash";
+    ref4 = flash4;
     check_broken_is_caught();
     check_bad_input();
     check_sanitized();

@@ -1,6 +1,6 @@
 // test_shard.c — the data-sharding lab graded from its run logs and its per-epoch index lists.
 //
-// usage: test_shard OPTIMIZED_SHARD OPTIMIZED_SINGLE SANITIZED_SHARD
+// usage: test_shard OPTIMIZED_SHARD OPTIMIZED_SINGLE SANITIZED_SHARD BROKEN_SHARD
 //
 // The runs: a GPT of 1 block (C = 16, T = 12, so an item is T+1 = 13 bytes), global batch
 // B = 6, and D = 40 items (--items 40): an epoch has floor(40/6) = 6 steps and drop_last
@@ -34,7 +34,7 @@
 //     fixed, so the outcome is too), and the weight-0 source is never drawn;
 //   - the loss floor the lab reports is single's (the same synthetic corpus); --data FILE of
 //     20 (T+1) + 5 bytes is 20 items, the last 5 bytes unused;
-//   - the graders catch a lab whose ranks overlap (SHARDLAB_TEST_BREAK=shard-overlap);
+//   - the graders catch a lab whose ranks overlap (BROKEN_SHARD, tests/breaks/shard.c);
 //   - bad input exits 2 with one line; the sanitized lab runs clean under ASan/UBSan.
 #include <fcntl.h>
 #include <math.h>
@@ -48,7 +48,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *shard, *single, *shard_san;
+static const char *shard, *single, *shard_san, *shard_broken;
 static const int STEPS = 14;
 #include "shardtest.h"  // exits_2_with_one_line()
 
@@ -429,12 +429,12 @@ static void check_file_data(void) {
 static void check_broken_is_caught(void) {
     char *args[] = {MODEL, "--items", "40", "--strategy", "sampler", NULL};
     ShardRun run;
-    run_shard(&run, shard, "broken", 2, E, args, "SHARDLAB_TEST_BREAK=shard-overlap");
+    run_shard(&run, shard_broken, "broken", 2, E, args, NULL);
     EpochCheck c = check_epoch(run.dir, 2, 0, D, B, NULL);
     // The broken lab runs to the end (its own checks cannot see the overlap); the grader's
     // disjointness check must.
     EXPECT(run.status == 0 && !c.disjoint, "the disjointness check catches ranks that overlap "
-           "(SHARDLAB_TEST_BREAK=shard-overlap, status %d): %s", run.status, c.why);
+           "(tests/breaks/shard.c, status %d): %s", run.status, c.why);
 }
 
 // Every bad option is refused up front, on one line, with exit status 2 (never a crash).
@@ -530,11 +530,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_shard OPTIMIZED_SHARD OPTIMIZED_SINGLE SANITIZED_SHARD\n");
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_shard OPTIMIZED_SHARD OPTIMIZED_SINGLE SANITIZED_SHARD BROKEN_SHARD\n");
         return 2;
     }
-    shard = argv[1], single = argv[2], shard_san = argv[3];
+    shard = argv[1], single = argv[2], shard_san = argv[3], shard_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-shard-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     char *args[] = {MODEL, "--items", "40", "--strategy", "slice", NULL};

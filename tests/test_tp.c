@@ -1,6 +1,6 @@
 // test_tp.c — the tensor-parallel lab graded from its run logs, against single and against itself.
 //
-// usage: test_tp OPTIMIZED_TP OPTIMIZED_SINGLE SANITIZED_TP
+// usage: test_tp OPTIMIZED_TP OPTIMIZED_SINGLE SANITIZED_TP BROKEN_TP
 //
 // Every formula here is computed from the model's shapes (default C = 64, T = 64, L = 2,
 // NH = 4, V = 256, global batch B = 8), not by the lab's code. N ranks form D data-parallel
@@ -41,7 +41,8 @@
 //     own table prints on the same N = D t ranks with the same --accum: DDP's activations of
 //     B/(N K) sequences and its bucket buffers, not single's (where N K divides B: else DDP
 //     cannot run that configuration);
-//   - the graders catch a deliberately broken TP (SHARDLAB_TEST_BREAK=tp-skip-f);
+//   - the graders catch a deliberately broken TP (BROKEN_TP, tests/breaks/tp.c: block 0's
+//     attention f skips its backward all-reduce);
 //   - bad input exits 2 with one line; the sanitized lab runs clean (N=2 --sp, and N=4 with
 //     --dp 2 --sp --vocab-parallel --accum 2).
 #include <math.h>
@@ -54,7 +55,7 @@
 #include "labtest.h"
 #include "test.h"
 
-static const char *tp_bin, *single, *tp_san;
+static const char *tp_bin, *single, *tp_san, *tp_broken;
 static const int STEPS = 10;
 static const double LOSS_TOL = 1e-5;
 #include "shardtest.h"
@@ -438,7 +439,7 @@ static void check_weights(void) {
 static void check_broken_is_caught(void) {
     char *args[] = {NULL};
     Run run;
-    run_lab(&run, tp_bin, "broken", 2, args, "SHARDLAB_TEST_BREAK=tp-skip-f");
+    run_lab(&run, tp_broken, "broken", 2, args, NULL);
     EXPECT(run.status == 0 && run.r[0].n == STEPS,
            "the deliberately broken lab (f skips one backward all-reduce) runs to the end");
     int at;
@@ -483,11 +484,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s OPTIMIZED_TP OPTIMIZED_SINGLE SANITIZED_TP\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s OPTIMIZED_TP OPTIMIZED_SINGLE SANITIZED_TP BROKEN_TP\n", argv[0]);
         return 2;
     }
-    tp_bin = argv[1], single = argv[2], tp_san = argv[3];
+    tp_bin = argv[1], single = argv[2], tp_san = argv[3], tp_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-tp-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     static const Config configs[] = {

@@ -1,6 +1,6 @@
 // test_zero.c — the ZeRO lab graded from its run logs, against single and against itself.
 //
-// usage: test_zero OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_ZERO
+// usage: test_zero OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_ZERO BROKEN_ZERO
 //
 // What is checked (Psi' = Psi plus padding, computed here from the model's shapes, not by the
 // lab's code; e = 4 bytes fp32, 2 bf16; k = 8 fp32, 12 mixed):
@@ -25,7 +25,8 @@
 //   - the "DDP: X per rank" line (check mem.ddp_total) is the total the ddp lab's own table
 //     prints at the same N and --accum, bucket buffers and DDP's activations included (with
 //     --mixed, DDP in bf16: 2 Psi less); offload leaves it unchanged;
-//   - the graders catch a ZeRO that skips one all-gather of updated weights;
+//   - the graders catch a ZeRO that skips one all-gather of updated weights (BROKEN_ZERO,
+//     tests/breaks/zero.c);
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
 #include <math.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@
 #include "safetensors.h"
 #include "test.h"
 
-static const char *zero, *single, *zero_san;
+static const char *zero, *single, *zero_san, *zero_broken;
 static const int STEPS = 12;
 static const double LOSS_TOL = 5e-5;
 #include "shardtest.h"
@@ -336,7 +337,7 @@ static void check_ddp_column(void) {
 static void check_broken_is_caught(void) {
     char *args[] = {"--stage", "1", NULL};
     Run run;
-    run_lab(&run, zero, "broken", 2, args, "SHARDLAB_TEST_BREAK=zero-skip-gather");
+    run_lab(&run, zero_broken, "broken", 2, args, NULL);
     EXPECT(run.status == 0 && run.r[0].n == STEPS, "the deliberately broken lab runs to the end");
     EXPECT(!replicas_equal(&run), "broken ZeRO: the replica check catches it (param_hash differs between ranks)");
     EXPECT(!same_losses(&run.r[0], &fp32_runs[2][0].r[0]),
@@ -370,11 +371,11 @@ static void check_sanitized(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_ZERO\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s OPTIMIZED_ZERO OPTIMIZED_SINGLE SANITIZED_ZERO BROKEN_ZERO\n", argv[0]);
         return 2;
     }
-    zero = argv[1], single = argv[2], zero_san = argv[3];
+    zero = argv[1], single = argv[2], zero_san = argv[3], zero_broken = argv[4];
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-zero-XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     run_reference();

@@ -53,10 +53,10 @@ static const Variant VARIANTS[] = {
      "    }\n}",
      "zero", "zero", "zero-1= zero-2=mem.formula zero-3=mem.formula", NULL, NULL},
     {"FSDP freeing each unit's gathered weights one unit late in the backward pass", "fsdp.c",
-     "            unit_reshard(f, u);\n            if (!(f->broken && u == 0))",
+     "            unit_reshard(f, u);\n            sharded_reduce_gradient(",
      "            if (u + 1 < f->lay.units) unit_reshard(f, u + 1);  // the unit above, one late\n"
      "            if (u == 0) unit_reshard(f, 0);\n"
-     "            if (!(f->broken && u == 0))",
+     "            sharded_reduce_gradient(",
      "fsdp", "fsdp", "*=mem.formula", NULL, NULL},
 
     // ---- a mistake in an option: only the configuration that runs it catches it --------------
@@ -71,7 +71,7 @@ static const Variant VARIANTS[] = {
     {"--prefetch forgotten in the backward pass", "fsdp.c",
      "            if (f->prefetch && u > 0) unit_start_gather(f, u - 1);\n", "", "fsdp", "fsdp",
      "fsdp-prefetch=comm.bytes", NULL, NULL},
-    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/tensor_parallel.c",
+    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/f_and_g.c",
      "row-parallel linear (SP: reduce-scatter) */\n"
      "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
      "    if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);\n"

@@ -96,11 +96,6 @@ void usage_error(const char *prog, const char *fmt, ...) {
     exit(2);
 }
 
-int check_test_break(const char *name) {
-    const char *wanted = getenv("SHARDLAB_TEST_BREAK");
-    return wanted && strcmp(wanted, name) == 0;
-}
-
 // usage_error()'s line ends " (try '<command>--help')" (the command: "build/labs/ddp ",
 // "make lab-ddp ARGS=").
 int check_is_usage_line(const char *line, size_t len) {

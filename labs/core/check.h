@@ -1,7 +1,7 @@
 // check.h — checked wrappers for every call that can fail.
 //
-// Defines: die(), todo(), usage_error(), check_is_usage_line(), check_test_break(), check_set_context(), check_on_die(),
-//          check_forget_die(), malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
+// Defines: die(), todo(), usage_error(), check_is_usage_line(), check_set_context(), check_on_die(), check_forget_die(),
+//          malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
 //          fwrite_check(), fclose_check().
 //
 // One style everywhere: a function that takes __FILE__/__LINE__, and a macro that passes
@@ -46,9 +46,6 @@ void usage_error(const char *prog, const char *fmt, ...)
 // Whether the len bytes at line (a trailing newline allowed) are a line usage_error() wrote:
 // the launcher passes a lab's usage error on as its own, and so does not echo it as well.
 int check_is_usage_line(const char *line, size_t len);
-// Whether SHARDLAB_TEST_BREAK names this deliberate break: the graders' own tests break a
-// lab on purpose (a skipped all-gather, a dropped gradient) to see their checks catch it.
-int check_test_break(const char *name);
 
 void *malloc_check_at(size_t size, const char *file, int line);
 void *calloc_check_at(size_t count, size_t size, const char *file, int line);

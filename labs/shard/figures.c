@@ -6,6 +6,8 @@
 
 #include "check.h"
 
+int shard_first(const Loader *L, int r) { return r * L->per_rank; }
+
 // The table at the top of labs/shard.c, per rank.
 uint64_t shard_held_formula(const Loader *L, int r) {
     uint64_t whole = (uint64_t)L->D * (uint64_t)L->S;

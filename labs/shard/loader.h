@@ -24,7 +24,6 @@ typedef struct {
     int B, N, rank, per_rank, S;  // S = T + 1 bytes per item
     int local_ranks;              // the ranks on this node, whose items share its host memory
     uint64_t seed;
-    int broken;                // SHARDLAB_TEST_BREAK=shard-overlap
     int64_t *order;            // the current epoch's D indices (every rank computes them)
     int64_t epoch;             // the epoch `order` belongs to (-1: none yet)
     uint8_t *whole;            // slice, and dispatch on rank 0: all D items
@@ -36,10 +35,8 @@ typedef struct {
     const char *dir;
 } Loader;
 
-// The first position of rank r's part in a global batch: r B/N. The graders' own test
-// (SHARDLAB_TEST_BREAK=shard-overlap): every rank but 0 starts one position early, so it
-// overlaps its left neighbour and the batch's last position is nobody's.
-static inline int shard_first(const Loader *L, int r) { return r * L->per_rank - (L->broken && r > 0); }
+// The first position of rank r's part in a global batch: r B/N.
+int shard_first(const Loader *L, int r);
 
 // A part: this rank's B/N sequences of T+1 bytes.
 static inline size_t part_bytes(const Loader *L) { return (size_t)L->per_rank * (size_t)L->S; }

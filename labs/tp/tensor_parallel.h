@@ -1,8 +1,8 @@
 // tensor_parallel.h — Megatron-style tensor parallelism of the GPT: which slice of each
 // matrix a rank holds, the two conjugate operators f and g, and each layer's forward and
 // backward pass on one tensor-parallel rank (labs/tp.c trains with it). A rank's slices, its
-// state and its activations' and workspace's layout are in slices.c; f and g, and the passes
-// in tensor_parallel.c.
+// state and its activations' and workspace's layout are in slices.c; f and g in f_and_g.c;
+// the passes in tensor_parallel.c.
 //
 // Defines: TpKind, TpCount, Tp, tp_part(), tp_part_floats(), TpBlockActs, TpActs,
 //          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
@@ -73,7 +73,6 @@ typedef struct {
     GptConfig cfg;
     int t, r;            // ranks in the tensor-parallel group, and this rank's place in it
     int sp, vp;          // --sp, --vocab-parallel
-    int broken;          // SHARDLAB_TEST_BREAK=tp-skip-f: block 0's attention f skips its backward
     DistGroup *group;    // the tensor-parallel group
     Mem *mem;
     const Ops *ops;

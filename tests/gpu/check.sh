@@ -55,9 +55,9 @@
 # 1e-8 over steps 1-10, at most 2.3e-6 by step 200 (the default model; 6e-8 with --layers 4):
 # a growth of about 230x. The GPU's kernels start about 100x further apart (1e-6), so by step
 # 200 we expect up to about 2.3e-4; TOL (2e-3) leaves ten times that. A lost gradient bucket
-# (SHARDLAB_TEST_BREAK=ddp-skip-bucket, on the CPU) is off by 1.4e-3 at step 2 and 2.6e-2 by
-# step 10, and a wrong kernel or a doubly scaled all-reduce by more: the first-steps bound
-# catches them. The measured maximum of both is printed for every run.
+# (build/breaks/ddp, on the CPU) is off by 1.4e-3 at step 2 and 2.6e-2 by step 10, and a
+# wrong kernel or a doubly scaled all-reduce by more: the first-steps bound catches them. The
+# measured maximum of both is printed for every run.
 #
 # With --mixed the Linear layers' operands are rounded to bf16 on both devices, with the same
 # bits, so step 1 still differs by the order of the sums only; but a last-bit difference in a

@@ -1,4 +1,4 @@
-// check_tp.c — the checks of tensor parallelism's two sums (labs/tp/tensor_parallel.c):
+// check_tp.c — the checks of tensor parallelism's two sums (labs/tp/f_and_g.c):
 // `make check TODO=tp-f-backward`, `make check TODO=tp-g-forward`.
 //
 // Both regions do the same thing at two places of a block: every rank of the tensor-parallel

@@ -38,12 +38,12 @@ const TodoRegion TODO_REGIONS[] = {
     {"fsdp-backward", "fsdp", "fsdp.c",
      "the backward of unit u: gather, compute its gradient, reshard, reduce-scatter",
      "lesson 9 (fsdp); lexicon: fsdp, zero-stage-3, reduce-scatter", "fsdp,fsdp-prefetch"},
-    {"tp-f-backward", "tp", "tp/tensor_parallel.c",
+    {"tp-f-backward", "tp", "tp/f_and_g.c",
      "f backward: sum the ranks' partial input gradients (SP: reduce-scatter)",
      "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
      "sequence-parallelism",
      "tp,tp-sp"},
-    {"tp-g-forward", "tp", "tp/tensor_parallel.c",
+    {"tp-g-forward", "tp", "tp/f_and_g.c",
      "g forward: sum the ranks' partial outputs of the row-parallel linear (SP: reduce-scatter)",
      "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
      "sequence-parallelism",
