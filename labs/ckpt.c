@@ -9,6 +9,11 @@
 // kept input (RECOMPUTATION), then its backward runs as usual. Memory for compute: about one
 // extra forward pass, and recomputation writes the same bits, so the training is unchanged.
 //
+// The algorithms it runs:
+//   the pass: labs/ckpt/activation_checkpointing.c, ckpt_forward_backward(), ckpt_acts_alloc()
+//   the policies and their formulas: labs/ckpt/policy.c, ckpt_policy(), ckpt_acts_bytes()
+//   the gradient sum: labs/core/train.c, train_all_reduce_layers()
+//
 // Run it:   make lab-ckpt NGPU=2 POLICY=sqrt [ARGS="--layers 9"]
 //           build/shardlab run ckpt -n 1 --policy 2 --layers 8
 //           build/labs/ckpt --help
@@ -26,7 +31,7 @@
 //   sqrt   segments of s = ceil(sqrt L) consecutive blocks, n = ceil(L/s) of them: only each
 //          segment's output is kept; in backward the whole segment is run forward again
 //          into a workspace of s blocks, then its blocks' backwards run
-// The pass (ckpt/activation_checkpointing.c: ckpt_forward_backward; the layout is ckpt_acts_alloc):
+// The pass (ckpt_forward_backward(), its layout ckpt_acts_alloc()):
 //     forward    layers 0 .. L+1 in order; a checkpointed block writes its insides into the
 //                workspace (overwriting the previous one's) and its output where it is kept
 //     backward   layers L+1 .. 0; when l ends a segment: its blocks forward again from the

@@ -7,6 +7,13 @@
 // cost their bytes over the bandwidth. That is why dist.c sends small buffers in one direct
 // step and big ones around a ring (the algo column says which it chose; --algo forces one).
 //
+// The algorithms it times:
+//   the ring: labs/core/ring.c, ring_reduce_scatter(), ring_all_gather(), ring_all_reduce()
+//   the chains: labs/core/ring.c, chain_broadcast(), chain_reduce()
+//   one step: labs/core/direct.c, direct_all_reduce(), direct_all_gather(), direct_broadcast()
+//   the choice between them: labs/core/dist_shm.c, use_direct()
+// labs/core/dist.h draws the way from dist_all_reduce() down to them.
+//
 // Run it:   make lab-collectives NGPU=4 [ARGS="--colls all_reduce --max-bytes 16M"]
 //           build/shardlab run collectives -n 4 [options]
 //           build/labs/collectives --help

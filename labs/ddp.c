@@ -6,6 +6,13 @@
 // step, and the replicas stay bitwise equal. The training is the single-rank training on
 // the same global batch: only the order of fp32 additions differs.
 //
+// The algorithms it runs:
+//   the buckets: labs/ddp.c, buckets_build(), on_layer_backward_done(), sync_gradients()
+//   the ring all-reduce: labs/core/ring.c, ring_reduce_scatter(), ring_all_gather()
+//   the communication thread: labs/core/dist.c, submit(), comm_thread(), dist_wait()
+//   AdamW: labs/core/adamw.c, adamw_update()
+// labs/core/dist.h draws the way from dist_all_reduce_start() down to the ring.
+//
 // Run it:   make lab-ddp NGPU=2 [STEPS=200] [ARGS="--sync bucket --bucket-mb 0.5"]
 //           build/shardlab run ddp -n 4 --sync per-tensor
 //           build/labs/ddp --help

@@ -25,6 +25,12 @@
 // 3 Psi), but every unit's full weights are held at the end of the forward pass.
 // --mixed: bf16 flat parameters and gradients, fp32 master weights and AdamW state (sharded.h).
 //
+// The algorithms it runs:
+//   a unit's turn: labs/fsdp.c, unit_start_gather(), run_unit(), unit_reshard()
+//   a unit's gradient reduce-scattered: labs/zero/sharded.c, sharded_reduce_gradient()
+//   the sharded AdamW: labs/zero/sharded.c, sharded_adamw_step()
+//   the ring halves: labs/core/ring.c, ring_reduce_scatter(), ring_all_gather()
+//
 // Run it:   make lab-fsdp NGPU=4 [ARGS="--prefetch"]
 //           build/shardlab run fsdp -n 4 --no-reshard
 //           build/labs/fsdp --help

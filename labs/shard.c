@@ -5,6 +5,13 @@
 // model trains as in DDP (replicas, per-layer gradient all-reduce, the same AdamW step on
 // every rank); only the way the sequences reach the ranks changes, and the lab counts it.
 //
+// The algorithms it runs:
+//   the epoch's permutation: labs/shard/sampler.c, sampler_epoch()
+//   the dataset file: labs/shard/dataset.c, dataset_open(), dataset_read()
+//   the loader: labs/shard.c, loader_start_epoch(), loader_fetch()
+//   each strategy's bytes: labs/shard/figures.c, shard_held_formula(), shard_sent_formula()
+//   the gradient sum: labs/core/train.c, train_all_reduce_layers()
+//
 // Run it:   make lab-shard NGPU=2 STRATEGY=slice|sampler|dispatch [ARGS="--weights 1,3 --temperature 2"]
 //           build/shardlab run shard -n 4 --strategy dispatch --items 1000
 //           build/labs/shard --help

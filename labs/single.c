@@ -3,6 +3,12 @@
 // The baseline every other lab is graded against, and the lab of lesson 2. One process
 // trains the GPT of core/gpt.h on the synthetic corpus and shows where its memory goes.
 //
+// The code it runs:
+//   the forward and backward: labs/core/gpt.c, gpt_forward(), gpt_backward()
+//   the micro-batches of a step: labs/core/train.c, train_accumulate()
+//   AdamW: labs/core/adamw.c, adamw_update()
+//   the memory count: labs/core/mem.c, mem_alloc()
+//
 // Run it:   make lab-single [STEPS=200] [ARGS="--dim 128"]
 //           build/labs/single --help
 //

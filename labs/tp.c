@@ -44,6 +44,14 @@
 //      ranks r, t + r, ... Each replica takes B/D sequences of the global batch; after the
 //      backward pass every gradient is all-reduced over the data-parallel group.
 //
+// The algorithms it runs:
+//   f: labs/tp/tensor_parallel.c, tp_f_forward(), tp_f_backward()
+//   g: labs/tp/tensor_parallel.c, tp_g_forward(), tp_g_backward()
+//   a block split over the group: labs/tp/tensor_parallel.c, block_forward(), block_backward()
+//   the vocabulary-parallel loss: labs/tp/tensor_parallel.c, vocab_parallel_crossentropy()
+//   each rank's slices: labs/tp/slices.c, tp_layer_slice()
+//   the update: labs/tp/optimizer.c, tp_clip_and_update()
+//
 // Run it:   make lab-tp NGPU=4 [ARGS="--sp --dp 2"]
 //           build/shardlab run tp -n 4 --vocab-parallel
 //           build/labs/tp --help

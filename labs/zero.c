@@ -27,6 +27,12 @@
 // into N equal shards (sharded.h draws it). --mixed stores weights and gradients in bf16 with
 // fp32 master weights in the optimizer state.
 //
+// The algorithms it runs:
+//   the units' shards: labs/zero/sharded.c, shard_layout_init()
+//   a unit's collectives: labs/zero/sharded.c, sharded_reduce_scatter(), sharded_all_gather()
+//   the sharded AdamW, on the device or the host: labs/zero/sharded.c, sharded_adamw_step()
+//   the ring halves: labs/core/ring.c, ring_reduce_scatter(), ring_all_gather()
+//
 // Run it:   make lab-zero STAGE=2 NGPU=4 [ARGS="--mixed"]
 //           build/shardlab run zero -n 4 --stage 3 --offload
 //           build/labs/zero --help

@@ -16,11 +16,18 @@
 //   3. The variables. Every SHARDLAB_* variable the code names (a string literal in labs/,
 //      web/, tui/) and every variable the launcher sets for its ranks (labs/shardlab.c's
 //      setenv calls) is in "Environment".
+//   4. The way to the code. Every lesson has a "## Read the code" section, between Exercises
+//      and Terms, whose entries "- `labs/<file>:<function>`: ..." name a file that is there and
+//      a function (or macro, or struct) it defines. Every lab's top comment points to the
+//      files and functions of the algorithms it runs ("labs/core/ring.c, ring_all_reduce()"),
+//      and each one is defined where named. The path of a call drawn at the top of
+//      labs/core/dist.h names on each row functions that its row's file defines.
 // The matchers are proven first on crafted text (check_matchers): a scanner that finds
 // nothing would pass whatever the document says.
 // Broken on purpose: with "grad_norm" taken out of the step event's example in labs/DESIGN.md,
 // part 2 fails naming step's grad_norm; with labs/core/gpt.h citing "DESIGN.md, The model",
-// part 1 fails naming gpt.h's line.
+// part 1 fails naming gpt.h's line; with lesson 05 naming ddp.c's sync_gradient, part 4 fails
+// naming the lesson and the function.
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +440,209 @@ static void check_environment(const Doc *d) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 4. The way to the code: lessons and labs name functions that exist
+// ---------------------------------------------------------------------------------------
+
+// Whether src defines name: a function (a line starting at column 0 that declares name(...),
+// its parameters closed, then '{'), a macro (#define name), a struct (struct name {) or a
+// typedef'd struct (} name;). A call, a prototype, a comment or a parameter is no definition.
+static int defines(const char *src, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *line = src; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *eol = strchr(line, '\n');
+        if (!eol) eol = line + strlen(line);
+        if (!strncmp(line, "#define ", 8) && !strncmp(line + 8, name, nl) && !is_word_char(line[8 + nl])) return 1;
+        if (line[0] == '}' && line[1] == ' ' && !strncmp(line + 2, name, nl) && line[2 + nl] == ';') return 1;
+        if (!((line[0] >= 'a' && line[0] <= 'z') || (line[0] >= 'A' && line[0] <= 'Z'))) continue;
+        for (const char *p = line; p + nl <= eol; p++) {
+            if (*p == '(' || *p == '=' || *p == ';') break;  // past the declarator: a call or an initialiser
+            if (strncmp(p, name, nl) != 0 || (p > line && is_word_char(p[-1])) || is_word_char(p[nl])) continue;
+            const char *q = p + nl;
+            while (*q == ' ') q++;
+            if (*q == '{') return !strncmp(line, "struct ", 7) || !strncmp(line, "typedef struct ", 15);
+            if (*q != '(') break;
+            int depth = 0;  // the parameters, across lines, then what follows them
+            for (; *q; q++) {
+                if (*q == '(') depth++;
+                else if (*q == ')' && --depth == 0) break;
+            }
+            if (!*q) break;
+            for (q++; *q == ' ' || *q == '\n' || *q == '\t'; q++) {}
+            if (*q == '{') return 1;
+            break;
+        }
+    }
+    return 0;
+}
+
+static int is_path_char(char c) { return is_word_char(c) || c == '/' || c == '.'; }
+
+// The pointers in text (a top comment): every name.c token (one starting labs/, or with base
+// given, any, read under base), and the name() tokens after it on its line, up to the next
+// file. The file must be there and define each name. Returns the wrong ones (each a line in
+// why); *pointers counts the names.
+static int check_pointers(const char *where, const char *text, size_t len, const char *base, int *pointers,
+                          StrBuf *why) {
+    int bad = 0;
+    char file[512] = "";
+    StrBuf src;
+    sb_init(&src);
+    int have_src = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\n') {
+            file[0] = 0;
+            continue;
+        }
+        if (!is_word_char(text[i]) || (i > 0 && is_path_char(text[i - 1]))) continue;
+        size_t j = i;
+        while (j < len && (is_word_char(text[j]) || text[j] == '/')) j++;
+        if (j + 1 < len && text[j] == '.' && text[j + 1] == 'c' && (j + 2 >= len || !is_path_char(text[j + 2]) ||
+                                                                   text[j + 2] == '.')) {
+            int labs = !strncmp(text + i, "labs/", 5);
+            if (labs || base) {
+                snprintf(file, sizeof file, "%s%.*s.c", labs ? "" : base, (int)(j - i), text + i);
+                have_src = read_rel(&src, file) == 0;
+                if (!have_src) bad++, sb_printf(why, "# %s: %s is not a file\n", where, file);
+            } else {
+                file[0] = 0;
+            }
+            i = j + 1;
+            continue;
+        }
+        if (file[0] && j + 1 < len && text[j] == '(' && text[j + 1] == ')') {
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(j - i), text + i);
+            (*pointers)++;
+            if (have_src && !defines(src.data, name))
+                bad++, sb_printf(why, "# %s: %s() is not defined in %s\n", where, name, file);
+        }
+        i = j - 1;
+    }
+    sb_free(&src);
+    return bad;
+}
+
+// The leading run of // lines of a source file.
+static size_t top_comment(const char *src) {
+    const char *p = src;
+    while (!strncmp(p, "//", 2)) {
+        const char *nl = strchr(p, '\n');
+        if (!nl) return strlen(src);
+        p = nl + 1;
+    }
+    return (size_t)(p - src);
+}
+
+// A lesson's "## Read the code": between Exercises and Terms, every item "- `labs/<path>:<name>`:
+// what to look for", the file there and defining name. Returns the entries; *bad the wrong ones.
+static int read_the_code(const char *where, const char *md, int *bad, StrBuf *why) {
+    const char *sec = strstr(md, "\n## Read the code\n"), *ex = strstr(md, "\n## Exercises\n"),
+               *terms = strstr(md, "\n## Terms\n");
+    if (!sec || !ex || !terms || sec < ex || sec > terms) {
+        (*bad)++, sb_printf(why, "# %s: no \"## Read the code\" between Exercises and Terms\n", where);
+        return 0;
+    }
+    const char *end = strstr(sec + 1, "\n## ");
+    int entries = 0;
+    StrBuf src;
+    sb_init(&src);
+    for (const char *line = sec + 1; line && line < end; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "- ", 2) != 0) continue;
+        const char *a = line + 2, *colon = NULL, *close = NULL;
+        if (*a == '`') close = strchr(a + 1, '`');
+        if (close) colon = memchr(a, ':', (size_t)(close - a));
+        char file[512] = "", name[128] = "";
+        if (colon && !strncmp(a + 1, "labs/", 5)) {
+            snprintf(file, sizeof file, "%.*s", (int)(colon - a - 1), a + 1);
+            snprintf(name, sizeof name, "%.*s", (int)(close - colon - 1), colon + 1);
+        }
+        int named = file[0] && name[0] && !strstr(file, "..") && close[1] == ':' && close[2] == ' ' && close[3] &&
+                    close[3] != '\n';
+        for (const char *c = name; named && *c; c++) named = is_word_char(*c);
+        if (!named) {
+            (*bad)++, sb_printf(why, "# %s: \"%.*s\" is not \"- `labs/<file>:<function>`: what to look for\"\n", where,
+                                (int)(strcspn(line, "\n") > 60 ? 60 : strcspn(line, "\n")), line);
+            continue;
+        }
+        entries++;
+        if (read_rel(&src, file) != 0) (*bad)++, sb_printf(why, "# %s: %s is not a file\n", where, file);
+        else if (!defines(src.data, name)) (*bad)++, sb_printf(why, "# %s: %s is not defined in %s\n", where, name, file);
+    }
+    sb_free(&src);
+    if (!entries) (*bad)++, sb_printf(why, "# %s: \"## Read the code\" lists no function\n", where);
+    return entries;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void check_read_the_code(void) {
+    StrBuf why, text;
+    sb_init(&why), sb_init(&text);
+    // The lessons: lessons/NN-*.md.
+    char *names[64];
+    int n = 0;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/lessons", root);
+    DIR *dir = opendir(path);
+    for (struct dirent *e; dir && (e = readdir(dir)) && n < 64;) {
+        const char *s = e->d_name;
+        size_t l = strlen(s);
+        if (s[0] >= '0' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9' && s[2] == '-' && l > 3 && !strcmp(s + l - 3, ".md"))
+            names[n++] = strdup(s);
+    }
+    if (dir) closedir(dir);
+    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    int entries = 0, bad = 0, fewest = 1 << 30;
+    for (int i = 0; i < n; i++) {
+        char rel[600];
+        snprintf(rel, sizeof rel, "lessons/%s", names[i]);
+        int k = read_rel(&text, rel) == 0 ? read_the_code(rel, text.data, &bad, &why) : 0;
+        printf("# %s: %d functions to read\n", rel, k);
+        entries += k, fewest = k < fewest ? k : fewest;
+        free(names[i]);
+    }
+    if (why.len) fputs(why.data, stdout);
+    // Proves: every lesson says which functions to read, and each names a file that is there
+    // and a function defined in it. Broken variant: lesson 05 naming sync_gradient for ddp.c's
+    // sync_gradients fails here, naming the lesson and the function.
+    EXPECT(n == 16 && bad == 0 && fewest >= 1, "each of the %d lessons has \"## Read the code\", between Exercises and "
+           "Terms, and its %d entries name functions defined in files that exist (%d wrong)", n, entries, bad);
+
+    // The labs' top comments: each names the files and functions of the algorithms it runs.
+    static const char *LABS[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
+    int lab_bad = 0, without = 0, pointers = 0;
+    sb_reset(&why);
+    for (size_t i = 0; i < sizeof LABS / sizeof *LABS; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "labs/%s.c", LABS[i]);
+        int here = 0;
+        if (read_rel(&text, rel) == 0) lab_bad += check_pointers(rel, text.data, top_comment(text.data), NULL, &here, &why);
+        else lab_bad++, sb_printf(&why, "# %s is not a file\n", rel);
+        if (!here) without++, sb_printf(&why, "# %s: its top comment names no labs/<file>.c, function()\n", rel);
+        pointers += here;
+    }
+    if (why.len) fputs(why.data, stdout);
+    // Proves: a lab's reader finds each algorithm's file and function from the lab's top
+    // comment, and every one named is there. Broken variant: ddp.c's top comment naming
+    // ring_allreduce() in labs/core/ring.c fails here.
+    EXPECT(lab_bad == 0 && without == 0, "every lab's top comment names its algorithms' files and functions: %d "
+           "functions, all defined where named (%d wrong, %d labs naming none)", pointers, lab_bad, without);
+
+    // The path from the API to the ring, drawn at the top of dist.h: its file names are
+    // labs/core/'s, and each function on a row is defined in that row's file.
+    int path_names = 0, path_bad = 0;
+    sb_reset(&why);
+    if (read_rel(&text, "labs/core/dist.h") == 0)
+        path_bad = check_pointers("labs/core/dist.h", text.data, top_comment(text.data), "labs/core/", &path_names, &why);
+    else path_bad = 1;
+    if (why.len) fputs(why.data, stdout);
+    // Proves: the drawing follows the code, hop by hop, from dist_all_reduce() to the ring.
+    EXPECT(path_bad == 0 && path_names >= 12, "labs/core/dist.h draws the path of a call: %d functions on its rows, "
+           "each defined in its row's file (%d wrong)", path_names, path_bad);
+    sb_free(&why), sb_free(&text);
+}
+
+// ---------------------------------------------------------------------------------------
 // The matchers, on crafted text
 // ---------------------------------------------------------------------------------------
 
@@ -479,6 +689,31 @@ static void check_matchers(void) {
            m_end, m_meta, m_span);
     sb_free(&events), sb_free(&run_dir), sb_free(&why);
 
+    // Proves: a definition is told from a comment, a prototype, a call, a parameter and a
+    // function pointer; a signature may wrap; macros and structs count.
+    const char *src = "// fake(x) in a comment\nstatic void proto(int a);\nvoid caller(void) {\n    callee(1);\n}\n"
+                      "static const char *multi(int a,\n                         int (*f)(int)) {\n}\n"
+                      "struct Be {\n    void (*run)(int);\n};\n#define MACRO_X 3\ntypedef struct {\n    int a;\n} Thing;\n"
+                      "int y = init(2);\n";
+    int defs = defines(src, "caller") + defines(src, "multi") + defines(src, "MACRO_X") + defines(src, "Thing") +
+               defines(src, "Be");
+    int not_defs = defines(src, "fake") + defines(src, "proto") + defines(src, "callee") + defines(src, "f") +
+                   defines(src, "run") + defines(src, "init") + defines(src, "MACRO") + defines(src, "call");
+    EXPECT(defs == 5 && not_defs == 0, "crafted source: 5 definitions found, 8 non-definitions refused (%d, %d)", defs,
+           not_defs);
+    // Proves: a pointer's names are read after its file, on its line; a missing function or
+    // file is caught; a lab's binary (build/labs/ddp) and a file outside labs/ are no pointer.
+    const char *top = "// the ring: labs/core/ring.c, ring_all_reduce(), nosuch()\n// build/labs/ddp --help, x()\n"
+                      "// labs/core/none.c, y(); ring.c: z()\n";
+    int named = 0;
+    StrBuf pw;
+    sb_init(&pw);
+    int wrong = check_pointers("crafted", top, strlen(top), NULL, &named, &pw);
+    EXPECT(named == 3 && wrong == 2 && strstr(pw.data, "nosuch() is not defined in labs/core/ring.c") &&
+           strstr(pw.data, "labs/core/none.c is not a file"), "crafted top comment: 3 names, nosuch() and none.c "
+           "caught (%d, %d)", named, wrong);
+    sb_free(&pw);
+
     // Proves: a variable must be there as a whole word.
     EXPECT(!has_word("SHARDLAB_SHM_FD", "SHARDLAB_SHM") && has_word("x SHARDLAB_SHM, y", "SHARDLAB_SHM"),
            "crafted variables: SHARDLAB_SHM is not in SHARDLAB_SHM_FD");
@@ -502,6 +737,7 @@ int main(int argc, char **argv) {
     check_all_citations(&d);
     check_schema(&d);
     check_environment(&d);
+    check_read_the_code();
     sb_free(&text);
     return test_done();
 }

@@ -1,14 +1,32 @@
 // dist.h — collectives between ranks: the one API every distributed lab calls.
 //
-// Defines: DIST_MAX_RANKS, dist_emulate_link(), Dist, DistGroup, DistAlgo, DistColl, DistDtype, DistRecord, DistStats,
-//          DistWork, DistEnv, dist_env(), dist_init(), dist_destroy(), dist_group(), dist_chunk(), dist_algo_parse(),
-//          dist_coll_name(), dist_dtype_name(), dist_all_reduce(), dist_reduce_scatter(), dist_all_gather(),
-//          dist_broadcast(), dist_reduce(), dist_send(), dist_recv(), dist_barrier(),
-//          dist_sum_over_ranks(), dist_sum_over_ranks_local(),
-//          dist_all_reduce_start(), dist_reduce_scatter_start(), dist_all_gather_start(),
-//          dist_reduce_scatter_bf16(), dist_all_gather_bf16(), dist_reduce_scatter_bf16_start(),
-//          dist_all_gather_bf16_start(), dist_wait(), dist_drain_records(), dist_abort(),
-//          DistP2p, DIST_P2P_MAX, dist_p2p(), dist_p2p_progress().
+// What it gives a lab: a Dist per rank (dist_init) and groups of its ranks (dist_group); on
+// a group, blocking collectives (dist_all_reduce() and the others below), asynchronous ones
+// (dist_all_reduce_start() ... dist_wait()), bf16 versions for mixed precision, point to
+// point (dist_send, dist_recv, dist_p2p), and the records of every call (dist_drain_records).
+//
+// The path of one call, an all-reduce on the CPU. Only the _start calls use the
+// communication thread. A blocking call waits for that thread's queue to empty, then runs
+// on the caller's thread, so the calls run in call order either way:
+//
+//   dist.c      dist_all_reduce_start()                      dist_all_reduce()
+//                   |                                            |
+//   dist.c      start() -> submit(): w joins the queue       run_now(): drain_queue(),
+//                   |    (the first call starts the thread)      |  then on the caller's thread
+//   dist.c      comm_thread(): one call at a time, in order      |
+//                   +------------------> run_work() <------------+
+//                                           |  d->be->run, the backend's function (dist_backend.h)
+//   dist_shm.c          run_host() -> run_counted() -> run_shm()
+//   dist_shm.c          use_direct(): direct.c up to direct_max_bytes, else ring.c
+//                                           |
+//   ring.c              ring_all_reduce() = ring_reduce_scatter() + ring_all_gather()
+//   direct.c            direct_all_reduce(): every rank adds all buffers, in one step
+//                                           |
+//   shm_chan.c          shm_reserve(), shm_commit() to the right neighbour;
+//                       shm_peek(), shm_release() from the left one
+//
+// Under NCCL, d->be->run is dist_nccl.c's run_nccl() instead. labs/DESIGN.md, Collectives,
+// draws the same path and says more.
 //
 // A rank learns who it is from the environment, as under torchrun: RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ('shardlab run' sets them; so can a
@@ -52,9 +70,7 @@
 // Buffers are the caller's device memory (or host memory) either way. An asynchronous
 // collective runs on the rank's communication thread, in the order the calls were made, while
 // the caller computes; with NCCL that thread queues the call on NCCL's stream and waits for it
-// with the deadline, polling NCCL's asynchronous errors. The path of one call, from
-// dist_all_reduce down through the communication thread and the backend to ring.c, is drawn
-// once, in labs/DESIGN.md, Collectives.
+// with the deadline, polling NCCL's asynchronous errors.
 //
 // Accounting: every call, synchronous or not, adds the bytes this rank sent and received to
 // d->stats and leaves a DistRecord (name, algorithm, dtype, times, bytes) that the lab drains into
