@@ -8,8 +8,8 @@
 //          |    \      /     |             2 (p-1)/p n; but it is ONE step instead of
 //          |      \  /       |             2 (p-1), so for small messages, where the time
 //          |      /  \       |             is the fixed cost of each step (latency), it
-//          v    /      \     v             wins. dist.c switches to the ring above a size
-//        rank 3  <------>  rank 2          (--algo overrides).
+//          v    /      \     v             wins. Above a size, dist_shm.c's use_direct()
+//        rank 3  <------>  rank 2          picks the ring (--algo overrides).
 //
 // The other direct collectives follow the same idea: reduce-scatter sends chunk c straight to
 // rank c; all-gather sends a rank's chunk straight to everyone; broadcast and reduce talk to
