@@ -45,8 +45,8 @@
 //      backward pass every gradient is all-reduced over the data-parallel group.
 //
 // The algorithms it runs:
-//   f: labs/tp/tensor_parallel.c, tp_f_forward(), tp_f_backward()
-//   g: labs/tp/tensor_parallel.c, tp_g_forward(), tp_g_backward()
+//   f: labs/tp/f_and_g.c, tp_f_forward(), tp_f_backward()
+//   g: labs/tp/f_and_g.c, tp_g_forward(), tp_g_backward()
 //   a block split over the group: labs/tp/tensor_parallel.c, block_forward(), block_backward()
 //   the vocabulary-parallel loss: labs/tp/tensor_parallel.c, vocab_parallel_crossentropy()
 //   each rank's slices: labs/tp/slices.c, tp_layer_slice()
