@@ -221,9 +221,12 @@ int main(int argc, char **argv) {
     }
     snprintf(root, sizeof root, "%s", argv[1]);
     // Each check types make as a reader would. Under `make CUDA=1 test` (CI) the outer make
-    // hands its variables down in MAKEFLAGS, and the inner builds then all compiled CUDA.
-    const char *outer_make[] = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"};
-    for (int i = 0; i < 4; i++) unsetenv(outer_make[i]);
+    // hands its variables down, in MAKEFLAGS and in the environment, and the inner builds
+    // then all compiled CUDA. What the Makefile reads that a check does not set goes too.
+    const char *outer_make[] = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "CUDA", "CUDA_HOME", "NCCL_HOME",
+                                "NCCL_SYSTEM", "CUDA_ARCHS", "NVCCFLAGS", "NVIDIA_SMI", "NATIVE", "CFLAGS", "DEPS",
+                                "DEPS_SEARCH", "CC", "BUILD", "V"};
+    for (size_t i = 0; i < sizeof outer_make / sizeof outer_make[0]; i++) unsetenv(outer_make[i]);
     snprintf(tmp, sizeof tmp, "/tmp/shardlab-test-build-XXXXXX");
     if (!mkdtemp(tmp)) return printf("not ok - cannot make a temporary folder\n"), 1;
     char multiarch[256] = "";
