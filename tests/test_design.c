@@ -164,9 +164,9 @@ static void check_citations(const char *path, const char *text, const Doc *d, Ci
 // Whether a file's text is to be read: not binary (no NUL byte).
 static int is_text(const StrBuf *sb) { return memchr(sb->data, 0, sb->len) == NULL; }
 
-// Every file under ROOT/rel (a folder: recursively; build outputs, node_modules and caches
-// left out), or ROOT/rel itself; only names ending in ext when ext is given.
-static void scan_tree(const char *rel, const char *ext, const Doc *d, Cites *c, int *files) {
+// Calls visit(rel, arg) for every regular file under ROOT/rel (a folder: recursively; build
+// outputs, node_modules, caches and dot-files left out), or for ROOT/rel itself.
+static void walk_tree(const char *rel, void (*visit)(const char *rel, void *arg), void *arg) {
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", root, rel);
     struct stat st;
@@ -178,21 +178,39 @@ static void scan_tree(const char *rel, const char *ext, const Doc *d, Cites *c, 
             if (n[0] == '.' || !strcmp(n, "node_modules") || !strcmp(n, "__pycache__") || !strcmp(n, "build")) continue;
             char sub[4400];
             snprintf(sub, sizeof sub, "%s/%s", rel, n);
-            scan_tree(sub, ext, d, c, files);
+            walk_tree(sub, visit, arg);
         }
         if (dir) closedir(dir);
-        return;
+    } else if (S_ISREG(st.st_mode)) {
+        visit(rel, arg);
     }
+}
+
+typedef struct {
+    const char *ext;  // only names ending in it, when given
+    const Doc *d;
+    Cites *c;
+    int *files;
+} CiteScan;
+
+static void scan_file(const char *rel, void *arg) {
+    const CiteScan *s = arg;
     size_t l = strlen(rel);
-    if (!S_ISREG(st.st_mode) || (ext && (l < strlen(ext) || strcmp(rel + l - strlen(ext), ext) != 0))) return;
+    if (s->ext && (l < strlen(s->ext) || strcmp(rel + l - strlen(s->ext), s->ext) != 0)) return;
     if (!strcmp(rel, "tests/test_design.c")) return;  // this file: its needles name the word
     StrBuf sb;
     sb_init(&sb);
     if (read_rel(&sb, rel) == 0 && is_text(&sb)) {
-        check_citations(rel, sb.data, d, c);
-        (*files)++;
+        check_citations(rel, sb.data, s->d, s->c);
+        (*s->files)++;
     }
     sb_free(&sb);
+}
+
+// Every file under ROOT/rel, or ROOT/rel itself; only names ending in ext when ext is given.
+static void scan_tree(const char *rel, const char *ext, const Doc *d, Cites *c, int *files) {
+    CiteScan s = {ext, d, c, files};
+    walk_tree(rel, scan_file, &s);
 }
 
 static void check_all_citations(const Doc *d) {
@@ -382,30 +400,16 @@ static void literals_after(const char *text, const char *prefix, Vars *v) {
     }
 }
 
-static void source_vars(const char *rel, Vars *v) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *dir = opendir(path);
-        for (struct dirent *e; dir && (e = readdir(dir));) {
-            if (e->d_name[0] == '.') continue;
-            char sub[4400];
-            snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
-            source_vars(sub, v);
-        }
-        if (dir) closedir(dir);
-        return;
-    }
+static void source_file_vars(const char *rel, void *arg) {
     const char *ext = strrchr(rel, '.');
-    if (!S_ISREG(st.st_mode) || !ext || (strcmp(ext, ".c") && strcmp(ext, ".h") && strcmp(ext, ".cu") && strcmp(ext, ".cuh")))
-        return;
+    if (!ext || (strcmp(ext, ".c") && strcmp(ext, ".h") && strcmp(ext, ".cu") && strcmp(ext, ".cuh"))) return;
     StrBuf sb;
     sb_init(&sb);
-    if (read_rel(&sb, rel) == 0) literals_after(sb.data, "\"SHARDLAB_", v);
+    if (read_rel(&sb, rel) == 0) literals_after(sb.data, "\"SHARDLAB_", arg);
     sb_free(&sb);
 }
+
+static void source_vars(const char *rel, Vars *v) { walk_tree(rel, source_file_vars, v); }
 
 // Whether name is in text as a whole word (SHARDLAB_SHM is not in SHARDLAB_SHM_FD).
 static int has_word(const char *text, const char *name) {
