@@ -10,7 +10,8 @@
 // The algorithms it runs:
 //   the schedules: labs/pp/schedule.c, schedule_ops(), bubble_formula()
 //   a stage's layers and update: labs/pp/stage.c, stage_create(), stage_update()
-//   the messages: labs/pp/messages.c, outbox_plan(), outbox_exchange(); labs/core/direct.c, p2p_batch()
+//   the messages: labs/pp/messages.c, outbox_plan(), outbox_exchange()
+//   the messages sent at once: labs/core/direct.c, p2p_batch()
 //
 // Run it:   make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8
 //           build/shardlab run pp -n 4 --schedule interleaved --chunks 2 --micro 8 --layers 16
