@@ -740,7 +740,8 @@ static void check_pages(void) {
         DIR *d = opendir(dir);
         for (struct dirent *e; d && (e = readdir(d));) {
             size_t l = strlen(e->d_name);
-            if (l < 4 || strcmp(e->d_name + l - 3, ".md") != 0) continue;
+            // (A folder's README.md is for readers of the tree: no page of the course.)
+            if (l < 4 || strcmp(e->d_name + l - 3, ".md") != 0 || !strcmp(e->d_name, "README.md")) continue;
             char slug[128], path[256], mdpath[1024], title[256] = "", want[700];
             snprintf(slug, sizeof slug, "%.*s", (int)(l - 3), e->d_name);
             snprintf(path, sizeof path, "/%s/%s", pass ? "lessons" : "lexicon", slug);
@@ -770,6 +771,8 @@ static void check_pages(void) {
     }
     EXPECT(pages == 65 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
            pages, bad);
+    // Proves: lessons/README.md (the folder's guide) is not served as a 17th lesson.
+    EXPECT(get_status("/lessons/README") == 404, "lessons/README.md is no lesson: /lessons/README is 404");
     EXPECT(home.status == 200 && linked == 65 && strstr(home.body, "id=\"lexicon-search\""),
            "the home page links every term and lesson (%d of 65) and has the lexicon search", linked);
     resp_free(&home);
@@ -1959,14 +1962,17 @@ static void check_ref(const char *done_id, const char *running_id, const char *o
     free(stream(id, 0, -1, 120));  // (to its end)
     char path[400], want_ref[300];
     snprintf(path, sizeof path, "/api/runs/%s", id);
-    snprintf(want_ref, sizeof want_ref, "\"ref\":\"%s\"}", done_id);
+    // (the description's "ref" field: its value, then the next field or the end)
+    snprintf(want_ref, sizeof want_ref, "\"ref\":\"%s\"", done_id);
     r = request("GET", path, NULL, NULL);
     char err[128];
     JsonValue *info = r.status == 200 ? json_parse(r.body, strlen(r.body), err, sizeof err) : NULL;
     const JsonValue *cfg_ref = json_get(json_get(json_get(info, "meta"), "config"), "ref");
     const char *dir_ref = cfg_ref && cfg_ref->type == JSON_STRING ? cfg_ref->string : "";
     size_t dl = strlen(dir_ref), il = strlen(done_id);
-    EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && strstr(r.body, want_ref) && dir_ref[0] == '/' &&
+    const char *ref_at = r.body ? strstr(r.body, want_ref) : NULL;
+    int ref_named = ref_at && (ref_at[strlen(want_ref)] == '}' || ref_at[strlen(want_ref)] == ',');
+    EXPECT(r.status == 200 && strstr(r.body, "\"status\":\"ok\"") && ref_named && dir_ref[0] == '/' &&
            dl > il && dir_ref[dl - il - 1] == '/' && strcmp(dir_ref + dl - il, done_id) == 0,
            "the run compared with it ends ok; its description names the reference (\"ref\"), its config the "
            "reference's directory (%s): %s", dir_ref, r.body ? r.body : "");
