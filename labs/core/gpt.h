@@ -1,20 +1,15 @@
 // gpt.h — the GPT-2-style model every lab trains, layer by layer.
 //
-// Defines: GptConfig, GptAttn, gpt_attn_name(), gpt_attn_parse(), GPT_VOCAB, GptTensor, GPT_MAX_TENSORS, gpt_layer_count(),
-//          gpt_layer_size(), gpt_num_params(), gpt_layer_tensors(), gpt_tensor_name(),
-//          EmbedView, BlockView, HeadView, gpt_embed_view(), gpt_block_view(), gpt_head_view(),
-//          gpt_init_layer(), BlockActs, HeadActs, GptActs, gpt_keeps_qkv_bf16(), gpt_acts_alloc(), gpt_acts_free(),
-//          gpt_acts_bytes(), gpt_block_acts_bytes_per_token(), gpt_head_acts_bytes_per_token(),
-//          gpt_attn_saved_floats(),
-//          gpt_attn_scratch_floats(), gpt_acts_alloc_layers(), gpt_acts_layers_bytes(), GptCarve,
-//          gpt_carve_floats(), gpt_carve_halves(), gpt_carve_block(), gpt_carve_head(), gpt_linear_forward(),
-//          gpt_linear_backward(),
-//          gpt_layer_output(),
-//          gpt_scratch_floats(), gpt_pass_scratch_floats(), gpt_embed_forward(), gpt_block_forward(),
-//          gpt_head_forward(), gpt_head_backward(), gpt_block_backward(), gpt_embed_backward(),
-//          Gpt, gpt_create(), gpt_destroy(), gpt_zero_grads(), GptHooks, gpt_forward(),
-//          gpt_backward(), gpt_layer_forward(), gpt_layer_backward(),
-//          gpt_param_hash().
+// What a lab finds here, in the order of this file:
+//   the shape      GptConfig, and --attn's two ways (GptAttn)
+//   the layout     one flat buffer per layer, its tensors and their names, and views
+//                  (EmbedView, BlockView, HeadView) that name the floats of any copy
+//   activations    what the backward pass needs, per block and for the head, and their bytes
+//   the passes     each layer's forward and backward alone: FSDP gathers a layer before it
+//                  runs, PP runs a range, checkpointing recomputes one
+//   the model      Gpt on one rank: create, forward, backward, and hooks between the layers
+//                  (DDP starts a bucket's all-reduce from one)
+//   the hash       gpt_param_hash(), the param_hash of every step event
 //
 // The model (labs/DESIGN.md, The model): byte vocabulary V = 256; token + learned position
 // embeddings; L pre-LN blocks
