@@ -2,7 +2,8 @@
 //
 // Defines: tmp, read_file(), run(), run_env(), captured(), one_line(), Events,
 //          load_rank_events(), load_events(), free_events(), kind(), failed_checks_in(), num(), step_events(),
-//          load_json_file(), write_text(), splice_file(), count_lines(), run_procs(), procs_left(), now_s(),
+//          load_json_file(), rubric_text(), write_text(), splice_file(), count_lines(), run_procs(),
+//          procs_left(), now_s(),
 //          run_ranks(), tmp_finish(), sh().
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
@@ -183,6 +184,21 @@ static inline int failed_checks_in(const char *dir, int world, char *first, size
 static inline double num(const JsonValue *v, const char *key) {
     const JsonValue *x = json_get(v, key);
     return x && x->type == JSON_NUMBER ? x->number : NAN;
+}
+
+// Every check of every configuration of grade.json g, "label name RESULT points/max; ...".
+static inline void rubric_text(const JsonValue *g, char *out, size_t n) {
+    out[0] = 0;
+    const JsonValue *grades = g ? json_get(g, "grades") : NULL;
+    for (size_t i = 0; grades && i < grades->count; i++) {
+        const JsonValue *one = json_at(grades, i), *checks = json_get(one, "checks");
+        for (size_t k = 0; checks && k < checks->count; k++) {
+            const JsonValue *c = json_at(checks, k);
+            size_t used = strlen(out);
+            snprintf(out + used, n - used, "%s%s %s %s %.0f/%.0f", used ? "; " : "", json_get(one, "label")->string,
+                     json_get(c, "name")->string, json_get(c, "result")->string, num(c, "points"), num(c, "max"));
+        }
+    }
 }
 // The same as a whole number: -1 when it is missing or no int (a NaN cast to int is
 // undefined, and the sanitized tests stop on it).

@@ -48,21 +48,6 @@ static void student_build(const char *src, char *out, size_t n) {
     snprintf(out, n, "%s/student/%s", build_dir, sum);
 }
 
-// Every check of every configuration of grade.json g, "label name RESULT points/max; ...".
-static void rubric_text(const JsonValue *g, char *out, size_t n) {
-    out[0] = 0;
-    const JsonValue *grades = g ? json_get(g, "grades") : NULL;
-    for (size_t i = 0; grades && i < grades->count; i++) {
-        const JsonValue *one = json_at(grades, i), *checks = json_get(one, "checks");
-        for (size_t k = 0; checks && k < checks->count; k++) {
-            const JsonValue *c = json_at(checks, k);
-            size_t used = strlen(out);
-            snprintf(out + used, n - used, "%s%s %s %s %.0f/%.0f", used ? "; " : "", json_get(one, "label")->string,
-                     json_get(c, "name")->string, json_get(c, "result")->string, num(c, "points"), num(c, "max"));
-        }
-    }
-}
-
 // The first check's reason in grade.json g ("" if none).
 static const char *first_reason(const JsonValue *g) {
     const JsonValue *grades = g ? json_get(g, "grades") : NULL, *one = grades ? json_at(grades, 0) : NULL;

@@ -313,21 +313,6 @@ static void check_grader_calls_no_student_file(const char *build_dir) {
 // copy's make grade builds them (build/student/<hash>).
 static const char *const SELF_GRADED_FILES[] = {"core/adamw.c", "shard/sampler.c", "shard.c"};
 
-// Every check of every configuration of grade.json g, "label name RESULT points/max; ...".
-static void rubric_text(const JsonValue *g, char *out, size_t n) {
-    out[0] = 0;
-    const JsonValue *grades = g ? json_get(g, "grades") : NULL;
-    for (size_t i = 0; grades && i < grades->count; i++) {
-        const JsonValue *one = json_at(grades, i), *checks = json_get(one, "checks");
-        for (size_t k = 0; checks && k < checks->count; k++) {
-            const JsonValue *c = json_at(checks, k);
-            size_t used = strlen(out);
-            snprintf(out + used, n - used, "%s%s %s %s %.0f/%.0f", used ? "; " : "", json_get(one, "label")->string,
-                     json_get(c, "name")->string, json_get(c, "result")->string, num(c, "points"), num(c, "max"));
-        }
-    }
-}
-
 static void check_self_grade(void) {
     char self[600];
     snprintf(self, sizeof self, "%s/self", tmp);
