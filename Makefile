@@ -35,7 +35,7 @@ RUN     ?=
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 # The labs' sources: labs/, or a student's copy of them (make grade builds one with LABS_SRC).
 LABS_SRC ?= labs
-BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -I$(LABS_SRC)/core -I$(LABS_SRC)
+BASE    := -std=c11 -D_GNU_SOURCE -pthread -g $(WARN) -I$(LABS_SRC)
 ifeq ($(NATIVE),1)
 ARCH    := -march=native
 else
@@ -50,11 +50,11 @@ LDLIBS  := -lm -pthread
 # Debian packages (labs/DESIGN.md, Dependencies); `make deps` installs the missing ones. tmux is for the
 # dashboard's tests (they drive it in a terminal as a person would); libjs-chart.js draws the
 # web's charts and libjs-katex its formulas (the server serves both from /usr/share/javascript);
-# bubblewrap is the sandbox a student's code is built and run in (labs/grade/sandbox.h).
+# bubblewrap is the sandbox a student's code is built and run in (labs/command/grade/sandbox.h).
 DEB_PACKAGES := libcivetweb-dev libmd4c-dev libmd4c-html0-dev libncurses-dev pkg-config tmux libjs-chart.js libjs-katex bubblewrap
 
 # ---- CUDA: built for the GPU that is here, or when asked (CUDA=1) -------------------------
-# labs/core/cuda/*.cu (kernels, cuBLAS, NCCL); without them, labs/core/nocuda.c stands in and
+# labs/common/cuda/*.cu (kernels, cuBLAS, NCCL); without them, labs/common/cuda/nocuda.c stands in and
 # every lab runs on the CPU. Which GPUs the kernels are compiled for:
 #   CUDA=auto (default): only where a GPU is here (nvidia-smi lists one), and only for its
 #          compute capability, so a laptop with nvcc and no GPU builds and runs the CPU labs
@@ -94,7 +94,7 @@ NCCL_FROM := , from NCCL_HOME
 endif
 NCCL_LIBDIR := $(if $(NCCL_HOME),$(call nccl_libdir,$(NCCL_HOME)))
 NCCL_LIB := $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2)
-CU_SRCS := $(wildcard $(LABS_SRC)/core/cuda/*.cu)
+CU_SRCS := $(wildcard $(LABS_SRC)/common/cuda/*.cu)
 CUDA_ARCHS_ALL := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                   -gencode arch=compute_90,code=compute_90
 # The GPUs here: their compute capabilities as nvidia-smi gives them ("9.0" -> 90), digits
@@ -147,7 +147,7 @@ BACKEND_NOW := $(if $(CUDA_BUILD),cuda $(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) nccl $
 # Some missing: make installs them first (make deps) when it can without asking (apt-get, as
 # root or through sudo without a password), then builds every command; where it cannot (a GPU
 # node without root, an HPC cluster; DEPS=0; or the install failed), shardlab is built
-# without tui, lexicon and web, labs/nolibs.c standing in for them, and one line says so and
+# without tui, lexicon and web, labs/command/nolibs.c standing in for them, and one line says so and
 # how to add them. `make deps-status` prints that line (nothing when all are found).
 DEPS ?= auto
 DEPS_SEARCH ?=
@@ -173,29 +173,46 @@ DEPS_STATUS := shardlab: built without tui, lexicon and web ($(DEPS_WHY): $(DEPS
 endif
 
 # ---- sources --------------------------------------------------------------------------
-# What the programs link (LIB_*): every core file but nocuda.c, then the CUDA backend or
-# nocuda.c; and the labs' own algorithms, each in the folder beside its lab (labs/tp/,
-# labs/ckpt/, labs/shard/, labs/zero/ for zero and fsdp). The sanitized build (the tests)
-# is always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
-CORE_SRCS := $(filter-out $(LABS_SRC)/core/nocuda.c,$(wildcard $(LABS_SRC)/core/*.c))
-LAB_DIRS  := tp ckpt shard zero pp
-ALGO_SRCS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.c))
-ALGO_HDRS := $(wildcard $(LAB_DIRS:%=$(LABS_SRC)/%/*.h))
+# labs/ holds one folder per lab (NN-name/: its program, LAB.c, and the algorithm files it
+# owns), common/ (what the labs share: model/, comm/, cuda/, harness/, runfiles/) and
+# command/ (the shardlab command's own code, which no lab links).
+# What the lab programs link (LIB_*): every common file but nocuda.c, then the CUDA backend
+# or nocuda.c, and every lab folder's algorithm files. The sanitized build (the tests) is
+# always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
+LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
+COMMON_SRCS := $(filter-out $(LABS_SRC)/common/cuda/nocuda.c,$(wildcard $(LABS_SRC)/common/*/*.c))
+COMMON_HDRS := $(wildcard $(LABS_SRC)/common/*/*.h)
+COMMON_OBJS := $(COMMON_SRCS:$(LABS_SRC)/common/%.c=$(BUILD)/common/%.o)
+COMMON_SAN  := $(COMMON_SRCS:$(LABS_SRC)/common/%.c=$(BUILD)/san/common/%.o) $(BUILD)/san/common/cuda/nocuda.o
+# A lab's program: labs/NN-name/LAB.c (lab_src single -> labs/01-single/single.c).
+lab_src = $(firstword $(wildcard $(LABS_SRC)/[0-9]*/$(1).c))
+LAB_DIRS  := $(wildcard $(LABS_SRC)/[0-9]*/)
+ALGO_SRCS := $(filter-out $(foreach l,$(LABS_ALL),$(call lab_src,$(l))),$(wildcard $(LAB_DIRS:%=%*.c)))
+ALGO_HDRS := $(wildcard $(LAB_DIRS:%=%*.h))
 ALGO_OBJS := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/algo/%.o)
 ALGO_SAN  := $(ALGO_SRCS:$(LABS_SRC)/%.c=$(BUILD)/san/algo/%.o)
-LIB_SAN  := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/san/core/%.o) $(BUILD)/san/core/nocuda.o $(ALGO_SAN)
+LAB_LIB_SAN := $(COMMON_SAN) $(ALGO_SAN)
 ifeq ($(CUDA_BUILD),1)
-LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(CU_SRCS:$(LABS_SRC)/core/cuda/%.cu=$(BUILD)/core/cuda/%.o) $(ALGO_OBJS)
+LIB_OBJS := $(COMMON_OBJS) $(CU_SRCS:$(LABS_SRC)/common/cuda/%.cu=$(BUILD)/common/cuda/%.o) $(ALGO_OBJS)
 CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib) $(NCCL_LIBDIR))
 LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lstdc++
 else
-LIB_OBJS := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
+LIB_OBJS := $(COMMON_OBJS) $(BUILD)/common/cuda/nocuda.o $(ALGO_OBJS)
 LDLIBS_CUDA :=
 endif
-LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
+# The shardlab command's modules (labs/command/: the planner, the what-if, run reading, the
+# trace), always from this tree: the command and the tests link them, the lab programs do not.
+# Its main and subcommands (LAUNCHER_SRCS) are compiled into build/shardlab itself.
+LAUNCHER_SRCS := labs/command/shardlab.c labs/command/launcher_view.c labs/command/launcher_ranks.c labs/command/plan/plan_cmd.c labs/command/plan/whatif_cmd.c
+CMD_SRCS := $(filter-out $(LAUNCHER_SRCS) labs/command/nolibs.c,$(wildcard labs/command/*.c labs/command/plan/*.c labs/command/runs/*.c))
+CMD_HDRS := $(wildcard labs/command/*.h labs/command/plan/*.h labs/command/runs/*.h)
+CMD_OBJS := $(CMD_SRCS:labs/command/%.c=$(BUILD)/command/%.o)
+CMD_SAN  := $(CMD_SRCS:labs/command/%.c=$(BUILD)/san/command/%.o)
+# The tests link what the labs link and the command's modules.
+LIB_SAN := $(LAB_LIB_SAN) $(CMD_SAN)
 LAB_BINS  := $(LABS_ALL:%=$(BUILD)/labs/%)
 LAB_SAN   := $(LABS_ALL:%=$(BUILD)/san/labs/%)
-# The grader's reference programs (labs/grade/solutions.c), ref/ beside the lab programs: the
+# The grader's reference programs (labs/command/grade/solutions.c), ref/ beside the lab programs: the
 # labs a reference run starts (single; shard -n 1; zero --stage 0 for ZeRO's and FSDP's
 # --mixed), linked with the grader's own code in place of every student region they reach.
 # --wrap sends each call of a region function from another file to the grader's __wrap_ one;
@@ -226,7 +243,7 @@ TUI_SAN   := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o) $(BUILD)/san/tui/tui.o
 TUI_DRAW_SAN := $(TUI_DRAW:%=$(BUILD)/san/tui/%.o)
 NCURSES_CFLAGS = $(shell pkg-config --cflags ncursesw 2>/dev/null)
 NCURSES_LIBS   = $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)
-# The course as the terminal and the web read it (labs/course/: the lexicon's terms, the
+# The course as the terminal and the web read it (labs/command/course/: the lexicon's terms, the
 # lessons' titles, links), plain C; both link it, neither through the other.
 COURSE_OBJ := $(BUILD)/course/course.o
 COURSE_SAN := $(BUILD)/san/course/course.o
@@ -241,7 +258,7 @@ WEB_LIBS  := -lcivetweb -lmd4c-html -lmd4c
 # pages ("Your TODO regions") read the one table; shardlab links it.
 TODO_TABLE := tests/todo/regions.c
 # What build/shardlab links: every command, or (bare) the launcher and the grader with
-# labs/nolibs.c in place of tui/ and web/, and no library beyond libc and libm.
+# labs/command/nolibs.c in place of tui/ and web/, and no library beyond libc and libm.
 ifeq ($(SHARDLAB_KIND),bare)
 SHARDLAB_PARTS := $(BUILD)/nolibs.o
 SHARDLAB_LIBS  :=
@@ -249,22 +266,21 @@ else
 SHARDLAB_PARTS = $(TUI_OBJS) $(WEB_OBJS) $(COURSE_OBJ)
 SHARDLAB_LIBS  = $(NCURSES_LIBS) $(WEB_LIBS)
 endif
-# The grader (labs/grade/): `shardlab grade`, linked into the launcher; sandbox_cmd.c is the
+# The grader (labs/command/grade/): `shardlab grade`, linked into the launcher; sandbox_cmd.c is the
 # main of the sandbox program (SANDBOX), not part of it.
-GRADE_SRCS := $(filter-out sandbox_cmd,$(sort $(basename $(notdir $(wildcard labs/grade/*.c)))))
+GRADE_SRCS := $(filter-out sandbox_cmd,$(sort $(basename $(notdir $(wildcard labs/command/grade/*.c)))))
 GRADE_OBJS := $(GRADE_SRCS:%=$(BUILD)/grade/%.o)
 GRADE_SAN  := $(GRADE_SRCS:%=$(BUILD)/san/grade/%.o)
 # The launcher; it runs the labs next to it (build/labs, or build/san/labs for its own copy).
-# It never touches a GPU, so it links the CPU core (nocuda.c) even in a CUDA build: CUDA's
+# It never touches a GPU, so it links the CPU backend (nocuda.c) even in a CUDA build: CUDA's
 # libraries carry so much thread-local storage that CivetWeb's worker threads, created with
 # a small fixed stack, cannot start in a process that loads them.
-# The command: labs/shardlab.c (the launcher, `shardlab run`, and the other commands), with
-# the launcher's view of a run and its reading of the ranks' endings (labs/launcher.h).
-LAUNCHER_SRCS := labs/shardlab.c labs/launcher_view.c labs/launcher_ranks.c labs/plan_cmd.c labs/whatif_cmd.c
-SHARDLAB_LIB := $(CORE_SRCS:$(LABS_SRC)/core/%.c=$(BUILD)/core/%.o) $(BUILD)/core/nocuda.o $(ALGO_OBJS)
+# The command: labs/command/shardlab.c (the launcher, `shardlab run`, and the other commands),
+# with the launcher's view of a run and its reading of the ranks' endings (launcher.h).
+SHARDLAB_LIB := $(COMMON_OBJS) $(BUILD)/common/cuda/nocuda.o $(ALGO_OBJS) $(CMD_OBJS)
 SHARDLAB     := $(BUILD)/shardlab
 SHARDLAB_SAN := $(BUILD)/san/shardlab
-# The sandbox a student's code is built and run in (labs/grade/sandbox.h): this program for
+# The sandbox a student's code is built and run in (labs/command/grade/sandbox.h): this program for
 # the builds below; the grader and make check's driver link the same module.
 SANDBOX      := $(BUILD)/sandbox
 # Every tests/test_*.c is a program; tests/run.sh runs them all.
@@ -280,7 +296,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
 
-# What make says: one line per file it builds ("  CC      labs/core/gpt.c", "  LD      build/labs/ddp");
+# What make says: one line per file it builds ("  CC      labs/common/model/gpt.c", "  LD      build/labs/ddp");
 # V=1 prints the full commands instead, make -s nothing.
 V ?= 0
 SILENT := $(findstring s,$(firstword -$(MAKEFLAGS)))
@@ -366,17 +382,27 @@ deps-ncurses:
 	@$(if $(filter install,$(SHARDLAB_KIND)),$(MAKE) --no-print-directory deps,:)
 
 # ---- build ----------------------------------------------------------------------------
-$(BUILD)/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/core
-	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/san/core/%.o: $(LABS_SRC)/core/%.c $(LABS_SRC)/core/*.h | $(BUILD)/san/core
-	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
-
-$(ALGO_OBJS): $(BUILD)/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+$(BUILD)/common/%.o: $(LABS_SRC)/common/%.c $(COMMON_HDRS) $(ALGO_HDRS)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
-$(ALGO_SAN): $(BUILD)/san/algo/%.o: $(LABS_SRC)/%.c $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+$(BUILD)/san/common/%.o: $(LABS_SRC)/common/%.c $(COMMON_HDRS) $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+
+$(ALGO_OBJS): $(BUILD)/algo/%.o: $(LABS_SRC)/%.c $(COMMON_HDRS) $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+
+$(ALGO_SAN): $(BUILD)/san/algo/%.o: $(LABS_SRC)/%.c $(COMMON_HDRS) $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
+
+$(BUILD)/command/%.o: labs/command/%.c $(CMD_HDRS) $(COMMON_HDRS) $(ALGO_HDRS)
+	@mkdir -p $(@D)
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/san/command/%.o: labs/command/%.c $(CMD_HDRS) $(COMMON_HDRS) $(ALGO_HDRS)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
@@ -384,35 +410,38 @@ $(BACKEND_STAMP): FORCE
 	@mkdir -p $(@D)
 	@[ "$$(cat $@ 2>/dev/null)" = '$(BACKEND_NOW)' ] || echo '$(BACKEND_NOW)' >$@
 
-$(BUILD)/core/cuda/%.o: $(LABS_SRC)/core/cuda/%.cu $(LABS_SRC)/core/cuda/*.cuh $(LABS_SRC)/core/*.h $(BACKEND_STAMP) | $(BUILD)/core/cuda
-	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC)/core -I$(NCCL_HOME)/include -c $< -o $@
+$(BUILD)/common/cuda/%.o: $(LABS_SRC)/common/cuda/%.cu $(LABS_SRC)/common/cuda/*.cuh $(COMMON_HDRS) $(BACKEND_STAMP)
+	@mkdir -p $(@D)
+	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -I$(LABS_SRC) -I$(NCCL_HOME)/include -c $< -o $@
 
-$(BUILD)/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/tui deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/tui/%.o: tui/%.c tui/*.h labs/command/course/*.h $(COMMON_HDRS) $(CMD_HDRS) | $(BUILD)/tui deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/course/*.h labs/core/*.h | $(BUILD)/san/tui deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Ilabs/course $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/tui/%.o: tui/%.c tui/*.h labs/command/course/*.h $(COMMON_HDRS) $(CMD_HDRS) | $(BUILD)/san/tui deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Itui $(NCURSES_CFLAGS) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/course
-	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/course $(CFLAGS) -c $< -o $@
+$(BUILD)/course/%.o: labs/command/course/%.c labs/command/course/*.h $(COMMON_HDRS) | $(BUILD)/course
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/course/%.o: labs/course/%.c labs/course/*.h labs/core/*.h | $(BUILD)/san/course
-	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/course $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/course/%.o: labs/command/course/%.c labs/command/course/*.h $(COMMON_HDRS) | $(BUILD)/san/course
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/labs/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $(BACKEND_STAMP) | $(BUILD)/labs
+# A lab's program from its folder's LAB.c (lab_src, read after the rules: second expansion).
+.SECONDEXPANSION:
+$(BUILD)/labs/%: $$(call lab_src,$$*) $(LIB_OBJS) $(COMMON_HDRS) $(ALGO_HDRS) $(BACKEND_STAMP) | $(BUILD)/labs
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/san/labs/%: $(LABS_SRC)/%.c $(LIB_SAN) $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs
-	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
+$(BUILD)/san/labs/%: $$(call lab_src,$$*) $(LAB_LIB_SAN) $(COMMON_HDRS) $(ALGO_HDRS) | $(BUILD)/san/labs
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LAB_LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/labs/ref/%: $(LABS_SRC)/%.c $(LIB_OBJS) $(BUILD)/grade/solutions.o $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/labs/ref
+$(BUILD)/labs/ref/%: $$(call lab_src,$$*) $(LIB_OBJS) $(BUILD)/grade/solutions.o $(COMMON_HDRS) $(ALGO_HDRS) | $(BUILD)/labs/ref
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) $(BUILD)/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/san/labs/ref/%: $(LABS_SRC)/%.c $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(LABS_SRC)/core/*.h $(ALGO_HDRS) | $(BUILD)/san/labs/ref
-	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) $(BUILD)/san/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS)
+$(BUILD)/san/labs/ref/%: $$(call lab_src,$$*) $(LAB_LIB_SAN) $(BUILD)/san/grade/solutions.o $(COMMON_HDRS) $(ALGO_HDRS) | $(BUILD)/san/labs/ref
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LAB_LIB_SAN) $(BUILD)/san/grade/solutions.o $(REF_WRAP) -o $@ $(LDLIBS)
 
 # Every broken lab also says what is broken in it (tests/breaks/breaks.c wraps lab_start).
-$(BUILD)/breaks/%: $(LABS_SRC)/%.c tests/breaks/%.c tests/breaks/breaks.c tests/breaks/breaks.h $(LIB_OBJS) $(LABS_SRC)/core/*.h $(ALGO_HDRS) $(BACKEND_STAMP)
+$(BUILD)/breaks/%: $$(call lab_src,$$*) tests/breaks/%.c tests/breaks/breaks.c tests/breaks/breaks.h $(LIB_OBJS) $(COMMON_HDRS) $(ALGO_HDRS) $(BACKEND_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< tests/breaks/$*.c tests/breaks/breaks.c $(LIB_OBJS) $(addprefix -Wl$(comma)--wrap=,lab_start $(BREAK_WRAP_$*)) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
@@ -420,26 +449,26 @@ $(BUILD)/breaks/%: $(LABS_SRC)/%.c tests/breaks/%.c tests/breaks/breaks.c tests/
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
 
 # CUDA kernels run on the CPU by tests/gpu/emulate.h (the tensor cores' flash attention,
-# labs/core/cuda/flash_tc.cuh; the param_hash's chunks, hash.cuh): built by the host's C++
+# labs/common/cuda/flash_tc.cuh; the param_hash's chunks, hash.cuh): built by the host's C++
 # compiler, with or without CUDA (sanitized, at -O2: the emulated warps' exchanges are most
 # of the time).
-$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel: $(BUILD)/san/tests/%: tests/gpu/%.cc tests/gpu/emulate.h tests/*.h $(wildcard $(LABS_SRC)/core/cuda/*.cuh) $(LIB_SAN) labs/core/*.h | $(BUILD)/san/tests
-	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC)/core -I$(LABS_SRC)/core/cuda -Itests $(SANFLAGS) -O2 $< $(LIB_SAN) -o $@ $(LDLIBS)
+$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel: $(BUILD)/san/tests/%: tests/gpu/%.cc tests/gpu/emulate.h tests/*.h $(wildcard $(LABS_SRC)/common/cuda/*.cuh) $(LIB_SAN) $(COMMON_HDRS) | $(BUILD)/san/tests
+	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC) -Itests $(SANFLAGS) -O2 $< $(LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/tests
-	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui -Ilabs/course $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
+$(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) $(COMMON_HDRS) $(CMD_HDRS) $(ALGO_HDRS) | $(BUILD)/san/tests
+	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) -Itests -Itui $< $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) -o $@ $(LDLIBS) $(MD4C_LIBS)
 
-$(BUILD)/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade -Itests/todo $(CFLAGS) -c $< -o $@
+$(BUILD)/web/%.o: web/%.c web/*.h labs/command/course/*.h $(COMMON_HDRS) $(CMD_HDRS) labs/command/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/web deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Itests/todo $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/web/%.o: web/%.c web/*.h labs/course/*.h labs/core/*.h labs/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
-	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Ilabs/course -Ilabs/grade -Itests/todo $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/web/%.o: web/%.c web/*.h labs/command/course/*.h $(COMMON_HDRS) $(CMD_HDRS) labs/command/grade/*.h tests/todo/regions.h $(ALGO_HDRS) | $(BUILD)/san/web deps-ncurses
+	$(call quiet,CC,$<)$(CC) $(BASE) -Iweb -Itests/todo $(SANFLAGS) -c $< -o $@
 
-$(BUILD)/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/grade
-	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/grade $(CFLAGS) -c $< -o $@
+$(BUILD)/grade/%.o: labs/command/grade/%.c labs/command/grade/*.h $(COMMON_HDRS) $(CMD_HDRS) $(ALGO_HDRS) | $(BUILD)/grade
+	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/san/grade/%.o: labs/grade/%.c labs/grade/*.h labs/core/*.h $(ALGO_HDRS) | $(BUILD)/san/grade
-	$(call quiet,CC,$<)$(CC) $(BASE) -Ilabs/grade $(SANFLAGS) -c $< -o $@
+$(BUILD)/san/grade/%.o: labs/command/grade/%.c labs/command/grade/*.h $(COMMON_HDRS) $(CMD_HDRS) $(ALGO_HDRS) | $(BUILD)/san/grade
+	$(call quiet,CC,$<)$(CC) $(BASE) $(SANFLAGS) -c $< -o $@
 
 ifeq ($(SHARDLAB_KIND),install)
 # The libraries are missing but make may install them: make deps, then build shardlab again
@@ -448,29 +477,29 @@ $(SHARDLAB): FORCE
 	@$(MAKE) --no-print-directory deps || echo "shardlab: installing $(DEPS_LACKING) failed (above)"
 	@$(MAKE) --no-print-directory DEPS=tried $@ deps-status
 else
-$(SHARDLAB): $(LAUNCHER_SRCS) $(TODO_TABLE) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) labs/core/*.h tui/*.h web/*.h labs/grade/*.h tests/todo/regions.h | $(BUILD)/labs
-	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(CFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
+$(SHARDLAB): $(LAUNCHER_SRCS) $(TODO_TABLE) $(CMD_HDRS) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) $(COMMON_HDRS) tui/*.h web/*.h labs/command/grade/*.h labs/command/course/*.h tests/todo/regions.h | $(BUILD)/labs
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb $(CFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(SHARDLAB_LIB) $(SHARDLAB_PARTS) $(GRADE_OBJS) -o $@ $(LDLIBS) $(SHARDLAB_LIBS)
 endif
 FORCE:
 
-$(BUILD)/nolibs.o: labs/nolibs.c labs/core/*.h tui/*.h web/*.h
+$(BUILD)/nolibs.o: labs/command/nolibs.c $(COMMON_HDRS) $(CMD_HDRS) tui/*.h web/*.h
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) -Itui -Iweb $(CFLAGS) -c $< -o $@
 
-$(SHARDLAB_SAN): $(LAUNCHER_SRCS) $(TODO_TABLE) labs/launcher.h labs/plan_cmd.h labs/whatif_cmd.h $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) labs/core/*.h tui/*.h web/*.h labs/grade/*.h tests/todo/regions.h | $(BUILD)/san/labs
-	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb -Ilabs/course -Ilabs/grade $(SANFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
+$(SHARDLAB_SAN): $(LAUNCHER_SRCS) $(TODO_TABLE) $(CMD_HDRS) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) $(COMMON_HDRS) tui/*.h web/*.h labs/command/grade/*.h labs/command/course/*.h tests/todo/regions.h | $(BUILD)/san/labs
+	$(call quiet,LD,$@)$(CC) $(BASE) -Itui -Iweb $(SANFLAGS) $(LAUNCHER_SRCS) $(TODO_TABLE) $(LIB_SAN) $(TUI_SAN) $(WEB_SAN) $(COURSE_SAN) $(GRADE_SAN) -o $@ $(LDLIBS) $(NCURSES_LIBS) $(WEB_LIBS)
 
 # The fuzzer (clang's libFuzzer) on the run-log reader and the dashboard's drawing.
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c labs/core/*.h tui/*.h
+$(BUILD)/fuzz/fuzz_runread: tests/fuzz/fuzz_runread.c tests/fuzz/runread_target.h $(COMMON_SRCS) $(ALGO_SRCS) $(CMD_SRCS) labs/common/cuda/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/command/course/course.c $(COMMON_HDRS) tui/*.h
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)clang $(BASE) -Itui -Ilabs/course -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
+	$(call quiet,LD,$@)clang $(BASE) -Itui -Itests -O1 -g -fsanitize=fuzzer,address,undefined $< $(COMMON_SRCS) $(ALGO_SRCS) $(CMD_SRCS) labs/common/cuda/nocuda.c $(TUI_DRAW:%=tui/%.c) labs/command/course/course.c -o $@ $(LDLIBS) $(MD4C_LIBS)
 
 # ... and on the grader: a run directory's files from one input, loaded and graded (no lab
 # starts: the run is its own --ref). UB stops it too (-fno-sanitize-recover).
-$(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) labs/core/*.h labs/grade/*.h
+$(BUILD)/fuzz/fuzz_grade: tests/fuzz/fuzz_grade.c $(COMMON_SRCS) $(ALGO_SRCS) $(CMD_SRCS) labs/common/cuda/nocuda.c $(GRADE_SRCS:%=labs/command/grade/%.c) $(COMMON_HDRS) labs/command/grade/*.h
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)clang $(BASE) -Ilabs/grade -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(CORE_SRCS) $(ALGO_SRCS) labs/core/nocuda.c $(GRADE_SRCS:%=labs/grade/%.c) -o $@ $(LDLIBS)
+	$(call quiet,LD,$@)clang $(BASE) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< $(COMMON_SRCS) $(ALGO_SRCS) $(CMD_SRCS) labs/common/cuda/nocuda.c $(GRADE_SRCS:%=labs/command/grade/%.c) -o $@ $(LDLIBS)
 
 fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-grade
@@ -478,18 +507,18 @@ fuzz: $(BUILD)/fuzz/fuzz_runread $(BUILD)/fuzz/fuzz_grade
 	$(BUILD)/fuzz/fuzz_grade -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-grade tests/fuzz/seeds-grade
 
 # Small stand-in programs the tests run (tests/fixtures/ranklab.c: a lab for the launcher's tests).
-$(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(LIB_SAN) labs/core/*.h
+$(BUILD)/san/fixtures/ranklab: tests/fixtures/ranklab.c $(LIB_SAN) $(COMMON_HDRS)
 	@mkdir -p $(@D)
 	$(call quiet,LD,$@)$(CC) $(BASE) $(SANFLAGS) $< $(LIB_SAN) -o $@ $(LDLIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $(BUILD)/bench
+$(BUILD)/bench/%: tests/bench/%.c $(LIB_OBJS) $(COMMON_HDRS) $(BACKEND_STAMP) | $(BUILD)/bench
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
 # GPU tests: built with the CUDA backend, run by tests/gpu/check.sh (they skip without a GPU).
-$(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) labs/core/*.h $(BACKEND_STAMP) | $(BUILD)/gpu
+$(BUILD)/gpu/%: tests/gpu/%.c $(LIB_OBJS) $(COMMON_HDRS) $(BACKEND_STAMP) | $(BUILD)/gpu
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) -Itests $< $(LIB_OBJS) -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-$(BUILD)/labs/ref $(BUILD)/san/labs/ref $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/core $(BUILD)/core/cuda $(BUILD)/gpu $(BUILD)/san/core $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
+$(BUILD)/labs/ref $(BUILD)/san/labs/ref $(BUILD)/grade $(BUILD)/san/grade $(BUILD)/web $(BUILD)/san/web $(BUILD)/tui $(BUILD)/san/tui $(BUILD)/course $(BUILD)/san/course $(BUILD)/gpu $(BUILD)/labs $(BUILD)/san/labs $(BUILD)/san/tests $(BUILD)/bench:
 	@mkdir -p $@
 
 # ---- run ------------------------------------------------------------------------------
@@ -519,7 +548,7 @@ lab-%: $(LABS_BUILT)
 
 # ---- grading ----------------------------------------------------------------------------
 # make starter OUT=dir: a student's copy of the project, the solution regions of labs/
-# replaced by TODO stubs (labs/grade/starter.sh). make grade LABS=dir: build the labs of a
+# replaced by TODO stubs (labs/command/grade/starter.sh). make grade LABS=dir: build the labs of a
 # student's copy (of the project, or of its labs/) on the CPU into build/student/<hash>, run
 # every lab's graded configurations with them and grade each with this build's shardlab,
 # whose references run this build's reference programs (REF_BINS: none of a student's
@@ -530,9 +559,9 @@ lab-%: $(LABS_BUILT)
 # kept in REFS (default build/grade-refs) and shared by every student graded with this build.
 LABS    ?= labs
 ONLY    ?=
-GRADE_SRC = $(if $(wildcard $(LABS)/labs/core/*.c),$(LABS)/labs,$(LABS))
+GRADE_SRC = $(if $(wildcard $(LABS)/labs/common/*/*.c),$(LABS)/labs,$(LABS))
 GRADE_BUILD = $(BUILD)/student/$(firstword $(shell echo '$(abspath $(GRADE_SRC))' | cksum))
-# A copy is built, run and checked in the sandbox (labs/grade/sandbox.h): no network, its own
+# A copy is built, run and checked in the sandbox (labs/command/grade/sandbox.h): no network, its own
 # build and run folders the only ones it may write, nothing of yours it may read, limits, and a
 # deadline. DEADLINE=<seconds>: each graded run's (default 600) or each check's (default 60);
 # BUILD_DEADLINE: the copy's build's. The build sees the copy, this Makefile and tests/todo/.
@@ -543,11 +572,11 @@ SANDBOX_BUILD = $(SANDBOX) --what "make $(1): the build of $(GRADE_SRC)" --deadl
 
 starter:
 	@if [ -z "$(OUT)" ]; then echo "make starter: say where: make starter OUT=dir" >&2; exit 2; fi
-	@sh labs/grade/starter.sh "$(OUT)"
+	@sh labs/command/grade/starter.sh "$(OUT)"
 
 grade: all
-	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
-	  echo "make grade: $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
+	@if [ ! -d "$(GRADE_SRC)/common" ]; then \
+	  echo "make grade: $(LABS) is not a copy of shardlab or of its labs/ (no common/ folder)" >&2; exit 2; fi
 	@echo "make grade: building $(GRADE_SRC) into $(GRADE_BUILD) (CPU, in the sandbox)"
 	@rm -f $(addprefix $(GRADE_BUILD)/labs/,$(LABS_ALL))
 	-@$(call SANDBOX_BUILD,grade) $(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 DEPS=0 grade-labs
@@ -572,11 +601,11 @@ TODO_CHECKS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%)
 TODO_BINS := $(TODO_CHECKS) $(BUILD)/todo/check
 CHECK_GOAL = $(firstword $(filter check web,$(MAKECMDGOALS)) check)
 check-programs: $(SANDBOX) $(BUILD)/todo/check
-	@if [ ! -d "$(GRADE_SRC)/core" ]; then \
-	  echo "make $(CHECK_GOAL): $(LABS) is not a copy of shardlab or of its labs/ (no core/ folder)" >&2; exit 2; fi
+	@if [ ! -d "$(GRADE_SRC)/common" ]; then \
+	  echo "make $(CHECK_GOAL): $(LABS) is not a copy of shardlab or of its labs/ (no common/ folder)" >&2; exit 2; fi
 	@mkdir -p $(GRADE_BUILD)/todo
 	@rm -f $(TODO_PROGRAMS:%=$(GRADE_BUILD)/todo/check_%)
-	@[ -n "$$(ls $(GRADE_BUILD)/core/*.o 2>/dev/null)" ] || echo "make $(CHECK_GOAL): building $(GRADE_SRC) into $(GRADE_BUILD) (CPU, in the sandbox; once, then only what changed)"
+	@[ -n "$$(ls $(GRADE_BUILD)/common/*/*.o 2>/dev/null)" ] || echo "make $(CHECK_GOAL): building $(GRADE_SRC) into $(GRADE_BUILD) (CPU, in the sandbox; once, then only what changed)"
 	-@$(call SANDBOX_BUILD,$(CHECK_GOAL)) $(MAKE) --no-print-directory -k BUILD=$(GRADE_BUILD) LABS_SRC=$(GRADE_SRC) CUDA=0 DEPS=0 todo-checks >$(GRADE_BUILD)/todo/build.log 2>&1
 	@cp -f $(BUILD)/todo/check $(GRADE_BUILD)/todo/check
 
@@ -587,27 +616,27 @@ check: check-programs
 todo-checks: $(TODO_CHECKS)
 todo-programs: $(TODO_BINS)
 
-$(BUILD)/todo/check_%.o: tests/todo/check_%.c tests/todo/*.h $(wildcard $(LABS_SRC)/*.c) $(LABS_SRC)/core/*.h $(ALGO_HDRS)
+$(BUILD)/todo/check_%.o: tests/todo/check_%.c tests/todo/*.h $(wildcard $(LABS_SRC)/[0-9]*/*.c) $(COMMON_HDRS) $(ALGO_HDRS)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -Itests/todo -c $< -o $@
 
-$(BUILD)/todo/todo.o: tests/todo/todo.c tests/todo/*.h $(LABS_SRC)/core/*.h
+$(BUILD)/todo/todo.o: tests/todo/todo.c tests/todo/*.h $(COMMON_HDRS)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(BASE) $(CFLAGS) -Itests/todo -c $< -o $@
 
 $(BUILD)/todo/check_%: $(BUILD)/todo/check_%.o $(BUILD)/todo/todo.o $(LIB_OBJS)
 	$(call quiet,LD,$@)$(CC) $(BASE) $(CFLAGS) $^ -o $@ $(LDLIBS) $(LDLIBS_CUDA)
 
-# The driver takes nothing from the copy it checks: its JSON comes from this tree's core, its
-# sandbox from the grader's (labs/grade/sandbox.c).
-TODO_DRIVER_CORE := labs/core/strbuf.c labs/core/json.c labs/core/check.c labs/grade/sandbox.c
-$(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions.h $(TODO_DRIVER_CORE) labs/core/json.h labs/grade/sandbox.h
+# The driver takes nothing from the copy it checks: its JSON comes from this tree's common/, its
+# sandbox from the grader's (labs/command/grade/sandbox.c).
+TODO_DRIVER_CORE := labs/common/runfiles/strbuf.c labs/common/runfiles/json.c labs/common/harness/check.c labs/command/grade/sandbox.c
+$(BUILD)/todo/check: tests/todo/driver.c tests/todo/regions.c tests/todo/regions.h $(TODO_DRIVER_CORE) labs/common/runfiles/json.h labs/command/grade/sandbox.h
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -Ilabs/core -Ilabs/grade $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c $(TODO_DRIVER_CORE) -o $@ -lm
+	$(call quiet,LD,$@)$(CC) -Ilabs $(BASE) $(CFLAGS) -Itests/todo tests/todo/driver.c tests/todo/regions.c $(TODO_DRIVER_CORE) -o $@ -lm
 
-$(SANDBOX): labs/grade/sandbox_cmd.c labs/grade/sandbox.c labs/grade/sandbox.h labs/core/check.c labs/core/check.h
+$(SANDBOX): labs/command/grade/sandbox_cmd.c labs/command/grade/sandbox.c labs/command/grade/sandbox.h labs/common/harness/check.c labs/common/harness/check.h
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -Ilabs/core -Ilabs/grade $(BASE) $(CFLAGS) labs/grade/sandbox_cmd.c labs/grade/sandbox.c labs/core/check.c -o $@
+	$(call quiet,LD,$@)$(CC) -Ilabs $(BASE) $(CFLAGS) labs/command/grade/sandbox_cmd.c labs/command/grade/sandbox.c labs/common/harness/check.c -o $@
 
 # The course in the browser: http://127.0.0.1:8080 (the URL to open, with its token, is printed).
 # Each lab's page checks the TODO regions of LABS (default labs/, this copy) with make check's

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bf16.h"
+#include "common/model/bf16.h"
 
 // Causal attention in double precision, the definition written out: out, lse and, given dout,
 // dqkv (the math of attention.c's comments, with the softmax backward summed over the whole row).

@@ -8,7 +8,7 @@
 //
 // A test sets tmp (a private temporary directory) first. run() starts a program with its
 // stdout and stderr captured to tmp/<tag>.out and tmp/<tag>.err; load_events() parses a run
-// directory's event log, checking every line against the schema (core/runschema.h).
+// directory's event log, checking every line against the schema (command/runs/runschema.h).
 #ifndef SHARDLAB_LABTEST_H
 #define SHARDLAB_LABTEST_H
 
@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "runschema.h"
+#include "command/runs/runschema.h"
+#include "common/runfiles/json.h"
 
 static char tmp[256];
 

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dist.h"
+#include "common/comm/dist.h"
 #include "test.h"
 
 static int report_fd;  // in a rank: the write end of the pipe to the parent

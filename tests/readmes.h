@@ -3,7 +3,7 @@
 // Defines: readme_paths().
 //
 // README.md is the front door; the reference lives beside what it documents, in a README.md
-// of each folder (labs/README.md, labs/grade/README.md, tui/README.md, ...). The tests that
+// of each folder (labs/README.md, labs/command/grade/README.md, tui/README.md, ...). The tests that
 // hold the text to the code (test_commands, test_figures, test_lexicon) read them all, so a
 // section moved from one README to another stays checked. They are found, not listed: a
 // README added to one of these folders is read without touching a test.
@@ -45,7 +45,7 @@ static void readme_walk(const char *root, const char *rel, char *names[], int *n
 }
 
 // README.md first, then every folder's README.md in order of path (labs/README.md,
-// labs/grade/README.md, lessons/README.md, ...): at most max paths, from root, each malloc'd.
+// labs/command/grade/README.md, lessons/README.md, ...): at most max paths, from root, each malloc'd.
 // Returns how many; README.md is counted only if it is there.
 static int readme_paths(const char *root, char *names[], int max) {
     int n = 0;

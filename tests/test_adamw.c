@@ -1,4 +1,4 @@
-// test_adamw.c — the optimizer (labs/core/adamw.c) against the formula of adamw.h.
+// test_adamw.c — the optimizer (labs/common/model/adamw.c) against the formula of adamw.h.
 //
 // What it proves:
 //   - adamw_update computes AdamW (Loshchilov & Hutter, "Decoupled Weight Decay
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adamw.h"
-#include "ops.h"
-#include "rng.h"
+#include "common/model/adamw.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 #include "test.h"
 
 enum { N = 4099, STEPS = 20 };  // N odd, so slices and vector loops have ragged ends

@@ -23,12 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bf16.h"
-#include "dist.h"
-#include "gpt.h"
-#include "ops.h"
+#include "common/comm/dist.h"
+#include "common/model/bf16.h"
+#include "common/model/gpt.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 #include "ranks.h"
-#include "rng.h"
 #include "test.h"
 
 // ---------------------------------------------------------------------------------------

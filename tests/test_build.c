@@ -154,8 +154,8 @@ static void check_libraries(void) {
     EXPECT(st == 0 && strstr(out, "shardlab: built without tui, lexicon and web"),
            "the bare build compiles and links, and says what it left out (exit %d)%s%.2000s", st, st ? ":\n" : "",
            st ? out : "");
-    // What make prints: a line per file ("  CC      labs/core/gpt.c"), not the commands (V=1).
-    EXPECT(strstr(out, "\n  CC      labs/core/gpt.c\n") && strstr(out, "  LD      ") && !strstr(out, "-std=c11"),
+    // What make prints: a line per file ("  CC      labs/common/model/gpt.c"), not the commands (V=1).
+    EXPECT(strstr(out, "\n  CC      labs/common/model/gpt.c\n") && strstr(out, "  LD      ") && !strstr(out, "-std=c11"),
            "the build says one line per file, not its commands: %.300s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "readelf -d '%s/shardlab' | grep NEEDED", build);
@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
     out = status(settings, NULL);
     EXPECT(strstr(out, "building the CUDA backend for sm_90, the GPU here") != NULL, "a 9.0 GPU: built for sm_90: %s", out);
     free(out);
-    snprintf(settings, sizeof settings, "-n %s CUDA_HOME=%s PYTHON=%s BUILD=%s/nb %s/nb/core/cuda/ops.o", gpu, cuda, nopy, tmp, tmp);
+    snprintf(settings, sizeof settings, "-n %s CUDA_HOME=%s PYTHON=%s BUILD=%s/nb %s/nb/common/cuda/ops.o", gpu, cuda, nopy, tmp, tmp);
     out = make_says("", settings, NULL);
     EXPECT(strstr(out, "-gencode arch=compute_90,code=sm_90") && !strstr(out, "sm_80") && !strstr(out, "code=compute_90"),
            "a 9.0 GPU: nvcc compiles for sm_90 alone: %.600s", out);

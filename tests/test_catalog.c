@@ -1,4 +1,4 @@
-// test_catalog.c — the catalog of labs and options (labs/core/catalog.h) is whole and
+// test_catalog.c — the catalog of labs and options (labs/common/harness/catalog.h) is whole and
 // consistent, and the labs read it.
 //
 // Usage: test_catalog LABS_DIR SHARDLAB   (build/labs: each lab's --help is run and read;
@@ -33,12 +33,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "batchsplit.h"
-#include "catalog.h"
+#include "common/harness/args.h"
+#include "common/harness/batchsplit.h"
+#include "common/harness/catalog.h"
+#include "common/harness/suggest.h"
 #include "labtest.h"
 #include "shelltest.h"
-#include "suggest.h"
 #include "test.h"
 
 static const char *labs_dir, *shardlab;

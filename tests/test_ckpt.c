@@ -36,7 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

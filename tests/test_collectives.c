@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "command/runs/runschema.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
-#include "runschema.h"
 #include "test.h"
 
 static const char *lab;

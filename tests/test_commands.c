@@ -19,7 +19,7 @@
 //      $(UI), ...); every other command runs, so a command added to the text is tested;
 //   3. `make lab-ckpt NGPU=2 POLICY=sqrt` shows its lesson: sqrt's activation peak is below
 //      none's (with the other labs' 2 blocks it was equal, and only slower);
-//   4. the instructor's bulk-grading loop, run as its README prints it (labs/grade/README.md;
+//   4. the instructor's bulk-grading loop, run as its README prints it (labs/command/grade/README.md;
 //      its folders moved into the temporary directory) with a starter copy (make starter) as
 //      the submission, exits 0 and prints that submission's total;
 //   5. a lab's bad argument reaches the reader once (exit 2), and a model too shallow for the
@@ -28,10 +28,10 @@
 //   6. every link of every README resolves: a relative link names a file or folder that is
 //      there, and a #anchor names a heading of its target, by GitHub's rule for a heading's
 //      anchor (lower case, spaces as '-', other punctuation dropped, a repeat numbered).
-// Broken on purpose: with pp's old default of 2 blocks (labs/pp.c, train_args_resolve_layers(&a,
+// Broken on purpose: with pp's old default of 2 blocks (labs/12-pp/pp.c, train_args_resolve_layers(&a,
 // 2)), `make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8` fails here, named with its output's tail;
-// with ckpt's default depth 2 (its catalog entry, labs/core/catalog.c) part 3 fails; with rank 0's
-// usage line echoed, part 5; with README.md's link to labs/grade/README.md#for-instructors
+// with ckpt's default depth 2 (its catalog entry, labs/common/harness/catalog.c) part 3 fails; with rank 0's
+// usage line echoed, part 5; with README.md's link to labs/command/grade/README.md#for-instructors
 // spelt #for-instructor, part 6 names README.md, its line and the anchor.
 #include <ctype.h>
 #include <limits.h>
@@ -41,9 +41,9 @@
 #include <wchar.h>
 #include <wctype.h>
 
-#include "test.h"
 #include "labtest.h"
 #include "readmes.h"
+#include "test.h"
 
 static char root[4096];
 
@@ -55,7 +55,7 @@ static char root[4096];
 
 typedef struct {
     char printed[700];  // as printed, on one line (inline code may wrap)
-    char from[64];      // <file>:<line> (labs/grade/README.md:42) or make help
+    char from[64];      // <file>:<line> (labs/command/grade/README.md:42) or make help
     int doc, line, seen;  // which README (README.md first), its line (help: after them all) and
                           // the order found, for the text's order
     int expect;         // the exit status the text gives: 0, unless its comment says "(exit N)"
@@ -706,7 +706,7 @@ static void check_links(char *names[], int n) {
                 struct stat st;
                 // Proves: a relative link names a file or folder of the checkout (only a broken
                 // one is named: the READMEs hold hundreds). Broken: README.md's link to
-                // labs/grade/README.md spelt labs/grades/README.md: caught, naming the line.
+                // labs/command/grade/README.md spelt labs/grades/README.md: caught, naming the line.
                 if (!inside || stat(full, &st) != 0) {
                     EXPECT(0, "%s:%d: the link (%s) names %s, which is there", names[d], line, target,
                            inside ? file : "a path outside the checkout");

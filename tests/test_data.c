@@ -7,8 +7,8 @@
 //
 // Build and run (one line):
 //   gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -O1 -g -fsanitize=address,undefined
-//       -fno-omit-frame-pointer -Ilabs/core -o /tmp/test_data tests/test_data.c
-//       labs/core/data.c labs/core/check.c -lm && /tmp/test_data
+//       -fno-omit-frame-pointer -Ilabs -o /tmp/test_data tests/test_data.c
+//       labs/common/harness/data.c labs/common/harness/check.c -lm && /tmp/test_data
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data.h"
+#include "common/harness/data.h"
 #include "test.h"
 
 // Brute-force estimates from 3M symbols, with the Miller-Madow correction (see below).

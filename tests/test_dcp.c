@@ -1,4 +1,4 @@
-// test_dcp.c — distributed checkpoints (core/dcp.h) from real runs: save, resume, reshard,
+// test_dcp.c — distributed checkpoints (common/runfiles/dcp.h) from real runs: save, resume, reshard,
 // survive kill -9 in the middle of a save, refuse what is damaged.
 //
 // Usage: test_dcp LABS_DIR SHARDLAB SAN_LABS_DIR
@@ -40,8 +40,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "test.h"
 #include "labtest.h"
+#include "test.h"
 #define STEPS 6
 #include "shardtest.h"
 
@@ -773,7 +773,7 @@ static void sanitized(void) {
 }
 
 // ---------------------------------------------------------------------------------------
-// 6. One job per checkpoint folder (core/joblock.h)
+// 6. One job per checkpoint folder (common/runfiles/joblock.h)
 
 // `shardlab run ddp -n 2 --ui none` with args (NULL-ended) into tmp/<tag>, started: its pid.
 static pid_t start_ddp(const char *tag, char *const args[]) {

@@ -8,24 +8,26 @@
 //      labs/DESIGN.md. A citation that names a section ("labs/DESIGN.md, The run directory":
 //      a comma, then a capital) names a heading of the document. A citation in a comment may
 //      wrap: the next line's comment leader (//, #, *) is read through.
-//   2. The schema. Every event kind and field that labs/core/runschema.c checks (its table,
+//   2. The schema. Every event kind and field that labs/command/runs/runschema.c checks (its table,
 //      runschema_parts) is in the document. In "Events", each kind has an example object
 //      {"ev":"<kind>",...} holding the kind's fields at its top level; the step event's "ms",
 //      "bytes" and "mem" objects hold theirs. In "The run directory", the examples of
 //      meta.json and summary.json hold theirs.
 //   3. The variables. Every SHARDLAB_* variable the code names (a string literal in labs/,
-//      web/, tui/) and every variable the launcher sets for its ranks (labs/shardlab.c's
+//      web/, tui/) and every variable the launcher sets for its ranks (labs/command/shardlab.c's
 //      setenv calls) is in "Environment".
 //   4. The way to the code. Every lesson has a "## Read the code" section, between Exercises
 //      and Terms, whose entries "- `labs/<file>:<function>`: ..." name a file that is there and
 //      a function (or macro, or struct) it defines. Every lab's top comment points to the
-//      files and functions of the algorithms it runs ("labs/core/ring.c, ring_all_reduce()"),
+//      files and functions of the algorithms it runs ("labs/03-collectives/ring.c, ring_all_reduce()"),
 //      and each one is defined where named. The path of a call drawn at the top of
-//      labs/core/dist.h names on each row functions that its row's file defines.
+//      labs/common/comm/dist.h names on each row functions that its row's file defines.
+//   5. The layout. labs/ holds a folder per lab, numbered by its lesson, each with one
+//      program; common/ and command/ beside them; no lab or common/ file includes command/.
 // The matchers are proven first on crafted text (check_matchers): a scanner that finds
 // nothing would pass whatever the document says.
 // Broken on purpose: with "grad_norm" taken out of the step event's example in labs/DESIGN.md,
-// part 2 fails naming step's grad_norm; with labs/core/gpt.h citing "DESIGN.md, The model",
+// part 2 fails naming step's grad_norm; with labs/common/model/gpt.h citing "DESIGN.md, The model",
 // part 1 fails naming gpt.h's line; with lesson 05 naming ddp.c's sync_gradient, part 4 fails
 // naming the lesson and the function.
 #include <dirent.h>
@@ -33,8 +35,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "json.h"
-#include "runschema.h"
+#include "command/runs/runschema.h"
+#include "common/runfiles/json.h"
 #include "test.h"
 
 static char root[4096];
@@ -235,10 +237,10 @@ static void check_all_citations(const Doc *d) {
     sb_init(&one.why);
     StrBuf gpt;
     sb_init(&gpt);
-    int read = read_rel(&gpt, "labs/core/gpt.h") == 0;
-    if (read) check_citations("labs/core/gpt.h", gpt.data, d, &one);
+    int read = read_rel(&gpt, "labs/common/model/gpt.h") == 0;
+    if (read) check_citations("labs/common/model/gpt.h", gpt.data, d, &one);
     EXPECT(read && one.citations >= 1 && one.sections == one.citations && one.bad == 0,
-           "labs/core/gpt.h cites labs/DESIGN.md, The model (%d citations, %d sections)", one.citations, one.sections);
+           "labs/common/model/gpt.h cites labs/DESIGN.md, The model (%d citations, %d sections)", one.citations, one.sections);
     EXPECT(c.citations >= 20 && c.sections >= 20, "the tree cites the design by section: %d citations, %d sections (>= 20)",
            c.citations, c.sections);
     sb_free(&gpt);
@@ -424,7 +426,7 @@ static void check_environment(const Doc *d) {
     source_vars("labs", &v), source_vars("web", &v), source_vars("tui", &v);
     StrBuf launcher, env;
     sb_init(&launcher), sb_init(&env);
-    if (read_rel(&launcher, "labs/shardlab.c") == 0) {
+    if (read_rel(&launcher, "labs/command/shardlab.c") == 0) {
         literals_after(launcher.data, "setenv(\"", &v);
         literals_after(launcher.data, "setenv_int(\"", &v);
     }
@@ -479,7 +481,7 @@ static int defines(const char *src, const char *name) {
     return 0;
 }
 
-static int is_path_char(char c) { return is_word_char(c) || c == '/' || c == '.'; }
+static int is_path_char(char c) { return is_word_char(c) || c == '/' || c == '.' || c == '-'; }
 
 // The pointers in text (a top comment): every name.c token (one starting labs/, or with base
 // given, any, read under base), and the name() tokens after it on its line, up to the next
@@ -499,7 +501,7 @@ static int check_pointers(const char *where, const char *text, size_t len, const
         }
         if (!is_word_char(text[i]) || (i > 0 && is_path_char(text[i - 1]))) continue;
         size_t j = i;
-        while (j < len && (is_word_char(text[j]) || text[j] == '/')) j++;
+        while (j < len && (is_word_char(text[j]) || text[j] == '/' || text[j] == '-')) j++;
         if (j + 1 < len && text[j] == '.' && text[j + 1] == 'c' && (j + 2 >= len || !is_path_char(text[j + 2]) ||
                                                                    text[j + 2] == '.')) {
             int labs = !strncmp(text + i, "labs/", 5);
@@ -613,7 +615,9 @@ static void check_read_the_code(void) {
            "Terms, and its %d entries name functions defined in files that exist (%d wrong)", n, entries, bad);
 
     // The labs' top comments: each names the files and functions of the algorithms it runs.
-    static const char *LABS[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
+    static const char *LABS[] = {"01-single/single", "03-collectives/collectives", "05-ddp/ddp", "08-zero/zero",
+                                 "09-fsdp/fsdp", "10-tp/tp", "12-pp/pp", "14-activation-checkpointing/ckpt",
+                                 "04-data-sharding/shard"};
     int lab_bad = 0, without = 0, pointers = 0;
     sb_reset(&why);
     for (size_t i = 0; i < sizeof LABS / sizeof *LABS; i++) {
@@ -628,20 +632,20 @@ static void check_read_the_code(void) {
     if (why.len) fputs(why.data, stdout);
     // Proves: a lab's reader finds each algorithm's file and function from the lab's top
     // comment, and every one named is there. Broken variant: ddp.c's top comment naming
-    // ring_allreduce() in labs/core/ring.c fails here.
+    // ring_allreduce() in labs/03-collectives/ring.c fails here.
     EXPECT(lab_bad == 0 && without == 0, "every lab's top comment names its algorithms' files and functions: %d "
            "functions, all defined where named (%d wrong, %d labs naming none)", pointers, lab_bad, without);
 
     // The path from the API to the ring, drawn at the top of dist.h: its file names are
-    // labs/core/'s, and each function on a row is defined in that row's file.
+    // paths from labs/, and each function on a row is defined in that row's file.
     int path_names = 0, path_bad = 0;
     sb_reset(&why);
-    if (read_rel(&text, "labs/core/dist.h") == 0)
-        path_bad = check_pointers("labs/core/dist.h", text.data, top_comment(text.data), "labs/core/", &path_names, &why);
+    if (read_rel(&text, "labs/common/comm/dist.h") == 0)
+        path_bad = check_pointers("labs/common/comm/dist.h", text.data, top_comment(text.data), "labs/", &path_names, &why);
     else path_bad = 1;
     if (why.len) fputs(why.data, stdout);
     // Proves: the drawing follows the code, hop by hop, from dist_all_reduce() to the ring.
-    EXPECT(path_bad == 0 && path_names >= 12, "labs/core/dist.h draws the path of a call: %d functions on its rows, "
+    EXPECT(path_bad == 0 && path_names >= 12, "labs/common/comm/dist.h draws the path of a call: %d functions on its rows, "
            "each defined in its row's file (%d wrong)", path_names, path_bad);
     sb_free(&why), sb_free(&text);
 }
@@ -707,20 +711,131 @@ static void check_matchers(void) {
            not_defs);
     // Proves: a pointer's names are read after its file, on its line; a missing function or
     // file is caught; a lab's binary (build/labs/ddp) and a file outside labs/ are no pointer.
-    const char *top = "// the ring: labs/core/ring.c, ring_all_reduce(), nosuch()\n// build/labs/ddp --help, x()\n"
-                      "// labs/core/none.c, y(); ring.c: z()\n";
+    const char *top = "// the ring: labs/03-collectives/ring.c, ring_all_reduce(), nosuch()\n// build/labs/ddp --help, x()\n"
+                      "// labs/common/none.c, y(); ring.c: z()\n";
     int named = 0;
     StrBuf pw;
     sb_init(&pw);
     int wrong = check_pointers("crafted", top, strlen(top), NULL, &named, &pw);
-    EXPECT(named == 3 && wrong == 2 && strstr(pw.data, "nosuch() is not defined in labs/core/ring.c") &&
-           strstr(pw.data, "labs/core/none.c is not a file"), "crafted top comment: 3 names, nosuch() and none.c "
+    EXPECT(named == 3 && wrong == 2 && strstr(pw.data, "nosuch() is not defined in labs/03-collectives/ring.c") &&
+           strstr(pw.data, "labs/common/none.c is not a file"), "crafted top comment: 3 names, nosuch() and none.c "
            "caught (%d, %d)", named, wrong);
     sb_free(&pw);
 
     // Proves: a variable must be there as a whole word.
     EXPECT(!has_word("SHARDLAB_SHM_FD", "SHARDLAB_SHM") && has_word("x SHARDLAB_SHM, y", "SHARDLAB_SHM"),
            "crafted variables: SHARDLAB_SHM is not in SHARDLAB_SHM_FD");
+}
+
+// Does src define main()? (a line starting "int main(")
+static int has_main(const char *src) {
+    for (const char *p = src; (p = strstr(p, "int main(")); p++)
+        if (p == src || p[-1] == '\n') return 1;
+    return 0;
+}
+
+// Every .c and .h file under ROOT/rel (recursively) whose text includes a header under
+// command/ ("#include \"command/..."): counted into *bad and named in why.
+static int includes_command(const char *rel, StrBuf *why) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    DIR *dir = opendir(path);
+    if (!dir) return 0;
+    int files = 0;
+    StrBuf src;
+    sb_init(&src);
+    for (struct dirent *e; (e = readdir(dir));) {
+        const char *s = e->d_name;
+        if (s[0] == '.') continue;
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", rel, s);
+        size_t l = strlen(s);
+        if (l > 2 && (!strcmp(s + l - 2, ".c") || !strcmp(s + l - 2, ".h"))) {
+            files++;
+            if (read_rel(&src, sub) == 0 && strstr(src.data, "#include \"command/"))
+                sb_printf(why, "# %s includes the command's code (command/)\n", sub);
+        } else {
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", root, sub);
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) files += includes_command(sub, why);
+        }
+    }
+    closedir(dir);
+    sb_free(&src);
+    return files;
+}
+
+// 5. The layout: labs/ holds one folder per lab, NN-name/ numbered by the lesson it goes
+// with (lessons/NN-*.md), each with one program (one file defining main()); common/, what
+// the labs share; command/, the shardlab command's code; and documents (*.md). No file of a
+// lab or of common/ includes command/: the labs build without the command.
+static void check_layout(void) {
+    StrBuf why, src;
+    sb_init(&why), sb_init(&src);
+    char path[8192];
+    snprintf(path, sizeof path, "%s/labs", root);
+    DIR *dir = opendir(path);
+    int labs = 0, bad = 0, common = 0, command = 0;
+    char *lab_dirs[64];
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        const char *s = e->d_name;
+        size_t l = strlen(s);
+        if (s[0] == '.') continue;
+        if (!strcmp(s, "common")) { common = 1; continue; }
+        if (!strcmp(s, "command")) { command = 1; continue; }
+        if (l > 3 && !strcmp(s + l - 3, ".md")) continue;
+        int numbered = l > 3 && s[0] >= '0' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9' && s[2] == '-';
+        if (!numbered || labs >= 64) {
+            bad++, sb_printf(&why, "# labs/%s: neither a lab's folder (NN-name/), common/, command/ nor a document\n", s);
+            continue;
+        }
+        lab_dirs[labs++] = strdup(s);
+    }
+    if (dir) closedir(dir);
+    qsort(lab_dirs, (size_t)labs, sizeof *lab_dirs, cmp_names);
+    for (int i = 0; i < labs; i++) {
+        const char *s = lab_dirs[i];
+        if (i > 0 && !strncmp(s, lab_dirs[i - 1], 2)) bad++, sb_printf(&why, "# labs/%s: its number is taken\n", s);
+        // Its lesson.
+        int lesson = 0;
+        snprintf(path, sizeof path, "%s/lessons", root);
+        DIR *ld = opendir(path);
+        for (struct dirent *e; ld && (e = readdir(ld));)
+            if (!strncmp(e->d_name, s, 3) && strlen(e->d_name) > 6) lesson = 1;
+        if (ld) closedir(ld);
+        if (!lesson) bad++, sb_printf(&why, "# labs/%s: no lesson lessons/%.3s*.md\n", s, s);
+        // Its one program.
+        snprintf(path, sizeof path, "%s/labs/%s", root, s);
+        DIR *fd = opendir(path);
+        int mains = 0;
+        for (struct dirent *e; fd && (e = readdir(fd));) {
+            size_t l = strlen(e->d_name);
+            char rel[4096];
+            snprintf(rel, sizeof rel, "labs/%s/%s", s, e->d_name);
+            if (l > 2 && !strcmp(e->d_name + l - 2, ".c") && read_rel(&src, rel) == 0 && has_main(src.data)) mains++;
+        }
+        if (fd) closedir(fd);
+        if (mains != 1) bad++, sb_printf(&why, "# labs/%s: %d files define main(), not 1\n", s, mains);
+    }
+    if (why.len) fputs(why.data, stdout);
+    // Proves: `ls labs` shows the course, lab by lab in the lessons' order, and the two folders.
+    // Broken variant: a stray labs/zero/ (no number) fails here, naming it.
+    EXPECT(labs >= 9 && bad == 0 && common && command, "labs/ holds %d labs' folders (NN-name/, each one program, "
+           "numbered by its lesson), common/ and command/ (%d wrong)", labs, bad);
+    sb_reset(&why);
+    int files = 0;
+    for (int i = 0; i < labs; i++) {
+        char rel[600];
+        snprintf(rel, sizeof rel, "labs/%s", lab_dirs[i]);
+        files += includes_command(rel, &why);
+        free(lab_dirs[i]);
+    }
+    files += includes_command("labs/common", &why);
+    if (why.len) fputs(why.data, stdout);
+    // Proves: a lab builds from its folder and common/ alone. Broken variant: ddp.c including
+    // command/plan/planner.h fails here, naming ddp.c.
+    EXPECT(files > 50 && why.len == 0, "none of the %d files of the labs and common/ includes command/", files);
+    sb_free(&why), sb_free(&src);
 }
 
 int main(int argc, char **argv) {
@@ -742,6 +857,7 @@ int main(int argc, char **argv) {
     check_schema(&d);
     check_environment(&d);
     check_read_the_code();
+    check_layout();
     sb_free(&text);
     return test_done();
 }

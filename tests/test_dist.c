@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "gpt.h"
+#include "common/comm/dist.h"
+#include "common/model/gpt.h"
+#include "common/model/rng.h"
 #include "ranks.h"
-#include "rng.h"
 #include "test.h"
 
 // Rank r's value at index i: exact in fp32, different for every (rank, index).

@@ -73,11 +73,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "test.h"
-#include "labtest.h"
+#include "common/harness/hash.h"
 #include "figures.h"
-#include "hash.h"
+#include "labtest.h"
 #include "readmes.h"
+#include "test.h"
 
 static char root[4096];
 static int writing;
@@ -152,7 +152,7 @@ static int load_doc(const char *name) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-// README.md and the folders' READMEs (readmes.h: labs/README.md, labs/grade/README.md, ...,
+// README.md and the folders' READMEs (readmes.h: labs/README.md, labs/command/grade/README.md, ...,
 // lessons/README.md among them), then the lessons and the terms in order of name (or --only's
 // one).
 static void load_docs(void) {

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

@@ -3,7 +3,7 @@
 // double-precision reference, and the Linear layers' bf16 operands (--mixed) against a
 // double-precision product of the rounded operands.
 //
-// What this proves: every backward function in core/ computes the derivative of the loss the
+// What this proves: every backward function in common/model/ computes the derivative of the loss the
 // forward computes. For each parameter tensor of each layer we compare the analytic
 // directional derivative <grad, u> along a random direction u with the central difference
 // (L(p + eps u) - L(p - eps u)) / (2 eps), and a few single elements the same way.
@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt.h"
-#include "ops.h"
-#include "rng.h"
-#include "test.h"
 #include "attention_ref.h"
+#include "common/model/gpt.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
+#include "test.h"
 
 // The model the finite differences run on: T = 5 fits in one flash tile; T = 37 spans two
 // (FLASH_TILE 32), so the online softmax's rescaling and the skipped tile are in the check.

@@ -1,4 +1,4 @@
-// test_hash.c — the param_hash (labs/core/hash.c): FNV-1a 64 of 64 KiB chunks, then of the
+// test_hash.c — the param_hash (labs/common/harness/hash.c): FNV-1a 64 of 64 KiB chunks, then of the
 // chunks' hashes.
 //
 // What it proves:
@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
-#include "gpt.h"
-#include "hash.h"
-#include "mem.h"
-#include "rng.h"
+#include "common/harness/hash.h"
+#include "common/harness/mem.h"
+#include "common/model/device.h"
+#include "common/model/gpt.h"
+#include "common/model/rng.h"
 #include "test.h"
 
 // FNV-1a 64, written out again so the test does not lean on the code it tests.

@@ -1,11 +1,11 @@
-// test_json.c — the JSON reader and string builder (labs/core/json.c, labs/core/strbuf.c).
+// test_json.c — the JSON reader and string builder (labs/common/runfiles/json.c, labs/common/runfiles/strbuf.c).
 //
 // What it proves: every JSON type is read with the right value; escapes (including \uXXXX
 // and surrogate pairs) decode to the right UTF-8; malformed input of every kind the labs
 // can meet is refused with a message that says where (line and column) and never crashes
 // (run under ASan/UBSan to make "never crashes" mean something); and sb_json_string writes
 // strings the reader reads back byte for byte.
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "test.h"
 
 #include <math.h>

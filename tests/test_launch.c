@@ -32,9 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "command/runs/runschema.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
-#include "runschema.h"
 #include "test.h"
 
 static const char *shardlab;
@@ -643,7 +643,7 @@ static int start_events(const char *dir, int r) {
     return n;
 }
 
-// One job per run directory (core/joblock.h): the launcher holds it, for its ranks, from before
+// One job per run directory (common/runfiles/joblock.h): the launcher holds it, for its ranks, from before
 // it starts them until it exits.
 //   - a second job into a directory a job holds is refused at once (exit 1), naming the
 //     directory and the job that holds it, and writes nothing there;
@@ -742,7 +742,7 @@ static void test_launcher_killed(void) {
 
 // Segments of this user named shardlab-* whose creator is gone, and whether `keep` (a name
 // under /dev/shm, or NULL) is still there. A segment's header says who created it: the
-// launcher or the rank 0 that made it (core/shm.c, shm_internal.h); its first 16 bytes are the magic and
+// launcher or the rank 0 that made it (common/comm/shm.c, shm_internal.h); its first 16 bytes are the magic and
 // then the world size and the creator's pid.
 static int shm_dead_left(void) {
     int k = 0;

@@ -26,19 +26,19 @@
 //      refuses unknown ones with exit 2; `shardlab lesson` lists the 16 lessons and opens one
 //      by number (5, 05), slug or title, and refuses an unknown one with exit 2 and one line;
 //   7. one value per quantity: the typical MFU range and the threshold of `--algo auto` are
-//      stated alike in every file (the threshold as labs/core/dist.c sets it), and no wrapped
+//      stated alike in every file (the threshold as labs/common/comm/dist.c sets it), and no wrapped
 //      line turns into a markdown list.
 #include <ctype.h>
 #include <stdint.h>
 
-#include "catalog.h"
-#include "test.h"
+#include "common/harness/catalog.h"
 #include "labtest.h"
+#include "test.h"
 #define STEPS 1
-#include "shardtest.h"
-#include "course.h"
+#include "command/course/course.h"
 #include "mdterm.h"
 #include "readmes.h"
+#include "shardtest.h"
 
 static const char *root, *shardlab, *launcher, *labs_dir;
 
@@ -1020,7 +1020,7 @@ static void check_command(int *linked) {
     EXPECT(status == 2 && strstr(e, "the closest: pipeline-parallelism, pipeline-bubble"),
            "shardlab lexicon pipelne: exit 2, pipeline-parallelism suggested first: %s", one_line(e));
     free(e);
-    // Two letters swapped are one edit (core/suggest.c, the distance every did-you-mean of
+    // Two letters swapped are one edit (common/harness/suggest.c, the distance every did-you-mean of
     // shardlab uses): "fdsp" opens FSDP, as the closest term. Broken variant: Levenshtein's
     // distance, where the swap is two edits, more than a four-letter name allows.
     status = lexicon_cmd("swapped", "fdsp", NULL);
@@ -1035,7 +1035,7 @@ static void check_command(int *linked) {
 
 // The files a reader meets a quantity in: the terms, the lessons and the READMEs (README.md
 // and each folder's, tests/readmes.h; and, for the all-reduce threshold, the option's help in
-// labs/core/catalog.c). Returns how many it read into texts[] (paths in names[]).
+// labs/common/harness/catalog.c). Returns how many it read into texts[] (paths in names[]).
 #define MAX_TEXTS 96
 static int read_texts(char *texts[], char names[][96], int with_catalog) {
     int n = 0;
@@ -1047,7 +1047,7 @@ static int read_texts(char *texts[], char names[][96], int with_catalog) {
         }
     char *extra[README_MAX + 1];
     int nextra = readme_paths(root, extra, README_MAX);
-    if (with_catalog) extra[nextra++] = strdup("labs/core/catalog.c");
+    if (with_catalog) extra[nextra++] = strdup("labs/common/harness/catalog.c");
     for (int i = 0; i < nextra; i++) {
         if (n < MAX_TEXTS) {
             char path[700];
@@ -1095,10 +1095,10 @@ static double size_at(const char *p) {
 }
 
 // The threshold of `--algo auto` as the code sets it: "direct_max_bytes = 64 * 1024;" in
-// labs/core/dist.c, a product of integers. -1 if it is not there in that form.
+// labs/common/comm/dist.c, a product of integers. -1 if it is not there in that form.
 static double auto_threshold_in_code(void) {
     char path[700];
-    snprintf(path, sizeof path, "%s/labs/core/dist.c", root);
+    snprintf(path, sizeof path, "%s/labs/common/comm/dist.c", root);
     char *src = read_file(path, NULL);
     const char *p = src ? strstr(src, "direct_max_bytes = ") : NULL;
     double v = -1;
@@ -1155,7 +1155,7 @@ static void check_one_value_per_quantity(void) {
            "different from the first): %s", ranges, differ, seen);
 
     // The all-reduce threshold of `--algo auto`: every "direct up to SIZE" in the text and in
-    // the option's help equals the constant in labs/core/dist.c, and every paragraph of a term
+    // the option's help equals the constant in labs/common/comm/dist.c, and every paragraph of a term
     // or lesson that names `--algo auto` states it so. Broken variant: lesson 16 saying
     // "direct up to 16 KiB" (where its own run crossed over) while the code switches at 64 KiB.
     double code = auto_threshold_in_code();

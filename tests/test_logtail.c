@@ -1,4 +1,4 @@
-// test_logtail.c — the run logs' tail (labs/core/logtail.h) against a file written in pieces.
+// test_logtail.c — the run logs' tail (labs/command/runs/logtail.h) against a file written in pieces.
 //
 // Proves: whole lines come out once, in order, whatever pieces they were written in (a line
 // split over polls, and over the 64 KiB reads); half a line waits for its end; a line over
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "logtail.h"
+#include "command/runs/logtail.h"
 #include "test.h"
 
 static char path[256];

@@ -1,4 +1,4 @@
-// test_mem.c — the counting allocator (labs/core/mem.c).
+// test_mem.c — the counting allocator (labs/common/harness/mem.c).
 //
 // What it proves: the "mem" numbers of the run log are what was allocated. Each category
 // counts exactly the bytes asked for and nothing else; the peak is the high-water mark of
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "mem.h"
+#include "common/harness/mem.h"
 #include "test.h"
 
 static int aligned64(const void *p) { return ((uintptr_t)p & 63) == 0; }

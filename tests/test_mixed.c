@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "shelltest.h"
 #include "test.h"

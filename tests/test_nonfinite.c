@@ -17,8 +17,8 @@
 //     grads.reference fail naming step 1 and the quantity, never a JSON error.
 #include <stdint.h>
 
+#include "command/runs/runread.h"
 #include "labtest.h"
-#include "runread.h"
 #include "test.h"
 
 static const char *labs_dir, *san_labs, *shardlab;

@@ -21,8 +21,8 @@
 #include <ctype.h>
 #include <math.h>
 
-#include "catalog.h"
-#include "json.h"
+#include "common/harness/catalog.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

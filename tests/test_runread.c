@@ -1,4 +1,4 @@
-// test_runread.c — the run-log reader (labs/core/runread.h) and the dashboard drawn from it.
+// test_runread.c — the run-log reader (labs/command/runs/runread.h) and the dashboard drawn from it.
 //
 // The reader is what every dashboard and grader trusts with a run's numbers, and what must
 // survive any file: a crafted run directory with known numbers is read back field by field,
@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "canvas.h"
+#include "command/runs/runread.h"
+#include "common/model/rng.h"
 #include "dashboard.h"
 #include "fuzz/runread_target.h"
 #include "labtest.h"
-#include "rng.h"
-#include "runread.h"
 #include "test.h"
 
 

@@ -1,4 +1,4 @@
-// test_runschema.c — the run-log validator (labs/core/runschema.c) against the schema of
+// test_runschema.c — the run-log validator (labs/command/runs/runschema.c) against the schema of
 // labs/DESIGN.md, Events.
 //
 // What it proves: a well-formed event of every kind, meta.json and summary.json pass (extra
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-#include "runschema.h"
+#include "command/runs/runschema.h"
+#include "common/runfiles/json.h"
 #include "test.h"
 
 typedef struct {

@@ -1,4 +1,4 @@
-// test_safetensors.c — reading and writing weights (labs/core/safetensors.c).
+// test_safetensors.c — reading and writing weights (labs/common/runfiles/safetensors.c).
 //
 // What it proves: save -> load gives back exactly the same bits (NaN, -0 and denormals
 // included) whatever order the tensors are asked for in; the file on disk is a valid
@@ -10,8 +10,8 @@
 // save reports the size and hash of the bytes it wrote.
 //
 // All files are written under a fresh mkdtemp directory that is removed at the end.
-#include "json.h"
-#include "safetensors.h"
+#include "common/runfiles/json.h"
+#include "common/runfiles/safetensors.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// test_sandbox.c — a student's code runs in the sandbox (labs/grade/sandbox.h), never with the
+// test_sandbox.c — a student's code runs in the sandbox (labs/command/grade/sandbox.h), never with the
 // instructor's rights, and never without a deadline: make grade LABS=, make check LABS= and
 // the driver's --json (what the web's "Check them" runs).
 //
@@ -105,7 +105,7 @@ static int exists(const char *fmt, const char *a) {
 // The student's extra file: everything a sandbox must stop, before main.
 static void write_misbehaving(const char *src) {
     char path[800], text[6000];
-    snprintf(path, sizeof path, "%s/core/zz_misbehave.c", src);
+    snprintf(path, sizeof path, "%s/common/harness/zz_misbehave.c", src);
     snprintf(text, sizeof text,
              "// zz_misbehave.c: a student's extra file, whose constructor runs before main.\n"
              "#include <arpa/inet.h>\n#include <errno.h>\n#include <netinet/in.h>\n#include <stdio.h>\n"
@@ -150,7 +150,7 @@ static void write_misbehaving(const char *src) {
 // The stuck student's: make check's programs hang before main, deaf to SIGTERM.
 static void write_stuck(const char *src) {
     char path[800];
-    snprintf(path, sizeof path, "%s/core/zz_misbehave.c", src);
+    snprintf(path, sizeof path, "%s/common/harness/zz_misbehave.c", src);
     write_text(path, "w",
                "// zz_misbehave.c: a student's extra file, whose constructor hangs in make check's programs.\n"
                "#include <signal.h>\n#include <string.h>\n#include <unistd.h>\n\n"
@@ -331,7 +331,7 @@ int main(int argc, char **argv) {
     double t_stuck = now_s();
     sh("cp -rp %s/evil %s/stuck && cp -rp %s %s", tmp, tmp, evil_build, stuck_build);
     write_stuck(stuck);
-    snprintf(path, sizeof path, "%s/core/adamw.c", stuck);
+    snprintf(path, sizeof path, "%s/common/model/adamw.c", stuck);
     char *adamw = read_file(path, NULL);
     const char *at = adamw ? strstr(adamw, "    float b1 = opt->beta1") : NULL;
     EXPECT(at && splice_file(path, adamw, at, 0, "    for (volatile int spin = 1; spin;) {}  // never ends\n"),

@@ -13,7 +13,7 @@
 //   - the epoch lists: within each whole epoch, the ranks' positions are disjoint and their
 //     union is exactly positions 0 .. floor(D/B) B - 1, each once; rank r's lie in
 //     [b B + r B/N, b B + (r+1) B/N) of batch b; every index is the global sampler's at that
-//     position (labs/shard/dataset.h, recomputed here); the steps are the epoch's; the items never
+//     position (labs/04-data-sharding/dataset.h, recomputed here); the steps are the epoch's; the items never
 //     consumed in the epoch are exactly the last D mod B of its order (drop_last);
 //   - the same global batches: slice, sampler and dispatch give every rank the same indices
 //     hash at every step, and so BITWISE the same losses and param_hash; the hashes are those
@@ -43,8 +43,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shard/dataset.h"
-#include "json.h"
+#include "04-data-sharding/dataset.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

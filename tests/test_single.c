@@ -23,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "command/runs/runschema.h"
+#include "common/harness/plan.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
-#include "plan.h"
-#include "runschema.h"
 #include "test.h"
 
 static const char *lab, *lab_san;
@@ -132,7 +132,7 @@ static void check_default_run(void) {
     EXPECT_NEAR(num(summary, "final_loss"), num(steps[n - 1], "loss"), 1e-9, "summary.json final_loss is the last step's loss");
     EXPECT_NEAR(num(summary, "loss_floor"), floor, 1e-9, "summary.json loss_floor equals the start event's");
 
-    // Memory: the closed forms of labs/single.c, computed here from the config.
+    // Memory: the closed forms of labs/01-single/single.c, computed here from the config.
     const JsonValue *cfg = json_get(ev.lines[0], "config");
     double V = 256, T = num(cfg, "seq"), C = num(cfg, "dim"), L = num(cfg, "layers"), NH = num(cfg, "heads");
     double B = num(cfg, "batch") / num(cfg, "accum");

@@ -9,7 +9,7 @@
 //      exactly the checks of its regions; the configurations' points add up to the grader's
 //      166 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
-//      decay is explained; labs/grade/README.md's index names each region's check, and
+//      decay is explained; labs/command/grade/README.md's index names each region's check, and
 //      README.md's map of the course gives each lesson the regions that name it;
 //   2. the reference solution (a copy of labs/, built as make check builds one: CPU, LABS_SRC):
 //      every check passes, each alone in a few seconds, and the progress view says so;
@@ -129,9 +129,9 @@ static void check_table(void) {
         if (known != named) names_ok = 0;
         if (todo_region_named(r->name) != r) names_ok = 0;
     }
-    // The grading guide's index of the regions (labs/grade/README.md, For instructors) names
+    // The grading guide's index of the regions (labs/command/grade/README.md, For instructors) names
     // each one's check.
-    char *readme = read_file("labs/grade/README.md", NULL);
+    char *readme = read_file("labs/command/grade/README.md", NULL);
     int listed = 0;
     for (int i = 0; readme && i < TODO_NREGIONS; i++) {
         char row[700], name[80];
@@ -141,7 +141,7 @@ static void check_table(void) {
         listed += at && eol && !strncmp(eol + 1 - strlen(name), name, strlen(name));
     }
     free(readme);
-    EXPECT(listed == TODO_NREGIONS, "labs/grade/README.md's index of the regions names each one's check (%d of %d)",
+    EXPECT(listed == TODO_NREGIONS, "labs/command/grade/README.md's index of the regions names each one's check (%d of %d)",
            listed, TODO_NREGIONS);
     EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
@@ -268,7 +268,7 @@ static void check_driver_json(const char *bdir) {
     write_text(path, "w", "#!/bin/sh\ncat \"$(dirname \"$0\")/message\"; echo; exit 1\n");
     chmod(path, 0755);
     snprintf(path, sizeof path, "%s/build.log", bin);
-    write_text(path, "w", "labs/core/ring.c:12:5: error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"\n");
+    write_text(path, "w", "labs/03-collectives/ring.c:12:5: error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"\n");
     char *argv[] = {driver, "--bin", bin, "--json", "adamw,ring-all-gather", NULL};
     int rc = run(argv, "json");
     char *out = captured("json", "out"), err[128] = "";
@@ -342,7 +342,7 @@ int main(void) {
 
     // ---- 3. the starter: every check says not written yet, where ------------------------------
     double t_starter = now_s();
-    rc = sh("sh labs/grade/starter.sh %s/starter >%s/starter.out 2>&1 && cp -rp %s %s/build-starter", tmp, tmp,
+    rc = sh("sh labs/command/grade/starter.sh %s/starter >%s/starter.out 2>&1 && cp -rp %s %s/build-starter", tmp, tmp,
             ref_build, tmp);
     char st_src[600], st_build[600];
     snprintf(st_src, sizeof st_src, "%s/starter/labs", tmp);
@@ -416,7 +416,7 @@ int main(void) {
     snprintf(broken, sizeof broken, "%s/broken", tmp);
     sh("cp -rp %s/starter %s", tmp, broken);
     char path[800];
-    snprintf(path, sizeof path, "%s/labs/zero/sharded.c", broken);
+    snprintf(path, sizeof path, "%s/labs/08-zero/sharded.c", broken);
     char *text = read_file(path, NULL);
     char *at = text ? strstr(text, "todo(\"the shard length of unit u") : NULL;
     int spliced = at && splice_file(path, text, at, 0, "s->shard[u] = per_rank +;\n        ");

@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

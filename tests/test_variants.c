@@ -6,12 +6,12 @@
 //
 // Each student is a copy of labs/ built on the CPU as `make grade` builds one (LABS_SRC,
 // CUDA=0), and graded with `shardlab grade --labs --only`:
-//   - the grading guide's index of the student regions (labs/grade/README.md) lists every one
+//   - the grading guide's index of the student regions (labs/command/grade/README.md) lists every one
 //     of them, and nothing else;
 //   - the starter (make starter): it builds, every lab stops at a stub, and scores 0;
 //   - the reference copy, built the same way: full marks, graded by the starter's own grader,
 //     whose reference programs are built from the starter (every region a stub) with the
-//     grader's own code (labs/grade/solutions.c): so no reference run, replay or ZeRO --mixed
+//     grader's own code (labs/command/grade/solutions.c): so no reference run, replay or ZeRO --mixed
 //     stage-0 reference reaches a student region. Broken on purpose (REF_WRAP without
 //     --wrap=adamw_update): every training reference stops at AdamW's stub, and this fails;
 //   - wrong students, each one edit of the reference, and the checks each must fail in each
@@ -246,10 +246,10 @@ static void reason_says(const Variant *x, const JsonValue *g) {
     }
 }
 
-// The grading guide's index of the student regions (labs/grade/README.md, For instructors,
+// The grading guide's index of the student regions (labs/command/grade/README.md, For instructors,
 // step 1) lists each one, by its file and its BEGIN SOLUTION line, and nothing else.
 static void check_region_index(void) {
-    char *readme = read_file("labs/grade/README.md", NULL);
+    char *readme = read_file("labs/command/grade/README.md", NULL);
     FILE *p = popen("grep -rn --include='*.c' --include='*.h' --include='*.cu' 'BEGIN SOLUTION' labs", "r");
     int regions = 0, listed = 0, rows = 0;
     char line[1024], missing[300] = "";
@@ -267,21 +267,23 @@ static void check_region_index(void) {
     if (p) pclose(p);
     for (const char *q = readme; q && (q = strstr(q, "\n   | `labs/")); q++) rows++;
     EXPECT(regions >= 10 && listed == regions && rows == regions,
-           "labs/grade/README.md's index lists the %d student regions, each by its file and what it does, and no other "
+           "labs/command/grade/README.md's index lists the %d student regions, each by its file and what it does, and no other "
            "(%d listed, %d rows%s%s)", regions, listed, rows, missing[0] ? "; missing " : "", missing);
     free(readme);
 }
 
-// The grader's own code (labs/grade/) calls nothing defined in a file that holds a student's
-// part (a file with a BEGIN SOLUTION region: shard/sampler.c, ckpt/activation_checkpointing.c,
-// core/ring.c, ...): what it expects is computed from files no student edits, so a run graded
+// The grader's own code (labs/command/grade/) calls nothing defined in a file that holds a student's
+// part (a file with a BEGIN SOLUTION region: 04-data-sharding/sampler.c, 14-activation-checkpointing/activation_checkpointing.c,
+// 03-collectives/ring.c, ...): what it expects is computed from files no student edits, so a run graded
 // with a student's own build is still graded against the formula, not against the student.
 static void check_grader_calls_no_student_file(const char *build_dir) {
     char cmd[2000], line[512], said[400] = "";
     snprintf(cmd, sizeof cmd,
              "B='%s'; nm -u \"$B\"/grade/*.o | awk 'NF {print $NF}' | sort -u >\"$B/.grade-undefined\" || exit 1; "
              "n=0; for f in $(grep -rl --include='*.c' 'BEGIN SOLUTION' labs/*/); do "
-             "  o=\"$B/core/$(basename \"$f\" .c).o\"; case $f in labs/core/*) ;; *) o=\"$B/algo/${f#labs/}\"; o=\"${o%%.c}.o\";; esac; "
+             "  grep -q '^int main(' \"$f\" && continue; "
+             "  case $f in labs/common/*) o=\"$B/common/${f#labs/common/}\";; *) o=\"$B/algo/${f#labs/}\";; esac; "
+             "  o=\"${o%%.c}.o\"; "
              "  [ -f \"$o\" ] || { echo \"missing $o\"; continue; }; n=$((n + 1)); "
              "  nm -g --defined-only \"$o\" | awk 'NF == 3 {print $3}' | sort -u | comm -12 - \"$B/.grade-undefined\" | "
              "  sed \"s|\\$| ($f)|\"; done; echo \"files $n\"; rm -f \"$B/.grade-undefined\"",
@@ -306,17 +308,17 @@ static void check_grader_calls_no_student_file(const char *build_dir) {
 // student's code on both sides of the comparison, and a wrong region would pass. The wrong
 // students here are those whose edit is in a region that the reference of their graded
 // configurations reaches when it is a lab program of the copy: `single -n 1` steps AdamW
-// (core/adamw.c), `shard -n 1` draws the epoch's order (shard/sampler.c) and reads its
+// (common/model/adamw.c), `shard -n 1` draws the epoch's order (04-data-sharding/sampler.c) and reads its
 // part (shard.c). Each is written into one starter copy (every other region as the solution
 // writes it), self-graded there with make grade, and graded as the instructor's make grade
 // LABS=<copy> grades it: this build's shardlab on the copy's labs, built on the CPU as the
 // copy's make grade builds them (build/student/<hash>).
-static const char *const SELF_GRADED_FILES[] = {"core/adamw.c", "shard/sampler.c", "shard.c"};
+static const char *const SELF_GRADED_FILES[] = {"common/model/adamw.c", "04-data-sharding/sampler.c", "04-data-sharding/shard.c"};
 
 static void check_self_grade(void) {
     char self[600];
     snprintf(self, sizeof self, "%s/self", tmp);
-    int rc = sh("sh labs/grade/starter.sh %s >%s/self.out 2>&1 && cp -rp labs %s/", self, tmp, self);
+    int rc = sh("sh labs/command/grade/starter.sh %s >%s/self.out 2>&1 && cp -rp labs %s/", self, tmp, self);
     EXPECT(rc == 0, "a starter copy whose student wrote every region as the solution does (exit %d)", rc);
     int graded = 0;
     enum { NV = sizeof VARIANTS / sizeof VARIANTS[0] };
@@ -384,7 +386,7 @@ int main(int argc, char **argv) {
     check_grader_calls_no_student_file(build_dir);
 
     // ---- the starter: builds as it is, stops at its stubs, scores zero ------------------------
-    int rc = sh("sh labs/grade/starter.sh %s/starter >%s/starter.out 2>&1", tmp, tmp);
+    int rc = sh("sh labs/command/grade/starter.sh %s/starter >%s/starter.out 2>&1", tmp, tmp);
     char *said = captured("starter", "out");
     EXPECT(rc == 0 && strstr(said, "solution regions"), "make starter writes the student copy (%s)", one_line(said));
     free(said);
@@ -422,7 +424,7 @@ int main(int argc, char **argv) {
     EXPECT(rc == 0, "a lab that reaches a stub says 'not written yet: <what> (file:line)' in its log");
     // The starter's own grader: its reference programs (make ref-programs) built from the
     // starter's sources, where every region is a stub, and the grader beside them (this
-    // build's shardlab, whose code is the starter's: labs/grade, the launcher and core/ call
+    // build's shardlab, whose code is the starter's: labs/command/, the launcher and common/ call
     // no region, check_grader_calls_no_student_file above). A reference that ran a student
     // region would stop at its stub, and the check it serves would fail.
     char starter_grader[700];

@@ -62,10 +62,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "test.h"
+#include "command/plan/planner.h"
+#include "common/harness/plan.h"
 #include "labtest.h"
-#include "plan.h"
-#include "planner.h"
+#include "test.h"
 
 #define FUZZ_FILES 40
 #define FUZZ_REQUESTS 3000
@@ -361,7 +361,7 @@ static void make_root(void) {
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
              "mkdir -p '%s/web' '%s/labs' '%s' && cp -r '%s/lexicon' '%s/lessons' '%s/' && cp -r '%s/web/static' '%s/web/' "
-             "&& mkdir -p '%s/labs/core' && ln -s /etc/passwd '%s/web/static/passwd-link'",
+             "&& mkdir -p '%s/labs/common' && ln -s /etc/passwd '%s/web/static/passwd-link'",
              server_root, server_root, runs_dir, root, root, server_root, root, server_root, server_root, server_root);
     if (system(cmd) != 0) printf("# setting up the root failed: %s\n", cmd);
     // Markdown for the renderer to choke on: the real entries cut, spliced and sprinkled with
@@ -969,7 +969,7 @@ static void check_safety(void) {
         resp_free(&r);
     }
     EXPECT(ok400 == (int)(sizeof bad / sizeof bad[0]), "bad labs and options (%zu kinds): 400 with a reason", sizeof bad / sizeof bad[0]);
-    // The form and the API hold the labs' own bounds (core/catalog.c), not copies of them:
+    // The form and the API hold the labs' own bounds (common/harness/catalog.c), not copies of them:
     // ddp's --bucket-mb is 1e-06 to 1024 in the page, and 2000 is refused in the lab's words.
     Resp form = request("GET", "/labs/ddp", NULL, NULL);
     r = request("POST", "/api/runs", own, "{\"lab\":\"ddp\",\"n\":2,\"steps\":3,\"options\":{\"bucket-mb\":2000}}");
@@ -990,7 +990,7 @@ static void check_safety(void) {
            "the memory available (%d %s)", r.status, r.body ? r.body : "");
     resp_free(&r);
     // A batch or a mesh that does not divide over the ranks: 400 with the lab's own line
-    // (core/batchsplit.c, the check the lab makes), naming the nearest ranks and values that
+    // (common/harness/batchsplit.c, the check the lab makes), naming the nearest ranks and values that
     // divide, the one line the form shows. Broken variant (runs_start.c without the check):
     // 201, a run that fails at start, its page listing the error once per rank.
     const struct {
@@ -1163,7 +1163,7 @@ static void check_nonfinite_run(void) {
     resp_free(&r);
 }
 
-// A run's timeline for Perfetto (GET /api/runs/<id>/trace, core/trace.h): 200, Chrome
+// A run's timeline for Perfetto (GET /api/runs/<id>/trace, command/runs/trace.h): 200, Chrome
 // trace-event JSON with one complete event per span of the logs and every rank a named
 // process, as a download named after the run; 404 for a run that is not there, 409 for a
 // directory that holds no run yet (no meta.json), 405 for anything but GET; the run's page
@@ -1820,7 +1820,7 @@ static void check_grade(const char *id) {
     resp_free(&r);
     free(written);
 
-    // Another grader at work on the run (`shardlab grade` holds its lock, core/joblock.h):
+    // Another grader at work on the run (`shardlab grade` holds its lock, common/runfiles/joblock.h):
     // 409, naming it; once it is done, grading goes on. Broken variant: runs_grade.c without
     // the lock, which graded the run under the other grader's feet (200).
     char lock_path[1300];
@@ -2506,7 +2506,7 @@ static void check_todo_regions(void) {
     snprintf(from, sizeof from, "mkdir -p '%s/todo-ref' && cp -rp '%s/labs' '%s/todo-ref/' && for d in core algo; do "
              "[ ! -d '%s'/$d ] || cp -rp '%s'/$d '%s/'; done", tmp, root, tmp, build, build, ref_build);
     int rc = build_checks(ref_src, ref_build, from, "todo-ref");
-    snprintf(from, sizeof from, "sh '%s/labs/grade/starter.sh' '%s/todo-starter' >/dev/null && cp -rp '%s/.' '%s/'", root,
+    snprintf(from, sizeof from, "sh '%s/labs/command/grade/starter.sh' '%s/todo-starter' >/dev/null && cp -rp '%s/.' '%s/'", root,
              tmp, ref_build, st_build);
     rc = rc ? rc : build_checks(st_src, st_build, from, "todo-starter");
     char *log = captured("todo-starter", "build");
@@ -2536,7 +2536,7 @@ static void check_todo_regions(void) {
         listed += page.body && strstr(page.body, row) != NULL;
     }
     EXPECT(page.status == 200 && page.body && strstr(page.body, "<h2>Your TODO regions</h2>") && listed == DDP_NREGIONS &&
-               strstr(page.body, "<code>labs/ddp.c</code>") && strstr(page.body, ">Check them</button>") &&
+               strstr(page.body, "<code>labs/05-ddp/ddp.c</code>") && strstr(page.body, ">Check them</button>") &&
                strstr(page.body, "action=\"/api/checks?lab=ddp\"") && strstr(page.body, "src=\"/static/checks.js\"") &&
                !strstr(page.body, "data-region=\"zero-shard-length\""),
            "with --checks, /labs/ddp shows \"Your TODO regions\": the %d regions a DDP step runs (%d listed), none "
@@ -2561,7 +2561,7 @@ static void check_todo_regions(void) {
     Resp st = request("POST", "/api/checks?lab=ddp", own, "");
     int good = regions_with(&st, "not written yet", said, sizeof said);
     EXPECT(st.status == 200 && good == DDP_NREGIONS && strstr(st.body, "\"message\":\"not written yet: ") &&
-               strstr(st.body, "(labs/ddp.c:") && strstr(st.body, "\"next_region\":\"adamw\""),
+               strstr(st.body, "(labs/05-ddp/ddp.c:") && strstr(st.body, "\"next_region\":\"adamw\""),
            "POST /api/checks?lab=ddp on a starter copy: 200, JSON, all %d regions 'not written yet' with where, next "
            "adamw (%d, %d: %s)", DDP_NREGIONS, st.status, good, said);
     resp_free(&st);
@@ -2593,7 +2593,7 @@ static void check_todo_regions(void) {
     resp_free(&page), resp_free(&off);
 
     // Proves: the driver is told a deadline for each check program (it ends one that hangs,
-    // labs/grade/sandbox.h), each region's share of the two minutes: 110 s / 5 regions for
+    // labs/command/grade/sandbox.h), each region's share of the two minutes: 110 s / 5 regions for
     // ddp. A stand-in driver answers with the arguments it was given.
     char fake[800], fake_driver[900];
     snprintf(fake, sizeof fake, "%s/fake-checks", tmp);

@@ -19,9 +19,9 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "json.h"
+#include "common/comm/links.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
-#include "links.h"
 #include "test.h"
 
 static char shardlab[PATH_MAX], labs_dir[PATH_MAX];

@@ -34,9 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
+#include "common/runfiles/safetensors.h"
 #include "labtest.h"
-#include "safetensors.h"
 #include "test.h"
 
 static const char *zero, *single, *zero_san, *zero_broken;

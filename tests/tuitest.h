@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
 

@@ -20,27 +20,27 @@ typedef struct {
 
 static const Variant VARIANTS[] = {
     // ---- the first five -------------------------------------------------------------------
-    {"ring all-gather with the wrong chunk index", "core/ring.c",
+    {"ring all-gather with the wrong chunk index", "03-collectives/ring.c",
      "if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;",
      "if ((m = piece(n, p, mod(r - k, p), i, &off)) == 0) continue;", "ddp", "ddp",
      "*=replicas.equal,loss.reference,grads.reference", NULL, NULL},
-    {"DDP without gradient averaging", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
+    {"DDP without gradient averaging", "05-ddp/ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
      "(float)(1.0 * N / L.tokens_per_step), &spans,", "ddp", "ddp", "*=grads.reference", "ddp-accum",
      "*=loss.reference,grads.reference"},
-    {"ZeRO's shard one element too long", "zero/sharded.c",
+    {"ZeRO's shard one element too long", "08-zero/sharded.c",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align;",
      "s->shard[u] = (per_rank + (size_t)align - 1) / (size_t)align * (size_t)align + 1;", "zero,fsdp", "zero,fsdp",
      "*=mem.formula,comm.bytes", "zero-2", NULL},
-    {"1F1B with one forward too many before the first backward", "pp/schedule.c",
+    {"1F1B with one forward too many before the first backward", "12-pp/schedule.c",
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
      "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s < m ? p - s : m);", "pp", "pp-1f1b", "*=schedule.in_flight",
      NULL, NULL},
-    {"recomputation in the wrong order (each block reads a stale input)", "ckpt/activation_checkpointing.c",
+    {"recomputation in the wrong order (each block reads a stale input)", "14-activation-checkpointing/activation_checkpointing.c",
      "for (int j = p->first[i]; j <= l; j++) {", "for (int j = l; j >= p->first[i]; j--) {", "ckpt", "ckpt",
      "*=loss.reference,recompute.bitwise", NULL, NULL},
 
     // ---- memory too high only at the peak: the steady state is right ------------------------
-    {"ZeRO-2/3 reduce-scattering every unit's gradient only after the whole backward pass", "zero.c",
+    {"ZeRO-2/3 reduce-scattering every unit's gradient only after the whole backward pass", "08-zero/zero.c",
      "    sharded_reduce_gradient(z->group, z->prec, z->mem, g32, z->grads[u], full, u);\n"
      "    mem_free(z->mem, g32);\n}",
      "    static float *pending[64];  // every unit's full gradient, until the backward pass ends\n"
@@ -52,7 +52,7 @@ static const Variant VARIANTS[] = {
      "        mem_free(z->mem, pending[v]);\n"
      "    }\n}",
      "zero", "zero", "zero-1= zero-2=mem.formula zero-3=mem.formula", NULL, NULL},
-    {"FSDP freeing each unit's gathered weights one unit late in the backward pass", "fsdp.c",
+    {"FSDP freeing each unit's gathered weights one unit late in the backward pass", "09-fsdp/fsdp.c",
      "            unit_reshard(f, u);\n            sharded_reduce_gradient(",
      "            if (u + 1 < f->lay.units) unit_reshard(f, u + 1);  // the unit above, one late\n"
      "            if (u == 0) unit_reshard(f, 0);\n"
@@ -60,18 +60,18 @@ static const Variant VARIANTS[] = {
      "fsdp", "fsdp", "*=mem.formula", NULL, NULL},
 
     // ---- a mistake in an option: only the configuration that runs it catches it --------------
-    {"--accum: each micro-batch's loss weighted as a whole batch's", "ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
+    {"--accum: each micro-batch's loss weighted as a whole batch's", "05-ddp/ddp.c", "(float)(1.0 / L.tokens_per_step), &spans,",
      "(float)(a.accum / L.tokens_per_step), &spans,", "ddp", "ddp", "ddp-accum=grads.reference", NULL, NULL},
-    {"--accum: rank r's sequences start at r x the micro-batch, not r x its share", "ddp.c",
+    {"--accum: rank r's sequences start at r x the micro-batch, not r x its share", "05-ddp/ddp.c",
      "step, rank * per_rank, per_rank,", "step, rank * micro, per_rank,", "ddp", "ddp",
      "ddp-accum=loss.reference,grads.reference", NULL, NULL},
-    {"--prefetch two units ahead", "fsdp.c", "            if (f->prefetch && u + 1 < U) unit_start_gather(f, u + 1);",
+    {"--prefetch two units ahead", "09-fsdp/fsdp.c", "            if (f->prefetch && u + 1 < U) unit_start_gather(f, u + 1);",
      "            for (int v = u + 1; f->prefetch && v <= u + 2 && v < U; v++) unit_start_gather(f, v);", "fsdp", "fsdp",
      "fsdp-prefetch=mem.formula", NULL, NULL},
-    {"--prefetch forgotten in the backward pass", "fsdp.c",
+    {"--prefetch forgotten in the backward pass", "09-fsdp/fsdp.c",
      "            if (f->prefetch && u > 0) unit_start_gather(f, u - 1);\n", "", "fsdp", "fsdp",
      "fsdp-prefetch=comm.bytes", NULL, NULL},
-    {"--sp: g forward all-reduced, then the rank's own rows kept", "tp/f_and_g.c",
+    {"--sp: g forward all-reduced, then the rank's own rows kept", "10-tp/f_and_g.c",
      "row-parallel linear (SP: reduce-scatter) */\n"
      "    size_t n = (size_t)tp->BT * tp->cfg.dim;\n"
      "    if (tp->sp) dist_reduce_scatter(tp->group, in, out, n);\n"
@@ -81,15 +81,15 @@ static const Variant VARIANTS[] = {
      "    dist_all_reduce(tp->group, in, n);\n"
      "    if (tp->sp) tp->ops->copy(out, in + (size_t)tp->row0 * tp->cfg.dim, (size_t)tp->rows * tp->cfg.dim);",
      "tp", "tp", "tp-sp=comm.bytes", NULL, NULL},
-    {"--sp: the replicated parameters' gradients never summed over the group", "tp.c",
+    {"--sp: the replicated parameters' gradients never summed over the group", "10-tp/tp.c",
      "        if (sp) all_reduce_gradients(&tp, &tp_group, \"tp\", \"replicated_grads\", 0, &rep_count);\n", "", "tp",
      "tp", "tp-sp=loss.reference,grads.reference,comm.bytes", NULL, NULL},
 
     // ---- data sharding: graded on what each rank read and trained on --------------------------
-    {"a sampler whose ranks' parts overlap (rank r starts at position r of each batch)", "shard.c",
+    {"a sampler whose ranks' parts overlap (rank r starts at position r of each batch)", "04-data-sharding/shard.c",
      "L->order[b * L->B + shard_first(L, L->rank) + j]", "L->order[b * L->B + L->rank + j]", "shard", "shard",
      "*=loss.reference,data.coverage", NULL, NULL},
-    {"a sampler that reads every global batch whole and keeps its part", "shard.c",
+    {"a sampler that reads every global batch whole and keeps its part", "04-data-sharding/shard.c",
      "        for (int64_t b = 0, k = 0; b < L->E; b++)\n"
      "            for (int j = 0; j < L->per_rank; j++, k++)\n"
      "                dataset_read(&L->ds, L->order[b * L->B + shard_first(L, L->rank) + j], 1, L->mine + k * L->S);\n",
@@ -103,16 +103,16 @@ static const Variant VARIANTS[] = {
      "shard", "shard", "*=data.coverage", NULL, NULL},
 
     // ---- correct but wasteful: right numbers, bytes the algorithm does not send ----------------
-    {"ZeRO-1 completing the all-reduce (the summed gradients all-gathered too, as in DDP)", "zero.c",
+    {"ZeRO-1 completing the all-reduce (the summed gradients all-gathered too, as in DDP)", "08-zero/zero.c",
      "        if (z->stage == 0) sharded_all_gather(",
      "        if (z->stage <= 1) sharded_all_gather(", "zero", "zero", "zero-1=comm.bytes", NULL, NULL},
-    {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp.c",
+    {"FSDP gathering each unit's summed gradient back (and never using it)", "09-fsdp/fsdp.c",
      "shard_padded(&f->lay, u), u);\n            mem_free(f->mem, g32);",
      "shard_padded(&f->lay, u), u);\n"
      "            sharded_all_gather(f->group, f->prec, f->unit[u].grad_shard, g32, shard_padded(&f->lay, u), u, NULL);\n"
      "            mem_free(f->mem, g32);",
      "fsdp", "fsdp", "*=comm.bytes", NULL, NULL},
-    {"ZeRO all-reducing the loss once more, to see that the ranks agree (the sum unused)", "zero.c",
+    {"ZeRO all-reducing the loss once more, to see that the ranks agree (the sum unused)", "08-zero/zero.c",
      "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n",
      "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n"
      "        float agree[1] = {(float)loss};\n"
@@ -120,7 +120,7 @@ static const Variant VARIANTS[] = {
      "zero", "zero", "*=comm.bytes", NULL, NULL},
 
     // ---- the optimizer: every reference run steps AdamW too --------------------------------------
-    {"AdamW with coupled (L2) weight decay", "core/adamw.c",
+    {"AdamW with coupled (L2) weight decay", "common/model/adamw.c",
      "        float g = grads[i];\n"
      "        m[i] = b1 * m[i] + (1.0f - b1) * g;\n"
      "        v[i] = b2 * v[i] + (1.0f - b2) * g * g;\n"
@@ -136,7 +136,7 @@ static const Variant VARIANTS[] = {
     // ---- the grader's blind spots, each closed by a configuration or a check of its own ---------
     // Uneven chunks: every bucket, shard and TP buffer of the graded runs divides by its world;
     // only collectives-ring-n3 (3 ranks, sizes of 2^k floats) gives the ring chunks of two lengths.
-    {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "core/ring.c",
+    {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "03-collectives/ring.c",
      "            const float *partial = shm_peek(s, left, m);\n"
      "            add_words(t, shm_reserve(s, right), partial, in + off, m);",
      "            const float *partial = shm_peek(s, left, m);\n"
@@ -145,18 +145,18 @@ static const Variant VARIANTS[] = {
      "collectives", "collectives", "collectives= collectives-ring-n3=collectives.correct", NULL, NULL},
     // Fewer micro-batches than stages: only pp-1f1b-m2 has a stage whose bound is p - s < m.
     {"1F1B forwarding every micro-batch first when there are fewer than stages (m < p, not m < p - s)",
-     "pp/schedule.c", "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
+     "12-pp/schedule.c", "int warmup = pp->sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);",
      "int warmup = pp->sched == SCHED_GPIPE || m < p ? m : p - s - 1;", "pp", "pp-1f1b,pp-1f1b-m2,pp-1f1b-m1",
      "pp-1f1b= pp-1f1b-m1= pp-1f1b-m2=schedule.in_flight", NULL, NULL},
     // Memory too high after every step: the labs' own tables warn and go on; mem.formula judges.
-    {"ZeRO-1 keeping AdamW's m and v for the whole unit (only its slice updated)", "zero/sharded.c",
+    {"ZeRO-1 keeping AdamW's m and v for the whole unit (only its slice updated)", "08-zero/sharded.c",
      "        o->m[u] = mem_alloc_floats(where, MEM_OPTIM, n, \"AdamW first moment\");\n"
      "        o->v[u] = mem_alloc_floats(where, MEM_OPTIM, n, \"AdamW second moment\");",
      "        o->m[u] = mem_alloc_floats(where, MEM_OPTIM, shard_padded(lay, u), \"AdamW first moment\");  // as DDP's\n"
      "        o->v[u] = mem_alloc_floats(where, MEM_OPTIM, shard_padded(lay, u), \"AdamW second moment\");",
      "zero", "zero-1", "zero-1=mem.formula", NULL, NULL},
     {"--policy sqrt keeping every block's activations (recomputed into them all the same)",
-     "ckpt/activation_checkpointing.c",
+     "14-activation-checkpointing/activation_checkpointing.c",
      "        if (i < 0) gpt_carve_block(b, k, c, B);  // kept whole\n"
      "        else *b = slot[l - p->first[i]];\n"
      "        if (i < 0 || l == p->last[i]) b->out = gpt_carve_floats(k, BTC);  // kept: the next layer's input\n",
@@ -165,7 +165,7 @@ static const Variant VARIANTS[] = {
      "        (void)i;\n",
      "ckpt", "ckpt", "*=mem.formula", NULL, NULL},
     // Fewer bytes: comm.bytes says which way a rank is off.
-    {"ZeRO summing the loss with an all-reduce of one float, as PyTorch's all_reduce(loss)", "zero.c",
+    {"ZeRO summing the loss with an all-reduce of one float, as PyTorch's all_reduce(loss)", "08-zero/zero.c",
      "        double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;\n",
      "        float summed[1] = {(float)loss_sum};\n"
      "        dist_all_reduce(&L.dist.world_group, summed, 1);\n"
@@ -174,7 +174,7 @@ static const Variant VARIANTS[] = {
     // AdamW's eps inside the square root: sqrt(vhat + 1e-8) is never below 1e-4, so a parameter
     // whose gradient is 1e-6 moves 100 times too little; those of gradients of 0.01 and more
     // move as they should. What it breaks is measured: single's loss, ZeRO-1's loss and norm.
-    {"AdamW with eps inside the square root", "core/adamw.c",
+    {"AdamW with eps inside the square root", "common/model/adamw.c",
      "params[i] -= opt->lr * (mhat / (sqrtf(vhat) + opt->eps) + opt->weight_decay * params[i]);",
      "params[i] -= opt->lr * (mhat / sqrtf(vhat + opt->eps) + opt->weight_decay * params[i]);", "single,zero", "single,zero-1",
      "single=loss.reference zero-1=loss.reference,grads.reference", NULL, NULL},

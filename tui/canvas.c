@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "common/harness/check.h"
 
 void canvas_init(Canvas *c, int w, int h) {
     c->w = w > 0 ? w : 1, c->h = h > 0 ? h : 1;

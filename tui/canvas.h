@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 
 typedef enum {
     COLOR_NONE,                                             // the terminal's own

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mem.h"  // format_bytes
+#include "common/harness/mem.h"  // format_bytes
 
 #define STALLED_S 15  // no new event for this long, and no end: the run may be dead
 

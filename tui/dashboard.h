@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "canvas.h"
-#include "runread.h"
+#include "command/runs/runread.h"
 
 #define DASH_MIN_W 60
 #define DASH_MIN_H 16

@@ -8,9 +8,9 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "course.h"
-#include "json.h"
+#include "command/course/course.h"
+#include "common/harness/check.h"
+#include "common/runfiles/json.h"
 #include "mdterm.h"
 
 // ---------------------------------------------------------------------------------------

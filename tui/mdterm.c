@@ -12,8 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "check.h"
-#include "course.h"
+#include "command/course/course.h"
+#include "common/harness/check.h"
 
 #define SGR_RESET "\033[0m"
 #define MAX_DEPTH 16

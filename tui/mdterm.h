@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 
 // A wiki link's display name: target[0..n) is what is between [[ and ]]. NULL: the target.
 typedef const char *(*MdTermLinkName)(const char *target, size_t n, void *ctx);

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/harness/mem.h"  // format_bytes
 #include "dashboard.h"
-#include "mem.h"  // format_bytes
 
 // The glyph of memory category k: a coloured block, or its initial without colour.
 uint32_t dash_mem_glyph(const RunView *v, const DashState *s, int k) {

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "command/runs/spantime.h"
 #include "dashboard.h"
-#include "spantime.h"
 
 static const struct {
     int color;

@@ -20,13 +20,13 @@
 #include <unistd.h>
 
 #include "canvas.h"
-#include "catalog.h"
-#include "check.h"
-#include "course.h"
+#include "command/course/course.h"
+#include "command/runs/runread.h"
+#include "common/harness/catalog.h"
+#include "common/harness/check.h"
+#include "common/runfiles/runlog.h"
 #include "dashboard.h"
 #include "mdterm.h"
-#include "runlog.h"
-#include "runread.h"
 
 #define FRAME_US 100000      // at most ten frames a second
 #define IDLE_FRAME_US 1000000  // with nothing new, once a second (the clock, "stalled")
@@ -179,7 +179,7 @@ void tui_find_root(char *out, size_t n) {
         if (!slash) return;
         *slash = 0;
         char probe[PATH_MAX + 16];
-        snprintf(probe, sizeof probe, "%s/labs/core", exe[0] ? exe : "/");
+        snprintf(probe, sizeof probe, "%s/labs/common", exe[0] ? exe : "/");
         if (access(probe, F_OK) == 0) {
             snprintf(out, n, "%s", exe[0] ? exe : "/");
             return;

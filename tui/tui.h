@@ -44,7 +44,7 @@ void tui_close(Tui *t);
 void tui_restore_terminal(void);
 
 // The project's root (where lexicon/ and lessons/ are): $SHARDLAB_ROOT, else the first
-// folder above this program that has labs/core (build/shardlab -> the checkout).
+// folder above this program that has labs/common (build/shardlab -> the checkout).
 void tui_find_root(char *out, size_t n);
 
 // `shardlab tui [RUN_DIR] [options]`; returns the exit status.

@@ -1,14 +1,14 @@
 // api.c — the web server's JSON API under /api/: the runs, their events and streams, starting
 // a lab, grading a run (web/runs*.c do the work), a run's timeline for Perfetto
-// (GET /api/runs/<id>/trace, core/trace.h), the memory planner (web/plan.c) and a copy's TODO
+// (GET /api/runs/<id>/trace, command/runs/trace.h), the memory planner (web/plan.c) and a copy's TODO
 // regions checked (POST /api/checks, web/checks.c). See web.h for the routes.
 #include <civetweb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "command/runs/trace.h"
 #include "runs_internal.h"
-#include "trace.h"
 #include "web_internal.h"
 
 // ---------------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ static int api_grade(Web *w, struct mg_connection *c, const char *method, const 
     return 200;
 }
 
-// GET: the run's timeline as Chrome trace-event JSON (core/trace.h: what `shardlab trace`
+// GET: the run's timeline as Chrome trace-event JSON (command/runs/trace.h: what `shardlab trace`
 // writes), as a download for ui.perfetto.dev or chrome://tracing. Read from the run's files
 // at each request, so a live run gives what it has logged so far.
 static int api_trace(Web *w, struct mg_connection *c, const char *method, const char *id) {

@@ -8,7 +8,7 @@
 // nothing else; without --checks the lab pages show no regions and the API is 404.
 //
 // A lab's regions: those of its own check program, and those its graded configurations run
-// (tests/todo/regions.c says which configurations run a region; core/catalog.c which lab each
+// (tests/todo/regions.c says which configurations run a region; common/harness/catalog.c which lab each
 // configuration is). So the ddp page lists DDP's two regions and also AdamW's and the ring's,
 // which every DDP step runs; fsdp's lists ZeRO's shard length, whose shards FSDP gathers.
 //
@@ -16,7 +16,7 @@
 // (web_may_act), as starting a lab is; one check at a time (429). The driver is executed, never
 // through a shell, as `DIR/check --bin DIR --deadline S --json NAME...` with the names from the
 // table, in a session of its own. It runs each check program, the student's code, in the
-// sandbox (labs/grade/sandbox.h: no network, none of the server's files, every process it
+// sandbox (labs/command/grade/sandbox.h: no network, none of the server's files, every process it
 // starts ended with it) and ends it after S seconds, a share of CHECKS_TIMEOUT_S, so that
 // every region gets its line even when each hangs. The answer is read up to
 // CHECKS_MAX_OUTPUT, and the driver is stopped, with every check under it, after
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "catalog.h"
+#include "common/harness/catalog.h"
 #include "regions.h"
 #include "web_internal.h"
 

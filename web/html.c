@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "course.h"
+#include "command/course/course.h"
 #include "web.h"
 
 // The tags md4c-html writes for GitHub-flavoured markdown, the wiki link it writes before

@@ -15,8 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "runlog.h"
+#include "common/harness/check.h"
+#include "common/runfiles/runlog.h"
 #include "web_internal.h"
 
 // ---------------------------------------------------------------------------------------

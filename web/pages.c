@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "catalog.h"
-#include "course.h"
+#include "command/course/course.h"
+#include "common/harness/catalog.h"
 #include "runs_internal.h"
 #include "web_internal.h"
 

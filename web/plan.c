@@ -1,7 +1,7 @@
 // plan.c — the planner in the browser: /plan (a form, and the plan it asks for as a table),
 // /api/plan (the same plan as `shardlab plan --json`) and POST /api/plan/check (the plan
 // checked against the lab run at that shape: what `shardlab plan ... --check --json` prints),
-// from core/planner.h and core/plancheck.h: the words of the query are the words of
+// from command/plan/planner.h and command/plan/plancheck.h: the words of the query are the words of
 // `shardlab plan`, checked the same way.
 //
 // A query names the lab (lab=zero) and any of the planner's words (n, model, vocab, psi, gpu)
@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "mem.h"
-#include "plancheck.h"
-#include "planner.h"
+#include "command/plan/plancheck.h"
+#include "command/plan/planner.h"
+#include "common/harness/check.h"
+#include "common/harness/mem.h"
 #include "web_internal.h"
 
 #define MAX_WORDS (2 * PLANNER_MAX_GIVEN + 16)

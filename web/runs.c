@@ -19,12 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "catalog.h"
-#include "check.h"
-#include "logtail.h"
-#include "runlog.h"
+#include "command/runs/logtail.h"
+#include "command/runs/runschema.h"
+#include "common/harness/catalog.h"
+#include "common/harness/check.h"
+#include "common/runfiles/runlog.h"
 #include "runs_internal.h"
-#include "runschema.h"
 #include "web_internal.h"
 
 #define MAX_CACHED_RUNS 64

@@ -1,14 +1,14 @@
 // runs_grade.c — grading a run from the web: its grade.json (GET /api/runs/<id>/grade), and
-// grading it now with labs/grade (POST), once it has ended. See web.h.
+// grading it now with labs/command/grade (POST), once it has ended. See web.h.
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "grade.h"
-#include "joblock.h"
+#include "command/grade/grade.h"
+#include "common/harness/check.h"
+#include "common/runfiles/joblock.h"
 #include "runs_internal.h"
 
 #define GRADE_STACK_BYTES (16u << 20)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "logtail.h"
+#include "command/runs/logtail.h"
 #include "web.h"
 
 #define MAX_RUN_RANKS 64

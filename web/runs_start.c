@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batchsplit.h"
-#include "catalog.h"
-#include "launch.h"
-#include "plan.h"
-#include "runlog.h"
+#include "command/launch.h"
+#include "common/harness/batchsplit.h"
+#include "common/harness/catalog.h"
+#include "common/harness/plan.h"
+#include "common/runfiles/runlog.h"
 #include "runs_internal.h"
 
 // ---------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "course.h"
+#include "command/course/course.h"
+#include "common/harness/check.h"
 #include "web_internal.h"
 
 static Web *the_web;  // for the signal handler

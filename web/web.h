@@ -26,12 +26,12 @@
 //   GET  /api/runs/<id>/events?from=N[&kind=K][&rank=R]   its events from index N (resumable)
 //   GET  /api/runs/<id>/stream?from=N                      the same as Server-Sent Events, live
 //   POST /api/runs              start a lab: {"lab","n","steps","options":{...}}, known labs and
-//                               the options and bounds of the catalog (core/catalog.h) only,
+//                               the options and bounds of the catalog (common/harness/catalog.h) only,
 //                               run through the launcher, never a shell; at most --max-runs at
 //                               once (429 beyond, naming a run that holds a slot), and only if
 //                               it fits in memory beside the runs going on (429) and alone (400)
 //   GET  /api/runs/<id>/grade   the run's grade.json (404 until it has one)
-//   POST /api/runs/<id>/grade   grade the run (labs/grade: `shardlab grade`), once it has ended
+//   POST /api/runs/<id>/grade   grade the run (labs/command/grade: `shardlab grade`), once it has ended
 //                               (409 before): writes grade.json and grade.xml, answers the grade
 //   GET  /api/runs/<id>/trace   its timeline as Chrome trace-event JSON, for ui.perfetto.dev (`shardlab trace`)
 //   GET  /api/plan?lab=L&...    the plan as `shardlab plan ... --json` prints it
@@ -58,7 +58,7 @@
 
 #include <stddef.h>
 
-#include "json.h"
+#include "common/runfiles/json.h"
 
 #define WEB_MAX_BODY (64 * 1024)
 // The largest event index a request may name (?from=, Last-Event-ID): far past any run's

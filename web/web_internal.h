@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "course.h"
+#include "command/course/course.h"
 #include "web.h"
 
 // The course's terms and lessons: loaded by web_main (web.c), read by the pages.

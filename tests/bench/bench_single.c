@@ -9,13 +9,13 @@
 // of whitespace-separated columns (grep -v '^#' | awk ...).
 //
 // Part 1, matmul_acc (cache-blocked) vs matmul_acc_naive (the triple loop), both from
-// core/ops.c, on the shapes one training step of the configured model calls (Ntok = B*T/accum
+// common/model/ops.c, on the shapes one training step of the configured model calls (Ntok = B*T/accum
 // rows per micro-batch) and one 512^3 square product:
 //     C[M,N] += op(A)[M,K] B[K,N]      GFLOP/s = 2 M N K / t  (a multiply and an add per term)
 //     t       median time of one call over >= 3 calls and >= --min-time seconds of calls
 //     relerr  max|C_blocked - C_naive| / max|C_naive|, one call each on the same inputs
 //
-// Part 2, one optimizer step as labs/single.c takes it (zero grads, forward + backward per
+// Part 2, one optimizer step as labs/01-single/single.c takes it (zero grads, forward + backward per
 // micro-batch, clip, AdamW; no run log): median of --steps steps after --untimed. The FLOP
 // count is the standard one (Kaplan et al. 2020; PaLM appendix B; nanoGPT's MFU estimate):
 //     FLOP/step = 6 Psi_mm tokens + 12 L B T^2 C
@@ -36,14 +36,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "adamw.h"
-#include "args.h"
-#include "check.h"
-#include "gpt.h"
-#include "mem.h"
-#include "ops.h"
-#include "rng.h"
-#include "train.h"
+#include "common/harness/args.h"
+#include "common/harness/check.h"
+#include "common/harness/mem.h"
+#include "common/harness/train.h"
+#include "common/model/adamw.h"
+#include "common/model/gpt.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -143,7 +143,7 @@ static void bench_step(const TrainArgs *a, int warmup) {
     double *ms = calloc_check((size_t)a->steps, sizeof *ms), first_loss = 0, loss = 0;  // ms: timed steps
     for (int64_t step = 1; step <= warmup + a->steps; step++) {
         double t0 = now_s();
-        // The step of labs/single.c: sum the micro-batches' gradients, clip, AdamW per layer.
+        // The step of labs/01-single/single.c: sum the micro-batches' gradients, clip, AdamW per layer.
         gpt_zero_grads(&model);
         double loss_sum = train_accumulate(&model, &acts, &corpus, a, step, 0, a->batch,
                                            (float)(1.0 / tokens_per_step), NULL, NULL);
@@ -154,7 +154,7 @@ static void bench_step(const TrainArgs *a, int warmup) {
     }
 
     // The FLOP count of the header comment. Psi_mm is cross-checked against the layout of
-    // core/gpt.h: the 2-D tensors outside the embedding layer are exactly the Linear weights.
+    // common/model/gpt.h: the 2-D tensors outside the embedding layer are exactly the Linear weights.
     double B = a->batch, T = a->seq, C = a->dim, L = a->layers, V = cfg.vocab;
     double psi_mm = 12 * L * C * C + V * C, psi_layout = 0;
     for (int l = 1; l < model.nlayers; l++) {
@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
     if (strcmp(a.device, "cuda") == 0) usage_error("bench_single", "a CPU benchmark: --device cuda is tests/gpu/check.sh's");
 
     int ntok = a.batch / a.accum * a.seq, C = a.dim, V = GPT_VOCAB;
-    printf("# shardlab bench_single (one thread; kernels of labs/core/ops.c)\n");
+    printf("# shardlab bench_single (one thread; kernels of labs/common/model/ops.c)\n");
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     printf("# cpu: %s\n# compiler version: %s\n", cpu, __VERSION__);

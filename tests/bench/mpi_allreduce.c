@@ -1,5 +1,5 @@
 // mpi_allreduce.c — the peer for `make bench-collectives`: Open MPI's MPI_Allreduce, timed the
-// way labs/collectives.c times dist_all_reduce.
+// way labs/03-collectives/collectives.c times dist_all_reduce.
 //
 // Run it:   mpicc -O3 tests/bench/mpi_allreduce.c -o build/bench/mpi_allreduce
 //           mpirun -np 4 build/bench/mpi_allreduce [--min-bytes 1K] [--max-bytes 64M]
@@ -10,7 +10,7 @@
 // rank's mean. algbw = size / time (GB/s, 1e9), busbw = algbw x 2(p-1)/p as in nccl-tests.
 // Before timing, one call on known data (rank r holds r + 1 everywhere) checks the sum.
 // Output: '#' lines are comments; every other line is size count type time(us) algbw busbw
-// #wrong, the columns of labs/collectives.c.
+// #wrong, the columns of labs/03-collectives/collectives.c.
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 // this folder (the Makefile's BREAK_BINS: build/breaks/<lab>, from the optimized objects the
 // lab is built from). That file misbehaves in one step of the algorithm, put in with the
 // linker's --wrap, as the grader's reference programs put in its solutions
-// (labs/grade/solutions.c): -Wl,--wrap=fn sends every call of fn() made in another object
+// (labs/command/grade/solutions.c): -Wl,--wrap=fn sends every call of fn() made in another object
 // file to __wrap_fn() here, which can still call the real one as __real_fn(). So the lab
 // files students read hold no trace of the tests. Each break:
 //
@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "lab.h"
+#include "common/harness/lab.h"
 
 // What the break does, in a few words: defined by each break file, printed by breaks.c.
 extern const char BREAK_WHAT[];

@@ -1,14 +1,14 @@
 // ckpt.c — activation checkpointing that never recomputes (tests/test_ckpt.c must catch it).
 //
-// Before the backward of a segment's last block, ckpt/activation_checkpointing.c runs the
+// Before the backward of a segment's last block, 14-activation-checkpointing/activation_checkpointing.c runs the
 // segment's blocks forward again, from its kept input, into the workspace its backward reads
-// (gpt_layer_forward, core/gpt.c). Here those forwards do nothing: the recompute spans are
+// (gpt_layer_forward, common/model/gpt.c). Here those forwards do nothing: the recompute spans are
 // logged as due, but the backward reads what the workspace holds from another segment, and
 // the gradients are wrong. A recompute is a forward that comes while a backward pass is under
 // way: after a gpt_layer_backward, and before the next pass begins at the embedding (layer 0,
 // which a segment never holds).
 #include "breaks.h"
-#include "gpt.h"
+#include "common/model/gpt.h"
 
 const char BREAK_WHAT[] = "checkpointed blocks are not recomputed: the backward reads a stale workspace";
 

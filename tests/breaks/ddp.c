@@ -4,14 +4,14 @@
 // bucket's buffer holds this rank's own gradients again: the lab unpacks them in place of the
 // sum. So every rank updates that part of the model with its own gradient, and the replicas
 // drift apart from step 1. The lab starts and waits for its buckets' all-reduces with
-// dist_all_reduce_start() and dist_wait() (core/dist.c); the buckets are tagged with their
+// dist_all_reduce_start() and dist_wait() (common/comm/dist.c); the buckets are tagged with their
 // index, and no other call of the lab carries tag 0. In every --sync mode (per-tensor: the
 // first tensor's gradient, all-reduced in place, keeps its local values).
 #include <stdlib.h>
 
 #include "breaks.h"
-#include "check.h"
-#include "dist.h"
+#include "common/comm/dist.h"
+#include "common/harness/check.h"
 
 const char BREAK_WHAT[] = "bucket 0's sum is not used";
 

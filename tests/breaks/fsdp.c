@@ -1,12 +1,12 @@
 // fsdp.c — an FSDP that forgets one unit's reduce-scatter (tests/test_fsdp.c must catch it).
 //
 // After each unit's backward, fsdp.c sums the unit's gradient over the ranks into this rank's
-// gradient shard with zero/sharded.c's sharded_reduce_gradient, tagged with the unit. Here
+// gradient shard with 08-zero/sharded.c's sharded_reduce_gradient, tagged with the unit. Here
 // unit 0's is skipped: its shard keeps the zeros it started the step with, so AdamW updates
 // the embedding without its gradient. The loss drifts from single's, and the bytes sent for
 // unit 0 are short by its reduce-scatter.
+#include "08-zero/sharded.h"
 #include "breaks.h"
-#include "zero/sharded.h"
 
 const char BREAK_WHAT[] = "unit 0's gradient is not reduce-scattered";
 

@@ -1,14 +1,14 @@
 // tp.c — a tensor parallelism whose f forgets one backward sum (tests/test_tp.c must catch it).
 //
-// f's backward (tp/f_and_g.c's tp_f_backward) sums the ranks' partial gradients of a
+// f's backward (10-tp/f_and_g.c's tp_f_backward) sums the ranks' partial gradients of a
 // column-parallel linear's input: an all-reduce, or with --sp a reduce-scatter. Here block 0's
 // attention (layer 1, "attn") skips it: each rank takes its own partial gradient for the sum
 // (with --sp, its own rows of it). The gradients of everything below that f are wrong, and
-// the loss leaves single's. The passes of tp/tensor_parallel.c call f from another file.
+// the loss leaves single's. The passes of 10-tp/tensor_parallel.c call f from another file.
 #include <string.h>
 
+#include "10-tp/tensor_parallel.h"
 #include "breaks.h"
-#include "tp/tensor_parallel.h"
 
 const char BREAK_WHAT[] = "block 0's attention f skips its backward all-reduce (--sp: reduce-scatter)";
 

@@ -3,18 +3,18 @@
 //
 // At stages 1 and 2 each rank updates only its shard of the weights, then all-gathers every
 // unit's updated shards into the whole unit (zero.c's gather_updated_weights, through
-// zero/sharded.c's sharded_all_gather, tagged with the unit). Here unit 0's all-gather is
+// 08-zero/sharded.c's sharded_all_gather, tagged with the unit). Here unit 0's all-gather is
 // skipped: every rank keeps its stale copy of the others' shards of the embedding, and the
 // replicas drift apart from step 1. At those stages that is the only sharded_all_gather the
 // lab calls with tag 0 (stage 0 gathers its summed gradients with it, stage 3 each unit's
 // weights before it runs), so the broken lab takes --stage 1 or 2 only, as it reads them
-// from its options (core/args.c's train_args_parse, which binds --stage).
+// from its options (common/harness/args.c's train_args_parse, which binds --stage).
 #include <string.h>
 
-#include "args.h"
+#include "08-zero/sharded.h"
 #include "breaks.h"
-#include "check.h"
-#include "zero/sharded.h"
+#include "common/harness/args.h"
+#include "common/harness/check.h"
 
 const char BREAK_WHAT[] = "unit 0's updated weights are not all-gathered";
 

@@ -45,17 +45,17 @@ function check(ok, what) {
 // make check's programs (what make web passes as --checks) for a copy of labs/ in which AdamW
 // and the ring's reduce-scatter are written, the ring's all-gather is written wrong (the chunk
 // of the round before: tests/variants.h) and DDP's regions are not written yet: the starter
-// (make starter) with the reference's core/adamw.c and a broken core/ring.c. Built from this
+// (make starter) with the reference's common/model/adamw.c and a broken 03-collectives/ring.c. Built from this
 // build's objects, so that only the files that differ compile. The directory, or null.
 function buildChecks(dir) {
   const build = path.dirname(path.resolve(shardlab)), copy = path.join(dir, 'copy'), bdir = path.join(dir, 'build');
   const sh = (cmd) => spawnSync('sh', ['-c', cmd], { cwd: root, encoding: 'utf8' });
-  let r = sh(`sh labs/grade/starter.sh '${copy}' && mkdir -p '${bdir}' && for d in core algo; do ` +
-    `[ ! -d '${build}'/$d ] || cp -rp '${build}'/$d '${bdir}/'; done && cp -p labs/core/adamw.c '${copy}/labs/core/'`);
-  const ring = fs.readFileSync(path.join(root, 'labs/core/ring.c'), 'utf8');
+  let r = sh(`sh labs/command/grade/starter.sh '${copy}' && mkdir -p '${bdir}' && for d in common algo; do ` +
+    `[ ! -d '${build}'/$d ] || cp -rp '${build}'/$d '${bdir}/'; done && cp -p labs/common/model/adamw.c '${copy}/labs/common/model/'`);
+  const ring = fs.readFileSync(path.join(root, 'labs/03-collectives/ring.c'), 'utf8');
   const right = 'if ((m = piece(n, p, mod(r - k + 1, p), i, &off)) == 0) continue;';
   if (r.status === 0 && ring.includes(right)) {
-    fs.writeFileSync(path.join(copy, 'labs/core/ring.c'), ring.replace(right, right.replace('r - k + 1', 'r - k')));
+    fs.writeFileSync(path.join(copy, 'labs/03-collectives/ring.c'), ring.replace(right, right.replace('r - k + 1', 'r - k')));
     r = sh(`make -s -j2 BUILD='${bdir}' LABS_SRC='${copy}/labs' CUDA=0 todo-programs`);
   }
   check(r.status === 0 && ring.includes(right), 'make check\'s programs build for a copy with regions passed, failed and ' +

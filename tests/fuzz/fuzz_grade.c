@@ -1,5 +1,5 @@
 // fuzz_grade.c — libFuzzer target: a run directory handed to `shardlab grade`, loaded and
-// graded (labs/grade/), without starting any lab.
+// graded (labs/command/grade/), without starting any lab.
 //
 //   make fuzz                          # this target and fuzz_runread, FUZZ_SECONDS each
 //   build/fuzz/fuzz_grade CRASH        # replay one input
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "grade.h"
-#include "json.h"
+#include "command/grade/grade.h"
+#include "common/runfiles/json.h"
 
 static const char *const FILES[] = {"meta.json",
                                     "summary.json",

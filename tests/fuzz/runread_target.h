@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "canvas.h"
+#include "command/runs/runread.h"
 #include "dashboard.h"
-#include "runread.h"
 
 static void fuzz_draw_all(const RunView *v) {
     static const int sizes[][2] = {{DASH_MIN_W, DASH_MIN_H}, {140, 40}};

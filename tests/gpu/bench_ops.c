@@ -23,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
-#include "gpu.h"
-#include "ops.h"
-#include "rng.h"
+#include "common/cuda/gpu.h"
+#include "common/harness/check.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 
 enum { WARMUP = 2, REPS = 10 };
 

@@ -366,7 +366,7 @@ for STEPS in $train_lengths; do
     echo "## distributed checkpoints: saved by zero on CUDA, resumed on CUDA and on the CPU, at other N, by other labs"
     # zero --stage 2 -n 2 on CUDA trains STEPS/2 steps of the STEPS-step schedule (--decay-steps)
     # and saves; each resumed run trains the rest
-    # and is compared with single on the CPU from the step after the checkpoint (core/dcp.h: the
+    # and is compared with single on the CPU from the step after the checkpoint (common/runfiles/dcp.h: the
     # state is device- and layout-neutral fp32, so any lab at any N on any device goes on from it).
     half=$((STEPS / 2))
     ck=$tmp/$STEPS/dcp-ck

@@ -34,7 +34,7 @@ UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 
            "second": 1e3, "s": 1e3}
 
 # (kind, pattern on the kernel's name), first match wins: shardlab's kernels by their names in
-# labs/core/cuda/, cuBLAS's and cuBLASLt's by theirs (gemm, sm80_/sm90_ xmma, cutlass, nvjet).
+# labs/common/cuda/, cuBLAS's and cuBLASLt's by theirs (gemm, sm80_/sm90_ xmma, cutlass, nvjet).
 KINDS = [
     ("attention", r"flash|attention|attn|softmax|causal"),
     ("matrix products (cuBLAS)", r"gemm|xmma|cutlass|nvjet|cublas|splitk|Kernel2"),

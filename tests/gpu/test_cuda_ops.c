@@ -1,4 +1,4 @@
-// test_cuda_ops.c — every entry of cuda_ops() (labs/core/cuda/ops.cu) against ops_cpu.
+// test_cuda_ops.c — every entry of cuda_ops() (labs/common/cuda/ops.cu) against ops_cpu.
 //
 // What it proves:
 //   - each GPU kernel computes what its CPU twin computes, on random inputs of awkward sizes
@@ -59,12 +59,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "gpu.h"
-#include "hash.h"
-#include "ops.h"
-#include "rng.h"
 #include "../test.h"
+#include "common/cuda/gpu.h"
+#include "common/harness/check.h"
+#include "common/harness/hash.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 
 #define TOL_ELEMENTWISE 1e-5
 #define TOL_SUM 1e-5

@@ -31,11 +31,11 @@
 #include "emulate.h"
 
 extern "C" {
-#include "ops.h"
-#include "rng.h"
+#include "common/model/ops.h"
+#include "common/model/rng.h"
 }
 
-#include "flash_tc.cuh"
+#include "common/cuda/flash_tc.cuh"
 
 #include "../attention_ref.h"
 #include "../test.h"

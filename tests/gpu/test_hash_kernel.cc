@@ -1,4 +1,4 @@
-// test_hash_kernel.cc — the param_hash's chunk kernel (labs/core/cuda/hash.cuh) run on the CPU
+// test_hash_kernel.cc — the param_hash's chunk kernel (labs/common/cuda/hash.cuh) run on the CPU
 // through emulate.h, against hash.c's FNV-1a 64 of the same bytes: the kernel's groups of
 // loads kept one ahead of the multiplies, and every way a chunk can end (a whole number of
 // groups, words short of a group, bytes short of a word, a chunk shorter than one group), on
@@ -12,11 +12,11 @@
 #include "emulate.h"
 
 extern "C" {
-#include "hash.h"
-#include "rng.h"
+#include "common/harness/hash.h"
+#include "common/model/rng.h"
 }
 
-#include "hash.cuh"
+#include "common/cuda/hash.cuh"
 
 #include "../test.h"
 

@@ -6,14 +6,14 @@
                                     [--precision fp32[,tf32,bf16]] [--compile]
                                     [--shardlab-run DIR] [--results FILE --shape NAME]
 
-Builds the model of labs/DESIGN.md, The model (labs/core/gpt.h) with torch.nn: byte
+Builds the model of labs/DESIGN.md, The model (labs/common/model/gpt.h) with torch.nn: byte
 vocabulary V = 256, learned token and position embeddings, L pre-LN blocks (LayerNorm -> causal multi-head attention with
 bias -> residual; LayerNorm -> Linear C->4C -> GELU (tanh) -> Linear 4C->C -> residual), a
 final LayerNorm and an untied head without bias; mean cross-entropy over B x T. The step is
-the one labs/single.c times: forward, backward, clip the global gradient norm, AdamW (beta1
+the one labs/01-single/single.c times: forward, backward, clip the global gradient norm, AdamW (beta1
 0.9, beta2 0.95, eps 1e-8, decoupled weight decay on every parameter) — in fp32 with TF32 off,
 as shardlab computes by default, on random tokens of the same shape. Defaults are
-labs/core/args.c's.
+labs/common/harness/args.c's.
 
 Prints `torch_ms_per_step X`: the median over --steps timed steps after --warmup untimed ones,
 each step bracketed by torch.cuda.synchronize(). With --shardlab-run DIR (a `single --device
@@ -171,7 +171,7 @@ def time_steps(a, precision, dev):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    # labs/core/args.c's defaults.
+    # labs/common/harness/args.c's defaults.
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)

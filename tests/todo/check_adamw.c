@@ -1,4 +1,4 @@
-// check_adamw.c — the check of the AdamW region (labs/core/adamw.c): `make check TODO=adamw`.
+// check_adamw.c — the check of the AdamW region (labs/common/model/adamw.c): `make check TODO=adamw`.
 //
 // Five steps of adamw_update on a handful of elements (gradients of both signs, a zero one, a
 // large one, weight decay on), each step's parameters and moments against AdamW computed here
@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "adamw.h"
+#include "common/model/adamw.h"
 #include "todo.h"
 
 #define N 7

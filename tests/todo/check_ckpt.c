@@ -1,4 +1,4 @@
-// check_ckpt.c — the check of the recomputation region (labs/ckpt/activation_checkpointing.c):
+// check_ckpt.c — the check of the recomputation region (labs/14-activation-checkpointing/activation_checkpointing.c):
 // `make check TODO=ckpt-recompute`.
 //
 // One process, no collectives: a tiny GPT (C = 8, 2 heads, T = 8, micro-batches of 2
@@ -35,10 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/activation_checkpointing.h"
-#include "gpt.h"
-#include "mem.h"
-#include "runlog.h"
+#include "14-activation-checkpointing/activation_checkpointing.h"
+#include "common/harness/mem.h"
+#include "common/model/gpt.h"
+#include "common/runfiles/runlog.h"
 #include "todo.h"
 
 #define B 2      // sequences in the micro-batch

@@ -1,4 +1,4 @@
-// check_ddp.c — the checks of DDP's two regions (labs/ddp.c): `make check TODO=ddp-buckets`,
+// check_ddp.c — the checks of DDP's two regions (labs/05-ddp/ddp.c): `make check TODO=ddp-buckets`,
 // `make check TODO=ddp-overlap`.
 //
 // Both regions live in static functions of the lab's main file, which is included here (its
@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
+#include "common/comm/dist.h"
 
 // The region's all-reduces go through these two (defined below), which look at the bucket's
 // buffer at the moment its all-reduce starts: the communication thread may read it at once,
@@ -55,7 +55,7 @@ static void watched_all_reduce(DistGroup *g, float *buf, size_t n) __attribute__
 #define dist_all_reduce_start watched_all_reduce_start
 #define dist_all_reduce watched_all_reduce
 #define main ddp_lab_main
-#include "ddp.c"
+#include "05-ddp/ddp.c"
 #undef main
 #undef dist_all_reduce
 #undef dist_all_reduce_start

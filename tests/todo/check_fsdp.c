@@ -1,4 +1,4 @@
-// check_fsdp.c — the checks of FSDP's two regions in labs/fsdp.c: `make check TODO=fsdp-gather`
+// check_fsdp.c — the checks of FSDP's two regions in labs/09-fsdp/fsdp.c: `make check TODO=fsdp-gather`
 // and `make check TODO=fsdp-backward`. The file is included (main renamed) to reach its static
 // functions; the layout of shards is written here (shard_layout_init is another region).
 //
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "common/harness/check.h"
 #include "todo.h"
 
 // A region's stub in the copy (todo(), check.h) dies "not written yet". In unit_start_gather
@@ -43,7 +43,7 @@ static int todo_stand_in(const char *what, void *f, int u) __attribute__((unused
     } while (0)
 
 #define main fsdp_lab_main
-#include "fsdp.c"
+#include "09-fsdp/fsdp.c"
 #undef main
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }

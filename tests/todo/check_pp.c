@@ -1,4 +1,4 @@
-// check_pp.c — the check of the pipeline lab's schedule region (labs/pp/schedule.c): `make check
+// check_pp.c — the check of the pipeline lab's schedule region (labs/12-pp/schedule.c): `make check
 // TODO=pp-schedule`.
 //
 // schedule_ops() for GPipe and 1F1B (one chunk per stage; interleaved is not the region: its
@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pp/schedule.h"
+#include "12-pp/schedule.h"
 #include "todo.h"
 
 #define MAX_P 8

@@ -1,4 +1,4 @@
-// check_ring.c — the checks of the ring's two regions (labs/core/ring.c): `make check
+// check_ring.c — the checks of the ring's two regions (labs/03-collectives/ring.c): `make check
 // TODO=ring-reduce-scatter`, `make check TODO=ring-all-gather`.
 //
 // Each runs the ring (dist_reduce_scatter / dist_all_gather on the shared-memory backend, the
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
-#include "shm.h"
+#include "common/comm/dist.h"
+#include "common/comm/shm.h"
 #include "todo.h"
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }

@@ -1,5 +1,5 @@
 // check_shard.c — the checks of the data-sharding lab's two regions: `make check
-// TODO=shard-permutation` (labs/shard/sampler.c) and `make check TODO=shard-read` (labs/shard.c).
+// TODO=shard-permutation` (labs/04-data-sharding/sampler.c) and `make check TODO=shard-read` (labs/04-data-sharding/shard.c).
 //
 // shard-permutation: sampler_epoch() without a mixture, for D = 0, 1, 2, 7, 10 and 1000 items,
 // epochs 0, 1 and 5 of two seeds. In that order, each order must
@@ -19,7 +19,7 @@
 // A mixture's epoch (--weights) is D draws that sampler_epoch hands to mixture_draws before
 // the region begins, so the region never sees it: it is not checked here.
 //
-// shard-read: loader_start_epoch() of labs/shard.c (static: the file is included here, its
+// shard-read: loader_start_epoch() of labs/04-data-sharding/shard.c (static: the file is included here, its
 // main renamed) with the sampler strategy, for N = 1..8 ranks, every rank, three shapes of
 // global batch B = N x B/N: B/N = 2 with a tail of D mod B = B - 1 positions that drop_last
 // leaves out (the largest tail), B/N = 1 with a tail of 1, and B/N = 3 with an empty tail;
@@ -48,9 +48,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "rng.h"
-#include "shard/dataset.h"
+#include "04-data-sharding/dataset.h"
+#include "common/harness/check.h"
+#include "common/model/rng.h"
 #include "todo.h"
 
 // =============================================================================================
@@ -238,7 +238,7 @@ static void check_order(int64_t *out, int64_t D, uint64_t seed, int64_t epoch, c
 
 #define sampler_epoch check_order
 #define main shard_lab_main
-#include "shard.c"
+#include "04-data-sharding/shard.c"
 #undef main
 #undef sampler_epoch
 

@@ -1,4 +1,4 @@
-// check_tp.c — the checks of tensor parallelism's two sums (labs/tp/f_and_g.c):
+// check_tp.c — the checks of tensor parallelism's two sums (labs/10-tp/f_and_g.c):
 // `make check TODO=tp-f-backward`, `make check TODO=tp-g-forward`.
 //
 // Both regions do the same thing at two places of a block: every rank of the tensor-parallel
@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
-#include "ops.h"
-#include "runlog.h"
-#include "tp/tensor_parallel.h"
+#include "10-tp/tensor_parallel.h"
+#include "common/comm/dist.h"
+#include "common/model/ops.h"
+#include "common/runfiles/runlog.h"
 #include "todo.h"
 
 #define C 3

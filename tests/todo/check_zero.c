@@ -1,6 +1,6 @@
 // check_zero.c — the checks of ZeRO's three regions: `make check TODO=zero-shard-length`
-// (labs/zero/sharded.c), `make check TODO=zero-reduce-scatter` and `TODO=zero-all-gather`
-// (labs/zero.c, whose static functions are reached by including the file, main renamed).
+// (labs/08-zero/sharded.c), `make check TODO=zero-reduce-scatter` and `TODO=zero-all-gather`
+// (labs/08-zero/zero.c, whose static functions are reached by including the file, main renamed).
 //
 // zero-shard-length: shard_layout_init() on models whose units have 2, 3, 7, 8, 16, 24, 25,
 //   74 and a few thousand parameters, on 1 to 8 ranks, with align 1 (fp32), 2 (bf16) and 4:
@@ -29,7 +29,7 @@
 #include "todo.h"
 
 #define main zero_lab_main
-#include "zero.c"
+#include "08-zero/zero.c"
 #undef main
 
 // ---- zero-shard-length ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //
 // Usage: check --bin DIR [--labs DIR] [--deadline S] [--json] [NAME ...]
 //   DIR holds the check programs (check_<program>) built against the student's labs and the
-//   build's log (build.log). Each runs in the sandbox (labs/grade/sandbox.h): DIR read-only, no
+//   build's log (build.log). Each runs in the sandbox (labs/command/grade/sandbox.h): DIR read-only, no
 //   network, nothing else of yours; it is ended, with all it started, after S seconds (default
 //   60: a check stops itself after 30, tests/todo/todo.c, but not if it hangs before main).
 //   NAME is a region (tests/todo/regions.c), or a lab's program
@@ -24,9 +24,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "command/grade/sandbox.h"
+#include "common/runfiles/json.h"
 #include "regions.h"
-#include "sandbox.h"
 
 enum { PASSED, FAILED, USAGE, NOT_WRITTEN, NO_BUILD };
 

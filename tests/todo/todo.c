@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "common/harness/check.h"
 
 #define MESSAGE_MAX 2048  // < PIPE_BUF: one write, never split
 #define CHECK_TIMEOUT_S 30

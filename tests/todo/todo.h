@@ -8,7 +8,7 @@
 // exercises one region on small, adversarial inputs and compares with a reference written in
 // the check itself, never with the solution's code. Where the region lives in a static
 // function of a lab file, the check includes that file (`#define main ..._lab_main`, then
-// `#include "ddp.c"`), so that it can call the function alone.
+// `#include "05-ddp/ddp.c"`), so that it can call the function alone.
 //
 // A check runs in a process of its own (todo_main forks it), so that whatever the region does
 // (a crash, a rank that never sends, a todo() stub) ends in a message, never in a crash of the
@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "dist.h"
+#include "common/comm/dist.h"
 
 typedef struct {
     const char *name;   // the region's name in `make check TODO=<name>` (tests/todo/regions.c)

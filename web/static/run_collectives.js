@@ -1,4 +1,4 @@
-// run_collectives.js — the run page of the collectives lab (labs/collectives.c), which trains
+// run_collectives.js — the run page of the collectives lab (labs/03-collectives/collectives.c), which trains
 // nothing: it times and checks every collective over a range of message sizes, nccl-tests
 // style. Its page has no loss, step time, memory or timeline panels. Its main figure is the
 // bus bandwidth by message size: rank 0's measurements as they come, then summary.json's

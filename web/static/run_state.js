@@ -113,7 +113,7 @@ window.ShardlabRunState = function (onRef) {
   }
 
   // The collectives lab logs each row's bus bandwidth as a check named <collective>.<bytes>.busbw
-  // (labs/collectives.c), on every rank: rank 0's draw the chart while the sizes are measured.
+  // (labs/03-collectives/collectives.c), on every rank: rank 0's draw the chart while the sizes are measured.
   function addBusbw(name, value) {
     const m = /^([a-z_]+)\.(\d+)\.busbw$/.exec(name);
     if (!m || typeof value !== 'number' || !isFinite(value)) return;

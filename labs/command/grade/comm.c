@@ -1,0 +1,310 @@
+// comm.c — comm.bytes: every byte a step sends, against the count of the method's algorithm
+// (DDP's buckets, ZeRO's and FSDP's units, Megatron's f and g), and FSDP's prefetch order.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/comm/dist.h"
+#include "common/harness/memplan.h"
+#include "common/harness/tp_layout.h"
+#include "common/model/gpt.h"
+#include "grade.h"
+#include "grade_internal.h"
+
+// ---- comm.bytes --------------------------------------------------------------------------
+//
+// Every byte a step sends is accounted for: the algorithm's collectives, counted from the
+// span events, and then everything else the rank sent in the step (its step event's
+// bytes.sent): the scalar sums of the loss and the gradient norm, one all-gather of a float
+// pair per rank, 8 (N-1) bytes a rank. An extra collective, or a chunk sent twice, shows as
+// bytes the algorithm does not send, even when every number it computes is right.
+
+// Rank r's step event of `step` (NULL if missing), and what it says it sent.
+static const JsonValue *rank_step(const GradeRun *run, int r, int64_t step) {
+    size_t n;
+    const JsonValue **s = grade_steps(run, r, &n);
+    int64_t i = step - run->first_step;
+    return i >= 0 && (size_t)i < n ? s[i] : NULL;
+}
+static double step_sent(const GradeRun *run, int r, int64_t step) { return ev_num2(rank_step(run, r, step), "bytes", "sent"); }
+
+// The scalar sums of a step (dist_sum_over_ranks: an all-gather of one float pair per rank).
+#define SUM_BYTES(p) (8.0 * ((p) - 1))
+
+// Which way a count is off, for the reasons below: a rank that sends too little is wrong too
+// (a sum left out, or sent at a smaller size than the algorithm's), and must not be told it
+// sent too much.
+static const char *more_or_fewer(double got, double want) { return got > want ? "more" : "fewer"; }
+static void reason_other_bytes(GradeCheck *c, const char *who, double got, double want) {
+    if (got > want) REASON("%s sent more than the algorithm needs: a collective too many, or bytes sent twice", who);
+    else REASON("%s sent fewer bytes than the algorithm needs: a sum left out, or sent smaller than the algorithm "
+                "sends it (each sum is one float pair per rank, all-gathered)", who);
+}
+
+// The bytes a ring collective of n floats sends from group rank r of p (dist.h's chunks):
+// an all-reduce every chunk but its own in the reduce-scatter and all but r+1's in the
+// all-gather.
+typedef enum { RING_ALL_REDUCE, RING_REDUCE_SCATTER, RING_ALL_GATHER } RingKind;
+static double ring_bytes(RingKind kind, size_t n, int p, int r) {
+    if (p == 1) return 0;
+    size_t off, mine, next;
+    dist_chunk(n, p, r, &off, &mine);
+    dist_chunk(n, p, (r + 1) % p, &off, &next);
+    size_t words = kind == RING_ALL_REDUCE ? (n - mine) + (n - next) : kind == RING_REDUCE_SCATTER ? n - mine : n - next;
+    return 4.0 * (double)words;
+}
+
+// DDP: every gradient element all-reduced exactly once per step. A bucket's all-reduce of n
+// floats sends 2(N-1) n floats summed over the ranks with the ring, N(N-1) n with the direct
+// algorithm; so the buckets' bytes, summed over ranks, say how many elements each reduced.
+// Besides the buckets, a step sends the loss's sum, nothing else.
+static int comm_ddp(Ctx *x, GradeCheck *c, int64_t step, double psi) {
+    const GradeRun *run = x->run;
+    int N = run->world;
+    double total[1024] = {0}, buckets = 0, sent = 0, other_reduce = 0;
+    const char *algo[1024] = {0};
+    int nb = 0;
+    for (int r = 0; r < N; r++) {
+        size_t n;
+        const JsonValue **sp = grade_spans(run, r, step, &n);
+        for (size_t i = 0; i < n; i++) {
+            const JsonValue *ev = sp[i];
+            if (strcmp(ev_str(ev, "name"), "all_reduce") != 0) continue;
+            double b = ev_num(ev, "bucket");
+            if (!(b >= 0 && b < 1024)) {  // an all-reduce that is no gradient bucket
+                other_reduce += ev_num(ev, "bytes");
+                continue;
+            }
+            int k = (int)b;
+            total[k] += ev_num(ev, "bytes");
+            algo[k] = ev_str(ev, "algo");
+            if (k + 1 > nb) nb = k + 1;
+        }
+        sent += step_sent(run, r, step);
+    }
+    double elements = 0;
+    for (int k = 0; k < nb; k++) {
+        double f = algo[k] && !strcmp(algo[k], "direct") ? (double)N * (N - 1) : 2.0 * (N - 1);
+        elements += total[k] / (4 * f);
+        buckets += total[k];
+    }
+    if (elements != psi) {
+        MEASURED("step %lld: the buckets' all-reduces sent %.0f bytes over the ranks: %.1f gradient elements' worth (%d "
+                 "buckets)", (long long)step, buckets, elements, nb);
+        EXPECTED("Psi = %.0f: each gradient once; ring 2(N-1)/N x 4 bytes per element per rank", psi);
+        if (elements > psi) REASON("the gradient all-reduces moved more than each gradient element once: a bucket sent twice, "
+                                   "or larger than its gradients");
+        else REASON("the gradient all-reduces moved fewer elements than the gradients have: a bucket left out, or cut short");
+        return 0;
+    }
+    if (sent - buckets != N * SUM_BYTES(N)) {
+        MEASURED("step %lld: %.0f bytes sent over the ranks besides the gradient buckets'%s", (long long)step,
+                 sent - buckets, other_reduce ? " (all-reduces that are no bucket's among them)" : "");
+        EXPECTED("%.0f: the loss's sum, one float pair per rank all-gathered (8 (N-1) bytes a rank)", N * SUM_BYTES(N));
+        reason_other_bytes(c, "the ranks", sent - buckets, N * SUM_BYTES(N));
+        return 0;
+    }
+    MEASURED("every step: Psi = %.0f elements in %d buckets, and the loss's sum", psi, nb);
+    EXPECTED("Psi = %.0f; ring 2(N-1)/N x 4 Psi bytes per rank", psi);
+    return 1;
+}
+
+// FSDP --prefetch: each unit's all-gather is asked for before the unit before it (in the
+// order of the pass) starts computing, so that it travels while that unit computes. From the
+// spans: for the compute span of unit u (forward: its successor v = u+1 is next; backward:
+// v = u-1, unless --no-reshard kept v's weights from the forward pass), the all-gather that
+// brought v's weights for v's compute span of the same pass and micro-batch (the last one of
+// unit v issued before that span started) must have been issued before u's span started.
+// Program order, not timing: a gather asked for only when it is v's turn is not prefetched.
+static int fsdp_prefetched(const GradeRun *run, GradeCheck *c, int r, int64_t step, int U, int reshard) {
+    size_t n;
+    const JsonValue **sp = grade_spans(run, r, step, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ev_str(sp[i], "name");
+        int fwd = !strcmp(name, "fwd");
+        if (!fwd && (strcmp(name, "bwd") != 0 || !reshard)) continue;
+        int u = (int)ev_num(sp[i], "layer"), v = fwd ? u + 1 : u - 1;
+        if (v < 0 || v >= U) continue;
+        double next_t0 = NAN, issued = NAN;  // (none found: NaN, which fails below)
+        for (size_t k = 0; k < n; k++)  // v's compute span of this pass and micro-batch
+            if (!strcmp(ev_str(sp[k], "name"), name) && ev_num(sp[k], "layer") == v &&
+                ev_num(sp[k], "mb") == ev_num(sp[i], "mb"))
+                next_t0 = ev_num(sp[k], "t0_us");
+        for (size_t k = 0; k < n; k++) {  // the gather that brought v's weights for it
+            double t = ev_num(sp[k], "issued_us");
+            if (!strcmp(ev_str(sp[k], "name"), "all_gather") && ev_num(sp[k], "unit") == v && t <= next_t0 &&
+                !(t <= issued))
+                issued = t;
+        }
+        if (!(issued <= ev_num(sp[i], "t0_us"))) {
+            MEASURED("rank %d, step %lld: unit %d's all-gather was asked for after unit %d's %s had started", r,
+                     (long long)step, v, u, fwd ? "forward" : "backward");
+            EXPECTED("--prefetch: the next unit's all-gather issued before the current unit computes, forward and "
+                     "backward");
+            REASON("--prefetch did not prefetch: the next unit's weights were asked for only when it was its turn, so "
+                   "nothing travelled while a unit computed");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// Psi'/N: the sum of the units' padded shards (memplan_unit_shard).
+static double padded_shard_sum(const GptConfig *m, int N, int align) {
+    double sum = 0;
+    for (int u = 0; u < gpt_layer_count(m); u++) sum += memplan_unit_shard(m, u, N, align);
+    return sum;
+}
+
+// ZeRO and FSDP: every rank sends (N-1) shards of every unit per reduce-scatter or
+// all-gather of it (ring or direct alike), and a step does `passes` of them per unit and
+// micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's.
+static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
+    const GradeRun *run = x->run;
+    int N = run->world, mixed = grade_cfg_int(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
+    int fsdp = !strcmp(run->lab, "fsdp"), reshard = grade_cfg_int(run, "reshard_after_forward", 1);
+    int stage = fsdp ? 3 : grade_cfg_int(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
+    if (!K) {
+        MEASURED("accum %g", grade_cfg_num(run, "accum", NAN));
+        REASON("the config's accum is not a number of micro-batches");
+        return 0;
+    }
+    if (fsdp) passes = reshard ? 3 * K : 2 * K;
+    else passes = stage == 3 ? 3 * K : stage == 2 ? K + 1 : 2;
+    double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * padded_shard_sum(m, N, mixed ? 2 : 1);
+    for (int r = 0; r < N; r++) {
+        double sent = 0;
+        size_t n;
+        const JsonValue **sp = grade_spans(run, r, step, &n);
+        for (size_t i = 0; i < n; i++) {
+            const char *name = ev_str(sp[i], "name");
+            if ((!strcmp(name, "all_gather") || !strcmp(name, "reduce_scatter")) && ev_num(sp[i], "unit") >= 0)
+                sent += ev_num(sp[i], "bytes");
+        }
+        if (sent != want) {
+            MEASURED("rank %d, step %lld: %.0f bytes in all-gathers and reduce-scatters", r, (long long)step, sent);
+            EXPECTED("%.0f = %d x (N-1) x %d x Psi'/N", want, passes, mixed ? 2 : 4);
+            REASON("the units' all-gathers and reduce-scatters sent %s bytes than the method's: a unit gathered or "
+                   "reduced %s times than it says, or a shard %s than Psi'/N", more_or_fewer(sent, want),
+                   more_or_fewer(sent, want), sent > want ? "longer" : "shorter");
+            return 0;
+        }
+        double other = step_sent(run, r, step) - sent;
+        if (other != sums * SUM_BYTES(N)) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides the units' all-gathers and reduce-scatters", r,
+                     (long long)step, other);
+            EXPECTED("%.0f: the loss's sum%s, a float pair per rank all-gathered (8 (N-1) bytes each)",
+                     sums * SUM_BYTES(N), sums == 2 ? " and the gradient norm's" : "");
+            reason_other_bytes(c, "the rank", other, sums * SUM_BYTES(N));
+            return 0;
+        }
+        if (fsdp && grade_cfg_num(run, "prefetch", 0) && !fsdp_prefetched(run, c, r, step, gpt_layer_count(m), reshard))
+            return 0;
+    }
+    MEASURED("%.0f bytes per rank per step in the units' collectives%s", want,
+             fsdp && grade_cfg_num(run, "prefetch", 0) ? ", each all-gather prefetched" : "");
+    EXPECTED("%d x (N-1) x %d x Psi'/N = %.0f", passes, mixed ? 2 : 4, want);
+    return 1;
+}
+
+// Megatron TP (one tensor-parallel group: no --dp, no --vocab-parallel). Per micro-batch and
+// block, f and g: without --sp, 2 all-reduces forward (g) and 2 backward (f) of B' T C floats;
+// with --sp each becomes an all-gather and a reduce-scatter of the same B' T C floats (f:
+// all-gather forward, reduce-scatter backward; g: reduce-scatter forward, all-gather
+// backward): the same bytes in twice the calls. With --sp the replicated parameters saw only
+// the rank's rows: once per step their gradients are all-reduced over the group, one call per
+// layer. Besides: the gradient norm's sum and, with --sp, the loss's.
+static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
+    const GradeRun *run = x->run;
+    int t = run->world, K = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
+    int sp = grade_cfg_int(run, "sp", 0), L = m->layers, calls = 4 * L * K;
+    if (!K || !B || B % K) {
+        MEASURED("batch %d, accum %d", B, K);
+        REASON("the config's batch does not split into its micro-batches");
+        return 0;
+    }
+    size_t n = (size_t)(B / K) * (size_t)m->seq * (size_t)m->dim;
+    // --mixed --sp: f's and g's all-gathers move bf16 where the rows split into pairs
+    // (tensor_parallel.h, tp_gathers_bf16): half their bytes.
+    double gather = sp && grade_cfg_int(run, "mixed", 0) && n % (2 * (size_t)t) == 0 ? 0.5 : 1;
+    for (int r = 0; r < t; r++) {
+        double fg_sent = 0, fg_want = 0, rep_sent = 0, rep_want = 0;
+        int ar = 0, rs = 0, ag = 0, reps = 0;
+        size_t nsp;
+        const JsonValue **spans = grade_spans(run, r, step, &nsp);
+        for (size_t i = 0; i < nsp; i++) {
+            const JsonValue *ev = spans[i];
+            const char *name = ev_str(ev, "name"), *op = ev_str(ev, "op");
+            if (strcmp(ev_str(ev, "group"), "tp") != 0) continue;
+            if (!strcmp(op, "replicated_grads")) reps++, rep_sent += ev_num(ev, "bytes");
+            if (strcmp(op, "f") != 0 && strcmp(op, "g") != 0) continue;
+            fg_sent += ev_num(ev, "bytes");
+            ar += !strcmp(name, "all_reduce"), rs += !strcmp(name, "reduce_scatter"), ag += !strcmp(name, "all_gather");
+        }
+        if (sp) {
+            fg_want = calls * (gather * ring_bytes(RING_ALL_GATHER, n, t, r) + ring_bytes(RING_REDUCE_SCATTER, n, t, r));
+            for (int l = 0; l < gpt_layer_count(m); l++)
+                rep_want += ring_bytes(RING_ALL_REDUCE, tp_replicated_floats(m, 0, l), t, r);
+        } else {
+            fg_want = calls * ring_bytes(RING_ALL_REDUCE, n, t, r);
+        }
+        int kinds_ok = sp ? ar == 0 && rs == calls && ag == calls : ar == calls && rs == 0 && ag == 0;
+        if (!kinds_ok || fg_sent != fg_want) {
+            MEASURED("rank %d, step %lld: f and g made %d all-reduces, %d reduce-scatters, %d all-gathers, %.0f bytes", r,
+                     (long long)step, ar, rs, ag, fg_sent);
+            if (sp)
+                EXPECTED("--sp: 4 L K = %d all-gathers (of bf16s with --mixed) and %d reduce-scatters of B' T C values, "
+                         "%.0f bytes", calls, calls, fg_want);
+            else
+                EXPECTED("4 L K = %d all-reduces of B' T C floats, %.0f bytes", calls, fg_want);
+            if (kinds_ok)
+                REASON("f and g sent %s bytes than Megatron's operators: a sum %s than B' T C values", more_or_fewer(fg_sent, fg_want),
+                       fg_sent > fg_want ? "larger" : "smaller");
+            else
+                REASON(sp ? "sequence parallelism's f and g are an all-gather and a reduce-scatter each, exactly where "
+                            "Megatron's all-reduces were"
+                          : "the activations were not all-reduced exactly where Megatron's f and g operators are");
+            return 0;
+        }
+        if (sp && (reps != gpt_layer_count(m) || rep_sent != rep_want)) {
+            MEASURED("rank %d, step %lld: %d all-reduces of the replicated parameters' gradients, %.0f bytes", r,
+                     (long long)step, reps, rep_sent);
+            EXPECTED("--sp: one per layer, L + 2 = %d, %.0f bytes", gpt_layer_count(m), rep_want);
+            REASON("with --sp each rank's replicated parameters saw only its rows: their gradients are summed over the "
+                   "group once per step");
+            return 0;
+        }
+        double sums = (t > 1) * SUM_BYTES(t) * (sp ? 2 : 1), other = step_sent(run, r, step) - fg_sent - rep_sent;
+        if (other != sums) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides f and g%s", r, (long long)step, other,
+                     sp ? " and the replicated gradients" : "");
+            EXPECTED("%.0f: the gradient norm's sum%s, a float pair per rank all-gathered (8 (t-1) bytes each)", sums,
+                     sp ? " and the loss's" : "");
+            reason_other_bytes(c, "the rank", other, sums);
+            return 0;
+        }
+    }
+    MEASURED(sp ? "--sp: 4 L K = %d all-gathers and reduce-scatters per rank per step, the replicated gradients once"
+                : "4 L K = %d all-reduces per rank per step", calls);
+    EXPECTED(sp ? "4 L K all-gathers and 4 L K reduce-scatters of B' T C floats" : "4 L K all-reduces of B' T C floats");
+    return 1;
+}
+
+void check_comm(Ctx *x, GradeCheck *c) {
+    const GradeRun *run = x->run;
+    GptConfig m;
+    if (!grade_model_or_say(run, &m, c)) return;
+    if (run->world == 1) {
+        MEASURED("a world of one: nothing to send");
+        EXPECTED("0 bytes");
+        c->pass = 1;
+        return;
+    }
+    for (int64_t step = run->first_step; step <= run->last_step; step++) {
+        int ok = !strcmp(run->lab, "ddp")  ? comm_ddp(x, c, step, (double)gpt_num_params(&m))
+                 : !strcmp(run->lab, "tp") ? comm_tp(x, c, step, &m)
+                                           : comm_sharded(x, c, step, &m);
+        if (!ok) return;
+    }
+    c->pass = 1;
+}

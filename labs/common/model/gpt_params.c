@@ -1,0 +1,127 @@
+// gpt_params.c — see gpt.h: the parameters' layout (each layer's tensors in buffer order,
+// their names, the views into a layer's flat buffer) and their seeded initialization.
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/harness/check.h"
+#include "rng.h"
+
+// ---------------------------------------------------------------------------------------
+// Parameter layout
+// ---------------------------------------------------------------------------------------
+
+enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL };
+
+typedef struct {
+    const char *name;
+    int rows, cols;  // cols 0 for a vector
+    int init;
+} TensorSpec;
+
+// The tensors of each kind of layer, in buffer order.
+static int layer_specs(const GptConfig *c, int layer, TensorSpec out[GPT_MAX_TENSORS]) {
+    int C = c->dim, V = c->vocab, T = c->seq;
+    int n = 0;
+    if (layer == 0) {
+        out[n++] = (TensorSpec){"wte", V, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"wpe", T, C, INIT_NORMAL};
+    } else if (layer <= c->layers) {
+        out[n++] = (TensorSpec){"ln_1.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_1.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"attn.c_attn.weight", 3 * C, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"attn.c_attn.bias", 3 * C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"attn.c_proj.weight", C, C, INIT_RESIDUAL};
+        out[n++] = (TensorSpec){"attn.c_proj.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"ln_2.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_2.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"mlp.c_fc.weight", 4 * C, C, INIT_NORMAL};
+        out[n++] = (TensorSpec){"mlp.c_fc.bias", 4 * C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"mlp.c_proj.weight", C, 4 * C, INIT_RESIDUAL};
+        out[n++] = (TensorSpec){"mlp.c_proj.bias", C, 0, INIT_ZERO};
+    } else {
+        out[n++] = (TensorSpec){"ln_f.weight", C, 0, INIT_ONE};
+        out[n++] = (TensorSpec){"ln_f.bias", C, 0, INIT_ZERO};
+        out[n++] = (TensorSpec){"lm_head.weight", V, C, INIT_NORMAL};
+    }
+    return n;
+}
+
+int gpt_layer_count(const GptConfig *c) { return c->layers + 2; }
+
+int gpt_layer_tensors(const GptConfig *c, int layer, GptTensor out[GPT_MAX_TENSORS]) {
+    TensorSpec spec[GPT_MAX_TENSORS];
+    int n = layer_specs(c, layer, spec);
+    size_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)spec[i].rows * (spec[i].cols ? (size_t)spec[i].cols : 1);
+        out[i] = (GptTensor){spec[i].name, offset, count, spec[i].cols ? 2 : 1,
+                             {spec[i].rows, spec[i].cols}};
+        offset += count;
+    }
+    return n;
+}
+
+size_t gpt_layer_size(const GptConfig *c, int layer) {
+    GptTensor t[GPT_MAX_TENSORS];
+    int n = gpt_layer_tensors(c, layer, t);
+    return t[n - 1].offset + t[n - 1].count;
+}
+
+size_t gpt_num_params(const GptConfig *c) {
+    size_t total = 0;
+    for (int l = 0; l < gpt_layer_count(c); l++) total += gpt_layer_size(c, l);
+    return total;
+}
+
+void gpt_tensor_name(char *buf, size_t n, const GptConfig *c, int layer, const GptTensor *t) {
+    if (layer >= 1 && layer <= c->layers) snprintf(buf, n, "h.%d.%s", layer - 1, t->name);
+    else snprintf(buf, n, "%s", t->name);
+}
+
+// The views follow the order of layer_specs; the offsets come from the same table, built
+// once per view.
+EmbedView gpt_embed_view(const GptConfig *c, float *flat) {
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, 0, t);
+    return (EmbedView){flat + t[0].offset, flat + t[1].offset};
+}
+
+BlockView gpt_block_view(const GptConfig *c, float *flat) {
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, 1, t);
+    BlockView v;
+    float **field[GPT_MAX_TENSORS] = {&v.ln1_w, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.aproj_w, &v.aproj_b,
+                                      &v.ln2_w, &v.ln2_b, &v.fc_w,  &v.fc_b,  &v.mproj_w, &v.mproj_b};
+    for (int i = 0; i < GPT_MAX_TENSORS; i++) *field[i] = flat + t[i].offset;
+    return v;
+}
+
+HeadView gpt_head_view(const GptConfig *c, float *flat) {
+    GptTensor t[GPT_MAX_TENSORS];
+    gpt_layer_tensors(c, c->layers + 1, t);
+    return (HeadView){flat + t[0].offset, flat + t[1].offset, flat + t[2].offset};
+}
+
+void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed) {
+    TensorSpec spec[GPT_MAX_TENSORS];
+    GptTensor t[GPT_MAX_TENSORS];
+    int n = layer_specs(c, layer, spec);
+    gpt_layer_tensors(c, layer, t);
+    double residual_std = 0.02 / sqrt(2.0 * c->layers);
+    for (int i = 0; i < n; i++) {
+        float *p = flat + t[i].offset;
+        Rng rng;
+        rng_seed(&rng, rng_hash(seed, (uint64_t)layer, (uint64_t)i));
+        for (size_t j = 0; j < t[i].count; j++) {
+            switch (spec[i].init) {
+            case INIT_ZERO: p[j] = 0.0f; break;
+            case INIT_ONE: p[j] = 1.0f; break;
+            case INIT_NORMAL: p[j] = (float)(0.02 * rng_normal(&rng)); break;
+            default: p[j] = (float)(residual_std * rng_normal(&rng)); break;
+            }
+        }
+    }
+}
