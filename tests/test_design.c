@@ -765,6 +765,59 @@ static int includes_command(const char *rel, StrBuf *why) {
     return files;
 }
 
+// Whether name occurs as a whole word in src, outside // comments.
+static int has_code_word(const char *src, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *p = src; (p = strstr(p, name)); p += nl) {
+        if ((p > src && is_word_char(p[-1])) || is_word_char(p[nl])) continue;
+        const char *bol = p;
+        while (bol > src && bol[-1] != '\n') bol--;
+        const char *c = strstr(bol, "//");
+        if (!c || c > p) return 1;
+    }
+    return 0;
+}
+
+// The "// defines: a(), B, ..." notes beside the includes of the file at rel (a lab's
+// folder's): each name must be declared in the header the line includes (found beside rel,
+// else under labs/). Returns the names checked; *bad and why the wrong ones.
+static int check_include_notes(const char *rel, int *bad, StrBuf *why) {
+    StrBuf src, hdr;
+    sb_init(&src), sb_init(&hdr);
+    int names = 0;
+    if (read_rel(&src, rel) != 0) return 0;
+    for (const char *line = src.data; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "#include \"", 10)) continue;
+        const char *q = strchr(line + 10, '"'), *eol = strchr(line, '\n'), *note = strstr(line, "// defines: ");
+        if (!eol) eol = line + strlen(line);
+        if (!q || !note || note > eol) continue;
+        char inc[600], path[1400];
+        snprintf(inc, sizeof inc, "%.*s", (int)(q - line - 10), line + 10);
+        const char *slash = strrchr(rel, '/');
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - rel), rel, inc);
+        if (read_rel(&hdr, path) != 0) {
+            snprintf(path, sizeof path, "labs/%s", inc);
+            if (read_rel(&hdr, path) != 0) {
+                (*bad)++, sb_printf(why, "# %s: %s is not a header here\n", rel, inc);
+                continue;
+            }
+        }
+        for (const char *p = note + 12; p < eol;) {
+            while (p < eol && !is_word_char(*p)) p++;
+            const char *s = p;
+            while (p < eol && is_word_char(*p)) p++;
+            if (p == s) break;
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(p - s), s);
+            names++;
+            if (!has_code_word(hdr.data, name))
+                (*bad)++, sb_printf(why, "# %s: the note beside %s names %s, which %s does not declare\n", rel, inc, name, path);
+        }
+    }
+    sb_free(&src), sb_free(&hdr);
+    return names;
+}
+
 // 5. The layout: labs/ holds one folder per lab, NN-name/ numbered by the lesson it goes
 // with (lessons/NN-*.md), each with one program (one file defining main()); common/, what
 // the labs share; command/, the shardlab command's code; and documents (*.md). No file of a
@@ -823,11 +876,23 @@ static void check_layout(void) {
     EXPECT(labs >= 9 && bad == 0 && common && command, "labs/ holds %d labs' folders (NN-name/, each one program, "
            "numbered by its lesson), common/ and command/ (%d wrong)", labs, bad);
     sb_reset(&why);
-    int files = 0;
+    int files = 0, notes = 0, notes_bad = 0;
+    StrBuf notes_why;
+    sb_init(&notes_why);
     for (int i = 0; i < labs; i++) {
         char rel[600];
         snprintf(rel, sizeof rel, "labs/%s", lab_dirs[i]);
         files += includes_command(rel, &why);
+        snprintf(path, sizeof path, "%s/%s", root, rel);
+        DIR *fd = opendir(path);
+        for (struct dirent *e; fd && (e = readdir(fd));) {
+            size_t l = strlen(e->d_name);
+            char file[1200];
+            snprintf(file, sizeof file, "%s/%s", rel, e->d_name);
+            if (l > 2 && (!strcmp(e->d_name + l - 2, ".c") || !strcmp(e->d_name + l - 2, ".h")))
+                notes += check_include_notes(file, &notes_bad, &notes_why);
+        }
+        if (fd) closedir(fd);
         free(lab_dirs[i]);
     }
     files += includes_command("labs/common", &why);
@@ -835,6 +900,12 @@ static void check_layout(void) {
     // Proves: a lab builds from its folder and common/ alone. Broken variant: ddp.c including
     // command/plan/planner.h fails here, naming ddp.c.
     EXPECT(files > 50 && why.len == 0, "none of the %d files of the labs and common/ includes command/", files);
+    if (notes_why.len) fputs(notes_why.data, stdout);
+    // Proves: the "// defines:" notes beside a lab's includes say what each header brings, and
+    // stay true. Broken variant: ddp.c's note on dist.h naming dist_no_such() fails here.
+    EXPECT(notes > 100 && notes_bad == 0, "the labs' include notes name %d things, each declared in the header "
+           "beside it (%d wrong)", notes, notes_bad);
+    sb_free(&notes_why);
     sb_free(&why), sb_free(&src);
 }
 

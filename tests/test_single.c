@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "command/runs/runschema.h"
-#include "common/harness/plan.h"
+#include "common/harness/memfit.h"
 #include "common/runfiles/json.h"
 #include "labtest.h"
 #include "test.h"
@@ -565,13 +565,13 @@ static void check_too_big(void) {
     TrainArgs a;
     train_args_defaults(&a);
     a.batch = 1, a.seq = 4096, a.dim = 256, a.heads = 256, a.layers = 1, a.attn = "naive";
-    PlanNeed need = plan_need("single", &a, 1, 0, NULL, 1);
+    MemNeed need = memfit_need("single", &a, 1, 0, NULL, 1);
     char why[768] = "";
-    int refused = plan_fits(&need, 1, 1e18, "host memory", "a test's figure", why, sizeof why) != 0;
+    int refused = memfit_check(&need, 1, 1e18, "host memory", "a test's figure", why, sizeof why) != 0;
     a.heads = 64;
-    PlanNeed fewer = plan_need("single", &a, 1, 0, NULL, 1);
+    MemNeed fewer = memfit_need("single", &a, 1, 0, NULL, 1);
     char why2[768] = "";
-    int fits = plan_fits(&fewer, 1, 1e18, "host memory", "a test's figure", why2, sizeof why2) == 0;
+    int fits = memfit_check(&fewer, 1, 1e18, "host memory", "a test's figure", why2, sizeof why2) == 0;
     EXPECT(refused && strstr(why, "attention matrix") && strstr(why, "2147483647") && fits,
            "--seq 4096 --heads 256: the 2^32-element attention matrix is refused with 1 EB free, --heads 64 is not "
            "(%s | %s)", why, why2);

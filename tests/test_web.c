@@ -63,7 +63,7 @@
 #include <sys/stat.h>
 
 #include "command/plan/planner.h"
-#include "common/harness/plan.h"
+#include "common/harness/memfit.h"
 #include "labtest.h"
 #include "test.h"
 
@@ -2330,18 +2330,18 @@ static void check_max_runs(void) {
 // The memory pre-flight adds up the runs going on: two runs that each fit alone in what is
 // free, and not together, start one after the other. The first holds its slot without taking
 // memory (a stand-in lab that sleeps), so what refuses the second is the first's plan (the
-// planner's figure: plan_need_options, per rank x ranks), not memory it took. Broken variant
+// planner's figure: memfit_need_options, per rank x ranks), not memory it took. Broken variant
 // (each run compared alone with MemAvailable, as before): the second is 201 too.
 static void check_memory_together(void) {
-    double avail = plan_host_available();
+    double avail = memfit_host_available();
     char dim[16] = "", layers[16] = "";
-    PlanNeed need = {0};
+    MemNeed need = {0};
     for (int l = 8; l <= 256 && !dim[0]; l *= 4)
         for (int d = 64; d <= 16384 && !dim[0]; d += 64) {
             snprintf(dim, sizeof dim, "%d", d);
             snprintf(layers, sizeof layers, "%d", l);
             char *opts[] = {"--dim", dim, "--layers", layers};
-            need = plan_need_options("single", 1, 4, opts);
+            need = memfit_need_options("single", 1, 4, opts);
             if (need.rank < 0.6 * avail) dim[0] = 0;
         }
     if (!EXPECT(avail > 0 && dim[0], "a model of single that needs 60%% of the memory free (%.1f GiB): --dim %s --layers %s",
@@ -2503,7 +2503,7 @@ static void check_todo_regions(void) {
     snprintf(ref_build, sizeof ref_build, "%s/todo-build-ref", tmp);
     snprintf(st_src, sizeof st_src, "%s/todo-starter/labs", tmp);
     snprintf(st_build, sizeof st_build, "%s/todo-build-starter", tmp);
-    snprintf(from, sizeof from, "mkdir -p '%s/todo-ref' && cp -rp '%s/labs' '%s/todo-ref/' && for d in core algo; do "
+    snprintf(from, sizeof from, "mkdir -p '%s/todo-ref' && cp -rp '%s/labs' '%s/todo-ref/' && for d in common algo; do "
              "[ ! -d '%s'/$d ] || cp -rp '%s'/$d '%s/'; done", tmp, root, tmp, build, build, ref_build);
     int rc = build_checks(ref_src, ref_build, from, "todo-ref");
     snprintf(from, sizeof from, "sh '%s/labs/command/grade/starter.sh' '%s/todo-starter' >/dev/null && cp -rp '%s/.' '%s/'", root,

@@ -15,7 +15,7 @@
 #include "command/launch.h"
 #include "common/harness/batchsplit.h"
 #include "common/harness/catalog.h"
-#include "common/harness/plan.h"
+#include "common/harness/memfit.h"
 #include "common/runfiles/runlog.h"
 #include "runs_internal.h"
 
@@ -110,9 +110,9 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 // each would be compared alone with memory that none of them can have. Counting the plan of
 // a run that has already taken its memory counts that memory twice: near the limit, a run is
 // refused that might have fitted; never the other way round.
-static int admit(Web *w, const PlanNeed *need, int ranks, char *id, size_t idlen, char *why, size_t whylen) {
-    double available = plan_host_available();
-    if (plan_fits(need, ranks, available, "host memory", "MemAvailable", why, whylen) != 0) return 400;
+static int admit(Web *w, const MemNeed *need, int ranks, char *id, size_t idlen, char *why, size_t whylen) {
+    double available = memfit_host_available();
+    if (memfit_check(need, ranks, available, "host memory", "MemAvailable", why, whylen) != 0) return 400;
     char ids[WEB_MAX_RUNS][256];
     double planned[WEB_MAX_RUNS], held = 0;
     int launched = launched_running(ids, planned, WEB_MAX_RUNS), running = 0;
@@ -139,7 +139,7 @@ static int admit(Web *w, const PlanNeed *need, int ranks, char *id, size_t idlen
     snprintf(source, sizeof source, "MemAvailable, less the %s planned for the %d run%s this server is running: %s%s",
              format_bytes(held_text, sizeof held_text, held), running, running == 1 ? "" : "s", ids[0],
              running > 1 ? " and others" : "");
-    if (plan_fits(need, ranks, available > held ? available - held : 0, "host memory", source, why, whylen) == 0) return 0;
+    if (memfit_check(need, ranks, available > held ? available - held : 0, "host memory", source, why, whylen) == 0) return 0;
     size_t used = strlen(why);
     snprintf(why + used, whylen - used, "; or start it when %s has ended", running == 1 ? ids[0] : "one of them");
     return 429;
@@ -147,7 +147,7 @@ static int admit(Web *w, const PlanNeed *need, int ranks, char *id, size_t idlen
 
 // Creates the run's directory and starts its launcher (start_lock held): 0 with the run's id,
 // or 500 with why.
-static int launch(Web *w, const char *lab, int ranks, char **argv, const PlanNeed *need, char *id, size_t idlen,
+static int launch(Web *w, const char *lab, int ranks, char **argv, const MemNeed *need, char *id, size_t idlen,
                   char *why, size_t whylen) {
     // The run's directory, named as the launcher names them, so the page can follow it at once.
     char dir[4400], problem[1200];
@@ -223,7 +223,7 @@ int runs_start(Web *w, const JsonValue *req, char *id, size_t idlen, char *why, 
 #undef PUSH
     // The labs' own memory estimate (plan.h): a configuration inside the fields' bounds that
     // this machine cannot hold is refused here, with the same figures the lab would give.
-    PlanNeed need = plan_need_options(form->name, (int)n->number, a, argv);
+    MemNeed need = memfit_need_options(form->name, (int)n->number, a, argv);
     // One start at a time from here to launched_add(): else twelve requests at once would each
     // count the same free slot and the same free memory (each run alone fits; all together
     // do not), and all start.

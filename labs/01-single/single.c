@@ -36,16 +36,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/args.h"
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse()
 #include "common/harness/check.h"
 #include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/adamw.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
+#include "common/harness/lab.h"      // defines: Lab, lab_open(), lab_begin(), ...
+#include "common/harness/mem.h"      // defines: mem_alloc()
+#include "common/harness/train.h"    // defines: train_accumulate(), SYNTH_ORDER, GptAdamW, ...
+#include "common/model/adamw.h"      // defines: AdamW, adamw_update()
+#include "common/model/gpt.h"        // defines: gpt_forward(), gpt_backward(), GptConfig, Gpt, ...
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_state_free()
+#include "common/runfiles/runlog.h"  // defines: runlog_printf(), StepRecord
 
 // ---------------------------------------------------------------------------------------
 // Training

@@ -1,10 +1,5 @@
 // algos.h — the shm backend's collective algorithms, over the channels of shm.h.
 //
-// Defines: add_words(), ring_reduce_scatter(), ring_all_gather(), ring_all_reduce(),
-//          chain_broadcast(), chain_reduce() (ring.c); direct_all_reduce(),
-//          direct_reduce_scatter(), direct_all_gather(), direct_broadcast(), direct_reduce(),
-//          p2p_send(), p2p_recv(), p2p_batch(), direct_barrier() (direct.c); min_size().
-//
 // dist.c picks one per call. g->rank and g->size are positions in the group; g->ranks maps
 // them to the world ranks that name channels.
 //
@@ -14,8 +9,8 @@
 #ifndef SHARDLAB_ALGOS_H
 #define SHARDLAB_ALGOS_H
 
-#include "common/comm/dist.h"
-#include "common/comm/shm.h"
+#include "common/comm/dist.h"  // defines: DistDtype, DistGroup, dist_p2p(), ...
+#include "common/comm/shm.h"   // defines: Shm
 
 static inline size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 

@@ -48,13 +48,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/catalog.h"
-#include "common/harness/check.h"
-#include "common/harness/lab.h"
-#include "common/model/rng.h"
-#include "common/runfiles/json.h"
-#include "common/runfiles/runlog.h"
+#include "common/comm/dist.h"        // defines: dist_all_reduce(), DistColl, dist_coll_name(), ...
+#include "common/harness/catalog.h"  // defines: CatLab, catalog_lab(), LabBind, CatSlot, ...
+#include "common/harness/check.h"    // defines: usage_error(), malloc_check(), ...
+#include "common/harness/lab.h"      // defines: lab_run_dir()
+#include "common/model/rng.h"        // defines: rng_hash()
+#include "common/runfiles/json.h"    // defines: StrBuf, sb_printf(), sb_init(), sb_append(), ...
+#include "common/runfiles/runlog.h"  // defines: RunLog, runlog_span(), runlog_check(), ...
 
 #define PROG "collectives"
 #define NCOLLS 5  // DistColl 0..4: all_reduce, reduce_scatter, all_gather, broadcast, reduce

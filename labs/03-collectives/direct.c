@@ -19,7 +19,7 @@
 // needs it, then receive piece i from everyone, so no channel overfills.
 #include <string.h>
 
-#include "algorithms.h"
+#include "algorithms.h"  // defines: min_size(), add_words(), direct_all_reduce(), ...
 
 // Length of piece i of a span of len floats (0 past its end).
 static size_t piece_len(size_t len, size_t i) {

@@ -54,7 +54,7 @@
 // anything would fill the channels and deadlock on big chunks.)
 #include <string.h>
 
-#include "algorithms.h"
+#include "algorithms.h"  // defines: add_words(), min_size(), ring_reduce_scatter(), ...
 #include "common/harness/check.h"  // todo(), in the starter code (make starter)
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }

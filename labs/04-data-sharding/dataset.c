@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: die(), fopen_check(), fwrite_check(), ...
 #include "common/model/gpt.h"
-#include "common/model/rng.h"
+#include "common/model/rng.h"      // defines: Rng, rng_seed(), rng_hash(), rng_uniform(), ...
 
 #define STREAM_EPOCH 0x65706f6368ull  // "epoch": the sampler's stream, one per epoch
 

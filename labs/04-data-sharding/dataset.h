@@ -2,13 +2,6 @@
 // orders its items into epochs and global batches (the data-sharding lab, labs/04-data-sharding/shard.c; the
 // sampler's permutation, a student's part, is 04-data-sharding/sampler.c).
 //
-// Defines: Dataset, dataset_open(), dataset_read(), dataset_close(), dataset_write_file(),
-//          Mixture, MIXTURE_MAX_SOURCES, mixture_parse(), mixture_layout(), mixture_source_of(),
-//          sampler_stream(), mixture_draws(), sampler_epoch(), indices_hash(),
-//          words_for_bytes(); ShardArgs, SHARD_NOPTIONS,
-//          SHARD_STRATEGIES, shard_args_bind(), shard_args_defaults(),
-//          shard_args_check().
-//
 // The dataset: D items of S bytes, item i being bytes [i S, (i+1) S) of a file. For the GPT,
 // S = T + 1: a sequence of T inputs and, shifted by one, its T targets. D = floor(file bytes
 // / S), or fewer when the caller caps it; the bytes after the last whole item are never used.
@@ -31,8 +24,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/harness/args.h"
-#include "common/model/rng.h"
+#include "common/harness/args.h"  // defines: train_args_parse()
+#include "common/model/rng.h"     // defines: Rng, rng_below()
 
 typedef struct {
     int fd;

@@ -1,10 +1,10 @@
 // figures.c — see loader.h: the data-sharding lab's formulas, and every rank's figures
 // checked against them.
-#include "sharding.h"
+#include "sharding.h"  // defines: shard_first(), Loader, shard_held_formula(), ...
 
 #include <stdlib.h>
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: malloc_check()
 
 int shard_first(const Loader *L, int r) { return r * L->per_rank; }
 

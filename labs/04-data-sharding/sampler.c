@@ -9,7 +9,7 @@
 //                    i = 3, j = 3: keep        0 4 2 | 3 1
 //                    i = 2, j = 0: swap        2 4 | 0 3 1
 //                    i = 1, j = 1: keep        2 | 4 0 3 1     the epoch: 2 4 0 3 1
-#include "dataset.h"
+#include "dataset.h"  // defines: sampler_epoch(), Mixture, sampler_stream(), mixture_draws()
 
 #include "common/harness/check.h"
 

@@ -65,19 +65,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/plan.h"
-#include "common/harness/train.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
-#include "dataset.h"
-#include "sharding.h"
+#include "common/comm/dist.h"        // defines: dist_send(), Dist, dist_recv(), DistRecord, ...
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse()
+#include "common/harness/check.h"    // defines: usage_error(), malloc_check(), fopen_check(), ...
+#include "common/harness/data.h"     // defines: Corpus, corpus_free(), MarkovSource, ...
+#include "common/harness/lab.h"      // defines: Lab, lab_open(), lab_begin(), ...
+#include "common/harness/mem.h"      // defines: format_bytes(), mem_reset_peak()
+#include "common/harness/memfit.h"     // defines: memfit_host_available()
+#include "common/harness/train.h"    // defines: train_all_reduce_layers(), train_accumulate(), ...
+#include "common/model/gpt.h"        // defines: Gpt, GptActs, GptHooks, gpt_forward(), ...
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_due(), ...
+#include "common/runfiles/runlog.h"  // defines: RunLog, runlog_span(), runlog_printf(), ...
+#include "dataset.h"                 // defines: sampler_epoch(), dataset_open(), ...
+#include "sharding.h"                // defines: shard_held_formula(), shard_sent_formula(), ...
 
 // ---------------------------------------------------------------------------------------
 // The loader: what this rank holds, and how each step's part of the global batch reaches it
@@ -94,7 +94,7 @@ static void loader_open(Loader *L, const char *path, int64_t cap) {
     // A --data file can be larger than the machine: what the ranks of this node are about to
     // hold (their strategy's shares of the items, and each rank its epoch's order at 8 bytes an
     // item) is checked against the host memory first. Every rank does the same sum.
-    double shares = 0, available = plan_host_available();
+    double shares = 0, available = memfit_host_available();
     for (int r = 0; r < L->N; r++) shares += (double)shard_held_formula(L, r);
     double here = shares * L->local_ranks / L->N + 8.0 * (double)L->D * L->local_ranks;
     if (available >= 0 && here > available) {

@@ -2,17 +2,15 @@
 // and how each step's part of the global batch reaches it, and the formulas of what it
 // holds and moves (the table at the top of labs/04-data-sharding/shard.c), checked against what it did.
 //
-// Defines: Strategy, Loader, shard_first(), part_bytes(), shard_held_formula(),
-//          shard_sent_formula(), shard_recv_formula(), shard_check_data(), shard_report_data().
 #ifndef SHARDLAB_SHARD_LOADER_H
 #define SHARDLAB_SHARD_LOADER_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/comm/dist.h"
-#include "common/runfiles/runlog.h"
-#include "dataset.h"
+#include "common/comm/dist.h"        // defines: DistGroup
+#include "common/runfiles/runlog.h"  // defines: RunLog
+#include "dataset.h"                 // defines: Dataset, Mixture
 
 typedef enum { SLICE, SAMPLER, DISPATCH } Strategy;
 

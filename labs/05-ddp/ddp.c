@@ -48,17 +48,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
+#include "common/comm/dist.h"        // defines: dist_wait(), dist_all_reduce_start(), DistWork, ...
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse()
+#include "common/harness/check.h"    // defines: calloc_check()
 #include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/adamw.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
+#include "common/harness/lab.h"      // defines: Lab, lab_open(), lab_begin(), ...
+#include "common/harness/mem.h"      // defines: Mem, mem_alloc_floats(), mem_reset_peak(), ...
+#include "common/harness/train.h"    // defines: train_check_batch(), GptAdamW, DdpMemory, ...
+#include "common/model/adamw.h"      // defines: AdamW, adamw_update()
+#include "common/model/gpt.h"        // defines: Gpt, GPT_MAX_TENSORS, gpt_layer_tensors(), ...
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_state_free()
+#include "common/runfiles/runlog.h"  // defines: runlog_now_us(), RunLog, runlog_span_extra(), ...
 
 // ---------------------------------------------------------------------------------------
 // Buckets: gradient tensors grouped in the order the backward pass produces them

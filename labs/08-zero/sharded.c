@@ -7,9 +7,9 @@
 
 #include <stdio.h>
 
-#include "common/harness/check.h"
-#include "common/harness/train.h"
-#include "common/runfiles/safetensors.h"
+#include "common/harness/check.h"         // defines: calloc_check(), malloc_check(), die()
+#include "common/harness/train.h"         // defines: train_load_weights(), ...
+#include "common/runfiles/safetensors.h"  // defines: StTensor, safetensors_save()
 
 // ---------------------------------------------------------------------------------------
 // Precision

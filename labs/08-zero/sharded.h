@@ -1,15 +1,6 @@
 // sharded.h — the training state of ZeRO and FSDP: flat units cut into equal shards, stored
 // in fp32 or bf16, and the AdamW that updates only this rank's shards.
 //
-// Defines: Precision, precision_name(), precision_bytes(), precision_to_fp32(), precision_from_fp32(),
-//          precision_accumulate(), precision_add(), precision_sum_of_squares(), ShardLayout, sharded_widen(),
-//          sharded_reduce_gradient(), sharded_log_collectives(),
-//          shard_layout_init(), shard_layout_free(), shard_padded(), sharded_all_gather(),
-//          sharded_reduce_scatter(), sharded_layout_fields(), sharded_init_weights(),
-//          sharded_free_weights(), sharded_load(), ShardedAdamW, sharded_adamw_create(), sharded_adamw_destroy(),
-//          sharded_adamw_step(), sharded_hash(), sharded_model_hash(), sharded_save_weights(),
-//          sharded_save_optim(), sharded_dcp_state(), sharded_dcp_loaded().
-//
 // Units. The model's parameters live in one flat buffer per layer (gpt.h: embedding, L
 // blocks, head). ZeRO and FSDP shard each of these "units" over the N ranks: rank r holds
 // elements [r s, (r+1) s) of a unit padded to N s elements, s = ceil(count / N) rounded up to
@@ -36,14 +27,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/mem.h"
-#include "common/model/adamw.h"
-#include "common/model/bf16.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
+#include "common/comm/dist.h"        // defines: dist_wait(), DistGroup, DistWork, Dist, ...
+#include "common/harness/args.h"     // defines: TrainArgs
+#include "common/harness/mem.h"      // defines: Mem
+#include "common/model/adamw.h"      // defines: AdamW, sum_of_squares_buffers()
+#include "common/model/bf16.h"       // defines: bf16
+#include "common/model/gpt.h"        // defines: GptConfig, gpt_init_layer()
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_load()
+#include "common/runfiles/runlog.h"  // defines: RunLog
 
 // ---- precision --------------------------------------------------------------------------
 

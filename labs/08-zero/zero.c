@@ -65,16 +65,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/runlog.h"
-#include "sharded.h"
+#include "common/comm/dist.h"        // defines: DistGroup, dist_drain_records(), ...
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse(), train_lr()
+#include "common/harness/check.h"    // defines: calloc_check(), usage_error()
+#include "common/harness/data.h"     // defines: Corpus
+#include "common/harness/lab.h"      // defines: Lab, lab_open(), lab_begin(), lab_start(), ...
+#include "common/harness/mem.h"      // defines: Mem, mem_alloc(), mem_free(), ...
+#include "common/harness/train.h"    // defines: train_ddp_memory(), train_model_config(), ...
+#include "common/model/gpt.h"        // defines: GptActs, GptConfig, GptPassBuffers, ...
+#include "common/runfiles/runlog.h"  // defines: RunLog, runlog_printf(), runlog_now_us(), ...
+#include "sharded.h"                 // defines: shard_layout_init(), sharded_reduce_scatter(), ...
 
 // ---------------------------------------------------------------------------------------
 // The training state of one rank

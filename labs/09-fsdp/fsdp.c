@@ -55,17 +55,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "08-zero/sharded.h"
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
+#include "08-zero/sharded.h"         // defines: sharded_reduce_gradient(), ...
+#include "common/comm/dist.h"        // defines: DistWork, DistGroup, dist_wait(), ...
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse(), train_lr()
+#include "common/harness/check.h"    // defines: calloc_check()
+#include "common/harness/data.h"     // defines: Corpus
+#include "common/harness/lab.h"      // defines: Lab, lab_open(), lab_begin(), lab_start(), ...
+#include "common/harness/mem.h"      // defines: Mem, mem_alloc(), mem_free(), ...
+#include "common/harness/train.h"    // defines: train_model_config(), train_micro_batch(), ...
+#include "common/model/gpt.h"        // defines: GptActs, GptConfig, gpt_layer_forward(), ...
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_state_free()
+#include "common/runfiles/runlog.h"  // defines: RunLog, runlog_now_us(), runlog_span(), ...
 
 // ---------------------------------------------------------------------------------------
 // Units

@@ -1,8 +1,8 @@
 // f_and_g.c — see tensor_parallel.h: the two conjugate operators f and g, which carry all the
 // communication of tensor parallelism (the passes that call them are tensor_parallel.c's).
-#include "tensor_parallel.h"
+#include "tensor_parallel.h"  // defines: Tp, tp_f_forward(), tp_log_collectives(), ...
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: die()
 
 // A column-parallel linear Y_r = X A_r needs all of X on every rank, and gives each rank a
 // slice of the outputs; a row-parallel linear Z = sum_r Y_r B_r gives each rank a PARTIAL

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "common/harness/check.h"
-#include "common/model/device.h"
+#include "common/harness/check.h"  // defines: calloc_check(), malloc_check()
+#include "common/model/device.h"   // defines: device_sync(), device_to_host(), ...
 
 // ---- AdamW on the two parts ------------------------------------------------------------
 

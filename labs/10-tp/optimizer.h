@@ -1,10 +1,6 @@
 // optimizer.h — the training state of a tensor-parallel rank beyond its weights (labs/10-tp/tp.c):
 // AdamW on its two parts, and distributed checkpoints (dcp.h) through whole units.
 //
-// Defines: TpAdamW, tp_adamw_create(), tp_adamw_destroy(), tp_clip_and_update(), TpCkpt,
-//          tp_ckpt_create(), tp_ckpt_destroy(), tp_ckpt_gather(), tp_ckpt_scatter(),
-//          tp_ckpt_pieces().
-//
 // AdamW on a rank's two parts: the replicated weights (updated identically on every rank of
 // the group) and its slices. The global gradient norm counts each replicated gradient once
 // and sums the slices' squares over the group.
@@ -17,10 +13,10 @@
 #ifndef SHARDLAB_TP_OPTIMIZER_H
 #define SHARDLAB_TP_OPTIMIZER_H
 
-#include "common/harness/args.h"
-#include "common/model/adamw.h"
-#include "common/runfiles/dcp.h"
-#include "tensor_parallel.h"
+#include "common/harness/args.h"  // defines: TrainArgs
+#include "common/model/adamw.h"   // defines: AdamW
+#include "common/runfiles/dcp.h"  // defines: DcpState
+#include "tensor_parallel.h"      // defines: tp_layer_slice(), Tp
 
 typedef struct {
     AdamW hyper;

@@ -1,14 +1,14 @@
 // slices.c — tensor parallelism's state on one rank (tensor_parallel.h): which slices of each
 // layer it holds, made from the whole model as `single` builds it, its gradients, its hash,
 // the model gathered back whole, and its activations' and workspace's layout.
-#include "tensor_parallel.h"
-#include "tp_internal.h"
+#include "tensor_parallel.h"  // defines: tp_layer_slice(), tp_create(), Tp, tp_destroy(), ...
+#include "tp_internal.h"      // defines: tp_take(), tp_linear_floats(), tp_kept_floats()
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/check.h"
-#include "common/harness/train.h"
+#include "common/harness/check.h"  // defines: die(), calloc_check(), malloc_check()
+#include "common/harness/train.h"  // defines: train_load_weights()
 
 // ---------------------------------------------------------------------------------------
 // The layout of a rank's slices

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: malloc_check()
 #include "common/harness/train.h"
-#include "tp_internal.h"
+#include "tp_internal.h"           // defines: tp_take(), tp_linear_floats(), tp_kept_floats()
 
 // A rank's slices, its state, its activations' and its workspace's layout are slices.c
 // (tp_internal.h); here is what runs.

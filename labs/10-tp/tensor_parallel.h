@@ -4,14 +4,6 @@
 // state and its activations' and workspace's layout are in slices.c; f and g in f_and_g.c;
 // the passes in tensor_parallel.c.
 //
-// Defines: TpKind, TpCount, Tp, tp_part(), tp_part_floats(), TpBlockActs, TpActs,
-//          tp_layer_slice(), tp_create(), tp_destroy(), tp_zero_grads(), tp_hash(), tp_gather_model(), tp_acts_alloc(),
-//          tp_acts_free(),
-//          tp_workspace_floats(), tp_workspace_begin(), tp_workspace_end(), tp_f_forward(),
-//          tp_f_backward(), tp_g_forward(), tp_g_backward(), tp_gathers_bf16(), tp_g_backward_bf16(),
-//          tp_layer_forward(),
-//          tp_layer_backward(), tp_log_collectives().
-//
 // Shoeybi et al., "Megatron-LM" (2019), section 3; Korthikanti et al., "Reducing Activation
 // Recomputation in Large Transformer Models" (2022) for sequence parallelism. A block's
 // matrices are split over the t ranks of a tensor-parallel group, rank r of t:
@@ -54,12 +46,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/mem.h"
+#include "common/comm/dist.h"          // defines: DistGroup, Dist, DistRecord
+#include "common/harness/args.h"       // defines: TrainArgs
+#include "common/harness/mem.h"        // defines: Mem
 #include "common/harness/tp_layout.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/runlog.h"
+#include "common/model/gpt.h"          // defines: GptConfig, Gpt, gpt_layer_forward()
+#include "common/runfiles/runlog.h"    // defines: RunLog
 
 typedef enum { TP_ALL_REDUCE, TP_REDUCE_SCATTER, TP_ALL_GATHER, TP_KINDS } TpKind;
 

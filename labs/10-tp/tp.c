@@ -79,20 +79,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/batchsplit.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
+#include "common/comm/dist.h"           // defines: DistGroup, dist_all_reduce(), dist_chunk(), ...
+#include "common/harness/args.h"        // defines: TrainArgs, train_args_parse(), train_lr()
+#include "common/harness/batchsplit.h"  // defines: BatchSplit, batch_split_of(), ...
+#include "common/harness/check.h"       // defines: malloc_check(), usage_error()
+#include "common/harness/data.h"        // defines: Corpus
+#include "common/harness/lab.h"         // defines: Lab, lab_open(), lab_begin(), lab_start(), ...
+#include "common/harness/mem.h"         // defines: mem_alloc_floats(), mem_free(), Mem, ...
+#include "common/harness/train.h"       // defines: SpanLogger, train_micro_batch(), ...
 #include "common/model/adamw.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
-#include "optimizer.h"
-#include "tensor_parallel.h"
+#include "common/model/gpt.h"           // defines: GptConfig, gpt_num_params(), Gpt, ...
+#include "common/runfiles/dcp.h"        // defines: DcpState, dcp_due(), dcp_state_free()
+#include "common/runfiles/runlog.h"     // defines: RunLog, runlog_self_check(), ...
+#include "optimizer.h"                  // defines: tp_clip_and_update(), TpAdamW, ...
+#include "tensor_parallel.h"            // defines: tp_f_forward(), tp_f_backward(), ...
 
 // ---------------------------------------------------------------------------------------
 // Forward and backward over this replica's micro-batches

@@ -1,13 +1,12 @@
 // tp_internal.h — what slices.c (the layout) lends tensor_parallel.c (the passes): how the
 // passes carve the workspace that tp_workspace_floats() sized.
 //
-// Defines: tp_take(), tp_linear_floats(), tp_kept_floats().
 #ifndef SHARDLAB_TP_INTERNAL_H
 #define SHARDLAB_TP_INTERNAL_H
 
 #include <stddef.h>
 
-#include "tensor_parallel.h"
+#include "tensor_parallel.h"  // defines: tp_workspace_floats(), Tp
 
 // Hand out the next n floats of one big buffer (*cursor moves past them).
 float *tp_take(float **cursor, size_t n);

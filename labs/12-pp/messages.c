@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: malloc_check(), die()
 
 void outbox_plan(Outbox *o, const Pipe *pp, int s, DistGroup *pipe, Mem *mem, size_t n) {
     *o = (Outbox){.pp = pp, .s = s, .pipe = pipe, .mem = mem, .n = n};

@@ -5,16 +5,14 @@
 // receives (dist_p2p_progress), as Megatron-LM's batched send/recv does: two neighbours that
 // send each other something at the same moment cannot deadlock.
 //
-// Defines: Msg, Outbox, outbox_plan(), outbox_start_step(), outbox_post(), outbox_exchange(),
-//          outbox_unsent(), outbox_free().
 #ifndef SHARDLAB_PP_MESSAGES_H
 #define SHARDLAB_PP_MESSAGES_H
 
 #include <stddef.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/mem.h"
-#include "schedule.h"
+#include "common/comm/dist.h"    // defines: dist_p2p_progress(), DistP2p, DistGroup
+#include "common/harness/mem.h"  // defines: Mem
+#include "schedule.h"            // defines: Pipe
 
 // A message this stage sends: the output of F on chunk k (to chunk k+1's stage) or the
 // gradient at the input of chunk k after B (to chunk k-1's stage).

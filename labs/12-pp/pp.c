@@ -66,19 +66,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
-#include "messages.h"
-#include "schedule.h"
-#include "stage.h"
+#include "common/comm/dist.h"        // defines: dist_p2p(), DistP2p, DistGroup, Dist, ...
+#include "common/harness/args.h"     // defines: TrainArgs, train_args_parse(), train_lr()
+#include "common/harness/check.h"    // defines: calloc_check(), usage_error(), malloc_check()
+#include "common/harness/data.h"     // defines: Corpus
+#include "common/harness/lab.h"      // defines: LAB_MAX_RECORDS, Lab, lab_open(), lab_begin(), ...
+#include "common/harness/mem.h"      // defines: Mem, mem_alloc_floats(), mem_in_use(), ...
+#include "common/harness/train.h"    // defines: train_micro_batch(), train_save_weights()
+#include "common/model/gpt.h"        // defines: GptActs, GptConfig, gpt_acts_alloc_layers(), ...
+#include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_state_free()
+#include "common/runfiles/runlog.h"  // defines: RunLog, runlog_now_us(), runlog_span_extra(), ...
+#include "messages.h"                // defines: outbox_plan(), outbox_exchange(), Outbox, ...
+#include "schedule.h"                // defines: schedule_ops(), bubble_formula(), Pipe, Op, ...
+#include "stage.h"                   // defines: stage_create(), stage_update(), Stage, ...
 
 // ---------------------------------------------------------------------------------------
 // Running the schedule

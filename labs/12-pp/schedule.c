@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/batchsplit.h"
-#include "common/harness/check.h"
-#include "common/harness/memplan.h"
+#include "common/harness/batchsplit.h"  // defines: BatchSplit, batch_split_of(), ...
+#include "common/harness/check.h"       // defines: malloc_check(), calloc_check(), ...
+#include "common/harness/memplan.h"     // defines: memplan_pp_chunk()
 
 const char *const SCHEDULE_NAMES[3] = {"gpipe", "1f1b", "interleaved"};
 

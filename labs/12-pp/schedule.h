@@ -1,10 +1,6 @@
 // schedule.h — the pipeline lab's schedules: how the model's depth is cut into chunks, and
 // each stage's order of forwards and backwards (labs/12-pp/pp.c runs them).
 //
-// Defines: Schedule, SCHEDULE_NAMES, Pipe, Op, stage_of(), schedule_ops(), expected_in_flight(),
-//          bubble_formula(), lay_out_pipe(), Timeline, timeline_build(), timeline_free(),
-//          report_schedule(), timeline_json().
-//
 // A schedule is checked before it runs: every stage's order is simulated with forward cost 1
 // and backward cost 2 and free messages (timeline_build), which must not deadlock and must
 // leave the bubble of the formula (p-1)/(v m + p-1); pp.c compares that with what each rank
@@ -12,8 +8,8 @@
 #ifndef SHARDLAB_PP_SCHEDULE_H
 #define SHARDLAB_PP_SCHEDULE_H
 
-#include "common/harness/args.h"
-#include "common/runfiles/runlog.h"
+#include "common/harness/args.h"     // defines: TrainArgs
+#include "common/runfiles/runlog.h"  // defines: RunLog
 
 typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED } Schedule;
 extern const char *const SCHEDULE_NAMES[3];  // "gpipe", "1f1b", "interleaved"

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/check.h"
-#include "common/harness/hash.h"
-#include "common/harness/train.h"
-#include "common/model/device.h"
+#include "common/harness/check.h"  // defines: calloc_check(), malloc_check()
+#include "common/harness/hash.h"   // defines: PARAM_HASH_INIT
+#include "common/harness/train.h"  // defines: train_load_weights(), MemRow, ...
+#include "common/model/device.h"   // defines: device_from_host(), device_param_hash(), ...
 
 void stage_create(Stage *st, const Pipe *pp, int s, const GptConfig *c, const TrainArgs *a, Mem *mem) {
     memset(st, 0, sizeof *st);

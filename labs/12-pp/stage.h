@@ -2,17 +2,15 @@
 // gradients and AdamW state, and what a stage does with them outside the schedule (the global
 // gradient norm, the update, the whole model gathered on rank 0, the memory report).
 //
-// Defines: Stage, stage_holds(), stage_create(), stage_destroy(), stage_hash(),
-//          stage_grad_norm(), stage_update(), stage_gather_model(), stage_report_memory().
 #ifndef SHARDLAB_PP_STAGE_H
 #define SHARDLAB_PP_STAGE_H
 
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/mem.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/runlog.h"
-#include "schedule.h"
+#include "common/comm/dist.h"        // defines: DistGroup
+#include "common/harness/args.h"     // defines: TrainArgs
+#include "common/harness/mem.h"      // defines: Mem
+#include "common/model/gpt.h"        // defines: GptConfig, Gpt
+#include "common/runfiles/runlog.h"  // defines: RunLog
+#include "schedule.h"                // defines: Pipe
 
 typedef struct {
     GptConfig cfg;

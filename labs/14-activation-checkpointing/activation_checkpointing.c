@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/check.h"
-#include "common/harness/train.h"
+#include "common/harness/check.h"  // defines: calloc_check()
+#include "common/harness/train.h"  // defines: SpanLogger, span_logger_add(), ...
 
 // ---------------------------------------------------------------------------------------
 // The layout: a GptActs whose checkpointed blocks point into the workspace

@@ -2,7 +2,6 @@
 // and the backward pass that recomputes them. (Distributed checkpoints of the training state
 // are another thing: dcp.h.)
 //
-// Defines: ckpt_acts_alloc(), CkptPass, ckpt_forward_backward(). The policies and their
 // memory formulas are policy.h's.
 //
 // A policy's activations (policy.h) are a GptActs whose checkpointed blocks point into the workspace, so
@@ -15,9 +14,9 @@
 
 #include <stdint.h>
 
-#include "common/model/gpt.h"
-#include "common/runfiles/runlog.h"
-#include "policy.h"
+#include "common/model/gpt.h"        // defines: GptActs, gpt_layer_forward(), ...
+#include "common/runfiles/runlog.h"  // defines: RunLog
+#include "policy.h"                  // defines: CkptPolicy
 
 // The policy's activations for micro-batches of B sequences, laid out block by block ("acts"
 // memory); free with gpt_acts_free().

@@ -72,17 +72,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation_checkpointing.h"
-#include "common/comm/dist.h"
-#include "common/harness/args.h"
-#include "common/harness/check.h"
-#include "common/harness/data.h"
-#include "common/harness/lab.h"
-#include "common/harness/mem.h"
-#include "common/harness/train.h"
-#include "common/model/gpt.h"
-#include "common/runfiles/dcp.h"
-#include "common/runfiles/runlog.h"
+#include "activation_checkpointing.h"  // defines: ckpt_forward_backward(), ckpt_acts_alloc(), ...
+#include "common/comm/dist.h"          // defines: dist_sum_over_ranks(), DistRecord, ...
+#include "common/harness/args.h"       // defines: TrainArgs, train_args_parse()
+#include "common/harness/check.h"      // defines: usage_error(), malloc_check(), die()
+#include "common/harness/data.h"       // defines: Corpus
+#include "common/harness/lab.h"        // defines: Lab, lab_open(), lab_begin(), ...
+#include "common/harness/mem.h"        // defines: Mem, format_bytes(), mem_in_use(), ...
+#include "common/harness/train.h"      // defines: train_all_reduce_layers(), ...
+#include "common/model/gpt.h"          // defines: gpt_block_backward(), ...
+#include "common/runfiles/dcp.h"       // defines: DcpState, dcp_add_units(), dcp_state_free()
+#include "common/runfiles/runlog.h"    // defines: RunLog, runlog_check(), runlog_printf(), ...
 
 // "none", "every", "sqrt" or K; exits 2 on anything else.
 static void policy_parse(CkptPolicy *p, const char *text, int L) {

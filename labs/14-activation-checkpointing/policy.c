@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/harness/check.h"
+#include "common/harness/check.h"  // defines: die()
 
 // ---------------------------------------------------------------------------------------
 // Policies, as segments

@@ -2,9 +2,6 @@
 // activations then take (the formulas the ckpt lab prints and the grader checks). The pass
 // that recomputes them is activation_checkpointing.h's.
 //
-// Defines: CkptKind, CKPT_MAX_BLOCKS, CkptPolicy, ckpt_policy(), ckpt_policy_named(), ckpt_acts_bytes(),
-//          ckpt_acts_formula(), ckpt_block_formula().
-//
 // A policy is a list of SEGMENTS: runs of consecutive blocks recomputed together. A block in
 // a segment keeps no insides of its own: they live in a workspace shared by every segment
 // (slot j holds the j-th block of whichever segment is running, and the output that the
@@ -25,7 +22,7 @@
 
 #include <stddef.h>
 
-#include "common/model/gpt.h"
+#include "common/model/gpt.h"  // defines: gpt_acts_alloc(), gpt_pass_scratch_floats(), ...
 
 typedef enum { CKPT_NONE, CKPT_EVERY, CKPT_SQRT, CKPT_K } CkptKind;
 

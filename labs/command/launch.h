@@ -1,8 +1,6 @@
 // launch.h — starting `shardlab run` from another command: the grader's reference runs and
 // the runs the web server starts.
 //
-// Defines: LaunchOpts, LAUNCH_MAX_ARGS, launch_argv(), launch_run(), launch_run_wait().
-//
 // Both run the launcher exactly as a person types it (`shardlab run LAB -n N --ui none ...
 // --run-dir DIR`), so a run they start is the same run, in the same run directory, as one
 // started by hand. What differs is around it, in LaunchOpts: where its output goes, which lab

@@ -1,7 +1,6 @@
 // launcher.h — `shardlab run`'s parts (labs/command/shardlab.c is the launcher; this is what its
 // files share): the run's context, and what shows a run and watches its ranks.
 //
-// Defines: Launch, the launcher's timings (POLL_US, ...), and the launcher_*() functions of
 // shardlab.c (the run's files), launcher_view.c (rank 0's log, the status line, the
 // dashboard) and launcher_ranks.c (how ranks ended, which one caused a failure, end events).
 #ifndef SHARDLAB_LAUNCHER_H

@@ -4,10 +4,6 @@
 // by number or name, the names wiki links show, and which link addresses may be shown at all.
 // Plain C: no terminal, no web server.
 //
-// Defines: LEXICON_CATEGORIES, LEXICON_NCATEGORIES, LexTerm, Lexicon, lexicon_load(),
-//          lexicon_free(), lexicon_term(), lexicon_lookup(), course_lesson_lookup(),
-//          course_lesson_title(), lexicon_normalize(), lexicon_link_name(), course_url_ok().
-//
 // An entry begins with a header block (the lessons and tests rely on exactly this shape):
 //     # <Title>
 //

@@ -1,10 +1,5 @@
 // grade.h — `shardlab grade`: a lab's invariants checked on what its run wrote.
 //
-// Defines: GRADE_MAX_CHECKS, GradeRank, GradeRun, GradeCheck, Grade, GradeRefs,
-//          grade_run_load(), grade_run_free(), grade_steps(), grade_spans(), grade_cfg_num(), grade_cfg_int(), grade_cfg_count(), grade_cfg_str(),
-//          grade_rubric(), grade_print(), grade_to_json(), grade_to_junit(), grade_write_run(),
-//          grade_main().
-//
 // The grader reads only the run directory (labs/DESIGN.md, The run directory: meta.json,
 // rank-<r>.jsonl, summary.json, and files a lab documents, such as shard's index lists),
 // never trusts it, and checks what the lab's tests assert, each against an independent

@@ -2,12 +2,6 @@
 // reference runs, small readers of event fields, and the checks rubric.c lists from memory.c,
 // comm.c, methods.c and coverage.c.
 //
-// Defines: RefKind, GradeReplay, GRADE_MAX_REPLAYS, GRADE_REPLAY_STEPS, Ctx, ctx_reference(), ctx_replays(), ctx_free(),
-//          grade_start_run(), grade_create_fresh(), grade_fopen_fresh(), grade_last_line(),
-//          grade_model(), grade_model_ok(), grade_model_or_say(), ev_num(), ev_num2(), ev_num_at(), ev_str(),
-//          grade_say(), MEASURED(), EXPECTED(), REASON(), check_mem(), check_comm(), check_in_flight(), check_bubble(),
-//          check_recompute_bitwise(), check_recompute_count(), check_coverage(), check_collectives(),
-//          grade_ckpt_acts().
 #ifndef SHARDLAB_GRADE_INTERNAL_H
 #define SHARDLAB_GRADE_INTERNAL_H
 

@@ -2,9 +2,6 @@
 // LABS=, make check LABS=), its graded runs (shardlab grade --labs), its checks (make check's
 // driver, the web's "Check them"). The one place that says what the sandbox is.
 //
-// Defines: Sandbox, sandbox_init(), sandbox_read(), sandbox_write(), sandbox_setenv(),
-//          sandbox_keep_fd(), sandbox_start(), sandbox_wait(), sandbox_run(), sandbox_mode().
-//
 // Inside, with bubblewrap (bwrap, what Flatpak uses):
 //   - no network: a network namespace of its own, with only its own loopback;
 //   - the system's programs and libraries read-only (/usr, the loader's cache, the compiler's

@@ -2,8 +2,6 @@
 // (solutions.c): the reference programs link it in place of the student's, and data.coverage
 // draws the epoch order with it.
 //
-// Defines: grade_epoch_order(), __wrap_adamw_update(), __wrap_sampler_epoch(),
-//          __wrap_shard_layout_init().
 #ifndef SHARDLAB_GRADE_SOLUTIONS_H
 #define SHARDLAB_GRADE_SOLUTIONS_H
 

@@ -1,8 +1,6 @@
 // pipesim.h — a pipeline's step replayed with other times: what `shardlab whatif` projects a
 // pipeline run onto.
 //
-// Defines: PipeOp, PipeStage, PIPESIM_MAX_OPS, pipesim_run().
-//
 // Each stage runs its forwards and backwards in the order the run logged them, one at a time,
 // each taking the time given. Chunk k of the p v chunks lives on stage k mod p (v = 1: chunk k
 // is stage k; interleaved: v chunks a stage). A forward of micro-batch b on chunk k > 0 needs

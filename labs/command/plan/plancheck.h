@@ -3,9 +3,6 @@
 // compared with the plan, to the byte. What `shardlab plan ... --check` prints and the web's
 // /plan page shows under "Check it" (POST /api/plan/check): one implementation for both.
 //
-// Defines: PLANCHECK_MAX_RANKS, PLANCHECK_MAX_BYTES, PLANCHECK_STEPS, PlanCheckFigure, PlanCheck,
-//          plancheck_refuse(), plancheck_prepare(), plancheck_run(), plancheck_json(), plancheck_free().
-//
 // Only the labs' own small shapes run: a check starts real processes on this machine, so a
 // layout of more than 8 ranks, a preset model (GPT-2's, Llama's), a bare count (--psi), another
 // vocabulary than the labs' bytes, or one whose ranks would hold more than PLANCHECK_MAX_BYTES

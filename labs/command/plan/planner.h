@@ -1,13 +1,6 @@
 // planner.h — a model and a layout read from `shardlab plan`'s words, and the plan of each
 // rank: what `shardlab plan` prints and the web's /plan page shows, from memplan.h's formulas.
 //
-// Defines: PLANNER_MAX_GIVEN, PlannerModel, planner_models[], PlannerGpu, planner_gpus[],
-//          Planner, planner_parse(), planner_lay_out(), planner_option(), planner_stages(),
-//          planner_stage_params(), planner_stage(), planner_peak_total(), planner_fits(),
-//          planner_params(), planner_params_padded(), planner_state(), planner_zero_name(),
-//          planner_zero_formula(), planner_zero_stages(), planner_precision(), PlannerTerm,
-//          planner_terms(), planner_note, planner_grouped(), planner_gb(), planner_json().
-//
 // The words are a lab and its options exactly as `shardlab run` takes them (the catalog checks
 // each the same way), plus the planner's own: -n N, --model NAME (GPT-2's shapes), --vocab V,
 // --psi P (a parameter count without a shape, as the ZeRO paper counts one), --gpu NAME, and

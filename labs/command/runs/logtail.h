@@ -1,8 +1,6 @@
 // logtail.h — reading a file that another process appends lines to, as it grows: the one
 // tail the run-log readers share (runread.c for the dashboards, web/runs.c for the browser).
 //
-// Defines: LOGTAIL_MAX_LINE, LogTail, LogTailKind, LogTailFn, logtail_poll(), logtail_free().
-//
 // Each poll reads only what was appended since the last, and hands over every whole line
 // (without its newline). Half a line is kept until its end arrives; a file that got shorter
 // (truncated, or replaced) is read again from its start. Nothing in the file is trusted: a

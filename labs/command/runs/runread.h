@@ -1,11 +1,5 @@
 // runread.h — reading a run directory while it grows, or long after it ended.
 //
-// Defines: RUN_MAX_MEM, RUN_MAX_SPANS, RunStep, RunSpan, RunSpans, RunRank, RunPoint, RunBusbw, RunView,
-//          runview_init(), runview_open(), runview_poll(), runview_feed_line(),
-//          runview_set_reference(), runview_free(), runview_ended(), runview_world(),
-//          runview_tokens_per_s(), runview_ms_per_step(), runview_timeline_step(),
-//          runview_latest_run(), run_blamed_rank().
-//
 // The dashboards read only the files of labs/DESIGN.md, The run directory: meta.json,
 // rank-<r>.jsonl, summary.json.
 // A RunView keeps, for each rank, how far it has read its file and what the events said

@@ -1,9 +1,5 @@
 // runschema.h — checks that run-directory files follow the schema of labs/DESIGN.md, Events.
 //
-// Defines: RunSchemaField, RunSchemaPart, runschema_parts[], runschema_nparts,
-//          runschema_check_event(), runschema_check_meta(), runschema_check_summary(),
-//          runschema_line_is().
-//
 // Used by the tests on real runs, and by whatever reads runs (dashboards, graders), so that
 // a malformed or truncated log is reported clearly instead of misread.
 #ifndef SHARDLAB_RUNSCHEMA_H

@@ -2,7 +2,6 @@
 // communicated while it computed (interval arithmetic on the spans, not sampled). The
 // dashboard's timeline and `shardlab whatif` read a step the same way.
 //
-// Defines: SpanTime, span_is_compute(), span_time().
 #ifndef SHARDLAB_SPANTIME_H
 #define SHARDLAB_SPANTIME_H
 

@@ -1,8 +1,6 @@
 // trace.h — a run's timeline as Chrome trace-event JSON, to open in Perfetto (ui.perfetto.dev)
 // or chrome://tracing: `shardlab trace RUN_DIR`, and the web server's GET /api/runs/<id>/trace.
 //
-// Defines: TRACE_MAX_SPANS, TraceStats, trace_run(), trace_main().
-//
 // What the trace holds (the "JSON Object Format": {"traceEvents":[...],"displayTimeUnit":"ms"}):
 //   - one process per rank (pid = rank, named "rank N", sorted by rank);
 //   - in each, one thread per kind of work: "compute" (fwd, bwd, recompute, optim and any

@@ -3,8 +3,6 @@
 // sharing a GPU) and dist_nccl.c (NCCL, a GPU per rank) fill. Private to dist*.c: labs call
 // dist.h.
 //
-// Defines: DistBackend, dist_shm_backend, dist_shm_staged_backend, dist_nccl_backend,
-//          dist_work_words(), dist_call_lengths(), dist_on_die(), dist_master_port(), dist_job_key().
 #ifndef SHARDLAB_DIST_BACKEND_H
 #define SHARDLAB_DIST_BACKEND_H
 

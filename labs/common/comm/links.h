@@ -1,8 +1,6 @@
 // links.h — interconnects by their published bandwidth, and what a collective costs on one:
 // the table `shardlab whatif` projects onto and the labs' --link emulates.
 //
-// Defines: Link, links[], nlinks, link_find(), link_ring_steps(), link_call_ms().
-//
 // A collective over n ranks takes k alpha + bytes / beta on a link: k the message steps of a
 // ring (2(n-1) for an all-reduce, n-1 for a reduce-scatter, an all-gather, a broadcast or a
 // reduce, 1 for a send or a receive), bytes what this rank sent, beta the link's bandwidth in

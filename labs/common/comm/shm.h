@@ -1,11 +1,5 @@
 // shm.h — the shared-memory transport under the shm backend: channels between rank processes.
 //
-// Defines: SHM_MAX_RANKS, SHM_SLOTS, SHM_PIECE_FLOATS, Shm, ShmWhat, ShmJob, shm_segment_bytes(),
-//          shm_create_unnamed(), shm_sweep(), shm_attach(), shm_joined(), shm_release_name(),
-//          shm_attach_fd(), shm_detach(), shm_abort(), shm_note_stop(),
-//          shm_pieces(), shm_reserve(), shm_commit(), shm_peek(), shm_release(), shm_set_what(),
-//          shm_try_reserve(), shm_try_peek(), ShmIdle, shm_idle(), shm_idle_done().
-//
 // The ranks of a run are processes on one machine. They share one POSIX shared-memory
 // segment (/dev/shm/<name>) holding a header and a CHANNEL for every ordered pair of ranks
 // (from, to). A channel is a little queue of SHM_SLOTS slots, each holding one PIECE of up to

@@ -2,8 +2,6 @@
 // (the channel calls and their waits) share: the segment's layout, the clock every process
 // of the machine reads, and what /proc says about a rank's process.
 //
-// Defines: ShmJobRecord, struct ShmHeader, struct ShmChan, SHM_LAYOUT, shm_header_bytes(),
-//          shm_now_s(), shm_process_alive(), shm_process_state().
 #ifndef SHARDLAB_SHM_INTERNAL_H
 #define SHARDLAB_SHM_INTERNAL_H
 

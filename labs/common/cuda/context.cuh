@@ -3,21 +3,6 @@
 // cuda_ops()'s table that each kernel file defines. Not part of gpu.h's contract: nothing
 // outside labs/common/cuda/ includes it.
 //
-// Defines: cudaCheck(), cublasCheck(), CudaContext, cuda_context(), cuda_stage_tokens(),
-//          cuda_workspace(), cuda_use_workspace(), THREADS, WARP, WARPS_PER_BLOCK, FULL_MASK,
-//          WARP_BLOCK_THREADS, blocks_for(), warp_blocks_for(), compute_stream(), warp_sum(),
-//          warp_max(), warp_row(), thread_index(), cuda_column_sums(), cuda_sum_on_host(),
-//          cuda_attention_forward(), cuda_attention_backward(), cuda_embedding_forward(),
-//          cuda_embedding_backward(), cuda_crossentropy_forward(), cuda_crossentropy_backward(),
-//          cuda_adamw_update(), cuda_sum_of_squares(), cuda_sum_of_squares_buffers(),
-//          cuda_sum_of_squares_buffers_bf16(), cuda_scale_floats(), cuda_zero(),
-//          cuda_copy_floats(), cuda_to_bf16(), cuda_from_bf16(), cuda_add_bf16(), cuda_acc_bf16(),
-//          CUDA_FLASH_MAX_HEAD, cuda_flash_attention_forward(), cuda_flash_attention_backward(),
-//          cuda_flash_head_size_ok(), CudaTcFormat, cuda_flash_tc_usable(), cuda_flash_tc_forward(),
-//          cuda_flash_tc_backward(), cuda_flash_attention_forward_bf16(), cuda_flash_attention_backward_bf16(),
-//          cuda_flash_tc_forward_bf16(), cuda_flash_tc_backward_bf16(),
-//          LtKey, LtPlan, cuda_gemm_bias(), cuda_lt_release().
-//
 // One rank process drives one GPU, so there is exactly one CudaContext per process, owned by
 // device.cu (cuda_open fills it, cuda_close empties it). The kernel files reach it through
 // cuda_context(), which also makes the context's GPU the calling thread's current device.

@@ -10,12 +10,9 @@
 //          how), at three tensor-core instructions where fp32 on the ordinary cores is many.
 // Everything else (the softmax's max, sum, lse and D, the accumulators) is fp32.
 //
-// Defines: TC_SHARED, TC_MMA_SYNC; (namespace tc) the formats Bf16, Tf32 and Tf32x3,
-//         forward_kernel, backward_dq_kernel and backward_dkv_kernel (templates on the format
-//         and the padded head size), and the shared memory each takes (forward_bytes, dq_bytes, dkv_bytes). flash_tc.cu launches
-//         them; tests/gpu/emulate.h runs the very same kernels on the CPU (SHARDLAB_EMULATE:
-//         a thread per GPU thread, the tensor cores' instructions by their documented
-//         layouts), so that CI checks them without a GPU (tests/gpu/test_flash_tc.cc).
+// flash_tc.cu launches these kernels. tests/gpu/emulate.h runs the very same kernels on the
+// CPU (SHARDLAB_EMULATE: a thread per GPU thread, the tensor cores' instructions by their
+// documented layouts), so that CI checks them without a GPU (tests/gpu/test_flash_tc.cc).
 //
 // Before including it: FULL_MASK, FLASH_KEYS_BF16 and bf16.h (ops.h), and for nvcc <cuda_bf16.h>;
 // or, emulated, emulate.h.

@@ -1,14 +1,6 @@
 // gpu.h — the CUDA backend's entry points: what device.c, gpt.c (through the Ops table) and
 // dist.c call when a rank runs on a GPU.
 //
-// Defines: cuda_device_count(), cuda_open(), cuda_close(), cuda_set_tf32(), cuda_set_fp32_tc(),
-//          cuda_set_bias_epilogue(),
-//          cuda_alloc(), cuda_free(), cuda_memset0(), cuda_copy(), cuda_sync(), cuda_compute_stream(), cuda_mem_info(), cuda_is_device_ptr(),
-//          cuda_param_hash(), cuda_mark(), cuda_mark_times(), cuda_profile(),
-//          cuda_ops(), CudaComm, CUDA_NCCL_ID_BYTES, CudaNcclType, cuda_nccl_version(), cuda_nccl_unique_id(),
-//          cuda_nccl_init(), cuda_nccl_split(), cuda_nccl_destroy(), cuda_nccl_abort(),
-//          cuda_nccl_call(), cuda_nccl_group_start(), cuda_nccl_group_end(), cuda_nccl_wait().
-//
 // Two implementations, chosen by the Makefile, never by #ifdef:
 //   labs/common/cuda/*.cu   built when nvcc is found: CUDA runtime, cuBLAS, NCCL;
 //   labs/common/cuda/nocuda.c    built otherwise: cuda_device_count() is 0 and says why ("this build

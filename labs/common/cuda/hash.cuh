@@ -2,8 +2,6 @@
 // chunk with FNV-1a 64. hash.cu launches it; tests/gpu/test_hash_kernel.cc runs the very same
 // kernel on the CPU through emulate.h and holds it to hash.c's chunk hashes.
 //
-// Defines: HASH_BATCH, HASH_THREADS, HASH_GROUP, HashBatch, chunk_hash_kernel().
-//
 // Before including it: hash.h, and for the emulation emulate.h.
 //
 // WHERE THE TIME GOES. A chunk is 65,536 dependent steps (xor a byte, multiply by the prime),

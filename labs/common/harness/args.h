@@ -1,8 +1,5 @@
 // args.h — the command-line options every training lab shares, parsed from one table.
 //
-// Defines: TrainArgs, LabBind, TRAIN_GIVEN_*, TRAIN_LAYERS_AUTO, train_args_defaults(),
-//          train_lr_schedule(), train_lr(), train_args_parse(), train_args_resolve_layers().
-//
 // Every lab takes the same model/data/optimizer options with the same defaults, so a run at
 // N ranks is comparable with the single-rank run. What each option is (type, bounds, default,
 // help) is written once, in the catalog (catalog.h); a lab binds its own options to its

@@ -2,9 +2,6 @@
 // one check the labs make before they train and the web makes before it starts a run, and,
 // when something does not divide, the nearest rank counts and option values that do.
 //
-// Defines: BATCH_SPLIT_MAX_RANKS, BatchSplit, batch_split_of(), batch_split_from_options(),
-//          batch_split_check().
-//
 // The splits, checked in this order (each lab's lesson says why):
 //   every lab                     --accum divides B (lab NULL: this alone, as args.c checks
 //                                 it before the ranks are known)

@@ -2,12 +2,6 @@
 // defaults, help, whether the web's form offers it, the lexicon entry of each lab and the
 // configurations the grader runs. Written once, in catalog.c.
 //
-// Defines: OptKind, CatOption, CAT_FORM, CAT_RUN, CAT_FILE, CatLab, CatGraded, CatSlot,
-//          catalog_labs[], catalog_nlabs, catalog_train[], catalog_ntrain, catalog_graded[],
-//          catalog_ngraded, LabBind, catalog_lab(), catalog_find(), catalog_check(), catalog_check_option(),
-//          catalog_default(), catalog_value_in(),
-//          catalog_bind(), catalog_parse(), catalog_bytes().
-//
 // Who reads it: each lab's option parsing and --help (args.c's train_args_parse, and
 // collectives.c), `shardlab run --help`, the web's forms and POST /api/runs, the grader (a
 // run's config checked before a reference runs on it, and `make grade`'s configurations),

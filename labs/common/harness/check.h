@@ -1,9 +1,5 @@
 // check.h — checked wrappers for every call that can fail.
 //
-// Defines: die(), todo(), usage_error(), check_is_usage_line(), check_set_context(), check_on_die(), check_forget_die(),
-//          malloc_check(), calloc_check(), realloc_check(), fopen_check(), fread_check(),
-//          fwrite_check(), fclose_check().
-//
 // One style everywhere: a function that takes __FILE__/__LINE__, and a macro that passes
 // them. A failure prints what failed, where, which rank, and a HINT line saying what to
 // try, then exits 1. Bad command-line input is not a crash: usage_error() prints one line

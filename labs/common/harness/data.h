@@ -1,10 +1,6 @@
 // data.h — what the model trains on: the synthetic Markov corpus, file data, and the
 // seeded global-batch sampler.
 //
-// Defines: MarkovSource, Corpus, markov_init(), markov_free(), markov_entropy_rate(),
-//          markov_loss_floor(), corpus_synthetic(), corpus_from_file(), corpus_free(),
-//          batch_sequence().
-//
 // The synthetic corpus comes from an order-K Markov source over a small alphabet of
 // printable bytes. Because the source is known, its entropy rate H (nats per token) is
 // computed exactly from the stationary distribution, and so is loss_floor: the smallest

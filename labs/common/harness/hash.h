@@ -1,9 +1,6 @@
 // hash.h — hashes of bytes: FNV-1a 64, and the param_hash built from it so that a GPU can
 // compute it in parallel.
 //
-// Defines: FNV1A64_INIT, FNV1A64_PRIME, fnv1a64(), PARAM_HASH_INIT, PARAM_HASH_CHUNK,
-//          param_hash_chunks(), param_hash_fold(), param_hash_bytes().
-//
 // FNV-1a 64 (Fowler, Noll, Vo) is one multiply per byte, each depending on the one before:
 // simple, good enough to tell two arrays of weights apart, and strictly sequential. Over the
 // 344 MB of an 86M-parameter model that is ~0.3 s of one core every step, and a GPU cannot

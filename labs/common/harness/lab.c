@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "plan.h"
+#include "memfit.h"
 
 // Every record the collectives have kept: calls that are not a step's (start-up, a save).
 static void drain(Lab *L) {
@@ -138,7 +138,7 @@ void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, uns
     L->profile_step = profile_step();
     L->env = flags & LAB_ONE_RANK ? (DistEnv){.world = 1, .local_world = 1} : dist_env(name);
     train_device(&L->dev, a, name, L->env.local_rank, L->env.local_world);
-    plan_check_rank(name, a, &L->dev, L->env.world, L->env.local_world, argc, argv);  // before anything is allocated
+    memfit_check_rank(name, a, &L->dev, L->env.world, L->env.local_world, argc, argv);  // before anything is allocated
     if (!(flags & LAB_ONE_RANK)) {
         dist_init(&L->dist, name, &L->dev);
         L->world = L->dist.world, L->rank = L->dist.rank, L->backend = L->dist.backend;

@@ -1,10 +1,6 @@
 // lab.h — the lab harness: what every training lab does around its algorithm, written once,
 // so that a lab's main reads as its options, its algorithm's setup, and its step loop.
 //
-// Defines: Lab, LAB_ONE_RANK, LAB_NO_CORPUS, lab_run_dir(), lab_open(), lab_begin(), lab_start(),
-//          lab_first_step(), lab_step_begin(), lab_step_end(), lab_replica_create(),
-//          lab_replica_update(), lab_replica_memory(), lab_replica_step_end(), lab_replica_close(), lab_finish(), lab_close().
-//
 // A lab goes through it in this order:
 //     lab_open(&L, "ddp", &a, argc, argv, 0);       who and where: the ranks' environment, the
 //                                                   device, the planner's check, collectives
@@ -93,7 +89,7 @@ typedef struct {
 void lab_run_dir(Dist *d, const char *dir, int overwrite, const char *lab, char *const *argv, char *out, size_t n,
                  JobLock *lock);
 // Who and where: the ranks' environment, the device (train_device), the planner's check that
-// the configuration fits (plan.h, before anything is allocated), the collectives' backend,
+// the configuration fits (memfit.h, before anything is allocated), the collectives' backend,
 // and "<lab> rank <r>" as every message's context.
 void lab_open(Lab *L, const char *name, TrainArgs *a, int argc, char **argv, unsigned flags);
 // The model's config, the checkpoint folders held for the job (--save-every's exclusively,

@@ -1,9 +1,5 @@
 // mem.h — the device-memory allocator that counts every byte by category.
 //
-// Defines: MemCategory, MEM_CATEGORIES, mem_category_name(), Mem, mem_init(), mem_destroy(),
-//          mem_alloc(), mem_alloc_floats(), mem_free(), mem_free_array(), mem_in_use(), mem_total(),
-//          mem_peak(), mem_peak_in(), mem_reset_peak(), mem_keep_freed(), format_bytes().
-//
 // Every tensor buffer a rank holds — weights, gradients, optimizer state, saved
 // activations, communication buffers — comes from mem_alloc() with a category, so the
 // "mem" numbers in the run log are measured, not estimated. On the CPU a rank's "device

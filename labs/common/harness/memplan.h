@@ -2,8 +2,6 @@
 // once: the formulas every lab's run is graded against (mem.formula, labs/command/grade/memory.c), and
 // what `shardlab plan` prints for a model and layout at any scale. One implementation for both.
 //
-// Defines: MemLayout, MemPlan, memplan(), memplan_pp_chunk(), memplan_pp_held(), memplan_shard(),
-//          memplan_unit_shard().
 // The categories are mem.h's.
 //
 // After a step (the steady state, the papers' formulas), for Psi parameters, e bytes a weight

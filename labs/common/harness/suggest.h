@@ -2,7 +2,6 @@
 // mistyped word was most likely meant to be. One helper for every reader of names: the
 // launcher's labs, the labs' options (catalog.c), the lexicon's terms (labs/command/course/).
 //
-// Defines: SUGGEST_MAX, suggest_distance(), suggest_nearest(), suggest_join().
 #ifndef SHARDLAB_SUGGEST_H
 #define SHARDLAB_SUGGEST_H
 

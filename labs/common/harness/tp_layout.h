@@ -1,8 +1,6 @@
 // tp_layout.h — what a tensor-parallel rank holds, in closed form: its share of each layer's
 // parameters and the bytes of its activations. The tp lab (labs/10-tp/) lays its buffers out
-// by these; the planner (plan.h) and the grader count with them.
-//
-// Defines: TpRows, tp_rows(), tp_replicated_floats(), tp_split_floats(), tp_acts_bytes().
+// by these; the memory check (memfit.h) and the grader count with them.
 //
 // Of a layer's parameters some are replicated on every rank of the group (embeddings,
 // LayerNorms, the biases added after a row-parallel product, and lm_head unless it is split

@@ -1,17 +1,5 @@
 // train.h — what every training lab does the same way around its own algorithm.
 //
-// Defines: SYNTH_ORDER, SYNTH_ALPHABET, SYNTH_BYTES, train_model_config(), train_corpus(),
-//          train_micro_batch(), train_config_json(), train_device(), train_say_device(),
-//          train_check_batch(), train_load_weights(), train_save_weights(), Progress,
-//          progress_init(), progress_update(), PendingSpan, SpanLogger,
-//          span_logger_hooks(), span_logger_add(), span_logger_flush(),
-//          train_catch_signals(), train_stop_signal(), GptAdamW, gpt_adamw_create(),
-//          gpt_adamw_destroy(), train_accumulate(), train_clip_and_update(), MemRow,
-//          train_acts_formula(), DdpMemory, train_ddp_memory(), train_report_memory(),
-//          train_report_memory_vs_ddp(), train_interrupted(),
-//          train_all_reduce_layers(), TrainTally, train_tally_start(), train_tally_step(),
-//          train_finish().
-//
 // A lab file should read as its algorithm. Everything here is the same in every lab: the
 // corpus, which sequences make up a micro-batch, the configuration written to the run log,
 // loading and saving weights, and the progress line.

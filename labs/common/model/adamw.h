@@ -1,8 +1,5 @@
 // adamw.h — the AdamW optimizer over flat buffers, and global-norm gradient clipping.
 //
-// Defines: AdamW, adamw_update(), LrShape, LrSchedule, lr_schedule_at(), sum_of_squares(),
-//          sum_of_squares_buffers(), sum_of_squares_buffers_bf16(), scale_floats().
-//
 // AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), per element, at
 // step t = 1, 2, ...:
 //     m = b1 m + (1 - b1) g                 v = b2 v + (1 - b2) g^2

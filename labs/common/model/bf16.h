@@ -1,9 +1,6 @@
 // bf16.h — bfloat16: the 16-bit float that mixed-precision training stores parameters and
 // gradients in, and its conversions to and from fp32.
 //
-// Defines: bf16, bf16_to_float(), bf16_from_float(), bf16_round(), bf16_add_float(), bf16_add(),
-//          BF16_FN.
-//
 // The format. A bf16 is the top half of an fp32: 1 sign bit, the same 8 exponent bits, and
 // only 7 of fp32's 23 mantissa bits:
 //

@@ -1,10 +1,5 @@
 // device.h — where a rank's tensors live and its kernels run: the CPU, or one CUDA GPU.
 //
-// Defines: DeviceKind, Device, device_open(), device_close(), device_alloc(), device_free(),
-//          device_zero(), device_to_host(), device_from_host(), device_mem_info(),
-//          device_sync(), device_param_hash(), device_profile(), DeviceMark, device_mark(), device_mark_times(),
-//          device_cpu.
-//
 // --device auto|cpu|cuda picks it (auto: cuda when a GPU is usable, else cpu). On the CPU a
 // rank is a process standing in for a GPU: its "device memory" is heap memory and its kernels
 // are ops.c. On CUDA, ranks map to GPUs by LOCAL_RANK (rank r of a node uses GPU r mod the

@@ -5,7 +5,6 @@
 //     y     = 0.5 x (1 + tanh u)
 //     dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 //
-// Defines: gelu_value(), gelu_slope().
 #ifndef SHARDLAB_GELU_H
 #define SHARDLAB_GELU_H
 

@@ -1,16 +1,6 @@
 // ops.h — the CPU kernels of the GPT: forward and backward of each operation (ops.c; the
 // attention kernels, naive and flash, in attention.c).
 //
-// Defines: matmul_acc(), transpose(), linear_forward(), linear_backward(),
-//          layernorm_forward(), layernorm_forward_bf16(), layernorm_backward(), attention_forward(),
-//          attention_backward(), flash_attention_forward(), flash_attention_backward(),
-//          flash_attention_forward_bf16(), flash_attention_backward_bf16(),
-//          linear_scratch_floats(), FLASH_TILE, FLASH_SCRATCH_FLOATS, gelu_forward(), gelu_backward(),
-//          gelu_forward_bf16(), gelu_backward_bf16(), residual_add(), embedding_forward(), embedding_backward(), crossentropy_forward(),
-//          crossentropy_backward(), to_bf16(), from_bf16(), add_bf16(), acc_bf16(), linear_forward_bf16(), linear_forward_bf16_out(),
-//          linear_backward_bf16(), Ops,
-//          ops_cpu, OPS_GPU_SUM_SLAB, ops_gpu_workspace_bytes().
-//
 // Conventions. Activations are row-major [N, C] with N = B*T tokens. A Linear layer's
 // weight is [out, in] (as torch.nn.Linear), so y = x W^T + b. Backward functions
 // ACCUMULATE (+=) into parameter gradients, so micro-batches add up, and OVERWRITE the

@@ -1,7 +1,5 @@
 // rng.h — the one seeded random number generator every lab uses.
 //
-// Defines: Rng, rng_seed(), rng_u64(), rng_uniform(), rng_below(), rng_normal(), rng_hash().
-//
 // splitmix64: tiny, fast, and the same stream on every machine, so a seed means the same
 // initial weights and the same batches everywhere (that is what lets a run at N ranks be
 // compared with the single-rank run bit for bit).

@@ -2,11 +2,6 @@
 // holds, rank 0 a manifest that names them all; any lab at any number of ranks loads them
 // back, each rank reading just the ranges its own layout needs (resharding).
 //
-// Defines: DcpKind, DCP_KINDS, dcp_kind_name(), DcpPiece, DcpState, dcp_state_add(),
-//          dcp_state_free(), dcp_add_units(), dcp_check_paths(), DcpSaver, dcp_saver_init(),
-//          dcp_due(), dcp_save(), DcpFile, Dcp, dcp_open(), dcp_load(), dcp_close(), dcp_resume(),
-//          DCP_MANIFEST.
-//
 // The logical state. Whatever the lab, training state is the same three fp32 tensors per unit
 // of gpt.h (embedding, each block, head: gpt_layer_size() elements each):
 //     params   the weights (the fp32 master weights under --mixed)

@@ -3,8 +3,6 @@
 // rank's ranges back). The format's fixed strings, the rank files' names and checksums, the
 // paths' limits, what must hold of the values, and how a check refuses a checkpoint.
 //
-// Defines: DCP_FORMAT, DCP_CHECKSUM_FIELD, DCP_PATH_TAIL, dcp_file_fnv(), dcp_shard_name(),
-//          dcp_path(), dcp_check_values(), DcpRefuse, dcp_refuse(), dcp_load_pieces().
 #ifndef SHARDLAB_DCP_INTERNAL_H
 #define SHARDLAB_DCP_INTERNAL_H
 

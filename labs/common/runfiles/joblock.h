@@ -1,7 +1,5 @@
 // joblock.h — a folder held by one job at a time: a run directory, a checkpoint folder.
 //
-// Defines: JobLock, JOBLOCK_FILE, JOBLOCK_FD_ENV, joblock_take(), joblock_adopt(), joblock_release().
-//
 // Two jobs writing one folder garble it: two runs' events in one rank-0.jsonl, one job's
 // clean-up deleting the checkpoint the other is saving. So a job holds each folder it writes
 // by a lock on DIR/lock, taken with flock(2) before anything is written and held until the

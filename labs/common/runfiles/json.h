@@ -1,11 +1,5 @@
 // json.h — a small JSON reader and the string builder the run log writes with.
 //
-// Defines: JsonType, JsonValue, json_parse(), json_free(), json_get(), json_at(),
-//          json_type_name(), json_number(); StrBuf, sb_init(), sb_free(), sb_reset(),
-//          sb_printf(), sb_append(), sb_json_string(), sb_json_quote_nonfinite(), sb_json_number(),
-//          sb_markup_text(), sb_read_file(), file_open_regular(), file_fopen_regular(), file_remove_tree(),
-//          file_error().
-//
 // The reader is for run logs (one object per line), meta.json and safetensors headers:
 // strict RFC 8259 (no comments, no trailing commas), UTF-8 passed through, \uXXXX escapes
 // decoded to UTF-8 (surrogate pairs joined), nesting limited to 64 levels. It never crashes

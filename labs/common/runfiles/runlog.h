@@ -1,11 +1,5 @@
 // runlog.h — the run directory: the one interface between labs, dashboards and graders.
 //
-// Defines: RunLog, StepRecord, RUNLOG_ROOM, runlog_check_path(), runlog_hold_dir(), runlog_make_dirs(),
-//          runlog_try_make_dirs(), runlog_new_dir(), runlog_try_new_dir(), runlog_open(), runlog_close(),
-//          runlog_printf(), runlog_meta(),
-//          runlog_start(), runlog_step(), runlog_span(), runlog_span_extra(), runlog_check(), runlog_self_check(), runlog_end(),
-//          runlog_error(), runlog_summary(), runlog_now_us().
-//
 // This file writes the run directory; labs/DESIGN.md, The run directory, says what it holds
 // and labs/DESIGN.md, Events, what each event means: the one place the schema is written
 // down (runschema.c checks it, tests/test_design.c holds the two together). In short:

@@ -1,8 +1,5 @@
 // safetensors.h — read and write the safetensors format (the weights of --init and --save).
 //
-// Defines: StTensor, ST_CHECKSUM_KEY, StWritten, safetensors_save(), safetensors_save_hashed(),
-//          safetensors_load().
-//
 // The format: an 8-byte little-endian header length N, then N bytes of JSON mapping each
 // tensor name to {"dtype":"F32","shape":[...],"data_offsets":[begin,end]} (offsets relative
 // to the end of the header, tensors packed without gaps), optionally "__metadata__" with

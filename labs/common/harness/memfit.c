@@ -1,5 +1,5 @@
-// plan.c — see plan.h.
-#include "plan.h"
+// memfit.c — see memfit.h.
+#include "memfit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,8 +50,8 @@ static int pp_auto_layers(int nopts, char *const opts[], int chunks) {
     return sum >= 1 && sum <= 4096 ? (int)sum : fallback;
 }
 
-PlanNeed plan_need(const char *lab, const TrainArgs *a, int world, int nopts, char *const opts[], int on_host) {
-    PlanNeed n = {0};
+MemNeed memfit_need(const char *lab, const TrainArgs *a, int world, int nopts, char *const opts[], int on_host) {
+    MemNeed n = {0};
     double N = world > 0 ? world : 1, K = a->accum, B = a->batch;
     int pp = strcmp(lab, "pp") == 0;
     double pp_dp = pp ? fmax(1, option_number(nopts, opts, "dp", 1)) : 1, pp_p = fmax(1, floor(N / pp_dp));
@@ -144,7 +144,7 @@ static double read_number_file(const char *path) {
     return v;
 }
 
-double plan_host_available(void) {
+double memfit_host_available(void) {
     double avail = -1;
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
@@ -172,7 +172,7 @@ double plan_host_available(void) {
     return avail;
 }
 
-int plan_fits(const PlanNeed *n, int ranks, double available, const char *where, const char *source, char *why,
+int memfit_check(const MemNeed *n, int ranks, double available, const char *where, const char *source, char *why,
               size_t nwhy) {
     if (available >= 0 && n->rank * ranks > available) {
         char need[32], all[32], have[32];
@@ -183,42 +183,42 @@ int plan_fits(const PlanNeed *n, int ranks, double available, const char *where,
                  ranks == 1 ? "" : "s", where, where, format_bytes(have, sizeof have, available), source);
         return -1;
     }
-    if (n->largest > PLAN_MAX_ELEMENTS) {
+    if (n->largest > MEMFIT_MAX_ELEMENTS) {
         snprintf(why, nwhy, "a micro-batch of %g sequences makes %s of %.0f elements, more than the kernels' int "
                             "counts hold (%.0f): lower --batch, --seq or --dim, or raise --accum",
-                 n->micro_batch, n->largest_what, n->largest, PLAN_MAX_ELEMENTS);
+                 n->micro_batch, n->largest_what, n->largest, MEMFIT_MAX_ELEMENTS);
         return -1;
     }
     return 0;
 }
 
-void plan_check_rank(const char *lab, const TrainArgs *a, const Device *dev, int world, int local_world, int argc,
+void memfit_check_rank(const char *lab, const TrainArgs *a, const Device *dev, int world, int local_world, int argc,
                      char **argv) {
     int on_host = dev->kind != DEVICE_CUDA;
-    PlanNeed n = plan_need(lab, a, world, argc - 1, argv + 1, on_host);
+    MemNeed n = memfit_need(lab, a, world, argc - 1, argv + 1, on_host);
     char why[768], where[64] = "host memory";
     int ranks = local_world > 0 ? local_world : 1;
     double available = -1;
     if (on_host) {
-        available = plan_host_available();  // the simulated ranks of this node all live in it
+        available = memfit_host_available();  // the simulated ranks of this node all live in it
     } else {
         size_t free_bytes, total_bytes;
         snprintf(where, sizeof where, "GPU %d", dev->ordinal);
         if (device_mem_info(dev, &free_bytes, &total_bytes) == 0) available = (double)free_bytes;
         ranks = dev->shared ? (ranks + dev->gpus - 1) / dev->gpus : 1;  // ranks sharing this GPU
     }
-    if (plan_fits(&n, ranks, available, where, on_host ? "MemAvailable" : "its free memory", why, sizeof why) != 0)
+    if (memfit_check(&n, ranks, available, where, on_host ? "MemAvailable" : "its free memory", why, sizeof why) != 0)
         usage_error(lab, "%s", why);
     if (!on_host && n.host > 0) {  // what a GPU rank keeps on the host besides
-        PlanNeed h = n;
+        MemNeed h = n;
         h.rank = PLAN_MARGIN * n.host + PLAN_MARGIN_BYTES;
-        if (plan_fits(&h, local_world > 0 ? local_world : 1, plan_host_available(), "host memory", "MemAvailable", why,
+        if (memfit_check(&h, local_world > 0 ? local_world : 1, memfit_host_available(), "host memory", "MemAvailable", why,
                       sizeof why) != 0)
             usage_error(lab, "%s", why);
     }
 }
 
-PlanNeed plan_need_options(const char *lab, int world, int nopts, char *const opts[]) {
+MemNeed memfit_need_options(const char *lab, int world, int nopts, char *const opts[]) {
     TrainArgs a;
     train_args_defaults(&a);
     if (strcmp(lab, "pp") == 0) a.layers = TRAIN_LAYERS_AUTO;  // as pp.c starts
@@ -226,5 +226,5 @@ PlanNeed plan_need_options(const char *lab, int world, int nopts, char *const op
     const char *names[] = {"batch", "seq", "layers", "dim", "heads", "accum"};
     for (int i = 0; i < 6; i++) *fields[i] = (int)option_number(nopts, opts, names[i], *fields[i]);
     if (option_is(nopts, opts, "attn", "naive")) a.attn = "naive";  // else the default's
-    return plan_need(lab, &a, world, nopts, opts, 1);
+    return memfit_need(lab, &a, world, nopts, opts, 1);
 }
