@@ -734,35 +734,27 @@ static int has_main(const char *src) {
     return 0;
 }
 
-// Every .c and .h file under ROOT/rel (recursively) whose text includes a header under
-// command/ ("#include \"command/..."): counted into *bad and named in why.
-static int includes_command(const char *rel, StrBuf *why) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    DIR *dir = opendir(path);
-    if (!dir) return 0;
-    int files = 0;
+// What the layout's walk over a lab's folder or common/ counts: its C files, those that
+// include a header under command/ ("#include \"command/..."), and the names in the files'
+// "// defines:" notes (check_include_notes), with the wrong ones.
+typedef struct {
+    int files, notes, notes_bad;
+    StrBuf *command_why, *notes_why;
+} LayoutScan;
+
+static int check_include_notes(const char *rel, int *bad, StrBuf *why);
+
+static void layout_file(const char *rel, void *arg) {
+    LayoutScan *s = arg;
+    size_t l = strlen(rel);
+    if (l < 2 || (strcmp(rel + l - 2, ".c") && strcmp(rel + l - 2, ".h"))) return;
     StrBuf src;
     sb_init(&src);
-    for (struct dirent *e; (e = readdir(dir));) {
-        const char *s = e->d_name;
-        if (s[0] == '.') continue;
-        char sub[4096];
-        snprintf(sub, sizeof sub, "%s/%s", rel, s);
-        size_t l = strlen(s);
-        if (l > 2 && (!strcmp(s + l - 2, ".c") || !strcmp(s + l - 2, ".h"))) {
-            files++;
-            if (read_rel(&src, sub) == 0 && strstr(src.data, "#include \"command/"))
-                sb_printf(why, "# %s includes the command's code (command/)\n", sub);
-        } else {
-            struct stat st;
-            snprintf(path, sizeof path, "%s/%s", root, sub);
-            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) files += includes_command(sub, why);
-        }
-    }
-    closedir(dir);
+    s->files++;
+    if (read_rel(&src, rel) == 0 && strstr(src.data, "#include \"command/"))
+        sb_printf(s->command_why, "# %s includes the command's code (command/)\n", rel);
     sb_free(&src);
-    return files;
+    if (strncmp(rel, "labs/common/", 12)) s->notes += check_include_notes(rel, &s->notes_bad, s->notes_why);
 }
 
 // Whether name occurs as a whole word in src, outside // comments.
@@ -846,16 +838,20 @@ static void check_layout(void) {
     }
     if (dir) closedir(dir);
     qsort(lab_dirs, (size_t)labs, sizeof *lab_dirs, cmp_names);
+    // The lessons' names (NN-slug.md), read once.
+    char *lessons[64];
+    int nlessons = 0;
+    snprintf(path, sizeof path, "%s/lessons", root);
+    DIR *ld = opendir(path);
+    for (struct dirent *e; ld && (e = readdir(ld)) && nlessons < 64;)
+        if (strlen(e->d_name) > 6 && e->d_name[2] == '-') lessons[nlessons++] = strdup(e->d_name);
+    if (ld) closedir(ld);
     for (int i = 0; i < labs; i++) {
         const char *s = lab_dirs[i];
         if (i > 0 && !strncmp(s, lab_dirs[i - 1], 2)) bad++, sb_printf(&why, "# labs/%s: its number is taken\n", s);
         // Its lesson.
         int lesson = 0;
-        snprintf(path, sizeof path, "%s/lessons", root);
-        DIR *ld = opendir(path);
-        for (struct dirent *e; ld && (e = readdir(ld));)
-            if (!strncmp(e->d_name, s, 3) && strlen(e->d_name) > 6) lesson = 1;
-        if (ld) closedir(ld);
+        for (int k = 0; k < nlessons; k++) lesson |= !strncmp(lessons[k], s, 3);
         if (!lesson) bad++, sb_printf(&why, "# labs/%s: no lesson lessons/%.3s*.md\n", s, s);
         // Its one program.
         snprintf(path, sizeof path, "%s/labs/%s", root, s);
@@ -875,27 +871,19 @@ static void check_layout(void) {
     // Broken variant: a stray labs/zero/ (no number) fails here, naming it.
     EXPECT(labs >= 9 && bad == 0 && common && command, "labs/ holds %d labs' folders (NN-name/, each one program, "
            "numbered by its lesson), common/ and command/ (%d wrong)", labs, bad);
+    for (int k = 0; k < nlessons; k++) free(lessons[k]);
     sb_reset(&why);
-    int files = 0, notes = 0, notes_bad = 0;
     StrBuf notes_why;
     sb_init(&notes_why);
+    LayoutScan scan = {.command_why = &why, .notes_why = &notes_why};
     for (int i = 0; i < labs; i++) {
         char rel[600];
         snprintf(rel, sizeof rel, "labs/%s", lab_dirs[i]);
-        files += includes_command(rel, &why);
-        snprintf(path, sizeof path, "%s/%s", root, rel);
-        DIR *fd = opendir(path);
-        for (struct dirent *e; fd && (e = readdir(fd));) {
-            size_t l = strlen(e->d_name);
-            char file[1200];
-            snprintf(file, sizeof file, "%s/%s", rel, e->d_name);
-            if (l > 2 && (!strcmp(e->d_name + l - 2, ".c") || !strcmp(e->d_name + l - 2, ".h")))
-                notes += check_include_notes(file, &notes_bad, &notes_why);
-        }
-        if (fd) closedir(fd);
+        walk_tree(rel, layout_file, &scan);
         free(lab_dirs[i]);
     }
-    files += includes_command("labs/common", &why);
+    walk_tree("labs/common", layout_file, &scan);
+    int files = scan.files, notes = scan.notes, notes_bad = scan.notes_bad;
     if (why.len) fputs(why.data, stdout);
     // Proves: a lab builds from its folder and common/ alone. Broken variant: ddp.c including
     // command/plan/planner.h fails here, naming ddp.c.
