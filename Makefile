@@ -320,7 +320,7 @@ help:
 	@echo "                        a line per file it builds, V=1: the full commands)"
 	@echo "  make lab-ddp NGPU=2   data parallelism from scratch on N ranks [STEPS=N] [ARGS=\"--bucket-mb 1\"]"
 	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
-	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed\"]"
+	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed --replicate 2\"]"
 	@echo "  make lab-tp NGPU=4     tensor parallelism, Megatron-style [ARGS=\"--sp --dp 2 --vocab-parallel\"]"
 	@echo "  make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8  pipeline parallelism: gpipe, 1f1b, interleaved [SCHEDULE=interleaved ARGS=\"--chunks 2\"]"
 	@echo "  make lab-ckpt NGPU=2 POLICY=sqrt  activation checkpointing: none, every, sqrt or K, on N DDP ranks [ARGS=\"--layers 8\"]"

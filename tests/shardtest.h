@@ -15,6 +15,8 @@ typedef struct {
     double loss[MAX_STEPS];
     char hash[MAX_STEPS][17];
     double unit_bytes[MAX_STEPS];
+    double replica_bytes[MAX_STEPS];  // fsdp --replicate: the sums across replicas (NaN without)
+    double grad_norm[MAX_STEPS];
     double params[MAX_STEPS], grads[MAX_STEPS], optim[MAX_STEPS], comm[MAX_STEPS], host[MAX_STEPS];
     double peak, peak_params, d2h, h2d;
     double table_total;  // the memory table's total line: its device rows' measured bytes
@@ -45,6 +47,8 @@ static inline void read_rank(const char *dir, int rank, RankLog *r) {
             r->loss[s] = num(e, "loss");
             snprintf(r->hash[s], 17, "%s", json_get(e, "param_hash")->string);
             r->unit_bytes[s] = num(e, "unit_bytes_sent");
+            r->replica_bytes[s] = json_get(e, "replica_bytes_sent") ? num(e, "replica_bytes_sent") : NAN;
+            r->grad_norm[s] = num(e, "grad_norm");
             const JsonValue *mem = json_get(e, "mem");
             r->params[s] = num(mem, "params"), r->grads[s] = num(mem, "grads"), r->optim[s] = num(mem, "optim");
             r->comm[s] = num(mem, "comm");

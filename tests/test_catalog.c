@@ -297,7 +297,8 @@ static int check_offers(const BatchSplit *s, const char *line, char *why, size_t
         for (int i = 0; i < k; i++) {
             BatchSplit t = *s;
             int *v = !strcmp(knob, "ranks") ? &t.ranks : !strcmp(knob, "batch") ? &t.batch : !strcmp(knob, "accum") ? &t.accum
-                   : !strcmp(knob, "dp") ? &t.dp : !strcmp(knob, "micro") ? &t.micro : NULL;
+                   : !strcmp(knob, "dp") ? &t.dp : !strcmp(knob, "micro") ? &t.micro
+                   : !strcmp(knob, "replicate") ? &t.replicate : NULL;
             if (!v) return snprintf(why, n, "'%s' names nothing", part), -1;
             int own = *v, at = values[i];
             *v = at;
@@ -319,29 +320,32 @@ static void check_batch_split(void) {
         BatchSplit s;
         const char *line;  // NULL: it splits
     } cases[] = {
-        {{"ddp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+        {{"ddp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1},
          "--batch 8 does not divide over 3 ranks (each rank takes B/N sequences): use 2 or 4 ranks, or --batch 6 or 9"},
-        {{"zero", 5, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+        {{"zero", 5, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1},
          "--batch 8 does not divide over 5 ranks (each rank takes B/N sequences): use 4 or 8 ranks, or --batch 5 or 10"},
-        {{"ddp", 4, 12, 2, 4, 64, 1, 0, 0, 1, 1, 0, 0},
+        {{"ddp", 4, 12, 2, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1},
          "--accum 2 does not divide the 3 sequences of each rank (--batch 12 over 4 ranks): use 3 or 6 ranks, --batch 8 or "
          "16, or --accum 1 or 3"},
-        {{"tp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, "3 tensor-parallel ranks do not divide --heads 4: use 2 or 4 ranks"},
-        {{"tp", 4, 8, 1, 4, 64, 3, 0, 0, 1, 1, 0, 0}, "--dp 3 does not divide the 4 ranks (N = D x t): use --dp 2 or 4"},
-        {{"tp", 4, 9, 1, 4, 64, 2, 0, 0, 1, 1, 0, 0},
+        {{"tp", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1}, "3 tensor-parallel ranks do not divide --heads 4: use 2 or 4 ranks"},
+        {{"tp", 4, 8, 1, 4, 64, 3, 0, 0, 1, 1, 0, 0, 1}, "--dp 3 does not divide the 4 ranks (N = D x t): use --dp 2 or 4"},
+        {{"tp", 4, 9, 1, 4, 64, 2, 0, 0, 1, 1, 0, 0, 1},
          "--batch 9 does not divide over --dp 2 replicas (each replica takes B/D sequences): use --batch 8 or 10, or --dp 1"},
-        {{"tp", 8, 8, 1, 8, 64, 1, 0, 1, 1, 1, 0, 0},
+        {{"tp", 8, 8, 1, 8, 64, 1, 0, 1, 1, 1, 0, 0, 1},
          "--vocab-parallel: 8 tensor-parallel ranks do not divide the vocabulary of 256"},  // (it does: see below)
-        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 0}, "--dp 2 does not divide the 3 ranks: use 2 or 4 ranks, or --dp 1"},
-        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 1}, "--dp 2 does not divide the 3 ranks: use 2 ranks"},
-        {{"pp", 4, 8, 1, 4, 64, 1, 0, 0, 6, 2, 1, 0},
+        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 0, 1}, "--dp 2 does not divide the 3 ranks: use 2 or 4 ranks, or --dp 1"},
+        {{"pp", 3, 8, 1, 4, 64, 2, 0, 0, 4, 1, 0, 1, 1}, "--dp 2 does not divide the 3 ranks: use 2 ranks"},
+        {{"pp", 4, 8, 1, 4, 64, 1, 0, 0, 6, 2, 1, 0, 1},
          "interleaved 1F1B sends micro-batches round the ranks in groups of 4: --micro 6 must be a multiple of the 4 stages: "
          "use --micro 4 or 8"},
-        {{"pp", 2, 8, 1, 4, 64, 1, 0, 0, 3, 1, 0, 0},
+        {{"pp", 2, 8, 1, 4, 64, 1, 0, 0, 3, 1, 0, 0, 1},
          "--batch 8 does not split into 1 pipeline(s) x 3 micro-batches of equal size: use --batch 6 or 9, or --micro 2 or 4"},
-        {{"ddp", 2, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
-        {{"single", 1, 7, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
-        {{"collectives", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0}, NULL},
+        {{"fsdp", 6, 12, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 4},
+         "--replicate 4 does not divide the 6 ranks (N = R replicas x S shards): use 4 ranks, or --replicate 3 or 6"},
+        {{"fsdp", 4, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 2}, NULL},
+        {{"ddp", 2, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1}, NULL},
+        {{"single", 1, 7, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1}, NULL},
+        {{"collectives", 3, 8, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0, 1}, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const BatchSplit *s = &cases[i].s;
@@ -370,8 +374,10 @@ static void check_batch_split(void) {
         for (int n = 1; n <= 8; n++)
             for (int b = 1; b <= 24; b++)
                 for (int knob = 1; knob <= 3; knob++) {
-                    BatchSplit s = {labs[l], n, b, 1, 4, 64, 1, 0, 0, 1, 1, 0, 0};
+                    BatchSplit s = {.lab = labs[l], .ranks = n, .batch = b, .accum = 1, .heads = 4, .seq = 64, .dp = 1,
+                                    .replicate = 1, .micro = 1, .chunks = 1};
                     if (!strcmp(labs[l], "tp")) s.dp = knob, s.sp = b % 2;
+                    else if (!strcmp(labs[l], "fsdp")) s.replicate = knob, s.accum = b % 2 ? 1 : 2;
                     else if (!strcmp(labs[l], "pp")) s.dp = knob == 3 ? 2 : 1, s.micro = knob == 2 ? 3 : 4, s.interleaved = b % 3 == 0,
                                                      s.chunks = s.interleaved ? 2 : 1;
                     else s.accum = knob;

@@ -20,6 +20,12 @@
 //     (the span's issued_us) before the current unit computes, and without it only after;
 //     the timeline shows the overlap: unit 1's gather running while unit 0 computes (in at
 //     least one step: when it runs is the scheduler's; never without --prefetch);
+//   - HSDP (--replicate R) on 4 and 6 ranks, fp32 and --mixed, with --accum 2: the loss and the
+//     gradient norm (counted once, not once per replica) equal single's; a shard's R replicas
+//     hash the same after every step; memory is FSDP's at S = N/R with units padded to S
+//     shards of a multiple of R (2R in bf16); per step the shard group's collectives send
+//     3 K (S-1)/S Psi' e and the sums across replicas 2 (R-1)/R Psi'/S e; --replicate 3 on 4
+//     ranks exits 2 naming the values that divide;
 //   - the graders catch an FSDP that skips one unit's reduce-scatter (BROKEN_FSDP,
 //     tests/breaks/fsdp.c);
 //   - bad input exits 2 with one line; the sanitized lab runs clean.
@@ -188,6 +194,66 @@ static void check_world_sizes(void) {
     if (ran_clean(&run, "FSDP --mixed N=3 (padded)")) grade(&run, "FSDP --mixed N=3 (padded)", 1, 0, 1, 1, NULL);
 }
 
+// HSDP: R replicas x S shards.
+static void check_hsdp(void) {
+    static const struct {
+        int N, R, mixed, K;
+        const char *batch;
+    } cases[] = {{4, 2, 0, 1, "8"}, {4, 4, 0, 1, "8"}, {6, 3, 0, 1, "6"}, {4, 2, 0, 2, "8"}, {6, 2, 1, 1, "6"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int N = cases[i].N, R = cases[i].R, S = N / R, mixed = cases[i].mixed, K = cases[i].K;
+        char name[32], what[96], rep[8], accum[8];
+        snprintf(name, sizeof name, "hsdp%zu", i);
+        snprintf(what, sizeof what, "HSDP %d x %d (N=%d%s%s)", R, S, N, mixed ? ", --mixed" : "", K > 1 ? ", --accum 2" : "");
+        snprintf(rep, sizeof rep, "%d", R);
+        snprintf(accum, sizeof accum, "%d", K);
+        char *args[] = {"--replicate", rep, "--batch", (char *)cases[i].batch, "--accum", accum, mixed ? "--mixed" : NULL, NULL};
+        Run hs;
+        run_lab(&hs, fsdp, name, N, args, NULL);
+        if (!ran_clean(&hs, what)) continue;
+        // The reference: single on the same global batch (the default's, or --batch 6).
+        RankLog ref = reference;
+        if (strcmp(cases[i].batch, "8") != 0) {
+            char dir[512], steps[16];
+            snprintf(dir, sizeof dir, "%s/single-b%s-%zu", tmp, cases[i].batch, i);  // a run directory is written once
+            snprintf(steps, sizeof steps, "%d", STEPS);
+            char *argv[] = {(char *)single, "--steps", steps, "--batch", (char *)cases[i].batch, "--run-dir", dir, NULL};
+            EXPECT(run(argv, "single-b6") == 0, "the single-rank reference on --batch %s runs", cases[i].batch);
+            read_rank(dir, 0, &ref);
+        }
+        int at;
+        double worst = worst_vs(&hs.r[0], &ref, &at), norm = 0;
+        for (int s = 0; s < hs.r[0].n && s < ref.n; s++)
+            norm = fmax(norm, fabs(hs.r[0].grad_norm[s] - ref.grad_norm[s]) / ref.grad_norm[s]);
+        double tol = mixed ? 1e-2 : LOSS_TOL, norm_tol = mixed ? 5e-2 : 1e-4;
+        EXPECT(worst <= tol && norm <= norm_tol, "%s: loss equals single's within %g (worst %.2g at step %d), the gradient "
+               "norm within %g relative (worst %.2g): counted once, not once per replica", what, tol, worst, at,
+               norm_tol, norm);
+        Layout lay = layout(S, (mixed ? 2 : 1) * R, 64, 64, 2);
+        double e = mixed ? 2 : 4, k = mixed ? 12 : 8;
+        double bytes = 3.0 * K * (S - 1) / S * lay.padded * e, across = 2.0 * (R - 1) / R * lay.padded / S * e;
+        int mem_ok = 1, bytes_ok = 1, same = 1;
+        for (int r = 0; r < N; r++) {
+            const RankLog *x = &hs.r[r];
+            for (int s = 0; s < x->n; s++) {
+                mem_ok &= x->params[s] == e * lay.padded / S && x->grads[s] == e * lay.padded / S &&
+                          x->optim[s] == k * lay.padded / S && x->comm[s] == 0;
+                bytes_ok &= x->unit_bytes[s] == bytes && x->replica_bytes[s] == across;
+                same &= strcmp(x->hash[s], hs.r[r % S].hash[s]) == 0;  // replica 0's rank of the same shard
+            }
+        }
+        EXPECT(mem_ok, "%s: memory after every step = params %g Psi'/S, grads %g Psi'/S, optim %g Psi'/S, comm 0, "
+               "Psi' = %.0f (rank 0: %.0f %.0f %.0f)", what, e, e, k, lay.padded, hs.r[0].params[0], hs.r[0].grads[0],
+               hs.r[0].optim[0]);
+        EXPECT(bytes_ok, "%s: every rank sends %.0f bytes in its shard group (3 K (S-1)/S Psi' e) and %.0f across the "
+               "replicas (2 (R-1)/R Psi'/S e) per step (rank 0: %.0f, %.0f)", what, bytes, across,
+               hs.r[0].unit_bytes[0], hs.r[0].replica_bytes[0]);
+        EXPECT(same, "%s: the R ranks that hold a shard hold the same bits after every step", what);
+    }
+    char *bad[] = {"--replicate", "3", NULL};
+    exits_2_with_one_line(fsdp, 4, bad, "--replicate 3 over 4 ranks", "bad-replicate");
+}
+
 // What one rank's spans say about the order of gathers and compute, step by step. Each unit
 // is gathered twice a step (forward, then backward: the default reshards after forward), so
 // a unit's gathers in order of issue are the forward's and the backward's.
@@ -330,6 +396,7 @@ int main(int argc, char **argv) {
     check_variants();
     check_world_sizes();
     check_overlap();
+    check_hsdp();
     check_broken_is_caught();
     check_bad_input();
     check_sanitized();

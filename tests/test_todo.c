@@ -7,7 +7,7 @@
 //   1. the table of regions (tests/todo/regions.c) names every /* BEGIN SOLUTION: what */ region
 //      of labs/ once, by its file and its words, and nothing else; each check program holds
 //      exactly the checks of its regions; the configurations' points add up to the grader's
-//      166 (test_variants compares each with the grader's own maximum); each region's "reread"
+//      175 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
 //      decay is explained; labs/command/grade/README.md's index names each region's check, and
 //      README.md's map of the course gives each lesson the regions that name it;
@@ -143,7 +143,7 @@ static void check_table(void) {
     free(readme);
     EXPECT(listed == TODO_NREGIONS, "labs/command/grade/README.md's index of the regions names each one's check (%d of %d)",
            listed, TODO_NREGIONS);
-    EXPECT(total == 166 && names_ok, "the 18 graded configurations are worth the grader's 166 points (%d), and every "
+    EXPECT(total == 175 && names_ok, "the 19 graded configurations are worth the grader's 175 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
 

@@ -178,6 +178,21 @@ static const Variant VARIANTS[] = {
      "params[i] -= opt->lr * (mhat / (sqrtf(vhat) + opt->eps) + opt->weight_decay * params[i]);",
      "params[i] -= opt->lr * (mhat / sqrtf(vhat + opt->eps) + opt->weight_decay * params[i]);", "single,zero", "single,zero-1",
      "single=loss.reference zero-1=loss.reference,grads.reference", NULL, NULL},
+    // ---- HSDP (fsdp --replicate R): the two levels of the reduction -------------------------
+    {"HSDP without the sum across replicas (each replica steps on its own data's gradient)", "09-fsdp/fsdp.c",
+     "        sharded_all_gather(f->replicas, f->prec, piece, f->unit[u].grad_shard, s, SHARDED_REPLICA_TAG + u, NULL);\n",
+     "        (void)s;\n", "fsdp", "fsdp", "hsdp=loss.reference,grads.reference,comm.bytes fsdp= fsdp-prefetch=", NULL, NULL},
+    {"HSDP's gradient norm reduced over the whole world (counted once per replica)", "09-fsdp/fsdp.c",
+     "sharded_adamw_step(&adam, &shard_group,", "sharded_adamw_step(&adam, &L.dist.world_group,", "fsdp", "fsdp",
+     "hsdp=grads.reference,comm.bytes fsdp= fsdp-prefetch=", NULL, NULL},
+    {"HSDP scaling the loss by its replica's batch (a mean per replica, then summed across replicas)", "09-fsdp/fsdp.c",
+     "forward_backward(&f, &batch, step, (float)(1.0 / L.tokens_per_step));",
+     "forward_backward(&f, &batch, step, (float)((double)R / L.tokens_per_step));", "fsdp", "fsdp",
+     "hsdp=grads.reference fsdp= fsdp-prefetch=", NULL, NULL},
+    {"HSDP replicas reading the same sequences (the batch split over a shard group, not the world)", "09-fsdp/fsdp.c",
+     "Batch batch = {&L.corpus, &a, &acts, log, rank * per_rank, per_rank, 0};",
+     "Batch batch = {&L.corpus, &a, &acts, log, shard_rank * per_rank, per_rank, 0};", "fsdp", "fsdp",
+     "hsdp=loss.reference,grads.reference fsdp= fsdp-prefetch=", NULL, NULL},
 };
 
 // Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.

@@ -126,18 +126,20 @@ void sharded_reduce_gradient(DistGroup *g, Precision p, Mem *mem, const float *g
 }
 
 uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size_t max, int64_t step,
-                                 int64_t *comm_us) {
+                                 int64_t *comm_us, uint64_t *replica_bytes) {
     uint64_t unit_bytes = 0;
     size_t k;
     while ((k = dist_drain_records(d, records, max)) > 0) {
         for (size_t i = 0; i < k; i++) {
-            char extra[128];
-            snprintf(extra, sizeof extra, "\"unit\":%d,\"algo\":\"%s\",\"dtype\":\"%s\",\"issued_us\":%lld",
-                     records[i].tag, records[i].algo, dist_dtype_name(records[i].dtype),
-                     (long long)records[i].issued_us);
-            runlog_span_extra(log, step, dist_coll_name(records[i].coll), -1, records[i].tag, records[i].t0_us,
-                              records[i].t1_us, records[i].bytes_sent, extra);
-            if (records[i].tag >= 0) unit_bytes += records[i].bytes_sent;
+            int replica = records[i].tag >= SHARDED_REPLICA_TAG, unit = records[i].tag - (replica ? SHARDED_REPLICA_TAG : 0);
+            char extra[160];
+            snprintf(extra, sizeof extra, "\"unit\":%d,\"algo\":\"%s\",\"dtype\":\"%s\",\"issued_us\":%lld%s", unit,
+                     records[i].algo, dist_dtype_name(records[i].dtype), (long long)records[i].issued_us,
+                     replica ? ",\"group\":\"replicate\"" : "");
+            runlog_span_extra(log, step, dist_coll_name(records[i].coll), -1, unit, records[i].t0_us, records[i].t1_us,
+                              records[i].bytes_sent, extra);
+            if (replica && replica_bytes) *replica_bytes += records[i].bytes_sent;
+            else if (!replica && records[i].tag >= 0) unit_bytes += records[i].bytes_sent;
             if (comm_us) *comm_us += records[i].t1_us - records[i].t0_us;
         }
     }
@@ -406,14 +408,15 @@ void sharded_save_optim(const char *path, const ShardedAdamW *o) {
 // ---------------------------------------------------------------------------------------
 // Distributed checkpoints
 
-void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int saving) {
+void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int part, int parts) {
     const ShardLayout *lay = o->lay;
     for (int u = 0; u < lay->units; u++) {
         size_t first = slice_offset(o, u), n = sharded_slice_len(o, u), count = lay->count[u];
-        size_t from = 0, len = n;  // within the slice
-        if (!o->sharded && saving) dist_chunk(count, lay->world, lay->rank, &from, &len);
-        if (first + from >= count) continue;  // all padding
-        if (first + from + len > count) len = count - first - from;
+        if (first >= count) continue;  // all padding
+        size_t real = first + n > count ? count - first : n;  // the slice's elements before the padding
+        size_t from, len;  // within the slice
+        dist_chunk(real, parts, part, &from, &len);
+        if (!len) continue;
         float *weights = o->master ? o->master[u] : params[u];
         int host = o->offload;  // m, v and master live on the host with offload
         dcp_state_add(s, DCP_PARAMS, u, first + from, len, weights + from, o->master ? host : 0);

@@ -93,11 +93,17 @@ const float *sharded_widen(Mem *mem, Precision p, const void *full, size_t n, fl
 void sharded_reduce_gradient(DistGroup *g, Precision p, Mem *mem, const float *g32, void *shard_acc, size_t n,
                              int tag);
 
+// HSDP's sums across replicas are tagged SHARDED_REPLICA_TAG + the unit, so that the log
+// tells them from the shard group's collectives of the same unit (tag: the unit).
+#define SHARDED_REPLICA_TAG 100000
+
 // Drains the finished collectives' records into span events (tagged with the unit, the
-// algorithm and the dtype); returns the bytes sent by the units' collectives (tag >= 0), and
-// adds the microseconds all of them took to *comm_us (NULL: not wanted).
+// algorithm and the dtype; a replica sum also with "group":"replicate"); returns the bytes
+// sent by the units' collectives in the shard group (0 <= tag < SHARDED_REPLICA_TAG), adds
+// the replica sums' bytes to *replica_bytes and the microseconds all of them took to *comm_us
+// (either NULL: not wanted).
 uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size_t max, int64_t step,
-                                 int64_t *comm_us);
+                                 int64_t *comm_us, uint64_t *replica_bytes);
 
 // ---- the weights at start and at the end ------------------------------------------------
 
@@ -168,9 +174,10 @@ void sharded_save_optim(const char *path, const ShardedAdamW *o);
 // ---- distributed checkpoints (dcp.h) ---------------------------------------------------
 // This rank's slices as checkpoint pieces: params (the fp32 master weights where there are,
 // else the fp32 parameters), m and v, elements [offset, offset + n) of each unit without the
-// padding. A replicated slice (stage 0) is listed whole for loading (saving = 0) and as this
-// rank's 1/N chunk for saving (saving = 1), so that each element is written once.
-void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int saving);
+// padding, cut into `parts` chunks (dist_chunk) of which this lists chunk `part`. Loading
+// lists whole slices (0 of 1); saving, where `parts` ranks hold the same slice (stage 0: all
+// N; HSDP: the R replicas), each lists its own chunk, so that each element is written once.
+void sharded_dcp_state(DcpState *s, const ShardedAdamW *o, void *const *params, int part, int parts);
 // After dcp_load() into sharded_dcp_state(saving = 0): with master weights, the parameters
 // in storage precision rounded from them, as sharded_adamw_step() leaves them.
 void sharded_dcp_loaded(ShardedAdamW *o, void *const *params);

@@ -368,8 +368,8 @@ int main(int argc, char **argv) {
     // Distributed checkpoints (dcp.h): each rank saves and loads its own slices; a checkpoint
     // from any lab at any N loads, each rank reading the ranges of its shards.
     DcpState load_state = {0}, save_state = {0};
-    sharded_dcp_state(&load_state, &adam, z.param_slice, 0);
-    sharded_dcp_state(&save_state, &adam, z.param_slice, 1);
+    sharded_dcp_state(&load_state, &adam, z.param_slice, 0, 1);
+    sharded_dcp_state(&save_state, &adam, z.param_slice, stage == 0 ? rank : 0, stage == 0 ? N : 1);  // (stage 0: each its 1/N)
     int64_t first_step = lab_first_step(&L, &load_state, &L.dist.world_group);
     if (a.resume) {
         sharded_dcp_loaded(&adam, z.param_slice);
@@ -401,7 +401,7 @@ int main(int argc, char **argv) {
         runlog_span(log, step, "optim", -1, -1, t_opt, runlog_now_us(), 0);
         // 4. Stages 1-2: every rank gets every updated shard.
         if (N > 1) gather_updated_weights(&z);
-        uint64_t unit_bytes = sharded_log_collectives(log, &L.dist, L.records, LAB_MAX_RECORDS, step, &comm_us);
+        uint64_t unit_bytes = sharded_log_collectives(log, &L.dist, L.records, LAB_MAX_RECORDS, step, &comm_us, NULL);
         if (step == first_step)  // more or fewer bytes: a warning, and comm.bytes grades it
             runlog_self_check(log, "comm.unit_bytes_sent", (double)unit_bytes == expect_bytes, (double)unit_bytes,
                               expect_bytes, "the reduce-scatters and all-gathers sent %llu bytes, the formula says %.0f",

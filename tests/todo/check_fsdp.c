@@ -1,5 +1,5 @@
-// check_fsdp.c — the checks of FSDP's two regions in labs/09-fsdp/fsdp.c: `make check TODO=fsdp-gather`
-// and `make check TODO=fsdp-backward`. The file is included (main renamed) to reach its static
+// check_fsdp.c — the checks of FSDP's three regions in labs/09-fsdp/fsdp.c: `make check TODO=fsdp-gather`,
+// `make check TODO=fsdp-backward` and `make check TODO=fsdp-replicas`. The file is included (main renamed) to reach its static
 // functions; the layout of shards is written here (shard_layout_init is another region).
 //
 // fsdp-gather: unit_start_gather() on 1 to 4 ranks (2 first), fp32 and bf16, on three units
@@ -22,6 +22,13 @@
 //   memory, and the collectives in order (an all-gather of a unit's summed gradient is extra).
 //   If fsdp-gather is not written yet, the check gathers for it (todo_stand_in below), so
 //   that the backward can be checked alone.
+// fsdp-replicas: sum_over_replicas() on meshes of R replicas x S shards (2 x 1, 2 x 2, 3 x 2,
+//   2 x 3), fp32 and bf16, three units. Element k of the gradient shard of replica d, shard
+//   r is 8 (d + 1) + r + k mod 16 (whole numbers, exact in bf16), so every rank of a column
+//   must end with the column's sum. A wrong element is compared with the rank's own value
+//   (not summed), the mean (averaged), and the sum over the row (the wrong group). Then the
+//   calls: on the replica group only, tagged SHARDED_REPLICA_TAG + the unit, 2 s/R
+//   elements sent per unit, and no "comm" memory left.
 // The collectives run DIST_ALGO_DIRECT: these regions call them, they do not depend on the ring.
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +138,9 @@ static void gather_rank(Dist *d, void *arg) {
     Mem mem;
     mem_init(&mem, NULL);
     Fsdp f;
-    fsdp_create(&f, &lay, prec, 0, 1, &d->world_group, &mem, init);
+    DistGroup alone;  // no replicas
+    dist_group(d, &alone, &r, 1);
+    fsdp_create(&f, &lay, prec, 0, 1, &d->world_group, &alone, &mem, init);
     for (int u = 0; u < UNITS; u++) free(init[u]);
     drain(d);
     char where[120];
@@ -424,7 +433,9 @@ static void backward_rank(Dist *d, void *arg) {
     Mem mem;
     mem_init(&mem, NULL);
     Fsdp f;
-    fsdp_create(&f, &lay, PREC_FP32, prefetch, 1, &d->world_group, &mem, init);
+    DistGroup alone;  // no replicas
+    dist_group(d, &alone, &r, 1);
+    fsdp_create(&f, &lay, PREC_FP32, prefetch, 1, &d->world_group, &alone, &mem, init);
     for (int u = 0; u < U; u++) free(init[u]);
     GptActs acts;
     gpt_acts_alloc(&acts, &cfg, 1, &mem);
@@ -490,7 +501,94 @@ static void check_backward(void) {
     }
 }
 
+// ---- fsdp-replicas --------------------------------------------------------------------------
+
+static int mesh_R, mesh_S;  // the mesh of the case running
+
+static float replica_grad(int d, int r, size_t k) { return (float)(8 * (d + 1) + r) + (float)(k % 16); }
+
+static void replicas_rank(Dist *dist, void *arg) {
+    Precision prec = *(const Precision *)arg;
+    int R = mesh_R, S = mesh_S, q = dist->rank, d = q / S, r = q % S;
+    DistGroup shard_group, replica_group;
+    build_mesh(dist, R, S, q, &shard_group, &replica_group);
+    size_t counts[UNITS] = {1, 3 * (size_t)S + 1, 10};
+    ShardLayout lay;
+    make_layout(&lay, UNITS, counts, S, r, (prec == PREC_BF16 ? 2 : 1) * R);
+    float *init[UNITS];
+    for (int u = 0; u < UNITS; u++) init[u] = calloc_check(shard_padded(&lay, u), sizeof(float));
+    Mem mem;
+    mem_init(&mem, NULL);
+    Fsdp f;
+    fsdp_create(&f, &lay, prec, 0, 1, &shard_group, &replica_group, &mem, init);
+    for (int u = 0; u < UNITS; u++) {  // this rank's gradient shards, as a backward pass leaves them
+        size_t n = f.lay.shard[u];
+        for (size_t k = 0; k < n; k++) init[u][k] = replica_grad(d, r, k);
+        sharded_load(&mem, prec, f.unit[u].grad_shard, init[u], n);
+        free(init[u]);
+    }
+    drain(dist);
+    char where[160];
+    snprintf(where, sizeof where, "sum_over_replicas() on a %d x %d mesh (replicas x shards, %s), rank %d (replica %d, shard %d)", R,
+             S, precision_name(prec), q, d, r);
+    todo_context("%s", where);
+    sum_over_replicas(&f);
+    for (int u = 0; u < UNITS; u++) {
+        size_t n = f.lay.shard[u];
+        for (size_t k = 0; k < n; k++) {
+            float want = 0, row = 0, got = get(prec, f.unit[u].grad_shard, k);
+            for (int e = 0; e < R; e++) want += replica_grad(e, r, k);
+            for (int e = 0; e < S; e++) row += replica_grad(d, e, k);
+            if (got == want) continue;
+            const char *why = got == replica_grad(d, r, k) ? "it is this rank's own value: the shard was not summed "
+                                                            "across the replicas (f->replicas)"
+                            : got == want / (float)R ? "it is the mean: sum, do not average (the loss scale already "
+                                                      "divides by the global batch)"
+                            : got == row && S > 1 ? "it is the sum over the shard group: sum down the column "
+                                                   "(f->replicas), not along the row (f->group)"
+                                                 : "sum unit u's gradient shard over f->replicas, every element once";
+            todo_fail("%s: unit %d, element %zu of the gradient shard: expected %.0f (the sum over the %d replicas), got "
+                      "%.0f: %s", where, u, k, want, R, got, why);
+        }
+    }
+    DistRecord rec[MAX_RECORDS];
+    size_t nrec = dist_drain_records(dist, rec, MAX_RECORDS);
+    uint64_t sent[UNITS] = {0};
+    for (size_t i = 0; i < nrec; i++) {
+        int u = rec[i].tag - SHARDED_REPLICA_TAG;
+        if (u < 0 || u >= UNITS)
+            todo_fail("%s: a %s was tagged %d: tag each unit's sum SHARDED_REPLICA_TAG + u (%d + the unit), so that the "
+                      "run log tells it from the shard group's calls", where, dist_coll_name(rec[i].coll), rec[i].tag,
+                      SHARDED_REPLICA_TAG);
+        sent[u] += rec[i].bytes_sent;
+    }
+    for (int u = 0; u < UNITS; u++) {
+        uint64_t want = 2 * (uint64_t)(R - 1) * (f.lay.shard[u] / (size_t)R) * f.e;
+        if (sent[u] != want)
+            todo_fail("%s: unit %d's sum sent %llu bytes, expected %llu: one all-reduce of its shard of %zu elements over "
+                      "the %d replicas, 2 (R-1) pieces of s/R, once", where, u, (unsigned long long)sent[u],
+                      (unsigned long long)want, f.lay.shard[u], R);
+    }
+    if (mem_in_use(&mem, MEM_COMM))
+        todo_fail("%s: %zu bytes of \"comm\" memory still held after the sums: free the piece each sum needs", where,
+                  mem_in_use(&mem, MEM_COMM));
+    fsdp_destroy(&f);
+    mem_destroy(&mem);
+}
+
+static void check_replicas(void) {
+    static const int meshes[][2] = {{2, 1}, {2, 2}, {3, 2}, {2, 3}};
+    for (int prec = 0; prec < 2; prec++)
+        for (int i = 0; i < 4; i++) {
+            Precision pr = prec ? PREC_BF16 : PREC_FP32;
+            mesh_R = meshes[i][0], mesh_S = meshes[i][1];
+            todo_context("sum_over_replicas() on a %d x %d mesh (replicas x shards, %s)", mesh_R, mesh_S, precision_name(pr));
+            todo_ranks(mesh_R * mesh_S, DIST_ALGO_DIRECT, 5, replicas_rank, &pr);
+        }
+}
+
 int main(int argc, char **argv) {
-    static const TodoCheck checks[] = {{"fsdp-gather", check_gather}, {"fsdp-backward", check_backward}};
-    return todo_main(argc, argv, checks, 2);
+    static const TodoCheck checks[] = {
+        {"fsdp-gather", check_gather}, {"fsdp-backward", check_backward}, {"fsdp-replicas", check_replicas}};
+    return todo_main(argc, argv, checks, 3);
 }

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #define TRAINING \
-    "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard"
-#define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch"
+    "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard"
+#define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp"
 
 const TodoRegion TODO_REGIONS[] = {
     {"adamw", "adamw", "common/model/adamw.c",
@@ -27,17 +27,19 @@ const TodoRegion TODO_REGIONS[] = {
     {"ddp-overlap", "ddp", "05-ddp/ddp.c", "start the all-reduce of every bucket this layer completed",
      "lesson 7 (bucketing-and-overlap); lexicon: compute-communication-overlap, gradient-bucketing", "ddp,ddp-accum"},
     {"zero-shard-length", "zero", "08-zero/sharded.c", "the shard length of unit u, s->shard[u]",
-     "lesson 8 (zero); lexicon: zero-stage-1, zero-stage-3", "zero-1,zero-2,zero-3,fsdp"},
+     "lesson 8 (zero); lexicon: zero-stage-1, zero-stage-3", "zero-1,zero-2,zero-3,fsdp,hsdp"},
     {"zero-reduce-scatter", "zero", "08-zero/zero.c",
      "stages 0-1: reduce-scatter each unit's gradient in place (stage 0: then all-gather it)",
      "lesson 8 (zero); lexicon: zero-stage-1, reduce-scatter", "zero-1"},
     {"zero-all-gather", "zero", "08-zero/zero.c", "stages 1-2: all-gather each unit's updated shard into the whole unit",
      "lesson 8 (zero); lexicon: zero-stage-1, zero-stage-2, all-gather", "zero-1,zero-2"},
     {"fsdp-gather", "fsdp", "09-fsdp/fsdp.c", "start the all-gather of unit u's shards into a full buffer",
-     "lesson 9 (fsdp); lexicon: fsdp, all-gather", "fsdp,fsdp-prefetch"},
+     "lesson 9 (fsdp); lexicon: fsdp, all-gather", "fsdp,fsdp-prefetch,hsdp"},
     {"fsdp-backward", "fsdp", "09-fsdp/fsdp.c",
      "the backward of unit u: gather, compute its gradient, reshard, reduce-scatter",
-     "lesson 9 (fsdp); lexicon: fsdp, zero-stage-3, reduce-scatter", "fsdp,fsdp-prefetch"},
+     "lesson 9 (fsdp); lexicon: fsdp, zero-stage-3, reduce-scatter", "fsdp,fsdp-prefetch,hsdp"},
+    {"fsdp-replicas", "fsdp", "09-fsdp/fsdp.c", "sum unit u's gradient shard across the replicas",
+     "lesson 9 (fsdp), its part on HSDP; lexicon: hsdp, device-mesh", "hsdp"},
     {"tp-f-backward", "tp", "10-tp/f_and_g.c",
      "f backward: sum the ranks' partial input gradients (SP: reduce-scatter)",
      "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
@@ -57,10 +59,10 @@ const TodoRegion TODO_REGIONS[] = {
 const int TODO_NREGIONS = sizeof TODO_REGIONS / sizeof TODO_REGIONS[0];
 
 // shardlab grade's maximum per graded configuration (labs/command/grade/rubric.c: run.complete [1] and
-// the lab's checks; zero-3 has no replicas to compare), 166 in all.
+// the lab's checks; zero-3 has no replicas to compare), 175 in all.
 const TodoConfig TODO_CONFIGS[] = {
     {"single", 5},    {"collectives", 5},   {"collectives-ring-n3", 5}, {"ddp", 11},        {"ddp-accum", 11},
-    {"zero-1", 11},   {"zero-2", 11},       {"zero-3", 9},              {"fsdp", 9},        {"fsdp-prefetch", 9},
+    {"zero-1", 11},   {"zero-2", 11},       {"zero-3", 9},              {"fsdp", 9},        {"fsdp-prefetch", 9},  {"hsdp", 9},
     {"tp", 8},        {"tp-sp", 8},         {"pp-gpipe", 11},           {"pp-1f1b", 11},    {"pp-1f1b-m2", 11},
     {"pp-1f1b-m1", 11}, {"ckpt", 11},       {"shard", 9},
 };

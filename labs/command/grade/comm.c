@@ -158,11 +158,22 @@ static double padded_shard_sum(const GptConfig *m, int N, int align) {
 
 // ZeRO and FSDP: every rank sends (N-1) shards of every unit per reduce-scatter or
 // all-gather of it (ring or direct alike), and a step does `passes` of them per unit and
-// micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's.
+// micro-batch; besides, the loss's sum and (sharded optimizer) the gradient norm's. HSDP
+// (fsdp --replicate R): the same in a shard group of S = N/R ranks, shards padded to a
+// multiple of R (2R in bf16); once a step, each shard summed across the replicas, a
+// reduce-scatter and an all-gather of pieces of s/R each (spans of group "replicate");
+// the loss summed over all N, the gradient norm over the S ranks of the shard group.
 static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     const GradeRun *run = x->run;
-    int N = run->world, mixed = grade_cfg_int(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
+    int world = run->world, mixed = grade_cfg_int(run, "mixed", 0), K = grade_cfg_count(run, "accum", 1, 1 << 16);
     int fsdp = !strcmp(run->lab, "fsdp"), reshard = grade_cfg_int(run, "reshard_after_forward", 1);
+    int R = fsdp ? grade_cfg_int(run, "replicate", 1) : 1;
+    if (R < 1 || world % R) {
+        MEASURED("replicate %d over %d ranks", R, world);
+        REASON("the config's replicate does not divide the ranks into replicas");
+        return 0;
+    }
+    int N = world / R;  // the shard group
     int stage = fsdp ? 3 : grade_cfg_int(run, "stage", 0), passes, sums = stage == 0 ? 1 : 2;
     if (!K) {
         MEASURED("accum %g", grade_cfg_num(run, "accum", NAN));
@@ -171,15 +182,19 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
     }
     if (fsdp) passes = reshard ? 3 * K : 2 * K;
     else passes = stage == 3 ? 3 * K : stage == 2 ? K + 1 : 2;
-    double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * padded_shard_sum(m, N, mixed ? 2 : 1);
-    for (int r = 0; r < N; r++) {
-        double sent = 0;
+    double shards = padded_shard_sum(m, N, (mixed ? 2 : 1) * R);
+    double want = passes * (double)(N - 1) * (mixed ? 2 : 4) * shards;
+    double want_replica = 2.0 * (R - 1) * (mixed ? 2 : 4) * (shards / R), sums_want = SUM_BYTES(world);
+    if (sums == 2) sums_want += SUM_BYTES(N);
+    for (int r = 0; r < world; r++) {
+        double sent = 0, replica = 0;
         size_t n;
         const JsonValue **sp = grade_spans(run, r, step, &n);
         for (size_t i = 0; i < n; i++) {
-            const char *name = ev_str(sp[i], "name");
-            if ((!strcmp(name, "all_gather") || !strcmp(name, "reduce_scatter")) && ev_num(sp[i], "unit") >= 0)
-                sent += ev_num(sp[i], "bytes");
+            const char *name = ev_str(sp[i], "name"), *group = ev_str(sp[i], "group");
+            if (!(!strcmp(name, "all_gather") || !strcmp(name, "reduce_scatter")) || !(ev_num(sp[i], "unit") >= 0)) continue;
+            if (group && !strcmp(group, "replicate")) replica += ev_num(sp[i], "bytes");
+            else sent += ev_num(sp[i], "bytes");
         }
         if (sent != want) {
             MEASURED("rank %d, step %lld: %.0f bytes in all-gathers and reduce-scatters", r, (long long)step, sent);
@@ -189,13 +204,21 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
                    more_or_fewer(sent, want), sent > want ? "longer" : "shorter");
             return 0;
         }
-        double other = step_sent(run, r, step) - sent;
-        if (other != sums * SUM_BYTES(N)) {
+        if (replica != want_replica) {
+            MEASURED("rank %d, step %lld: %.0f bytes in the sums across replicas", r, (long long)step, replica);
+            EXPECTED("%.0f = 2 (R-1) x %d x Psi'/S / R, R = %d", want_replica, mixed ? 2 : 4, R);
+            REASON(replica < want_replica ? "the gradient shards were not summed across the replicas (each replica then "
+                                            "steps on its own data's gradient alone)"
+                                          : "the replicas' sums sent more than one all-reduce of each shard per step");
+            return 0;
+        }
+        double other = step_sent(run, r, step) - sent - replica;
+        if (other != sums_want) {
             MEASURED("rank %d, step %lld: %.0f bytes sent besides the units' all-gathers and reduce-scatters", r,
                      (long long)step, other);
-            EXPECTED("%.0f: the loss's sum%s, a float pair per rank all-gathered (8 (N-1) bytes each)",
-                     sums * SUM_BYTES(N), sums == 2 ? " and the gradient norm's" : "");
-            reason_other_bytes(c, "the rank", other, sums * SUM_BYTES(N));
+            EXPECTED("%.0f: the loss's sum%s, a float pair per rank all-gathered (8 (N-1) bytes each%s)", sums_want,
+                     sums == 2 ? " and the gradient norm's" : "", R > 1 ? "; the norm's over the S ranks of a shard group" : "");
+            reason_other_bytes(c, "the rank", other, sums_want);
             return 0;
         }
         if (fsdp && grade_cfg_num(run, "prefetch", 0) && !fsdp_prefetched(run, c, r, step, gpt_layer_count(m), reshard))
@@ -203,7 +226,10 @@ static int comm_sharded(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m)
     }
     MEASURED("%.0f bytes per rank per step in the units' collectives%s", want,
              fsdp && grade_cfg_num(run, "prefetch", 0) ? ", each all-gather prefetched" : "");
-    EXPECTED("%d x (N-1) x %d x Psi'/N = %.0f", passes, mixed ? 2 : 4, want);
+    if (R > 1)
+        EXPECTED("%d x (S-1) x %d x Psi'/S = %.0f in the shard group of S = %d; %.0f across the %d replicas", passes,
+                 mixed ? 2 : 4, want, N, want_replica, R);
+    else EXPECTED("%d x (N-1) x %d x Psi'/N = %.0f", passes, mixed ? 2 : 4, want);
     return 1;
 }
 

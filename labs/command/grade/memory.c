@@ -39,6 +39,7 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemPlan *mm
         .offload = grade_cfg_int(run, "offload", 0),
         .prefetch = grade_cfg_int(run, "prefetch", 0),
         .reshard = grade_cfg_int(run, "reshard_after_forward", 1),
+        .replicate = grade_cfg_int(run, "replicate", 1),
         .buckets = strcmp(grade_cfg_str(run, "sync", "overlap"), "per-tensor") != 0,
         .ckpt_acts = !strcmp(lab, "ckpt") ? grade_ckpt_acts(run) : NAN,
     };

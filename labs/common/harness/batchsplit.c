@@ -10,7 +10,7 @@
 #include "common/model/gpt.h"
 
 // What a failed check could be mended by changing: the rank count or one option.
-enum { FIX_RANKS = 1, FIX_BATCH = 2, FIX_ACCUM = 4, FIX_DP = 8, FIX_MICRO = 16 };
+enum { FIX_RANKS = 1, FIX_BATCH = 2, FIX_ACCUM = 4, FIX_DP = 8, FIX_MICRO = 16, FIX_REPLICATE = 32 };
 
 static int is_lab(const BatchSplit *s, const char *name) { return s->lab && strcmp(s->lab, name) == 0; }
 
@@ -23,7 +23,7 @@ static int data_parallel(const BatchSplit *s) {
 static unsigned first_failure(const BatchSplit *s, char *why, size_t n) {
     char line[512];
     unsigned fix = 0;
-    int N = s->ranks, B = s->batch, K = s->accum, D = s->dp > 0 ? s->dp : 1;
+    int N = s->ranks, B = s->batch, K = s->accum, D = s->dp > 0 ? s->dp : 1, R = s->replicate > 0 ? s->replicate : 1;
     if (B % K)  // every lab's, whatever its ranks (args.c checks it as it parses)
         fix = FIX_BATCH | FIX_ACCUM,
         snprintf(line, sizeof line, "--accum %d does not divide --batch %d (each micro-batch must have the same size)", K, B);
@@ -35,6 +35,9 @@ static unsigned first_failure(const BatchSplit *s, char *why, size_t n) {
             fix = FIX_RANKS | FIX_BATCH | FIX_ACCUM,
             snprintf(line, sizeof line, "--accum %d does not divide the %d sequences of each rank (--batch %d over %d ranks)",
                      K, B / N, B, N);
+        else if (is_lab(s, "fsdp") && N % R)
+            fix = FIX_RANKS | FIX_REPLICATE,
+            snprintf(line, sizeof line, "--replicate %d does not divide the %d ranks (N = R replicas x S shards)", R, N);
     } else if (is_lab(s, "tp")) {
         int t = N % D ? 0 : N / D, micro = B % D || (B / D) % K ? 0 : B / D / K;
         if (!t)
@@ -83,9 +86,10 @@ static int splits(const BatchSplit *s) {
 // The value one fix changes, its name as the user gives it, and its bounds (the catalog's).
 static int *fix_value(BatchSplit *s, unsigned fix, const char **name, int *max) {
     static const struct { unsigned fix; const char *name; } names[] = {
-        {FIX_RANKS, "ranks"}, {FIX_BATCH, "batch"}, {FIX_ACCUM, "accum"}, {FIX_DP, "dp"}, {FIX_MICRO, "micro"}};
-    int *values[] = {&s->ranks, &s->batch, &s->accum, &s->dp, &s->micro};
-    for (int i = 0; i < 5; i++) {
+        {FIX_RANKS, "ranks"}, {FIX_BATCH, "batch"},   {FIX_ACCUM, "accum"},
+        {FIX_DP, "dp"},       {FIX_MICRO, "micro"},   {FIX_REPLICATE, "replicate"}};
+    int *values[] = {&s->ranks, &s->batch, &s->accum, &s->dp, &s->micro, &s->replicate};
+    for (int i = 0; i < 6; i++) {
         if (names[i].fix != fix) continue;
         *name = names[i].name;
         const CatLab *lab = catalog_lab(s->lab);
@@ -113,9 +117,9 @@ int batch_split_check(const BatchSplit *s, char *why, size_t n) {
     if (!fix) return 0;
     // ": use 2 or 4 ranks, or --batch 6 or 9": each value that could mend it, the nearest
     // below and above that pass every check.
-    char parts[5][96];
+    char parts[6][96];
     int k = 0;
-    for (unsigned f = FIX_RANKS; f <= FIX_MICRO; f <<= 1) {
+    for (unsigned f = FIX_RANKS; f <= FIX_REPLICATE; f <<= 1) {
         if (!(fix & f)) continue;
         BatchSplit t = *s;
         const char *name;
@@ -139,7 +143,7 @@ int batch_split_check(const BatchSplit *s, char *why, size_t n) {
 
 BatchSplit batch_split_of(const char *lab, const TrainArgs *a, int ranks) {
     return (BatchSplit){.lab = lab, .ranks = ranks, .batch = a->batch, .accum = a->accum, .heads = a->heads,
-                        .seq = a->seq, .dp = 1, .micro = 1, .chunks = 1};
+                        .seq = a->seq, .dp = 1, .replicate = 1, .micro = 1, .chunks = 1};
 }
 
 // The whole number --name has among opts, else its catalog default for lab (fallback when the
@@ -161,6 +165,7 @@ BatchSplit batch_split_from_options(const char *lab, int ranks, int nopts, char 
         .batch = option_int(lab, nopts, opts, "batch", 1), .accum = option_int(lab, nopts, opts, "accum", 1),
         .heads = option_int(lab, nopts, opts, "heads", 1), .seq = option_int(lab, nopts, opts, "seq", 1),
         .dp = option_int(lab, nopts, opts, "dp", 1),
+        .replicate = option_int(lab, nopts, opts, "replicate", 1),
         .sp = catalog_value_in(nopts, opts, "sp") != NULL,
         .vocab_parallel = catalog_value_in(nopts, opts, "vocab-parallel") != NULL,
         .micro = option_int(lab, nopts, opts, "micro", 1),

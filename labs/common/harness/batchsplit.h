@@ -7,6 +7,7 @@
 //                                 it before the ranks are known)
 //   ddp, zero, fsdp, ckpt, shard  N ranks take B/N sequences each, in --accum micro-batches:
 //                                 N divides B, and accum divides B/N
+//   fsdp --replicate R            an R x S mesh: R divides N (S = N/R ranks per shard group)
 //   tp   a D x t mesh (D = --dp): D divides N; t = N/D divides --heads, and with
 //        --vocab-parallel the vocabulary; D divides B, accum divides B/D; with --sp, t
 //        divides the token rows of a micro-batch, B/(D accum) x --seq
@@ -35,6 +36,7 @@ typedef struct {
     int chunks;               // pp: model chunks per stage (1 but interleaved)
     int interleaved;          // pp's --schedule interleaved
     int layers;               // pp: --layers when given, else 0 (as deep as the pipeline needs)
+    int replicate;            // fsdp's --replicate (1, or 0, elsewhere)
 } BatchSplit;
 
 // lab's split of a's batch over `ranks`, with one pipeline or replica (dp 1) and one

@@ -130,6 +130,9 @@ static const CatOption FSDP[] = {
      NULL},
     {"no-reshard", OPT_FLAG, 0, 0, NULL, NULL, "", "keep gathered weights from forward to backward (no second all-gather)",
      FORM, NULL},
+    {"replicate", OPT_INT, 1, 8, NULL, "1", "R",
+     "HSDP: R replicas of S = N/R sharded ranks each; gradients reduce-scattered in a group, then summed across replicas",
+     FORM, NULL},
 };
 
 static const CatOption TP[] = {
@@ -224,6 +227,8 @@ const CatGraded catalog_graded[] = {
     {"zero-3", "zero", 4, {"--steps", "6", "--stage", "3"}, "{\"stage\":3}"},
     {"fsdp", "fsdp", 4, {"--steps", "6"}, NULL},
     {"fsdp-prefetch", "fsdp", 4, {"--steps", "6", "--prefetch"}, NULL},
+    // HSDP on a 2 x 2 mesh: both groups have more than one rank, so a sum in the wrong group shows.
+    {"hsdp", "fsdp", 4, {"--steps", "6", "--replicate", "2"}, NULL},
     {"tp", "tp", 2, {"--steps", "6"}, NULL},
     {"tp-sp", "tp", 2, {"--steps", "6", "--sp"}, NULL},
     {"pp-gpipe", "pp", 4, {"--steps", "4", "--layers", "4", "--schedule", "gpipe", "--micro", "8"}, NULL},

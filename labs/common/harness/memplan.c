@@ -102,9 +102,10 @@ static double fsdp_gathered_peak(const GptConfig *m, int N, int align, double e,
 }
 
 static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
-    int fsdp = strcmp(l->lab, "fsdp") == 0, st = fsdp ? 3 : l->stage, N = l->world, mixed = l->mixed;
+    int fsdp = strcmp(l->lab, "fsdp") == 0, st = fsdp ? 3 : l->stage, mixed = l->mixed;
+    int R = fsdp && l->replicate > 1 ? l->replicate : 1, N = l->world / R, align = (mixed ? 2 : 1) * R;  // HSDP: a shard group
     double e = mixed ? 2 : 4, k = mixed ? 12 : 8;
-    Units u = units_of(m, l->psi, N, mixed ? 2 : 1);
+    Units u = units_of(m, l->psi, N, align);
     double slice = st == 0 ? u.max_padded : u.max_shard;
     p->after[MEM_PARAMS] = e * (st == 3 ? u.shards : u.padded);
     p->after[MEM_GRADS] = e * (st >= 2 ? u.shards : u.padded);
@@ -117,7 +118,7 @@ static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
     if (l->psi > 0) return;  // no units to walk: no peaks
     if (fsdp) {
         p->peak[MEM_PARAMS] = p->after[MEM_PARAMS] +
-                              fsdp_gathered_peak(m, N, mixed ? 2 : 1, e, mixed ? 4 : 0, l->prefetch, l->reshard);
+                              fsdp_gathered_peak(m, N, align, e, mixed ? 4 : 0, l->prefetch, l->reshard);
         p->peak_formula[MEM_PARAMS] = "the shards + the gathered units of the schedule's fullest moment (one; two "
                                       "with --prefetch; all so far with --no-reshard)";
     } else {
@@ -171,6 +172,8 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
     if (!zero && !fsdp && !pp && !tp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
     if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
+    if (fsdp && l->replicate > 1 && l->world % l->replicate)
+        return snprintf(why, nwhy, "--replicate %d does not divide %d ranks", l->replicate, l->world), -1;
     if (l->psi > 0) return bare_plan(l, p, why, nwhy);
     if (l->world < 1 || l->micro < 1) return snprintf(why, nwhy, "%d ranks, micro-batches of %d", l->world, l->micro), -1;
 

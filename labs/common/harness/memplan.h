@@ -11,7 +11,8 @@
 //   ZeRO stage 0-3                         e Psi' or e Psi'/N for the weights (stage 3) and the
 //                                          gradients (stage 2+), K Psi'/N for the optimizer
 //                                          (stage 1+; 0 on the device with --offload)
-//   FSDP                                   as ZeRO-3
+//   FSDP                                   as ZeRO-3; HSDP (--replicate R) as ZeRO-3 at
+//                                          S = N/R ranks, each shard padded to a multiple of R
 //   a pipeline stage                       4 Psi_s, 4 Psi_s, 8 Psi_s for its layers Psi_s
 //   a tensor-parallel rank                 4, 4 and 8 x (Psi_rep + Psi_split / t): the replicated
 //                                          parameters and its slice of the split ones (tp_layout.h)
@@ -37,6 +38,8 @@ typedef struct {
     int gpu;              // on a GPU the pass's workspace also holds its kernels' own
     int stage, offload;   // zero: the stage, 0-3; the optimizer's state in host memory
     int prefetch, reshard;  // fsdp: the next unit gathered early; units freed after forward
+    int replicate;        // fsdp --replicate R (HSDP): units sharded over S = world/R ranks, each
+                          // shard a multiple of R elements (2R with mixed); 0 or 1: plain FSDP
     int buckets;          // ddp: gradients reduced through bucket buffers (not --sync per-tensor)
     double ckpt_acts;     // ckpt: the activation bytes its policy keeps (ckpt_acts_bytes)
     double stage_params;  // pp: Psi_s, the parameters of this rank's stage
