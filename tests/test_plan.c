@@ -56,6 +56,8 @@ static void check_layouts(void) {
         "zero -n 2 --stage 3 --mixed --offload",
         "fsdp -n 4 --prefetch",
         "fsdp -n 2 --no-reshard --mixed",
+        "fsdp -n 4 --replicate 2",
+        "fsdp -n 6 --replicate 2 --mixed --batch 6 --prefetch",
         "pp -n 4 --layers 6 --micro 4",
         "pp -n 4 --dp 2 --schedule gpipe",
         "pp -n 2 --schedule interleaved --chunks 2 --micro 4",
@@ -155,6 +157,24 @@ static void check_scale(void) {
            "plan zero -n 8 --stage 3 --model gpt2: 4, 4, 8 x Psi'/N = %.0f elements", shards);
     json_free(v);
 
+    // HSDP on 64 GPUs as 8 replicas x 8 shards: FSDP's formula at S = 8, each unit padded to
+    // 8 shards of a multiple of 8 elements (so that each shard splits over the 8 replicas),
+    // twice as much per rank as on 64 shards, and the layout says so.
+    v = plan_json("fsdp -n 64 --replicate 8 --model gpt2 --batch 64");
+    double hsdp = 0;
+    for (int u = 0; u < GPT2.L + 2; u++) hsdp += ceil(unit_size(&GPT2, u) / 64) * 8;  // one shard: ceil(n_u / (S R)) R
+    st = v ? json_at(json_get(v, "stages"), 0) : NULL;
+    EXPECT(num2(st, "after", "params") == 4 * hsdp && num2(st, "after", "grads") == 4 * hsdp &&
+               num2(st, "after", "optim") == 8 * hsdp && num2(v, "layout", "replicate") == 8,
+           "plan fsdp -n 64 --replicate 8 --model gpt2 --batch 64: 4, 4, 8 x Psi'/S = %.0f elements, layout.replicate 8 (got %.0f, %g)",
+           hsdp, num2(st, "after", "params") / 4, num2(v, "layout", "replicate"));
+    json_free(v);
+    rc = plan("hsdp", "fsdp -n 4 --replicate 2");
+    out = captured("hsdp", "out");
+    EXPECT(rc == 0 && strstr(out, "2 replicas x 2 shards") && strstr(out, "e Psi'/S") && strstr(out, "K Psi'/S") &&
+               strstr(out, "N = R S"), "plan fsdp --replicate 2: the mesh, the formulas at S, and what R and S are");
+    free(out);
+
     // A pipeline of 4 stages over GPT-2 medium's 24 blocks: 6 blocks a stage, the embedding on
     // the first, the head on the last. Under 1F1B with m = 8 stage s holds min(m, p - s)
     // micro-batches (of 8 / 8 = 1 sequence) at once: a middle stage's are its input, 4C bytes
@@ -243,6 +263,8 @@ static void check_refusals(void) {
         {"collectives -n 4", "no memory formulas yet for 'collectives'"},
         {"tp -n 3", "3 tensor-parallel ranks do not divide --heads 4"},
         {"tp -n 4 --dp 3", "--dp 3 does not divide the 4 ranks"},
+        {"fsdp -n 6 --replicate 4", "--replicate 4 does not divide the 6 ranks (N = R replicas x S shards): use --replicate 3 or 6"},
+        {"fsdp -n 8 --replicate 0", "--replicate must be between 1 and 8"},
         {"nolab", "no lab called 'nolab'"},
         {"ddp --heads 5", "--heads 5 does not divide --dim 64"},
         {"ddp -n 0", "-n takes 1 to 65536"},

@@ -119,7 +119,10 @@ static void print_plan(const Planner *a) {
     printf("shardlab plan: %s on %d rank%s", lab, a->n, a->n == 1 ? "" : "s");
     if (!strcmp(lab, "zero"))
         printf(", stage %d (%s)%s", x->l.stage, planner_zero_name(x->l.stage), x->l.offload ? ", offload" : "");
-    if (!strcmp(lab, "fsdp"))
+    if (!strcmp(lab, "fsdp") && x->replicate > 1)
+        printf(", hybrid sharded (HSDP): %d replicas x %d shards, ZeRO-3's %s within each replica%s%s", x->replicate,
+               a->n / x->replicate, planner_zero_name(3), x->l.prefetch ? ", prefetch" : "", x->l.reshard ? "" : ", no reshard");
+    else if (!strcmp(lab, "fsdp"))
         printf(", fully sharded (ZeRO-3's %s)%s%s", planner_zero_name(3), x->l.prefetch ? ", prefetch" : "", x->l.reshard ? "" : ", no reshard");
     if (!strcmp(lab, "ckpt")) printf(", policy %s", planner_option(a, "policy") ? planner_option(a, "policy") : "every");
     if (!strcmp(lab, "tp"))

@@ -246,6 +246,18 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
                         x->micro * x->m.seq);
     } else {
         if (x->m.layers < 0) x->m.layers = 2;
+        // fsdp --replicate R: an R x S mesh, as the fsdp lab checks it (batchsplit.c).
+        x->replicate = !strcmp(lab, "fsdp") ? planner_option_int(a, "replicate", 1) : 1;
+        if (x->replicate < 1 || N % x->replicate) {
+            int below = x->replicate < 1 ? 1 : x->replicate, above = below;
+            while (N % below) below--;
+            while (above < N && N % above) above++;
+            char fix[64];
+            if (above > N || above == below) snprintf(fix, sizeof fix, "use --replicate %d", below);
+            else snprintf(fix, sizeof fix, "use --replicate %d or %d", below, above);
+            return fail(why, nwhy, "--replicate %d does not divide the %d ranks (N = R replicas x S shards): %s",
+                        x->replicate, N, fix);
+        }
         int per = !strcmp(lab, "single") ? 1 : N;
         // A bare count plans no activations: the batch matters only when it is given.
         if (a->psi && !typed(a, "batch") && !typed(a, "accum")) x->batch = x->accum = x->micro = 0;
@@ -258,7 +270,7 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         .prefetch = opt_flag(a, "prefetch"), .reshard = !opt_flag(a, "no-reshard"),
         .buckets = !planner_option(a, "sync") || strcmp(planner_option(a, "sync"), "per-tensor") != 0, .ckpt_acts = NAN,
         .tp = !strcmp(lab, "tp") ? N / x->dp : 0, .sp = planner_option(a, "sp") != NULL,
-        .vp = planner_option(a, "vocab-parallel") != NULL, .psi = a->psi,
+        .vp = planner_option(a, "vocab-parallel") != NULL, .psi = a->psi, .replicate = x->replicate,
     };
     // (as the zero lab refuses it)
     if (!strcmp(lab, "zero") && x->l.offload && x->l.stage == 0)
@@ -291,7 +303,7 @@ double planner_params(const Planner *p) { return p->psi ? p->psi : (double)gpt_n
 double planner_params_padded(const Planner *p) {
     const char *lab = p->l.lab;
     if (strcmp(lab, "zero") != 0 && strcmp(lab, "fsdp") != 0) return planner_params(p);
-    int N = p->n, align = p->m.mixed ? 2 : 1;
+    int R = p->replicate > 1 ? p->replicate : 1, N = p->n / R, align = (p->m.mixed ? 2 : 1) * R;  // HSDP: a shard group
     if (p->psi) return memplan_shard(p->psi, N, align) * N;
     double padded = 0;
     for (int u = 0; u < gpt_layer_count(&p->m); u++) padded += memplan_unit_shard(&p->m, u, N, align) * N;
@@ -405,10 +417,17 @@ int planner_terms(const Planner *p, PlannerTerm *out, int max) {
     else n = term(out, n, max, "Psi|the model's parameters: %s", planner_grouped(b1, sizeof b1, planner_params(p)));
     if (sharded) {
         double padded = planner_params_padded(p);
-        n = term(out, n, max, "Psi'|Psi %s padded to split into N = %d equal shards%s%s: %s, with %s elements of "
+        int R = p->replicate > 1 ? p->replicate : 1;
+        char of[48];
+        if (R > 1) snprintf(of, sizeof of, " of a multiple of %d (R%s)", (mixed ? 2 : 1) * R, mixed ? ", even" : "");
+        else snprintf(of, sizeof of, "%s", mixed ? " of an even length" : "");
+        n = term(out, n, max, "Psi'|Psi %s padded to split into %s = %d equal shards%s%s: %s, with %s elements of "
                  "padding; what ZeRO and FSDP cut", p->psi ? "" : "with each unit (the embedding, each block, the head)",
-                 p->n, mixed ? " of an even length" : "", p->psi ? " (--psi's count is one unit)" : "",
+                 R > 1 ? "S" : "N", p->n / R, of, p->psi ? " (--psi's count is one unit)" : "",
                  planner_grouped(b1, sizeof b1, padded), planner_grouped(b2, sizeof b2, padded - planner_params(p)));
+        if (R > 1)
+            n = term(out, n, max, "R, S|--replicate (HSDP): R = %d replicas of a shard group of S = %d ranks, N = R S; each "
+                     "group holds the whole model, sharded S ways", R, p->n / R);
     }
     if (!strcmp(lab, "pp")) n = term(out, n, max, "Psi_s|the parameters of stage s's layers");
     if (!strcmp(lab, "tp"))
@@ -421,8 +440,9 @@ int planner_terms(const Planner *p, PlannerTerm *out, int max) {
         n = term(out, n, max, "L C NH T V|blocks, width, attention heads, tokens a sequence, vocabulary");
         if (p->micro) {
             n = term(out, n, max, "B|sequences in one rank's micro-batch: %d", p->micro);
-            n = term(out, n, max, "S, W|S: the floats of a pass's scratch (its largest layer's temporaries; on a GPU the "
-                     "kernels' workspace too); W = 4 (S + B T C): the pass's workspace in bytes, with the residual gradient");
+            n = term(out, n, max, "S, W|S%s: the floats of a pass's scratch (its largest layer's temporaries; on a GPU the "
+                     "kernels' workspace too); W = 4 (S + B T C): the pass's workspace in bytes, with the residual gradient",
+                     p->replicate > 1 ? " in W (not the shard group's S)" : "");
         }
     }
     n = term(out, n, max, "GiB, GB|GiB = 2^30 bytes (and MiB = 2^20), as nvidia-smi counts; GB = 10^9 bytes, the ZeRO "
@@ -486,8 +506,8 @@ static void layout_json(const Planner *p, StrBuf *sb) {
     if (!strcmp(lab, "zero"))
         sb_printf(sb, "{\"stage\":%d,\"name\":\"%s\",\"offload\":%s}", l->stage, planner_zero_name(l->stage), b[l->offload]);
     else if (!strcmp(lab, "fsdp"))
-        sb_printf(sb, "{\"stage\":3,\"name\":\"%s\",\"prefetch\":%s,\"reshard\":%s}", planner_zero_name(3), b[l->prefetch],
-                  b[l->reshard]);
+        sb_printf(sb, "{\"stage\":3,\"name\":\"%s\",\"prefetch\":%s,\"reshard\":%s,\"replicate\":%d}", planner_zero_name(3),
+                  b[l->prefetch], b[l->reshard], l->replicate > 1 ? l->replicate : 1);
     else if (!strcmp(lab, "ddp")) sb_printf(sb, "{\"buckets\":%s}", b[l->buckets]);
     else if (!strcmp(lab, "tp"))
         sb_printf(sb, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s}", l->tp, p->dp, b[l->sp], b[l->vp]);

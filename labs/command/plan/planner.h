@@ -57,6 +57,7 @@ typedef struct {
     int batch, accum, micro;   // the global batch, micro-batches a step, sequences a micro-batch
                                // (--psi without --batch: 0, not planned)
     int stages, chunks, dp;    // pp
+    int replicate;             // fsdp --replicate R (HSDP; 1 elsewhere)
     MemLayout l;
 } Planner;
 

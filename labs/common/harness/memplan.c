@@ -111,9 +111,10 @@ static void zero_plan(const GptConfig *m, const MemLayout *l, MemPlan *p) {
     p->after[MEM_GRADS] = e * (st >= 2 ? u.shards : u.padded);
     p->after[MEM_OPTIM] = l->offload ? 0 : k * (st == 0 ? u.padded : u.shards);
     p->formula = "ZeRO: e Psi' or e Psi'/N per the stage, K Psi'/N for the optimizer";
-    p->after_formula[MEM_PARAMS] = st == 3 ? "e Psi'/N" : "e Psi'";
-    p->after_formula[MEM_GRADS] = st >= 2 ? "e Psi'/N" : "e Psi'";
-    p->after_formula[MEM_OPTIM] = l->offload ? "0 (in host memory: --offload)" : st == 0 ? "K Psi'" : "K Psi'/N";
+    // (HSDP: FSDP's formulas over the shard group's S = N/R ranks)
+    p->after_formula[MEM_PARAMS] = st == 3 ? (R > 1 ? "e Psi'/S" : "e Psi'/N") : "e Psi'";
+    p->after_formula[MEM_GRADS] = st >= 2 ? (R > 1 ? "e Psi'/S" : "e Psi'/N") : "e Psi'";
+    p->after_formula[MEM_OPTIM] = l->offload ? "0 (in host memory: --offload)" : st == 0 ? "K Psi'" : R > 1 ? "K Psi'/S" : "K Psi'/N";
     p->host = l->offload ? 12 * u.shards : 0;
     if (l->psi > 0) return;  // no units to walk: no peaks
     if (fsdp) {
