@@ -707,6 +707,31 @@ static void check_formulas(void) {
         EXPECT(f == got, "%s.md's bytes_sent_per_rank at N = 2, S = 4 Psi = %.0f: %.0f; ddp's ring sends %.0f", slug,
                vals[1], f, got);
     }
+
+    // HSDP at N = 6 as 2 replicas x 3 shards (units padded: Psi is the padded Psi'): the state
+    // per rank and the bytes in and across groups, against fsdp --replicate 2.
+    snprintf(dir, sizeof dir, "%s/formula-hsdp", tmp);
+    snprintf(bin, sizeof bin, "%s/fsdp", labs_dir);
+    char *hsdp[] = {"--steps", "1", "--replicate", "2", "--batch", "6", NULL};
+    status = run_ranks(bin, 6, "formula-hsdp", dir, hsdp, NULL);
+    JsonValue *s = status == 0 ? first_step(dir, &ev) : NULL;
+    const JsonValue *mem = s ? json_get(s, "mem") : NULL;
+    double state = mem ? num(mem, "params") + num(mem, "grads") + num(mem, "optim") : NAN;
+    double in_group = s ? num(s, "unit_bytes_sent") : NAN, across = s ? num(s, "replica_bytes_sent") : NAN;
+    double hv[3] = {layout(3, 2, 64, 64, 2).padded, 3, 2};
+    struct {
+        const char *name;
+        double got;
+        const char *what;
+    } h[] = {{"state_bytes_per_rank", state, "params + grads + optim"},
+             {"bytes_sent_in_group", in_group, "unit_bytes_sent"},
+             {"bytes_sent_across_groups", across, "replica_bytes_sent"}};
+    for (int k = 0; k < 3; k++) {
+        double f = formula("hsdp", h[k].name, "Psi,S,R", hv);
+        EXPECT(fabs(f - h[k].got) < 0.5, "hsdp.md's %s at Psi' = %.0f, S = 3, R = 2: %.0f; fsdp --replicate 2 on 6 ranks "
+               "logs %.0f (%s)", h[k].name, hv[0], f, h[k].got, h[k].what);
+    }
+    if (s) free_events(&ev);
 }
 
 // ---------------------------------------------------------------------------------------
