@@ -51,6 +51,17 @@ static JsonValue *projected(const char *dir, const char *link, const char *mfu) 
     return v;
 }
 
+// The same with --link-across ACROSS after --link LINK.
+static JsonValue *projected_across(const char *dir, const char *link, const char *across) {
+    char *argv[] = {shardlab, "whatif", (char *)dir, "--json", "--link", (char *)link, "--link-across", (char *)across, NULL};
+    int rc = run(argv, "json");
+    char *out = captured("json", "out"), err[128];
+    JsonValue *v = rc == 0 ? json_parse(out, strlen(out), err, sizeof err) : NULL;
+    if (!v) printf("# whatif %s --link %s --link-across %s: exit %d: %s\n", dir, link, across, rc, one_line(out));
+    free(out);
+    return v;
+}
+
 static int close_to(double got, double want) { return fabs(got - want) <= 1e-9 * fmax(1, fabs(want)); }
 
 // ---- 1. crafted runs ---------------------------------------------------------------------------
@@ -243,6 +254,34 @@ static void check_groups(void) {
     EXPECT(v && close_to(num_of(v, "comm_ms", NULL), want), "tp of t = 1 on 2 replicas: only the dp all-reduce costs, %.6f ms (got %.6f)",
            want, num_of(v, "comm_ms", NULL));
     json_free(v);
+    // --link-across: the dp all-reduce on the second link, the tp one on the first.
+    v = projected_across(dir, "nvlink4", "eth-100g");
+    EXPECT(v && close_to(num_of(v, "comm_ms", NULL), want) && close_to(num_of(v, "across_ms", NULL), want) &&
+               num_of(v, "across_bytes", NULL) == 5000,
+           "tp --link nvlink4 --link-across eth-100g: the dp all-reduce across, %.6f ms of 5000 bytes (got %.6f ms of %.0f)",
+           want, num_of(v, "across_ms", NULL), num_of(v, "across_bytes", NULL));
+    json_free(v);
+
+    // HSDP on 2 ranks as 2 replicas x 1 shard: a unit's gather within the shard group of 1
+    // costs its bytes alone; the replica sum's two halves (group "replicate") 1 step each.
+    static const Span hsdp[2][SPANS] = {
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"all_gather", 1000, 1100, 0, NULL, 0, 0}, {"bwd", 1100, 3000, 0, NULL, 0, 0},
+         {"reduce_scatter", 3000, 3200, 3000, "replicate", 0, 0}, {"all_gather", 3200, 3500, 3000, "replicate", 0, 0},
+         {"optim", 3500, 4000, 0, NULL, 0, 0}},
+        {{"fwd", 0, 1000, 0, NULL, 0, 0}, {"all_gather", 1000, 1100, 0, NULL, 0, 0}, {"bwd", 1100, 3000, 0, NULL, 0, 0},
+         {"reduce_scatter", 3000, 3200, 3000, "replicate", 0, 0}, {"all_gather", 3200, 3500, 3000, "replicate", 0, 0},
+         {"optim", 3500, 4000, 0, NULL, 0, 0}},
+    };
+    snprintf(dir, sizeof dir, "%s/hsdp", tmp);
+    write_run(dir, "fsdp", ",\"replicate\":2", hsdp);
+    v = projected_across(dir, "nvlink4", "eth-100g");
+    want = 2 * (0.010 + 3000 / 12.5e9 * 1e3);
+    EXPECT(v && close_to(num_of(v, "comm_ms", NULL), want) && close_to(num_of(v, "across_ms", NULL), want) &&
+               num_of(v, "across_bytes", NULL) == 6000,
+           "fsdp --replicate 2 on 2 ranks, --link-across eth-100g: the replica sum's halves, 1 step and 3000 bytes each, "
+           "%.6f ms; the gather in a group of 1 nothing (got %.6f ms, across %.6f ms of %.0f bytes)", want,
+           num_of(v, "comm_ms", NULL), num_of(v, "across_ms", NULL), num_of(v, "across_bytes", NULL));
+    json_free(v);
 }
 
 // ---- 2. a real run ------------------------------------------------------------------------------
@@ -275,6 +314,35 @@ static void check_real(void) {
     char *out = captured("table", "out");
     EXPECT(rc == 0 && strstr(out, "measured (cpu, shm)") && strstr(out, "exposed") && strstr(out, "efficient"),
            "the table: measured, projected, exposed, the scaling efficiency");
+    free(out);
+
+    // HSDP, 2 replicas x 2 shards: the bytes across are the run's replica sums (its step
+    // event's replica_bytes_sent), the rest stays on --link; a slower link across, a longer step.
+    snprintf(dir, sizeof dir, "%s/real-hsdp", tmp);
+    snprintf(bin, sizeof bin, "%s/fsdp", labs_dir);
+    char *hsdp[] = {"--steps", "3", "--replicate", "2", NULL};
+    rc = run_ranks(bin, 4, "real-hsdp", dir, hsdp, NULL);
+    v = rc == 0 ? projected_across(dir, "nvlink4", "ib-ndr") : NULL, w = rc == 0 ? projected(dir, "nvlink4", NULL) : NULL;
+    worst = v ? (int)num_of(v, "rank", NULL) : 0;
+    load_rank_events(dir, worst >= 0 && worst < 4 ? worst : 0, &ev);
+    double across = NAN;
+    sent = NAN;
+    for (int i = 0; i < ev.n; i++)
+        if (!strcmp(kind(ev.lines[i]), "step") && num(ev.lines[i], "step") == num_of(v, "step", NULL))
+            across = num(ev.lines[i], "replica_bytes_sent"), sent = num(ev.lines[i], "unit_bytes_sent");
+    free_events(&ev);
+    EXPECT(v && w && num_of(v, "across_bytes", NULL) == across && across > 0 &&
+               num_of(v, "bytes", NULL) - num_of(v, "across_bytes", NULL) >= sent &&
+               num_of(v, "step_ms", NULL) > num_of(w, "step_ms", NULL) && !strcmp(json_get(v, "link_across")->string, "ib-ndr"),
+           "a real fsdp --replicate 2 run on 4 ranks: %.0f bytes across on ib-ndr (its step event: %.0f; in a group %.0f >= "
+           "%.0f), its step %.4f ms > %.4f ms all on nvlink4", num_of(v, "across_bytes", NULL), across,
+           num_of(v, "bytes", NULL) - num_of(v, "across_bytes", NULL), sent, num_of(v, "step_ms", NULL),
+           num_of(w, "step_ms", NULL));
+    json_free(v), json_free(w);
+    rc = whatif("table-hsdp", dir, "--link-across", "eth-25g", NULL, NULL);
+    out = captured("table-hsdp", "out");
+    EXPECT(rc == 0 && strstr(out, "between the 2 replicas") && strstr(out, "in a replica") && strstr(out, "over eth-25g"),
+           "the table of an HSDP run with --link-across: the link between replicas, the time in a replica and across");
     free(out);
 }
 
@@ -446,6 +514,8 @@ static void check_refusals(void) {
         {5, "--mfu", "1.5", "--mfu takes"},
         {5, "--bogus", NULL, "unknown option"},
         {5, "--link", NULL, "needs a value"},
+        {5, "--link-across", "ib-xdr", "--link-across takes"},
+        {5, "--link-across", "ib-ndr", "this ddp run has no replicas"},
     };
     const char *dirs[] = {NULL, file, empty, coll, nospans, real};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -12,7 +12,9 @@
 // communication the run hid stays hidden, up to the projected compute; a pipeline's step is
 // replayed with those times (pipesim.h: its logged order of forwards and backwards, each
 // message between stages on the link), its bubble the idle time in the replay. The step is
-// the slowest rank's.
+// the slowest rank's. --link-across puts the collectives between replicas (tp --dp's gradient
+// all-reduces, fsdp --replicate's sums) on a second link, as when each replica is a node of
+// its own: the mesh's inner axis on NVLink, its outer axis on the network.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -31,7 +33,7 @@
 #include "whatif_cmd.h"
 
 static const char *WHATIF_USAGE =
-    "usage: shardlab whatif RUN_DIR [--link NAME] [--gpu NAME] [--mfu F] [--json]\n"
+    "usage: shardlab whatif RUN_DIR [--link NAME] [--link-across NAME] [--gpu NAME] [--mfu F] [--json]\n"
     "       shardlab whatif --links\n"
     "\n"
     "A finished training run's step projected onto an interconnect and a GPU: the step as\n"
@@ -40,6 +42,8 @@ static const char *WHATIF_USAGE =
     "run achieved are the run's own; the rates are the tables' (--links prints them, sourced).\n"
     "\n"
     "  --link NAME  nvlink4 (default), nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g, eth-25g\n"
+    "  --link-across NAME  the link between replicas, for the collectives that cross them (tp --dp's\n"
+    "               gradient all-reduces, fsdp --replicate's sums): a node per replica (default: --link)\n"
     "  --gpu NAME   h100 (default), a100, rtx4090, or here: the compute as the run measured it\n"
     "  --mfu F      the share of the GPU's dense peak the kernels reach, 0 < F <= 1 (default 0.4)\n"
     "  --link-scale F  the link's times multiplied by F, as a lab's --link-scale does (default 1)\n"
@@ -80,7 +84,7 @@ static void print_tables(void) {
 typedef struct {
     char lab[32];
     int world, group;      // N; the ranks a collective spans (tp: t; pp: its --dp; else N)
-    int dp;                // tp: the data-parallel replicas (a span of group "dp" spans them)
+    int dp;                // tp: the data-parallel replicas (a span of group "dp" spans them); fsdp: --replicate (group "replicate")
     GptConfig m;
     double tokens;         // of a global batch
     double recompute;      // ckpt: the compute grows by 1 + r / (3L)
@@ -124,6 +128,11 @@ static int read_run(const char *dir, Run *run, char *why, size_t n) {
     run->group = run->world, run->recompute = 1;
     if (ok && !strcmp(run->lab, "tp"))
         run->group = (int)cfg_num(config, "tp", run->world), run->dp = (int)cfg_num(config, "dp", 1), ok = run->dp >= 1;
+    if (ok && !strcmp(run->lab, "fsdp")) {  // HSDP: the shard group's S = N/R ranks, the replica sums' R
+        int R = (int)cfg_num(config, "replicate", 1);
+        ok = R >= 1 && run->world % R == 0;
+        if (ok && R > 1) run->group = run->world / R, run->dp = R;
+    }
     if (ok && !strcmp(run->lab, "pp")) {
         double p = cfg_num(config, "stages", 1), v = cfg_num(config, "chunks", 1), m = cfg_num(config, "micro", 1);
         run->group = (int)cfg_num(config, "dp", 1);
@@ -157,6 +166,8 @@ typedef struct {
     double bubble_ms;              // pp: idle in the pipeline
     double bytes, msg_bytes;       // all it sent; its largest message (pp)
     int calls;
+    double across_ms, across_bytes;  // the part of comm_ms and bytes between replicas (--link-across)
+    int across_calls;
 } RankProj;
 
 // A pipeline's step replayed (pipesim.h) with each rank's forwards and backwards in the order
@@ -215,7 +226,7 @@ static int replay_pipeline(const Run *run, const RunView *v, int64_t step, const
 }
 
 int whatif_main(int argc, char **argv) {
-    const char *dir = NULL, *link = "nvlink4", *gpu = "h100";
+    const char *dir = NULL, *link = "nvlink4", *gpu = "h100", *across = NULL;
     double mfu = 0.4, scale = 1;
     int json = 0;
     for (int i = 2; i < argc; i++) {
@@ -224,10 +235,12 @@ int whatif_main(int argc, char **argv) {
         if (!strcmp(a, "--links")) return print_tables(), 0;
         if (!strcmp(a, "--json")) {
             json = 1;
-        } else if (!strcmp(a, "--link") || !strcmp(a, "--gpu") || !strcmp(a, "--mfu") || !strcmp(a, "--link-scale")) {
+        } else if (!strcmp(a, "--link") || !strcmp(a, "--link-across") || !strcmp(a, "--gpu") || !strcmp(a, "--mfu") ||
+                   !strcmp(a, "--link-scale")) {
             if (i + 1 >= argc) usage_error("shardlab whatif", "%s needs a value", a);
             const char *v = argv[++i];
             if (!strcmp(a, "--link")) link = v;
+            else if (!strcmp(a, "--link-across")) across = v;
             else if (!strcmp(a, "--gpu")) gpu = v;
             else if (!strcmp(a, "--link-scale")) {
                 char *end;
@@ -251,6 +264,10 @@ int whatif_main(int argc, char **argv) {
     const Link *lk = link_find(link);
     int here = !strcmp(gpu, "here"), gi = here ? 0 : find_gpu(gpu);
     if (!lk) usage_error("shardlab whatif", "--link takes nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g or eth-25g (got '%s')", link);
+    const Link *lk_across = across ? link_find(across) : lk;
+    if (!lk_across)
+        usage_error("shardlab whatif", "--link-across takes nvlink4, nvlink3, pcie5, pcie4, ib-ndr, ib-hdr, eth-100g or eth-25g (got '%s')",
+                    across);
     if (gi < 0) usage_error("shardlab whatif", "--gpu takes h100, a100, rtx4090 or here (got '%s')", gpu);
 
     char why[600];
@@ -261,6 +278,9 @@ int whatif_main(int argc, char **argv) {
     if (read_run(dir, &run, why, sizeof why) != 0) usage_error("shardlab whatif", "%s", why);
     int64_t step = runview_timeline_step(&v);
     if (step < 0) usage_error("shardlab whatif", "%s: no step that every rank finished with its spans", dir);
+    if (across && !run.dp)
+        usage_error("shardlab whatif", "%s: --link-across: this %s run has no replicas whose collectives cross between them "
+                    "(tp --dp D, fsdp --replicate R)", dir, run.lab);
 
     // Compute: the step's FLOPs, shared evenly by the ranks, at the GPU's rate times --mfu.
     double psi = (double)gpt_num_params(&run.m), L = run.m.layers, T = run.m.seq, C = run.m.dim;
@@ -287,11 +307,14 @@ int whatif_main(int argc, char **argv) {
             const RunSpan *s = &sp->items[i];
             if (span_is_compute(s->name)) continue;
             double bytes = s->bytes > 0 ? s->bytes : 0;
-            // The ranks it spans: tp's gradient all-reduces span the replicas ("dp"); a pipeline's
-            // all-reduces its replicas (--dp), its other collectives (the loss, the norms) the world.
-            int n = run.dp && !strcmp(s->group, "dp") ? run.dp : run.group;
+            // The ranks it spans: tp's gradient all-reduces span the replicas ("dp"), fsdp's replica
+            // sums too ("replicate"), on --link-across; a pipeline's all-reduces its replicas
+            // (--dp), its other collectives (the loss, the norms) the world.
+            int crosses = run.dp && (!strcmp(s->group, "dp") || !strcmp(s->group, "replicate"));
+            int n = crosses ? run.dp : run.group;
             if (!strcmp(run.lab, "pp") && strcmp(s->name, "all_reduce")) n = run.world;
-            double ms = link_call_ms(lk, s->name, n, bytes) * scale;
+            double ms = link_call_ms(crosses ? lk_across : lk, s->name, n, bytes) * scale;
+            if (crosses) p.across_ms += ms, p.across_bytes += bytes, p.across_calls++;
             p.comm_ms += ms;
             if (!strcmp(s->name, "send") || !strcmp(s->name, "recv")) p.p2p_ms += ms;
             p.bytes += bytes, p.calls++;
@@ -337,11 +360,12 @@ int whatif_main(int argc, char **argv) {
         StrBuf sb;
         sb_init(&sb);
         sb_json_string(&sb, dir);
-        printf("%s,\"lab\":\"%s\",\"world\":%d,\"step\":%lld,\"link\":\"%s\",\"gpu\":\"%s\",\"mfu\":%g,\"link_scale\":%g,\"flops\":%.6g,"
+        printf("%s,\"lab\":\"%s\",\"world\":%d,\"step\":%lld,\"link\":\"%s\",\"link_across\":\"%s\",\"across_ms\":%.9g,"
+               "\"across_bytes\":%.0f,\"gpu\":\"%s\",\"mfu\":%g,\"link_scale\":%g,\"flops\":%.6g,"
                "\"rank\":%d,\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g,\"exposed_ms\":%.9g,\"bubble_ms\":%.9g,"
                "\"step_ms\":%.9g,\"alone_ms\":%.9g,\"efficiency\":%.9g,\"bytes\":%.0f,\"calls\":%d,"
                "\"measured\":{\"compute_ms\":%.9g,\"comm_ms\":%.9g,\"hidden_ms\":%.9g},\"ranks\":[%s]}\n",
-               sb.data, run.lab, run.world, (long long)step, lk->name, gpu_name, mfu, scale, flops, worst.rank, compute_ms,
+               sb.data, run.lab, run.world, (long long)step, lk->name, lk_across->name, worst.across_ms, worst.across_bytes, gpu_name, mfu, scale, flops, worst.rank, compute_ms,
                worst.comm_ms, worst.hidden_ms, worst.exposed_ms, bubble_ms, worst.step_ms, alone_ms, efficiency, worst.bytes,
                worst.calls, worst.measured_compute_ms, worst.measured_comm_ms, worst.measured_hidden_ms, ranks.data);
         sb_free(&sb), sb_free(&ranks), free(proj);
@@ -355,12 +379,21 @@ int whatif_main(int argc, char **argv) {
            worst.measured_comm_ms > 0 ? 100 * worst.measured_hidden_ms / worst.measured_comm_ms : 0);
     printf("  projected on %d x %s over %s: %.2f GB/s, alpha %.0f us%s; --mfu %g\n", run.world, gpu_what, lk->what,
            lk->gbps, lk->alpha_us, scale != 1 ? ", its times x --link-scale" : "", mfu);
+    if (across)
+        printf("  between the %d replicas (--link-across) over %s: %.2f GB/s, alpha %.0f us\n", run.dp, lk_across->what,
+               lk_across->gbps, lk_across->alpha_us);
     if (here) printf("    compute        %10.3f ms   as the run measured it (rank %d)\n", compute_ms, worst.rank);
     else
         printf("    compute        %10.3f ms   %.3g FLOPs a step / %d ranks / (%.0f TFLOPS x %g)\n", compute_ms, flops, run.world,
                rate / mfu / 1e12, mfu);
     printf("    communication  %10.3f ms   %d calls, %.0f bytes sent, each k alpha + bytes / beta\n", worst.comm_ms, worst.calls,
            worst.bytes);
+    if (across) {
+        printf("      in a replica %10.3f ms   %d calls, %.0f bytes, over %s\n", worst.comm_ms - worst.across_ms,
+               worst.calls - worst.across_calls, worst.bytes - worst.across_bytes, lk->name);
+        printf("      across       %10.3f ms   %d calls, %.0f bytes, over %s\n", worst.across_ms, worst.across_calls,
+               worst.across_bytes, lk_across->name);
+    }
     printf("      hidden       %10.3f ms   the share the run hid, up to the compute after the first collective began\n",
            worst.hidden_ms);
     printf("      exposed      %10.3f ms\n", worst.exposed_ms);

@@ -40,7 +40,7 @@ typedef struct {
 
 typedef struct {
     char name[24];                // fwd, bwd, recompute, optim, all_reduce, ...
-    char group[8];                // the group a collective ran in, where the lab says ("tp", "dp"), else ""
+    char group[16];               // the group a collective ran in, where the lab says ("tp", "dp", "replicate"), else ""
     int mb, layer;
     int chunk;                    // pp: the model chunk a forward or backward ran (-1: none)
     int64_t t0_us, t1_us;
