@@ -277,13 +277,15 @@ static void sum_over_replicas(Fsdp *f) {
 // The R x S mesh of --replicate: rank q is shard q mod S of replica q / S. Its shard group is
 // its row (replica d's S ranks, neighbours: one machine's), its replica group its column
 // (shard r of every replica). Every rank builds both, in the same order (NCCL's split is a
-// collective over the whole world).
+// collective over the whole world). Without --replicate the column is this rank alone, never
+// summed over (sum_over_replicas returns), so no communicator is split for it.
 static void build_mesh(Dist *dist, int R, int S, int rank, DistGroup *shard_group, DistGroup *replica_group) {
     int row[DIST_MAX_RANKS], column[DIST_MAX_RANKS], d = rank / S, r = rank % S;
     for (int k = 0; k < S; k++) row[k] = d * S + k;
     for (int k = 0; k < R; k++) column[k] = k * S + r;
     dist_group(dist, shard_group, row, S);
-    dist_group(dist, replica_group, column, R);
+    if (R > 1) dist_group(dist, replica_group, column, R);
+    else *replica_group = (DistGroup){.dist = dist, .rank = 0, .size = 1, .ranks = {rank}};
 }
 
 int main(int argc, char **argv) {

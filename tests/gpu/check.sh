@@ -27,8 +27,9 @@
 #                          rank. -n 1 is an NCCL world of one; with fewer GPUs than ranks, the
 #                          ranks share the GPU and talk through the shm backend, staged through
 #                          host memory (NCCL refuses two ranks on one GPU);
-#        zero --stage 1, 2, 3 and fsdp --prefetch, -n 2 and 4: the loss vs single on the CPU, the
-#                          memory vs the same run on the CPU;
+#        zero --stage 1, 2, 3, fsdp --prefetch and fsdp --replicate 2 (HSDP: 2 x 1 and 2 x 2),
+#                          -n 2 and 4: the loss vs single on the CPU, the memory vs the same
+#                          run on the CPU;
 #        pp --schedule gpipe and 1f1b, -n 2, and tp -n 2, 4 and --sp: the same two comparisons;
 #        ckpt --policy every and sqrt, -n 2: the same two (its own comparison pass also checks,
 #                          on the GPU, that every policy's gradients are bitwise policy none's);
@@ -269,11 +270,12 @@ for STEPS in $train_lengths; do
         fi
     fi
     for n in 2 4; do
-        for variant in "zero 1" "zero 2" "zero 3" "fsdp prefetch"; do
+        for variant in "zero 1" "zero 2" "zero 3" "fsdp prefetch" "fsdp replicate"; do
             set -- $variant
             lab=$1 opt=$2
             if [ "$lab" = zero ]; then args="--stage $opt"; replicas=$([ "$opt" = 3 ] && echo 0 || echo 1)
-            else args="--prefetch"; replicas=0; fi
+            elif [ "$opt" = prefetch ]; then args="--prefetch"; replicas=0
+            else args="--replicate 2"; replicas=0; fi  # (HSDP: a shard group's ranks hold different shards)
             cpu=$tmp/$STEPS/$lab-$opt-cpu-$n cuda=$tmp/$STEPS/$lab-$opt-cuda-$n
             mem_ref=""
             # shellcheck disable=SC2086
