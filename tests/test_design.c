@@ -611,7 +611,7 @@ static void check_read_the_code(void) {
     // Proves: every lesson says which functions to read, and each names a file that is there
     // and a function defined in it. Broken variant: lesson 05 naming sync_gradient for ddp.c's
     // sync_gradients fails here, naming the lesson and the function.
-    EXPECT(n == 16 && bad == 0 && fewest >= 1, "each of the %d lessons has \"## Read the code\", between Exercises and "
+    EXPECT(n == 17 && bad == 0 && fewest >= 1, "each of the %d lessons has \"## Read the code\", between Exercises and "
            "Terms, and its %d entries name functions defined in files that exist (%d wrong)", n, entries, bad);
 
     // The labs' top comments: each names the files and functions of the algorithms it runs.

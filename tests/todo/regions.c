@@ -39,7 +39,7 @@ const TodoRegion TODO_REGIONS[] = {
      "the backward of unit u: gather, compute its gradient, reshard, reduce-scatter",
      "lesson 9 (fsdp); lexicon: fsdp, zero-stage-3, reduce-scatter", "fsdp,fsdp-prefetch,hsdp"},
     {"fsdp-replicas", "fsdp", "09-fsdp/fsdp.c", "sum unit u's gradient shard across the replicas",
-     "lesson 9 (fsdp), its part on HSDP; lexicon: hsdp, device-mesh", "hsdp"},
+     "lesson 17 (hsdp-and-2d-meshes); lexicon: hsdp, device-mesh", "hsdp"},
     {"tp-f-backward", "tp", "10-tp/f_and_g.c",
      "f backward: sum the ranks' partial input gradients (SP: reduce-scatter)",
      "lessons 10 and 11 (tensor-parallelism-basics, tensor-and-sequence-parallelism); lexicon: tensor-parallelism, "
