@@ -647,6 +647,7 @@ static void check_plan(void) {
         {"/api/plan?lab=ddp&n=3", "--batch 8 does not split"},
         {"/api/plan?lab=zero&stage=9", "--stage"},
         {"/api/plan?lab=ddp&n=99999999999", "-n takes"},
+        {"/api/plan?lab=fsdp&n=6&replicate=4", "--replicate 4 does not divide the 6 ranks"},
     };
     int ok = 1;
     char first[300] = "";
@@ -659,6 +660,12 @@ static void check_plan(void) {
     // Proves: a layout no lab can run is a 400 that says why, never a plan or a crash.
     EXPECT(ok, "/api/plan refuses %zu impossible layouts with 400 and the planner's reason%s%s", sizeof bad / sizeof bad[0],
            first[0] ? ": " : "", first);
+    Resp hsdp = request("GET", "/plan?lab=fsdp&n=4&replicate=2", NULL, NULL);
+    // Proves: the form has HSDP's field, and a plan with it is FSDP's at S = N/R.
+    EXPECT(hsdp.status == 200 && strstr(hsdp.body, "name=\"replicate\"") && strstr(hsdp.body, "e Psi&#39;/S") &&
+               strstr(hsdp.body, "name=\"replicate\" value=\"2\""),
+           "/plan?lab=fsdp&n=4&replicate=2: 200, the form's replicas field filled in, the formulas at S (%d)", hsdp.status);
+    resp_free(&hsdp);
     Resp post = request("POST", "/api/plan?lab=ddp", "Content-Type: application/json\r\n", "{}");
     EXPECT(post.status == 405, "POST /api/plan: 405 (%d)", post.status);
     resp_free(&post);
@@ -769,12 +776,12 @@ static void check_pages(void) {
         }
         if (d) closedir(d);
     }
-    EXPECT(pages == 65 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
+    EXPECT(pages == 66 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
            pages, bad);
-    // Proves: lessons/README.md (the folder's guide) is not served as a 17th lesson.
+    // Proves: lessons/README.md (the folder's guide) is not served as an 18th lesson.
     EXPECT(get_status("/lessons/README") == 404, "lessons/README.md is no lesson: /lessons/README is 404");
-    EXPECT(home.status == 200 && linked == 65 && strstr(home.body, "id=\"lexicon-search\""),
-           "the home page links every term and lesson (%d of 65) and has the lexicon search", linked);
+    EXPECT(home.status == 200 && linked == 66 && strstr(home.body, "id=\"lexicon-search\""),
+           "the home page links every term and lesson (%d of 66) and has the lexicon search", linked);
     resp_free(&home);
     const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
     int forms = 0, mixed = 0;

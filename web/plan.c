@@ -209,6 +209,7 @@ static void form(StrBuf *b, const char *qs, int planned) {
     choice(b, qs, "schedule", "schedule (pp)", schedules, 3);
     field(b, qs, "chunks", "chunks a stage (pp, interleaved)", "2", NULL);
     field(b, qs, "dp", "replicas (pp, tp)", "1", "N = D x stages or t");
+    field(b, qs, "replicate", "replicas (fsdp: HSDP)", "1", "N = R x S: each replica's S ranks shard the model");
     flag(b, qs, "mixed", "--mixed (bf16 weights and gradients in zero and fsdp)");
     flag(b, qs, "offload", "--offload (zero: optimizer state in host memory)");
     flag(b, qs, "prefetch", "--prefetch (fsdp)");
