@@ -75,6 +75,28 @@ static int count_events(const char *dir, int r, const char *ev) {
     return n;
 }
 
+// The span events of rank-<r>.jsonl of a collective between replicas: group "replicate"
+// (fsdp --replicate) or "dp" (tp --dp).
+static int across_spans(const char *dir, int r) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
+    char *text = read_file(path, NULL);
+    int n = 0;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (runschema_line_is(line, len, "span")) {
+            char *end = line + len, saved = *end;
+            *end = 0;
+            n += strstr(line, "\"group\":\"replicate\"") || strstr(line, "\"group\":\"dp\"");
+            *end = saved;
+        }
+        line = nl ? nl + 1 : line + len;
+    }
+    free(text);
+    return n;
+}
+
 // The steps of rank-<r>.jsonl with a finite loss.
 static int finite_losses(const char *dir, int r) {
     Events *ev = calloc(1, sizeof *ev);
@@ -101,7 +123,8 @@ typedef struct {
     int bad;                      // events that are not
     int spans[MAX_WORLD], memory[MAX_WORLD], loss[MAX_WORLD];
     int named[MAX_WORLD];         // process_name "rank N"
-    int compute[MAX_WORLD], comm[MAX_WORLD], io[MAX_WORLD];  // thread names seen
+    int compute[MAX_WORLD], comm[MAX_WORLD], io[MAX_WORLD], across[MAX_WORLD];  // thread names seen
+    int across_spans[MAX_WORLD];  // complete events in the category "communication across replicas"
     double min_ts;
     int overlaps;                 // spans of one thread that overlap
     char overlap[200];
@@ -154,6 +177,7 @@ static Facts read_trace(const char *path, int world) {
                 continue;
             }
             f.spans[r]++;
+            f.across_spans[r] += !strcmp(cat->string, "communication across replicas");
             if (ts < f.min_ts) f.min_ts = ts;
             slices[n++] = (Slice){r, (int)tid, ts, dur};
         } else if (!strcmp(ph->string, "M")) {
@@ -166,6 +190,7 @@ static Facts read_trace(const char *path, int world) {
                 f.compute[r] += !strcmp(argname->string, "compute");
                 f.comm[r] += !strcmp(argname->string, "communication");
                 f.io[r] += !strcmp(argname->string, "checkpoint I/O");
+                f.across[r] += !strcmp(argname->string, "communication across replicas");
             }
         } else if (!strcmp(ph->string, "C")) {
             double ts = num(e, "ts");
@@ -199,22 +224,25 @@ typedef struct {
     const char *lab;
     int n;
     const char *args[24];
-    int saves;  // writes a checkpoint: a checkpoint I/O thread
+    int saves;   // writes a checkpoint: a checkpoint I/O thread
+    int across;  // has replicas (fsdp --replicate, tp --dp): a thread of the collectives between them
 } LabRun;
 
 #define TINY "--steps", "2", "--batch", "4", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"
 
 static const LabRun RUNS[] = {
-    {"single", 1, {TINY}, 0},
-    {"collectives", 2, {"--max-bytes", "4K", "--iters", "2", "--warmup", "1"}, 0},
-    {"ddp", 2, {TINY}, 0},
-    {"ddp", 8, {"--steps", "2", "--batch", "8", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"}, 0},
-    {"zero", 2, {TINY, "--stage", "3", "--save-every", "2"}, 1},
-    {"fsdp", 2, {TINY}, 0},
-    {"tp", 2, {TINY}, 0},
-    {"pp", 2, {TINY, "--micro", "2"}, 0},
-    {"ckpt", 2, {TINY, "--policy", "every", "--compare", "0"}, 0},
-    {"shard", 2, {TINY}, 0},
+    {"single", 1, {TINY}, 0, 0},
+    {"collectives", 2, {"--max-bytes", "4K", "--iters", "2", "--warmup", "1"}, 0, 0},
+    {"ddp", 2, {TINY}, 0, 0},
+    {"ddp", 8, {"--steps", "2", "--batch", "8", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"}, 0, 0},
+    {"zero", 2, {TINY, "--stage", "3", "--save-every", "2"}, 1, 0},
+    {"fsdp", 2, {TINY}, 0, 0},
+    {"fsdp", 4, {TINY, "--replicate", "2"}, 0, 1},
+    {"tp", 2, {TINY}, 0, 0},
+    {"tp", 4, {TINY, "--dp", "2"}, 0, 1},
+    {"pp", 2, {TINY, "--micro", "2"}, 0, 0},
+    {"ckpt", 2, {TINY, "--policy", "every", "--compare", "0"}, 0, 0},
+    {"shard", 2, {TINY}, 0, 0},
 };
 #define NRUNS ((int)(sizeof RUNS / sizeof RUNS[0]))
 static char run_dirs[NRUNS][600];
@@ -255,7 +283,7 @@ static void check_labs(void) {
         const LabRun *L = &RUNS[i];
         char bin[700], tag[40], out[700];
         snprintf(bin, sizeof bin, "%s/%s", labs_dir, L->lab);
-        snprintf(tag, sizeof tag, "%s-%d", L->lab, L->n);
+        snprintf(tag, sizeof tag, "%s-%d%s", L->lab, L->n, L->across ? "-replicas" : "");
         snprintf(run_dirs[i], sizeof run_dirs[i], "%s/%s", tmp, tag);
         int rc = run_ranks(bin, L->n, tag, run_dirs[i], (char *const *)L->args, NULL);
         if (!EXPECT(rc == 0, "%s -n %d runs (exit %d)", L->lab, L->n, rc)) continue;
@@ -283,13 +311,20 @@ static void check_labs(void) {
                 spans_ok = 0, snprintf(why, sizeof why, "rank %d: %d complete events, %d span events", r, f.spans[r], logged);
             named &= f.named[r] == 1;
             int computes = strcmp(L->lab, "collectives") != 0, talks = strcmp(L->lab, "single") != 0;
-            threads &= (f.compute[r] == 1) == computes && (f.comm[r] == 1) == talks && (f.io[r] == 1) == L->saves;
+            threads &= (f.compute[r] == 1) == computes && (f.comm[r] == 1) == talks && (f.io[r] == 1) == L->saves &&
+                       (f.across[r] == 1) == L->across;
+            int logged_across = across_spans(run_dirs[i], r);
+            if ((f.across_spans[r] != logged_across || (logged_across > 0) != L->across) && spans_ok)
+                spans_ok = 0, snprintf(why, sizeof why, "rank %d: %d events across replicas, %d spans of group replicate or dp",
+                                       r, f.across_spans[r], logged_across);
             counters &= f.memory[r] == steps && f.loss[r] == finite_losses(run_dirs[i], r) && (steps > 0 || !computes);
         }
-        EXPECT(spans_ok, "%s: one complete event per span event of the rank logs %s", tag, why);
+        EXPECT(spans_ok, "%s: one complete event per span event of the rank logs, those of a group between replicas (and "
+               "only those) in \"communication across replicas\" %s", tag, why);
         EXPECT(named, "%s: every rank is a named process (\"rank N\")", tag);
-        EXPECT(threads, "%s: threads: compute%s%s%s", tag, strcmp(L->lab, "collectives") ? "" : " (none: it only talks)",
-               strcmp(L->lab, "single") ? ", communication" : " (no communication: one rank)", L->saves ? ", checkpoint I/O" : "");
+        EXPECT(threads, "%s: threads: compute%s%s%s%s", tag, strcmp(L->lab, "collectives") ? "" : " (none: it only talks)",
+               strcmp(L->lab, "single") ? ", communication" : " (no communication: one rank)", L->saves ? ", checkpoint I/O" : "",
+               L->across ? ", communication across replicas" : "");
         EXPECT(counters, "%s: a memory counter per step event, a loss counter per finite loss, on every rank", tag);
         EXPECT(!f.overlaps, "%s: no two spans of one thread overlap (the viewers draw only nested ones) %s", tag, f.overlap);
         if (!strcmp(L->lab, "ddp")) {

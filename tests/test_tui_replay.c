@@ -61,7 +61,8 @@ static void start_line(StrBuf *sb, int r, int steps) {
               r, steps);
 }
 
-static void write_crafted(const char *dir) {
+// group: the all-reduce's span group ("dp": between replicas, as tp --dp logs it), or NULL.
+static void write_crafted_group(const char *dir, const char *group) {
     mkdir(dir, 0755);
     write_meta(dir, STEPS);
     for (int r = 0; r < 2; r++) {
@@ -73,8 +74,9 @@ static void write_crafted(const char *dir) {
                 for (int k = 0; k < 4; k++)
                     sb_printf(&sb,
                               "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":0,\"layer\":-1,"
-                              "\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%d}\n",
-                              r, step, SPANS[r][k].name, T0 + SPANS[r][k].t0, T0 + SPANS[r][k].t1, k == 2 ? 1000 : 0);
+                              "\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%d%s%s%s}\n",
+                              r, step, SPANS[r][k].name, T0 + SPANS[r][k].t0, T0 + SPANS[r][k].t1, k == 2 ? 1000 : 0,
+                              k == 2 && group ? ",\"group\":\"" : "", k == 2 && group ? group : "", k == 2 && group ? "\"" : "");
             step_line(&sb, r, step, crafted_loss(step));
         }
         sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":%d}\n", r, STEPS);
@@ -90,6 +92,8 @@ static void write_crafted(const char *dir) {
                "\"loss_floor\":1.5,\"tokens\":3200,\"wall_s\":1,\"tokens_per_s\":3200,\"param_hash\":\"0123456789abcdef\","
                "\"mem_peak\":9000000}\n");
 }
+
+static void write_crafted(const char *dir) { write_crafted_group(dir, NULL); }
 
 static int count_of(const char *text, const char *glyph) {
     int n = 0;
@@ -250,6 +254,18 @@ static void test_replay(const char *dir) {
     check_memory("--dump", m, 0);
     check_memory("--dump --ascii", ma, 1);
     check_timeline("--dump", t);
+    // The same run with its all-reduce between replicas (group "dp"): drawn in lowercase, and
+    // the legend says what that is; the run without replicas has no such entry.
+    char across_dir[PATH_MAX + 16];
+    snprintf(across_dir, sizeof across_dir, "%s-across", dir);
+    write_crafted_group(across_dir, "dp");
+    char *ta = dump(across_dir, "timeline", 0), comm[1024] = "";
+    int r0 = find_line(ta, " r0  compute");
+    if (r0 >= 0) line_at(ta, r0 + 1, comm, sizeof comm);
+    EXPECT(strchr(comm, 'a') && !strchr(comm, 'A') && strstr(ta, "a s g across replicas") && !strstr(t, "across replicas"),
+           "--dump: an all-reduce between replicas is drawn 'a', named in the legend; a run without replicas has no such "
+           "entry (%s)", comm);
+    free(ta);
     free(o), free(m), free(ma), free(t);
     if (!have_tmux) return;
 

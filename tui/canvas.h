@@ -20,7 +20,8 @@ typedef enum {
     COLOR_TITLE, COLOR_DIM, COLOR_OK, COLOR_BAD, COLOR_WARN,
     COLOR_LOSS, COLOR_FLOOR, COLOR_REF,                     // the loss chart
     COLOR_FWD, COLOR_BWD, COLOR_RECOMPUTE, COLOR_OPTIM,     // the timeline's compute
-    COLOR_ALL_REDUCE, COLOR_SHARD, COLOR_P2P, COLOR_COLL,   // and its communication
+    COLOR_ALL_REDUCE, COLOR_SHARD, COLOR_P2P, COLOR_COLL,   // and its communication,
+    COLOR_ACROSS,                                           // across replicas (timeline.c)
     COLOR_MEM0,                                             // memory categories: MEM0 + k
     COLOR_COUNT = COLOR_MEM0 + 8
 } Color;

@@ -11,7 +11,10 @@
 // arithmetic on the spans, not counted columns): "busy" is the part of the step's time
 // span on which the rank computed or communicated (the rest is idle: a pipeline bubble, or
 // waiting for a slower rank); "hidden" is the part of the communication time that ran
-// while the same rank computed (what overlap buys).
+// while the same rank computed (what overlap buys). A collective between replicas (fsdp
+// --replicate's sums, tp --dp's gradient all-reduces: the spans' group says so) is drawn in
+// lowercase, in a colour of its own: on a cluster it is the one that crosses the network.
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,12 +56,19 @@ static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
     return t;
 }
 
+// A collective of the mesh's outer axis: between the replicas, not within one.
+static int across_replicas(const RunSpan *span, SpanKind k) {
+    return !SPAN_IS_COMPUTE(k) && k != SPAN_P2P && (!strcmp(span->group, "replicate") || !strcmp(span->group, "dp"));
+}
+
 // ---------------------------------------------------------------------------------------
 // Drawing
 // ---------------------------------------------------------------------------------------
 
-static void draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compute, int x, int y, int w,
-                     int64_t t0, int64_t t1) {
+// Returns 1 if a span drawn is a collective across replicas.
+static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compute, int x, int y, int w,
+                    int64_t t0, int64_t t1) {
+    int across = 0;
     double span = (double)(t1 - t0 > 0 ? t1 - t0 : 1);
     for (size_t i = 0; i < sp->n; i++) {
         SpanKind k = span_kind(sp->items[i].name);
@@ -70,9 +80,12 @@ static void draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int comp
         if (b > w) b = w;
         if (b <= a) b = a + 1;
         if (a >= w) a = w - 1, b = w;
-        uint32_t ch = dash_glyph(s, (uint32_t)KIND[k].letter);
-        for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, KIND[k].color, 0);
+        int out = across_replicas(&sp->items[i], k);
+        across |= out;
+        uint32_t ch = dash_glyph(s, (uint32_t)(out ? tolower(KIND[k].letter) : KIND[k].letter));
+        for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, out ? COLOR_ACROSS : KIND[k].color, 0);
     }
+    return across;
 }
 
 int dash_comm_ms(const RunView *v, int r, double *total_ms, double *hidden_ms) {
@@ -107,7 +120,7 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
     canvas_printf(c, x, y, w, COLOR_TITLE, ATTR_BOLD, "step %lld: %.3f ms from the first span to the last; a column is %.3f ms",
                   (long long)step, ms, ms / pw);
     uint32_t left = s->utf8 ? 0x2502 : '|', right = left;
-    int row = y + 1, shown = 0;
+    int row = y + 1, shown = 0, across = 0;
     for (int r = 0; r < world && row + 2 <= y + h - 3; r++, shown++, row += 2) {
         const RunSpans *sp = runview_spans(v, r, step);
         canvas_printf(c, x, row, label, COLOR_NONE, ATTR_BOLD, "r%-2d", r);
@@ -122,7 +135,7 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
             continue;
         }
         draw_row(c, s, sp, 1, x + label + 1, row, pw, t0, t1);
-        draw_row(c, s, sp, 0, x + label + 1, row + 1, pw, t0, t1);
+        across |= draw_row(c, s, sp, 0, x + label + 1, row + 1, pw, t0, t1);
         RankTime t = rank_time(sp, t0, t1);
         canvas_printf(c, x + label + 3 + pw, row, stats, COLOR_NONE, 0, "busy %3.0f%%", 100 * t.busy);
         if (t.hidden >= 0) canvas_printf(c, x + label + 3 + pw, row + 1, stats, COLOR_NONE, 0, "%3.0f%% hidden", 100 * t.hidden);
@@ -144,4 +157,8 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
         canvas_put(c, lx, ly, ch, KIND[k].color, 0);
         lx += 2 + canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, KIND[k].label) + 1;
     }
+    // Only where the step has them: a run without replicas keeps its legend.
+    static const char across_label[] = "a s g across replicas";
+    if (across && lx + (int)sizeof across_label > x + w) lx = x, ly++;
+    if (across && ly < y + h) canvas_text(c, lx, ly, -1, COLOR_ACROSS, 0, across_label);
 }

@@ -73,7 +73,7 @@ static short terminal_color(int c) {
     case COLOR_TITLE: case COLOR_LOSS: case COLOR_P2P: return COLOR_CYAN;
     case COLOR_OK: case COLOR_FWD: return COLOR_GREEN;
     case COLOR_BAD: case COLOR_SHARD: return COLOR_RED;
-    case COLOR_WARN: case COLOR_FLOOR: case COLOR_RECOMPUTE: return COLOR_YELLOW;
+    case COLOR_WARN: case COLOR_FLOOR: case COLOR_RECOMPUTE: case COLOR_ACROSS: return COLOR_YELLOW;
     case COLOR_REF: case COLOR_ALL_REDUCE: return COLOR_MAGENTA;
     case COLOR_BWD: return COLOR_BLUE;
     case COLOR_MEM0 + 0: return COLOR_BLUE;      // params

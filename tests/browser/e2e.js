@@ -262,6 +262,17 @@ async function main() {
     await page.locator('.schedule').screenshot({ path: path.join(outDir, 'run-pp-schedule.png') });
     check(rowsText.length === 2 && rowsText[0].replace(/\u00a0/g, '.') === 'stage 0ab..AAcBBdCC.DD' && idle === 6,
       `a pipeline run draws its schedule: ${JSON.stringify(rowsText)}, ${idle} idle cells`);
+    // HSDP (fsdp --replicate 2 on 4 ranks): the form takes the option, and the timeline draws
+    // the sums across replicas as their own kind, named in the legend; a plain run's legend
+    // (the zero run above) has no such entry.
+    await startFromForm('fsdp', { n: '4', steps: '3', replicate: '2' });
+    await page.waitForFunction(() => /across replicas/.test((document.querySelector('#p-gantt') || {}).textContent || ''), null,
+      { timeout: 60000 });
+    await page.locator('#p-gantt').screenshot({ path: path.join(outDir, 'run-hsdp-timeline.png') });
+    const hsdpLegend = await page.locator('#p-gantt .legend').innerText();
+    check(/ar rs ag: a collective across replicas/.test(hsdpLegend) && /RS reduce-scatter/.test(hsdpLegend) && !/across/.test(gantt),
+      'an HSDP run\'s timeline names the collectives across replicas as a kind of their own; a run without replicas does not: ' +
+      hsdpLegend.replace(/\n/g, ' | '));
     // The collectives lab, which trains nothing: its page's main figure is the bus bandwidth
     // against message size, a line per collective named in words, under this machine's
     // memory-copy ceiling, which says what it is and why points may pass it, in the terminal

@@ -25,10 +25,20 @@ window.ShardlabTimeline = (function () {
     send: { letter: 'S', label: 'S send', colour: 'send', pattern: 'horiz', lane: 1 },
     recv: { letter: 'V', label: 'V receive', colour: 'recv', pattern: 'vert', lane: 1 },
     io: { letter: 'K', label: 'K checkpoint save/load', colour: 'other', pattern: 'solid', lane: 1 },
+    // A collective between replicas (fsdp --replicate's sums, tp --dp's all-reduces: the
+    // span's group says so), in lowercase: on a cluster, the one that crosses the network.
+    across: { letter: 'ar', label: 'ar rs ag: a collective across replicas (on a cluster, over the network)',
+      colour: 'across', pattern: 'vert', lane: 1 },
   };
   // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
   const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
-    : KINDS[name] && name !== 'coll' && name !== 'io' ? name : 'coll');
+    : KINDS[name] && name !== 'coll' && name !== 'io' && name !== 'across' ? name : 'coll');
+  const acrossReplicas = (s) => (s.group === 'replicate' || s.group === 'dp') && KINDS[kindOf(s.name)].lane === 1 &&
+    s.name !== 'send' && s.name !== 'recv' && kindOf(s.name) !== 'io';
+  // A span's kind, and its letter: a collective across replicas in its own colour, its
+  // kind's letter in lowercase.
+  const spanKind = (s) => (acrossReplicas(s) ? 'across' : kindOf(s.name));
+  const spanLetter = (s) => (acrossReplicas(s) ? KINDS[kindOf(s.name)].letter.toLowerCase() : KINDS[kindOf(s.name)].letter);
 
   // A rank's communication in one step's spans: all of it, and the part that ran while the
   // rank computed (hidden), in ms (the step event's ms.comm is only what the step waited for).
@@ -77,7 +87,7 @@ window.ShardlabTimeline = (function () {
       const h = hits.find((b) => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h);
       if (!h) { tip.hidden = true; return; }
       const s = h.span, a = (s.t0_us - t0) / 1000, b = (s.t1_us - t0) / 1000;
-      const lines = [s.name + ' \u00b7 rank ' + s.rank + (s.mb >= 0 ? ' \u00b7 micro-batch ' + s.mb : '') + (s.layer >= 0 ? ' \u00b7 layer ' + s.layer : ''),
+      const lines = [s.name + (s.group ? ' (' + s.group + ')' : '') + ' \u00b7 rank ' + s.rank + (s.mb >= 0 ? ' \u00b7 micro-batch ' + s.mb : '') + (s.layer >= 0 ? ' \u00b7 layer ' + s.layer : ''),
         fmt(a, 3) + ' \u2192 ' + fmt(b, 3) + ' ms (' + fmt(b - a, 3) + ' ms)'];
       if (s.bytes) lines.push(s.bytes >= 1024 ? fmt(s.bytes / 1024, 1) + ' KiB' : s.bytes + ' bytes');
       if (s.issued_us && s.t0_us > s.issued_us) lines.push('queued ' + fmt((s.t0_us - s.issued_us) / 1000, 3) + ' ms before it started');
@@ -152,7 +162,7 @@ window.ShardlabTimeline = (function () {
         ctx.strokeRect(padL - 0.5, y - 0.5, pw + 1, 2 * laneH + 1);
         const comp = [], comm = [];
         for (const s of spans) {
-          const k = KINDS[kindOf(s.name)];
+          const k = KINDS[spanKind(s)], letter = spanLetter(s);
           (k.lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
           const x0 = X(s.t0_us), w = Math.max(1, X(s.t1_us) - x0), yy = y + k.lane * laneH + 2, hh = laneH - 4;
           ctx.fillStyle = fill(k.pattern, k.colour);
@@ -160,7 +170,7 @@ window.ShardlabTimeline = (function () {
           // An outline keeps neighbours of one kind (layer after layer) apart.
           if (w >= 3) { ctx.strokeStyle = t.fg; ctx.lineWidth = 1; ctx.strokeRect(x0 + 0.5, yy + 0.5, w - 1, hh - 1); }
           ctx.font = t.bold;
-          const txt = [showMb && s.mb >= 0 ? k.letter + s.mb : null, k.letter].find((x) => x && ctx.measureText(x).width + 4 <= w);
+          const txt = [showMb && s.mb >= 0 ? letter + s.mb : null, letter].find((x) => x && ctx.measureText(x).width + 4 <= w);
           if (txt) haloText(ctx, txt, x0 + w / 2, yy + hh / 2, 'center', t.bold);
           hits.push({ x: x0, y: yy, w, h: hh, span: s });
         }
@@ -180,7 +190,7 @@ window.ShardlabTimeline = (function () {
 
       // The legend lists the kinds this step has, in the table's order.
       const present = new Set();
-      rows.forEach((sp) => sp.forEach((s) => present.add(kindOf(s.name))));
+      rows.forEach((sp) => sp.forEach((s) => present.add(spanKind(s))));
       setLegend(leg, Object.keys(KINDS).filter((k) => present.has(k))
         .map((k) => ({ pattern: KINDS[k].pattern, colour: KINDS[k].colour, letter: KINDS[k].letter, label: KINDS[k].label })));
       const text = (narrow ? 'The right column: busy, and hidden. ' : '') +

@@ -24,8 +24,11 @@
 // ---------------------------------------------------------------------------------------
 // Which thread a span goes to: the kind of work its name says
 
-typedef enum { WORK_COMPUTE, WORK_COMM, WORK_IO, WORK_KINDS } WorkKind;
-static const char *const WORK_NAMES[WORK_KINDS] = {"compute", "communication", "checkpoint I/O"};
+// A collective between replicas (fsdp --replicate's sums, tp --dp's all-reduces: the span's
+// group) is a kind of its own: on a cluster it is the traffic that crosses the network.
+typedef enum { WORK_COMPUTE, WORK_COMM, WORK_IO, WORK_ACROSS, WORK_KINDS } WorkKind;
+static const char *const WORK_NAMES[WORK_KINDS] = {"compute", "communication", "checkpoint I/O",
+                                                   "communication across replicas"};
 
 static WorkKind work_kind(const char *name) {
     for (int c = DIST_ALL_REDUCE; c <= DIST_BARRIER; c++)  // the collectives, as dist.h names them
@@ -34,8 +37,8 @@ static WorkKind work_kind(const char *name) {
     return WORK_COMPUTE;  // fwd, bwd, recompute, optim, and whatever else a lab times
 }
 
-// A thread id per kind and lane: compute 1-8, communication 9-16, checkpoint I/O 17-24 (the
-// viewers sort threads by it too).
+// A thread id per kind and lane: compute 1-8, communication 9-16, checkpoint I/O 17-24, across
+// replicas 25-32 (the viewers sort threads by it too).
 static int thread_id(WorkKind k, int lane) { return 1 + (int)k * TRACE_MAX_LANES + lane; }
 
 // ---------------------------------------------------------------------------------------
@@ -143,6 +146,10 @@ static void add_span(RankTrace *x, const JsonValue *ev) {
     sb_init(&a);
     double bytes = json_get(ev, "bytes")->number;
     WorkKind kind = work_kind(name->string);
+    const JsonValue *group = json_get(ev, "group");
+    if (kind == WORK_COMM && group && group->type == JSON_STRING && strcmp(name->string, "send") && strcmp(name->string, "recv") &&
+        (!strcmp(group->string, "replicate") || !strcmp(group->string, "dp")))
+        kind = WORK_ACROSS;
     sb_printf(&a, "\"step\":%lld", (long long)step);
     if (bytes > 0 || kind != WORK_COMPUTE) sb_printf(&a, ",\"bytes\":%.0f", bytes);  // (compute moves none)
     if (layer >= 0) sb_printf(&a, ",\"layer\":%lld", (long long)layer);  // -1: none (labs/DESIGN.md, Events)

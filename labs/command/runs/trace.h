@@ -6,7 +6,9 @@
 //   - in each, one thread per kind of work: "compute" (fwd, bwd, recompute, optim and any
 //     span name a lab adds), "communication" (the collectives of dist.h: all_reduce,
 //     reduce_scatter, all_gather, broadcast, reduce, send, recv, barrier) and "checkpoint I/O"
-//     (save, load). Each span is a complete event ("ph":"X", ts and dur in microseconds)
+//     (save, load), and "communication across replicas" (a collective whose span's group is
+//     "replicate", fsdp --replicate's sums, or "dp", tp --dp's all-reduces: on a cluster the
+//     traffic between nodes). Each span is a complete event ("ph":"X", ts and dur in microseconds)
 //     whose args carry the step, bytes, layer and micro-batch ("mb", when the span has one)
 //     and whatever fields the lab added (bucket, algo, unit, chunk, stage...; "issued_us"
 //     becomes "queued_us", how long the collective waited behind others). The viewers draw
