@@ -179,7 +179,7 @@ endif
 # What the lab programs link (LIB_*): every common file but nocuda.c, then the CUDA backend
 # or nocuda.c, and every lab folder's algorithm files. The sanitized build (the tests) is
 # always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
-LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard
+LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard cp
 COMMON_SRCS := $(filter-out $(LABS_SRC)/common/cuda/nocuda.c,$(wildcard $(LABS_SRC)/common/*/*.c))
 COMMON_HDRS := $(wildcard $(LABS_SRC)/common/*/*.h)
 COMMON_OBJS := $(COMMON_SRCS:$(LABS_SRC)/common/%.c=$(BUILD)/common/%.o)

@@ -144,6 +144,17 @@ static const CatOption TP[] = {
      "split lm_head by vocabulary rows; the cross-entropy computed across the group", FORM, NULL},
 };
 
+static const CatOption CP[] = {
+    {"layout", OPT_STRING, 0, 0, "zigzag|contiguous", "zigzag", "L",
+     "which tokens each rank holds: zigzag (chunks r and 2N-1-r of 2N: even work under the causal mask) or contiguous "
+     "(chunk r of N)", FORM, NULL},
+    {"kv", OPT_STRING, 0, 0, "ring|all-gather", "ring", "MODE",
+     "how keys and values reach every rank: ring (a block per step, passed on while attending) or all-gather (the whole "
+     "sequence's, once per layer)", FORM, NULL},
+    {"dp", OPT_INT, 1, 8, NULL, "1", "D",
+     "data-parallel groups: the N ranks form D groups of N/D context-parallel ranks, each on B/D sequences", FORM, NULL},
+};
+
 static const CatOption PP[] = {
     {"schedule", OPT_STRING, 0, 0, "gpipe|1f1b|interleaved", "1f1b", "S", "the pipeline schedule", FORM, NULL},
     {"micro", OPT_INT, 1, 1 << 16, NULL, "4", "M", "micro-batches per step in each pipeline", FORM, NULL},
@@ -186,6 +197,9 @@ const CatLab catalog_labs[] = {
     {"tp", "tensor parallelism", "Tensor parallelism from scratch (Megatron-LM): every block's matrices split over t ranks."
      "\nRun N ranks with 'shardlab run tp -n N' (or make lab-tp NGPU=N); --dp D makes a D x N/D mesh.",
      "tensor-parallelism", 1, 0, NULL, N(TP)},
+    {"cp", "context parallelism", "Context parallelism from scratch: every sequence split over N ranks, keys and values "
+     "passed around a ring.\nRun N ranks with 'shardlab run cp -n N' (or make lab-cp NGPU=N).", "context-parallelism", 1, 0,
+     NULL, N(CP)},
     // --layers auto: pp.c, "The model's depth".
     {"pp", "pipeline parallelism", "Pipeline parallelism: the layers split into stages, micro-batches flowing through them."
      "\n--layers auto: the blocks of --split, else one block per model chunk (stages x chunks), at least 2",

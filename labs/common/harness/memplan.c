@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cp_layout.h"
 #include "tp_layout.h"
 #include "train.h"
 
@@ -162,6 +163,37 @@ static int bare_plan(const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
     return 0;
 }
 
+// A context-parallel rank: a replica whose passes see T' tokens of each sequence. After a
+// step the saved activations of T' tokens a sequence and the ring's blocks in flight; at the
+// peak the pass's workspace on top: W' = 4 (S' + B' T' C), the rank's position rows and their
+// gradient (2 T' C), the ring's workspace, and under --mixed q, k, v and o widened to fp32
+// for the ring (4 B' T' C).
+static int cp_plan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
+    CpLayout lay;
+    if (l->cp < 1 || l->world % l->cp || l->cp_rank < 0 || l->cp_rank >= l->cp || l->micro < 1)
+        return snprintf(why, nwhy, "%d context-parallel ranks of %d, micro-batches of %d", l->cp, l->world, l->micro), -1;
+    if (cp_layout_init(&lay, l->cp_layout, m->seq, l->cp) != 0)
+        return snprintf(why, nwhy, "%d tokens cannot be split in %d chunks", m->seq, 2 * l->cp), -1;
+    GptConfig local = *m;
+    local.seq = cp_layout_count(&lay, l->cp_rank);
+    double psi = (double)gpt_num_params(m), B = l->micro, T = local.seq, C = m->dim;
+    p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * psi, p->after[MEM_OPTIM] = 8 * psi;
+    p->formula = "4 Psi, 4 Psi, 8 Psi (a full replica)";
+    p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 Psi", p->after_formula[MEM_OPTIM] = "8 Psi";
+    double acts = (double)gpt_acts_bytes(&local, l->micro);
+    double W = 4.0 * ((double)gpt_pass_scratch_floats(&local, l->micro, l->gpu) + B * T * C + 2 * T * C +
+                      (double)cp_workspace_floats(&lay, l->micro, m->dim, m->heads) + (l->mixed ? 4 * B * T * C : 0));
+    p->after[MEM_ACTS] = acts, p->peak[MEM_ACTS] = acts + W;
+    p->after_formula[MEM_ACTS] = "single's saved activations at T' tokens a sequence";
+    p->peak_formula[MEM_ACTS] = "the saved activations + the pass's workspace, the position rows and the ring's workspace";
+    p->after[MEM_COMM] = p->peak[MEM_COMM] = 4.0 * (double)cp_comm_floats(&lay, l->cp_kv, l->micro, m->dim);
+    p->after_formula[MEM_COMM] = l->cp_kv == CP_KV_ALL_GATHER ? "16 n B M C: every rank's K/V and their gradients"
+                                                               : "32 B M C: two K/V blocks in flight, with their gradients";
+    p->peak_formula[MEM_COMM] = p->after_formula[MEM_COMM];
+    for (int k = 0; k < MEM_ACTS; k++) p->peak[k] = p->after[k];
+    return 0;
+}
+
 int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
     for (int k = 0; k < MEM_CATEGORIES; k++) {
         p->after[k] = p->peak[k] = NAN;
@@ -171,6 +203,7 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     const char *lab = l->lab;
     int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0, tp = strcmp(lab, "tp") == 0;
     int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
+    if (!strcmp(lab, "cp")) return cp_plan(m, l, p, why, nwhy);
     if (!zero && !fsdp && !pp && !tp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
     if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
     if (fsdp && l->replicate > 1 && l->world % l->replicate)

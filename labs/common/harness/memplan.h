@@ -16,6 +16,8 @@
 //   a pipeline stage                       4 Psi_s, 4 Psi_s, 8 Psi_s for its layers Psi_s
 //   a tensor-parallel rank                 4, 4 and 8 x (Psi_rep + Psi_split / t): the replicated
 //                                          parameters and its slice of the split ones (tp_layout.h)
+//   a context-parallel rank                a replica; the activations of its T' tokens a sequence,
+//                                          the ring's blocks in flight as comm (cp_layout.h)
 // where Psi' counts each unit (a block, the embedding, the head) padded to N equal shards.
 // A bare parameter count (MemLayout.psi, `shardlab plan --psi`: a model without a shape, as
 // the ZeRO paper counts one) is one unit: the state after a step alone, no activations, no peaks.
@@ -31,7 +33,7 @@
 #include "mem.h"
 
 typedef struct {
-    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp, pp or tp
+    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp, pp, tp or cp
     int world;            // N: ranks that split the training state (and, but pp, the batch)
     int micro;            // B': sequences in one micro-batch of one rank
     int mixed;            // bf16 weights and gradients, fp32 master weights in the optimizer
@@ -47,6 +49,8 @@ typedef struct {
     int in_flight;        // pp: the (micro-batch, chunk) pairs held then (0: not planned)
     int interleaved;      // pp: under interleaved 1F1B (a mix of its chunks in flight)
     int tp, sp, vp;       // tp: the tensor-parallel ranks t; sequence parallel; the head split by vocabulary
+    int cp, cp_rank;      // cp: the context-parallel group n (world = D n) and this rank's place in it
+    int cp_layout, cp_kv; // cp: CpLayoutKind and CpKvMode (cp_layout.h)
     double psi;           // > 0: a bare parameter count in place of m's shape (single, ddp, shard,
                           // zero, fsdp): one unit; micro unused
 } MemLayout;
