@@ -7,7 +7,7 @@
 //   1. the table of regions (tests/todo/regions.c) names every /* BEGIN SOLUTION: what */ region
 //      of labs/ once, by its file and its words, and nothing else; each check program holds
 //      exactly the checks of its regions; the configurations' points add up to the grader's
-//      175 (test_variants compares each with the grader's own maximum); each region's "reread"
+//      211 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
 //      decay is explained; labs/command/grade/README.md's index names each region's check, and
 //      README.md's map of the course gives each lesson the regions that name it;
@@ -50,6 +50,13 @@ static const struct {
     {"FSDP gathering each unit's summed gradient back (and never using it)", "fsdp-backward", {"rank ", "unit ", "all-gathered", "bytes"}},
     {"HSDP without the sum across replicas (each replica steps on its own data's gradient)", "fsdp-replicas", {"rank ", "replica ", "unit "}},
     {"AdamW with coupled (L2) weight decay", "adamw", {"step 1", "element ", "moments should be", "got"}},
+    {"cp's zig-zag giving rank r chunks r and N+r (not its mirror 2N-1-r)", "cp-layout", {"rank ", "holds positions", "expected", "2N-1-r"}},
+    {"ring attention's merge adding a block without rescaling the running output", "cp-merge",
+     {"block(s)", "query at position", "expected", "weighted mean"}},
+    {"the forward ring stopping a hand-over early (the last block never arrives)", "cp-ring-step",
+     {"ranks: rank ", "query at position", "expected", "ring step"}},
+    {"cp's position embeddings looked up at the rank's own indices, not the global positions", "cp-positions",
+     {"token ", "global position", "expected", "wpe[pos["}},
     // The grader's blind spots (variants.h): each region's check already tries the case.
     {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "ring-reduce-scatter",
      {"ranks, ", "elements", "values of other elements", "offset"}},
@@ -144,7 +151,7 @@ static void check_table(void) {
     free(readme);
     EXPECT(listed == TODO_NREGIONS, "labs/command/grade/README.md's index of the regions names each one's check (%d of %d)",
            listed, TODO_NREGIONS);
-    EXPECT(total == 175 && names_ok, "the 19 graded configurations are worth the grader's 175 points (%d), and every "
+    EXPECT(total == 211 && names_ok, "the 22 graded configurations are worth the grader's 211 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
 

@@ -193,6 +193,26 @@ static const Variant VARIANTS[] = {
      "Batch batch = {&L.corpus, &a, &acts, log, rank * per_rank, per_rank, 0};",
      "Batch batch = {&L.corpus, &a, &acts, log, shard_rank * per_rank, per_rank, 0};", "fsdp", "fsdp",
      "hsdp=loss.reference,grads.reference fsdp= fsdp-prefetch=", NULL, NULL},
+
+    // ---- context parallelism (cp): the layout, the merge, the ring, the positions -----------
+    // A zig-zag that still covers the sequence trains as well: only layout.positions sees it.
+    {"cp's zig-zag giving rank r chunks r and N+r (not its mirror 2N-1-r)", "common/harness/cp_layout.c",
+     "chunk[1] = 2 * l->N - 1 - r;", "chunk[1] = l->N + r;", "cp", "cp",
+     "cp=layout.positions cp-n2=layout.positions cp-contiguous-n3=", NULL, NULL},
+    {"ring attention's merge adding a block without rescaling the running output", "18-cp/ring_attention.c",
+     "for (int i = 0; i < hs; i++) o[i] = o[i] * w_old + ob[i] * w_new;",
+     "for (int i = 0; i < hs; i++) o[i] = o[i] + ob[i] * w_new;", "cp", "cp", "*=loss.reference,grads.reference", NULL,
+     NULL},
+    {"the forward ring stopping a hand-over early (the last block never arrives)", "18-cp/ring_attention.c",
+     "        if (s < N - 1) {  // posted", "        if (s < N - 2) {  // posted", "cp", "cp",
+     "*=loss.reference,grads.reference,comm.bytes", NULL, NULL},
+    {"cp's position embeddings looked up at the rank's own indices, not the global positions", "18-cp/cp.c",
+     "w.wpe + (size_t)cp->pos[i] * C, C);", "w.wpe + (size_t)i * C, C);", "cp", "cp",
+     "*=loss.reference,grads.reference", NULL, NULL},
+    {"ring attention's causal mask by the query's index on its rank, not its position", "18-cp/ring_attention.c",
+     "int nk = visible_keys(kpos, Tk, qpos[t]);\n                if (nk == 0) continue;  // the whole block",
+     "int nk = visible_keys(kpos, Tk, t);\n                if (nk == 0) continue;  // the whole block", "cp", "cp",
+     "*=loss.reference,grads.reference", NULL, NULL},
 };
 
 // Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.

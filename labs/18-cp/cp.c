@@ -10,7 +10,7 @@
 // gradients are all-reduced over the group (and over --dp D groups, each its own sequences).
 //
 // The algorithms it runs:
-//   the layouts: labs/18-cp/ring_attention.c, layout_chunks(), cp_layout_positions()
+//   the layouts: labs/common/harness/cp_layout.c, layout_chunks(), cp_layout_positions()
 //   one block and its merge: labs/18-cp/ring_attention.c, ring_block_forward(), ring_block_backward()
 //   the ring: labs/18-cp/ring_attention.c, ring_attention_forward(), ring_attention_backward()
 //   positions: labs/18-cp/cp.c, embed_forward(), embed_backward()
@@ -258,21 +258,24 @@ static void report_memory(Lab *L, const Cp *cp, int n, int r) {
     train_report_memory(&L->log, &L->mem, NULL, &L->cfg, cp->B, rows, 5);
 }
 
-// One span per finished collective; the ring's sends and receives are named "ring" with
-// their step. Returns the bytes the ring sent (its records' count).
-static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step) {
+// One span per finished collective. Those of the passes (attention = 1: the ring's sends and
+// receives with their step, or --kv all-gather's collectives) say "phase":"attention", so
+// that the grader tells them from the gradients' all-reduces. Returns the bytes they sent.
+static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step, int attention) {
     size_t k = dist_drain_records(d, records, LAB_MAX_RECORDS);
-    uint64_t ring = 0;
+    uint64_t sent = 0;
     for (size_t i = 0; i < k; i++) {
         const DistRecord *r = &records[i];
-        char extra[96];
-        int p2p = r->coll == DIST_SEND || r->coll == DIST_RECV;
-        if (p2p) snprintf(extra, sizeof extra, "\"ring_step\":%d,\"issued_us\":%lld", r->tag, (long long)r->issued_us);
-        else snprintf(extra, sizeof extra, "\"algo\":\"%s\"", r->algo);
+        char extra[128];
+        int at = snprintf(extra, sizeof extra, "\"algo\":\"%s\"", r->algo);
+        if (r->coll == DIST_SEND || r->coll == DIST_RECV)
+            at += snprintf(extra + at, sizeof extra - (size_t)at, ",\"ring_step\":%d,\"issued_us\":%lld", r->tag,
+                           (long long)r->issued_us);
+        if (attention) snprintf(extra + at, sizeof extra - (size_t)at, ",\"phase\":\"attention\"");
         runlog_span_extra(log, step, dist_coll_name(r->coll), -1, -1, r->t0_us, r->t1_us, r->bytes_sent, extra);
-        if (r->coll != DIST_ALL_REDUCE) ring += r->bytes_sent;  // (the gradients' are all-reduces)
+        sent += r->bytes_sent;
     }
-    return ring;
+    return sent;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -322,17 +325,27 @@ int main(int argc, char **argv) {
     cp.ops.flash_attention_backward_bf16 = ring_backward_bf16_op;
     gpt_acts_alloc(&cp.acts, &cp.local, micro, &L.mem);
 
+    char positions[64];  // this rank's runs of positions, for the log and every step event
+    cp_layout_ranges(&layout, r, positions, sizeof positions);
+    runlog_printf(log, "rank %d = group %d, context-parallel rank %d of %d: positions %s (%d of %d tokens) of "
+                       "sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
+                  rank, d, r, n, positions, cp.Tl, cfg.seq, d * per_group, (d + 1) * per_group - 1, a.batch, a.accum,
+                  micro);
+
+    // The attention work of each rank of the group: equal under zig-zag, rising rank by rank
+    // under contiguous chunks (the last rank's queries see every key).
     {
-        char chunks[96];
-        int pos_last = cp.pos[cp.Tl - 1];
-        int gap = 0;  // zigzag: where the first chunk ends
-        while (gap + 1 < cp.Tl && cp.pos[gap + 1] == cp.pos[gap] + 1) gap++;
-        if (gap + 1 < cp.Tl) snprintf(chunks, sizeof chunks, "%d..%d and %d..%d", cp.pos[0], cp.pos[gap], cp.pos[gap + 1], pos_last);
-        else snprintf(chunks, sizeof chunks, "%d..%d", cp.pos[0], pos_last);
-        runlog_printf(log, "rank %d = group %d, context-parallel rank %d of %d: positions %s (%d of %d tokens) of "
-                           "sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
-                      rank, d, r, n, chunks, cp.Tl, cfg.seq, d * per_group, (d + 1) * per_group - 1, a.batch, a.accum,
-                      micro);
+        char line[256];
+        long most = 0, least = -1;
+        int at = 0;
+        for (int q = 0; q < n; q++) {
+            long w = cp_layout_pairs(&layout, q);
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%ld", q ? " " : "", w);
+            if (w > most) most = w;
+            if (least < 0 || w < least) least = w;
+        }
+        runlog_printf(log, "attention work per rank (query-key pairs a sequence and head): %s; the busiest rank %.2fx "
+                           "the idlest\n", line, (double)most / (double)least);
     }
 
     char lab_fields[160];
@@ -364,7 +377,7 @@ int main(int argc, char **argv) {
         double loss_sum = forward_backward(&cp, &model, &L.corpus, &a, step, d * per_group, per_group,
                                            (float)(1.0 / L.tokens_per_step), &spans);
         int64_t comm_us = cp.ring.wait_us;  // what the compute did not hide of the ring
-        uint64_t ring_sent = log_comm_spans(log, &L.dist, L.records, step);
+        uint64_t ring_sent = log_comm_spans(log, &L.dist, L.records, step, 1);
         if (step == first_step)
             runlog_self_check(log, "comm.ring_bytes_sent", ring_sent == ring_expect, (double)ring_sent,
                               (double)ring_expect, "the ring sent %llu bytes, its formula gives %llu",
@@ -376,12 +389,13 @@ int main(int argc, char **argv) {
         train_all_reduce_layers(&L.dist.world_group, &model);
         double loss = dist_sum_over_ranks(&L.dist.world_group, loss_sum) / L.tokens_per_step;
         comm_us += runlog_now_us() - t0;
-        log_comm_spans(log, &L.dist, L.records, step);
+        log_comm_spans(log, &L.dist, L.records, step, 0);
 
         // 3. The same update on every rank: the replicas stay equal.
         double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);
-        char extra[128];
-        snprintf(extra, sizeof extra, "\"ring_bytes_sent\":%llu", (unsigned long long)ring_sent);
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"ring_bytes_sent\":%llu,\"positions\":\"%s\"", (unsigned long long)ring_sent,
+                 positions);
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm,
                           .tokens = (int64_t)per_group * cp.Tl, .extra = extra};
         lab_replica_step_end(&L, &model, &rec, comm_us, &chunk);

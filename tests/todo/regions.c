@@ -4,7 +4,9 @@
 #include <string.h>
 
 #define TRAINING \
-    "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard"
+    "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard," \
+    "cp,cp-n2,cp-contiguous-n3"
+#define CP "cp,cp-n2,cp-contiguous-n3"
 #define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp"
 
 const TodoRegion TODO_REGIONS[] = {
@@ -55,16 +57,29 @@ const TodoRegion TODO_REGIONS[] = {
     {"ckpt-recompute", "ckpt", "14-activation-checkpointing/activation_checkpointing.c",
      "recompute the segment that ends at block l, before its backward",
      "lesson 14 (activation-checkpointing); lexicon: activation-checkpointing", "ckpt"},
+    {"cp-layout", "cp", "common/harness/cp_layout.c", "rank r's chunks: r of N, or r and 2N-1-r of 2N",
+     "lesson 18 (context-parallelism), its part \"Zig-zag\"; lexicon: context-parallelism", CP},
+    {"cp-merge", "cp", "18-cp/ring_attention.c",
+     "merge the block's (ob / l, lb) into the running (o, lse), overflow-safe",
+     "lesson 18 (context-parallelism), its part \"One block at a time\"; lexicon: context-parallelism",
+     CP},
+    {"cp-ring-step", "cp", "18-cp/ring_attention.c",
+     "post this step's hand-over (the block held to the right, the next from the left), then attend",
+     "lesson 18 (context-parallelism), its part \"The ring\"; lexicon: context-parallelism", CP},
+    {"cp-positions", "cp", "18-cp/cp.c", "look up each token's position embedding at its GLOBAL position",
+     "lesson 18 (context-parallelism), its part \"Everything else is token by token\"; lexicon: context-parallelism",
+     CP},
 };
 const int TODO_NREGIONS = sizeof TODO_REGIONS / sizeof TODO_REGIONS[0];
 
 // shardlab grade's maximum per graded configuration (labs/command/grade/rubric.c: run.complete [1] and
-// the lab's checks; zero-3 has no replicas to compare), 175 in all.
+// the lab's checks; zero-3 has no replicas to compare), 211 in all.
 const TodoConfig TODO_CONFIGS[] = {
     {"single", 5},    {"collectives", 5},   {"collectives-ring-n3", 5}, {"ddp", 11},        {"ddp-accum", 11},
     {"zero-1", 11},   {"zero-2", 11},       {"zero-3", 9},              {"fsdp", 9},        {"fsdp-prefetch", 9},  {"hsdp", 9},
     {"tp", 8},        {"tp-sp", 8},         {"pp-gpipe", 11},           {"pp-1f1b", 11},    {"pp-1f1b-m2", 11},
-    {"pp-1f1b-m1", 11}, {"ckpt", 11},       {"shard", 9},
+    {"pp-1f1b-m1", 11}, {"ckpt", 11},       {"shard", 9},       {"cp", 12},         {"cp-n2", 12},
+    {"cp-contiguous-n3", 12},
 };
 const int TODO_NCONFIGS = sizeof TODO_CONFIGS / sizeof TODO_CONFIGS[0];
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/comm/dist.h"
+#include "common/harness/cp_layout.h"
 #include "common/harness/memplan.h"
 #include "common/harness/tp_layout.h"
 #include "common/model/gpt.h"
@@ -316,6 +317,104 @@ static int comm_tp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     return 1;
 }
 
+// CP: per rank and step, the passes' transfers (the spans of phase "attention": the ring's
+// sends, or --kv all-gather's collectives) equal cp_ring_bytes() for every layer and
+// micro-batch; every layer's gradient all-reduced once over all N ranks (the ring's count);
+// and the loss's sum. Nothing else.
+static int comm_cp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
+    const GradeRun *run = x->run;
+    int N = run->world, dp = grade_cfg_int(run, "dp", 1), K = grade_cfg_count(run, "accum", 1, 1 << 16);
+    int B = grade_cfg_count(run, "batch", 0, 1 << 16), kind = cp_layout_parse(grade_cfg_str(run, "layout", ""));
+    int kv = !strcmp(grade_cfg_str(run, "kv", "ring"), "all-gather") ? CP_KV_ALL_GATHER : CP_KV_RING;
+    CpLayout l;
+    if (dp < 1 || N % dp || !K || !B || B % (dp * K) || kind < 0 || cp_layout_init(&l, kind, m->seq, N / dp) != 0) {
+        MEASURED("%d ranks in %d group(s), batch %d, accum %d, layout \"%s\"", N, dp, B, K, grade_cfg_str(run, "layout", ""));
+        REASON("the config does not describe a context-parallel layout");
+        return 0;
+    }
+    int n = N / dp, micro = B / (dp * K);
+    for (int r = 0; r < N; r++) {
+        size_t ns;
+        const JsonValue **sp = grade_spans(run, r, step, &ns);
+        double ring = 0, grads = 0;
+        int reduces = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (!strcmp(ev_str(sp[i], "phase"), "attention")) ring += ev_num(sp[i], "bytes");
+            else if (!strcmp(ev_str(sp[i], "name"), "all_reduce")) grads += ev_num(sp[i], "bytes"), reduces++;
+        }
+        double want_ring = 0, want_grads = 0;
+        for (int layer = 0; layer < m->layers; layer++)
+            want_ring += (double)K * (double)(cp_ring_bytes(&l, kv, r % n, micro, m->dim, 0) +
+                                              cp_ring_bytes(&l, kv, r % n, micro, m->dim, 1));
+        for (int layer = 0; layer < gpt_layer_count(m); layer++)
+            want_grads += ring_bytes(RING_ALL_REDUCE, gpt_layer_size(m, layer), N, r);
+        if (ring != want_ring) {
+            MEASURED("rank %d, step %lld: the attention's transfers sent %.0f bytes", r, (long long)step, ring);
+            EXPECTED("%.0f: %s, for %d layers and %d micro-batch(es)", want_ring,
+                     kv == CP_KV_RING ? "each K/V block handed on once a step of the ring, dK dV with it and home"
+                                      : "K/V all-gathered forward and backward, dK dV reduce-scattered",
+                     m->layers, K);
+            REASON("the ring moved %s than its blocks: a block sent twice or left out, or dK dV not travelling with "
+                   "their block", more_or_fewer(ring, want_ring));
+            return 0;
+        }
+        if (grads != want_grads) {
+            MEASURED("rank %d, step %lld: %d all-reduces sent %.0f bytes", r, (long long)step, reduces, grads);
+            EXPECTED("%.0f: each layer's gradient all-reduced once over all %d ranks (ring)", want_grads, N);
+            REASON("the gradients were summed over %s than every rank once: over one group only, twice, or not at all",
+                   more_or_fewer(grads, want_grads));
+            return 0;
+        }
+        double other = step_sent(run, r, step) - ring - grads;
+        if (other != SUM_BYTES(N)) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides the ring and the gradients", r, (long long)step, other);
+            EXPECTED("%.0f: the loss's sum, one float pair per rank all-gathered", SUM_BYTES(N));
+            reason_other_bytes(c, "the rank", other, SUM_BYTES(N));
+            return 0;
+        }
+    }
+    MEASURED("every step: the ring's blocks, each layer's gradient all-reduced once, the loss's sum");
+    EXPECTED("cp_ring_bytes x L x K, 2 (N-1)/N x 4 Psi, 8 (N-1) per rank");
+    return 1;
+}
+
+// ---- layout.positions: each rank holds the tokens its layout gives it -----------------------
+// A wrong zig-zag that still covers every position once (rank r taking chunks r and n + r)
+// trains exactly as well: only the balance of the work is lost. So the grader reads each
+// rank's positions from its step events and compares them with the layout's.
+void check_positions(Ctx *x, GradeCheck *c) {
+    const GradeRun *run = x->run;
+    GptConfig m;
+    if (!grade_model_or_say(run, &m, c)) return;
+    int N = run->world, dp = grade_cfg_int(run, "dp", 1), kind = cp_layout_parse(grade_cfg_str(run, "layout", ""));
+    CpLayout l;
+    if (dp < 1 || N % dp || kind < 0 || cp_layout_init(&l, kind, m.seq, N / dp) != 0) {
+        MEASURED("%d ranks in %d group(s), layout \"%s\", %d tokens", N, dp, grade_cfg_str(run, "layout", ""), m.seq);
+        REASON("the config does not describe a context-parallel layout");
+        return;
+    }
+    EXPECTED("%s over %d rank(s) a group: rank r holds %s", cp_layout_name(kind), N / dp,
+             kind == CP_ZIGZAG ? "chunks r and 2n-1-r of 2n" : "chunk r of n");
+    for (int r = 0; r < N; r++) {
+        char want[64];
+        cp_layout_ranges(&l, r % (N / dp), want, sizeof want);
+        size_t ns;
+        const JsonValue **s = grade_steps(run, r, &ns);
+        for (size_t i = 0; i < ns; i++) {
+            const char *got = ev_str(s[i], "positions");
+            if (!strcmp(got, want)) continue;
+            MEASURED("rank %d, step %.0f: positions %s", r, ev_num(s[i], "step"), got[0] ? got : "(none logged)");
+            EXPECTED("%s (%s, context-parallel rank %d of %d)", want, cp_layout_name(kind), r % (N / dp), N / dp);
+            REASON(kind == CP_ZIGZAG ? "the rank holds other chunks than the zig-zag's: with chunks r and 2n-1-r every "
+                                       "rank does the same attention work; any other pair leaves it uneven"
+                                     : "the rank holds another chunk than its own: rank r holds chunk r of n");
+            return;
+        }
+    }
+    MEASURED("every rank, every step: the layout's positions");
+    c->pass = 1;
+}
+
 void check_comm(Ctx *x, GradeCheck *c) {
     const GradeRun *run = x->run;
     GptConfig m;
@@ -329,6 +428,7 @@ void check_comm(Ctx *x, GradeCheck *c) {
     for (int64_t step = run->first_step; step <= run->last_step; step++) {
         int ok = !strcmp(run->lab, "ddp")  ? comm_ddp(x, c, step, (double)gpt_num_params(&m))
                  : !strcmp(run->lab, "tp") ? comm_tp(x, c, step, &m)
+                 : !strcmp(run->lab, "cp") ? comm_cp(x, c, step, &m)
                                            : comm_sharded(x, c, step, &m);
         if (!ok) return;
     }

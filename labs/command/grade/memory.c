@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/harness/cp_layout.h"
 #include "common/harness/memplan.h"
 #include "common/model/gpt.h"
 #include "grade.h"
@@ -22,7 +23,8 @@
 static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemPlan *mm, GradeCheck *c) {
     int N = run->world, accum = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
     const char *lab = run->lab;
-    int pp = !strcmp(lab, "pp"), per = !strcmp(lab, "single") ? 1 : N;  // ranks that split the batch
+    int pp = !strcmp(lab, "pp"), cp = !strcmp(lab, "cp"), dp = (int)fmax(1, grade_cfg_int(run, "dp", 1));
+    int per = !strcmp(lab, "single") ? 1 : cp ? dp : N;  // ranks that split the batch (cp: its groups)
     if (!pp && (!accum || !B || B % (per * accum))) {
         MEASURED("batch %d, accum %d over %d rank%s", B, accum, per, per == 1 ? "" : "s");
         REASON("the config's batch does not split into micro-batches over the ranks");
@@ -42,11 +44,15 @@ static int mem_model(const GradeRun *run, const GptConfig *m, int r, MemPlan *mm
         .replicate = grade_cfg_int(run, "replicate", 1),
         .buckets = strcmp(grade_cfg_str(run, "sync", "overlap"), "per-tensor") != 0,
         .ckpt_acts = !strcmp(lab, "ckpt") ? grade_ckpt_acts(run) : NAN,
+        .cp = N / dp,
+        .cp_rank = r % (N / dp > 0 ? N / dp : 1),
+        .cp_layout = cp_layout_parse(grade_cfg_str(run, "layout", "zigzag")),
+        .cp_kv = !strcmp(grade_cfg_str(run, "kv", "ring"), "all-gather") ? CP_KV_ALL_GATHER : CP_KV_RING,
     };
     if (pp) {
         // This stage's units: chunk c of the config's chunk_layers lives on stage c mod p. Rank
         // r = s D + d is stage s of pipeline d (its step events say which).
-        int dp = (int)fmax(1, grade_cfg_int(run, "dp", 1)), p = N / dp, stage = r / dp;
+        int p = N / dp, stage = r / dp;
         size_t ns;
         const JsonValue **steps = grade_steps(run, r, &ns);
         double logged = ns ? ev_num(steps[0], "stage") : NAN;

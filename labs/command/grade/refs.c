@@ -242,7 +242,7 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
     if (!strcmp(run->lab, "ddp") || !strcmp(run->lab, "zero") || !strcmp(run->lab, "fsdp") ||
         !strcmp(run->lab, "ckpt") || !strcmp(run->lab, "shard"))
         accum *= run->world;
-    else if (!strcmp(run->lab, "tp")) accum *= dp;
+    else if (!strcmp(run->lab, "tp") || !strcmp(run->lab, "cp")) accum *= dp;  // (cp: every rank of a group the same sequences)
     else if (!strcmp(run->lab, "pp")) accum = grade_cfg_num(run, "micro", 1) * dp;
     if (!strcmp(run->lab, "shard")) c->lab = "shard";
     if (k == REF_CKPT_NONE) c->lab = "ckpt", c->world = run->world, accum = grade_cfg_num(run, "accum", 1);

@@ -301,6 +301,7 @@ static const CheckDef DEFS[] = {
     {"recompute.count", 1, check_recompute_count, "each step recomputes exactly the blocks the policy checkpoints"},
     {"data.coverage", 3, check_coverage, "each rank read and trained on exactly its part of every global batch"},
     {"collectives.correct", 4, check_collectives, "every collective's result is right, every size"},
+    {"layout.positions", 1, check_positions, "each rank holds the tokens its layout gives it (zig-zag: chunks r, 2n-1-r)"},
 };
 
 typedef struct {
@@ -318,6 +319,8 @@ static const LabRubric RUBRICS[] = {
     {"pp", {"run.complete", "loss.reference", "grads.reference", "mem.formula", "schedule.in_flight", "schedule.bubble"}},
     {"ckpt", {"run.complete", "replicas.equal", "loss.reference", "recompute.bitwise", "recompute.count", "mem.formula"}},
     {"shard", {"run.complete", "replicas.equal", "loss.reference", "data.coverage"}},
+    {"cp", {"run.complete", "replicas.equal", "loss.reference", "grads.reference", "mem.formula", "comm.bytes",
+            "layout.positions"}},
 };
 
 // Why a check does not apply to this run's configuration (NULL if it does). Known from the

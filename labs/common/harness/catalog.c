@@ -252,6 +252,11 @@ const CatGraded catalog_graded[] = {
     // --compare 0: the grader judges the recomputation, not the lab's own comparison table.
     {"ckpt", "ckpt", 2, {"--steps", "6", "--policy", "sqrt", "--layers", "4", "--compare", "0"}, NULL},
     {"shard", "shard", 2, {"--steps", "10", "--strategy", "sampler", "--items", "64"}, NULL},
+    // Context parallelism: zig-zag at 2 ranks (each holds an early and a late chunk) and 4;
+    // contiguous at 3, where 64 tokens do not split evenly.
+    {"cp", "cp", 4, {"--steps", "6"}, NULL},
+    {"cp-n2", "cp", 2, {"--steps", "6"}, NULL},
+    {"cp-contiguous-n3", "cp", 3, {"--steps", "6", "--layout", "contiguous"}, NULL},
 };
 const int catalog_ngraded = (int)(sizeof catalog_graded / sizeof catalog_graded[0]);
 

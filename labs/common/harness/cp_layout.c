@@ -1,6 +1,7 @@
 // cp_layout.c — see cp_layout.h.
 #include "cp_layout.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/comm/dist.h"
@@ -49,6 +50,27 @@ void cp_layout_positions(const CpLayout *l, int r, int *pos) {
         dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
         for (size_t t = 0; t < len; t++) pos[k++] = (int)(off + t);
     }
+}
+
+void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n) {
+    int chunk[2], k = layout_chunks(l, r, chunk), at = 0;
+    out[0] = 0;
+    for (int i = 0; i < k && at >= 0 && (size_t)at < n; i++) {
+        size_t off, len;
+        dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
+        at += snprintf(out + at, n - (size_t)at, "%s%zu-%zu", i ? "," : "", off, off + len - 1);
+    }
+}
+
+long cp_layout_pairs(const CpLayout *l, int r) {
+    int chunk[2], k = layout_chunks(l, r, chunk);
+    long pairs = 0;
+    for (int i = 0; i < k; i++) {
+        size_t off, len;
+        dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
+        for (size_t t = off; t < off + len; t++) pairs += (long)t + 1;
+    }
+    return pairs;
 }
 
 int cp_layout_max_count(const CpLayout *l) {

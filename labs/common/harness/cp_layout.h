@@ -31,6 +31,12 @@ int cp_layout_init(CpLayout *l, int kind, int T, int N);
 // Tokens rank r holds, and their global positions in increasing order (pos: that many ints).
 int cp_layout_count(const CpLayout *l, int r);
 void cp_layout_positions(const CpLayout *l, int r, int *pos);
+// Rank r's positions as runs, "0-15,48-63" (one run a chunk), into out[n]: what the cp lab
+// logs and the grader compares with its own layout.
+void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n);
+// Rank r's share of causal attention's work: the (query, key) pairs its queries see, per
+// sequence and head, summed over the ring: pos + 1 for each of its positions.
+long cp_layout_pairs(const CpLayout *l, int r);
 // The most tokens any rank holds: the size of a K/V block in flight.
 int cp_layout_max_count(const CpLayout *l);
 

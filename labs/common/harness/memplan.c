@@ -172,6 +172,8 @@ static int cp_plan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why
     CpLayout lay;
     if (l->cp < 1 || l->world % l->cp || l->cp_rank < 0 || l->cp_rank >= l->cp || l->micro < 1)
         return snprintf(why, nwhy, "%d context-parallel ranks of %d, micro-batches of %d", l->cp, l->world, l->micro), -1;
+    if (l->cp_layout != CP_CONTIGUOUS && l->cp_layout != CP_ZIGZAG)
+        return snprintf(why, nwhy, "no context-parallel layout of that name"), -1;
     if (cp_layout_init(&lay, l->cp_layout, m->seq, l->cp) != 0)
         return snprintf(why, nwhy, "%d tokens cannot be split in %d chunks", m->seq, 2 * l->cp), -1;
     GptConfig local = *m;
