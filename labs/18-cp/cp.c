@@ -115,9 +115,9 @@ static void ring_backward_bf16_op(float *dqkv, const float *dout, const bf16 *qk
 
 // x0[b,i] = wte[token] + wpe[pos(i)]: single's embedding with the positions this rank holds.
 static void embed_forward(Cp *cp, const float *params) {
+    /* BEGIN SOLUTION: look up each token's position embedding at its GLOBAL position */
     EmbedView w = gpt_embed_view(&cp->local, (float *)params);
     int C = cp->local.dim;
-    /* BEGIN SOLUTION: look up each token's position embedding at its GLOBAL position */
     for (int i = 0; i < cp->Tl; i++) cp->ops.copy(cp->wpe + (size_t)i * C, w.wpe + (size_t)cp->pos[i] * C, C);
     cp->ops.embedding_forward(cp->acts.x0, cp->tokens, w.wte, cp->wpe, cp->B, cp->Tl, C);
     /* END SOLUTION */

@@ -24,6 +24,25 @@ static int visible_keys(const int *kpos, int Tk, int p) {
 
 static float round_if(float x, int bf16_in) { return bf16_in ? bf16_round(x) : x; }
 
+// A block's output for one query and head, ob (unnormalized: its softmax's sum is l) and
+// its log-sum-exp lb, merged into the running o and *lse (-INFINITY before the first block).
+static void merge_block(float *o, float *lse, const float *ob, float l, float lb, int hs) {
+    /* BEGIN SOLUTION: merge the block's (ob / l, lb) into the running (o, lse), overflow-safe */
+    if (*lse == -INFINITY) {  // the first block this query sees
+        for (int i = 0; i < hs; i++) o[i] = ob[i] / l;
+        *lse = lb;
+        return;
+    }
+    // lse' = log(e^lse + e^lb), written as max + log1p(e^(min - max)): the exp of a
+    // difference <= 0 never overflows.
+    float hi = *lse > lb ? *lse : lb, lo = *lse > lb ? lb : *lse;
+    float merged = hi + log1pf(expf(lo - hi));
+    float w_old = expf(*lse - merged), w_new = expf(lb - merged) / l;
+    for (int i = 0; i < hs; i++) o[i] = o[i] * w_old + ob[i] * w_new;
+    *lse = merged;
+    /* END SOLUTION */
+}
+
 void ring_block_forward(float *out, float *lse, const float *qkv, const int *qpos, int Tq, const float *kv,
                         const int *kpos, int Tk, int B, int C, int NH, int bf16_in, float *scores) {
     int hs = C / NH;
@@ -52,23 +71,8 @@ void ring_block_forward(float *out, float *lse, const float *qkv, const int *qpo
                     const float *v = kv + ((size_t)b * Tk + u) * 2 * C + C + h * hs;
                     for (int i = 0; i < hs; i++) ob[i] += p * v[i];
                 }
-                float lb = m + logf(l);
-                float *o = out + ((size_t)b * Tq + t) * C + h * hs;
-                float *L = lse + ((size_t)b * NH + h) * Tq + t;
-                /* BEGIN SOLUTION: merge the block's (ob / l, lb) into the running (o, lse), overflow-safe */
-                if (*L == -INFINITY) {  // the first block this query sees
-                    for (int i = 0; i < hs; i++) o[i] = ob[i] / l;
-                    *L = lb;
-                } else {
-                    // lse' = log(e^lse + e^lb), written as max + log1p(e^(min - max)): the exp
-                    // of a difference <= 0 never overflows.
-                    float hi = *L > lb ? *L : lb, lo = *L > lb ? lb : *L;
-                    float merged = hi + log1pf(expf(lo - hi));
-                    float w_old = expf(*L - merged), w_new = expf(lb - merged) / l;
-                    for (int i = 0; i < hs; i++) o[i] = o[i] * w_old + ob[i] * w_new;
-                    *L = merged;
-                }
-                /* END SOLUTION */
+                merge_block(out + ((size_t)b * Tq + t) * C + h * hs, lse + ((size_t)b * NH + h) * Tq + t, ob, l,
+                            m + logf(l), hs);
             }
 }
 
@@ -216,14 +220,14 @@ void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
         int src = block_at(r, s);
         DistP2p ops[2];
         int nops = 0;
-        /* BEGIN SOLUTION: post this step's hand-over (the block held to the right, the next from the left), then attend */
+        /* BEGIN SOLUTION: post this step's hand-over: the block held to the right, the next one from the left */
         if (s < N - 1) {  // posted before the compute: the block moves on while we attend to it
             ops[nops++] = p2p_op(1, (me + 1) % N, cur, block_floats(r, src, 2), s);
             ops[nops++] = p2p_op(0, (me + N - 1) % N, nxt, block_floats(r, block_at(r, s + 1), 2), s);
             dist_p2p_progress(r->group, ops, nops, -1);
         }
-        forward_block(r, out, lse, qkv, cur, src, ops, nops);
         /* END SOLUTION */
+        forward_block(r, out, lse, qkv, cur, src, ops, nops);
         if (nops) {
             wait_for(r, ops, nops);
             r->bytes_sent += 4 * ops[0].n;

@@ -9,9 +9,10 @@
 //                 against causal attention over the blocks so far, in double. Once at scores
 //                 of order one, once at scores in the hundreds, where a merge that takes the
 //                 exp of a log-sum-exp overflows.
-//   cp-ring-step  (18-cp/ring_attention.c) ring_attention_forward on 2, 3 and 4 ranks: every
-//                 rank's out against full attention at its positions, and the bytes it sent
-//                 against cp_ring_bytes(). It runs the merge too: make cp-merge pass first.
+//   cp-ring-step  (18-cp/ring_attention.c) ring_attention_forward on 2, 3 and 4 ranks (a
+//                 ring built here, zig-zag positions and all): every rank's out against full
+//                 attention at its positions, and the bytes it sent against the hand-overs'.
+//                 It runs the merge too: make cp-merge pass first.
 //   cp-positions  (18-cp/cp.c) embed_forward on a rank that holds positions 1, 2, 6 and 7
 //                 of 8: each token's x0 = wte[token] + wpe[its global position].
 // The references are computed here, never with the solution's code.
@@ -181,16 +182,32 @@ static void check_merge(void) {
 #define RNH 2
 #define RT 24
 
+// Rank q's positions under zig-zag on N ranks (RT = 24 tokens: 2N chunks, built here so that
+// this check needs no other region).
+static int zigzag_positions(int N, int q, int *pos) {
+    int k = 0;
+    for (int c = 0; c < 2 * N; c++) {
+        if (c != q && c != 2 * N - 1 - q) continue;
+        size_t off, len;
+        dist_chunk(RT, 2 * N, c, &off, &len);
+        for (size_t t = 0; t < len; t++) pos[k++] = (int)(off + t);
+    }
+    return k;
+}
+
 static void ring_step_rank(Dist *d, void *arg) {
     (void)arg;
     int N = d->world, r = d->rank;
-    CpLayout l;
-    cp_layout_init(&l, CP_ZIGZAG, RT, N);
-    Mem mem;
-    mem_init(&mem, NULL);
-    Ring ring;
-    ring_init(&ring, &d->world_group, &l, CP_KV_RING, 1, RC, RNH, 0, &mem);
-    ring_alloc_workspace(&ring, &mem);
+    // The ring by hand: every rank's positions, two blocks of K|V|dK|dV, the workspace.
+    Ring ring = {.group = &d->world_group, .kv_mode = CP_KV_RING, .B = 1, .C = RC, .NH = RNH, .rank = r, .N = N};
+    int pos_of[8][RT];
+    for (int q = 0; q < N; q++) {
+        ring.count[q] = zigzag_positions(N, q, pos_of[q]);
+        ring.pos[q] = pos_of[q];
+        if (ring.count[q] > ring.maxc) ring.maxc = ring.count[q];
+    }
+    float *buf = calloc((size_t)2 * ring.maxc * 4 * RC, sizeof(float)), scores[RT + RC];
+    ring.buf[0] = buf, ring.buf[1] = buf + (size_t)ring.maxc * 4 * RC, ring.scores = scores;
     // The whole sequence, the same on every rank (the same seed); this rank keeps its rows.
     Rng rng;
     rng_seed(&rng, 5);
@@ -201,7 +218,6 @@ static void ring_step_rank(Dist *d, void *arg) {
     float *lse = malloc(sizeof(float) * (size_t)Tl * RNH);
     for (int i = 0; i < Tl; i++) memcpy(qkv + (size_t)i * 3 * RC, all + (size_t)pos[i] * 3 * RC, sizeof(float) * 3 * RC);
     todo_context("ring_attention_forward on %d ranks, %d tokens (zigzag), rank %d", N, RT, r);
-    ring.bytes_sent = 0;
     ring_attention_forward(&ring, out, lse, qkv);
     // The reference: this rank's queries against every key of the sequence.
     float kv[RT * 2 * RC];
@@ -220,13 +236,14 @@ static void ring_step_rank(Dist *d, void *arg) {
                   "N - 1 hand-overs in all",
                   N, r, pos[i / RC], i % RC, out[i], want[i], r, r, N, (r + 1) % N, (r + N - 1) % N, (r + N - 1) % N);
     }
-    uint64_t expect = cp_ring_bytes(&l, CP_KV_RING, r, 1, RC, 0);
+    // Steps 0..N-2 each hand on the block held: rank (r - s) mod N's K|V, 2C floats a token.
+    uint64_t expect = 0;
+    for (int s = 0; s < N - 1; s++) expect += 4ull * 2 * RC * (uint64_t)ring.count[((r - s) % N + N) % N];
     if (ring.bytes_sent != expect)
         todo_fail("%d ranks: rank %d sent %llu bytes in the forward ring, expected %llu: steps 0..N-2 each hand on "
                   "the block held (2C floats a token), the last step none",
                   N, r, (unsigned long long)ring.bytes_sent, (unsigned long long)expect);
-    free(qkv), free(out), free(lse), free(want), free(want_lse);
-    ring_free(&ring, &mem);
+    free(qkv), free(out), free(lse), free(want), free(want_lse), free(buf);
     dist_barrier(&d->world_group);  // a rank's last send may still be in the channel: nobody leaves before it is read
 }
 

@@ -64,7 +64,7 @@ const TodoRegion TODO_REGIONS[] = {
      "lesson 18 (context-parallelism), its part \"One block at a time\"; lexicon: context-parallelism",
      CP},
     {"cp-ring-step", "cp", "18-cp/ring_attention.c",
-     "post this step's hand-over (the block held to the right, the next from the left), then attend",
+     "post this step's hand-over: the block held to the right, the next one from the left",
      "lesson 18 (context-parallelism), its part \"The ring\"; lexicon: context-parallelism", CP},
     {"cp-positions", "cp", "18-cp/cp.c", "look up each token's position embedding at its GLOBAL position",
      "lesson 18 (context-parallelism), its part \"Everything else is token by token\"; lexicon: context-parallelism",

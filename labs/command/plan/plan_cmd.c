@@ -25,6 +25,7 @@
 #include "command/launch.h"
 #include "common/harness/catalog.h"
 #include "common/harness/check.h"
+#include "common/harness/cp_layout.h"
 #include "common/harness/mem.h"
 #include "common/harness/memplan.h"
 #include "common/runfiles/json.h"
@@ -128,6 +129,10 @@ static void print_plan(const Planner *a) {
     if (!strcmp(lab, "tp"))
         printf(", t = %d tensor-parallel ranks x %d replica%s%s%s", x->l.tp, x->dp, x->dp == 1 ? "" : "s", x->l.sp ? ", --sp" : "",
                x->l.vp ? ", --vocab-parallel" : "");
+    if (!strcmp(lab, "cp"))
+        printf(", %d group%s of n = %d context-parallel ranks, %s, K/V by %s; planned: rank %d, T' = %d of %d tokens", x->dp,
+               x->dp == 1 ? "" : "s", x->l.cp, cp_layout_name(x->l.cp_layout), x->l.cp_kv == CP_KV_ALL_GATHER ? "all-gather" : "ring",
+               x->cp_rank, x->cp_tokens, x->m.seq);
     if (!strcmp(lab, "pp")) printf(", %d stage%s x %d chunk%s, %d pipeline%s", x->stages, x->stages == 1 ? "" : "s", x->chunks,
                                    x->chunks == 1 ? "" : "s", x->dp, x->dp == 1 ? "" : "s");
     printf(", %s\n", planner_precision(a));

@@ -129,7 +129,9 @@ int plancheck_run(Planner *p, const LaunchOpts *o, int keep_failed, PlanCheck *c
         const JsonValue *stage = first ? json_get(first, "stage") : NULL;
         int s = stage && stage->type == JSON_NUMBER ? (int)stage->number : 0;
         MemPlan mp;
-        planner_stage(p, s >= 0 && s < planner_stages(p) ? s : 0, &mp);
+        Planner q = *p;  // cp: each rank of a group holds its own tokens (n need not divide T)
+        if (!strcmp(q.l.lab, "cp")) q.l.cp_rank = r % q.l.cp;
+        planner_stage(&q, s >= 0 && s < planner_stages(p) ? s : 0, &mp);
         for (int k = 0; k < MEM_CATEGORIES; k++)
             for (int at_peak = 0; at_peak < 2; at_peak++) {
                 PlanCheckFigure *f = &c->figures[c->nfigures++];

@@ -10,6 +10,7 @@
 
 #include "14-activation-checkpointing/policy.h"
 #include "common/harness/check.h"
+#include "common/harness/cp_layout.h"
 
 static const char *const SHAPE[4] = {"layers", "dim", "heads", "seq"};
 
@@ -93,11 +94,11 @@ static int find(const char *const *names, int n, const char *name) {
 
 int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nwhy) {
     memset(a, 0, sizeof *a);
-    if (argc < 1) return fail(why, nwhy, "expected a lab: single, ddp, shard, ckpt, zero, fsdp, pp or tp");
+    if (argc < 1) return fail(why, nwhy, "expected a lab: single, ddp, shard, ckpt, zero, fsdp, pp, tp or cp");
     a->lab = catalog_lab(argv[0]);
-    static const char *const planned[] = {"single", "ddp", "shard", "ckpt", "zero", "fsdp", "pp", "tp"};
-    if (!a->lab || find(planned, 8, a->lab->name) < 0)
-        return fail(why, nwhy, "%s '%s': the planner has formulas for single, ddp, shard, ckpt, zero, fsdp, pp and tp",
+    static const char *const planned[] = {"single", "ddp", "shard", "ckpt", "zero", "fsdp", "pp", "tp", "cp"};
+    if (!a->lab || find(planned, 9, a->lab->name) < 0)
+        return fail(why, nwhy, "%s '%s': the planner has formulas for single, ddp, shard, ckpt, zero, fsdp, pp, tp and cp",
                     a->lab ? "no memory formulas yet for" : "no lab called", argv[0]);
     a->n = a->lab->max_world == 1 ? 1 : 8;
     const char *models[16], *gpus[16];
@@ -192,7 +193,7 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         if (preset || a->vocab)
             return fail(why, nwhy, "--psi gives the parameter count without a shape: leave out --%s (or --psi)",
                         preset ? "model" : "vocab");
-        if (pp || !strcmp(lab, "tp") || !strcmp(lab, "ckpt"))
+        if (pp || !strcmp(lab, "tp") || !strcmp(lab, "ckpt") || !strcmp(lab, "cp"))
             return fail(why, nwhy, "--psi: %s splits the model by its shape; give --model or --layers, --dim, --heads, --seq",
                         lab);
     }
@@ -244,6 +245,25 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         if (planner_option(a, "sp") && ((long)x->micro * x->m.seq) % t)
             return fail(why, nwhy, "--sp: %d tensor-parallel ranks do not divide the %d token rows of a micro-batch", t,
                         x->micro * x->m.seq);
+    } else if (!strcmp(lab, "cp")) {
+        // D groups of n context-parallel ranks, as the cp lab checks them (cp.c's check_options).
+        x->dp = planner_option_int(a, "dp", 1);
+        if (x->m.layers < 0) x->m.layers = 2;
+        if (N % x->dp) return fail(why, nwhy, "--dp %d does not divide the %d ranks (N = D groups x n)", x->dp, N);
+        int n = N / x->dp;
+        const char *layout = planner_option(a, "layout") ? planner_option(a, "layout") : "zigzag";
+        CpLayout cl;
+        if (cp_layout_init(&cl, cp_layout_parse(layout), x->m.seq, n) != 0)
+            return fail(why, nwhy, "--seq %d is too short for %s over %d ranks (%d chunks of at least one token): use "
+                        "--seq %d or more, or --layout contiguous", x->m.seq, layout, n, cl.chunks, cl.chunks);
+        if (x->m.attn != GPT_ATTN_FLASH)
+            return fail(why, nwhy, "--attn naive: ring attention merges blocks by their log-sum-exps; use --attn flash");
+        if (x->batch % (x->dp * x->accum)) return batch_fail(why, nwhy, x->batch, x->dp, "group", x->accum, "--accum", 1);
+        x->micro = x->batch / (x->dp * x->accum);
+        // The rank planned: the one holding the most tokens (the first such), whose peak is the highest.
+        x->cp_most = cp_layout_max_count(&cl);
+        for (x->cp_rank = 0; cp_layout_count(&cl, x->cp_rank) != x->cp_most; x->cp_rank++) {}
+        x->cp_tokens = x->cp_most;
     } else {
         if (x->m.layers < 0) x->m.layers = 2;
         // fsdp --replicate R: an R x S mesh, as the fsdp lab checks it (batchsplit.c).
@@ -272,6 +292,11 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
         .tp = !strcmp(lab, "tp") ? N / x->dp : 0, .sp = planner_option(a, "sp") != NULL,
         .vp = planner_option(a, "vocab-parallel") != NULL, .psi = a->psi, .replicate = x->replicate,
     };
+    if (!strcmp(lab, "cp")) {
+        x->l.cp = N / x->dp, x->l.cp_rank = x->cp_rank;
+        x->l.cp_layout = cp_layout_parse(planner_option(a, "layout") ? planner_option(a, "layout") : "zigzag");
+        x->l.cp_kv = planner_option(a, "kv") && !strcmp(planner_option(a, "kv"), "all-gather") ? CP_KV_ALL_GATHER : CP_KV_RING;
+    }
     // (as the zero lab refuses it)
     if (!strcmp(lab, "zero") && x->l.offload && x->l.stage == 0)
         return fail(why, nwhy, "--offload moves the sharded optimizer to the host: it needs --stage 1, 2 or 3 (stage 0 is DDP)");
@@ -430,6 +455,9 @@ int planner_terms(const Planner *p, PlannerTerm *out, int max) {
                      "group holds the whole model, sharded S ways", R, p->n / R);
     }
     if (!strcmp(lab, "pp")) n = term(out, n, max, "Psi_s|the parameters of stage s's layers");
+    if (!strcmp(lab, "cp"))
+        n = term(out, n, max, "T', M, n|the tokens of each sequence on the rank planned (the one holding the most: rank %d "
+                 "of its group), M = %d the most any rank holds, n = %d ranks a group", p->cp_rank, p->cp_most, p->l.cp);
     if (!strcmp(lab, "tp"))
         n = term(out, n, max, "Psi_rep, Psi_split|the parameters every tensor-parallel rank keeps whole, and those split "
                  "t = %d ways", p->l.tp);
@@ -511,7 +539,11 @@ static void layout_json(const Planner *p, StrBuf *sb) {
     else if (!strcmp(lab, "ddp")) sb_printf(sb, "{\"buckets\":%s}", b[l->buckets]);
     else if (!strcmp(lab, "tp"))
         sb_printf(sb, "{\"tp\":%d,\"dp\":%d,\"sp\":%s,\"vocab_parallel\":%s}", l->tp, p->dp, b[l->sp], b[l->vp]);
-    else if (!strcmp(lab, "pp")) {
+    else if (!strcmp(lab, "cp")) {
+        sb_printf(sb, "{\"cp\":%d,\"dp\":%d,\"layout\":\"%s\",\"kv\":\"%s\",\"rank\":%d,\"tokens_per_rank\":%d}", l->cp,
+                  p->dp, cp_layout_name(l->cp_layout), l->cp_kv == CP_KV_ALL_GATHER ? "all-gather" : "ring", l->cp_rank,
+                  p->cp_tokens);
+    } else if (!strcmp(lab, "pp")) {
         const char *sched = planner_option(p, "schedule");
         sb_printf(sb, "{\"stages\":%d,\"chunks\":%d,\"dp\":%d,\"schedule\":", p->stages, p->chunks, p->dp);
         sb_json_string(sb, sched ? sched : "1f1b");

@@ -58,6 +58,8 @@ typedef struct {
                                // (--psi without --batch: 0, not planned)
     int stages, chunks, dp;    // pp
     int replicate;             // fsdp --replicate R (HSDP; 1 elsewhere)
+    int cp_rank, cp_tokens, cp_most;  // cp: the rank planned (the first holding the most tokens), its tokens of a
+                                      // sequence, the most a rank holds
     MemLayout l;
 } Planner;
 

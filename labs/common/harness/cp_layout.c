@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "common/comm/dist.h"
 
 // ---------------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ static int layout_chunks(const CpLayout *l, int r, int chunk[2]) {
 }
 
 int cp_layout_count(const CpLayout *l, int r) {
-    int chunk[2], n = layout_chunks(l, r, chunk), count = 0;
+    int chunk[2] = {0, 0}, n = layout_chunks(l, r, chunk), count = 0;
     for (int i = 0; i < n; i++) {
         size_t off, len;
         dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
@@ -44,7 +45,7 @@ int cp_layout_count(const CpLayout *l, int r) {
 }
 
 void cp_layout_positions(const CpLayout *l, int r, int *pos) {
-    int chunk[2], n = layout_chunks(l, r, chunk), k = 0;
+    int chunk[2] = {0, 0}, n = layout_chunks(l, r, chunk), k = 0;
     for (int i = 0; i < n; i++) {
         size_t off, len;
         dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
@@ -53,7 +54,7 @@ void cp_layout_positions(const CpLayout *l, int r, int *pos) {
 }
 
 void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n) {
-    int chunk[2], k = layout_chunks(l, r, chunk), at = 0;
+    int chunk[2] = {0, 0}, k = layout_chunks(l, r, chunk), at = 0;
     out[0] = 0;
     for (int i = 0; i < k && at >= 0 && (size_t)at < n; i++) {
         size_t off, len;
@@ -63,7 +64,7 @@ void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n) {
 }
 
 long cp_layout_pairs(const CpLayout *l, int r) {
-    int chunk[2], k = layout_chunks(l, r, chunk);
+    int chunk[2] = {0, 0}, k = layout_chunks(l, r, chunk);
     long pairs = 0;
     for (int i = 0; i < k; i++) {
         size_t off, len;

@@ -68,7 +68,7 @@ MemNeed memfit_need(const char *lab, const TrainArgs *a, int world, int nopts, c
     int mixed = catalog_value_in(nopts, opts, "mixed") != NULL;
     double e = mixed ? 2 : 4, k = mixed ? 12 : 8;  // bytes per weight (and gradient); per optimizer state
     double t = 1;                                  // tp: the ways a block's matrices are split
-    double dev = 0, host = 0, micro = B / (N * K);
+    double dev = 0, host = 0, micro = B / (N * K), tokens = cfg.seq;  // cp: a rank's tokens of a sequence
 
     if (strcmp(lab, "single") == 0) {
         micro = B / K;
@@ -97,6 +97,17 @@ MemNeed memfit_need(const char *lab, const TrainArgs *a, int world, int nopts, c
             mine += (double)tp_replicated_floats(&cfg, vp, l) + (double)tp_split_floats(&cfg, vp, (int)t, l);
         micro = B / (dp * K);
         dev = 16 * mine + (double)tp_acts_bytes(&cfg, (int)t, sp, vp, (int)ceil(micro));
+    } else if (strcmp(lab, "cp") == 0) {
+        // A replica, the activations of its T/n tokens a sequence (the most a rank holds, one
+        // more than T/n when n does not divide), and the ring's K/V blocks in flight: two of
+        // 4C floats a token, or with --kv all-gather every rank's K/V and their gradients.
+        double dp = fmax(1, option_number(nopts, opts, "dp", 1)), group = fmax(1, floor(N / dp));
+        GptConfig local = cfg;
+        local.seq = (int)ceil(cfg.seq / group);
+        tokens = local.seq;
+        micro = B / (dp * K);
+        int gather = option_is(nopts, opts, "kv", "all-gather");
+        dev = 16 * P + train_acts_formula(&local, 1, NULL) * ceil(micro) + 4.0 * ceil(micro) * tokens * cfg.dim * (gather ? 4 * group : 8);
     } else if (pp) {
         // A stage: its share of the layers, and the activations of the micro-batches in flight
         // (all m under GPipe, at most p under 1F1B); the whole model once on the host while
@@ -119,7 +130,7 @@ MemNeed memfit_need(const char *lab, const TrainArgs *a, int world, int nopts, c
     n.host = host;
     n.rank = PLAN_MARGIN * (dev + (on_host ? host : 0)) + PLAN_MARGIN_BYTES;
     n.micro_batch = micro;
-    double b = ceil(micro), T = cfg.seq, C = cfg.dim;
+    double b = ceil(micro), T = tokens, C = cfg.dim;
     // Flash attention never holds the T x T matrix: its largest attention tensor is lse.
     int flash = cfg.attn == GPT_ATTN_FLASH;
     double mlp = b * T * 4 * C / t, att = b * (cfg.heads / t) * T * (flash ? 1 : T), logits = b * T * cfg.vocab;
