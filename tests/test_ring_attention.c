@@ -68,11 +68,19 @@ static void run_case(const Case *k, Rng *rng) {
         ring_kv_pack(kv[r], lq[r], B, cnt[r], C);
         for (int i = 0; i < B * NH * cnt[r]; i++) lse[r][i] = -INFINITY;
     }
+    // The lab's own layout (ring_rank_positions) is the planner's and grader's (cp_layout.h).
+    int same_layout = 1;
+    for (int r = 0; r < N; r++) {
+        int *mine = malloc(sizeof(int) * (size_t)T), n = ring_rank_positions(&l, r, mine);
+        same_layout &= n == cnt[r] && !memcmp(mine, pos[r], sizeof(int) * (size_t)n);
+        free(mine);
+    }
     int once = 1;
     for (int t = 0; t < T; t++) once &= seen[t] == 1;
     char what[160];
     snprintf(what, sizeof what, "%s N=%d T=%d B=%d C=%d NH=%d gain %g", cp_layout_name(k->kind), N, T, B, C, NH, k->gain);
     EXPECT(once, "%s: every position held by exactly one rank", what);
+    EXPECT(same_layout, "%s: the lab's ring_rank_positions are cp_layout_positions, rank by rank", what);
 
     float *scratch = malloc(sizeof(float) * (size_t)(maxc + C));
     for (int r = 0; r < N; r++)

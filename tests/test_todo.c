@@ -51,7 +51,7 @@ static const struct {
     {"HSDP without the sum across replicas (each replica steps on its own data's gradient)", "fsdp-replicas", {"rank ", "replica ", "unit "}},
     {"AdamW with coupled (L2) weight decay", "adamw", {"step 1", "element ", "moments should be", "got"}},
     {"cp's zig-zag giving rank r chunks r and N+r (not its mirror 2N-1-r)", "cp-layout", {"rank ", "holds positions", "expected", "2N-1-r"}},
-    {"ring attention's merge adding a block without rescaling the running output", "cp-merge",
+    {"ring attention's merge weighting a block's unnormalized sum (ob, not ob / l)", "cp-merge",
      {"block(s)", "query at position", "expected", "weighted mean"}},
     {"the forward ring stopping a hand-over early (the last block never arrives)", "cp-ring-step",
      {"ranks: rank ", "query at position", "expected", "ring step"}},

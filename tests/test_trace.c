@@ -77,7 +77,8 @@ static int count_events(const char *dir, int r, const char *ev) {
 
 // The span events of rank-<r>.jsonl of a collective between replicas: group "replicate"
 // (fsdp --replicate) or "dp" (tp --dp).
-static int across_spans(const char *dir, int r) {
+// The span events of rank r's log whose group is one of groups[] (NULL-ended).
+static int group_spans(const char *dir, int r, const char *const *groups) {
     char path[700];
     snprintf(path, sizeof path, "%s/rank-%d.jsonl", dir, r);
     char *text = read_file(path, NULL);
@@ -88,7 +89,13 @@ static int across_spans(const char *dir, int r) {
         if (runschema_line_is(line, len, "span")) {
             char *end = line + len, saved = *end;
             *end = 0;
-            n += strstr(line, "\"group\":\"replicate\"") || strstr(line, "\"group\":\"dp\"");
+            int in = 0;
+            for (int g = 0; groups[g]; g++) {
+                char want[48];
+                snprintf(want, sizeof want, "\"group\":\"%s\"", groups[g]);
+                in |= strstr(line, want) != NULL;
+            }
+            n += in;
             *end = saved;
         }
         line = nl ? nl + 1 : line + len;
@@ -125,6 +132,7 @@ typedef struct {
     int named[MAX_WORLD];         // process_name "rank N"
     int compute[MAX_WORLD], comm[MAX_WORLD], io[MAX_WORLD], across[MAX_WORLD];  // thread names seen
     int across_spans[MAX_WORLD];  // complete events in the category "communication across replicas"
+    int kv[MAX_WORLD], kv_spans[MAX_WORLD];  // the same for "attention's K/V between ranks"
     double min_ts;
     int overlaps;                 // spans of one thread that overlap
     char overlap[200];
@@ -178,6 +186,7 @@ static Facts read_trace(const char *path, int world) {
             }
             f.spans[r]++;
             f.across_spans[r] += !strcmp(cat->string, "communication across replicas");
+            f.kv_spans[r] += !strcmp(cat->string, "attention's K/V between ranks");
             if (ts < f.min_ts) f.min_ts = ts;
             slices[n++] = (Slice){r, (int)tid, ts, dur};
         } else if (!strcmp(ph->string, "M")) {
@@ -191,6 +200,7 @@ static Facts read_trace(const char *path, int world) {
                 f.comm[r] += !strcmp(argname->string, "communication");
                 f.io[r] += !strcmp(argname->string, "checkpoint I/O");
                 f.across[r] += !strcmp(argname->string, "communication across replicas");
+                f.kv[r] += !strcmp(argname->string, "attention's K/V between ranks");
             }
         } else if (!strcmp(ph->string, "C")) {
             double ts = num(e, "ts");
@@ -226,23 +236,26 @@ typedef struct {
     const char *args[24];
     int saves;   // writes a checkpoint: a checkpoint I/O thread
     int across;  // has replicas (fsdp --replicate, tp --dp): a thread of the collectives between them
+    int kv;      // context parallelism: threads of attention's K/V between ranks
 } LabRun;
 
 #define TINY "--steps", "2", "--batch", "4", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"
 
 static const LabRun RUNS[] = {
-    {"single", 1, {TINY}, 0, 0},
-    {"collectives", 2, {"--max-bytes", "4K", "--iters", "2", "--warmup", "1"}, 0, 0},
-    {"ddp", 2, {TINY}, 0, 0},
-    {"ddp", 8, {"--steps", "2", "--batch", "8", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"}, 0, 0},
-    {"zero", 2, {TINY, "--stage", "3", "--save-every", "2"}, 1, 0},
-    {"fsdp", 2, {TINY}, 0, 0},
-    {"fsdp", 4, {TINY, "--replicate", "2"}, 0, 1},
-    {"tp", 2, {TINY}, 0, 0},
-    {"tp", 4, {TINY, "--dp", "2"}, 0, 1},
-    {"pp", 2, {TINY, "--micro", "2"}, 0, 0},
-    {"ckpt", 2, {TINY, "--policy", "every", "--compare", "0"}, 0, 0},
-    {"shard", 2, {TINY}, 0, 0},
+    {"single", 1, {TINY}, 0, 0, 0},
+    {"collectives", 2, {"--max-bytes", "4K", "--iters", "2", "--warmup", "1"}, 0, 0, 0},
+    {"ddp", 2, {TINY}, 0, 0, 0},
+    {"ddp", 8, {"--steps", "2", "--batch", "8", "--seq", "16", "--dim", "32", "--layers", "2", "--heads", "2"}, 0, 0, 0},
+    {"zero", 2, {TINY, "--stage", "3", "--save-every", "2"}, 1, 0, 0},
+    {"fsdp", 2, {TINY}, 0, 0, 0},
+    {"fsdp", 4, {TINY, "--replicate", "2"}, 0, 1, 0},
+    {"tp", 2, {TINY}, 0, 0, 0},
+    {"tp", 4, {TINY, "--dp", "2"}, 0, 1, 0},
+    {"pp", 2, {TINY, "--micro", "2"}, 0, 0, 0},
+    {"ckpt", 2, {TINY, "--policy", "every", "--compare", "0"}, 0, 0, 0},
+    {"shard", 2, {TINY}, 0, 0, 0},
+    {"cp", 2, {TINY}, 0, 0, 1},
+    {"cp", 3, {TINY, "--layout", "contiguous", "--kv", "all-gather"}, 0, 0, 1},
 };
 #define NRUNS ((int)(sizeof RUNS / sizeof RUNS[0]))
 static char run_dirs[NRUNS][600];
@@ -312,19 +325,24 @@ static void check_labs(void) {
             named &= f.named[r] == 1;
             int computes = strcmp(L->lab, "collectives") != 0, talks = strcmp(L->lab, "single") != 0;
             threads &= (f.compute[r] == 1) == computes && (f.comm[r] == 1) == talks && (f.io[r] == 1) == L->saves &&
-                       (f.across[r] == 1) == L->across;
-            int logged_across = across_spans(run_dirs[i], r);
+                       (f.across[r] == 1) == L->across && (f.kv[r] >= 1) == L->kv;
+            static const char *const across_groups[] = {"replicate", "dp", NULL}, *const kv_groups[] = {"cp", NULL};
+            int logged_across = group_spans(run_dirs[i], r, across_groups), logged_kv = group_spans(run_dirs[i], r, kv_groups);
+            if ((f.kv_spans[r] != logged_kv || (logged_kv > 0) != L->kv) && spans_ok)
+                spans_ok = 0, snprintf(why, sizeof why, "rank %d: %d events of attention's K/V, %d spans of group cp", r,
+                                       f.kv_spans[r], logged_kv);
             if ((f.across_spans[r] != logged_across || (logged_across > 0) != L->across) && spans_ok)
                 spans_ok = 0, snprintf(why, sizeof why, "rank %d: %d events across replicas, %d spans of group replicate or dp",
                                        r, f.across_spans[r], logged_across);
             counters &= f.memory[r] == steps && f.loss[r] == finite_losses(run_dirs[i], r) && (steps > 0 || !computes);
         }
         EXPECT(spans_ok, "%s: one complete event per span event of the rank logs, those of a group between replicas (and "
-               "only those) in \"communication across replicas\" %s", tag, why);
+               "only those) in \"communication across replicas\", those of group cp in \"attention's K/V between ranks\" %s",
+               tag, why);
         EXPECT(named, "%s: every rank is a named process (\"rank N\")", tag);
         EXPECT(threads, "%s: threads: compute%s%s%s%s", tag, strcmp(L->lab, "collectives") ? "" : " (none: it only talks)",
                strcmp(L->lab, "single") ? ", communication" : " (no communication: one rank)", L->saves ? ", checkpoint I/O" : "",
-               L->across ? ", communication across replicas" : "");
+               L->across ? ", communication across replicas" : L->kv ? ", attention's K/V between ranks" : "");
         EXPECT(counters, "%s: a memory counter per step event, a loss counter per finite loss, on every rank", tag);
         EXPECT(!f.overlaps, "%s: no two spans of one thread overlap (the viewers draw only nested ones) %s", tag, f.overlap);
         if (!strcmp(L->lab, "ddp")) {

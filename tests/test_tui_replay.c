@@ -266,6 +266,19 @@ static void test_replay(const char *dir) {
            "--dump: an all-reduce between replicas is drawn 'a', named in the legend; a run without replicas has no such "
            "entry (%s)", comm);
     free(ta);
+    // The same all-reduce in a context-parallel group (group "cp"): context parallelism's K/V
+    // exchange, drawn 'K' whatever collective carries it, and named in the legend.
+    char kv_dir[PATH_MAX + 16];
+    snprintf(kv_dir, sizeof kv_dir, "%s-kv", dir);
+    write_crafted_group(kv_dir, "cp");
+    char *tk = dump(kv_dir, "timeline", 0), kv_comm[1024] = "";
+    r0 = find_line(tk, " r0  compute");
+    if (r0 >= 0) line_at(tk, r0 + 1, kv_comm, sizeof kv_comm);
+    EXPECT(strchr(kv_comm, 'K') && !strchr(kv_comm, 'A') && strstr(tk, "K/V blocks of attention (cp)") &&
+               !strstr(t, "K/V blocks"),
+           "--dump: a transfer of a context-parallel group is drawn 'K', named in the legend; a run without one has no "
+           "such entry (%s)", kv_comm);
+    free(tk);
     free(o), free(m), free(ma), free(t);
     if (!have_tmux) return;
 

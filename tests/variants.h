@@ -196,12 +196,11 @@ static const Variant VARIANTS[] = {
 
     // ---- context parallelism (cp): the layout, the merge, the ring, the positions -----------
     // A zig-zag that still covers the sequence trains as well: only layout.positions sees it.
-    {"cp's zig-zag giving rank r chunks r and N+r (not its mirror 2N-1-r)", "common/harness/cp_layout.c",
-     "chunk[1] = 2 * l->N - 1 - r;", "chunk[1] = l->N + r;", "cp", "cp",
+    {"cp's zig-zag giving rank r chunks r and N+r (not its mirror 2N-1-r)", "18-cp/ring_attention.c",
+     "chunk[1] = 2 * l->N - 1 - r;  // its mirror", "chunk[1] = l->N + r;  // its mirror", "cp", "cp",
      "cp=layout.positions cp-n2=layout.positions cp-contiguous-n3=", NULL, NULL},
-    {"ring attention's merge adding a block without rescaling the running output", "18-cp/ring_attention.c",
-     "for (int i = 0; i < hs; i++) o[i] = o[i] * w_old + ob[i] * w_new;",
-     "for (int i = 0; i < hs; i++) o[i] = o[i] + ob[i] * w_new;", "cp", "cp", "*=loss.reference,grads.reference", NULL,
+    {"ring attention's merge weighting a block's unnormalized sum (ob, not ob / l)", "18-cp/ring_attention.c",
+     "w_new = expf(lb - merged) / l;", "w_new = expf(lb - merged);", "cp", "cp", "*=loss.reference,grads.reference", NULL,
      NULL},
     {"the forward ring stopping a hand-over early (the last block never arrives)", "18-cp/ring_attention.c",
      "        if (s < N - 1) {  // posted", "        if (s < N - 2) {  // posted", "cp", "cp",

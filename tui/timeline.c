@@ -14,6 +14,8 @@
 // while the same rank computed (what overlap buys). A collective between replicas (fsdp
 // --replicate's sums, tp --dp's gradient all-reduces: the spans' group says so) is drawn in
 // lowercase, in a colour of its own: on a cluster it is the one that crosses the network.
+// Context parallelism's K/V exchange (the ring's blocks, or --kv all-gather's: group "cp") is
+// drawn as K, whatever collective carries it: it is attention's own traffic, not a gradient's.
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +58,9 @@ static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
     return t;
 }
 
+// Attention's keys and values moving between a context-parallel group's ranks.
+static int kv_exchange(const RunSpan *span, SpanKind k) { return !SPAN_IS_COMPUTE(k) && !strcmp(span->group, "cp"); }
+
 // A collective of the mesh's outer axis: between the replicas, not within one.
 static int across_replicas(const RunSpan *span, SpanKind k) {
     return !SPAN_IS_COMPUTE(k) && k != SPAN_P2P && (!strcmp(span->group, "replicate") || !strcmp(span->group, "dp"));
@@ -65,7 +70,9 @@ static int across_replicas(const RunSpan *span, SpanKind k) {
 // Drawing
 // ---------------------------------------------------------------------------------------
 
-// Returns 1 if a span drawn is a collective across replicas.
+// Returns what it drew besides the kinds the legend always lists: DREW_ACROSS, a collective
+// across replicas; DREW_KV, context parallelism's K/V exchange.
+enum { DREW_ACROSS = 1, DREW_KV = 2 };
 static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compute, int x, int y, int w,
                     int64_t t0, int64_t t1) {
     int across = 0;
@@ -80,10 +87,10 @@ static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compu
         if (b > w) b = w;
         if (b <= a) b = a + 1;
         if (a >= w) a = w - 1, b = w;
-        int out = across_replicas(&sp->items[i], k);
-        across |= out;
-        uint32_t ch = dash_glyph(s, (uint32_t)(out ? tolower(KIND[k].letter) : KIND[k].letter));
-        for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, out ? COLOR_ACROSS : KIND[k].color, 0);
+        int out = across_replicas(&sp->items[i], k), kv = kv_exchange(&sp->items[i], k);
+        across |= (out ? DREW_ACROSS : 0) | (kv ? DREW_KV : 0);
+        uint32_t ch = dash_glyph(s, (uint32_t)(kv ? 'K' : out ? tolower(KIND[k].letter) : KIND[k].letter));
+        for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, kv ? COLOR_P2P : out ? COLOR_ACROSS : KIND[k].color, 0);
     }
     return across;
 }
@@ -157,8 +164,13 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
         canvas_put(c, lx, ly, ch, KIND[k].color, 0);
         lx += 2 + canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, KIND[k].label) + 1;
     }
-    // Only where the step has them: a run without replicas keeps its legend.
-    static const char across_label[] = "a s g across replicas";
-    if (across && lx + (int)sizeof across_label > x + w) lx = x, ly++;
-    if (across && ly < y + h) canvas_text(c, lx, ly, -1, COLOR_ACROSS, 0, across_label);
+    // Only where the step has them: a run without replicas or a ring keeps its legend.
+    static const char across_label[] = "a s g across replicas", kv_label[] = "K/V blocks of attention (cp)";
+    if ((across & DREW_ACROSS) && lx + (int)sizeof across_label > x + w) lx = x, ly++;
+    if ((across & DREW_ACROSS) && ly < y + h) lx += 1 + canvas_text(c, lx, ly, -1, COLOR_ACROSS, 0, across_label) + 1;
+    if ((across & DREW_KV) && lx + 2 + (int)sizeof kv_label > x + w) lx = x, ly++;
+    if ((across & DREW_KV) && ly < y + h) {
+        canvas_put(c, lx, ly, dash_glyph(s, 'K'), COLOR_P2P, 0);
+        canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, kv_label);
+    }
 }

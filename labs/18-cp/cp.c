@@ -10,7 +10,7 @@
 // gradients are all-reduced over the group (and over --dp D groups, each its own sequences).
 //
 // The algorithms it runs:
-//   the layouts: labs/common/harness/cp_layout.c, layout_chunks(), cp_layout_positions()
+//   the layouts: labs/18-cp/ring_attention.c, ring_rank_chunks(), ring_rank_positions()
 //   one block and its merge: labs/18-cp/ring_attention.c, ring_block_forward(), ring_block_backward()
 //   the ring: labs/18-cp/ring_attention.c, ring_attention_forward(), ring_attention_backward()
 //   positions: labs/18-cp/cp.c, embed_forward(), embed_backward()
@@ -143,6 +143,19 @@ static void take_tokens(Cp *cp) {
         }
 }
 
+// Positions as runs, "0-7,56-63" (the layout's chunks), into out[n].
+static void positions_text(const int *pos, int count, char *out, size_t n) {
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < count && at < n; i++) {
+        int j = i;
+        while (j + 1 < count && pos[j + 1] == pos[j] + 1) j++;
+        int k = snprintf(out + at, n - at, "%s%d-%d", at ? "," : "", pos[i], pos[j]);
+        at += k > 0 ? (size_t)k : 0;
+        i = j;
+    }
+}
+
 static void span(SpanLogger *s, const Device *dev, const char *name, int layer, DeviceMark m0) {
     span_logger_add(s, dev, name, layer, m0, device_mark(dev));
 }
@@ -259,8 +272,9 @@ static void report_memory(Lab *L, const Cp *cp, int n, int r) {
 }
 
 // One span per finished collective. Those of the passes (attention = 1: the ring's sends and
-// receives with their step, or --kv all-gather's collectives) say "phase":"attention", so
-// that the grader tells them from the gradients' all-reduces. Returns the bytes they sent.
+// receives with their step, or --kv all-gather's collectives) say "phase":"attention" and
+// "group":"cp", so that the grader tells them from the gradients' all-reduces and the
+// dashboards and the trace draw them as the K/V exchange. Returns the bytes they sent.
 static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_t step, int attention) {
     size_t k = dist_drain_records(d, records, LAB_MAX_RECORDS);
     uint64_t sent = 0;
@@ -271,7 +285,7 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
         if (r->coll == DIST_SEND || r->coll == DIST_RECV)
             at += snprintf(extra + at, sizeof extra - (size_t)at, ",\"ring_step\":%d,\"issued_us\":%lld", r->tag,
                            (long long)r->issued_us);
-        if (attention) snprintf(extra + at, sizeof extra - (size_t)at, ",\"phase\":\"attention\"");
+        if (attention) snprintf(extra + at, sizeof extra - (size_t)at, ",\"phase\":\"attention\",\"group\":\"cp\"");
         runlog_span_extra(log, step, dist_coll_name(r->coll), -1, -1, r->t0_us, r->t1_us, r->bytes_sent, extra);
         sent += r->bytes_sent;
     }
@@ -326,7 +340,7 @@ int main(int argc, char **argv) {
     gpt_acts_alloc(&cp.acts, &cp.local, micro, &L.mem);
 
     char positions[64];  // this rank's runs of positions, for the log and every step event
-    cp_layout_ranges(&layout, r, positions, sizeof positions);
+    positions_text(cp.pos, cp.Tl, positions, sizeof positions);
     runlog_printf(log, "rank %d = group %d, context-parallel rank %d of %d: positions %s (%d of %d tokens) of "
                        "sequences %d..%d of each global batch of %d, in %d micro-batch(es) of %d\n",
                   rank, d, r, n, positions, cp.Tl, cfg.seq, d * per_group, (d + 1) * per_group - 1, a.batch, a.accum,
@@ -339,7 +353,8 @@ int main(int argc, char **argv) {
         long most = 0, least = -1;
         int at = 0;
         for (int q = 0; q < n; q++) {
-            long w = cp_layout_pairs(&layout, q);
+            long w = 0;  // each query sees the keys at or before its position
+            for (int i = 0; i < cp.ring.count[q]; i++) w += cp.ring.pos[q][i] + 1;
             at += snprintf(line + at, sizeof line - (size_t)at, "%s%ld", q ? " " : "", w);
             if (w > most) most = w;
             if (least < 0 || w < least) least = w;

@@ -11,6 +11,29 @@
 #include "common/runfiles/runlog.h"
 
 // ---------------------------------------------------------------------------------------
+// The layout: who holds which tokens
+// ---------------------------------------------------------------------------------------
+
+int ring_rank_chunks(const CpLayout *l, int r, int chunk[2]) {
+    /* BEGIN SOLUTION: rank r's chunks: r of N, or r and 2N-1-r of 2N */
+    chunk[0] = r;
+    if (l->kind != CP_ZIGZAG) return 1;
+    chunk[1] = 2 * l->N - 1 - r;  // its mirror: an early chunk and a late one
+    return 2;
+    /* END SOLUTION */
+}
+
+int ring_rank_positions(const CpLayout *l, int r, int *pos) {
+    int chunk[2] = {0, 0}, n = ring_rank_chunks(l, r, chunk), k = 0;
+    for (int i = 0; i < n; i++) {
+        size_t off, len;
+        dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
+        for (size_t t = 0; t < len && k < l->T; t++) pos[k++] = (int)(off + t);
+    }
+    return k;
+}
+
+// ---------------------------------------------------------------------------------------
 // One block of keys and values
 // ---------------------------------------------------------------------------------------
 
@@ -121,11 +144,10 @@ void ring_init(Ring *r, DistGroup *group, const CpLayout *l, int kv_mode, int B,
     *r = (Ring){.group = group, .layout = *l, .kv_mode = kv_mode, .B = B, .C = C, .NH = NH, .rank = group->rank,
                 .N = group->size, .bf16_in = bf16_in};
     for (int q = 0; q < r->N; q++) {
-        r->count[q] = cp_layout_count(l, q);
-        r->pos[q] = calloc_check((size_t)r->count[q], sizeof(int));
-        cp_layout_positions(l, q, r->pos[q]);
+        r->pos[q] = calloc_check((size_t)l->T, sizeof(int));
+        r->count[q] = ring_rank_positions(l, q, r->pos[q]);
+        if (r->count[q] > r->maxc) r->maxc = r->count[q];
     }
-    r->maxc = cp_layout_max_count(l);
     size_t half = cp_comm_floats(l, kv_mode, B, C) / 2;
     r->buf[0] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");
     r->buf[1] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");

@@ -42,6 +42,12 @@
 #include "common/harness/cp_layout.h"
 #include "common/harness/mem.h"
 
+// The lab's own layout (cp_layout.h has the same rule for the planner and the grader): the
+// chunks rank r holds, in the order of their positions (returns 1 or 2), and its positions,
+// increasing, into pos (room for l->T; returns how many).
+int ring_rank_chunks(const CpLayout *l, int r, int chunk[2]);
+int ring_rank_positions(const CpLayout *l, int r, int *pos);
+
 // One block of keys and values against a rank's queries, merged into the running out and
 // lse (start them at 0 and -INFINITY). qkv is the rank's [B, Tq, 3C] (q | k | v per token,
 // as the model's c_attn writes it); kv is the block's [B, Tk, 2C] (k | v). bf16_in = 1

@@ -273,6 +273,16 @@ async function main() {
     check(/ar rs ag: a collective across replicas/.test(hsdpLegend) && /RS reduce-scatter/.test(hsdpLegend) && !/across/.test(gantt),
       'an HSDP run\'s timeline names the collectives across replicas as a kind of their own; a run without replicas does not: ' +
       hsdpLegend.replace(/\n/g, ' | '));
+    // Context parallelism (cp on 2 ranks): the ring's K/V blocks are a kind of their own on
+    // the timeline, named in the legend, drawn as KV and not as plain sends and receives.
+    await startFromForm('cp', { n: '2', steps: '3' });
+    await page.waitForFunction(() => /keys and values between ranks/.test((document.querySelector('#p-gantt') || {}).textContent || ''),
+      null, { timeout: 60000 });
+    await page.locator('#p-gantt').screenshot({ path: path.join(outDir, 'run-cp-timeline.png') });
+    const cpLegend = await page.locator('#p-gantt .legend').innerText();
+    check(/KV attention\u2019s keys and values between ranks/.test(cpLegend) && !/S send/.test(cpLegend) && !/across/.test(cpLegend),
+      'a cp run\'s timeline draws the ring\'s K/V blocks as a kind of their own, not as sends and receives: ' +
+      cpLegend.replace(/\n/g, ' | '));
     // The collectives lab, which trains nothing: its page's main figure is the bus bandwidth
     // against message size, a line per collective named in words, under this machine's
     // memory-copy ceiling, which says what it is and why points may pass it, in the terminal

@@ -1,7 +1,7 @@
 // check_cp.c — the checks of context parallelism's regions: `make check TODO=cp-layout`,
 // `cp-merge`, `cp-ring-step`, `cp-positions`.
 //
-//   cp-layout     (common/harness/cp_layout.c) each rank's chunks, for 1..8 ranks, both
+//   cp-layout     (18-cp/ring_attention.c) each rank's chunks, for 1..8 ranks, both
 //                 layouts, T that the chunks divide and T that they do not: the positions a
 //                 rank holds against the chunks computed here (r of N; r and 2N-1-r of 2N).
 //   cp-merge      (18-cp/ring_attention.c) one rank's queries against 3 blocks of keys, one
@@ -56,14 +56,12 @@ static void check_layout(void) {
                         for (size_t t = 0; t < len; t++) want[nw++] = (int)(off + t);
                         at += snprintf(wtext + at, sizeof wtext - (size_t)at, "%s%zu-%zu", i ? "," : "", off, off + len - 1);
                     }
-                    int n = cp_layout_count(&l, r);
-                    int *got = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
-                    if (n > 0 && n <= 64) cp_layout_positions(&l, r, got);
+                    int *got = calloc((size_t)T, sizeof(int)), n = ring_rank_positions(&l, r, got);
                     int same = n == nw;
                     for (int i = 0; same && i < n; i++) same = got[i] == want[i];
                     if (!same) {
                         char gtext[64];
-                        cp_layout_ranges(&l, r, gtext, sizeof gtext);
+                        positions_text(got, n, gtext, sizeof gtext);
                         todo_fail("%s over %d ranks, T = %d (%d chunks): rank %d holds positions %s (%d tokens); "
                                   "expected %s\n%s",
                                   cp_layout_name(kind), N, T, chunks, r, gtext, n, wtext,

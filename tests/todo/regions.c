@@ -57,7 +57,7 @@ const TodoRegion TODO_REGIONS[] = {
     {"ckpt-recompute", "ckpt", "14-activation-checkpointing/activation_checkpointing.c",
      "recompute the segment that ends at block l, before its backward",
      "lesson 14 (activation-checkpointing); lexicon: activation-checkpointing", "ckpt"},
-    {"cp-layout", "cp", "common/harness/cp_layout.c", "rank r's chunks: r of N, or r and 2N-1-r of 2N",
+    {"cp-layout", "cp", "18-cp/ring_attention.c", "rank r's chunks: r of N, or r and 2N-1-r of 2N",
      "lesson 18 (context-parallelism), its part \"Zig-zag\"; lexicon: context-parallelism", CP},
     {"cp-merge", "cp", "18-cp/ring_attention.c",
      "merge the block's (ob / l, lb) into the running (o, lse), overflow-safe",

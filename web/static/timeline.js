@@ -29,16 +29,22 @@ window.ShardlabTimeline = (function () {
     // span's group says so), in lowercase: on a cluster, the one that crosses the network.
     across: { letter: 'ar', label: 'ar rs ag: a collective across replicas (on a cluster, over the network)',
       colour: 'across', pattern: 'vert', lane: 1 },
+    // Context parallelism's keys and values on their way between the group's ranks (the
+    // ring's blocks, or --kv all-gather's: the span's group is "cp"): attention's own traffic.
+    kv: { letter: 'KV', label: 'KV attention\u2019s keys and values between ranks (context parallelism)',
+      colour: 'kv', pattern: 'diag', lane: 1 },
   };
   // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
   const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
-    : KINDS[name] && name !== 'coll' && name !== 'io' && name !== 'across' ? name : 'coll');
+    : KINDS[name] && name !== 'coll' && name !== 'io' && name !== 'across' && name !== 'kv' ? name : 'coll');
+  const kvExchange = (s) => s.group === 'cp' && KINDS[kindOf(s.name)].lane === 1 && kindOf(s.name) !== 'io';
   const acrossReplicas = (s) => (s.group === 'replicate' || s.group === 'dp') && KINDS[kindOf(s.name)].lane === 1 &&
     s.name !== 'send' && s.name !== 'recv' && kindOf(s.name) !== 'io';
   // A span's kind, and its letter: a collective across replicas in its own colour, its
   // kind's letter in lowercase.
-  const spanKind = (s) => (acrossReplicas(s) ? 'across' : kindOf(s.name));
-  const spanLetter = (s) => (acrossReplicas(s) ? KINDS[kindOf(s.name)].letter.toLowerCase() : KINDS[kindOf(s.name)].letter);
+  const spanKind = (s) => (kvExchange(s) ? 'kv' : acrossReplicas(s) ? 'across' : kindOf(s.name));
+  const spanLetter = (s) => (kvExchange(s) ? 'KV' : acrossReplicas(s) ? KINDS[kindOf(s.name)].letter.toLowerCase()
+    : KINDS[kindOf(s.name)].letter);
 
   // A rank's communication in one step's spans: all of it, and the part that ran while the
   // rank computed (hidden), in ms (the step event's ms.comm is only what the step waited for).

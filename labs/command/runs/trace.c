@@ -25,10 +25,12 @@
 // Which thread a span goes to: the kind of work its name says
 
 // A collective between replicas (fsdp --replicate's sums, tp --dp's all-reduces: the span's
-// group) is a kind of its own: on a cluster it is the traffic that crosses the network.
-typedef enum { WORK_COMPUTE, WORK_COMM, WORK_IO, WORK_ACROSS, WORK_KINDS } WorkKind;
+// group) is a kind of its own: on a cluster it is the traffic that crosses the network. So is
+// context parallelism's K/V exchange (group "cp": the ring's blocks, or --kv all-gather's),
+// attention's own traffic, which the ring means to hide behind attention's compute.
+typedef enum { WORK_COMPUTE, WORK_COMM, WORK_IO, WORK_ACROSS, WORK_KV, WORK_KINDS } WorkKind;
 static const char *const WORK_NAMES[WORK_KINDS] = {"compute", "communication", "checkpoint I/O",
-                                                   "communication across replicas"};
+                                                   "communication across replicas", "attention's K/V between ranks"};
 
 static WorkKind work_kind(const char *name) {
     for (int c = DIST_ALL_REDUCE; c <= DIST_BARRIER; c++)  // the collectives, as dist.h names them
@@ -38,7 +40,7 @@ static WorkKind work_kind(const char *name) {
 }
 
 // A thread id per kind and lane: compute 1-8, communication 9-16, checkpoint I/O 17-24, across
-// replicas 25-32 (the viewers sort threads by it too).
+// replicas 25-32, K/V 33-40 (the viewers sort threads by it too).
 static int thread_id(WorkKind k, int lane) { return 1 + (int)k * TRACE_MAX_LANES + lane; }
 
 // ---------------------------------------------------------------------------------------
@@ -150,6 +152,7 @@ static void add_span(RankTrace *x, const JsonValue *ev) {
     if (kind == WORK_COMM && group && group->type == JSON_STRING && strcmp(name->string, "send") && strcmp(name->string, "recv") &&
         (!strcmp(group->string, "replicate") || !strcmp(group->string, "dp")))
         kind = WORK_ACROSS;
+    if (kind == WORK_COMM && group && group->type == JSON_STRING && !strcmp(group->string, "cp")) kind = WORK_KV;
     sb_printf(&a, "\"step\":%lld", (long long)step);
     if (bytes > 0 || kind != WORK_COMPUTE) sb_printf(&a, ",\"bytes\":%.0f", bytes);  // (compute moves none)
     if (layer >= 0) sb_printf(&a, ",\"layer\":%lld", (long long)layer);  // -1: none (labs/DESIGN.md, Events)

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
 #include "common/comm/dist.h"
 
 // ---------------------------------------------------------------------------------------
@@ -25,13 +24,14 @@ int cp_layout_init(CpLayout *l, int kind, int T, int N) {
 }
 
 // The chunks rank r holds, in the order of their positions: one (contiguous) or two (zigzag).
+// (The cp lab lays its tokens out with its own copy of this rule, a student's TODO region:
+// labs/18-cp/ring_attention.c, ring_rank_chunks. This one is what the planner and the grader
+// count with, so that a student's layout is graded against the rule, not against itself.)
 static int layout_chunks(const CpLayout *l, int r, int chunk[2]) {
-    /* BEGIN SOLUTION: rank r's chunks: r of N, or r and 2N-1-r of 2N */
     chunk[0] = r;
     if (l->kind != CP_ZIGZAG) return 1;
     chunk[1] = 2 * l->N - 1 - r;
     return 2;
-    /* END SOLUTION */
 }
 
 int cp_layout_count(const CpLayout *l, int r) {
@@ -54,12 +54,23 @@ void cp_layout_positions(const CpLayout *l, int r, int *pos) {
 }
 
 void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n) {
-    int chunk[2] = {0, 0}, k = layout_chunks(l, r, chunk), at = 0;
+    int chunk[2] = {0, 0}, k = layout_chunks(l, r, chunk);
+    size_t at = 0, first = 0, last = 0;
+    int open = 0;  // a run being written: first..last (a chunk that starts where the last ended joins it)
     out[0] = 0;
-    for (int i = 0; i < k && at >= 0 && (size_t)at < n; i++) {
-        size_t off, len;
-        dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
-        at += snprintf(out + at, n - (size_t)at, "%s%zu-%zu", i ? "," : "", off, off + len - 1);
+    for (int i = 0; i <= k; i++) {
+        size_t off = 0, len = 0;
+        if (i < k) dist_chunk((size_t)l->T, l->chunks, chunk[i], &off, &len);
+        if (i < k && len == 0) continue;
+        if (i < k && open && off == last + 1) {
+            last = off + len - 1;
+            continue;
+        }
+        if (open && at < n) {
+            int w = snprintf(out + at, n - at, "%s%zu-%zu", at ? "," : "", first, last);
+            at += w > 0 ? (size_t)w : 0;
+        }
+        if (i < k) first = off, last = off + len - 1, open = 1;
     }
 }
 

@@ -31,8 +31,8 @@ int cp_layout_init(CpLayout *l, int kind, int T, int N);
 // Tokens rank r holds, and their global positions in increasing order (pos: that many ints).
 int cp_layout_count(const CpLayout *l, int r);
 void cp_layout_positions(const CpLayout *l, int r, int *pos);
-// Rank r's positions as runs, "0-15,48-63" (one run a chunk), into out[n]: what the cp lab
-// logs and the grader compares with its own layout.
+// Rank r's positions as runs of consecutive ones, "0-15,48-63" (zig-zag's two chunks of rank
+// n-1 are one run), into out[n]: what the cp lab logs and the grader compares with.
 void cp_layout_ranges(const CpLayout *l, int r, char *out, size_t n);
 // Rank r's share of causal attention's work: the (query, key) pairs its queries see, per
 // sequence and head, summed over the ring: pos + 1 for each of its positions.
