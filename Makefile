@@ -291,7 +291,7 @@ HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
 EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
-.PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-checks todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
+.PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-checks todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-cp bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
 .DEFAULT_GOAL := all
 # Keep the object files make would otherwise delete as intermediates.
 .SECONDARY:
@@ -322,6 +322,7 @@ help:
 	@echo "  make lab-zero STAGE=2 NGPU=4  ZeRO stage 0-3: the training state sharded [ARGS=\"--mixed --offload\"]"
 	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed --replicate 2\"]"
 	@echo "  make lab-tp NGPU=4     tensor parallelism, Megatron-style [ARGS=\"--sp --dp 2 --vocab-parallel\"]"
+	@echo "  make lab-cp NGPU=4     context parallelism: each sequence split, K/V passed around a ring [ARGS=\"--layout contiguous --kv all-gather\"]"
 	@echo "  make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8  pipeline parallelism: gpipe, 1f1b, interleaved [SCHEDULE=interleaved ARGS=\"--chunks 2\"]"
 	@echo "  make lab-ckpt NGPU=2 POLICY=sqrt  activation checkpointing: none, every, sqrt or K, on N DDP ranks [ARGS=\"--layers 8\"]"
 	@echo "  make lab-shard NGPU=2 STRATEGY=sampler  data sharding: slice, sampler or dispatch [ARGS=\"--weights 1,3 --temperature 2\"]"
@@ -342,6 +343,7 @@ help:
 	@echo "  make bench-ddp        DDP on NGPU ranks vs single: step time side by side, and the ratio"
 	@echo "  make bench-zero       ZeRO stages 0-3 and FSDP vs DDP, N=2 and 4: step time ratio and peak memory"
 	@echo "  make bench-parallel   TP and each pipeline schedule vs single, N=2 and 4: step time ratio, bubble"
+	@echo "  make bench-cp         cp zig-zag vs contiguous, N=2 and 4: attention max/min over ranks, the ring's hidden share"
 	@echo "  make bench-web        shardlab web vs nginx on the same rendered page (wrk): requests/s and the ratio"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
 	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
@@ -673,6 +675,11 @@ bench-zero: $(BUILD)/labs/ddp $(BUILD)/labs/zero $(BUILD)/labs/fsdp
 # TP (and --sp) and each pipeline schedule against single, N=2 and 4: step time ratio, bubble.
 bench-parallel: $(BUILD)/labs/single $(BUILD)/labs/tp $(BUILD)/labs/pp
 	BUILD=$(BUILD) sh tests/bench/bench_parallel.sh $(or $(STEPS),40) $(ARGS)
+
+# Context parallelism's layouts side by side, N=2 and 4: attention's max/min over the ranks,
+# the ring's hidden share, step time.
+bench-cp: $(BUILD)/labs/cp
+	BUILD=$(BUILD) sh tests/bench/bench_cp.sh $(or $(STEPS),30) $(ARGS)
 
 # shardlab web against nginx serving the same rendered page (wrk): requests/s side by side.
 bench-web: $(SHARDLAB)

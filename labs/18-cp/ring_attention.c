@@ -182,9 +182,11 @@ static void forward_block(Ring *r, float *out, float *lse, const float *qkv, con
                           DistP2p *ops, int nops) {
     int me = r->rank, Tq = r->count[me], Tk = r->count[src], C = r->C, NH = r->NH;
     for (int b = 0; b < r->B; b++) {
+        int64_t t0 = runlog_now_us();
         ring_block_forward(out + (size_t)b * Tq * C, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
                            r->pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->pos[src], Tk, 1, C, NH, r->bf16_in,
                            r->scores);
+        r->attention_us += runlog_now_us() - t0;
         if (nops) dist_p2p_progress(r->group, ops, nops, -1);
     }
 }
@@ -193,20 +195,23 @@ static void backward_block(Ring *r, float *dqkv, float *dkv, const float *dout, 
                            const float *kv, int src, DistP2p *ops, int nops) {
     int me = r->rank, Tq = r->count[me], Tk = r->count[src], C = r->C, NH = r->NH;
     for (int b = 0; b < r->B; b++) {
+        int64_t t0 = runlog_now_us();
         ring_block_backward(dqkv + (size_t)b * Tq * 3 * C, dkv + (size_t)b * Tk * 2 * C, dout + (size_t)b * Tq * C,
                             r->D + (size_t)b * NH * Tq, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
                             r->pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->pos[src], Tk, 1, C, NH, r->bf16_in,
                             r->scores);
+        r->attention_us += runlog_now_us() - t0;
         if (nops) dist_p2p_progress(r->group, ops, nops, -1);
     }
 }
 
 // The rest of the step's transfers, the time spent waiting for them counted (what the
-// compute did not hide).
-static void wait_for(Ring *r, DistP2p *ops, int nops) {
+// compute did not hide), and each hand-over's time from its post (posted_us) to its end.
+static void wait_for(Ring *r, DistP2p *ops, int nops, int64_t posted_us) {
     int64_t t0 = runlog_now_us();
     dist_p2p_progress(r->group, ops, nops, nops);
-    r->wait_us += runlog_now_us() - t0;
+    int64_t t1 = runlog_now_us();
+    r->wait_us += t1 - t0, r->transfer_us += t1 - posted_us;
 }
 
 static DistP2p p2p_op(int send, int peer, float *buf, size_t n, int tag) {
@@ -242,6 +247,7 @@ void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
         int src = block_at(r, s);
         DistP2p ops[2];
         int nops = 0;
+        int64_t posted = runlog_now_us();
         /* BEGIN SOLUTION: post this step's hand-over: the block held to the right, the next one from the left */
         if (s < N - 1) {  // posted before the compute: the block moves on while we attend to it
             ops[nops++] = p2p_op(1, (me + 1) % N, cur, block_floats(r, src, 2), s);
@@ -251,7 +257,7 @@ void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
         /* END SOLUTION */
         forward_block(r, out, lse, qkv, cur, src, ops, nops);
         if (nops) {
-            wait_for(r, ops, nops);
+            wait_for(r, ops, nops, posted);
             r->bytes_sent += 4 * ops[0].n;
             float *t = cur;
             cur = nxt, nxt = t;
@@ -308,6 +314,7 @@ void ring_attention_backward(Ring *r, float *dqkv, const float *dout, const floa
         float *dkv = cur + block_floats(r, src, 2);
         DistP2p ops[4];
         int nops = 0;
+        int64_t posted = runlog_now_us();
         // K and V do not change: they leave before the compute. dK and dV leave after it,
         // with this rank's share added; the last hop (s = N-1) takes them home.
         if (s < N - 1) {
@@ -319,7 +326,7 @@ void ring_attention_backward(Ring *r, float *dqkv, const float *dout, const floa
         if (N == 1) break;
         ops[nops++] = p2p_op(1, (me + 1) % N, dkv, block_floats(r, src, 2), s);
         ops[nops++] = p2p_op(0, (me + N - 1) % N, nxt + block_floats(r, from, 2), block_floats(r, from, 2), s);
-        wait_for(r, ops, nops);
+        wait_for(r, ops, nops, posted);
         for (int i = 0; i < nops; i++)
             if (ops[i].send) r->bytes_sent += 4 * ops[i].n;
         float *t = cur;

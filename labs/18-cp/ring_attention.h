@@ -82,6 +82,8 @@ typedef struct {
     int bf16_in;          // --mixed
     uint64_t bytes_sent;  // sent since the lab last zeroed it
     int64_t wait_us;      // spent waiting for the transfers: the part the compute did not hide
+    int64_t transfer_us;  // the hand-overs' times, each from its post to its end (ring only)
+    int64_t attention_us; // spent attending: the blocks' forward and backward arithmetic
 } Ring;
 
 // The ring of `group` (its rank and size), for micro-batches of B sequences: the positions
