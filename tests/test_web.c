@@ -660,6 +660,14 @@ static void check_plan(void) {
     // Proves: a layout no lab can run is a 400 that says why, never a plan or a crash.
     EXPECT(ok, "/api/plan refuses %zu impossible layouts with 400 and the planner's reason%s%s", sizeof bad / sizeof bad[0],
            first[0] ? ": " : "", first);
+    // Context parallelism: the form offers the lab and its layout, the plan names the rank it
+    // planned and its tokens.
+    Resp cpp = request("GET", "/plan?lab=cp&n=4&layout=contiguous&seq=64", NULL, NULL);
+    EXPECT(cpp.status == 200 && strstr(cpp.body, "name=\"layout\"") && strstr(cpp.body, "name=\"kv\"") &&
+               strstr(cpp.body, "T&#39;, M, n") && strstr(cpp.body, "32 B M C"),
+           "/plan?lab=cp&n=4&layout=contiguous: 200, the form's layout and K/V choices, the plan's T', M, n and the "
+           "ring's 32 B M C (%d)", cpp.status);
+    resp_free(&cpp);
     Resp hsdp = request("GET", "/plan?lab=fsdp&n=4&replicate=2", NULL, NULL);
     // Proves: the form has HSDP's field, and a plan with it is FSDP's at S = N/R.
     EXPECT(hsdp.status == 200 && strstr(hsdp.body, "name=\"replicate\"") && strstr(hsdp.body, "e Psi&#39;/S") &&
@@ -776,12 +784,12 @@ static void check_pages(void) {
         }
         if (d) closedir(d);
     }
-    EXPECT(pages == 66 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
+    EXPECT(pages == 67 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
            pages, bad);
-    // Proves: lessons/README.md (the folder's guide) is not served as an 18th lesson.
+    // Proves: lessons/README.md (the folder's guide) is not served as a 19th lesson.
     EXPECT(get_status("/lessons/README") == 404, "lessons/README.md is no lesson: /lessons/README is 404");
-    EXPECT(home.status == 200 && linked == 66 && strstr(home.body, "id=\"lexicon-search\""),
-           "the home page links every term and lesson (%d of 66) and has the lexicon search", linked);
+    EXPECT(home.status == 200 && linked == 67 && strstr(home.body, "id=\"lexicon-search\""),
+           "the home page links every term and lesson (%d of 67) and has the lexicon search", linked);
     resp_free(&home);
     const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
     int forms = 0, mixed = 0;

@@ -190,13 +190,13 @@ static void flag(StrBuf *b, const char *qs, const char *name, const char *label)
 
 // The form, below a plan (planned: "Plan another") or alone.
 static void form(StrBuf *b, const char *qs, int planned) {
-    static const char *const labs[] = {"zero", "fsdp", "ddp", "tp", "pp", "single", "ckpt", "shard"};
+    static const char *const labs[] = {"zero", "fsdp", "ddp", "tp", "pp", "cp", "single", "ckpt", "shard"};
     const char *models[16], *gpus[16];
     for (int i = 0; i < planner_nmodels; i++) models[i] = planner_models[i].name;
     for (int i = 0; i < planner_ngpus; i++) gpus[i] = planner_gpus[i].name;
     sb_printf(b, "<form id=\"plan-form\" method=\"get\" action=\"/plan\"><h2>%s</h2><fieldset><legend>Layout</legend>",
               planned ? "Plan another" : "Plan");
-    choice(b, qs, "lab", "lab", labs, 8);
+    choice(b, qs, "lab", "lab", labs, 9);
     field(b, qs, "n", "GPUs (N)", "8", NULL);
     choice(b, qs, "gpu", "device", gpus, planner_ngpus);
     char stages[96];  // "0 baseline DDP, 1 P_os, ...": the paper's names
@@ -208,8 +208,11 @@ static void form(StrBuf *b, const char *qs, int planned) {
     static const char *const schedules[] = {"1f1b", "gpipe", "interleaved"};
     choice(b, qs, "schedule", "schedule (pp)", schedules, 3);
     field(b, qs, "chunks", "chunks a stage (pp, interleaved)", "2", NULL);
-    field(b, qs, "dp", "replicas (pp, tp)", "1", "N = D x stages or t");
+    field(b, qs, "dp", "replicas (pp, tp, cp)", "1", "N = D x stages, t or the context-parallel group");
     field(b, qs, "replicate", "replicas (fsdp: HSDP)", "1", "N = R x S: each replica's S ranks shard the model");
+    static const char *const layouts[] = {"zigzag", "contiguous"}, *const kvs[] = {"ring", "all-gather"};
+    choice(b, qs, "layout", "token layout (cp)", layouts, 2);
+    choice(b, qs, "kv", "keys and values (cp)", kvs, 2);
     flag(b, qs, "mixed", "--mixed (bf16 weights and gradients in zero and fsdp)");
     flag(b, qs, "offload", "--offload (zero: optimizer state in host memory)");
     flag(b, qs, "prefetch", "--prefetch (fsdp)");
