@@ -67,6 +67,10 @@ static void check_layouts(void) {
         "pp -n 3 --layers 7 --micro 2 --attn naive --mixed",
         "tp -n 4 --sp",
         "tp -n 4 --dp 2 --vocab-parallel --mixed",
+        "cp -n 4",
+        "cp -n 3 --layout contiguous",
+        "cp -n 4 --kv all-gather --dp 2 --mixed",
+        "cp -n 3 --seq 37 --accum 2",
     };
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         char args[256];
@@ -265,6 +269,9 @@ static void check_refusals(void) {
         {"tp -n 4 --dp 3", "--dp 3 does not divide the 4 ranks"},
         {"fsdp -n 6 --replicate 4", "--replicate 4 does not divide the 6 ranks (N = R replicas x S shards): use --replicate 3 or 6"},
         {"fsdp -n 8 --replicate 0", "--replicate must be between 1 and 8"},
+        {"cp -n 4 --seq 7", "--seq 7 is too short for zigzag over 4 ranks"},
+        {"cp -n 4 --dp 3", "--dp 3 does not divide the 4 ranks"},
+        {"cp -n 2 --attn naive", "ring attention merges blocks by their log-sum-exps"},
         {"nolab", "no lab called 'nolab'"},
         {"ddp --heads 5", "--heads 5 does not divide --dim 64"},
         {"ddp -n 0", "-n takes 1 to 65536"},

@@ -316,6 +316,25 @@ static void check_real(void) {
            "the table: measured, projected, exposed, the scaling efficiency");
     free(out);
 
+    // Context parallelism on 2 ranks: the ring's K/V sends are projected with the gradients'
+    // all-reduces, every byte the step event counts.
+    snprintf(dir, sizeof dir, "%s/real-cp", tmp);
+    snprintf(bin, sizeof bin, "%s/cp", labs_dir);
+    rc = run_ranks(bin, 2, "real-cp", dir, args, NULL);
+    v = rc == 0 ? projected(dir, "nvlink4", NULL) : NULL;
+    worst = v ? (int)num_of(v, "rank", NULL) : 0;
+    load_rank_events(dir, worst >= 0 && worst < 2 ? worst : 0, &ev);
+    sent = NAN;
+    double ring = NAN;
+    for (int i = 0; i < ev.n; i++)
+        if (!strcmp(kind(ev.lines[i]), "step") && num(ev.lines[i], "step") == num_of(v, "step", NULL))
+            sent = num_of(ev.lines[i], "bytes", "sent"), ring = num(ev.lines[i], "ring_bytes_sent");
+    free_events(&ev);
+    EXPECT(v && num_of(v, "bytes", NULL) == sent && ring > 0 && ring < sent && num_of(v, "comm_ms", NULL) > 0,
+           "a real cp run on 2 ranks: %.0f bytes projected, the step event's %.0f (the ring's %.0f among them)",
+           v ? num_of(v, "bytes", NULL) : -1, sent, ring);
+    json_free(v);
+
     // HSDP, 2 replicas x 2 shards: the bytes across are the run's replica sums (its step
     // event's replica_bytes_sent), the rest stays on --link; a slower link across, a longer step.
     snprintf(dir, sizeof dir, "%s/real-hsdp", tmp);
