@@ -54,6 +54,7 @@ static const Lab LABS[] = {
     {"pp", "", 2, "single -n 1 "},
     {"ckpt", "", 2, "single -n 1 "},
     {"shard", "", 2, "shard -n 1 "},
+    {"cp", "", 2, "single -n 1 "},
 };
 
 // Runs the lab into workdir/<lab>-<tag>; its output, and the exit status in *rc.
@@ -131,6 +132,9 @@ static void check_lab(const Lab *l) {
                "fewer activations (%.0f vs %.0f)", 2.0 * 8 * 64 * (14 * 2 * 64 + 64), a16, a32);
     else if (!strcmp(l->lab, "pp"))
         ;  // its micro-batches' activations are gone by the step's end: its own table checked them
+    else if (!strcmp(l->lab, "cp"))  // single's saving at a rank's 32 tokens of each sequence
+        EXPECT(a32 - a16 == 2.0 * 8 * 32 * (14 * 2 * 64 + 64), "cp: --mixed keeps 2 B T' (14LC + C) = %.0f bytes "
+               "fewer activations on a rank of 2 (%.0f vs %.0f)", 2.0 * 8 * 32 * (14 * 2 * 64 + 64), a16, a32);
     else if (!strcmp(l->lab, "tp"))
         EXPECT(a32 - a16 == 2.0 * 8 * 64 * (2 * (2 * 64 + 12 * 64 / 2) + 64),
                "tp: --mixed keeps 2 B T (L (2C + 12C/t) + C) = %.0f bytes fewer activations (%.0f vs %.0f)",
