@@ -878,6 +878,9 @@ int main(int argc, char **argv) {
     resumes_bitwise("tp", 2, sp);
     resumes_bitwise("ckpt", 2, ck);
     resumes_bitwise("shard", 2, sh);
+    char *cpz[] = {"--kv", "all-gather", NULL};
+    resumes_bitwise("cp", 2, none);
+    resumes_bitwise("cp", 3, cpz);
     reshards();
     crash_trials();
     refuses();

@@ -791,9 +791,9 @@ static void check_pages(void) {
     EXPECT(home.status == 200 && linked == 67 && strstr(home.body, "id=\"lexicon-search\""),
            "the home page links every term and lesson (%d of 67) and has the lexicon search", linked);
     resp_free(&home);
-    const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard"};
+    const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard", "cp"};
     int forms = 0, mixed = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         char path[64];
         snprintf(path, sizeof path, "/labs/%s", labs[i]);
         Resp r = request("GET", path, NULL, NULL);
@@ -803,8 +803,8 @@ static void check_pages(void) {
         mixed += box && !strstr(box + strlen(want), "id=\"f-mixed\"") && strcmp(labs[i], "collectives") != 0;
         resp_free(&r);
     }
-    EXPECT(forms == 9, "every lab has a form page (%d of 9)", forms);
-    EXPECT(mixed == 8, "every training lab's form has one --mixed checkbox (%d of 8)", mixed);
+    EXPECT(forms == 10, "every lab has a form page (%d of 10)", forms);
+    EXPECT(mixed == 9, "every training lab's form has one --mixed checkbox (%d of 9)", mixed);
     EXPECT(get_status("/lexicon/no-such-term") == 404 && get_status("/lessons/99-nothing") == 404 &&
            get_status("/labs/rm") == 404 && get_status("/runs/no-such-run") == 404 && get_status("/nowhere") == 404 &&
            get_status("/api/runs/no-such-run") == 404,
