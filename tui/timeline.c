@@ -61,6 +61,10 @@ static RankTime rank_time(const RunSpans *sp, int64_t t0, int64_t t1) {
 // Attention's keys and values moving between a context-parallel group's ranks.
 static int kv_exchange(const RunSpan *span, SpanKind k) { return !SPAN_IS_COMPUTE(k) && !strcmp(span->group, "cp"); }
 
+// Its glyph: K without colour; in colour a shaded block (send/recv's colour, but not its solid
+// block), so that the two read apart on a terminal too.
+static uint32_t kv_glyph(const DashState *s) { return s->color && s->utf8 ? 0x2593 : 'K'; }
+
 // A collective of the mesh's outer axis: between the replicas, not within one.
 static int across_replicas(const RunSpan *span, SpanKind k) {
     return !SPAN_IS_COMPUTE(k) && k != SPAN_P2P && (!strcmp(span->group, "replicate") || !strcmp(span->group, "dp"));
@@ -89,7 +93,7 @@ static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compu
         if (a >= w) a = w - 1, b = w;
         int out = across_replicas(&sp->items[i], k), kv = kv_exchange(&sp->items[i], k);
         across |= (out ? DREW_ACROSS : 0) | (kv ? DREW_KV : 0);
-        uint32_t ch = dash_glyph(s, (uint32_t)(kv ? 'K' : out ? tolower(KIND[k].letter) : KIND[k].letter));
+        uint32_t ch = kv ? kv_glyph(s) : dash_glyph(s, (uint32_t)(out ? tolower(KIND[k].letter) : KIND[k].letter));
         for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, kv ? COLOR_P2P : out ? COLOR_ACROSS : KIND[k].color, 0);
     }
     return across;
@@ -170,7 +174,7 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
     if ((across & DREW_ACROSS) && ly < y + h) lx += 1 + canvas_text(c, lx, ly, -1, COLOR_ACROSS, 0, across_label) + 1;
     if ((across & DREW_KV) && lx + 2 + (int)sizeof kv_label > x + w) lx = x, ly++;
     if ((across & DREW_KV) && ly < y + h) {
-        canvas_put(c, lx, ly, dash_glyph(s, 'K'), COLOR_P2P, 0);
+        canvas_put(c, lx, ly, kv_glyph(s), COLOR_P2P, 0);
         canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, kv_label);
     }
 }
