@@ -9,6 +9,7 @@
 #include "catalog.h"
 #include "check.h"
 #include "common/model/gpt.h"
+#include "cp_layout.h"
 #include "tp_layout.h"
 #include "train.h"
 
@@ -98,16 +99,20 @@ MemNeed memfit_need(const char *lab, const TrainArgs *a, int world, int nopts, c
         micro = B / (dp * K);
         dev = 16 * mine + (double)tp_acts_bytes(&cfg, (int)t, sp, vp, (int)ceil(micro));
     } else if (strcmp(lab, "cp") == 0) {
-        // A replica, the activations of its T/n tokens a sequence (the most a rank holds, one
-        // more than T/n when n does not divide), and the ring's K/V blocks in flight: two of
-        // 4C floats a token, or with --kv all-gather every rank's K/V and their gradients.
-        double dp = fmax(1, option_number(nopts, opts, "dp", 1)), group = fmax(1, floor(N / dp));
-        GptConfig local = cfg;
-        local.seq = (int)ceil(cfg.seq / group);
-        tokens = local.seq;
+        // A replica, the activations of the most tokens a rank holds of each sequence, and the
+        // ring's K/V blocks in flight (cp_layout.h). A layout too short for its chunks is the
+        // lab's to refuse, after this: it is planned at T/n tokens a rank.
+        double dp = fmax(1, option_number(nopts, opts, "dp", 1));
+        int group = (int)fmax(1, floor(N / dp)), kv = option_is(nopts, opts, "kv", "all-gather") ? CP_KV_ALL_GATHER : CP_KV_RING;
+        CpLayout l;
+        int kind = option_is(nopts, opts, "layout", "contiguous") ? CP_CONTIGUOUS : CP_ZIGZAG;
+        int fits = cp_layout_init(&l, kind, cfg.seq, group) == 0;
         micro = B / (dp * K);
-        int gather = option_is(nopts, opts, "kv", "all-gather");
-        dev = 16 * P + train_acts_formula(&local, 1, NULL) * ceil(micro) + 4.0 * ceil(micro) * tokens * cfg.dim * (gather ? 4 * group : 8);
+        GptConfig local = cfg;
+        local.seq = fits ? cp_layout_max_count(&l) : (int)ceil((double)cfg.seq / group);
+        tokens = local.seq;
+        double comm = fits ? 4.0 * (double)cp_comm_floats(&l, kv, (int)ceil(micro), cfg.dim) : 0;
+        dev = 16 * P + train_acts_formula(&local, 1, NULL) * ceil(micro) + comm;
     } else if (pp) {
         // A stage: its share of the layers, and the activations of the micro-batches in flight
         // (all m under GPipe, at most p under 1F1B); the whole model once on the host while
