@@ -384,7 +384,7 @@ static void p2p_over_link(Dist *d, DistGroup *g, DistP2p *ops, int nops, int unt
         int last = !held || until < 0;
         int pass_until = !last ? -1 : until == nops ? k : sub_until;
         if (k) d->be->p2p(d, g, now_ops, k, pass_until);
-        for (int j = 0; j < k; j++) ops[idx[j]].moved = now_ops[j].moved;
+        for (int j = 0; j < k; j++) ops[idx[j]].moved = now_ops[j].moved, ops[idx[j]].queued = now_ops[j].queued;
         int done = until < nops ? ops[until].moved == ops[until].n : 1;  // the op asked for, or all
         for (int i = 0; i < nops && until == nops; i++) done &= ops[i].moved == ops[i].n;
         if (last || done) return;
@@ -429,7 +429,7 @@ void dist_p2p(DistGroup *g, const DistP2p *ops, int nops) {
     DistP2p copy[DIST_P2P_MAX];
     for (int i = 0; i < nops; i++) {
         copy[i] = ops[i];
-        copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = copy[i].link_ready_us = 0;
+        copy[i].moved = 0, copy[i].issued_us = copy[i].t0_us = copy[i].link_ready_us = 0, copy[i].queued = 0;
     }
     dist_p2p_progress(g, copy, nops, nops);
 }

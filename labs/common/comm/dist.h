@@ -264,14 +264,17 @@ typedef struct {
     size_t moved;  // dist_p2p_progress(): floats moved so far (0 to start)
     int64_t issued_us, t0_us;  // its record's times (set by the first call that sees it)
     int64_t link_ready_us;     // --link: when the emulated link delivers it (a send; 0: not yet known)
+    int queued;                // nccl: on the communicator's stream, not yet waited for
 } DistP2p;
 void dist_p2p(DistGroup *g, const DistP2p *ops, int nops);
 // The same, in steps that need not finish: moves what it can of every op (ops[i].moved keeps
 // count across calls) and returns after one pass that waits for nothing if until < 0, else
 // when ops[until] is done (until = nops: all of them). An op leaves its record when done. A
 // pipeline stage keeps its outgoing messages moving this way while it computes, and blocks
-// only in a receive, or at the end of a step. With NCCL (and ranks sharing a GPU) every
-// call finishes all its ops, as one group.
+// only in a receive, or at the end of a step. With NCCL the ops not yet queued go on the
+// communicator's stream as one group; until < 0 returns at once (they move while the GPU
+// computes on its own stream), any other until waits for all of them. Ranks sharing a GPU
+// (the shm backend, staging through the host) finish every call's ops.
 void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until);
 
 // Moves up to max finished-call records (oldest first) into out; returns how many.

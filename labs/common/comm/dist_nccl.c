@@ -168,24 +168,37 @@ static const char *run_nccl(Dist *d, DistWork *w, uint64_t *sent, uint64_t *recv
     return "nccl";
 }
 
-// NCCL: one group, so NCCL progresses every send and receive of it together.
+// NCCL: the ops not queued yet go on the communicator's stream as one group, so NCCL moves
+// every send and receive of it together, after the compute stream's work so far (nccl.cu's
+// event). until < 0 leaves them running there beside the kernels that follow (ring
+// attention's hand-over under its block, a pipeline's activation under the next micro-batch);
+// any other until waits for everything queued, and the compute stream then waits for it too.
+// The stream runs each rank's groups in the order they were queued, as a blocking call would.
 static void p2p_nccl(Dist *d, DistGroup *g, DistP2p *ops, int nops, int until) {
-    (void)until;  // one NCCL group finishes the batch
     char err[512];
-    if (cuda_nccl_group_start(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
-    for (int i = 0; i < nops; i++) {
-        if (ops[i].moved == ops[i].n) continue;
-        if (!cuda_is_device_ptr(ops[i].buf))
-            die("this is a bug in shardlab: batched sends and receives take GPU buffers on NCCL",
-                "rank %d: p2p: a host buffer in a batch", d->rank);
-        DistWork w = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .group = g, .dtype = DIST_F32};
-        if (ops[i].send) nccl_call(d, &w, CUDA_NCCL_SEND, ops[i].buf, NULL, ops[i].n, ops[i].peer);
-        else nccl_call(d, &w, CUDA_NCCL_RECV, NULL, ops[i].buf, ops[i].n, ops[i].peer);
+    int fresh = 0;
+    for (int i = 0; i < nops; i++) fresh += !ops[i].queued && ops[i].moved != ops[i].n;
+    if (fresh) {
+        if (cuda_nccl_group_start(err, sizeof err) != 0)
+            die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
+        for (int i = 0; i < nops; i++) {
+            if (ops[i].queued || ops[i].moved == ops[i].n) continue;
+            if (!cuda_is_device_ptr(ops[i].buf))
+                die("this is a bug in shardlab: batched sends and receives take GPU buffers on NCCL",
+                    "rank %d: p2p: a host buffer in a batch", d->rank);
+            DistWork w = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .group = g, .dtype = DIST_F32};
+            if (ops[i].send) nccl_call(d, &w, CUDA_NCCL_SEND, ops[i].buf, NULL, ops[i].n, ops[i].peer);
+            else nccl_call(d, &w, CUDA_NCCL_RECV, NULL, ops[i].buf, ops[i].n, ops[i].peer);
+            ops[i].queued = 1;
+        }
+        if (cuda_nccl_group_end(err, sizeof err) != 0)
+            die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
     }
-    if (cuda_nccl_group_end(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: p2p: %s", d->rank, err);
+    if (until < 0) return;
     DistWork w = {.coll = DIST_SEND, .group = g};
     nccl_wait(d, &w);
-    for (int i = 0; i < nops; i++) ops[i].moved = ops[i].n;
+    for (int i = 0; i < nops; i++)
+        if (ops[i].queued) ops[i].moved = ops[i].n, ops[i].queued = 0;
 }
 
 // Peers' NCCL calls then fail instead of waiting.
