@@ -288,7 +288,7 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 # The emulated CUDA kernels' tests (tests/gpu/*.cc) are C++: built where there is a C++
 # compiler (.ci/run installs g++), else `make test` says they were left out.
 HAVE_CXX := $(shell command -v $(CXX) >/dev/null 2>&1 && echo 1)
-EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel)
+EMU_TESTS := $(if $(HAVE_CXX),$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel $(BUILD)/san/tests/test_ring_kernels)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/san/tests/%) $(EMU_TESTS)
 
 .PHONY: docs-figures grade-sweep starter grade grade-labs ref-programs check check-programs todo-checks todo-programs all help deps deps-ncurses deps-browser deps-status FORCE test test-programs web lexicon lab-single lab-zero lab-pp lab-ckpt lab-shard tui fuzz bench-single bench-collectives bench-ddp bench-zero bench-parallel bench-cp bench-tui bench-web bench-gpu profile-gpu gpu-check clean cuda-status
@@ -451,10 +451,10 @@ $(BUILD)/breaks/%: $$(call lab_src,$$*) tests/breaks/%.c tests/breaks/breaks.c t
 $(BUILD)/san/tests/test_todo $(BUILD)/san/tests/test_variants: tests/todo/regions.c tests/todo/regions.h
 
 # CUDA kernels run on the CPU by tests/gpu/emulate.h (the tensor cores' flash attention,
-# labs/common/cuda/flash_tc.cuh; the param_hash's chunks, hash.cuh): built by the host's C++
+# labs/common/cuda/flash_tc.cuh; the param_hash's chunks, hash.cuh; ring attention's, ring.cuh): built by the host's C++
 # compiler, with or without CUDA (sanitized, at -O2: the emulated warps' exchanges are most
 # of the time).
-$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel: $(BUILD)/san/tests/%: tests/gpu/%.cc tests/gpu/emulate.h tests/*.h $(wildcard $(LABS_SRC)/common/cuda/*.cuh) $(LIB_SAN) $(COMMON_HDRS) | $(BUILD)/san/tests
+$(BUILD)/san/tests/test_flash_tc $(BUILD)/san/tests/test_hash_kernel $(BUILD)/san/tests/test_ring_kernels: $(BUILD)/san/tests/%: tests/gpu/%.cc tests/gpu/emulate.h tests/*.h $(wildcard $(LABS_SRC)/common/cuda/*.cuh) $(LIB_SAN) $(COMMON_HDRS) $(ALGO_HDRS) | $(BUILD)/san/tests
 	$(call quiet,CXX,$@)$(CXX) -std=c++20 -g -pthread -Wall -Wextra -Wno-unknown-pragmas -I$(LABS_SRC) -Itests $(SANFLAGS) -O2 $< $(LIB_SAN) -o $@ $(LDLIBS)
 
 $(BUILD)/san/tests/%: tests/%.c tests/*.h $(LIB_SAN) $(TUI_DRAW_SAN) $(COURSE_SAN) $(COMMON_HDRS) $(CMD_HDRS) $(ALGO_HDRS) | $(BUILD)/san/tests
@@ -723,7 +723,7 @@ BENCH_BINS := $(BUILD)/bench/bench_single $(BUILD)/bench/memcpy_bw
 # What the tests run, built (make -j N test-programs builds it on N cores; .ci/run does).
 test-programs: all $(TEST_BINS) $(LAB_SAN) $(REF_SAN) $(BREAK_BINS) $(SHARDLAB_SAN) $(BUILD)/san/fixtures/ranklab $(GPU_TESTS) $(BENCH_BINS)
 test: deps deps-browser test-programs
-	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
+	@$(if $(HAVE_CXX),,echo "test_flash_tc, test_hash_kernel, test_ring_kernels: left out: no C++ compiler ($(CXX)); install g++ to run the CUDA kernels emulated";)
 	@$(if $(CUDA_BUILD),,echo "test_cuda_ops: left out: this build has no CUDA backend ($(CUDA_STATUS))";)
 	@BUILD=$(BUILD) sh tests/run.sh
 

@@ -25,7 +25,9 @@
 //   - the bf16 kernels (to_bf16, from_bf16, add_bf16, acc_bf16) give the CPU's bits, on every
 //     bf16 pattern, on fp32 patterns at and around every halfway point, and on random ones;
 //   - the param_hash computed on the device (hash.cu) is the CPU's (hash.c) for the same bytes,
-//     at every awkward length and alignment, for one buffer and for lists of them.
+//     at every awkward length and alignment, for one buffer and for lists of them;
+//   - ring attention's kernels (ring.cu) against the cp lab's CPU block (labs/18-cp/ring_attention.c):
+//     a zig-zag rank's queries against two blocks merged, their backward, and the copies.
 // Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
 //
 // Tolerances. fp32 keeps 24 bits (one rounding: 6e-8 relative). The GPU adds in another order
@@ -65,6 +67,7 @@
 #include "common/harness/hash.h"
 #include "common/model/ops.h"
 #include "common/model/rng.h"
+#include "18-cp/ring_block.h"
 
 #define TOL_ELEMENTWISE 1e-5
 #define TOL_SUM 1e-5
@@ -968,6 +971,86 @@ static void test_param_hash(void) {
     free_buffers();
 }
 
+// Ring attention (ring.cu): rank 1 of a zig-zag ring of 2 holds chunks 1 and 2 of 4, so its
+// queries see all of its own block and part of rank 0's: the forward of both blocks merged (in
+// the ring's order), then each block's backward, accumulating onto values already there.
+static void test_ring_block(int B, int T, int C, int NH, int bf16_in) {
+    snprintf(attention_shape, sizeof attention_shape, "ring %s, B=%d, T=%d, hs=%d", bf16_in ? "bf16" : "fp32", B, T,
+             C / NH);
+    CpLayout l;
+    if (cp_layout_init(&l, CP_ZIGZAG, T, 2) != 0) die("use T >= 4", "test_ring_block: T = %d", T);
+    int *pos[2], cnt[2], *d_pos[2];
+    float *qkv[2], *kv[2], *d_qkv[2], *d_kv[2];
+    for (int r = 0; r < 2; r++) {
+        pos[r] = host_bytes(sizeof(int) * (size_t)T);
+        cnt[r] = ring_rank_positions(&l, r, pos[r]);
+        d_pos[r] = device_copy_of(pos[r], sizeof(int) * (size_t)cnt[r]);
+        size_t n = (size_t)B * cnt[r];
+        qkv[r] = random_floats(n * 3 * C, 60 + (uint64_t)r, -2, 2);
+        if (bf16_in)
+            for (size_t i = 0; i < n * 3 * C; i++) qkv[r][i] = bf16_round(qkv[r][i]);
+        kv[r] = host_floats(n * 2 * C);
+        ring_kv_pack(kv[r], qkv[r], B, cnt[r], C);
+        d_qkv[r] = to_device(qkv[r], n * 3 * C), d_kv[r] = to_device(filled(n * 2 * C, GARBAGE), n * 2 * C);
+        cuda_ring_kv_pack(d_kv[r], d_qkv[r], B, cnt[r], C);
+        expect_same_bits(with_shape("cuda_ring_kv_pack: qkv's k | v columns"), kv[r], d_kv[r], n * 2 * C);
+    }
+    const int me = 1, Tq = cnt[me];
+    size_t nout = (size_t)B * Tq * C, nlse = (size_t)B * NH * Tq;
+    float *out = filled(nout, 0), *lse = filled(nlse, -INFINITY), *scores = host_floats((size_t)T + C);
+    float *d_out = to_device(filled(nout, GARBAGE), nout), *d_lse = to_device(filled(nlse, GARBAGE), nlse);
+    cuda_ring_fill(d_out, nout, 0.0f), cuda_ring_fill(d_lse, nlse, -INFINITY);
+    expect_same_bits(with_shape("cuda_ring_fill: -inf everywhere"), lse, d_lse, nlse);
+    for (int src = me, s = 0; s < 2; s++, src = 1 - src) {
+        ring_block_forward(out, lse, qkv[me], pos[me], Tq, kv[src], pos[src], cnt[src], B, C, NH, bf16_in, scores);
+        cuda_ring_block_forward(d_out, d_lse, d_qkv[me], d_pos[me], Tq, d_kv[src], d_pos[src], cnt[src], B, C, NH,
+                                bf16_in, NULL);
+    }
+    double tol_out = bf16_in ? TOL_BF16_OUT : TOL_SUM, tol_grad = bf16_in ? TOL_BF16_GRAD : TOL_CHAIN;
+    expect_close(with_shape("cuda_ring_block_forward out, two blocks merged, vs the CPU's"), out, d_out, nout, tol_out);
+    expect_close(with_shape("cuda_ring_block_forward lse vs the CPU's"), lse, d_lse, nlse, tol_out);
+    // The backward from the CPU's out and lse, so both sides start from the same numbers.
+    float *dout = random_floats(nout, 62, -1, 1), *D = host_floats(nlse);
+    float *d_dout = to_device(dout, nout), *d_outc = to_device(out, nout), *d_lsec = to_device(lse, nlse);
+    float *d_D = to_device(filled(nlse, GARBAGE), nlse);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < Tq; t++) {
+                size_t at = ((size_t)b * Tq + t) * C + (size_t)h * (C / NH);
+                float sum = 0.0f;
+                for (int i = 0; i < C / NH; i++) sum += dout[at + i] * out[at + i];
+                D[((size_t)b * NH + h) * Tq + t] = sum;
+            }
+    cuda_ring_do_dot_o(d_D, d_dout, d_outc, B, Tq, C, NH);
+    expect_close(with_shape("cuda_ring_do_dot_o D = do . o vs the CPU's"), D, d_D, nlse, TOL_SUM);
+    float *d_Dc = to_device(D, nlse);
+    float *dqkv = random_floats((size_t)B * Tq * 3 * C, 63, -0.1, 0.1);
+    float *d_dqkv[2] = {to_device(dqkv, (size_t)B * Tq * 3 * C), to_device(dqkv, (size_t)B * Tq * 3 * C)};
+    for (int src = 0; src < 2; src++) {
+        size_t nkv = (size_t)B * cnt[src] * 2 * C;
+        float *dkv = random_floats(nkv, 64 + (uint64_t)src, -0.1, 0.1);
+        float *d_dkv[2] = {to_device(dkv, nkv), to_device(dkv, nkv)};
+        ring_block_backward(dqkv, dkv, dout, D, lse, qkv[me], pos[me], Tq, kv[src], pos[src], cnt[src], B, C, NH,
+                            bf16_in, scores);
+        for (int run = 0; run < 2; run++)
+            cuda_ring_block_backward(d_dqkv[run], d_dkv[run], d_dout, d_Dc, d_lsec, d_qkv[me], d_pos[me], Tq, d_kv[src],
+                                     d_pos[src], cnt[src], B, C, NH, bf16_in, NULL);
+        expect_close(with_shape("cuda_ring_block_backward dk dv (accumulated) vs the CPU's"), dkv, d_dkv[0], nkv,
+                     tol_grad);
+        expect_same_run(with_shape("cuda_ring_block_backward dk dv"), d_dkv[0], d_dkv[1], nkv);
+    }
+    expect_close(with_shape("cuda_ring_block_backward dq (accumulated over both blocks) vs the CPU's"), dqkv, d_dqkv[0],
+                 (size_t)B * Tq * 3 * C, tol_grad);
+    expect_same_run(with_shape("cuda_ring_block_backward dq"), d_dqkv[0], d_dqkv[1], (size_t)B * Tq * 3 * C);
+    // dK | dV home: dqkv's k | v columns, its q columns kept.
+    float *home = to_host(d_dqkv[0], (size_t)B * Tq * 3 * C), *want = host_floats((size_t)B * Tq * 3 * C);
+    memcpy(want, home, sizeof(float) * (size_t)B * Tq * 3 * C);
+    for (size_t n = 0; n < (size_t)B * Tq; n++) memcpy(want + n * 3 * C + C, kv[me] + n * 2 * C, sizeof(float) * 2 * C);
+    cuda_ring_kv_unpack(d_dqkv[0], d_kv[me], B, Tq, C);
+    expect_same_bits(with_shape("cuda_ring_kv_unpack: dqkv's k | v columns"), want, d_dqkv[0], (size_t)B * Tq * 3 * C);
+    free_buffers();
+}
+
 int main(void) {
     char why[256] = "";
     if (cuda_device_count(why, sizeof why) == 0) {
@@ -1031,6 +1114,9 @@ int main(void) {
     test_optimizer();
     test_bf16();
     test_param_hash();
+    test_ring_block(2, 70, 96, 2, 0);   // hs 48: lanes owning one and two channels; blocks past 32 keys
+    test_ring_block(1, 16, 48, 3, 0);   // hs 16
+    test_ring_block(2, 70, 96, 2, 1);   // --mixed's roundings
     cuda_close();
     return test_done();
 }

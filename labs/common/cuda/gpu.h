@@ -77,6 +77,21 @@ void cuda_mark_times(const int *slots, int n, int64_t *us);
 // The kernels of ops.h on the GPU: cuBLAS for the matrix products, CUDA kernels for the rest.
 const Ops *cuda_ops(void);
 
+// Ring attention's kernels (ring.cu; labs/18-cp/ring_attention.h has the CPU's, the same
+// arguments and meaning, and the math): one block of K/V against a rank's queries, forward and
+// backward; the k | v columns packed out of qkv and the dK | dV unpacked into dqkv; D = do . o
+// per token and head; x[0..n) = v. Positions (qpos, kpos) are device arrays; the scratch
+// arguments are the CPU's (ignored here).
+void cuda_ring_block_forward(float *out, float *lse, const float *qkv, const int *qpos, int Tq, const float *kv,
+                             const int *kpos, int Tk, int B, int C, int NH, int bf16_in, float *scores);
+void cuda_ring_block_backward(float *dqkv, float *dkv, const float *dout, const float *D, const float *lse,
+                              const float *qkv, const int *qpos, int Tq, const float *kv, const int *kpos, int Tk,
+                              int B, int C, int NH, int bf16_in, float *scratch);
+void cuda_ring_kv_pack(float *kv, const float *qkv, int B, int T, int C);
+void cuda_ring_kv_unpack(float *dqkv, const float *dkv, int B, int T, int C);
+void cuda_ring_do_dot_o(float *D, const float *dout, const float *out, int B, int T, int C, int NH);
+void cuda_ring_fill(float *x, size_t n, float v);
+
 // ---- NCCL: the "nccl" backend of dist.h -------------------------------------------------
 
 typedef struct CudaComm CudaComm;  // a communicator with its stream and events

@@ -47,6 +47,33 @@ int cuda_mark(void) { unreachable("cuda_mark"); return -1; }
 void cuda_mark_times(const int *slots, int n, int64_t *us) { (void)slots, (void)n, (void)us; unreachable("cuda_mark_times"); }
 const Ops *cuda_ops(void) { unreachable("cuda_ops"); return NULL; }
 
+void cuda_ring_block_forward(float *out, float *lse, const float *qkv, const int *qpos, int Tq, const float *kv,
+                             const int *kpos, int Tk, int B, int C, int NH, int bf16_in, float *scores) {
+    (void)out, (void)lse, (void)qkv, (void)qpos, (void)Tq, (void)kv, (void)kpos, (void)Tk, (void)B, (void)C, (void)NH,
+        (void)bf16_in, (void)scores;
+    unreachable("cuda_ring_block_forward");
+}
+void cuda_ring_block_backward(float *dqkv, float *dkv, const float *dout, const float *D, const float *lse,
+                              const float *qkv, const int *qpos, int Tq, const float *kv, const int *kpos, int Tk,
+                              int B, int C, int NH, int bf16_in, float *scratch) {
+    (void)dqkv, (void)dkv, (void)dout, (void)D, (void)lse, (void)qkv, (void)qpos, (void)Tq, (void)kv, (void)kpos,
+        (void)Tk, (void)B, (void)C, (void)NH, (void)bf16_in, (void)scratch;
+    unreachable("cuda_ring_block_backward");
+}
+void cuda_ring_kv_pack(float *kv, const float *qkv, int B, int T, int C) {
+    (void)kv, (void)qkv, (void)B, (void)T, (void)C;
+    unreachable("cuda_ring_kv_pack");
+}
+void cuda_ring_kv_unpack(float *dqkv, const float *dkv, int B, int T, int C) {
+    (void)dqkv, (void)dkv, (void)B, (void)T, (void)C;
+    unreachable("cuda_ring_kv_unpack");
+}
+void cuda_ring_do_dot_o(float *D, const float *dout, const float *out, int B, int T, int C, int NH) {
+    (void)D, (void)dout, (void)out, (void)B, (void)T, (void)C, (void)NH;
+    unreachable("cuda_ring_do_dot_o");
+}
+void cuda_ring_fill(float *x, size_t n, float v) { (void)x, (void)n, (void)v; unreachable("cuda_ring_fill"); }
+
 const char *cuda_nccl_version(void) { return "none"; }
 int cuda_nccl_unique_id(unsigned char id[CUDA_NCCL_ID_BYTES], char *err, size_t nerr) {
     (void)id;
