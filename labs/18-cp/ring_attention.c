@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cuda/gpu.h"
 #include "common/harness/check.h"
 #include "common/model/bf16.h"
 #include "common/runfiles/runlog.h"
@@ -135,19 +136,57 @@ void ring_kv_pack(float *kv, const float *qkv, int B, int T, int C) {
     for (size_t n = 0; n < (size_t)B * T; n++) memcpy(kv + n * 2 * C, qkv + n * 3 * C + C, sizeof(float) * 2 * C);
 }
 
+static void kv_unpack(float *dqkv, const float *dkv, int B, int T, int C) {
+    for (size_t n = 0; n < (size_t)B * T; n++) memcpy(dqkv + n * 3 * C + C, dkv + n * 2 * C, sizeof(float) * 2 * C);
+}
+
+static void do_dot_o(float *D, const float *dout, const float *out, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *d = dout + ((size_t)b * T + t) * C + h * hs, *o = out + ((size_t)b * T + t) * C + h * hs;
+                float s = 0.0f;
+                for (int i = 0; i < hs; i++) s += d[i] * o[i];
+                D[((size_t)b * NH + h) * T + t] = s;
+            }
+}
+
+static void fill(float *x, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+static const RingKernels kernels_cpu = {ring_block_forward, ring_block_backward, ring_kv_pack, kv_unpack, do_dot_o,
+                                        fill};
+static const RingKernels kernels_cuda = {cuda_ring_block_forward, cuda_ring_block_backward, cuda_ring_kv_pack,
+                                         cuda_ring_kv_unpack, cuda_ring_do_dot_o, cuda_ring_fill};
+
 // ---------------------------------------------------------------------------------------
 // The ring
 // ---------------------------------------------------------------------------------------
 
 void ring_init(Ring *r, DistGroup *group, const CpLayout *l, int kv_mode, int B, int C, int NH, int bf16_in,
                Mem *mem) {
-    *r = (Ring){.group = group, .layout = *l, .kv_mode = kv_mode, .B = B, .C = C, .NH = NH, .rank = group->rank,
-                .N = group->size, .bf16_in = bf16_in};
+    const Device *dev = mem->dev ? mem->dev : &device_cpu;
+    *r = (Ring){.dev = dev, .k = dev->kind == DEVICE_CUDA ? &kernels_cuda : &kernels_cpu, .group = group,
+                .layout = *l, .kv_mode = kv_mode, .B = B, .C = C, .NH = NH, .rank = group->rank, .N = group->size,
+                .bf16_in = bf16_in};
     for (int q = 0; q < r->N; q++) {
         r->pos[q] = calloc_check((size_t)l->T, sizeof(int));
         r->count[q] = ring_rank_positions(l, q, r->pos[q]);
         if (r->count[q] > r->maxc) r->maxc = r->count[q];
+        r->dev_pos[q] = r->pos[q];
+        if (dev->kind == DEVICE_CUDA) {
+            // The layout, for the kernels: a few kilobytes, outside mem's tensors (on the CPU
+            // the same arrays are plain host memory, also outside them).
+            size_t bytes = (size_t)(r->count[q] ? r->count[q] : 1) * sizeof(int);
+            r->dev_pos[q] = device_alloc(dev, bytes);
+            if (!r->dev_pos[q]) die("lower --batch or --seq", "cp: out of GPU memory for the layout's positions");
+            device_from_host(dev, r->dev_pos[q], r->pos[q], (size_t)r->count[q] * sizeof(int));
+        }
     }
+    r->marks = malloc_check(2 * (size_t)B * sizeof *r->marks);
+    r->mark_us = malloc_check(2 * (size_t)B * sizeof *r->mark_us);
     size_t half = cp_comm_floats(l, kv_mode, B, C) / 2;
     r->buf[0] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");
     r->buf[1] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");
@@ -167,7 +206,12 @@ void ring_free(Ring *r, Mem *mem) {
     if (r->D) ring_free_workspace(r, mem);
     mem_free(mem, r->buf[1]);
     mem_free(mem, r->buf[0]);
-    for (int q = 0; q < r->N; q++) free(r->pos[q]);
+    for (int q = 0; q < r->N; q++) {
+        if (r->dev_pos[q] != r->pos[q]) device_free(r->dev, r->dev_pos[q]);
+        free(r->pos[q]);
+    }
+    free(r->marks);
+    free(r->mark_us);
 }
 
 // The block each step uses: at step s rank r holds the keys of rank (r - s) mod N.
@@ -176,33 +220,44 @@ static int block_at(const Ring *r, int s) { return ((r->rank - s) % r->N + r->N)
 // Floats of a block of `who`'s tokens, `per` floats a token.
 static size_t block_floats(const Ring *r, int who, int per) { return (size_t)r->B * r->count[who] * per * r->C; }
 
+// The time the device spent on the block's sequences, between their marks: on a GPU, once it
+// has finished them (the host waits here, so that the wait for the transfer that follows is
+// the part of it the compute did not hide).
+static void count_attention(Ring *r) {
+    device_mark_times(r->dev, r->marks, 2 * r->B, r->mark_us);
+    for (int b = 0; b < r->B; b++) r->attention_us += r->mark_us[2 * b + 1] - r->mark_us[2 * b];
+}
+
 // One sequence at a time, so that between two of them the messages in flight move on
 // (dist_p2p_progress with until -1 waits for nothing): the transfer overlaps the compute.
+// On a GPU the kernels and the transfer run on streams of their own, side by side.
 static void forward_block(Ring *r, float *out, float *lse, const float *qkv, const float *kv, int src,
                           DistP2p *ops, int nops) {
     int me = r->rank, Tq = r->count[me], Tk = r->count[src], C = r->C, NH = r->NH;
     for (int b = 0; b < r->B; b++) {
-        int64_t t0 = runlog_now_us();
-        ring_block_forward(out + (size_t)b * Tq * C, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
-                           r->pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->pos[src], Tk, 1, C, NH, r->bf16_in,
-                           r->scores);
-        r->attention_us += runlog_now_us() - t0;
+        r->marks[2 * b] = device_mark(r->dev);
+        r->k->block_forward(out + (size_t)b * Tq * C, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
+                            r->dev_pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->dev_pos[src], Tk, 1, C, NH, r->bf16_in,
+                            r->scores);
+        r->marks[2 * b + 1] = device_mark(r->dev);
         if (nops) dist_p2p_progress(r->group, ops, nops, -1);
     }
+    count_attention(r);
 }
 
 static void backward_block(Ring *r, float *dqkv, float *dkv, const float *dout, const float *lse, const float *qkv,
                            const float *kv, int src, DistP2p *ops, int nops) {
     int me = r->rank, Tq = r->count[me], Tk = r->count[src], C = r->C, NH = r->NH;
     for (int b = 0; b < r->B; b++) {
-        int64_t t0 = runlog_now_us();
-        ring_block_backward(dqkv + (size_t)b * Tq * 3 * C, dkv + (size_t)b * Tk * 2 * C, dout + (size_t)b * Tq * C,
-                            r->D + (size_t)b * NH * Tq, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
-                            r->pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->pos[src], Tk, 1, C, NH, r->bf16_in,
-                            r->scores);
-        r->attention_us += runlog_now_us() - t0;
+        r->marks[2 * b] = device_mark(r->dev);
+        r->k->block_backward(dqkv + (size_t)b * Tq * 3 * C, dkv + (size_t)b * Tk * 2 * C, dout + (size_t)b * Tq * C,
+                             r->D + (size_t)b * NH * Tq, lse + (size_t)b * NH * Tq, qkv + (size_t)b * Tq * 3 * C,
+                             r->dev_pos[me], Tq, kv + (size_t)b * Tk * 2 * C, r->dev_pos[src], Tk, 1, C, NH,
+                             r->bf16_in, r->scores);
+        r->marks[2 * b + 1] = device_mark(r->dev);
         if (nops) dist_p2p_progress(r->group, ops, nops, -1);
     }
+    count_attention(r);
 }
 
 // The rest of the step's transfers, the time spent waiting for them counted (what the
@@ -222,7 +277,7 @@ static DistP2p p2p_op(int send, int peer, float *buf, size_t n, int tag) {
 // [B, count[q], 2C]. One all-gather of the padded chunks.
 static size_t gather_kv(Ring *r, const float *qkv) {
     size_t chunk = (size_t)r->B * r->maxc * 2 * r->C;
-    ring_kv_pack(r->buf[0] + r->rank * chunk, qkv, r->B, r->count[r->rank], r->C);
+    r->k->kv_pack(r->buf[0] + r->rank * chunk, qkv, r->B, r->count[r->rank], r->C);
     int64_t t0 = runlog_now_us();
     dist_all_gather(r->group, r->buf[0] + r->rank * chunk, r->buf[0], chunk * r->N);
     r->wait_us += runlog_now_us() - t0;
@@ -232,8 +287,8 @@ static size_t gather_kv(Ring *r, const float *qkv) {
 
 void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
     int me = r->rank, N = r->N, Tl = r->count[me];
-    memset(out, 0, sizeof(float) * (size_t)r->B * Tl * r->C);
-    for (size_t i = 0; i < (size_t)r->B * r->NH * Tl; i++) lse[i] = -INFINITY;
+    r->k->fill(out, (size_t)r->B * Tl * r->C, 0.0f);
+    r->k->fill(lse, (size_t)r->B * r->NH * Tl, -INFINITY);
     if (r->kv_mode == CP_KV_ALL_GATHER) {
         size_t chunk = gather_kv(r, qkv);
         // The blocks in the ring's order, so that both modes merge them alike.
@@ -242,7 +297,7 @@ void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
         return;
     }
     float *cur = r->buf[0], *nxt = r->buf[1];
-    ring_kv_pack(cur, qkv, r->B, Tl, r->C);
+    r->k->kv_pack(cur, qkv, r->B, Tl, r->C);
     for (int s = 0; s < N; s++) {
         int src = block_at(r, s);
         DistP2p ops[2];
@@ -265,35 +320,17 @@ void ring_attention_forward(Ring *r, float *out, float *lse, const float *qkv) {
     }
 }
 
-// D [B,NH,Tl] = do . o per query and head.
-static void dot_do_o(Ring *r, const float *dout, const float *out) {
-    int Tl = r->count[r->rank], C = r->C, NH = r->NH, hs = C / NH;
-    for (int b = 0; b < r->B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < Tl; t++) {
-                const float *d = dout + ((size_t)b * Tl + t) * C + h * hs, *o = out + ((size_t)b * Tl + t) * C + h * hs;
-                float s = 0.0f;
-                for (int i = 0; i < hs; i++) s += d[i] * o[i];
-                r->D[((size_t)b * NH + h) * Tl + t] = s;
-            }
-}
-
-// dqkv's k | v columns <- dkv [B,T,2C] (its q columns the ring already wrote).
-static void unpack_dkv(float *dqkv, const float *dkv, int B, int T, int C) {
-    for (size_t n = 0; n < (size_t)B * T; n++) memcpy(dqkv + n * 3 * C + C, dkv + n * 2 * C, sizeof(float) * 2 * C);
-}
-
 void ring_attention_backward(Ring *r, float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse) {
     int me = r->rank, N = r->N, Tl = r->count[me], C = r->C;
-    memset(dqkv, 0, sizeof(float) * (size_t)r->B * Tl * 3 * C);
-    dot_do_o(r, dout, out);
+    r->k->fill(dqkv, (size_t)r->B * Tl * 3 * C, 0.0f);
+    r->k->do_dot_o(r->D, dout, out, r->B, Tl, C, r->NH);  // D [B,NH,Tl] = do . o per query and head
     if (r->kv_mode == CP_KV_ALL_GATHER) {
         // K and V gathered again (not kept from the forward pass: that would hold the whole
         // sequence's), every block's dK dV here, then summed onto their owners.
         size_t chunk = gather_kv(r, qkv);
         float *dkv = r->buf[1];
-        memset(dkv, 0, sizeof(float) * chunk * N);
+        r->k->fill(dkv, chunk * N, 0.0f);
         for (int s = 0; s < N; s++) {
             int src = block_at(r, s);
             backward_block(r, dqkv, dkv + src * chunk, dout, lse, qkv, r->buf[0] + src * chunk, src, NULL, 0);
@@ -302,13 +339,13 @@ void ring_attention_backward(Ring *r, float *dqkv, const float *dout, const floa
         dist_reduce_scatter(r->group, dkv, dkv + me * chunk, chunk * N);
         r->wait_us += runlog_now_us() - t0;
         r->bytes_sent += 4ull * (uint64_t)(N - 1) * chunk;
-        unpack_dkv(dqkv, dkv + me * chunk, r->B, Tl, C);
+        r->k->kv_unpack(dqkv, dkv + me * chunk, r->B, Tl, C);  // its q columns the ring already wrote
         return;
     }
     // Each buffer holds a block's K|V, then its dK|dV: [B,Tk,2C] and [B,Tk,2C].
     float *cur = r->buf[0], *nxt = r->buf[1];
-    ring_kv_pack(cur, qkv, r->B, Tl, C);
-    memset(cur + block_floats(r, me, 2), 0, sizeof(float) * block_floats(r, me, 2));
+    r->k->kv_pack(cur, qkv, r->B, Tl, C);
+    r->k->fill(cur + block_floats(r, me, 2), block_floats(r, me, 2), 0.0f);
     for (int s = 0; s < N; s++) {
         int src = block_at(r, s), from = block_at(r, s + 1);
         float *dkv = cur + block_floats(r, src, 2);
@@ -333,7 +370,7 @@ void ring_attention_backward(Ring *r, float *dqkv, const float *dout, const floa
         cur = nxt, nxt = t;
     }
     // After N steps the block in cur is this rank's own, with every rank's share of dK dV.
-    unpack_dkv(dqkv, cur + block_floats(r, me, 2), r->B, Tl, C);
+    r->k->kv_unpack(dqkv, cur + block_floats(r, me, 2), r->B, Tl, C);
 }
 
 uint64_t ring_forward_bytes(const Ring *r) { return cp_ring_bytes(&r->layout, r->kv_mode, r->rank, r->B, r->C, 0); }

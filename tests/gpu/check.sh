@@ -33,6 +33,7 @@
 #        pp --schedule gpipe and 1f1b, -n 2, and tp -n 2, 4 and --sp: the same two comparisons;
 #        ckpt --policy every and sqrt, -n 2: the same two (its own comparison pass also checks,
 #                          on the GPU, that every policy's gradients are bitwise policy none's);
+#        cp -n 1, 2, 4 (zig-zag), -n 3 (contiguous) and -n 2 --kv all-gather: the same two;
 #        checkpoints: zero --stage 2 -n 2 on CUDA saves half way; ddp -n 2, tp -n 2 and single
 #                          on CUDA and zero -n 4 on the CPU resume it: the loss from there on
 #                          vs single on the CPU;
@@ -346,6 +347,30 @@ for STEPS in $train_lengths; do
             compare fail --lab ckpt --n 2 --run "$cuda" --why "ckpt --policy $policy --device cuda failed (log: $cuda.out)"
         elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
             compare train --lab ckpt --n 2 --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
+        fi
+    done
+
+    echo
+    echo "## cp: CUDA vs single on the CPU (the loss), vs the same run on the CPU (the memory)"
+    # Ring attention over 1 to 4 ranks, both layouts, and --kv all-gather: the ring's kernels
+    # (labs/common/cuda/ring.cu) and its hand-overs through grouped NCCL send/recv, queued on
+    # NCCL's stream beside the attention kernel (or through the shm backend when the ranks share
+    # a GPU). The weights are replicated (--replicas 1).
+    for variant in "1 zigzag ring" "2 zigzag ring" "4 zigzag ring" "3 contiguous ring" "2 zigzag all-gather"; do
+        # shellcheck disable=SC2086
+        set -- $variant
+        n=$1 args="--layout $2 --kv $3"
+        cpu=$tmp/$STEPS/cp-$n-$2-$3-cpu cuda=$tmp/$STEPS/cp-$n-$2-$3-cuda
+        mem_ref=""
+        # shellcheck disable=SC2086
+        if train cp "$n" cpu "$cpu" $args; then mem_ref=$cpu; else
+            compare fail --lab cp --n "$n" --run "$cpu" --why "cp $args --device cpu failed (log: $cpu.out)"
+        fi
+        # shellcheck disable=SC2086
+        if ! train cp "$n" cuda "$cuda" $args; then
+            compare fail --lab cp --n "$n" --run "$cuda" --why "cp $args --device cuda failed (log: $cuda.out)"
+        elif [ "$ref_ok" = 1 ] && [ -n "$mem_ref" ]; then
+            compare train --lab cp --n "$n" --run "$cuda" --ref "$ref" --mem-ref "$mem_ref" --tol "$TOL" --replicas 1
         fi
     done
 
