@@ -165,28 +165,41 @@ static const RingKernels kernels_cuda = {cuda_ring_block_forward, cuda_ring_bloc
 // The ring
 // ---------------------------------------------------------------------------------------
 
+void ring_attach_device(Ring *r, const Device *dev) {
+    r->dev = dev;
+    r->k = dev->kind == DEVICE_CUDA ? &kernels_cuda : &kernels_cpu;
+    for (int q = 0; q < r->N; q++) {
+        r->dev_pos[q] = r->pos[q];
+        if (dev->kind != DEVICE_CUDA) continue;
+        // The layout, for the kernels: a few kilobytes, outside mem's tensors (on the CPU the
+        // same arrays are plain host memory, also outside them).
+        size_t bytes = (size_t)(r->count[q] ? r->count[q] : 1) * sizeof(int);
+        r->dev_pos[q] = device_alloc(dev, bytes);
+        if (!r->dev_pos[q]) die("lower --batch or --seq", "cp: out of GPU memory for the layout's positions");
+        device_from_host(dev, r->dev_pos[q], r->pos[q], (size_t)r->count[q] * sizeof(int));
+    }
+    r->marks = malloc_check(2 * (size_t)r->B * sizeof *r->marks);
+    r->mark_us = malloc_check(2 * (size_t)r->B * sizeof *r->mark_us);
+}
+
+void ring_detach_device(Ring *r) {
+    for (int q = 0; q < r->N; q++)
+        if (r->dev_pos[q] != r->pos[q]) device_free(r->dev, r->dev_pos[q]);
+    free(r->marks);
+    free(r->mark_us);
+    r->marks = NULL, r->mark_us = NULL;
+}
+
 void ring_init(Ring *r, DistGroup *group, const CpLayout *l, int kv_mode, int B, int C, int NH, int bf16_in,
                Mem *mem) {
-    const Device *dev = mem->dev ? mem->dev : &device_cpu;
-    *r = (Ring){.dev = dev, .k = dev->kind == DEVICE_CUDA ? &kernels_cuda : &kernels_cpu, .group = group,
-                .layout = *l, .kv_mode = kv_mode, .B = B, .C = C, .NH = NH, .rank = group->rank, .N = group->size,
-                .bf16_in = bf16_in};
+    *r = (Ring){.group = group, .layout = *l, .kv_mode = kv_mode, .B = B, .C = C, .NH = NH, .rank = group->rank,
+                .N = group->size, .bf16_in = bf16_in};
     for (int q = 0; q < r->N; q++) {
         r->pos[q] = calloc_check((size_t)l->T, sizeof(int));
         r->count[q] = ring_rank_positions(l, q, r->pos[q]);
         if (r->count[q] > r->maxc) r->maxc = r->count[q];
-        r->dev_pos[q] = r->pos[q];
-        if (dev->kind == DEVICE_CUDA) {
-            // The layout, for the kernels: a few kilobytes, outside mem's tensors (on the CPU
-            // the same arrays are plain host memory, also outside them).
-            size_t bytes = (size_t)(r->count[q] ? r->count[q] : 1) * sizeof(int);
-            r->dev_pos[q] = device_alloc(dev, bytes);
-            if (!r->dev_pos[q]) die("lower --batch or --seq", "cp: out of GPU memory for the layout's positions");
-            device_from_host(dev, r->dev_pos[q], r->pos[q], (size_t)r->count[q] * sizeof(int));
-        }
     }
-    r->marks = malloc_check(2 * (size_t)B * sizeof *r->marks);
-    r->mark_us = malloc_check(2 * (size_t)B * sizeof *r->mark_us);
+    ring_attach_device(r, mem->dev ? mem->dev : &device_cpu);
     size_t half = cp_comm_floats(l, kv_mode, B, C) / 2;
     r->buf[0] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");
     r->buf[1] = mem_alloc_floats(mem, MEM_COMM, half, "K/V blocks in flight");
@@ -206,12 +219,8 @@ void ring_free(Ring *r, Mem *mem) {
     if (r->D) ring_free_workspace(r, mem);
     mem_free(mem, r->buf[1]);
     mem_free(mem, r->buf[0]);
-    for (int q = 0; q < r->N; q++) {
-        if (r->dev_pos[q] != r->pos[q]) device_free(r->dev, r->dev_pos[q]);
-        free(r->pos[q]);
-    }
-    free(r->marks);
-    free(r->mark_us);
+    ring_detach_device(r);
+    for (int q = 0; q < r->N; q++) free(r->pos[q]);
 }
 
 // The block each step uses: at step s rank r holds the keys of rank (r - s) mod N.

@@ -20,8 +20,8 @@
 // In the backward ring dK and dV travel with K and V, gathering each rank's share, and a
 // last hop brings them home.
 //
-// Defines: RingKernels, Ring, ring_init(), ring_attention_forward(), ring_attention_backward(),
-// ring_forward_bytes(), ring_backward_bytes().
+// Defines: RingKernels, Ring, ring_init(), ring_attach_device(), ring_attention_forward(),
+// ring_attention_backward(), ring_forward_bytes(), ring_backward_bytes().
 #ifndef SHARDLAB_RING_ATTENTION_H
 #define SHARDLAB_RING_ATTENTION_H
 
@@ -85,6 +85,12 @@ void ring_init(Ring *r, DistGroup *group, const CpLayout *l, int kv_mode, int B,
 void ring_alloc_workspace(Ring *r, Mem *mem);
 void ring_free_workspace(Ring *r, Mem *mem);
 void ring_free(Ring *r, Mem *mem);
+
+// The device's half of a ring: its kernels, its copy of the positions, its timing marks.
+// ring_init calls it; a ring built by hand (the TODO checks) calls it once B, N, count and
+// pos are set, and ring_detach_device when done (ring_free does for ring_init's).
+void ring_attach_device(Ring *r, const Device *dev);
+void ring_detach_device(Ring *r);
 
 // out [B,Tl,C], lse [B,NH,Tl] from this rank's qkv [B,Tl,3C]: every block of the ring
 // merged in. dqkv [B,Tl,3C] overwritten from dout, qkv and the forward's out and lse.

@@ -206,6 +206,7 @@ static void ring_step_rank(Dist *d, void *arg) {
     }
     float *buf = calloc((size_t)2 * ring.maxc * 4 * RC, sizeof(float)), scores[RT + RC];
     ring.buf[0] = buf, ring.buf[1] = buf + (size_t)ring.maxc * 4 * RC, ring.scores = scores;
+    ring_attach_device(&ring, &device_cpu);
     // The whole sequence, the same on every rank (the same seed); this rank keeps its rows.
     Rng rng;
     rng_seed(&rng, 5);
@@ -242,6 +243,7 @@ static void ring_step_rank(Dist *d, void *arg) {
                   "the block held (2C floats a token), the last step none",
                   N, r, (unsigned long long)ring.bytes_sent, (unsigned long long)expect);
     free(qkv), free(out), free(lse), free(want), free(want_lse), free(buf);
+    ring_detach_device(&ring);
     dist_barrier(&d->world_group);  // a rank's last send may still be in the channel: nobody leaves before it is read
 }
 
