@@ -62,7 +62,8 @@ static void start_line(StrBuf *sb, int r, int steps) {
 }
 
 // group: the all-reduce's span group ("dp": between replicas, as tp --dp logs it), or NULL.
-static void write_crafted_group(const char *dir, const char *group) {
+// waited: > 0, rank 0 waited for its all-reduce from T0 + waited to the all-reduce's end.
+static void write_crafted_group(const char *dir, const char *group, int waited) {
     mkdir(dir, 0755);
     write_meta(dir, STEPS);
     for (int r = 0; r < 2; r++) {
@@ -74,9 +75,10 @@ static void write_crafted_group(const char *dir, const char *group) {
                 for (int k = 0; k < 4; k++)
                     sb_printf(&sb,
                               "{\"ev\":\"span\",\"rank\":%d,\"step\":%d,\"name\":\"%s\",\"mb\":0,\"layer\":-1,"
-                              "\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%d%s%s%s}\n",
+                              "\"t0_us\":%lld,\"t1_us\":%lld,\"bytes\":%d%s%s%s",
                               r, step, SPANS[r][k].name, T0 + SPANS[r][k].t0, T0 + SPANS[r][k].t1, k == 2 ? 1000 : 0,
-                              k == 2 && group ? ",\"group\":\"" : "", k == 2 && group ? group : "", k == 2 && group ? "\"" : "");
+                              k == 2 && group ? ",\"group\":\"" : "", k == 2 && group ? group : "", k == 2 && group ? "\"" : ""),
+                    sb_printf(&sb, k == 2 && r == 0 && waited > 0 ? ",\"waited_from_us\":%lld}\n" : "}\n", T0 + waited);
             step_line(&sb, r, step, crafted_loss(step));
         }
         sb_printf(&sb, "{\"ev\":\"end\",\"rank\":%d,\"status\":\"ok\",\"steps\":%d}\n", r, STEPS);
@@ -93,7 +95,7 @@ static void write_crafted_group(const char *dir, const char *group) {
                "\"mem_peak\":9000000}\n");
 }
 
-static void write_crafted(const char *dir) { write_crafted_group(dir, NULL); }
+static void write_crafted(const char *dir) { write_crafted_group(dir, NULL, 0); }
 
 static int count_of(const char *text, const char *glyph) {
     int n = 0;
@@ -258,7 +260,7 @@ static void test_replay(const char *dir) {
     // the legend says what that is; the run without replicas has no such entry.
     char across_dir[PATH_MAX + 16];
     snprintf(across_dir, sizeof across_dir, "%s-across", dir);
-    write_crafted_group(across_dir, "dp");
+    write_crafted_group(across_dir, "dp", 0);
     char *ta = dump(across_dir, "timeline", 0), comm[1024] = "";
     int r0 = find_line(ta, " r0  compute");
     if (r0 >= 0) line_at(ta, r0 + 1, comm, sizeof comm);
@@ -270,7 +272,7 @@ static void test_replay(const char *dir) {
     // exchange, drawn 'K' whatever collective carries it, and named in the legend.
     char kv_dir[PATH_MAX + 16];
     snprintf(kv_dir, sizeof kv_dir, "%s-kv", dir);
-    write_crafted_group(kv_dir, "cp");
+    write_crafted_group(kv_dir, "cp", 0);
     char *tk = dump(kv_dir, "timeline", 0), kv_comm[1024] = "";
     r0 = find_line(tk, " r0  compute");
     if (r0 >= 0) line_at(tk, r0 + 1, kv_comm, sizeof kv_comm);
@@ -279,6 +281,23 @@ static void test_replay(const char *dir) {
            "--dump: a transfer of a context-parallel group is drawn 'K', named in the legend; a run without one has no "
            "such entry (%s)", kv_comm);
     free(tk);
+    // Rank 0 waited for its all-reduce from 2800 us, inside its backward (1000..3000): those
+    // 200 us are not compute, so of the all-reduce's 1400 us only 2000..2800 ran while the
+    // rank computed: 57% hidden (71% if the wait counted as compute). Its compute line shows
+    // the wait (2800..3400) as dots after its B, and the legend says what they are; rank 1
+    // (no wait) keeps 25%.
+    char wait_dir[PATH_MAX + 16];
+    snprintf(wait_dir, sizeof wait_dir, "%s-wait", dir);
+    write_crafted_group(wait_dir, NULL, 2800);
+    char *tw = dump(wait_dir, "timeline", 0), w_comp[1024] = "", w_comm[1024] = "", w1_comm[1024] = "";
+    r0 = find_line(tw, " r0  compute");
+    if (r0 >= 0) line_at(tw, r0, w_comp, sizeof w_comp), line_at(tw, r0 + 1, w_comm, sizeof w_comm),
+                 line_at(tw, r0 + 3, w1_comm, sizeof w1_comm);
+    EXPECT(strstr(w_comm, " 57% hidden") && strstr(w1_comm, " 25% hidden") && strstr(w_comp, "B\u00b7") &&
+               strstr(tw, "waiting for communication") && !strstr(t, "waiting for communication"),
+           "--dump: a wait inside a compute span is dotted on the compute line and not counted as hidden (r0: "
+           "'%s', '%s'; r1: '%s')", w_comp, w_comm, w1_comm);
+    free(tw);
     free(o), free(m), free(ma), free(t);
     if (!have_tmux) return;
 

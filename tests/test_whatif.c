@@ -10,7 +10,8 @@
 //      carry no chunk: its schedule's bubble (p-1)/(m+p-1)); the slowest rank's step; the
 //      efficiency against one GPU alone;
 //   2. a real ddp run: the projection carries exactly the bytes rank 0's step event says it sent;
-//      a faster link never makes the step longer;
+//      a faster link never makes the step longer; a real tp run, whose collectives all block
+//      the rank, has none of its communication hidden;
 //   3. the projection onto a link against a lab run over that link, emulated (--link,
 //      --link-scale): within 20% for ddp, zero-3, tp and pp (whose messages each take at least
 //      the link's time); what --link refuses;
@@ -333,6 +334,19 @@ static void check_real(void) {
     EXPECT(v && num_of(v, "bytes", NULL) == sent && ring > 0 && ring < sent && num_of(v, "comm_ms", NULL) > 0,
            "a real cp run on 2 ranks: %.0f bytes projected, the step event's %.0f (the ring's %.0f among them)",
            v ? num_of(v, "bytes", NULL) : -1, sent, ring);
+    json_free(v);
+
+    // Tensor parallelism on 2 ranks: every collective blocks the rank inside its forward or
+    // backward (its spans say from when it waited), so none of it counts as hidden, and the
+    // compute measured is less than the fwd and bwd spans, which enclose the all-reduces.
+    snprintf(dir, sizeof dir, "%s/real-tp", tmp);
+    snprintf(bin, sizeof bin, "%s/tp", labs_dir);
+    rc = run_ranks(bin, 2, "real-tp", dir, args, NULL);
+    v = rc == 0 ? projected(dir, "nvlink4", NULL) : NULL;
+    EXPECT(v && num_of(v, "measured", "comm_ms") > 0 && num_of(v, "measured", "hidden_ms") == 0 &&
+               num_of(v, "measured", "compute_ms") > 0,
+           "a real tp run on 2 ranks: %.3f ms of communication measured, %.3f ms of it hidden (every call blocks the "
+           "rank: none)", v ? num_of(v, "measured", "comm_ms") : -1, v ? num_of(v, "measured", "hidden_ms") : -1);
     json_free(v);
 
     // HSDP, 2 replicas x 2 shards: the bytes across are the run's replica sums (its step

@@ -16,6 +16,8 @@
 // lowercase, in a colour of its own: on a cluster it is the one that crosses the network.
 // Context parallelism's K/V exchange (the ring's blocks, or --kv all-gather's: group "cp") is
 // drawn as K, whatever collective carries it: it is attention's own traffic, not a gradient's.
+// Where a rank waited for communication inside a compute span (a span's waited_from_us), the
+// compute line shows a dot: that time is neither compute nor hidden.
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -75,8 +77,30 @@ static int across_replicas(const RunSpan *span, SpanKind k) {
 // ---------------------------------------------------------------------------------------
 
 // Returns what it drew besides the kinds the legend always lists: DREW_ACROSS, a collective
-// across replicas; DREW_KV, context parallelism's K/V exchange.
-enum { DREW_ACROSS = 1, DREW_KV = 2 };
+// across replicas; DREW_KV, context parallelism's K/V exchange; DREW_WAIT, a wait.
+enum { DREW_ACROSS = 1, DREW_KV = 2, DREW_WAIT = 4 };
+
+static uint32_t wait_glyph(const DashState *s) { return s->utf8 ? 0x00b7 : '.'; }
+
+// On the compute line, a column whose middle the rank spent waiting for communication (a
+// blocking collective inside a forward, a ring step's transfer not yet in, a blocking call
+// between passes) is a dot: the rank was not computing then, even inside a compute span, so
+// "hidden" does not count that time.
+static int draw_waits(Canvas *c, const DashState *s, const RunSpans *sp, int x, int y, int w, int64_t t0,
+                      double span) {
+    int drew = 0;
+    for (int col = 0; col < w; col++) {
+        double mid = (double)t0 + (col + 0.5) * span / w;
+        for (size_t i = 0; i < sp->n; i++) {
+            const RunSpan *q = &sp->items[i];
+            if (!q->waited_from_us || mid < (double)q->waited_from_us || mid >= (double)q->t1_us) continue;
+            canvas_put(c, x + col, y, wait_glyph(s), COLOR_DIM, 0);
+            drew = DREW_WAIT;
+            break;
+        }
+    }
+    return drew;
+}
 static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compute, int x, int y, int w,
                     int64_t t0, int64_t t1) {
     int across = 0;
@@ -96,6 +120,7 @@ static int draw_row(Canvas *c, const DashState *s, const RunSpans *sp, int compu
         uint32_t ch = kv ? kv_glyph(s) : dash_glyph(s, (uint32_t)(out ? tolower(KIND[k].letter) : KIND[k].letter));
         for (int col = a; col < b; col++) canvas_put(c, x + col, y, ch, kv ? COLOR_P2P : out ? COLOR_ACROSS : KIND[k].color, 0);
     }
+    if (compute) across |= draw_waits(c, s, sp, x, y, w, t0, span);
     return across;
 }
 
@@ -145,7 +170,7 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
             canvas_text(c, x + label + 2, row, pw - 2, COLOR_DIM, 0, "(no spans for this step yet)");
             continue;
         }
-        draw_row(c, s, sp, 1, x + label + 1, row, pw, t0, t1);
+        across |= draw_row(c, s, sp, 1, x + label + 1, row, pw, t0, t1);
         across |= draw_row(c, s, sp, 0, x + label + 1, row + 1, pw, t0, t1);
         RankTime t = rank_time(sp, t0, t1);
         canvas_printf(c, x + label + 3 + pw, row, stats, COLOR_NONE, 0, "busy %3.0f%%", 100 * t.busy);
@@ -175,6 +200,12 @@ void dash_timeline(Canvas *c, const RunView *v, const DashState *s, int x, int y
     if ((across & DREW_KV) && lx + 2 + (int)sizeof kv_label > x + w) lx = x, ly++;
     if ((across & DREW_KV) && ly < y + h) {
         canvas_put(c, lx, ly, kv_glyph(s), COLOR_P2P, 0);
-        canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, kv_label);
+        lx += 2 + canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, kv_label) + 1;
+    }
+    static const char wait_label[] = "waiting for communication";
+    if ((across & DREW_WAIT) && lx + 2 + (int)sizeof wait_label > x + w) lx = x, ly++;
+    if ((across & DREW_WAIT) && ly < y + h) {
+        canvas_put(c, lx, ly, wait_glyph(s), COLOR_DIM, 0);
+        canvas_text(c, lx + 2, ly, -1, COLOR_NONE, 0, wait_label);
     }
 }

@@ -58,7 +58,7 @@
 #include "common/model/adamw.h"      // defines: AdamW, adamw_update()
 #include "common/model/gpt.h"        // defines: Gpt, GPT_MAX_TENSORS, gpt_layer_tensors(), ...
 #include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_state_free()
-#include "common/runfiles/runlog.h"  // defines: runlog_now_us(), RunLog, runlog_span_extra(), ...
+#include "common/runfiles/runlog.h"  // defines: runlog_now_us(), RunLog, runlog_comm_span(), ...
 
 // ---------------------------------------------------------------------------------------
 // Buckets: gradient tensors grouped in the order the backward pass produces them
@@ -209,8 +209,8 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
     for (size_t i = 0; i < k; i++) {
         char extra[64];
         snprintf(extra, sizeof extra, "\"bucket\":%d,\"algo\":\"%s\"", records[i].tag, records[i].algo);
-        runlog_span_extra(log, step, dist_coll_name(records[i].coll), mb, -1, records[i].t0_us, records[i].t1_us,
-                          records[i].bytes_sent, extra);
+        runlog_comm_span(log, step, dist_coll_name(records[i].coll), mb, -1, records[i].t0_us, records[i].t1_us,
+                         records[i].bytes_sent, records[i].waited_from_us, extra);
         sent += records[i].bytes_sent;
         expect += all_reduce_bytes(records[i].algo, records[i].count, d->world, d->rank);
     }

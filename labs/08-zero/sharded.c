@@ -136,8 +136,8 @@ uint64_t sharded_log_collectives(RunLog *log, Dist *d, DistRecord *records, size
             snprintf(extra, sizeof extra, "\"unit\":%d,\"algo\":\"%s\",\"dtype\":\"%s\",\"issued_us\":%lld%s", unit,
                      records[i].algo, dist_dtype_name(records[i].dtype), (long long)records[i].issued_us,
                      replica ? ",\"group\":\"replicate\"" : "");
-            runlog_span_extra(log, step, dist_coll_name(records[i].coll), -1, unit, records[i].t0_us, records[i].t1_us,
-                              records[i].bytes_sent, extra);
+            runlog_comm_span(log, step, dist_coll_name(records[i].coll), -1, unit, records[i].t0_us, records[i].t1_us,
+                             records[i].bytes_sent, records[i].waited_from_us, extra);
             if (replica && replica_bytes) *replica_bytes += records[i].bytes_sent;
             else if (!replica && records[i].tag >= 0) unit_bytes += records[i].bytes_sent;
             if (comm_us) *comm_us += records[i].t1_us - records[i].t0_us;

@@ -27,8 +27,8 @@ void tp_log_collectives(Tp *tp, const char *group, const char *op, const char *a
                      "\"group\":\"%s\",\"op\":\"%s\",\"at\":\"%s\",\"pass\":\"%s\",\"count\":%zu,\"algo\":\"%s\","
                      "\"issued_us\":%lld",
                      group, op, at, tp->pass, x->count, x->algo, (long long)x->issued_us);
-            runlog_span_extra(tp->log, tp->step, dist_coll_name(x->coll), tp->mb, layer, x->t0_us, x->t1_us,
-                              x->bytes_sent, extra);
+            runlog_comm_span(tp->log, tp->step, dist_coll_name(x->coll), tp->mb, layer, x->t0_us, x->t1_us,
+                             x->bytes_sent, x->waited_from_us, extra);
             tp->comm_us += x->t1_us - x->t0_us;
             int kind = x->coll == DIST_ALL_REDUCE ? TP_ALL_REDUCE : x->coll == DIST_REDUCE_SCATTER ? TP_REDUCE_SCATTER
                      : x->coll == DIST_ALL_GATHER ? TP_ALL_GATHER : -1;

@@ -225,8 +225,9 @@ static int64_t log_comm_spans(RunLog *log, Dist *dist, DistRecord *records, int6
             char extra[96] = "";
             if (records[i].coll == DIST_SEND || records[i].coll == DIST_RECV)
                 snprintf(extra, sizeof extra, "\"issued_us\":%lld", (long long)records[i].issued_us);
-            runlog_span_extra(log, step, dist_coll_name(records[i].coll), records[i].tag, -1, records[i].t0_us,
-                              records[i].t1_us, records[i].bytes_sent + records[i].bytes_recv, extra);
+            runlog_comm_span(log, step, dist_coll_name(records[i].coll), records[i].tag, -1, records[i].t0_us,
+                             records[i].t1_us, records[i].bytes_sent + records[i].bytes_recv,
+                             records[i].waited_from_us, extra);
             comm_us += records[i].t1_us - records[i].t0_us;
         }
     return comm_us;

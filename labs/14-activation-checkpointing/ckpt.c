@@ -272,8 +272,9 @@ int main(int argc, char **argv) {
         DistRecord *records = L.records;
         size_t k = dist_drain_records(&L.dist, records, LAB_MAX_RECORDS);
         for (size_t i = 0; i < k; i++)
-            runlog_span(log, step, dist_coll_name(records[i].coll), -1, records[i].coll == DIST_ALL_REDUCE ?
-                        records[i].tag : -1, records[i].t0_us, records[i].t1_us, records[i].bytes_sent);
+            runlog_comm_span(log, step, dist_coll_name(records[i].coll), -1,
+                             records[i].coll == DIST_ALL_REDUCE ? records[i].tag : -1, records[i].t0_us,
+                             records[i].t1_us, records[i].bytes_sent, records[i].waited_from_us, NULL);
 
         // 3. The same AdamW step on every rank.
         double lr, grad_norm = lab_replica_update(&L, &model, &adam, &lr);

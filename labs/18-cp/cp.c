@@ -54,7 +54,7 @@
 #include "common/harness/train.h"    // defines: train_micro_batch(), train_all_reduce_layers(), ...
 #include "common/model/gpt.h"        // defines: Gpt, GptActs, gpt_layer_forward(), ...
 #include "common/runfiles/dcp.h"     // defines: DcpState, dcp_add_units(), dcp_state_free()
-#include "common/runfiles/runlog.h"  // defines: runlog_now_us(), runlog_span_extra(), ...
+#include "common/runfiles/runlog.h"  // defines: runlog_now_us(), runlog_comm_span(), ...
 #include "ring_attention.h"          // defines: Ring, ring_attention_forward(), CpLayout, ...
 
 // ---------------------------------------------------------------------------------------
@@ -286,7 +286,8 @@ static uint64_t log_comm_spans(RunLog *log, Dist *d, DistRecord *records, int64_
             at += snprintf(extra + at, sizeof extra - (size_t)at, ",\"ring_step\":%d,\"issued_us\":%lld", r->tag,
                            (long long)r->issued_us);
         if (attention) snprintf(extra + at, sizeof extra - (size_t)at, ",\"phase\":\"attention\",\"group\":\"cp\"");
-        runlog_span_extra(log, step, dist_coll_name(r->coll), -1, -1, r->t0_us, r->t1_us, r->bytes_sent, extra);
+        runlog_comm_span(log, step, dist_coll_name(r->coll), -1, -1, r->t0_us, r->t1_us, r->bytes_sent,
+                         r->waited_from_us, extra);
         sent += r->bytes_sent;
     }
     return sent;

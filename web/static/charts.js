@@ -33,7 +33,7 @@ window.ShardlabCharts = (function () {
     const forced = window.matchMedia('(forced-colors: active)').matches;
     const t = { forced, fg: v('--fg'), bg: v('--panel'), muted: v('--muted'), grid: v('--c-grid'), hatch: v('--c-hatch'), c: {} };
     for (const k of ['loss', 'ref', 'floor', 'compute', 'comm', 'other', 'params', 'grads', 'optim', 'acts',
-      'commbuf', 'host', 'fwd', 'bwd', 'recompute', 'optim-span', 'coll', 'send', 'recv', 'across', 'kv']) t.c[k] = v('--c-' + k);
+      'commbuf', 'host', 'fwd', 'bwd', 'recompute', 'optim-span', 'coll', 'send', 'recv', 'across', 'kv', 'wait']) t.c[k] = v('--c-' + k);
     if (forced) {
       // getComputedStyle resolves system colour keywords to the colours actually in use.
       const probe = el('span', { style: 'color:CanvasText;background-color:Canvas;forced-color-adjust:none' });

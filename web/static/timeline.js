@@ -33,10 +33,13 @@ window.ShardlabTimeline = (function () {
     // ring's blocks, or --kv all-gather's: the span's group is "cp"): attention's own traffic.
     kv: { letter: 'KV', label: 'KV attention\u2019s keys and values between ranks (context parallelism)',
       colour: 'kv', pattern: 'diag', lane: 1 },
+    // Not a span's name: drawn over the compute lane where the rank waited for a call.
+    wait: { letter: '', label: 'dotted: waiting for communication (not compute, so not hidden)', colour: 'wait',
+      pattern: 'dots', lane: 0 },
   };
   // Any other name is a collective (broadcast, reduce, barrier, all_to_all, ...).
   const kindOf = (name) => (name === 'save' || name === 'load' ? 'io'
-    : KINDS[name] && name !== 'coll' && name !== 'io' && name !== 'across' && name !== 'kv' ? name : 'coll');
+    : KINDS[name] && name !== 'coll' && name !== 'io' && name !== 'across' && name !== 'kv' && name !== 'wait' ? name : 'coll');
   const kvExchange = (s) => s.group === 'cp' && KINDS[kindOf(s.name)].lane === 1 && kindOf(s.name) !== 'io';
   const acrossReplicas = (s) => (s.group === 'replicate' || s.group === 'dp') && KINDS[kindOf(s.name)].lane === 1 &&
     s.name !== 'send' && s.name !== 'recv' && kindOf(s.name) !== 'io';
@@ -46,13 +49,28 @@ window.ShardlabTimeline = (function () {
   const spanLetter = (s) => (kvExchange(s) ? 'KV' : acrossReplicas(s) ? KINDS[kindOf(s.name)].letter.toLowerCase()
     : KINDS[kindOf(s.name)].letter);
 
+  // Where the rank waited for a call (a blocking collective inside a forward, a ring step's
+  // transfer not yet in): from its waited_from_us to its end. It was inside a compute span but
+  // not computing, so that time is not compute, and communication then is not hidden.
+  const waitOf = (s) => (KINDS[kindOf(s.name)].lane === 1 && s.waited_from_us > 0 && s.waited_from_us < s.t1_us
+    ? [s.waited_from_us, s.t1_us] : null);
+
+  // A rank's compute intervals (merged), less its waits, and its communication's.
+  function lanes(spans) {
+    const comp = [], comm = [], wait = [];
+    for (const s of spans || []) {
+      (KINDS[kindOf(s.name)].lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
+      const w = waitOf(s);
+      if (w) wait.push(w);
+    }
+    return { work: subtract(merged(comp), merged(wait)), comm: merged(comm), all: merged(comp.concat(comm)) };
+  }
+
   // A rank's communication in one step's spans: all of it, and the part that ran while the
   // rank computed (hidden), in ms (the step event's ms.comm is only what the step waited for).
   function commOf(spans) {
-    const comp = [], comm = [];
-    for (const s of spans || []) (KINDS[kindOf(s.name)].lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
-    const mm = merged(comm);
-    return { total: length(mm) / 1000, hidden: overlap(merged(comp), mm) / 1000 };
+    const l = lanes(spans);
+    return { total: length(l.comm) / 1000, hidden: overlap(l.work, l.comm) / 1000 };
   }
 
   // Exact figures by interval arithmetic, as the terminal dashboard computes them: "busy" is
@@ -68,6 +86,21 @@ window.ShardlabTimeline = (function () {
     return out;
   }
   const length = (iv) => iv.reduce((s, x) => s + x[1] - x[0], 0);
+  // a less b, both merged.
+  function subtract(a, b) {
+    const out = [];
+    let j = 0;
+    for (const x of a) {
+      let lo = x[0];
+      while (j < b.length && b[j][1] <= lo) j++;
+      for (let m = j; m < b.length && b[m][0] < x[1]; m++) {
+        if (b[m][0] > lo) out.push([lo, b[m][0]]);
+        lo = Math.max(lo, b[m][1]);
+      }
+      if (lo < x[1]) out.push([lo, x[1]]);
+    }
+    return out;
+  }
   function overlap(a, b) {
     let s = 0;
     for (let i = 0, j = 0; i < a.length && j < b.length;) {
@@ -97,6 +130,13 @@ window.ShardlabTimeline = (function () {
         fmt(a, 3) + ' \u2192 ' + fmt(b, 3) + ' ms (' + fmt(b - a, 3) + ' ms)'];
       if (s.bytes) lines.push(s.bytes >= 1024 ? fmt(s.bytes / 1024, 1) + ' KiB' : s.bytes + ' bytes');
       if (s.issued_us && s.t0_us > s.issued_us) lines.push('queued ' + fmt((s.t0_us - s.issued_us) / 1000, 3) + ' ms before it started');
+      if (s.ring_step !== undefined) lines.push('ring step ' + s.ring_step);
+      // A transfer's own hidden share: the part of it that ran while the rank computed.
+      if (h.work && KINDS[kindOf(s.name)].lane === 1 && s.t1_us > s.t0_us) {
+        const hid = overlap(h.work, [[s.t0_us, s.t1_us]]) / (s.t1_us - s.t0_us);
+        lines.push(Math.round(100 * hid) + '% of it hidden behind compute' +
+          (s.waited_from_us > 0 ? '; the rank waited ' + fmt((s.t1_us - s.waited_from_us) / 1000, 3) + ' ms for it' : ''));
+      }
       tip.textContent = lines.join('\n');
       tip.hidden = false;
       tip.style.left = Math.max(0, Math.min(x + 12, box.clientWidth - tip.offsetWidth - 4)) + 'px';
@@ -158,6 +198,7 @@ window.ShardlabTimeline = (function () {
       const showMb = mbs.size > 1;  // micro-batch numbers matter in a pipeline or with accumulation
       hits = [];
       const said = [];
+      let waited = false;
       rows.forEach((spans, r) => {
         const y = top + r * rowH;
         haloText(ctx, (narrow ? 'r' : 'rank ') + r, 2, y + laneH / 2, 'left', t.bold);
@@ -166,10 +207,9 @@ window.ShardlabTimeline = (function () {
         ctx.fillText('comm', padL - 6, y + laneH * 1.5);
         ctx.strokeStyle = t.fg; ctx.lineWidth = 1;
         ctx.strokeRect(padL - 0.5, y - 0.5, pw + 1, 2 * laneH + 1);
-        const comp = [], comm = [];
+        const l = lanes(spans);
         for (const s of spans) {
           const k = KINDS[spanKind(s)], letter = spanLetter(s);
-          (k.lane === 0 ? comp : comm).push([s.t0_us, s.t1_us]);
           const x0 = X(s.t0_us), w = Math.max(1, X(s.t1_us) - x0), yy = y + k.lane * laneH + 2, hh = laneH - 4;
           ctx.fillStyle = fill(k.pattern, k.colour);
           ctx.fillRect(x0, yy, w, hh);
@@ -178,14 +218,23 @@ window.ShardlabTimeline = (function () {
           ctx.font = t.bold;
           const txt = [showMb && s.mb >= 0 ? letter + s.mb : null, letter].find((x) => x && ctx.measureText(x).width + 4 <= w);
           if (txt) haloText(ctx, txt, x0 + w / 2, yy + hh / 2, 'center', t.bold);
-          hits.push({ x: x0, y: yy, w, h: hh, span: s });
+          hits.push({ x: x0, y: yy, w, h: hh, span: s, work: l.work });
+        }
+        // The waits, dotted on the compute lane: over the compute they interrupt, and where the
+        // rank waited outside any (a blocking call between passes).
+        for (const w of merged(spans.map(waitOf).filter((x) => x))) {
+          const x0 = X(w[0]), ww = Math.max(1, X(w[1]) - x0), yy = y + 2, hh = laneH - 4;
+          ctx.fillStyle = fill('dots', t.c.wait || t.bg);
+          ctx.fillRect(x0, yy, ww, hh);
+          waited = true;
+          hits.unshift({ x: x0, y: yy, w: ww, h: hh, span: { name: 'waiting for communication', rank: spans[0].rank,
+            mb: -1, layer: -1, t0_us: w[0], t1_us: w[1] } });
         }
         if (!spans.length) {
           ctx.fillStyle = t.muted; ctx.font = t.font; ctx.textAlign = 'left';
           ctx.fillText('(no spans for this step yet)', padL + 6, y + laneH);
         }
-        const mc = merged(comp), mm = merged(comm);
-        const busy = length(merged(comp.concat(comm))) / (b - a), hidden = mm.length ? overlap(mc, mm) / length(mm) : -1;
+        const busy = length(l.all) / (b - a), hidden = l.comm.length ? overlap(l.work, l.comm) / length(l.comm) : -1;
         ctx.font = t.font; ctx.fillStyle = t.fg; ctx.textAlign = 'left'; ctx.textBaseline = 'middle';
         ctx.fillText((narrow ? '' : 'busy ') + Math.round(100 * busy) + '%', padL + pw + 8, y + laneH / 2);
         if (hidden >= 0) ctx.fillText(Math.round(100 * hidden) + (narrow ? '% hid' : '% hidden'), padL + pw + 8, y + laneH * 1.5);
@@ -197,10 +246,12 @@ window.ShardlabTimeline = (function () {
       // The legend lists the kinds this step has, in the table's order.
       const present = new Set();
       rows.forEach((sp) => sp.forEach((s) => present.add(spanKind(s))));
+      if (waited) present.add('wait');
       setLegend(leg, Object.keys(KINDS).filter((k) => present.has(k))
         .map((k) => ({ pattern: KINDS[k].pattern, colour: KINDS[k].colour, letter: KINDS[k].letter, label: KINDS[k].label })));
       const text = (narrow ? 'The right column: busy, and hidden. ' : '') +
         'busy: the part of the step the rank worked; hidden: the part of its communication that overlapped its compute' +
+        (waited ? '; dotted: the rank waited for communication, so that time is not compute, even inside a compute span' : '') +
         (showMb ? '; the number after a letter is the micro-batch' : '') + '. Hover a bar for its details.';
       if (note.textContent !== text) note.textContent = text;
     }

@@ -182,6 +182,9 @@ static void on_span(RunRank *rk, const JsonValue *ev) {
     sp.t0_us = int_of(json_get(ev, "t0_us"), 0);
     sp.t1_us = int_of(json_get(ev, "t1_us"), 0);
     sp.bytes = num(json_get(ev, "bytes"), 0);
+    // Untrusted like the rest: a wait that starts after the span ends, or is absent, is none.
+    int64_t waited = int_of(json_get(ev, "waited_from_us"), 0);
+    sp.waited_from_us = waited > 0 && waited <= sp.t1_us ? waited : 0;
     if (rk->done.step == step) spans_add(&rk->done, &sp);  // a late span of a finished step
     else {
         if (rk->pending.step != step) spans_clear(&rk->pending, step);

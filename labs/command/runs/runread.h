@@ -44,6 +44,7 @@ typedef struct {
     int mb, layer;
     int chunk;                    // pp: the model chunk a forward or backward ran (-1: none)
     int64_t t0_us, t1_us;
+    int64_t waited_from_us;       // communication: from then to t1_us the rank waited for it (0: it did not)
     double bytes;
 } RunSpan;
 

@@ -52,23 +52,45 @@ static int64_t overlap(const Interval *x, size_t nx, const Interval *y, size_t n
     return sum;
 }
 
+// x less y (both merged) into out, which has room for nx + ny intervals; returns its count.
+static size_t subtract(const Interval *x, size_t nx, const Interval *y, size_t ny, Interval *out) {
+    size_t k = 0, j = 0;
+    for (size_t i = 0; i < nx; i++) {
+        int64_t a = x[i].a;
+        while (j < ny && y[j].b <= a) j++;
+        for (size_t m = j; m < ny && y[m].a < x[i].b; m++) {
+            if (y[m].a > a) out[k++] = (Interval){a, y[m].a};
+            if (y[m].b > a) a = y[m].b;
+        }
+        if (a < x[i].b) out[k++] = (Interval){a, x[i].b};
+    }
+    return k;
+}
+
 SpanTime span_time(const RunSpans *sp) {
-    Interval *comp = malloc_check(sp->n * sizeof *comp + 1), *comm = malloc_check(sp->n * sizeof *comm + 1),
-             *all = malloc_check(sp->n * sizeof *all + 1);
-    size_t nc = 0, nm = 0, na = 0;
+    size_t room = 2 * sp->n + 1;
+    Interval *comp = malloc_check(room * sizeof *comp), *comm = malloc_check(room * sizeof *comm),
+             *all = malloc_check(room * sizeof *all), *wait = malloc_check(room * sizeof *wait),
+             *work = malloc_check(room * sizeof *work);
+    size_t nc = 0, nm = 0, na = 0, nw = 0;
     for (size_t i = 0; i < sp->n; i++) {
-        Interval iv = {sp->items[i].t0_us, sp->items[i].t1_us};
-        if (span_is_compute(sp->items[i].name)) comp[nc++] = iv;
+        const RunSpan *s = &sp->items[i];
+        Interval iv = {s->t0_us, s->t1_us};
+        if (span_is_compute(s->name)) comp[nc++] = iv;
         else comm[nm++] = iv;
+        if (!span_is_compute(s->name) && s->waited_from_us > 0 && s->waited_from_us < s->t1_us)
+            wait[nw++] = (Interval){s->waited_from_us, s->t1_us};
         all[na++] = iv;
     }
-    nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na);
-    SpanTime t = {length(comp, nc), length(comm, nm), 0, length(all, na), 0};
-    t.hidden_us = t.comm_us > 0 ? overlap(comp, nc, comm, nm) : 0;
+    nc = merge(comp, nc), nm = merge(comm, nm), na = merge(all, na), nw = merge(wait, nw);
+    // The rank computed in its compute spans except while it waited inside them.
+    size_t nk = subtract(comp, nc, wait, nw, work);
+    SpanTime t = {length(work, nk), length(comm, nm), 0, length(all, na), length(wait, nw), 0};
+    t.hidden_us = t.comm_us > 0 ? overlap(work, nk, comm, nm) : 0;
     if (nm > 0) {  // comm[0] is the earliest communication once merged
         Interval after = {comm[0].a, INT64_MAX};
-        t.window_us = overlap(comp, nc, &after, 1);
+        t.window_us = overlap(work, nk, &after, 1);
     }
-    free(comp), free(comm), free(all);
+    free(comp), free(comm), free(all), free(wait), free(work);
     return t;
 }

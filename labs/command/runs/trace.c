@@ -172,6 +172,11 @@ static void add_span(RankTrace *x, const JsonValue *ev) {
                 sb_printf(&a, ",\"queued_us\":%lld", (long long)(t0 - (int64_t)v->number)), extra++;
             continue;
         }
+        if (strcmp(key, "waited_from_us") == 0) {  // how long the rank waited for it, not computing
+            if (v->type == JSON_NUMBER && v->number > 0 && v->number <= (double)t1)
+                sb_printf(&a, ",\"waited_us\":%lld", (long long)(t1 - (int64_t)v->number)), extra++;
+            continue;
+        }
         if (v->type != JSON_STRING && v->type != JSON_BOOL && !(v->type == JSON_NUMBER && isfinite(v->number)))
             continue;
         sb_printf(&a, ",");

@@ -11,7 +11,8 @@
 //     traffic between nodes). Each span is a complete event ("ph":"X", ts and dur in microseconds)
 //     whose args carry the step, bytes, layer and micro-batch ("mb", when the span has one)
 //     and whatever fields the lab added (bucket, algo, unit, chunk, stage...; "issued_us"
-//     becomes "queued_us", how long the collective waited behind others). The viewers draw
+//     becomes "queued_us", how long the collective waited behind others; "waited_from_us"
+//     becomes "waited_us", how long the rank waited for it, not computing). The viewers draw
 //     only spans that nest, so spans of one kind that overlap in time (two collectives in
 //     flight) go to a second thread of that kind: "communication (2)";
 //   - counters ("ph":"C") from each step event: "memory" (bytes by category: params, grads,

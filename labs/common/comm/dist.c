@@ -222,6 +222,8 @@ static void run_work(Dist *d, DistWork *w) {
                           .issued_us = w->issued_us, .t0_us = t0, .t1_us = runlog_now_us(),
                           .bytes_sent = sent, .bytes_recv = recv};
     pthread_mutex_lock(&d->lock);
+    // Under the lock, as dist_wait sets it: whether the caller is waiting for it yet.
+    if (w->waited_from_us) w->rec.waited_from_us = w->waited_from_us < w->rec.t1_us ? w->waited_from_us : w->rec.t1_us;
     add_record(d, &w->rec);
     // An asynchronous call leaves the queue BEFORE it is marked done: once done, its owner
     // may return from dist_wait and reuse or free it (a DistWork on the stack), so nobody may
@@ -297,6 +299,7 @@ static void submit(DistWork *w) {
 void dist_wait(DistWork *w) {
     Dist *d = w->group->dist;
     pthread_mutex_lock(&d->lock);
+    if (!atomic_load(&w->done)) w->waited_from_us = runlog_now_us();
     while (!atomic_load(&w->done)) pthread_cond_wait(&d->cond, &d->lock);
     pthread_mutex_unlock(&d->lock);
 }
@@ -309,7 +312,7 @@ static void run_now(DistColl coll, DistGroup *g, DistDtype t, const void *in, vo
     int64_t issued = runlog_now_us();
     if (d->thread_running) drain_queue(d);
     DistWork w = {.coll = coll, .group = g, .dtype = t, .in = in, .out = out, .n = n, .peer = peer, .tag = -1,
-                  .issued_us = issued};
+                  .issued_us = issued, .waited_from_us = issued};
     run_work(d, &w);
 }
 
@@ -398,7 +401,7 @@ void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
     check_p2p_batch(g, ops, nops);
     if (until > nops) die("this is a bug in shardlab", "rank %d: p2p until op %d of %d", d->rank, until, nops);
     if (nops == 0) return;
-    int64_t now = runlog_now_us();
+    int64_t now = runlog_now_us(), called_us = now;
     size_t before[DIST_P2P_MAX];
     for (int i = 0; i < nops; i++) {
         if (!ops[i].issued_us) ops[i].issued_us = now;
@@ -418,7 +421,9 @@ void dist_p2p_progress(DistGroup *g, DistP2p *ops, int nops, int until) {
         DistRecord rec = {.coll = ops[i].send ? DIST_SEND : DIST_RECV, .algo = "p2p", .tag = ops[i].tag,
                           .dtype = DIST_F32, .count = ops[i].n, .issued_us = ops[i].issued_us,
                           .t0_us = ops[i].t0_us, .t1_us = t1, .bytes_sent = ops[i].send ? bytes : 0,
-                          .bytes_recv = ops[i].send ? 0 : bytes};
+                          .bytes_recv = ops[i].send ? 0 : bytes,
+                          // A call that must finish waits from its start; one that moves what it can does not.
+                          .waited_from_us = until >= 0 ? called_us : 0};
         add_record(d, &rec);
     }
     pthread_mutex_unlock(&d->lock);

@@ -127,6 +127,9 @@ typedef struct {
     size_t count;              // elements of dtype in the call's buffer (n)
     int64_t issued_us;         // when the caller asked for it (dist_*_start, or the blocking call)
     int64_t t0_us, t1_us;      // when it ran: wall clock, us since the epoch
+    int64_t waited_from_us;    // from when until t1_us the caller waited for it, not computing
+                               // (a blocking call: issued_us; dist_wait, a waiting p2p call: when
+                               // it began); 0: the caller never waited for it
     uint64_t bytes_sent, bytes_recv;
 } DistRecord;
 
@@ -146,6 +149,7 @@ typedef struct DistWork {
     int peer;                  // root or peer
     int tag;
     int64_t issued_us;
+    int64_t waited_from_us;    // dist_wait: when the caller began to wait (0: not yet)
     DistRecord rec;            // filled when done
     _Atomic int done;
     struct DistWork *next;

@@ -430,6 +430,15 @@ void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int la
     write_line(r);
 }
 
+void runlog_comm_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us, int64_t t1_us,
+                      uint64_t bytes, int64_t waited_from_us, const char *extra) {
+    char more[1024];
+    if (waited_from_us > 0)
+        snprintf(more, sizeof more, "%s%s\"waited_from_us\":%lld", extra ? extra : "", extra && *extra ? "," : "",
+                 (long long)waited_from_us);
+    runlog_span_extra(r, step, name, mb, layer, t0_us, t1_us, bytes, waited_from_us > 0 ? more : extra);
+}
+
 void runlog_check(RunLog *r, const char *name, int ok, double value, double expect) {
     begin_event(r, "check");
     sb_printf(&r->line, ",\"name\":");

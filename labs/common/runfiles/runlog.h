@@ -103,6 +103,12 @@ void runlog_span(RunLog *r, int64_t step, const char *name, int mb, int layer, i
 // extra: NULL, or more fields without braces, e.g. "\"bucket\":3,\"algo\":\"ring\"".
 void runlog_span_extra(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us,
                        int64_t t1_us, uint64_t bytes, const char *extra);
+// A communication span, as runlog_span_extra, with "waited_from_us" where waited_from_us > 0:
+// from then to t1_us the rank waited for the call instead of computing (the dashboards and
+// `shardlab whatif` take it out of the compute it overlaps, so a blocking call inside a
+// forward is not counted as hidden). DistRecord.waited_from_us says it.
+void runlog_comm_span(RunLog *r, int64_t step, const char *name, int mb, int layer, int64_t t0_us, int64_t t1_us,
+                      uint64_t bytes, int64_t waited_from_us, const char *extra);
 void runlog_check(RunLog *r, const char *name, int ok, double value, double expect);
 // A self-check of something a student's code can get wrong without making the run
 // meaningless: the bytes its collectives moved, the memory it held after a step or at a peak
