@@ -17,7 +17,10 @@
 //      stages' model state by the paper's names, in GB (and GiB) as the paper prints them,
 //      against its formulas written here; the model state totalled, the units said, Psi'
 //      defined and equal to the padding counted here; --json's layout (ZeRO's stage, offload)
-//      and every option the lab takes.
+//      and every option the lab takes;
+//   5. --longest: the plan it shows fits --budget and the next --seq does not, for single, cp,
+//      tp and pp; cp's ranks hold a longer sequence than single; none fits: exit 1; --check at
+//      the --seq it found logs what the plan says.
 #include <ctype.h>
 #include <math.h>
 
@@ -299,6 +302,14 @@ static void check_refusals(void) {
         {"tp --psi 1e9", "tp splits the model by its shape"},
         {"pp --psi 1e9", "pp splits the model by its shape"},
         {"zero --psi 1e6 -n 2 --check", "not --psi"},
+        {"single --seq 131073", "--seq must be between 1 and 131072"},
+        {"single --seq 131072 --batch 4096", "--batch 4096 x --seq 131072 is 536870912 tokens a step, more than 268435456"},
+        {"cp --longest --seq 64", "--longest finds --seq: leave --seq out"},
+        {"cp --longest --gpu none", "give --gpu NAME or --budget SIZE"},
+        {"zero --longest --psi 1e9", "--longest needs a shape"},
+        {"cp --budget 64M --gpu h200", "give --gpu or --budget, not both"},
+        {"cp --budget 12", "--budget takes the bytes a rank may hold"},
+        {"cp --longest=1", "--longest takes no value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = plan("bad", bad[i].args);
@@ -334,6 +345,57 @@ static void check_refusals(void) {
     int rc = plan("help", "--help");
     char *out = captured("help", "out");
     EXPECT(rc == 0 && strstr(out, "usage: shardlab plan") && strstr(out, "--check"), "plan --help: exit 0 and the usage");
+    free(out);
+}
+
+// ---- 5. --longest: the longest sequence a budget holds -----------------------------------------
+
+// The plan's model.seq and its first stage's "fits" (-1: no plan).
+static int planned_seq(const char *args, int *fits) {
+    JsonValue *v = plan_json(args);
+    const JsonValue *st = v ? json_at(json_get(v, "stages"), 0) : NULL, *f = st ? json_get(st, "fits") : NULL;
+    int seq = v ? (int)num2(v, "model", "seq") : -1;
+    *fits = f && f->type == JSON_BOOL ? f->boolean : -1;
+    json_free(v);
+    return seq;
+}
+
+static void check_longest(void) {
+    static const char *const layouts[] = {"single --batch 1", "cp -n 4 --batch 1", "cp -n 4 --batch 1 --kv all-gather",
+                                          "cp -n 8 --batch 1", "tp -n 4 --sp --batch 1", "pp -n 2 --batch 4"};
+    int single = 0, cp4 = 0;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --budget 32M --longest", layouts[i]);
+        int fits, next_fits, T = planned_seq(args, &fits);
+        // The next --seq the layout takes (tp --sp: one its ranks divide).
+        int T1 = -1, next = T;
+        while (T1 < 0 && next < T + 16) {
+            snprintf(args, sizeof args, "%s --budget 32M --seq %d", layouts[i], ++next);
+            T1 = planned_seq(args, &next_fits);
+        }
+        // Proves: the plan --longest shows is at a --seq that fits 32 MiB, and the next one
+        // does not (broken on purpose: a search that stops one short, or one that overshoots).
+        EXPECT(T > 0 && fits == 1 && T1 == next && next_fits == 0,
+               "plan %s --budget 32M --longest: --seq %d fits (%d), --seq %d does not (%d)", layouts[i], T, fits, next,
+               next_fits);
+        if (i == 0) single = T;
+        if (i == 1) cp4 = T;
+    }
+    // Proves: context parallelism's ranks hold a longer sequence than one rank alone (each
+    // keeps T/4 tokens' activations; the weights and their state stay whole).
+    EXPECT(cp4 > 2 * single, "cp on 4 ranks holds --seq %d in 32 MiB a rank, single %d", cp4, single);
+    // No sequence fits where the model state alone does not: exit 1, and it says so.
+    int rc = plan("longest-none", "single --model llama-7b --batch 1 --longest");
+    char *out = captured("longest-none", "out");
+    EXPECT(rc == 1 && strstr(out, "no --seq fits one H100 80GB"), "llama-7b on one H100: no --seq fits, exit 1 (exit %d)", rc);
+    free(out);
+    // The table says what it found, and --check runs the lab at it: every figure equal.
+    rc = plan("longest-check", "cp -n 2 --budget 16M --batch 1 --longest --check");
+    out = captured("longest-check", "out");
+    EXPECT(rc == 0 && strstr(out, "is the longest that fits a budget of 16.00 MiB on every rank") &&
+               strstr(out, "figures equal to the byte") && !strstr(out, "DIFFERENT"),
+           "plan cp -n 2 --budget 16M --longest --check: the lab at that --seq logs what the plan says (exit %d)", rc);
     free(out);
 }
 
@@ -478,6 +540,7 @@ int main(int argc, char **argv) {
     check_paper();
     check_scale();
     check_layouts();
+    check_longest();
     printf("# %.1f s\n", now_s() - t0);
     tmp_finish(test_failed);
     return test_done();

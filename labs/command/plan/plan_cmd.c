@@ -35,7 +35,8 @@
 
 
 static const char *PLAN_USAGE =
-    "usage: shardlab plan LAB [-n N] [--model NAME | --psi P] [--vocab V] [--gpu NAME] [--json] [--check] [LAB's options]\n"
+    "usage: shardlab plan LAB [-n N] [--model NAME | --psi P] [--vocab V] [--gpu NAME | --budget SIZE] [--longest]\n"
+    "                     [--json] [--check] [LAB's options]\n"
     "\n"
     "The bytes each GPU (rank) holds for LAB's layout on N ranks, by category (params, grads,\n"
     "optim, acts, comm), after a step and at the most it holds at once, with the formula of\n"
@@ -44,7 +45,7 @@ static const char *PLAN_USAGE =
     "unit); for zero, its four stages side by side, by the paper's names (P_os, P_os+g,\n"
     "P_os+g+p): `shardlab plan zero --psi 7.5B -n 64 --mixed` prints the ZeRO paper's figure 1.\n"
     "\n"
-    "  LAB            single, ddp, shard, ckpt, zero, fsdp, pp or tp\n"
+    "  LAB            single, ddp, shard, ckpt, zero, fsdp, pp, tp or cp\n"
     "  -n N           ranks (GPUs), 1 to 65536 (default: 8; single: 1)\n"
     "  --model NAME   the labs' GPT at a preset shape: labs (the labs' default), gpt2,\n"
     "                 gpt2-medium, gpt2-large, gpt2-xl (GPT-2's depth, width, heads, 1024 tokens\n"
@@ -56,6 +57,11 @@ static const char *PLAN_USAGE =
     "                 peaks (single, ddp, shard, zero and fsdp; not with --model or a shape)\n"
     "  --gpu NAME     the device to fit: h100-80gb (default), h200, a100-40gb, a100-80gb,\n"
     "                 rtx4090, or none\n"
+    "  --budget SIZE  the bytes a rank may hold, in place of a GPU (512M, 80G): all of it, with\n"
+    "                 no CUDA context held back (a host's memory, or a share of a GPU)\n"
+    "  --longest      the plan at the longest --seq, up to 131072, that fits the GPU or the\n"
+    "                 budget on every rank (leave --seq out): how long a context each layout\n"
+    "                 trains on, e.g. cp against single; with --check the lab runs at it\n"
     "  --json         the plan as one JSON object instead of the table (bytes by category,\n"
     "                 per pipeline stage; the model state; the layout, ZeRO's stage and\n"
     "                 offload among it; every option's value; zero's four stages; the device's\n"
@@ -179,7 +185,10 @@ static void print_plan(const Planner *a) {
             printf("  %-7s %13s %13s   the peaks summed (an upper bound: they need not coincide)%s\n", "total", "",
                    bytes(b2, sizeof b2, peak), isnan(p.after[MEM_ACTS]) ? "; without acts and comm" : "");
         const PlannerGpu *g = &planner_gpus[a->gpu];
-        if (g->what && isnan(peak)) {
+        if (a->budget > 0 && !isnan(peak)) {
+            printf("  within --budget %s a rank: %s: the peak needs %s, %.0f%% of it\n", bytes(b1, sizeof b1, a->budget),
+                   peak <= a->budget ? "fits" : "does NOT fit", bytes(b2, sizeof b2, peak), 100 * peak / a->budget);
+        } else if (g->what && isnan(peak)) {
             printf("  on one %s (%.0f MiB as nvidia-smi counts it): the model state alone takes %s, %.0f%% of it; the\n"
                    "  activations, the transient buffers and 1 GiB for the CUDA context and the libraries come on top\n",
                    g->what, g->mib, bytes(b1, sizeof b1, state), 100 * state / (g->mib * 1024 * 1024));
@@ -201,6 +210,21 @@ static void print_plan(const Planner *a) {
     }
     printf("\n");
     print_wrapped("", planner_note);
+}
+
+// --longest's answer, above the plan at it.
+static void print_longest(const Planner *a) {
+    char where[64], size[32];
+    if (a->budget > 0) snprintf(where, sizeof where, "a budget of %s", bytes(size, sizeof size, a->budget));
+    else snprintf(where, sizeof where, "one %s", planner_gpus[a->gpu].what);
+    if (!a->longest_seq)
+        printf("shardlab plan: --longest: no --seq fits %s; the plan at the shortest shows why\n\n", where);
+    else if (a->longest_seq == CATALOG_MAX_SEQ)
+        printf("shardlab plan: --longest: every --seq up to %d fits %s (the most the labs take); the plan at it:\n\n",
+               CATALOG_MAX_SEQ, where);
+    else
+        printf("shardlab plan: --longest: --seq %d is the longest that fits %s on every rank; the plan at it:\n\n",
+               a->longest_seq, where);
 }
 
 // ---- --check: the lab at this shape, against the plan (command/plan/plancheck.h) ----------------------
@@ -253,6 +277,7 @@ int plan_main(int argc, char **argv) {
     // Planned for a GPU: its kernels' workspace counted.
     if (planner_parse(&a, argc - 2, argv + 2, why, sizeof why) != 0 || planner_lay_out(&a, 1, why, sizeof why) != 0)
         usage_error("shardlab plan", "%s", why);
+    if (a.longest && planner_longest(&a, why, sizeof why) != 0) usage_error("shardlab plan", "%s", why);
     if (a.check && plancheck_refuse(&a, why, sizeof why) != 0) usage_error("shardlab plan", "%s", why);
     if (a.json && !a.check) {
         StrBuf sb;
@@ -262,6 +287,8 @@ int plan_main(int argc, char **argv) {
         sb_free(&sb);
         return 0;
     }
+    if (!a.json && a.longest) print_longest(&a);
     if (!a.json) print_plan(&a);
+    if (a.longest && !a.longest_seq) return 1;  // (the plan shown: the shortest, which does not fit either)
     return a.check ? check(&a) : 0;  // (with --json: the check's JSON alone)
 }

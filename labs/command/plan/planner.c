@@ -101,6 +101,7 @@ int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nw
         return fail(why, nwhy, "%s '%s': the planner has formulas for single, ddp, shard, ckpt, zero, fsdp, pp, tp and cp",
                     a->lab ? "no memory formulas yet for" : "no lab called", argv[0]);
     a->n = a->lab->max_world == 1 ? 1 : 8;
+    int gpu_given = 0;
     const char *models[16], *gpus[16];
     for (int k = 0; k < planner_nmodels; k++) models[k] = planner_models[k].name;
     for (int k = 0; k < planner_ngpus; k++) gpus[k] = planner_gpus[k].name;
@@ -108,13 +109,14 @@ int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nw
         const char *arg = argv[i], *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         char name[64];
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-        if (!strcmp(name, "--check") || !strcmp(name, "--json")) {
-            *(name[2] == 'c' ? &a->check : &a->json) = 1;
+        if (!strcmp(name, "--check") || !strcmp(name, "--json") || !strcmp(name, "--longest")) {
+            if (eq) return fail(why, nwhy, "%s takes no value (got '%s')", name, arg);
+            *(name[2] == 'c' ? &a->check : name[2] == 'j' ? &a->json : &a->longest) = 1;
             continue;
         }
         // The planner's own options, and the lab's (checked as the lab checks them).
         int mine = !strcmp(name, "-n") || !strcmp(name, "--model") || !strcmp(name, "--gpu") || !strcmp(name, "--vocab") ||
-                   !strcmp(name, "--psi");
+                   !strcmp(name, "--psi") || !strcmp(name, "--budget");
         const CatOption *o = !mine && strncmp(name, "--", 2) == 0 ? catalog_find(a->lab, name + 2) : NULL;
         if (!mine && !o)
             return fail(why, nwhy, "%s is not an option of %s ('shardlab run %s --help' lists them)", name, a->lab->name,
@@ -144,6 +146,13 @@ int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nw
         } else if (!strcmp(name, "--gpu")) {
             if ((a->gpu = find(gpus, planner_ngpus, value)) < 0)
                 return fail(why, nwhy, "--gpu takes h100-80gb, h200, a100-40gb, a100-80gb, rtx4090 or none (got '%s')", value);
+            gpu_given = 1;
+        } else if (!strcmp(name, "--budget")) {
+            uint64_t b;
+            if (catalog_bytes(value, &b) != 0 || b < (1u << 20) || b > (1ull << 50))
+                return fail(why, nwhy, "--budget takes the bytes a rank may hold, from 1M to 1048576G, e.g. 512M or 80G "
+                            "(got '%s')", value);
+            a->budget = (double)b;
         } else {
             if (takes && catalog_check(o, value, 1, why, nwhy) != 0) return -1;
             if (a->ngiven / 2 >= PLANNER_MAX_GIVEN - 1) return fail(why, nwhy, "more than %d options", PLANNER_MAX_GIVEN);
@@ -153,6 +162,8 @@ int planner_parse(Planner *a, int argc, char *const argv[], char *why, size_t nw
             a->given[a->ngiven++] = takes ? (char *)value : "";  // a flag's place: "" (never passed on)
         }
     }
+    if (a->budget > 0 && gpu_given) return fail(why, nwhy, "--budget stands in for a GPU: give --gpu or --budget, not both");
+    if (a->budget > 0) a->gpu = find(gpus, planner_ngpus, "none");
     return 0;
 }
 
@@ -212,6 +223,9 @@ int planner_lay_out(Planner *a, int gpu, char *why, size_t nwhy) {
     x->m.mixed = opt_flag(a, "mixed");
     if (x->m.dim % x->m.heads) return fail(why, nwhy, "--heads %d does not divide --dim %d", x->m.heads, x->m.dim);
     x->batch = planner_option_int(a, "batch", 8), x->accum = planner_option_int(a, "accum", 1);
+    if ((int64_t)x->batch * x->m.seq > CATALOG_MAX_BATCH_TOKENS)
+        return fail(why, nwhy, "--batch %d x --seq %d is %lld tokens a step, more than %d: lower --batch or --seq",
+                    x->batch, x->m.seq, (long long)x->batch * x->m.seq, CATALOG_MAX_BATCH_TOKENS);
     int N = a->n;
     if (pp) {
         x->dp = planner_option_int(a, "dp", 1), x->chunks = 1;
@@ -380,8 +394,62 @@ double planner_peak_total(const MemPlan *mp) {
 int planner_fits(const Planner *p, const MemPlan *mp) {
     const PlannerGpu *g = &planner_gpus[p->gpu];
     double peak = planner_peak_total(mp);
-    if (!g->what || isnan(peak)) return -1;
+    if (isnan(peak)) return -1;
+    if (p->budget > 0) return peak <= p->budget;  // what the rank holds, all of it (no CUDA context to hold back)
+    if (!g->what) return -1;
     return peak + PLANNER_RESERVE_BYTES <= g->mib * 1024 * 1024;
+}
+
+// ---- --longest ---------------------------------------------------------------------------------
+
+// The plan at --seq T: 1 if every stage fits, 0 if one does not, -1 if the layout refuses T
+// (too short for its chunks, a split it needs).
+static int fits_at(Planner *p, int T) {
+    snprintf(p->longest_text, sizeof p->longest_text, "%d", T);
+    char why[300];
+    if (planner_lay_out(p, 1, why, sizeof why) != 0) return -1;
+    for (int s = 0; s < planner_stages(p); s++) {
+        MemPlan mp;
+        planner_stage(p, s, &mp);
+        if (planner_fits(p, &mp) != 1) return 0;
+    }
+    return 1;
+}
+
+// The longest T in (lo, mid] the layout takes, and whether it fits (-1: none within 256 of mid).
+static int valid_below(Planner *p, int lo, int mid, int *fit) {
+    for (int t = mid; t > lo && t > mid - 256; t--)
+        if ((*fit = fits_at(p, t)) >= 0) return t;
+    return -1;
+}
+
+int planner_longest(Planner *p, char *why, size_t nwhy) {
+    if (typed(p, "seq")) return fail(why, nwhy, "--longest finds --seq: leave --seq out");
+    if (p->psi) return fail(why, nwhy, "--longest needs a shape, whose activations grow with --seq: give --model or --layers, "
+                            "--dim, --heads, not --psi");
+    if (!planner_gpus[p->gpu].what && !(p->budget > 0))
+        return fail(why, nwhy, "--longest fits the sequence to a device: give --gpu NAME or --budget SIZE, not --gpu none");
+    if (p->ngiven / 2 >= PLANNER_MAX_GIVEN - 1) return fail(why, nwhy, "more than %d options", PLANNER_MAX_GIVEN);
+    // --seq among the lab's options, as if typed, so that --check runs the lab at it too.
+    char *name = p->names[p->ngiven / 2];
+    snprintf(name, sizeof p->names[0], "--seq");
+    p->given[p->ngiven++] = name;
+    p->given[p->ngiven++] = p->longest_text;
+    // Every valid T <= lo fits; no valid T >= hi does (the peak grows with T).
+    int lo = 0, hi = CATALOG_MAX_SEQ + 1, best = 0, fit;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2, t = valid_below(p, lo, mid, &fit);
+        if (t < 0 || fit) {
+            if (t > 0) best = t;
+            lo = mid;
+        } else {
+            hi = t;
+        }
+    }
+    p->longest_seq = best;
+    if (best && fits_at(p, best) != 1) return fail(why, nwhy, "this is a bug in shardlab's planner: --seq %d fit, then not", best);
+    for (int t = 1; !best && t <= 256 && fits_at(p, t) < 0; t++) {}  // none fits: the plan shown is the shortest's
+    return 0;
 }
 
 double planner_state(const MemPlan *mp) { return mp->after[MEM_PARAMS] + mp->after[MEM_GRADS] + mp->after[MEM_OPTIM]; }
@@ -613,5 +681,9 @@ void planner_json(const Planner *p, StrBuf *sb) {
     sb_printf(sb, ",\"gpu\":");
     if (g->what) sb_printf(sb, "{\"name\":\"%s\",\"bytes\":%.0f,\"reserve\":%.0f}", g->name, g->mib * 1024 * 1024, PLANNER_RESERVE_BYTES);
     else sb_printf(sb, "null");
+    sb_printf(sb, ",\"budget\":");
+    bytes_or_null(sb, p->budget > 0 ? p->budget : NAN);
+    // --longest: the --seq planned above (model.seq), or null when not even the shortest fits.
+    if (p->longest) sb_printf(sb, p->longest_seq ? ",\"longest_seq\":%d" : ",\"longest_seq\":null", p->longest_seq);
     sb_printf(sb, "}\n");
 }

@@ -49,6 +49,10 @@ typedef struct {
     int n, model, gpu, vocab;  // vocab 0: the model's
     double psi;                // --psi: a parameter count in place of a shape (0: the shape's)
     int check, json;           // the command's --check and --json
+    int longest;               // --longest: the plan at the longest --seq that fits (longest_seq)
+    int longest_seq;           // what planner_longest found: 0, none fits
+    char longest_text[16];     // its --seq value, among the lab's options
+    double budget;             // --budget: the bytes a rank may hold, in place of a GPU (0: none)
     char *given[2 * PLANNER_MAX_GIVEN];  // the lab's options: name, value ("" for a flag), ...
     int ngiven;
     char names[PLANNER_MAX_GIVEN][64];
@@ -77,6 +81,10 @@ void planner_stage(const Planner *p, int s, MemPlan *out);
 // reserve fit the chosen device, 0 if not, -1 without one (or without a peak).
 double planner_peak_total(const MemPlan *mp);
 int planner_fits(const Planner *p, const MemPlan *mp);
+// --longest: lays the plan out again at the longest --seq up to CATALOG_MAX_SEQ whose every
+// stage fits the GPU or --budget (the peak is monotone in T: a binary search over the T the
+// layout takes). 0 (longest_seq 0 if none fits), or -1 with why (no device, --seq typed).
+int planner_longest(Planner *p, char *why, size_t nwhy);
 // Psi: the model's parameters (--psi's, else the shape's). Psi': what ZeRO and FSDP cut, each
 // unit padded to N equal shards (memplan_unit_shard), else Psi.
 double planner_params(const Planner *p);

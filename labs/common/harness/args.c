@@ -114,6 +114,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     // What can be checked before anything runs.
     if (a->dim % a->heads != 0)
         usage_error(prog, "--heads %d does not divide --dim %d", a->heads, a->dim);
+    if ((int64_t)a->batch * a->seq > CATALOG_MAX_BATCH_TOKENS)
+        usage_error(prog, "--batch %d x --seq %d is %lld tokens a step, more than %d: lower --batch or --seq", a->batch,
+                    a->seq, (long long)a->batch * a->seq, CATALOG_MAX_BATCH_TOKENS);
     BatchSplit split = batch_split_of(NULL, a, 1);  // every lab's micro-batches (batchsplit.h)
     char why[768];
     if (batch_split_check(&split, why, sizeof why) != 0) usage_error(prog, "%s", why);

@@ -32,7 +32,7 @@
 const CatOption catalog_train[] = {
     {"steps", OPT_INT, 1, 1e7, NULL, "1000", "N", "optimizer steps", 0, NULL},
     {"batch", OPT_INT, 1, 1 << 16, NULL, "8", "B", "sequences in the global batch of a step", FORM, NULL},
-    {"seq", OPT_INT, 1, 4096, NULL, "64", "T", "tokens per sequence (context length)", FORM, NULL},
+    {"seq", OPT_INT, 1, CATALOG_MAX_SEQ, NULL, "64", "T", "tokens per sequence (context length)", FORM, NULL},
     {"layers", OPT_INT, 1, 256, NULL, "2", "L", "transformer blocks", FORM, NULL},
     {"dim", OPT_INT, 1, 16384, NULL, "64", "C", "model width", FORM, NULL},
     {"heads", OPT_INT, 1, 256, NULL, "4", "NH", "attention heads (must divide --dim)", FORM, NULL},

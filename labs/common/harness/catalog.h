@@ -20,6 +20,11 @@
 #define CATALOG_LR_MIN_DIVISOR 10
 #define CATALOG_REPLAY_MIN_STEPS 50
 #define CATALOG_REPLAY_MAX_MIB 16
+// --seq reaches long contexts (128K tokens, as Llama 3's longest, for context parallelism's
+// plans); a step's tokens, --batch x --seq, stay under 2^28, so that a Linear's rows (B T) fit
+// an int, and naive attention's B NH T^2 scores a size_t at every width and depth.
+#define CATALOG_MAX_SEQ (1 << 17)
+#define CATALOG_MAX_BATCH_TOKENS (1 << 28)
 
 // What an option's value is, and the C type a lab binds it to: INT int, DOUBLE double, U64
 // uint64_t, BYTES uint64_t (written "4096", "64K", "16M", "1G": powers of 1024), STRING
