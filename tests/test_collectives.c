@@ -7,7 +7,8 @@
 //   - rank 0's table has one row per size per collective, sizes in the expected sequence
 //     (rounded down to whole floats), count = size / 4, every #wrong 0;
 //   - the bandwidths follow nccl-tests' definitions: algbw = size / time, busbw = algbw x
-//     2(p-1)/p (all_reduce), (p-1)/p (reduce_scatter, all_gather), 1 (broadcast, reduce);
+//     2(p-1)/p (all_reduce), (p-1)/p (reduce_scatter, all_gather, all_to_all), 1 (broadcast,
+//     reduce); all_to_all's sizes are p equal blocks (a multiple of p floats);
 //   - time is the SLOWEST rank's: it equals the maximum over the ranks' own span events;
 //   - the algo column is what dist chose (direct up to 64 KiB, ring or chain above; --algo
 //     forces one; "local" in a world of one);
@@ -83,11 +84,13 @@ static int run_lab_ranks(int p, const char *dir, char *const args[], int port, i
 // nccl-tests' bus bandwidth factors, written out here independently of the lab.
 static double factor(const char *coll, int p) {
     if (!strcmp(coll, "all_reduce")) return 2.0 * (p - 1) / p;
-    if (!strcmp(coll, "reduce_scatter") || !strcmp(coll, "all_gather")) return (double)(p - 1) / p;
+    if (!strcmp(coll, "reduce_scatter") || !strcmp(coll, "all_gather") || !strcmp(coll, "all_to_all"))
+        return (double)(p - 1) / p;
     return 1.0;
 }
 
-static const char *colls[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"};
+static const char *colls[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"};
+#define NCOLLS 6
 
 // ---- the table ----------------------------------------------------------------------------
 
@@ -152,11 +155,13 @@ static void check_run(const Case *c, int index) {
 
     // The expected sizes: min, min f, min f^2, ... <= max, in whole floats (at least one),
     // each size once.
-    double sizes[64];
-    int nsizes = 0;
+    // all_to_all's are p equal blocks: rounded down to a multiple of p floats, at least p.
+    double sizes[64], a2a[64];
+    int nsizes = 0, na2a = 0;
     for (double b = c->min; b <= c->max; b *= c->f) {
-        double s = 4 * fmax(1, floor(b / 4));
+        double s = 4 * fmax(1, floor(b / 4)), n = s / 4, m = n < c->p ? c->p : n - fmod(n, c->p);
         if (nsizes == 0 || sizes[nsizes - 1] != s) sizes[nsizes++] = s;
+        if (na2a == 0 || a2a[na2a - 1] != 4 * m) a2a[na2a++] = 4 * m;
     }
 
     char *log = read_in(dir, "rank-0.log"), *out0 = read_in(out_dir, "out-0");
@@ -176,11 +181,12 @@ static void check_run(const Case *c, int index) {
     // One table per collective, in order, each with one row per expected size.
     int k = 0, sizes_ok = 1, counts_ok = 1, wrong_ok = 1, bw_ok = 1, algbw_ok = 1, algo_ok = 1;
     char first[256] = "";
-    for (int ci = 0; ci < 5; ci++)
-        for (int si = 0; si < nsizes; si++, k++) {
+    for (int ci = 0; ci < NCOLLS; ci++)
+        for (int si = 0; si < (ci == 5 ? na2a : nsizes); si++, k++) {
             TableRow *x = &rows[k < n ? k : 0];
-            if (k >= n || strcmp(x->coll, colls[ci]) != 0 || x->size != sizes[si]) {
-                if (sizes_ok) snprintf(first, sizeof first, "row %d: want %s %.0f", k + 1, colls[ci], sizes[si]);
+            double want = ci == 5 ? a2a[si] : sizes[si];
+            if (k >= n || strcmp(x->coll, colls[ci]) != 0 || x->size != want) {
+                if (sizes_ok) snprintf(first, sizeof first, "row %d: want %s %.0f", k + 1, colls[ci], want);
                 sizes_ok = 0;
                 continue;
             }
@@ -195,17 +201,19 @@ static void check_run(const Case *c, int index) {
             double lo = x->size / ((x->time_us + 0.005) * 1e3), hi = x->size / ((x->time_us - 0.005) * 1e3);
             algbw_ok &= x->time_us < 0.01 || (x->algbw >= lo - 0.0051 && x->algbw <= hi + 0.0051);
             const char *algo = c->p == 1                                     ? "local"
+                               : ci == 5                                     ? "pairwise"
                                : !strcmp(c->algo, "direct")                  ? "direct"
                                : !strcmp(c->algo, "auto") && x->size <= 65536 ? "direct"
                                : ci >= 3                                     ? "chain"
                                                                              : "ring";
             algo_ok &= !strcmp(x->algo, algo);
         }
-    EXPECT(sizes_ok && n == 5 * nsizes, "%s: %d rows, one per size (%d sizes, x%d) per collective, in order %s", c->label,
-           n, nsizes, c->f, first);
+    EXPECT(sizes_ok && n == 5 * nsizes + na2a, "%s: %d rows, one per size (%d sizes, x%d) per collective, in order %s",
+           c->label, n, nsizes, c->f, first);
     EXPECT(counts_ok, "%s: count = size / 4, type float, on every row", c->label);
     EXPECT(wrong_ok, "%s: #wrong is 0 on every row: every collective computed the right values", c->label);
     EXPECT(bw_ok, "%s: busbw = algbw x 2(p-1)/p, (p-1)/p or 1 on every row (p=%d)", c->label, c->p);
+    // (all_to_all: pairwise exchange, whatever --algo says: it has one algorithm)
     EXPECT(algbw_ok, "%s: algbw = size / time (GB/s of 1e9 bytes, time in us) on every row", c->label);
     EXPECT(algo_ok, "%s: the algo column is dist's choice for --algo %s", c->label, c->algo);
     EXPECT(strstr(log, "# Out of bounds values : 0 OK\n") != NULL, "%s: the footer says 0 out-of-bounds values, OK",

@@ -4,7 +4,8 @@
 // (RANK, WORLD_SIZE, ... in the environment; rank 0 creates the shared segment). Each rank
 // runs every collective with both algorithms on awkward lengths (1, N-1, a prime, lengths
 // that do not divide by N, several pieces long) and compares with the answer computed
-// serially right here. Ranks report one line per check through a pipe; the parent prints
+// serially right here; all-to-all with equal blocks and with a length per pair of ranks
+// (0 among them), in the world and in sub-groups. Ranks report one line per check through a pipe; the parent prints
 // one ok/not ok line per check, over all ranks (ranks.h).
 //
 // Before them, ranks of two jobs meet at one name as ranks started by hand do (shm.h): a
@@ -201,6 +202,42 @@ static void check_p2p_batch(DistGroup *g, size_t n) {
     dist_barrier(g);
 }
 
+// all_to_all: rank r's block for rank q is values(r * 16 + q) of a length that depends on
+// both (base + (3r + 5q) % 7 floats, some 0 when base is 0), so a block from the wrong rank,
+// for the wrong rank, or at the wrong offset shows. even: base floats for every pair
+// (dist_all_to_all), else the lengths differ (dist_all_to_allv).
+static size_t a2a_len(size_t base, int even, int from, int to) { return even ? base : base + (size_t)((3 * from + 5 * to) % 7); }
+
+static void check_all_to_all(DistGroup *g, const char *gname, size_t base, int even) {
+    int p = g->size, r = g->rank;
+    size_t send[DIST_MAX_RANKS], recv[DIST_MAX_RANKS], ns = 0, nr = 0;
+    for (int q = 0; q < p; q++) send[q] = a2a_len(base, even, r, q), recv[q] = a2a_len(base, even, q, r);
+    for (int q = 0; q < p; q++) ns += send[q], nr += recv[q];
+    float *in = malloc((ns ? ns : 1) * sizeof *in), *out = malloc((nr + 1) * sizeof *out), *want = malloc((nr + 1) * sizeof *want);
+    for (int q = 0, at = 0; q < p; at += (int)send[q], q++) {
+        float *v = values(r * 16 + q, send[q]);
+        memcpy(in + at, v, send[q] * sizeof(float));
+        free(v);
+    }
+    for (int q = 0, at = 0; q < p; at += (int)recv[q], q++) {
+        float *v = values(q * 16 + r, recv[q]);
+        memcpy(want + at, v, recv[q] * sizeof(float));
+        free(v);
+    }
+    out[nr] = want[nr] = -1;  // a guard: nothing writes past the blocks
+    uint64_t sent0 = g->dist->stats.bytes_sent;
+    if (even) dist_all_to_all(g, in, out, ns);
+    else dist_all_to_allv(g, in, send, out, recv);
+    uint64_t sent = g->dist->stats.bytes_sent - sent0;
+    long bad = first_diff(out, want, nr + 1);
+    char name[120];
+    snprintf(name, sizeof name, "all_to_all%s %s p=%d, blocks of %zu%s floats", even ? "" : "v", gname, p, base,
+             even ? "" : "+(3r+5q)%7");
+    report(name, bad < 0 && sent == 4 * (ns - send[r]), "rank %d: index %ld wrong, or %llu bytes sent (want %zu)", r, bad,
+           (unsigned long long)sent, 4 * (ns - send[r]));
+    free(in), free(out), free(want);
+}
+
 static void check_barrier(DistGroup *g, volatile int *arrived) {
     int p = g->size, r = g->rank;
     int ok = 1;
@@ -262,6 +299,11 @@ static void rank_main(int p, void *arg) {
             check_collectives(&d.world_group, "world", lengths[i], algos[a]);
     }
     d.algo = DIST_ALGO_AUTO;
+    size_t blocks[] = {0, 1, 7, SHM_PIECE_FLOATS + 3, 2 * SHM_PIECE_FLOATS};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        check_all_to_all(&d.world_group, "world", blocks[i], 1);
+        check_all_to_all(&d.world_group, "world", blocks[i], 0);
+    }
     check_send_recv(&d.world_group, 5);
     check_send_recv(&d.world_group, 2 * SHM_PIECE_FLOATS + 3);
     check_p2p_batch(&d.world_group, 3);
@@ -289,6 +331,8 @@ static void rank_main(int p, void *arg) {
             check_collectives(&reversed, "reversed", 37, algos[a]);
             check_collectives(&reversed, "reversed", 2 * SHM_PIECE_FLOATS + 1, algos[a]);
         }
+        check_all_to_all(&half, r % 2 == 0 ? "evens" : "odds", SHM_PIECE_FLOATS + 3, 0);
+        check_all_to_all(&reversed, "reversed", 7, 0);
     }
     dist_barrier(&d.world_group);
     dist_destroy(&d);

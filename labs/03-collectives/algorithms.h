@@ -24,6 +24,11 @@ void ring_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t
 void chain_broadcast(Shm *s, const DistGroup *g, float *buf, size_t n, int root);
 void chain_reduce(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n, int root);
 
+// in holds send_counts[q] floats for each group rank q, block after block; out gets
+// recv_counts[q] from each, the same way. out and in do not overlap. pairwise.c.
+void pairwise_all_to_all(Shm *s, const DistGroup *g, const float *in, const size_t *send_counts, float *out,
+                         const size_t *recv_counts);
+
 void direct_all_reduce(Shm *s, const DistGroup *g, DistDtype t, float *buf, size_t n);
 void direct_reduce_scatter(Shm *s, const DistGroup *g, DistDtype t, const float *in, float *out, size_t n);
 void direct_all_gather(Shm *s, const DistGroup *g, const float *in, float *out, size_t n);

@@ -11,6 +11,7 @@
 //   the ring: labs/03-collectives/ring.c, ring_reduce_scatter(), ring_all_gather(), ring_all_reduce()
 //   the chains: labs/03-collectives/ring.c, chain_broadcast(), chain_reduce()
 //   one step: labs/03-collectives/direct.c, direct_all_reduce(), direct_all_gather(), direct_broadcast()
+//   the transpose: labs/03-collectives/pairwise.c, pairwise_all_to_all()
 //   the choice between them: labs/common/comm/dist_shm.c, use_direct()
 // labs/common/comm/dist.h draws the way from dist_all_reduce() down to them.
 //
@@ -24,7 +25,8 @@
 // The columns (one table per collective, one row per size; lines starting with '#' are not
 // rows, so the output is easy to parse):
 //   size      bytes of the WHOLE buffer: the all-reduced, broadcast or reduced buffer, the
-//             gathered output of all_gather, the unscattered input of reduce_scatter
+//             gathered output of all_gather, the unscattered input of reduce_scatter, a
+//             rank's p blocks of all_to_all (rounded down to a multiple of p floats)
 //   count     floats in that buffer; type: float
 //   time(us)  the slowest rank's mean time per call over --iters calls
 //   algbw     size / time, GB/s (1e9 bytes/s): the speed the caller sees
@@ -39,6 +41,8 @@
 //   all_gather      busbw = algbw * (p-1)/p    the same, the other way round
 //   broadcast       busbw = algbw              the whole buffer must reach every rank
 //   reduce          busbw = algbw              every rank's whole buffer must reach the root
+//   all_to_all      busbw = algbw * (p-1)/p    every rank sends p-1 of its p blocks, each once
+//                                             (pairwise exchange: labs/03-collectives/pairwise.c)
 // and #wrong = 0 on every row: rank r's value at index i is (hash(r, i) % 1024) / 8, a
 // multiple of 1/8 below 128, so any sum of up to 8 of them is exact in fp32 in any order, and
 // a chunk in the wrong place (or counted twice) changes the answer.
@@ -57,7 +61,7 @@
 #include "common/runfiles/runlog.h"  // defines: RunLog, runlog_span(), runlog_check(), ...
 
 #define PROG "collectives"
-#define NCOLLS 5  // DistColl 0..4: all_reduce, reduce_scatter, all_gather, broadcast, reduce
+#define NCOLLS 6  // DistColl 0..5: all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all
 #define ROOT 0    // of broadcast and reduce, as in nccl-tests
 
 typedef struct {
@@ -79,7 +83,8 @@ static unsigned parse_colls(const char *text) {
         int c = 0;
         while (c < NCOLLS && strcmp(name, dist_coll_name((DistColl)c)) != 0) c++;
         if (c == NCOLLS)
-            usage_error(PROG, "--colls: unknown collective '%s' (choose from all_reduce,reduce_scatter,all_gather,broadcast,reduce)", name);
+            usage_error(PROG, "--colls: unknown collective '%s' (choose from all_reduce,reduce_scatter,all_gather,broadcast,reduce,"
+                        "all_to_all)", name);
         mask |= 1u << c;
     }
     if (!mask) usage_error(PROG, "--colls needs at least one collective");
@@ -115,7 +120,8 @@ static double bus_factor(DistColl c, int p) {
     switch (c) {
     case DIST_ALL_REDUCE: return 2.0 * (p - 1) / p;
     case DIST_REDUCE_SCATTER:
-    case DIST_ALL_GATHER: return (double)(p - 1) / p;
+    case DIST_ALL_GATHER:
+    case DIST_ALL_TO_ALL: return (double)(p - 1) / p;
     default: return 1.0;
     }
 }
@@ -128,6 +134,7 @@ static void run_coll(DistGroup *g, DistColl c, float *send, float *recv, size_t 
     case DIST_REDUCE_SCATTER: dist_reduce_scatter(g, send, recv, n); break;
     case DIST_ALL_GATHER: dist_all_gather(g, send, recv, n); break;
     case DIST_BROADCAST: dist_broadcast(g, recv, n, ROOT); break;
+    case DIST_ALL_TO_ALL: dist_all_to_all(g, send, recv, n); break;
     default: dist_reduce(g, send, recv, n, ROOT); break;
     }
 }
@@ -140,9 +147,13 @@ static float sum_of_values(int p, size_t i) {
     return s;
 }
 
-// What index i of the whole output must hold.
-static float expected(DistColl c, size_t n, int p, size_t i) {
+// What index i of rank r's whole output must hold.
+static float expected(DistColl c, size_t n, int p, int r, size_t i) {
     if (c == DIST_BROADCAST) return value(ROOT, i);
+    if (c == DIST_ALL_TO_ALL) {  // block q came from rank q: its block for rank r
+        size_t b = n / (size_t)p, q = i / b;
+        return value((int)q, (size_t)r * b + i % b);
+    }
     if (c != DIST_ALL_GATHER) return sum_of_values(p, i);
     int q = 0;  // all_gather: index i comes from the rank whose chunk holds it
     size_t off, len;
@@ -177,7 +188,7 @@ static size_t check_once(DistGroup *g, DistColl c, const Buffers *b, size_t n) {
     size_t first = c == DIST_REDUCE_SCATTER ? off : 0;
     size_t m = c == DIST_REDUCE_SCATTER ? len : c == DIST_REDUCE && r != ROOT ? 0 : n;
     size_t wrong = 0;
-    for (size_t j = 0; j < m; j++) wrong += recv[j] != expected(c, n, p, first + j);
+    for (size_t j = 0; j < m; j++) wrong += recv[j] != expected(c, n, p, r, first + j);
     return wrong;
 }
 
@@ -354,6 +365,8 @@ int main(int argc, char **argv) {
         size_t last = 0;
         for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= (uint64_t)o.factor) {
             size_t n = bytes < sizeof(float) ? 1 : (size_t)bytes / sizeof(float);  // whole floats, at least one
+            // all_to_all: p equal blocks, as nccl-tests rounds its count down to them (at least one float each)
+            if (coll == DIST_ALL_TO_ALL) n = n < (size_t)d.world ? (size_t)d.world : n - n % (size_t)d.world;
             if (n == last) continue;  // 1, 2 and 3 bytes all round to one float
             last = n;
             Row x = measure(&d, &log, &o, coll, n, &bufs, ++rows);

@@ -194,6 +194,7 @@ window.ShardlabCharts = (function () {
     all_gather: { colour: 'params', point: 'rect' },
     broadcast: { colour: 'optim', point: 'rectRot' },
     reduce: { colour: 'send', point: 'crossRot' },
+    all_to_all: { colour: 'kv', point: 'star' },
   };
   const OTHER_STYLES = [{ colour: 'recv', point: 'circle' }, { colour: 'host', point: 'triangle' }];
   const CEILING = { colour: 'floor', dash: [9, 5], point: null };

@@ -11,8 +11,9 @@ window.ShardlabCollectives = function ({ S, plural }) {
   const bytes = (b) => (!(typeof b === 'number' && isFinite(b) && b >= 0) ? String(b)
     : window.ShardlabCharts ? window.ShardlabCharts.fmtBytes(b) : b + ' B');
 
-  // The collectives in words, in the lab's order (DistColl 0..4).
-  const NAMES = { all_reduce: 'all-reduce', reduce_scatter: 'reduce-scatter', all_gather: 'all-gather', broadcast: 'broadcast', reduce: 'reduce' };
+  // The collectives in words, in the lab's order (DistColl 0..5).
+  const NAMES = { all_reduce: 'all-reduce', reduce_scatter: 'reduce-scatter', all_gather: 'all-gather', broadcast: 'broadcast',
+    reduce: 'reduce', all_to_all: 'all-to-all' };
   const ORDER = Object.keys(NAMES);
   const name = (c) => NAMES[c] || String(c).replace(/_/g, '-');
   const byOrder = (a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99);

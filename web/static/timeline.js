@@ -21,7 +21,7 @@ window.ShardlabTimeline = (function () {
     all_reduce: { letter: 'AR', label: 'AR all-reduce', colour: 'coll', pattern: 'diag', lane: 1 },
     reduce_scatter: { letter: 'RS', label: 'RS reduce-scatter', colour: 'commbuf', pattern: 'back', lane: 1 },
     all_gather: { letter: 'AG', label: 'AG all-gather', colour: 'params', pattern: 'dots', lane: 1 },
-    coll: { letter: 'C', label: 'C other collective (broadcast, reduce, barrier, ...)', colour: 'coll', pattern: 'cross', lane: 1 },
+    coll: { letter: 'C', label: 'C other collective (broadcast, reduce, all-to-all, barrier, ...)', colour: 'coll', pattern: 'cross', lane: 1 },
     send: { letter: 'S', label: 'S send', colour: 'send', pattern: 'horiz', lane: 1 },
     recv: { letter: 'V', label: 'V receive', colour: 'recv', pattern: 'vert', lane: 1 },
     io: { letter: 'K', label: 'K checkpoint save/load', colour: 'other', pattern: 'solid', lane: 1 },

@@ -16,8 +16,8 @@
 #include "dist_backend.h"
 
 const char *dist_coll_name(DistColl c) {
-    static const char *names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                  "reduce",     "send",           "recv",       "barrier"};
+    static const char *names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                                  "all_to_all", "send",           "recv",       "barrier"};
     return names[c];
 }
 
@@ -147,6 +147,9 @@ static const char *run_alone(Dist *d, DistWork *w) {
     case DIST_REDUCE:
         copy_floats(d, w->out, w->in, dist_work_words(w));
         break;
+    case DIST_ALL_TO_ALL:
+        copy_floats(d, w->out, w->in, w->send_counts[0]);
+        break;
     case DIST_SEND:
     case DIST_RECV:
         die("send to and receive from another rank", "rank %d: %s with itself", w->group->dist->rank,
@@ -169,6 +172,9 @@ void dist_call_lengths(const DistWork *w, size_t *in_len, size_t *out_len) {
     case DIST_SEND: *in_len = n; break;
     case DIST_RECV: *out_len = n; break;
     case DIST_BARRIER: break;
+    case DIST_ALL_TO_ALL:
+        for (int q = 0; q < w->group->size; q++) *in_len += w->send_counts[q], *out_len += w->recv_counts[q];
+        break;
     }
 }
 
@@ -338,6 +344,31 @@ void dist_recv(DistGroup *g, float *buf, size_t n, int peer) {
     run_now(DIST_RECV, g, DIST_F32, NULL, buf, n, peer);
 }
 void dist_barrier(DistGroup *g) { run_now(DIST_BARRIER, g, DIST_F32, NULL, NULL, 0, 0); }
+
+void dist_all_to_allv(DistGroup *g, const float *in, const size_t *send_counts, float *out, const size_t *recv_counts) {
+    Dist *d = g->dist;
+    int64_t issued = runlog_now_us();
+    size_t n = 0;
+    for (int q = 0; q < g->size; q++) n += send_counts[q];
+    if (recv_counts[g->rank] != send_counts[g->rank])
+        die("this is a bug in shardlab: a rank's own block is as long both ways",
+            "rank %d: all_to_all keeps %zu floats of its own but expects %zu", d->rank, send_counts[g->rank],
+            recv_counts[g->rank]);
+    if (d->thread_running) drain_queue(d);
+    DistWork w = {.coll = DIST_ALL_TO_ALL, .group = g, .dtype = DIST_F32, .in = in, .out = out, .n = n, .tag = -1,
+                  .send_counts = send_counts, .recv_counts = recv_counts, .issued_us = issued, .waited_from_us = issued};
+    run_work(d, &w);
+}
+
+void dist_all_to_all(DistGroup *g, const float *in, float *out, size_t n) {
+    int p = g->size;
+    if (n % (size_t)p)
+        die("this is a bug in shardlab: all_to_all takes p equal blocks (all_to_allv takes any)",
+            "rank %d: all_to_all of %zu floats over %d ranks", g->dist->rank, n, p);
+    size_t counts[DIST_MAX_RANKS];
+    for (int q = 0; q < p; q++) counts[q] = n / (size_t)p;
+    dist_all_to_allv(g, in, counts, out, counts);
+}
 
 // ---------------------------------------------------------------------------------------
 // Batched point to point

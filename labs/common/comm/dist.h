@@ -44,6 +44,8 @@
 //   all_gather      out[n] <- every rank's chunk, in[chunk r] from rank r
 //   broadcast       buf[n] <- root's buf[n]
 //   reduce          out[n] on root <- sum over ranks of in[n]
+//   all_to_all      out[block q] <- rank q's in[block r]: block q of in goes to rank q
+//                   (n/p floats each; all_to_allv: counts of each rank's own)
 //   send, recv      n floats to / from one peer
 //   p2p             several sends and receives at once, none waiting for another
 //   barrier         nobody leaves before everybody arrived
@@ -100,6 +102,7 @@ typedef enum {
     DIST_ALL_GATHER,
     DIST_BROADCAST,
     DIST_REDUCE,
+    DIST_ALL_TO_ALL,
     DIST_SEND,
     DIST_RECV,
     DIST_BARRIER,
@@ -147,6 +150,7 @@ typedef struct DistWork {
     void *out;
     size_t n;                  // elements of dtype
     int peer;                  // root or peer
+    const size_t *send_counts, *recv_counts;  // all_to_all: floats to and from each group rank
     int tag;
     int64_t issued_us;
     int64_t waited_from_us;    // dist_wait: when the caller began to wait (0: not yet)
@@ -228,6 +232,15 @@ void dist_reduce(DistGroup *g, const float *in, float *out, size_t n, int root);
 void dist_send(DistGroup *g, const float *buf, size_t n, int peer);
 void dist_recv(DistGroup *g, float *buf, size_t n, int peer);
 void dist_barrier(DistGroup *g);
+// in[n] holds p blocks of n/p floats (n a multiple of p), block q for group rank q; out[n]
+// gets block r of every rank's in, in rank order: a transpose of the group's blocks. out and
+// in do not overlap.
+void dist_all_to_all(DistGroup *g, const float *in, float *out, size_t n);
+// The same with a count per rank (expert parallelism's dispatch: tokens routed to each rank):
+// in holds send_counts[q] floats for rank q, one block after the other, and out gets
+// recv_counts[q] from rank q; recv_counts[q] must equal what rank q sends to this one. Any
+// count may be 0.
+void dist_all_to_allv(DistGroup *g, const float *in, const size_t *send_counts, float *out, const size_t *recv_counts);
 
 // The sum over the group's ranks of one double per rank (a loss, a squared norm), in rank
 // order, the same bits on every rank. Collectives move floats: each rank sends x as a float

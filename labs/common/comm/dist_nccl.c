@@ -93,6 +93,10 @@ static void ring_bytes(const DistWork *w, uint64_t *sent, uint64_t *recv) {
     case DIST_SEND: s = n; break;
     case DIST_RECV: v = n; break;
     case DIST_BARRIER: break;
+    case DIST_ALL_TO_ALL:  // pairwise: every block but our own crosses once, each way
+        s = n - w->send_counts[r];
+        for (int x = 0; x < p; x++) v += x == r ? 0 : w->recv_counts[x];
+        break;
     }
     size_t elem = w->dtype == DIST_BF16 ? sizeof(bf16) : sizeof(float);
     *sent = s * elem, *recv = v * elem;
@@ -125,6 +129,22 @@ static const char *run_nccl(Dist *d, DistWork *w, uint64_t *sent, uint64_t *recv
     case DIST_SEND: nccl_call(d, w, CUDA_NCCL_SEND, in, NULL, n, w->peer); break;
     case DIST_RECV: nccl_call(d, w, CUDA_NCCL_RECV, NULL, out, n, w->peer); break;
     case DIST_BARRIER: nccl_call(d, w, CUDA_NCCL_ALL_REDUCE, stage_dev(d, 2, 1), stage_dev(d, 2, 1), 1, 0); break;
+    case DIST_ALL_TO_ALL: {
+        // One group of a send and a receive per peer, as nccl-tests' alltoall: NCCL moves them
+        // all at once; our own block is a copy.
+        char err[512];
+        size_t sa = 0, ra = 0, send_at[DIST_MAX_RANKS], recv_at[DIST_MAX_RANKS];
+        for (int q = 0; q < p; q++) send_at[q] = sa, recv_at[q] = ra, sa += w->send_counts[q], ra += w->recv_counts[q];
+        if (cuda_nccl_group_start(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: all_to_all: %s", d->rank, err);
+        for (int q = 0; q < p; q++) {
+            if (q == r) continue;
+            if (w->send_counts[q]) nccl_call(d, w, CUDA_NCCL_SEND, in + send_at[q], NULL, w->send_counts[q], q);
+            if (w->recv_counts[q]) nccl_call(d, w, CUDA_NCCL_RECV, NULL, out + recv_at[q], w->recv_counts[q], q);
+        }
+        if (cuda_nccl_group_end(err, sizeof err) != 0) die("NCCL_DEBUG=WARN says more", "rank %d: all_to_all: %s", d->rank, err);
+        if (w->send_counts[r]) cuda_copy(out + recv_at[r], in + send_at[r], w->send_counts[r] * sizeof(float));
+        break;
+    }
     case DIST_REDUCE_SCATTER:
         if (n % (size_t)p == 0) {
             nccl_call(d, w, CUDA_NCCL_REDUCE_SCATTER, in, out, n, 0);

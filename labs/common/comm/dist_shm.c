@@ -128,6 +128,9 @@ static const char *run_shm(Dist *d, DistWork *w) {
         if (direct) direct_reduce(s, g, t, in, out, n, w->peer);
         else chain_reduce(s, g, t, in, out, n, w->peer);
         return direct ? "direct" : "chain";
+    case DIST_ALL_TO_ALL:
+        pairwise_all_to_all(s, g, in, w->send_counts, out, w->recv_counts);
+        return "pairwise";
     case DIST_SEND:
         p2p_send(s, g, in, n, w->peer);
         return "p2p";

@@ -98,7 +98,7 @@ static const CatOption COLLECTIVES[] = {
     {"iters", OPT_INT, 1, 1e6, NULL, "20", "N", "timed calls per size; --steps N is the same", 0, NULL},
     {"steps", OPT_INT, 1, 1e6, NULL, "20", "N", "the same as --iters", 0, NULL},
     {"warmup", OPT_INT, 0, 1e6, NULL, "5", "N", "untimed calls before them", 0, NULL},
-    {"colls", OPT_STRING, 0, 0, NULL, "all", "LIST", "comma list of all_reduce,reduce_scatter,all_gather,broadcast,reduce",
+    {"colls", OPT_STRING, 0, 0, NULL, "all", "LIST", "comma list of all_reduce,reduce_scatter,all_gather,broadcast,reduce,all_to_all",
      0, NULL},
     {"algo", OPT_STRING, 0, 0, "auto|ring|direct", "auto", "ALGO", "auto (direct up to 64 KiB, ring above), ring or direct",
      FORM, NULL},
