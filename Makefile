@@ -346,7 +346,7 @@ help:
 	@echo "  make bench-cp         cp zig-zag vs contiguous, N=2 and 4: attention max/min over ranks, the ring's hidden share"
 	@echo "  make bench-web        shardlab web vs nginx on the same rendered page (wrk): requests/s and the ratio"
 	@echo "  make bench-tui        the same DDP run with and without the dashboard open: step time ratio"
-	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio"
+	@echo "  make bench-collectives  shardlab's all-reduce vs Open MPI's, N=2 and 4: bus bandwidth ratio (COLL=all_to_all)"
 	@echo "  make grade-sweep      the READMEs' lab commands at 200 and 1000 steps, each graded: full marks expected (~10 min) [LENGTHS=\"200 1000\"]"
 	@echo "  make gpu-check        on a GPU machine: every lab on CUDA vs the CPU, kernels vs CPU, a step vs PyTorch"
 	@echo "  make bench-gpu        on a GPU: a step of shardlab vs PyTorch (eager, sdpa, torch.compile), fp32/TF32/bf16: ms, peak, ratios [SHAPES=\"default gpt2\"]"
@@ -689,9 +689,10 @@ bench-web: $(SHARDLAB)
 bench-tui: $(BUILD)/labs/ddp $(SHARDLAB)
 	BUILD=$(BUILD) sh tests/bench/bench_tui.sh $(NGPU) $(or $(STEPS),500)
 
-# shardlab's all-reduce against Open MPI's (installed on demand), N=2 and 4, with the ratio.
+# shardlab's all-reduce (COLL=all_to_all: its all-to-all) against Open MPI's (installed on
+# demand), N=2 and 4, with the ratio.
 bench-collectives: $(BUILD)/labs/collectives $(BUILD)/bench/memcpy_bw
-	BUILD=$(BUILD) sh tests/bench/bench_collectives.sh
+	BUILD=$(BUILD) COLL=$(or $(COLL),all_reduce) sh tests/bench/bench_collectives.sh
 
 # The reference labs as the READMEs run them, at 200 and 1000 steps, graded: full marks or exit 1.
 grade-sweep: all

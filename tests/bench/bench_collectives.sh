@@ -1,18 +1,21 @@
 #!/bin/sh
-# bench_collectives.sh — shardlab's all-reduce next to Open MPI's, on this machine.
+# bench_collectives.sh — shardlab's all-reduce (or all-to-all) next to Open MPI's, on this machine.
 #
-# Run it:   make bench-collectives
+# Run it:   make bench-collectives [COLL=all_to_all]
 #           BUILD=build sh tests/bench/bench_collectives.sh     (after building build/labs/collectives)
-# Settings (environment): NS="2 4" rank counts, REPEATS=3, MIN=1K, MAX=64M, ITERS=20, WARMUP=5.
+# Settings (environment): COLL=all_reduce (or all_to_all), NS="2 4" rank counts, REPEATS=3,
+# MIN=1K, MAX=64M, ITERS=20, WARMUP=5.
 #
 # For each N it runs, REPEATS times and interleaved (so a change in the machine's load hits
 # both alike):
-#   - build/labs/collectives --colls all_reduce, its ranks started by hand (RANK, WORLD_SIZE,
+#   - build/labs/collectives --colls $COLL, its ranks started by hand (RANK, WORLD_SIZE,
 #     MASTER_PORT), as a shell or mpirun would start them;
-#   - tests/bench/mpi_allreduce.c under mpirun: MPI_Allreduce on the same sizes, same data
-#     (zeros, in place), timed the same way (slowest rank's mean over ITERS calls).
-# Then, per size, the median bus bandwidth (busbw = algbw x 2(N-1)/N, nccl-tests) of each,
-# and the ratio shardlab / MPI. The ceiling: one core's memcpy bandwidth (memcpy_bw.c).
+#   - tests/bench/mpi_collectives.c under mpirun: MPI_Allreduce or MPI_Alltoall on the same
+#     sizes, same data (zeros), timed the same way (slowest rank's mean over ITERS calls).
+# Then, per size, the median bus bandwidth (busbw = algbw x 2(N-1)/N for all-reduce, x (N-1)/N
+# for all-to-all, nccl-tests) of each, and the ratio shardlab / MPI, against the target: 1.3
+# from 1 MiB for the all-reduce, 1.0 from 64 KiB for the all-to-all. The ceiling: one core's
+# memcpy bandwidth (memcpy_bw.c).
 #
 # Open MPI is needed only here. Missing, it is installed with apt-get when we are root;
 # otherwise the script prints the command and exits 1. MPI runs on one node through shared
@@ -22,6 +25,7 @@
 # Output: '#' lines are comments; every other line is a row of whitespace-separated columns.
 set -u
 BUILD=${BUILD:-build}
+COLL=${COLL:-all_reduce}
 NS=${NS:-"2 4"}
 REPEATS=${REPEATS:-3}
 MIN=${MIN:-1K}
@@ -29,7 +33,7 @@ MAX=${MAX:-64M}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 LAB=$BUILD/labs/collectives
-MPI_BIN=$BUILD/bench/mpi_allreduce
+MPI_BIN=$BUILD/bench/mpi_collectives
 MEMCPY_BIN=$BUILD/bench/memcpy_bw
 
 die() {
@@ -53,8 +57,13 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
 fi
 [ -x "$LAB" ] || die "$LAB is missing: run 'make bench-collectives' (it builds it)"
 [ -x "$MEMCPY_BIN" ] || die "$MEMCPY_BIN is missing: run 'make bench-collectives' (it builds it)"
+case "$COLL" in
+    all_reduce) TARGET=1.3 FROM=1048576 ;;
+    all_to_all) TARGET=1.0 FROM=65536 ;;
+    *) echo "bench-collectives: COLL=$COLL: all_reduce or all_to_all" >&2; exit 2 ;;
+esac
 mkdir -p "$BUILD/bench"
-mpicc -O3 -Wall -Wextra tests/bench/mpi_allreduce.c -o "$MPI_BIN" || die "mpicc tests/bench/mpi_allreduce.c failed"
+mpicc -O3 -Wall -Wextra tests/bench/mpi_collectives.c -o "$MPI_BIN" || die "mpicc tests/bench/mpi_collectives.c failed"
 # Shared memory between the ranks of one node: the vader BTL (renamed sm in Open MPI 5).
 if ompi_info --parsable 2>/dev/null | grep -q "mca:btl:vader"; then btl=self,vader; else btl=self,sm; fi
 MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca pml ob1 --mca btl $btl"
@@ -71,7 +80,7 @@ run_shardlab() {
     pids="" r=0
     while [ "$r" -lt "$n" ]; do
         env -u SHARDLAB_SHM -u SHARDLAB_RUN_DIR -u SHARDLAB_LOG_CAPTURED RANK="$r" WORLD_SIZE="$n" MASTER_PORT="$port" \
-            "$LAB" --colls all_reduce --min-bytes "$MIN" --max-bytes "$MAX" --iters "$ITERS" --warmup "$WARMUP" \
+            "$LAB" --colls "$COLL" --min-bytes "$MIN" --max-bytes "$MAX" --iters "$ITERS" --warmup "$WARMUP" \
             --run-dir "$dir" >/dev/null 2>"$tmp/err-$r" &
         pids="$pids $!"
         r=$((r + 1))
@@ -83,10 +92,10 @@ run_shardlab() {
     rm -rf "$dir"
 }
 
-# MPI_Allreduce on N ranks; writes "size busbw" lines to $2.
+# MPI's on N ranks; writes "size busbw" lines to $2.
 run_mpi() {
     n=$1 out=$2
-    mpi_run -np "$n" "$MPI_BIN" --min-bytes "$MIN" --max-bytes "$MAX" --iters "$ITERS" \
+    mpi_run -np "$n" "$MPI_BIN" --coll "$COLL" --min-bytes "$MIN" --max-bytes "$MAX" --iters "$ITERS" \
         --warmup "$WARMUP" >"$tmp/mpi.out" 2>"$tmp/mpi.err" || die "mpirun on $n ranks failed: $(cat "$tmp/mpi.err")"
     grep -v '^#' "$tmp/mpi.out" | awk '{print $1, $6}' >"$out"
     [ -n "$mpi_version" ] || mpi_version=$(grep -o 'Open MPI v[0-9.]*' "$tmp/mpi.out" | head -n 1)
@@ -108,7 +117,7 @@ medians() {
 }
 
 mpi_version=""
-echo "# bench-collectives: all_reduce busbw, shardlab (shm backend) vs Open MPI, on this machine"
+echo "# bench-collectives: $COLL busbw, shardlab (shm backend) vs Open MPI, on this machine"
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# sizes $MIN..$MAX x2, warmup $WARMUP, iters $ITERS, median of $REPEATS runs each; MPI: $MPIRUN"
 "$MEMCPY_BIN" 64 >"$tmp/memcpy.out" || die "memcpy_bw failed"
@@ -130,13 +139,14 @@ for n in $NS; do
     medians "$tmp"/shardlab-"$n"-* >"$tmp/s-$n"
     medians "$tmp"/mpi-"$n"-* >"$tmp/m-$n"
     echo "#"
-    echo "# N=$n: all_reduce busbw (GB/s), median of $REPEATS; ratio = shardlab / MPI (target: >= 1.3 from 1 to 64 MiB)"
+    echo "# N=$n: $COLL busbw (GB/s), median of $REPEATS; ratio = shardlab / MPI (target: >= $TARGET from $FROM bytes)"
     printf "# %10s %14s %10s %8s\n" "size" "shardlab" "MPI" "ratio"
     # Sizes both ran, in size order: "size shardlab mpi".
-    awk 'NR == FNR { s[$1] = $2; next } $1 in s { print $1, s[$1], $2 }' "$tmp/s-$n" "$tmp/m-$n" | awk -v n="$n" '
+    awk 'NR == FNR { s[$1] = $2; next } $1 in s { print $1, s[$1], $2 }' "$tmp/s-$n" "$tmp/m-$n" |
+        awk -v n="$n" -v coll="$COLL" -v target="$TARGET" -v from="$FROM" '
         { r = $3 > 0 ? $2 / $3 : 0; printf "  %10d %14.2f %10.2f %8.2f\n", $1, $2, $3, r
-          if ($1 >= 1048576 && $1 <= 67108864) { big++; logsum += log(r > 0 ? r : 1e-9); if (r >= 1.3) met++
-                                                 if (min == "" || r < min) min = r } }
-        END { if (big) printf "# N=%d, 1-64 MiB: ratio min %.2f, geometric mean %.2f; >= 1.3 at %d of %d sizes\n",
-                              n, min, exp(logsum / big), met, big }'
+          if ($1 >= from && $1 <= 67108864) { big++; logsum += log(r > 0 ? r : 1e-9); if (r >= target) met++
+                                              if (min == "" || r < min) min = r } }
+        END { if (big) printf "# N=%d %s, from %d bytes: ratio min %.2f, geometric mean %.2f; >= %s at %d of %d sizes\n",
+                              n, coll, from, min, exp(logsum / big), target, met, big }'
 done
