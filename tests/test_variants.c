@@ -48,6 +48,7 @@
 //         ZeRO summing the loss with one float's all-reduce   comm.bytes (fewer bytes, and said so)
 //         AdamW with eps inside the square root               what it really breaks: single's loss,
 //                                                             ZeRO-1's loss and gradient norm
+//         all-to-all sending rank r+k rank r-k's block        collectives.correct on 4 and on 3 ranks
 //       and where the run goes on past the lab's own check (the ring's, the memory table's), its
 //       rank 0 logged that check failed and printed a warning line (WARNED); the student who
 //       sends fewer bytes is told fewer (SAYS).

@@ -212,6 +212,11 @@ static const Variant VARIANTS[] = {
      "int nk = visible_keys(kpos, Tk, qpos[t]);\n                if (nk == 0) continue;  // the whole block",
      "int nk = visible_keys(kpos, Tk, t);\n                if (nk == 0) continue;  // the whole block", "cp", "cp",
      "*=loss.reference,grads.reference", NULL, NULL},
+    // ---- all-to-all: each block to the wrong rank (on 2 ranks r + k and r - k would be one) ----
+    {"all-to-all sending rank r+k the block meant for rank r-k", "03-collectives/pairwise.c",
+     "memcpy(shm_reserve(s, g->ranks[to]), in + send_at[to] + at, m * sizeof(float));",
+     "memcpy(shm_reserve(s, g->ranks[to]), in + send_at[from] + at, m * sizeof(float));", "collectives",
+     "collectives,collectives-ring-n3", "*=collectives.correct", NULL, NULL},
 };
 
 // Replaces the one occurrence of `old` in path by `new_text`; 0 if old is not there exactly once.

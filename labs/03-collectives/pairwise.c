@@ -30,10 +30,12 @@
 // no channel holds more than a piece and every rank keeps going.
 #include <string.h>
 
-#include "algorithms.h"  // defines: min_size(), pairwise_all_to_all(), ...
+#include "algorithms.h"             // defines: min_size(), pairwise_all_to_all(), ...
+#include "common/harness/check.h"  // todo(), in the starter code (make starter)
 
-// Floats of piece i of a block of len floats (0 past its end).
-static size_t piece_of(size_t len, size_t i) {
+// Floats of piece i of a block of len floats (0 past its end). (inline: the starter's stub
+// leaves it unused until the step is written)
+static inline size_t piece_of(size_t len, size_t i) {
     size_t start = i * SHM_PIECE_FLOATS;
     return start < len ? min_size(SHM_PIECE_FLOATS, len - start) : 0;
 }
@@ -47,6 +49,12 @@ void pairwise_all_to_all(Shm *s, const DistGroup *g, const float *in, const size
     memmove(out + recv_at[r], in + send_at[r], send_counts[r] * sizeof(float));  // our own block stays
     for (int k = 1; k < p; k++) {
         shm_set_what(s, "all_to_all", "pairwise", k, p - 1);
+        // Step k: our block for rank r+k goes out to it, and rank r-k's block for us comes in
+        // (mod p), piece by piece: piece i out (shm_reserve() to `to`'s rank, copy, shm_commit()),
+        // then piece i in (shm_peek() from `from`'s, copy, shm_release()). g->ranks[q] is group
+        // rank q's world rank, which names its channel; send_at[q] and recv_at[q] are where
+        // rank q's blocks start in `in` and `out`.
+        /* BEGIN SOLUTION: all-to-all step k: our block for rank r+k out, rank r-k's block for us in */
         int to = (r + k) % p, from = (r - k + p) % p;
         size_t ns = send_counts[to], nr = recv_counts[from], longest = ns > nr ? ns : nr;
         for (size_t i = 0; i * SHM_PIECE_FLOATS < longest; i++) {
@@ -60,5 +68,6 @@ void pairwise_all_to_all(Shm *s, const DistGroup *g, const float *in, const size
                 shm_release(s, g->ranks[from]);
             }
         }
+        /* END SOLUTION */
     }
 }

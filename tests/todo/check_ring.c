@@ -1,5 +1,6 @@
-// check_ring.c — the checks of the ring's two regions (labs/03-collectives/ring.c): `make check
-// TODO=ring-reduce-scatter`, `make check TODO=ring-all-gather`.
+// check_ring.c — the checks of the collectives' regions: the ring's two (labs/03-collectives/
+// ring.c), `make check TODO=ring-reduce-scatter`, `make check TODO=ring-all-gather`, and the
+// pairwise all-to-all's step (labs/03-collectives/pairwise.c), `make check TODO=all-to-all`.
 //
 // Each runs the ring (dist_reduce_scatter / dist_all_gather on the shared-memory backend, the
 // algorithm forced to the ring) on 1 to 8 ranks, over buffers that do not split evenly: fewer
@@ -12,6 +13,9 @@
 //     missing in that order names the round that dropped it.
 //   all-gather: rank q's chunk holds 1000 q + e, so a wrong element names the rank and the
 //     element it was copied from; rank r receives chunk (r - k) mod p in round k.
+//   all-to-all: rank q's block for rank r holds 10000 q + 100 r + e, a length for each pair
+//     (some 0), so a wrong element names the block it came from; rank r receives rank
+//     (r - k) mod p's block in step k.
 // The reference is the sum (or the concatenation) computed here, not the ring's code.
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,8 +143,59 @@ static void all_gather_at(Dist *d, size_t n) {
 
 static void check_all_gather(void) { on_every_world(all_gather_at); }
 
+// ---- all-to-all -----------------------------------------------------------------------------
+
+// Floats rank `from` sends rank `to`: base plus a few that differ by pair (0 for some).
+static size_t block_len(size_t base, int from, int to) { return base + (size_t)((2 * from + 3 * to) % 5); }
+
+static void all_to_all_at(Dist *d, size_t base) {
+    int p = d->world, r = d->rank;
+    size_t send[DIST_MAX_RANKS], recv[DIST_MAX_RANKS], ns = 0, nr = 0, at[DIST_MAX_RANKS + 1] = {0};
+    for (int q = 0; q < p; q++) {
+        send[q] = block_len(base, r, q), recv[q] = block_len(base, q, r);
+        ns += send[q], nr += recv[q], at[q + 1] = at[q] + recv[q];
+    }
+    float *in = malloc((ns + 1) * sizeof(float)), *out = malloc((nr + 1) * sizeof(float));
+    for (int q = 0, i = 0; q < p; q++)
+        for (size_t e = 0; e < send[q]; e++) in[i++] = (float)(10000 * r + 100 * q) + (float)(e % 100);
+    for (size_t i = 0; i <= nr; i++) out[i] = -1.0f;
+    todo_context("the all-to-all on %d ranks, blocks of %zu to %zu floats", p, base, base + 4);
+    dist_all_to_allv(&d->world_group, in, send, out, recv);
+    if (out[nr] != -1.0f) todo_fail("%d ranks: rank %d's output was written past its %zu floats (its blocks' sum)", p, r, nr);
+    for (int q = 0; q < p; q++)
+        for (size_t e = 0; e < recv[q]; e++) {
+            float got = out[at[q] + e], want = (float)(10000 * q + 100 * r) + (float)(e % 100);
+            if (got == want) continue;
+            int k = (r - q + p) % p;
+            char head[300];
+            snprintf(head, sizeof head,
+                     "%d ranks: after the all-to-all, rank %d's block from rank %d (elements %zu..%zu of its output) is "
+                     "wrong at element %zu: expected %.0f (rank %d's element %zu for rank %d), got %.0f",
+                     p, r, q, at[q], at[q] + recv[q] - 1, at[q] + e, want, q, e % 100, r, got);
+            if (got == -1.0f)
+                todo_fail("%s\nnothing was written there: in step %d rank %d receives rank %d's block for it (r - k mod "
+                          "p), at out + recv_at[%d]", head, k, r, q, q);
+            int from = (int)(got / 10000), to = (int)((long)got % 10000 / 100);
+            todo_fail("%s\nthat is rank %d's block for rank %d: in step k rank r sends its block for rank (r + k) mod %d "
+                      "to that rank, so in step %d rank %d sends rank %d the block at in + send_at[%d]",
+                      head, from, to, p, k, q, r, r);
+        }
+    free(in), free(out);
+}
+
+static void every_block(Dist *d, void *arg) {
+    (void)arg;
+    size_t bases[] = {0, 3, SHM_PIECE_FLOATS + 1};
+    for (int i = 0; i < 3; i++) all_to_all_at(d, bases[i]);
+}
+
+static void check_all_to_all(void) {
+    for (int p = 1; p <= 8; p++) todo_ranks(p, DIST_ALGO_AUTO, 5, every_block, NULL);
+}
+
 int main(int argc, char **argv) {
     static const TodoCheck checks[] = {{"ring-reduce-scatter", check_reduce_scatter},
-                                       {"ring-all-gather", check_all_gather}};
-    return todo_main(argc, argv, checks, 2);
+                                       {"ring-all-gather", check_all_gather},
+                                       {"all-to-all", check_all_to_all}};
+    return todo_main(argc, argv, checks, 3);
 }
