@@ -317,8 +317,8 @@ async function main() {
       coll.ticks[0] === '4 B' && coll.ticks[coll.ticks.length - 1] === '1 MiB' && /all-reduce up to [\d.]+ GB\/s/.test(coll.aria),
       `the collectives run's main figure: bus bandwidth by message size, first and full width, the page's one chart, sizes on a log axis ` +
       `(${coll.ids.join(' ')}; ticks ${coll.ticks.join(', ')})`);
-    const words = ['all-reduce', 'reduce-scatter', 'all-gather', 'broadcast', 'reduce'];
-    check(words.every((w, i) => coll.datasets[i] === w) && coll.datasets[5] === 'memcpy ceiling' &&
+    const words = ['all-reduce', 'reduce-scatter', 'all-gather', 'broadcast', 'reduce', 'all-to-all'];
+    check(words.every((w, i) => coll.datasets[i] === w) && coll.datasets[words.length] === 'memcpy ceiling' &&
       words.every((w) => coll.legend.includes(w)) && /memcpy ceiling, [\d.]+ GB\/s: one core copying a buffer larger than its caches/.test(coll.legend),
       'a line per collective, named in words, and the ceiling labelled with what it is: ' + coll.legend.replace(/\n/g, ' | '));
     // The terminal dashboard on the same run says the same words under its chart.
