@@ -400,6 +400,13 @@ static void check_batch_split(void) {
 
 // ---- the warmup ---------------------------------------------------------------------------
 
+// The single lab's parse, its own options (--moe and its shape) bound as single.c binds them.
+static void parse_single(TrainArgs *a, int argc, char **argv) {
+    const LabBind own[] = {{"moe", &a->moe}, {"topk", &a->topk}, {"expert-dim", &a->expert_dim},
+                           {"capacity", &a->capacity}, {"aux-weight", &a->aux_weight}};
+    train_args_parse(a, argc, argv, catalog_lab("single"), own, (int)(sizeof own / sizeof own[0]));
+}
+
 static int parse_in_child(char *const argv[]) {
     int argc = 0;
     while (argv[argc]) argc++;
@@ -408,7 +415,7 @@ static int parse_in_child(char *const argv[]) {
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stderr)) _exit(3);
         TrainArgs a;
-        train_args_parse(&a, argc, (char **)argv, catalog_lab("single"), NULL, 0);
+        parse_single(&a, argc, (char **)argv);
         _exit(0);
     }
     int status;
@@ -425,8 +432,8 @@ static void check_warmup(void) {
     EXPECT(status == 0, "--steps 30 --warmup 100: accepted, as the automatic 100 is (exit %d)", status);
     if (status != 0) return;
     TrainArgs a, b;
-    train_args_parse(&a, 5, given, catalog_lab("single"), NULL, 0);
-    train_args_parse(&b, 3, left, catalog_lab("single"), NULL, 0);
+    parse_single(&a, 5, given);
+    parse_single(&b, 3, left);
     int same = a.warmup == b.warmup && a.decay_steps == b.decay_steps;
     for (int step = 1; step <= 30; step++) same &= train_lr(&a, step) == train_lr(&b, step);
     EXPECT(same && a.warmup == 100 && train_lr(&a, 30) < a.lr, "--warmup 100 and auto on 30 steps: the same schedule, "

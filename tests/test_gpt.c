@@ -30,8 +30,12 @@ enum { B = 3, MAX_SEQ = 37 };
 
 static uint8_t tokens[B * MAX_SEQ], targets[B * MAX_SEQ];
 
+// The training loss: the mean cross-entropy, plus with --moe the weighted load-balancing loss
+// of the pass (the mean over blocks, gpt.h's GptMoeStats).
 static double loss_of(Gpt *g, GptActs *a) {
-    return gpt_forward(g, a, tokens, targets, NULL) / (B * cfg.seq);
+    gpt_moe_stats_reset(&g->moe, &cfg);
+    double ce = gpt_forward(g, a, tokens, targets, NULL) / (B * cfg.seq);
+    return cfg.experts > 0 ? ce + cfg.aux_weight * g->moe.aux_sum / g->moe.passes : ce;
 }
 
 static int close_enough(double num, double ana) {
@@ -39,10 +43,13 @@ static int close_enough(double num, double ana) {
     return fabs(num - ana) <= 2e-3 * m + 2e-4;
 }
 
-static void check_gradients(int attn, int seq) {
+// moe: NULL, the dense MLP; else the experts of every block (E, K, H, capacity, aux weight).
+static void check_gradients(int attn, int seq, const GptConfig *moe) {
     cfg.attn = attn;
     cfg.seq = seq;
-    printf("# finite differences, %s attention, T = %d\n", gpt_attn_name(attn), seq);
+    cfg.experts = moe ? moe->experts : 0, cfg.topk = moe ? moe->topk : 0, cfg.expert_dim = moe ? moe->expert_dim : 0;
+    cfg.capacity = moe ? moe->capacity : 0, cfg.aux_weight = moe ? moe->aux_weight : 0;
+    printf("# finite differences, %s attention, T = %d%s\n", gpt_attn_name(attn), seq, moe ? ", experts" : "");
     Mem mem;
     mem_init(&mem, NULL);
     Gpt g;
@@ -63,6 +70,11 @@ static void check_gradients(int attn, int seq) {
     gpt_zero_grads(&g);
     gpt_forward(&g, &a, tokens, targets, NULL);
     gpt_backward(&g, &a, tokens, targets, 1.0f / (B * cfg.seq), NULL);
+    if (moe) {  // the routing is one the checks bite on
+        EXPECT(moe->capacity == 0 ? g.moe.dropped == 0 : g.moe.dropped > 0,
+               "experts E=%d K=%d capacity %g: %lld of %lld assignments dropped", cfg.experts, cfg.topk, cfg.capacity,
+               (long long)g.moe.dropped, (long long)g.moe.assignments);
+    }
 
     const float eps = 1e-3f;
     for (int l = 0; l < g.nlayers; l++) {
@@ -119,6 +131,68 @@ static void check_gradients(int attn, int seq) {
     gpt_acts_free(&a, &mem);
     gpt_destroy(&g);
     EXPECT(mem_total(&mem) == 0, "every buffer the model allocated was freed");
+    mem_destroy(&mem);
+    cfg.experts = 0;
+}
+
+// One expert chosen by every token, as wide as the dense MLP, is the dense MLP: the same
+// weights give the same loss and the same gradients, bit for bit (its weight is exactly 1,
+// and the router's softmax over one expert has no gradient at all, aux loss included).
+static void check_one_expert_is_dense(void) {
+    GptConfig d = {.vocab = GPT_VOCAB, .seq = 7, .layers = 2, .dim = 8, .heads = 2, .attn = GPT_ATTN_FLASH};
+    GptConfig m = d;
+    m.experts = 1, m.topk = 1, m.expert_dim = 4 * d.dim, m.aux_weight = 0.5;
+    Mem mem;
+    mem_init(&mem, NULL);
+    Gpt gd, gm;
+    gpt_create(&gd, &d, &mem, 3);
+    gpt_create(&gm, &m, &mem, 3);
+    GptTensor td[GPT_MAX_TENSORS], tm[GPT_MAX_TENSORS];
+    int nd = gpt_layer_tensors(&d, 1, td), nm = gpt_layer_tensors(&m, 1, tm);
+    EXPECT(nd == 12 && nm == 13 && !strcmp(tm[8].name, "mlp.router.weight") && tm[9].ndim == 3 && tm[9].shape[0] == 1 &&
+               tm[9].shape[1] == 4 * d.dim && tm[9].shape[2] == d.dim,
+           "a block of one expert has the router after ln_2, then the experts' c_fc [1, 4C, C] and the rest");
+    EXPECT(gpt_layer_size(&m, 1) == gpt_layer_size(&d, 1) + (size_t)d.dim, "and is the dense block plus the router's C floats");
+    // The dense weights into the MoE model: the block's tensors before the MLP, then the MLP's
+    // four after the router's C floats (the same order and shapes, E = 1).
+    for (int l = 0; l < gd.nlayers; l++) {
+        if (l >= 1 && l <= d.layers) {
+            size_t before = td[8].offset, mlp = gpt_layer_size(&d, 1) - before;
+            memcpy(gm.params[l], gd.params[l], before * sizeof(float));
+            memcpy(gm.params[l] + before + d.dim, gd.params[l] + before, mlp * sizeof(float));
+        } else {
+            memcpy(gm.params[l], gd.params[l], gpt_layer_size(&d, l) * sizeof(float));
+        }
+    }
+    GptActs ad, am;
+    gpt_acts_alloc(&ad, &d, B, &mem);
+    gpt_acts_alloc(&am, &m, B, &mem);
+    Rng rng;
+    rng_seed(&rng, 5);
+    for (int i = 0; i < B * d.seq; i++) tokens[i] = (uint8_t)(rng_u64(&rng) % 256), targets[i] = (uint8_t)(rng_u64(&rng) % 256);
+    gpt_zero_grads(&gd), gpt_zero_grads(&gm);
+    gpt_moe_stats_reset(&gm.moe, &m);
+    double ld = gpt_forward(&gd, &ad, tokens, targets, NULL), lm = gpt_forward(&gm, &am, tokens, targets, NULL);
+    gpt_backward(&gd, &ad, tokens, targets, 1.0f / (B * d.seq), NULL);
+    gpt_backward(&gm, &am, tokens, targets, 1.0f / (B * d.seq), NULL);
+    EXPECT(ld == lm, "one expert: the loss sum %.9g equals the dense MLP's %.9g", lm, ld);
+    EXPECT(gm.moe.aux_sum == 1.0 && gm.moe.dropped == 0, "one expert: the aux loss is exactly 1 (%.9g), nothing dropped",
+           gm.moe.aux_sum);
+    int same = 1, router_zero = 1;
+    for (int l = 0; l < gd.nlayers; l++) {
+        if (l >= 1 && l <= d.layers) {
+            size_t before = td[8].offset, mlp = gpt_layer_size(&d, 1) - before;
+            same &= !memcmp(gm.grads[l], gd.grads[l], before * sizeof(float)) &&
+                    !memcmp(gm.grads[l] + before + d.dim, gd.grads[l] + before, mlp * sizeof(float));
+            for (int c = 0; c < d.dim; c++) router_zero &= gm.grads[l][before + c] == 0.0f;
+        } else {
+            same &= !memcmp(gm.grads[l], gd.grads[l], gpt_layer_size(&d, l) * sizeof(float));
+        }
+    }
+    EXPECT(same, "one expert: every gradient equals the dense model's, bit for bit");
+    EXPECT(router_zero, "one expert: the router's gradient is exactly 0");
+    gpt_acts_free(&ad, &mem), gpt_acts_free(&am, &mem);
+    gpt_destroy(&gd), gpt_destroy(&gm);
     mem_destroy(&mem);
 }
 
@@ -488,8 +562,14 @@ int main(void) {
     check_flash_attention();
     check_flash_attention_bf16();
     check_linear_bf16();
-    check_gradients(GPT_ATTN_NAIVE, 5);
-    check_gradients(GPT_ATTN_FLASH, 5);
-    check_gradients(GPT_ATTN_FLASH, MAX_SEQ);
+    check_gradients(GPT_ATTN_NAIVE, 5, NULL);
+    check_gradients(GPT_ATTN_FLASH, 5, NULL);
+    check_gradients(GPT_ATTN_FLASH, MAX_SEQ, NULL);
+    // --moe: four experts, two a token, narrower than the dense MLP, and a large aux weight so
+    // that its gradient counts; then one a token with a capacity that drops some.
+    check_gradients(GPT_ATTN_FLASH, 5, &(GptConfig){.experts = 4, .topk = 2, .expert_dim = 12, .aux_weight = 0.5});
+    check_gradients(GPT_ATTN_NAIVE, 5, &(GptConfig){.experts = 3, .topk = 1, .expert_dim = 16, .capacity = 1.0,
+                                                   .aux_weight = 0.1});
+    check_one_expert_is_dense();
     return test_done();
 }

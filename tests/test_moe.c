@@ -65,13 +65,15 @@ static double reference(const MoeConfig *m, const double *p, const double *x, in
     int cap = m->capacity == 0 ? N : (int)fmin(N, ceil(m->capacity * N * K / E)), used[MOE_MAX_EXPERTS] = {0};
     for (int k = 0; k < K; k++)
         for (int t = 0; t < N; t++) rt->served[t][k] = used[rt->expert[t][k]]++ < cap;
-    size_t ef = 2 * (size_t)H * C + H + C;
+    // The stacked layout of moe.h: router [E,C], fc_w [E,H,C], fc_b [E,H], proj_w [E,C,H], proj_b [E,C].
+    size_t HC = (size_t)H * C;
+    const double *fc_w0 = p + (size_t)E * C, *fc_b0 = fc_w0 + E * HC, *pw0 = fc_b0 + (size_t)E * H, *pb0 = pw0 + E * HC;
     for (int t = 0; t < N; t++) {
         for (int c = 0; c < C; c++) out[t * C + c] = 0;
         for (int k = 0; k < K; k++) {
             if (!rt->served[t][k]) continue;
-            const double *w = p + (size_t)E * C + rt->expert[t][k] * ef, *fc_b = w + (size_t)H * C,
-                         *pw = fc_b + H, *pb = pw + (size_t)C * H;
+            int e = rt->expert[t][k];
+            const double *w = fc_w0 + e * HC, *fc_b = fc_b0 + (size_t)e * H, *pw = pw0 + e * HC, *pb = pb0 + (size_t)e * C;
             double g[256];
             for (int h = 0; h < H; h++) {
                 double a = fc_b[h];

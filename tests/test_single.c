@@ -411,6 +411,11 @@ static void check_bad_arguments(void) {
         {"unknown schedule", {"--lr-schedule", "linear"}, "--lr-schedule"},
         {"warmup longer than the decay", {"--decay-steps", "50", "--warmup", "60"}, "--decay-steps"},
         {"negative replay-every", {"--replay-every", "-3"}, "--replay-every"},
+        {"more experts per token than experts", {"--moe", "4", "--topk", "5"}, "--topk 5"},
+        {"too many experts", {"--moe", "65"}, "--moe"},
+        {"a negative capacity", {"--moe", "4", "--capacity", "-1"}, "--capacity"},
+        {"experts in bf16", {"--moe", "4", "--mixed"}, "--mixed"},
+        {"experts on a GPU", {"--moe", "4", "--device", "cuda"}, "--device cpu"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *argv[8] = {(char *)lab};
@@ -448,6 +453,79 @@ static void check_bad_arguments(void) {
     char *out = captured("help", "out");
     EXPECT(status == 0 && strstr(out, "--accum") && strstr(out, "default: 1000"), "--help lists the options with defaults and exits 0");
     free(out);
+}
+
+// --moe: the experts' parameters and activations by their closed forms (gpt.h, moe.h), every
+// step's routing statistics consistent with each other, and a capacity dropping exactly the
+// assignments beyond it. Sanitized: the layer's loops run under ASan/UBSan.
+static void check_experts(void) {
+    struct {
+        const char *name, *capacity;
+        int E, K, H;
+    } runs[] = {{"moe-dropless", "0", 4, 2, 96}, {"moe-capacity", "1", 4, 1, 64}};
+    for (int r = 0; r < 2; r++) {
+        char dir[512], e[8], k[8], h[8];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, runs[r].name);
+        snprintf(e, sizeof e, "%d", runs[r].E), snprintf(k, sizeof k, "%d", runs[r].K), snprintf(h, sizeof h, "%d", runs[r].H);
+        char *argv[] = {(char *)lab_san, "--steps", "6", "--moe", e, "--topk", k, "--expert-dim", h,
+                        "--capacity", (char *)runs[r].capacity, "--run-dir", dir, NULL};
+        int status = run(argv, runs[r].name);
+        EXPECT(status == 0, "%s: the sanitized lab exits 0 (status %d)", runs[r].name, status);
+        Events ev;
+        load_events(dir, &ev);
+        EXPECT(ev.bad_lines == 0 && ev.n > 0, "%s: every event follows the schema%s%s", runs[r].name,
+               ev.bad_lines ? ": " : "", ev.first_problem);
+        static const JsonValue *steps[16];
+        int n = step_events(&ev, steps, 16);
+        if (n != 6) {
+            EXPECT(0, "%s: 6 step events (got %d)", runs[r].name, n);
+            free_events(&ev);
+            continue;
+        }
+        const JsonValue *cfg = json_get(ev.lines[0], "config");
+        double V = 256, T = num(cfg, "seq"), C = num(cfg, "dim"), L = num(cfg, "layers"), NH = num(cfg, "heads");
+        double B = num(cfg, "batch"), E = runs[r].E, K = runs[r].K, H = runs[r].H;
+        EXPECT(num(cfg, "moe") == E && num(cfg, "topk") == K && num(cfg, "expert_dim") == H,
+               "%s: the config records --moe, --topk and --expert-dim", runs[r].name);
+        double psi = 2 * V * C + T * C + L * (4 * C * C + 8 * C + E * C + E * (2 * H * C + H + C)) + 2 * C;
+        EXPECT(num(ev.lines[0], "params") == psi, "%s: params %.0f = 2VC + TC + L(4C^2 + 8C + EC + E(2HC + H + C)) + 2C = %.0f",
+               runs[r].name, num(ev.lines[0], "params"), psi);
+        const JsonValue *mem = json_get(steps[n - 1], "mem");
+        double acts = 4 * B * T * (2 * C + 2 + V + L * (8 * C + 4 + NH + E + 4 * K + 2 * K * (C + H)));
+        EXPECT(num(mem, "params") == 4 * psi && num(mem, "optim") == 8 * psi && num(mem, "acts") == acts,
+               "%s: 4 Psi, 8 Psi and acts %.0f = 4BT(2C+2+V+L(8C+4+NH+E+4K+2K(C+H))) = %.0f", runs[r].name,
+               num(mem, "acts"), acts);
+        // The capacity of a pass of B T tokens (moe.h): ceil(F N K / E), or N dropless.
+        double N = B * T, F = atof(runs[r].capacity), cap = F > 0 ? fmin(N, ceil(F * N * K / E)) : N;
+        int consistent = 1, drops = 0;
+        double worst_aux = 0;
+        for (int i = 0; i < n; i++) {
+            const JsonValue *load = json_get(steps[i], "expert_load");
+            double dropped = 0, total = 0;
+            for (int l = 0; load && l < (int)L; l++) {
+                const JsonValue *row = json_at(load, (size_t)l);
+                double sum = 0;
+                for (int x = 0; row && x < (int)E; x++) {
+                    double got = json_at(row, (size_t)x)->number;
+                    sum += got, dropped += fmax(0, got - cap);
+                }
+                consistent &= sum == N * K;
+                total += sum;
+            }
+            consistent &= load && num(steps[i], "assignments") == total && num(steps[i], "dropped") == dropped;
+            drops += dropped > 0;
+            worst_aux = fmax(worst_aux, fabs(num(steps[i], "aux_loss") - 1));
+        }
+        EXPECT(consistent, "%s: every step's load adds up to B T K a block, and the dropped are those beyond the "
+               "capacity %.0f", runs[r].name, cap);
+        EXPECT(F > 0 ? drops > 0 : drops == 0, "%s: %s (%d of %d steps dropped some)", runs[r].name,
+               F > 0 ? "the capacity drops assignments" : "nothing is dropped", drops, n);
+        EXPECT(worst_aux < 0.5, "%s: the aux loss stays near 1 at the start, the balanced value (worst %.3f away)",
+               runs[r].name, worst_aux);
+        EXPECT(fabs(num(steps[0], "loss") - log(256.0)) < 0.05, "%s: the first loss is ln(256) (%.4f)", runs[r].name,
+               num(steps[0], "loss"));
+        free_events(&ev);
+    }
 }
 
 // SHARDLAB_PROFILE_STEP (lab.h): a step number brackets that step with a profiler's capture,
@@ -631,6 +709,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     check_bad_arguments();
+    check_experts();
     check_profile_step();
     check_too_big();
     check_recipe_shapes();

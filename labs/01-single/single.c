@@ -28,6 +28,12 @@
 // attention's probabilities grow with T^2 — the reasons for flash attention, ZeRO, FSDP and
 // checkpointing.
 //
+// With --moe E every block's MLP is E experts and a router (common/model/moe.h): the
+// reference lab-ep is graded against. Each step event then carries the load-balancing loss
+// ("aux_loss", beside "loss", which stays the cross-entropy), the dropped assignments and
+// the tokens each block's router gave each expert ("expert_load"). Its activations replace
+// the MLP's 8C floats a token with the layer's E + 4K + 2K(C + H) words.
+//
 // And: the loss falls from ln(256) = 5.55 towards the corpus' loss floor; a run with
 // --accum K gives the same training as --accum 1 (up to fp32 rounding), because the
 // gradient of a mean over the global batch is the sum of its micro-batches' parts.
@@ -53,7 +59,9 @@
 
 int main(int argc, char **argv) {
     TrainArgs a;
-    train_args_parse(&a, argc, argv, catalog_lab("single"), NULL, 0);
+    const LabBind own[] = {{"moe", &a.moe}, {"topk", &a.topk}, {"expert-dim", &a.expert_dim},
+                           {"capacity", &a.capacity}, {"aux-weight", &a.aux_weight}};
+    train_args_parse(&a, argc, argv, catalog_lab("single"), own, (int)(sizeof own / sizeof own[0]));
     Lab L;  // the harness (common/harness/lab.h): device, run log, corpus, memory, the step's bookkeeping
     lab_open(&L, "single", &a, argc, argv, LAB_ONE_RANK);
     lab_begin(&L, "1 rank on %s", L.dev.name);
@@ -63,6 +71,17 @@ int main(int argc, char **argv) {
                       SYNTH_ORDER, L.corpus.n, L.corpus.entropy_rate, a.seq, L.floor);
     else
         runlog_printf(&L.log, "data: %s, %zu bytes\n", L.corpus.source, L.corpus.n);
+    if (a.moe > 0) {
+        int pass = a.batch / a.accum * a.seq;  // the tokens of one forward pass, where capacity counts
+        MoeConfig m = {.E = a.moe, .K = a.topk, .capacity = a.capacity};
+        runlog_printf(&L.log, "experts: %d per block, top %d a token, hidden %d, aux loss weight %g; ", a.moe, a.topk,
+                      a.expert_dim, a.aux_weight);
+        if (a.capacity > 0)
+            runlog_printf(&L.log, "capacity factor %g: at most %d of a pass's %d tokens each\n", a.capacity,
+                          moe_capacity(&m, pass), pass);
+        else
+            runlog_printf(&L.log, "dropless\n");
+    }
 
     // The model, its gradients, the optimizer state and the activations: every buffer
     // through the counting allocator.
@@ -95,6 +114,7 @@ int main(int argc, char **argv) {
         // enters the mean over the global batch with weight 1/(B T), so the micro-batches'
         // gradients add up to exactly the gradient of that mean.
         gpt_zero_grads(&model);
+        gpt_moe_stats_reset(&model.moe, &cfg);
         double loss_sum = train_accumulate(&model, &acts, &L.corpus, &a, step, 0, a.batch,
                                            (float)(1.0 / L.tokens_per_step), &spans, NULL);
         double loss = loss_sum / L.tokens_per_step;
@@ -104,7 +124,10 @@ int main(int argc, char **argv) {
 
         StepRecord rec = {.step = step, .loss = loss, .lr = lr, .grad_norm = grad_norm,
                           .tokens = (int64_t)L.tokens_per_step};
+        StrBuf moe = {0};
+        if (cfg.experts > 0) train_moe_fields(&moe, &model.moe, &cfg), rec.extra = moe.data;
         lab_replica_step_end(&L, &model, &rec, 0, &state);
+        sb_free(&moe);
     }
     dcp_state_free(&state);
     lab_replica_close(&L, &model, &adam, &acts, NULL);

@@ -278,6 +278,11 @@ static int ref_command(const GradeRun *run, RefKind k, const char *resume, int64
     add_cfg(c, run, "data", "--data", "synthetic", 1);
     add_cfg(c, run, "attn", "--attn", "naive", 1);  // a run from before --attn ran naive attention
     if (mixed) add_flag(c, "--mixed");  // the same bf16 operands
+    if (json_get(run->config, "moe")) {  // a mixture of experts: the reference trains the same layer
+        static const char *const moe[][2] = {{"moe", "--moe"}, {"topk", "--topk"}, {"expert_dim", "--expert-dim"},
+                                             {"capacity", "--capacity"}, {"aux_weight", "--aux-weight"}};
+        for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) add_cfg(c, run, moe[i][0], moe[i][1], NULL, 0);
+    }
     const JsonValue *init = json_get(run->config, "init");
     if (init && init->type != JSON_NULL) add_cfg(c, run, "init", "--init", NULL, 1);
     if (!strcmp(c->lab, "shard")) add_shard(c, run);

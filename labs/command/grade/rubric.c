@@ -71,10 +71,20 @@ GptConfig grade_model(const GradeRun *run) {
     // before any formula uses it (grade_model_ok).
     m.attn = gpt_attn_parse(grade_cfg_str(run, "attn", "naive"));
     m.mixed = grade_cfg_int(run, "mixed", 0) != 0;  // (bf16 operands: the pass's workspace is larger)
+    // --moe (0 for a dense run, and for one from before the option).
+    m.experts = grade_cfg_int(run, "moe", 0), m.topk = grade_cfg_int(run, "topk", 0);
+    m.expert_dim = grade_cfg_int(run, "expert_dim", 0);
+    m.capacity = grade_cfg_num(run, "capacity", 0), m.aux_weight = grade_cfg_num(run, "aux_weight", 0);
     return m;
 }
 
 int grade_model_ok(const GptConfig *m) {
+    if (m->experts != 0) {  // the layer's own ranges (moe.h), fp32 only, as the lab takes them
+        MoeConfig x = {.C = m->dim, .E = m->experts, .K = m->topk, .H = m->expert_dim, .capacity = m->capacity};
+        if (m->experts < 0 || m->dim < 1 || *moe_config_check(&x) || m->mixed || m->expert_dim > 65536 ||
+            !(m->aux_weight >= 0 && m->aux_weight <= 100))
+            return 0;
+    }
     return m->attn >= 0 && m->seq >= 1 && m->dim >= 1 && m->layers >= 1 && m->layers <= 256 && m->heads >= 1 && m->vocab >= 1 &&
            m->dim % m->heads == 0 && m->seq <= 65536 && m->dim <= 65536;
 }

@@ -69,10 +69,25 @@ static void resolve_schedule(TrainArgs *a, const char *prog) {
 // a grader compares anyway, and the state small enough to keep a few copies of it.
 static void resolve_replay(TrainArgs *a) {
     if (a->replay_every >= 0) return;
-    GptConfig c = {.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads};
+    GptConfig c = {.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads,
+                   .experts = a->moe, .topk = a->topk, .expert_dim = a->expert_dim};
     double state_bytes = 12.0 * (double)gpt_num_params(&c);  // params, m, v in fp32
     a->replay_every =
         a->steps >= CATALOG_REPLAY_MIN_STEPS && state_bytes <= CATALOG_REPLAY_MAX_MIB * 1048576.0 ? a->steps / 5 : 0;
+}
+
+// --moe's automatic values and its checks: one line and exit 2 for a shape the layer cannot
+// have (moe.h's moe_config_check names the option and its range).
+static void resolve_moe(TrainArgs *a, const char *prog) {
+    if (a->moe <= 0) return;
+    if (a->topk < 0) a->topk = a->moe < 2 ? a->moe : 2;
+    if (a->expert_dim < 0) a->expert_dim = 4 * a->dim;
+    MoeConfig m = {.C = a->dim, .E = a->moe, .K = a->topk, .H = a->expert_dim, .capacity = a->capacity};
+    const char *why = moe_config_check(&m);
+    if (*why) usage_error(prog, "%s", why);
+    if (a->mixed) usage_error(prog, "--moe runs in fp32: drop --mixed (the experts have no bf16 path yet)");
+    if (!strcmp(a->device, "cuda"))
+        usage_error(prog, "--moe runs on the CPU only (its router and experts are host loops): use --device cpu");
 }
 
 void train_args_resolve_layers(TrainArgs *a, int layers) {
@@ -121,6 +136,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, const CatLab *lab, co
     char why[768];
     if (batch_split_check(&split, why, sizeof why) != 0) usage_error(prog, "%s", why);
     resolve_schedule(a, prog);
+    resolve_moe(a, prog);
     if (a->layers != TRAIN_LAYERS_AUTO) resolve_replay(a);  // else train_args_resolve_layers() does
     if (a->ckpt && !a->save_every) usage_error(prog, "--ckpt %s: nothing to save there without --save-every K", a->ckpt);
     dcp_check_paths(a, prog);  // a checkpoint's paths fit the system's limits, or nothing starts

@@ -51,6 +51,11 @@ typedef struct {
     // <run dir>/replay/step-<s>/, so that a grader can restart the reference from the run's
     // own state and compare the next steps exactly, at any length.
     int replay_every;
+    // --moe (lab-single's option; moe.h): every block's MLP a mixture of `moe` experts, each
+    // token routed to `topk` of them (0 experts: the dense MLP). train_args_parse resolves
+    // topk and expert_dim's automatic values (2 at most E; 4 --dim) and checks the shape.
+    int moe, topk, expert_dim;
+    double capacity, aux_weight;
 } TrainArgs;
 
 enum { TRAIN_GIVEN_LR_SCHEDULE = 1, TRAIN_GIVEN_WARMUP = 2, TRAIN_GIVEN_LR_MIN = 4, TRAIN_GIVEN_DECAY_STEPS = 8 };

@@ -178,12 +178,29 @@ static const CatOption SHARD[] = {
     {"items", OPT_STRING, 0, 0, NULL, "all", "D", "use only the first D items of the data (D >= 1)", FORM, "0123456789al"},
 };
 
+// A mixture of experts in every block (common/model/moe.h): lab-single trains it on one rank.
+static const CatOption MOE[] = {
+    {"moe", OPT_INT, 0, 64, NULL, "0", "E",
+     "a mixture of E experts in place of every block's MLP, a router sending each token to --topk of them (0: the "
+     "dense MLP)", FORM | CAT_FOLD, NULL},
+    {"topk", OPT_INT, 1, 64, NULL, "auto", "K", "--moe: experts per token, their router weights renormalised to sum to 1; "
+     "auto: 2, or 1 with one expert", FORM | CAT_FOLD, NULL},
+    {"expert-dim", OPT_INT, 1, 65536, NULL, "auto", "H", "--moe: an expert's hidden width; auto: 4 --dim, the dense MLP's",
+     FORM | CAT_FOLD, NULL},
+    {"capacity", OPT_DOUBLE, 0, 64, NULL, "0", "F",
+     "--moe: an expert serves at most ceil(F N K / E) of a pass's N tokens, first choices first (0: dropless)", FORM | CAT_FOLD,
+     NULL},
+    {"aux-weight", OPT_DOUBLE, 0, 100, NULL, "0.01", "W",
+     "--moe: the load-balancing loss E sum_e f_e P_e (Switch Transformer's), weighted by W in the training loss", FORM | CAT_FOLD,
+     NULL},
+};
+
 // ---- the labs -----------------------------------------------------------------------------
 
 const CatLab catalog_labs[] = {
     {"single", "one rank: where training memory goes", "One rank, no parallelism: trains the GPT and shows where "
      "training memory goes.\nThe baseline every distributed lab is compared with.", "training-memory-breakdown", 1, 1,
-     NULL, NULL, 0},
+     NULL, N(MOE)},
     {"collectives", "every collective timed and checked", "Every collective of common/comm/dist.h timed and checked over a range "
      "of sizes, nccl-tests style.\nRun on N ranks with 'shardlab run collectives -n N' (or RANK/WORLD_SIZE set by hand).",
      "collective-communication", 0, 0, NULL, N(COLLECTIVES)},
@@ -496,6 +513,23 @@ static const char *did_you_mean(const CatSlot *slots, int nslots, const char *wo
     return out;
 }
 
+// ": it is an option of lab-single" when another lab has word as its own option (--moe given
+// to lab-ddp), else "".
+static const char *other_labs(const char *prog, const char *word, char *out, size_t n) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int l = 0; l < catalog_nlabs && len < n; l++) {
+        const CatLab *lab = &catalog_labs[l];
+        if (!strcmp(lab->name, prog)) continue;
+        for (int i = 0; i < lab->noptions; i++)
+            if (!strcmp(lab->options[i].name, word)) {
+                len += (size_t)snprintf(out + len, n - len, "%slab-%s", len ? ", " : ": it is an option of ", lab->name);
+                break;
+            }
+    }
+    return out;
+}
+
 void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslots, int nfirst, const char *heading,
                    int argc, char **argv) {
     char hint[300];
@@ -516,7 +550,9 @@ void catalog_parse(const char *prog, const char *about, CatSlot *slots, int nslo
         if (!s) {
             char word[128];
             snprintf(word, sizeof word, "%.*s", (int)len, name);
-            usage_error(prog, "unknown option '--%s'%s", word, did_you_mean(slots, nslots, word, hint, sizeof hint));
+            const char *near = did_you_mean(slots, nslots, word, hint, sizeof hint);
+            if (!*near) near = other_labs(prog, word, hint, sizeof hint);
+            usage_error(prog, "unknown option '--%s'%s", word, near);
         }
         const char *value = eq ? eq + 1 : NULL;
         if (s->opt->kind == OPT_FLAG && value) usage_error(prog, "--%s takes no value (got '%s')", s->opt->name, value);

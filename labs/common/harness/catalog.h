@@ -35,6 +35,7 @@ enum {
     CAT_FORM = 1,  // the web's form offers it, and POST /api/runs takes it
     CAT_RUN = 2,   // (with CAT_FORM) names a finished run: the web offers its own runs
     CAT_FILE = 4,  // a readable regular file, or the default's text ("synthetic")
+    CAT_FOLD = 8,  // (with CAT_FORM) the form shows it folded, under "Experts": an option most runs leave alone
 };
 
 typedef struct {

@@ -242,5 +242,11 @@ MemNeed memfit_need_options(const char *lab, int world, int nopts, char *const o
     const char *names[] = {"batch", "seq", "layers", "dim", "heads", "accum"};
     for (int i = 0; i < 6; i++) *fields[i] = (int)option_number(nopts, opts, names[i], *fields[i]);
     if (option_is(nopts, opts, "attn", "naive")) a.attn = "naive";  // else the default's
+    // --moe as the lab resolves it (args.c); a shape the layer cannot have is the lab's to refuse.
+    a.moe = (int)option_number(nopts, opts, "moe", 0);
+    a.topk = (int)option_number(nopts, opts, "topk", a.moe < 2 ? a.moe : 2);
+    a.expert_dim = (int)option_number(nopts, opts, "expert-dim", 4 * a.dim);
+    MoeConfig m = {.C = a.dim, .E = a.moe, .K = a.topk, .H = a.expert_dim};
+    if (a.moe != 0 && *moe_config_check(&m)) a.moe = 0;
     return memfit_need(lab, &a, world, nopts, opts, 1);
 }

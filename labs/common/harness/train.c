@@ -15,7 +15,9 @@
 
 GptConfig train_model_config(const TrainArgs *a) {
     return (GptConfig){.vocab = GPT_VOCAB, .seq = a->seq, .layers = a->layers, .dim = a->dim, .heads = a->heads,
-                       .attn = gpt_attn_parse(a->attn), .mixed = a->mixed};
+                       .attn = gpt_attn_parse(a->attn), .mixed = a->mixed, .experts = a->moe > 0 ? a->moe : 0,
+                       .topk = a->topk, .expert_dim = a->expert_dim, .capacity = a->capacity,
+                       .aux_weight = a->aux_weight};
 }
 
 void train_corpus(Corpus *c, const TrainArgs *a) {
@@ -70,13 +72,18 @@ void train_config_json(StrBuf *sb, const TrainArgs *a, const char *lab_fields) {
     sb_printf(sb, ",\"resume\":");
     if (a->resume) sb_json_string(sb, a->resume);
     else sb_printf(sb, "null");
+    if (a->moe > 0)  // dense runs' configs stay as they were
+        sb_printf(sb, ",\"moe\":%d,\"topk\":%d,\"expert_dim\":%d,\"capacity\":%.9g,\"aux_weight\":%.9g", a->moe, a->topk,
+                  a->expert_dim, a->capacity, a->aux_weight);
     if (lab_fields && *lab_fields) sb_printf(sb, ",%s", lab_fields);
     sb_append(sb, "}", 1);
 }
 
 void train_device(Device *dev, const TrainArgs *a, const char *prog, int local_rank, int local_world) {
     char err[512];
-    if (device_open(dev, a->device, local_rank, local_world, a->tf32, err, sizeof err) != 0) usage_error(prog, "%s", err);
+    // --moe's layer is host code (moe.c): auto means the CPU for it (cuda is refused when parsed).
+    const char *want = a->moe > 0 ? "cpu" : a->device;
+    if (device_open(dev, want, local_rank, local_world, a->tf32, err, sizeof err) != 0) usage_error(prog, "%s", err);
     if (a->tf32 && dev->kind != DEVICE_CUDA)
         usage_error(prog, "--tf32 needs a GPU (--device cuda); the CPU computes in fp32 only");
     if (a->link && strcmp(a->link, "none") != 0) {
@@ -130,8 +137,7 @@ static WeightTable weight_table(const Gpt *g) {
         for (int i = 0; i < k; i++, w.n++) {
             gpt_tensor_name(w.names[w.n], 64, &g->cfg, l, &t[i]);
             w.tensors[w.n] = (StTensor){.name = w.names[w.n], .ndim = t[i].ndim, .data = w.host[l] + t[i].offset};
-            w.tensors[w.n].shape[0] = t[i].shape[0];
-            w.tensors[w.n].shape[1] = t[i].shape[1];
+            for (int d = 0; d < t[i].ndim; d++) w.tensors[w.n].shape[d] = t[i].shape[d];
         }
     }
     return w;
@@ -346,6 +352,12 @@ double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_
 
 double train_acts_formula(const GptConfig *c, int B, const char **text) {
     double T = c->seq, C = c->dim, L = c->layers, NH = c->heads, V = c->vocab;
+    if (c->experts > 0) {  // the MLP's 8C a token become the MoE layer's E + 4K + 2K(C+H) words (gpt.h, moe.h)
+        double E = c->experts, K = c->topk, H = c->expert_dim, attn = c->attn == GPT_ATTN_FLASH ? NH : NH * T;
+        if (text) *text = c->attn == GPT_ATTN_FLASH ? "4 B T (2C+2+V+L(8C+4+NH+E+4K+2K(C+H)))"
+                                                    : "4 B T (2C+2+V+L(8C+4+NH T+E+4K+2K(C+H)))";
+        return 4.0 * B * T * (2 * C + 2 + V + L * (8 * C + 4 + attn + E + 4 * K + 2 * K * (C + H)));
+    }
     if (c->mixed) {  // bytes: 14C (flash) or 11C (naive) of a block's floats and the head's lnf as bf16s (gpt.h)
         if (c->attn == GPT_ATTN_FLASH) {
             if (text) *text = "B T (6C+8+4V+L(36C+16+4NH))";
@@ -360,6 +372,17 @@ double train_acts_formula(const GptConfig *c, int B, const char **text) {
     }
     if (text) *text = "4 B T (2C+2+V+L(16C+4+NH T))";  // the NH heads' probabilities over T keys
     return 4.0 * B * T * (2 * C + 2 + V + L * (16 * C + 4 + NH * T));
+}
+
+void train_moe_fields(StrBuf *sb, const GptMoeStats *s, const GptConfig *c) {
+    sb_printf(sb, "\"aux_loss\":%.9g,\"dropped\":%lld,\"assignments\":%lld,\"expert_load\":[",
+              s->passes ? s->aux_sum / s->passes : 0.0, (long long)s->dropped, (long long)s->assignments);
+    for (int l = 0; l < c->layers; l++) {
+        sb_printf(sb, "%s[", l ? "," : "");
+        for (int e = 0; e < c->experts; e++) sb_printf(sb, "%s%lld", e ? "," : "", (long long)s->load[(size_t)l * c->experts + e]);
+        sb_printf(sb, "]");
+    }
+    sb_printf(sb, "]");
 }
 
 DdpMemory train_ddp_memory(const GptConfig *c, int batch, int ranks, int accum, int e, int k, int buckets) {
@@ -391,10 +414,14 @@ static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, cons
                           const MemRow *rows, int nrows, const DdpMemory *ddp) {
     double psi = (double)gpt_num_params(c);
     runlog_printf(log, "\nwhere the memory goes on rank %d: Psi = %.0f parameters, micro-batch B=%d, T=%d, C=%d, "
-                       "L=%d, NH=%d, V=%d, --attn %s%s\n",
+                       "L=%d, NH=%d, V=%d, --attn %s%s",
                   log->rank, psi, micro_batch, c->seq, c->dim, c->layers, c->heads, c->vocab, gpt_attn_name(c->attn),
                   c->mixed ? " --mixed" : "");
-    runlog_printf(log, "  %-7s %-30s %14s %14s", "", "formula", "expected", "measured");
+    if (c->experts > 0) runlog_printf(log, ", E=%d, K=%d, H=%d", c->experts, c->topk, c->expert_dim);
+    runlog_printf(log, "\n");
+    int width = 30;  // the formula column: as wide as its longest (--moe's are longer)
+    for (int i = 0; i < nrows; i++) width = (int)strlen(rows[i].formula) > width ? (int)strlen(rows[i].formula) : width;
+    runlog_printf(log, "  %-7s %-*s %14s %14s", "", width, "formula", "expected", "measured");
     if (ddp) runlog_printf(log, "            DDP holds");
     runlog_printf(log, "\n");
     double total = 0, column = 0;
@@ -404,7 +431,7 @@ static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, cons
                                        : (double)mem_in_use(mem, rows[i].cat);
         char e[32], m[32], d[32], check[64];
         int ok = measured == rows[i].expect;
-        runlog_printf(log, "  %-7s %-30s %14s %14s  %s", name, rows[i].formula, format_bytes(e, sizeof e, rows[i].expect),
+        runlog_printf(log, "  %-7s %-*s %14s %14s  %s", name, width, rows[i].formula, format_bytes(e, sizeof e, rows[i].expect),
                       format_bytes(m, sizeof m, measured), ok ? "ok" : "MISMATCH");
         if (ddp && !rows[i].host) {  // DDP keeps nothing on the host
             runlog_printf(log, "%s  %-8s %12s", ok ? "      " : "", ddp->brief[rows[i].cat],
@@ -423,10 +450,10 @@ static void report_memory(RunLog *log, const Mem *mem, const Mem *host_mem, cons
         if (!rows[i].host) total += measured;
     }
     char t[32], w[32], td[32];
-    runlog_printf(log, "  %-7s %-30s %14s   (%.1fx the weights alone: %s)\n", "total", "", format_bytes(t, sizeof t, total),
+    runlog_printf(log, "  %-7s %-*s %14s   (%.1fx the weights alone: %s)\n", "total", width, "", format_bytes(t, sizeof t, total),
                   total / (4 * psi), format_bytes(w, sizeof w, 4 * psi));
     if (ddp) {
-        runlog_printf(log, "  %-7s %-30s %14s   DDP: %s per rank (%.1fx this)\n", "", "", "",
+        runlog_printf(log, "  %-7s %-*s %14s   DDP: %s per rank (%.1fx this)\n", "", width, "", "",
                       format_bytes(td, sizeof td, column), column / total);
         runlog_check(log, "mem.ddp_total", column == ddp->total, column, ddp->total);
         if (column != ddp->total)

@@ -148,6 +148,11 @@ typedef struct {
 //     4 B T (2C + 2 + V + L (16C + 4 + NH))     flash attention: NH log-sum-exps a token
 // The one place the labs' tables, `shardlab plan` and the memory checks take it from.
 double train_acts_formula(const GptConfig *c, int B, const char **text);
+// --moe: a step event's fields from the routers' statistics of its passes (gpt.h's
+// GptMoeStats), appended to sb with no braces: "aux_loss" (the mean over passes and blocks),
+// "dropped" and "assignments" (all blocks), "expert_load" ([L][E] assignments per block and
+// expert).
+void train_moe_fields(StrBuf *sb, const GptMoeStats *s, const GptConfig *c);
 
 // DDP's memory per rank, the one model of it: ddp.c's own table is made of it, and the labs
 // that replace DDP (zero, fsdp, tp) print it beside theirs, so that "DDP holds" always means

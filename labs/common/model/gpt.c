@@ -17,6 +17,12 @@
 
 const char *gpt_attn_name(int attn) { return attn == GPT_ATTN_FLASH ? "flash" : "naive"; }
 
+MoeConfig gpt_moe_config(const GptConfig *c) {
+    // The layer runs in fp32 (moe.c): the labs refuse --moe with --mixed (train.c).
+    if (c->mixed) die("this is a bug in shardlab", "--moe with --mixed reached the model");
+    return (MoeConfig){.C = c->dim, .E = c->experts, .K = c->topk, .H = c->expert_dim, .capacity = c->capacity};
+}
+
 int gpt_attn_parse(const char *name) {
     if (!strcmp(name, "naive")) return GPT_ATTN_NAIVE;
     if (!strcmp(name, "flash")) return GPT_ATTN_FLASH;
@@ -36,8 +42,16 @@ static size_t block_bf16_per_token(const GptConfig *c) {
     return c->mixed ? (11 + 3 * (size_t)gpt_keeps_qkv_bf16(c)) * (size_t)c->dim : 0;
 }
 
+// --moe: the MoE layer's words a token (moe.h), in place of the MLP's fch and fch_gelu (8C).
+static size_t moe_words_per_token(const GptConfig *c) {
+    if (c->experts <= 0) return 0;
+    MoeConfig m = gpt_moe_config(c);
+    return moe_acts_floats(&m, 1) + moe_acts_ints(&m, 1);
+}
+
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
     size_t floats = 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
+    if (c->experts > 0) floats += moe_words_per_token(c) - 8 * (size_t)c->dim;
     size_t halves = block_bf16_per_token(c);
     return 4 * (floats - halves) + 2 * halves;
 }
@@ -88,6 +102,15 @@ void gpt_carve_block(BlockActs *b, GptCarve *k, const GptConfig *c, int B) {
     b->ln2_bf16 = m ? gpt_carve_halves(k, BT * C) : NULL;
     b->ln2_mean = gpt_carve_floats(k, BT);
     b->ln2_rstd = gpt_carve_floats(k, BT);
+    memset(&b->moe, 0, sizeof b->moe);
+    if (c->experts > 0) {  // the experts' rows in place of the MLP's hidden layer (fp32: gpt_moe_config)
+        MoeConfig mc = gpt_moe_config(c);
+        float *f = gpt_carve_floats(k, moe_acts_floats(&mc, (int)BT));
+        int *n = (int *)gpt_carve_floats(k, moe_acts_ints(&mc, (int)BT));  // ints, 4 bytes as the floats
+        if (f) moe_acts_carve(&b->moe, &mc, (int)BT, f, n);
+        b->fch = b->fch_gelu = NULL, b->fch_bf16 = b->fch_gelu_bf16 = NULL;
+        return;
+    }
     b->fch = m ? NULL : gpt_carve_floats(k, BT * 4 * C);
     b->fch_bf16 = m ? gpt_carve_halves(k, BT * 4 * C) : NULL;
     b->fch_gelu = m ? NULL : gpt_carve_floats(k, BT * 4 * C);
@@ -178,6 +201,12 @@ size_t gpt_scratch_floats(const GptConfig *c, int B) {
     size_t block_bwd = 6 * BT * C + gpt_attn_scratch_floats(c, c->dim / c->heads);  // see gpt_block_backward
     size_t head_bwd = BT * V + BT * C;                       // dlogits, dlnf
     if (c->mixed) block_bwd += lin, head_bwd += lin;  // then a Linear's bf16 operands
+    if (c->experts > 0) {  // the MoE layer's forward and backward work where the attention's does
+        MoeConfig mc = gpt_moe_config(c);
+        size_t moe = moe_scratch_floats(&mc, (int)BT, 0), att = gpt_attn_scratch_floats(c, c->dim / c->heads);
+        fwd = fwd > moe ? fwd : moe;
+        block_bwd = 6 * BT * C + (moe > att ? moe : att);
+    }
     size_t m = fwd > block_bwd ? fwd : block_bwd;
     return m > head_bwd ? m : head_bwd;
 }
@@ -254,7 +283,14 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     }
     gpt_linear_forward(ops, a->res1, atty, a->atty_bf16, w.aproj_w, w.aproj_b, N, C, C, m, scratch);
     ops->residual_add(a->res1, a->res1, x_in, N * C);
-    // + mlp(ln_2(.))
+    // + mlp(ln_2(.)), or the experts' (moe.h)
+    if (c->experts > 0) {
+        MoeConfig mc = gpt_moe_config(c);
+        ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
+        moe_forward(ops, &mc, w.moe, a->ln2, a->out, &a->moe, 0, scratch);
+        ops->residual_add(a->out, a->out, a->res1, N * C);
+        return;
+    }
     if (m) {
         ops->layernorm_forward_bf16(a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
         ops->linear_forward_bf16_out(a->fch_bf16, a->ln2_bf16, w.fc_w, w.fc_b, N, C, 4 * C, scratch);
@@ -303,8 +339,12 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
     ops->layernorm_backward(dx, g.lnf_w, g.lnf_b, dlnf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
 
+float gpt_moe_aux_scale(const GptConfig *c, float loss_scale, int ntokens) {
+    return (float)(c->aux_weight / c->layers * loss_scale * ntokens);
+}
+
 void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x_in,
-                        const BlockActs *a, int B, float *dx, float *scratch) {
+                        const BlockActs *a, int B, float loss_scale, float *dx, float *scratch) {
     BlockView w = gpt_block_view(c, (float *)params), g = gpt_block_view(c, grads);
     size_t N = (size_t)B * c->seq, C = c->dim;
     // The MLP's dfch is dead before the attention's datty and dqkv are written: they share its
@@ -319,13 +359,19 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     int bf = c->mixed;
 
     // out = res1 + c_proj(gelu(c_fc(ln_2(res1)))): dout flows to res1 directly and
-    // through the MLP.
-    gpt_linear_backward(ops, dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, (int)N,
-                        4 * (int)C, (int)C, bf, lin);
-    if (bf) ops->gelu_backward_bf16(dfch, a->fch_bf16, dfch, (int)(N * 4 * C));
-    else ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
-    gpt_linear_backward(ops, dln, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, (int)N, (int)C, 4 * (int)C, bf,
-                        lin);
+    // through the MLP (or the experts, whose router also takes the aux loss's gradient).
+    if (c->experts > 0) {
+        MoeConfig mc = gpt_moe_config(c);
+        moe_backward(ops, &mc, w.moe, g.moe, a->ln2, dx, &a->moe, gpt_moe_aux_scale(c, loss_scale, a->moe.N),
+                     a->moe.routed, a->moe.N, dln, 0, att_scratch);
+    } else {
+        gpt_linear_backward(ops, dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, (int)N,
+                            4 * (int)C, (int)C, bf, lin);
+        if (bf) ops->gelu_backward_bf16(dfch, a->fch_bf16, dfch, (int)(N * 4 * C));
+        else ops->gelu_backward(dfch, a->fch, dfch, (int)(N * 4 * C));
+        gpt_linear_backward(ops, dln, g.fc_w, g.fc_b, dfch, a->ln2, a->ln2_bf16, w.fc_w, (int)N, (int)C, 4 * (int)C,
+                            bf, lin);
+    }
     ops->copy(dres1, dx, N * C);
     ops->layernorm_backward(dres1, g.ln2_w, g.ln2_b, dln, a->res1, w.ln2_w, a->ln2_mean, a->ln2_rstd,
                        (int)N, (int)C);
@@ -367,6 +413,8 @@ void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed) {
         g->params[l] = mem_alloc_floats(mem, MEM_PARAMS, gpt_layer_size(c, l), "parameters");
         g->grads[l] = mem_alloc_floats(mem, MEM_GRADS, gpt_layer_size(c, l), "gradients");
     }
+    memset(&g->moe, 0, sizeof g->moe);
+    if (c->experts > 0) g->moe.load = calloc_check((size_t)c->layers * c->experts, sizeof *g->moe.load);
     // Initialized on the host (the seeded streams of gpt_init_layer), then copied to the device.
     float *host = NULL;
     for (int l = 0; l < g->nlayers; l++) {
@@ -381,6 +429,7 @@ void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed) {
 void gpt_destroy(Gpt *g) {
     mem_free_array(g->mem, g->params, g->nlayers);
     mem_free_array(g->mem, g->grads, g->nlayers);
+    free(g->moe.load);
     memset(g, 0, sizeof *g);
 }
 
@@ -431,7 +480,8 @@ void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const flo
     if (layer == 0)
         gpt_embed_backward(ops, c, grads, tokens, a->B, dx);
     else if (layer <= c->layers)
-        gpt_block_backward(ops, c, params, grads, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, dx, scratch);
+        gpt_block_backward(ops, c, params, grads, layer_input(c, a, layer), &a->blocks[layer - 1], a->B, loss_scale, dx,
+                           scratch);
     else
         gpt_head_backward(ops, c, params, grads, layer_input(c, a, layer), &a->head, targets, a->B, loss_scale, dx,
                           scratch);
@@ -450,6 +500,7 @@ double gpt_forward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *tar
         layer_done(g, hooks, GPT_FWD, l, m0);
     }
     mem_free(g->mem, scratch);
+    if (c->experts > 0) gpt_moe_stats_add(&g->moe, c, a, 1, c->layers);
     return loss_sum;
 }
 
@@ -466,6 +517,27 @@ void gpt_backward(Gpt *g, GptActs *a, const uint8_t *tokens, const uint8_t *targ
     }
     mem_free(g->mem, dx);
     mem_free(g->mem, scratch);
+}
+
+void gpt_moe_stats_reset(GptMoeStats *s, const GptConfig *c) {
+    int64_t *load = s->load;
+    memset(s, 0, sizeof *s);
+    s->load = load;
+    if (load) memset(load, 0, (size_t)c->layers * c->experts * sizeof *load);
+}
+
+void gpt_moe_stats_add(GptMoeStats *s, const GptConfig *c, const GptActs *a, int first, int last) {
+    MoeConfig m = gpt_moe_config(c);
+    double aux = 0;
+    for (int l = first; l <= last; l++) {
+        const MoeActs *x = &a->blocks[l - 1].moe;
+        aux += moe_aux_loss(&m, x->routed, x->prob_sum, x->N);
+        s->dropped += x->dropped;
+        s->assignments += (int64_t)x->N * m.K;
+        for (int e = 0; e < m.E; e++) s->load[(size_t)(l - 1) * m.E + e] += x->routed[e];
+    }
+    s->aux_sum += aux / c->layers;
+    s->passes++;
 }
 
 uint64_t gpt_param_hash(const Gpt *g) {

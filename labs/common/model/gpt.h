@@ -15,11 +15,14 @@
 // embeddings; L pre-LN blocks
 //     x = x + proj(attention(ln_1(x)))        causal, multi-head, with bias
 //     x = x + c_proj(gelu(c_fc(ln_2(x))))     C -> 4C -> C
+// or, with --moe E, that MLP replaced by E experts and a router (moe.h; below);
 // then ln_f and an untied Linear C -> V head without bias; mean cross-entropy over B*T.
 //
 // Parameters live in one flat buffer per "layer" so that sharding a layer is slicing it:
 //     layer 0        embedding: wte [V,C], wpe [T,C]
-//     layer 1..L     block i-1: 12 tensors, 12C^2 + 13C floats
+//     layer 1..L     block i-1: 12 tensors, 12C^2 + 13C floats; with --moe E the MLP's four
+//                    are a router [E,C] and the experts' four, stacked: c_fc [E,H,C], [E,H],
+//                    c_proj [E,C,H], [E,C] (13 tensors, 4C^2 + 8C + EC + E(2HC + H + C) floats)
 //     layer L+1      head: ln_f.weight [C], ln_f.bias [C], lm_head.weight [V,C]
 // Named views (EmbedView, BlockView, HeadView) are computed from any flat pointer, so the
 // same code reads a full layer, its gradient, or a layer gathered from shards.
@@ -33,10 +36,11 @@
 
 #include "common/harness/hash.h"
 #include "common/harness/mem.h"
+#include "moe.h"
 #include "ops.h"
 
 #define GPT_VOCAB 256
-#define GPT_MAX_TENSORS 12
+#define GPT_MAX_TENSORS 13
 
 // How a block computes attention (--attn): the same function, two algorithms that differ in
 // what they keep for the backward pass (ops.h). The weights, and so checkpoints, are the
@@ -54,7 +58,17 @@ typedef struct {
     int heads;   // NH; C % NH == 0
     int attn;    // GptAttn (0, naive, when a config does not say: runs written before --attn)
     int mixed;   // 1: --mixed, the Linear layers' products take bf16 operands (ops.h); 0: fp32
+    // --moe: each block's MLP is a mixture of experts (moe.h). 0 experts: the dense MLP, and
+    // the rest unused.
+    int experts;        // E (--moe)
+    int topk;           // K (--topk): experts per token
+    int expert_dim;     // H (--expert-dim): an expert's hidden width
+    double capacity;    // --capacity: the capacity factor, 0 dropless
+    double aux_weight;  // --aux-weight: the load-balancing loss's weight in the training loss
 } GptConfig;
+
+// The MoE layer of a block of c (c->experts > 0).
+MoeConfig gpt_moe_config(const GptConfig *c);
 
 // "naive" or "flash"; the GptAttn a name means, or -1.
 const char *gpt_attn_name(int attn);
@@ -66,8 +80,8 @@ typedef struct {
     const char *name;  // within the layer: "wte", "ln_1.weight", "lm_head.weight", ...
     size_t offset;     // in floats from the start of the layer's flat buffer
     size_t count;      // floats
-    int ndim;
-    int64_t shape[2];
+    int ndim;          // 1..3 (the stacked experts' weights are [E, out, in])
+    int64_t shape[3];
 } GptTensor;
 
 int gpt_layer_count(const GptConfig *c);               // L + 2
@@ -84,8 +98,9 @@ typedef struct {
     float *qkv_w, *qkv_b;      // attn.c_attn   [3C, C], [3C]
     float *aproj_w, *aproj_b;  // attn.c_proj   [C, C], [C]
     float *ln2_w, *ln2_b;      // ln_2
-    float *fc_w, *fc_b;        // mlp.c_fc      [4C, C], [4C]
-    float *mproj_w, *mproj_b;  // mlp.c_proj    [C, 4C], [C]
+    float *fc_w, *fc_b;        // mlp.c_fc      [4C, C], [4C]    (--moe: NULL)
+    float *mproj_w, *mproj_b;  // mlp.c_proj    [C, 4C], [C]     (--moe: NULL)
+    float *moe;                // --moe: mlp.router.weight, then the experts: moe.h's flat layout (else NULL)
 } BlockView;
 typedef struct { float *lnf_w, *lnf_b, *head_w; } HeadView;
 
@@ -130,6 +145,8 @@ typedef struct {
     float *out;                        // [BT,C] the block's output: the next block's input
     bf16 *ln1_bf16, *atty_bf16, *ln2_bf16, *fch_bf16, *fch_gelu_bf16;  // --mixed: those five in bf16
     bf16 *qkv_bf16;  // --mixed with flash attention: qkv in bf16 (else NULL, as the five above)
+    MoeActs moe;     // --moe: the router's choices and the experts' rows (moe.h), in place of fch
+                     // and fch_gelu: E + 4K + 2K(C + H) words a token (else all NULL)
 } BlockActs;
 
 typedef struct {
@@ -152,6 +169,8 @@ int gpt_keeps_qkv_bf16(const GptConfig *c);
 size_t gpt_acts_bytes(const GptConfig *c, int B);
 // Bytes one block saves per token: 4 (16C + 4 + NH*T) (naive) or 4 (16C + 4 + NH) (flash);
 // under --mixed 11C (naive) or 14C (flash) of those floats are bf16s, 2 bytes less each.
+// With --moe the MLP's 8C become the layer's E + 4K + 2K(C + H) (moe.h): 4 (8C + 4 + NH(T) +
+// E + 4K + 2K(C + H)).
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c);
 // Bytes the head saves per token: 4 (C + 2 + V), or 2C + 4 (2 + V) under --mixed.
 size_t gpt_head_acts_bytes_per_token(const GptConfig *c);
@@ -230,8 +249,14 @@ void gpt_head_backward(const Ops *ops, const GptConfig *c, const float *params, 
                        const HeadActs *a, const uint8_t *targets, int B, float loss_scale,
                        float *dx, float *scratch);
 // dx: on entry the gradient at the block's output, on return the gradient at its input.
+// loss_scale is the head's (with --moe it scales the load-balancing loss: gpt_moe_aux_scale).
 void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params, float *grads, const float *x_in,
-                        const BlockActs *a, int B, float *dx, float *scratch);
+                        const BlockActs *a, int B, float loss_scale, float *dx, float *scratch);
+// d(training loss)/d(one block's aux loss) for a pass of ntokens tokens whose token losses
+// enter with weight loss_scale: aux_weight / L per pass, times the pass's share of the step,
+// loss_scale ntokens (1/accum on one rank). The training loss is then the mean of the token
+// losses plus aux_weight times the mean over blocks and passes of each block's aux loss.
+float gpt_moe_aux_scale(const GptConfig *c, float loss_scale, int ntokens);
 void gpt_embed_backward(const Ops *ops, const GptConfig *c, float *grads, const uint8_t *tokens, int B,
                         const float *dx0);
 
@@ -249,13 +274,28 @@ void gpt_layer_backward(const Ops *ops, const GptConfig *c, int layer, const flo
 
 // ---- the whole model on one rank --------------------------------------------------------
 
+// --moe: what the routers did in the passes since the last gpt_moe_stats_reset: the numbers a
+// step event reports (host bookkeeping, not counted as device memory).
+typedef struct {
+    int passes;            // forward passes (micro-batches)
+    double aux_sum;        // the sum over passes of the mean over blocks of each block's aux loss
+    int64_t dropped;       // assignments dropped by capacity, all blocks
+    int64_t assignments;   // assignments the routers made, all blocks (N K per block and pass)
+    int64_t *load;         // [L][E] assignments the router of block l gave expert e
+} GptMoeStats;
+
 typedef struct {
     GptConfig cfg;
     int nlayers;     // L + 2
     float **params;  // [nlayers] one flat buffer per layer ("params")
     float **grads;   // [nlayers] ("grads")
     Mem *mem;
+    GptMoeStats moe;  // --moe: filled by gpt_forward (else all 0)
 } Gpt;
+
+// Adds a forward pass's routing (a's blocks, layers first..last of them) to s.
+void gpt_moe_stats_add(GptMoeStats *s, const GptConfig *c, const GptActs *a, int first, int last);
+void gpt_moe_stats_reset(GptMoeStats *s, const GptConfig *c);
 
 void gpt_create(Gpt *g, const GptConfig *c, Mem *mem, uint64_t seed);
 void gpt_destroy(Gpt *g);

@@ -19,32 +19,47 @@ typedef struct {
     const char *name;
     int rows, cols;  // cols 0 for a vector
     int init;
+    int stack;       // the experts' tensors (--moe): E of [rows, cols] stacked; else 0
 } TensorSpec;
+
+static TensorSpec tensor(const char *name, int rows, int cols, int init) { return (TensorSpec){name, rows, cols, init, 0}; }
+static TensorSpec stacked(const char *name, int E, int rows, int cols, int init) {
+    return (TensorSpec){name, rows, cols, init, E};
+}
 
 // The tensors of each kind of layer, in buffer order.
 static int layer_specs(const GptConfig *c, int layer, TensorSpec out[GPT_MAX_TENSORS]) {
     int C = c->dim, V = c->vocab, T = c->seq;
     int n = 0;
     if (layer == 0) {
-        out[n++] = (TensorSpec){"wte", V, C, INIT_NORMAL};
-        out[n++] = (TensorSpec){"wpe", T, C, INIT_NORMAL};
+        out[n++] = tensor("wte", V, C, INIT_NORMAL);
+        out[n++] = tensor("wpe", T, C, INIT_NORMAL);
     } else if (layer <= c->layers) {
-        out[n++] = (TensorSpec){"ln_1.weight", C, 0, INIT_ONE};
-        out[n++] = (TensorSpec){"ln_1.bias", C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"attn.c_attn.weight", 3 * C, C, INIT_NORMAL};
-        out[n++] = (TensorSpec){"attn.c_attn.bias", 3 * C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"attn.c_proj.weight", C, C, INIT_RESIDUAL};
-        out[n++] = (TensorSpec){"attn.c_proj.bias", C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"ln_2.weight", C, 0, INIT_ONE};
-        out[n++] = (TensorSpec){"ln_2.bias", C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"mlp.c_fc.weight", 4 * C, C, INIT_NORMAL};
-        out[n++] = (TensorSpec){"mlp.c_fc.bias", 4 * C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"mlp.c_proj.weight", C, 4 * C, INIT_RESIDUAL};
-        out[n++] = (TensorSpec){"mlp.c_proj.bias", C, 0, INIT_ZERO};
+        out[n++] = tensor("ln_1.weight", C, 0, INIT_ONE);
+        out[n++] = tensor("ln_1.bias", C, 0, INIT_ZERO);
+        out[n++] = tensor("attn.c_attn.weight", 3 * C, C, INIT_NORMAL);
+        out[n++] = tensor("attn.c_attn.bias", 3 * C, 0, INIT_ZERO);
+        out[n++] = tensor("attn.c_proj.weight", C, C, INIT_RESIDUAL);
+        out[n++] = tensor("attn.c_proj.bias", C, 0, INIT_ZERO);
+        out[n++] = tensor("ln_2.weight", C, 0, INIT_ONE);
+        out[n++] = tensor("ln_2.bias", C, 0, INIT_ZERO);
+        if (c->experts > 0) {  // moe.h's flat layout: the router, then the experts' four, stacked
+            int E = c->experts, H = c->expert_dim;
+            out[n++] = tensor("mlp.router.weight", E, C, INIT_NORMAL);
+            out[n++] = stacked("mlp.experts.c_fc.weight", E, H, C, INIT_NORMAL);
+            out[n++] = stacked("mlp.experts.c_fc.bias", E, H, 0, INIT_ZERO);
+            out[n++] = stacked("mlp.experts.c_proj.weight", E, C, H, INIT_RESIDUAL);
+            out[n++] = stacked("mlp.experts.c_proj.bias", E, C, 0, INIT_ZERO);
+            return n;
+        }
+        out[n++] = tensor("mlp.c_fc.weight", 4 * C, C, INIT_NORMAL);
+        out[n++] = tensor("mlp.c_fc.bias", 4 * C, 0, INIT_ZERO);
+        out[n++] = tensor("mlp.c_proj.weight", C, 4 * C, INIT_RESIDUAL);
+        out[n++] = tensor("mlp.c_proj.bias", C, 0, INIT_ZERO);
     } else {
-        out[n++] = (TensorSpec){"ln_f.weight", C, 0, INIT_ONE};
-        out[n++] = (TensorSpec){"ln_f.bias", C, 0, INIT_ZERO};
-        out[n++] = (TensorSpec){"lm_head.weight", V, C, INIT_NORMAL};
+        out[n++] = tensor("ln_f.weight", C, 0, INIT_ONE);
+        out[n++] = tensor("ln_f.bias", C, 0, INIT_ZERO);
+        out[n++] = tensor("lm_head.weight", V, C, INIT_NORMAL);
     }
     return n;
 }
@@ -56,9 +71,13 @@ int gpt_layer_tensors(const GptConfig *c, int layer, GptTensor out[GPT_MAX_TENSO
     int n = layer_specs(c, layer, spec);
     size_t offset = 0;
     for (int i = 0; i < n; i++) {
-        size_t count = (size_t)spec[i].rows * (spec[i].cols ? (size_t)spec[i].cols : 1);
-        out[i] = (GptTensor){spec[i].name, offset, count, spec[i].cols ? 2 : 1,
-                             {spec[i].rows, spec[i].cols}};
+        const TensorSpec *p = &spec[i];
+        size_t count = (size_t)(p->stack ? p->stack : 1) * p->rows * (p->cols ? (size_t)p->cols : 1);
+        out[i] = (GptTensor){p->name, offset, count, (p->cols ? 2 : 1) + (p->stack > 0), {0}};
+        int d = 0;
+        if (p->stack) out[i].shape[d++] = p->stack;
+        out[i].shape[d++] = p->rows;
+        if (p->cols) out[i].shape[d++] = p->cols;
         offset += count;
     }
     return n;
@@ -92,10 +111,12 @@ EmbedView gpt_embed_view(const GptConfig *c, float *flat) {
 BlockView gpt_block_view(const GptConfig *c, float *flat) {
     GptTensor t[GPT_MAX_TENSORS];
     gpt_layer_tensors(c, 1, t);
-    BlockView v;
-    float **field[GPT_MAX_TENSORS] = {&v.ln1_w, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.aproj_w, &v.aproj_b,
-                                      &v.ln2_w, &v.ln2_b, &v.fc_w,  &v.fc_b,  &v.mproj_w, &v.mproj_b};
-    for (int i = 0; i < GPT_MAX_TENSORS; i++) *field[i] = flat + t[i].offset;
+    BlockView v = {0};
+    float **field[] = {&v.ln1_w, &v.ln1_b, &v.qkv_w, &v.qkv_b, &v.aproj_w, &v.aproj_b,
+                       &v.ln2_w, &v.ln2_b, &v.fc_w,  &v.fc_b,  &v.mproj_w, &v.mproj_b};
+    int n = c->experts > 0 ? 8 : 12;  // --moe: the router and the experts follow ln_2, one flat layer (moe.h)
+    for (int i = 0; i < n; i++) *field[i] = flat + t[i].offset;
+    if (c->experts > 0) v.moe = flat + t[8].offset;
     return v;
 }
 

@@ -24,9 +24,9 @@ size_t moe_expert_floats(const MoeConfig *m) { return 2 * (size_t)m->H * m->C + 
 size_t moe_params_floats(const MoeConfig *m) { return moe_router_floats(m) + (size_t)m->E * moe_expert_floats(m); }
 
 MoeExpertView moe_expert_view(const MoeConfig *m, float *params, int e) {
-    float *p = params + moe_router_floats(m) + (size_t)e * moe_expert_floats(m);
-    size_t HC = (size_t)m->H * m->C;
-    return (MoeExpertView){.fc_w = p, .fc_b = p + HC, .proj_w = p + HC + m->H, .proj_b = p + 2 * HC + m->H};
+    size_t E = (size_t)m->E, H = (size_t)m->H, C = (size_t)m->C, HC = H * C;
+    float *fc_w = params + moe_router_floats(m), *fc_b = fc_w + E * HC, *proj_w = fc_b + E * H, *proj_b = proj_w + E * HC;
+    return (MoeExpertView){.fc_w = fc_w + e * HC, .fc_b = fc_b + e * H, .proj_w = proj_w + e * HC, .proj_b = proj_b + e * C};
 }
 
 int moe_capacity(const MoeConfig *m, int N) {
@@ -37,31 +37,32 @@ int moe_capacity(const MoeConfig *m, int N) {
 
 // ---- activations ---------------------------------------------------------------------------
 
-static size_t acts_floats(const MoeConfig *m, int N) {
+size_t moe_acts_floats(const MoeConfig *m, int N) {
     size_t NK = (size_t)N * m->K;
     return (size_t)N * m->E + NK + NK * (2 * (size_t)m->C + 2 * (size_t)m->H);
 }
-static size_t acts_ints(const MoeConfig *m, int N) { return 3 * (size_t)N * m->K + 2 * (size_t)m->E + 1; }
+size_t moe_acts_ints(const MoeConfig *m, int N) { return 3 * (size_t)N * m->K; }
 
-size_t moe_acts_bytes(const MoeConfig *m, int N) { return 4 * acts_floats(m, N) + 4 * acts_ints(m, N); }
+size_t moe_acts_bytes(const MoeConfig *m, int N) { return 4 * moe_acts_floats(m, N) + 4 * moe_acts_ints(m, N); }
 
-void moe_acts_alloc(MoeActs *a, const MoeConfig *m, int N) {
+void moe_acts_carve(MoeActs *a, const MoeConfig *m, int N, float *f, int *n) {
     size_t NK = (size_t)N * m->K;
     memset(a, 0, sizeof *a);
     a->N = N;
-    float *f = calloc_check(acts_floats(m, N) + 1, sizeof(float));
     a->probs = f, f += (size_t)N * m->E;
     a->weight = f, f += NK;
     a->xin = f, f += NK * m->C;
     a->h = f, f += NK * m->H;
     a->g = f, f += NK * m->H;
     a->y = f;
-    int *n = calloc_check(acts_ints(m, N) + 1, sizeof(int));
     a->expert = n, n += NK;
     a->row = n, n += NK;
-    a->row_token = n, n += NK;
-    a->start = n, n += m->E + 1;
-    a->routed = n;
+    a->row_token = n;
+}
+
+void moe_acts_alloc(MoeActs *a, const MoeConfig *m, int N) {
+    moe_acts_carve(a, m, N, calloc_check(moe_acts_floats(m, N) + 1, sizeof(float)),
+                   calloc_check(moe_acts_ints(m, N) + 1, sizeof(int)));
 }
 
 void moe_acts_free(MoeActs *a) {

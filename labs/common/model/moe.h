@@ -28,7 +28,7 @@
 // Memory. The forward keeps, for N tokens: p [N,E], the choices and weights [N,K], and for
 // each of the N K assignments its row of the dispatched input, the expert's hidden layer
 // before and after GELU, and its output: 4 (N E + N K + N K (2C + 2H)) bytes of floats and
-// 4 (3 N K + 2 E + 1) bytes of ints (moe_acts_bytes). Rows of dropped assignments stay
+// 4 (3 N K) bytes of ints (moe_acts_bytes): 4 (E + 4K + 2K(C + H)) bytes a token. Rows of dropped assignments stay
 // unused: the buffers are sized for the dropless worst case, so the bytes do not depend on
 // the routing.
 //
@@ -41,6 +41,8 @@
 
 #include "ops.h"
 
+#define MOE_MAX_EXPERTS 64
+
 typedef struct {
     int C;            // width
     int E, K;         // experts, experts per token (1 <= K <= E)
@@ -51,9 +53,10 @@ typedef struct {
 // "" if the shape is valid, else why not (for a one-line error: "--topk 3 is more than --moe 2").
 const char *moe_config_check(const MoeConfig *m);
 
-// The layer's parameters, one flat buffer: the router [E, C], then expert after expert, each
-// fc_w [H, C], fc_b [H], proj_w [C, H], proj_b [C] (Linear weights [out, in], as gpt.h's), so
-// that expert parallelism's rank takes a contiguous slice.
+// The layer's parameters, one flat buffer: the router [E, C], then the experts' tensors, each
+// stacked over the E experts: fc_w [E, H, C], fc_b [E, H], proj_w [E, C, H], proj_b [E, C]
+// (Linear weights [out, in], as gpt.h's). Expert parallelism's rank holding experts e0..e1
+// takes the same rows of each of the four, as it would shard any tensor on its first axis.
 size_t moe_router_floats(const MoeConfig *m);  // E C
 size_t moe_expert_floats(const MoeConfig *m);  // 2 H C + H + C
 size_t moe_params_floats(const MoeConfig *m);  // E C + E (2 H C + H + C)
@@ -76,16 +79,20 @@ typedef struct {
     int *expert;       // [N, K] the chosen experts, best first
     int *row;          // [N, K] the assignment's row in xin, h, g, y; -1: dropped
     int *row_token;    // [N K] the token of each row
-    int *start;        // [E + 1] expert e's rows: start[e] .. start[e + 1] - 1
-    int *routed;       // [E] assignments the router gave e, before capacity (f_e N K)
-    int dropped;       // assignments dropped by capacity
-    double prob_sum[64];  // sum over the tokens of p[e] (P_e N); E <= 64
+    int start[MOE_MAX_EXPERTS + 1];  // expert e's rows: start[e] .. start[e + 1] - 1
+    int routed[MOE_MAX_EXPERTS];     // assignments the router gave e, before capacity (f_e N K)
+    int dropped;                     // assignments dropped by capacity
+    double prob_sum[MOE_MAX_EXPERTS];  // sum over the tokens of p[e] (P_e N)
 } MoeActs;
 
-#define MOE_MAX_EXPERTS 64
-
-// Bytes moe_acts_alloc takes for N tokens (see the top of this file).
+// Bytes moe_acts_alloc takes for N tokens (see the top of this file): moe_acts_floats floats
+// and moe_acts_ints ints.
 size_t moe_acts_bytes(const MoeConfig *m, int N);
+size_t moe_acts_floats(const MoeConfig *m, int N);
+size_t moe_acts_ints(const MoeConfig *m, int N);
+// Points a's buffers into floats [moe_acts_floats] and ints [moe_acts_ints] (the model's
+// activations carve them from their one allocation, gpt.c); moe_acts_alloc allocates its own.
+void moe_acts_carve(MoeActs *a, const MoeConfig *m, int N, float *floats, int *ints);
 void moe_acts_alloc(MoeActs *a, const MoeConfig *m, int N);
 void moe_acts_free(MoeActs *a);
 
