@@ -324,8 +324,12 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
                   "<p><label for=\"f-n\">ranks (N)</label> <input type=\"number\" id=\"f-n\" name=\"n\" min=\"1\" max=\"%d\" value=\"%d\"></p>"
                   "<p><label for=\"f-steps\">steps</label> <input type=\"number\" id=\"f-steps\" name=\"steps\" min=\"1\" max=\"100000\" value=\"100\"></p>",
               lab->max_world ? lab->max_world : 8, lab->max_world == 1 ? 1 : 2);
-    for (int i = 0; i < lab->noptions; i++)
-        if (lab->options[i].flags & CAT_FORM) field_input(&b, &lab->options[i], lab->options[i].dflt);
+    int folded = 0;
+    for (int i = 0; i < lab->noptions; i++) {
+        folded |= (lab->options[i].flags & CAT_FOLD) != 0;
+        if ((lab->options[i].flags & CAT_FORM) && !(lab->options[i].flags & CAT_FOLD))
+            field_input(&b, &lab->options[i], lab->options[i].dflt);
+    }
     for (int i = 0; lab->trains && i < catalog_ntrain; i++)
         if (catalog_train[i].flags & CAT_RUN) field_input(&b, &catalog_train[i], catalog_train[i].dflt);
     sb_printf(&b, "</fieldset><details><summary>Model and data</summary>");
@@ -339,7 +343,15 @@ int web_page_lab(Web *w, struct mg_connection *c, const char *name) {
             field_input(&b, f, !strcmp(shape[k], "layers") && lab->layers ? lab->layers : f->dflt);
         }
     }
-    sb_printf(&b, "</details><p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
+    sb_printf(&b, "</details>");
+    if (folded) {  // the options most runs leave alone (single's --moe and its shape)
+        sb_printf(&b, "<details class=\"experts\"><summary>Experts (mixture of experts)</summary>");
+        for (int i = 0; i < lab->noptions; i++)
+            if ((lab->options[i].flags & CAT_FORM) && (lab->options[i].flags & CAT_FOLD))
+                field_input(&b, &lab->options[i], lab->options[i].dflt);
+        sb_printf(&b, "</details>");
+    }
+    sb_printf(&b, "<p><button type=\"submit\">Start the run</button></p><p id=\"lab-status\" aria-live=\"polite\"></p>"
                   "</form>\n");
     web_checks_section(w, &b, lab->name);  // (with --checks only)
     if (w->checks[0]) web_page_end(&b, "/static/lab.js", "/static/post.js", "/static/checks.js", NULL);

@@ -354,6 +354,29 @@ async function main() {
     check(narrow.chart > 300 && narrow.under && !narrow.overflow,
       `at 390 px the chart keeps the width (${Math.round(narrow.chart)} px), the note under it, nothing wider than the screen`);
     await page.setViewportSize({ width: 1280, height: 1400 });
+    // Experts (--moe) from the single lab's form, the load-balancing loss off: the experts panel
+    // draws a strip per block, its note names each block's busiest expert against the balanced
+    // share, and its table holds the last step's assignments, B T K a block.
+    await page.goto(new URL('/labs/single', url).href);
+    await page.waitForSelector('#lab-form');
+    check(!(await page.locator('input[name="moe"]').isVisible()), 'the single lab\'s form keeps --moe folded, under "Experts"');
+    await page.click('#lab-form details.experts summary');
+    await page.fill('input[name="moe"]', '4');
+    await page.fill('input[name="aux-weight"]', '0');
+    await page.fill('input[name="steps"]', '60');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/runs\//, { timeout: 15000 });
+    await page.waitForSelector('#run-status .st-ok', { timeout: 120000 });
+    await page.waitForSelector('#p-experts:not([hidden]) canvas', { timeout: 30000 });
+    const moe = await page.evaluate(() => {
+      const p = document.querySelector('#p-experts'), c = p.querySelector('canvas');
+      const cells = Array.from(p.querySelectorAll('table tbody tr')).map((tr) => Array.from(tr.children).slice(1).map((td) => Number(td.textContent)));
+      return { note: p.querySelector('.note').textContent, label: c.getAttribute('aria-label') || '', h: c.getBoundingClientRect().height, cells };
+    });
+    await page.locator('#p-experts').screenshot({ path: path.join(outDir, 'run-experts.png') });
+    check(/^step 60: the busiest expert of each block took block 0 expert \d \d+%, block 1 expert \d \d+% of its assignments \(balanced: 25%\); aux loss [\d.]+ \(1 when balanced\); 0 of 2048 assignments dropped/.test(moe.note) &&
+      moe.label.includes(moe.note) && moe.h > 80 && moe.cells.length === 2 && moe.cells.every((r) => r.length === 4 && r.reduce((a, b) => a + b, 0) === 1024),
+      'a --moe run draws its experts: ' + moe.note + ' (table ' + JSON.stringify(moe.cells) + ')');
     // The memory planner: the form filled in from the address, a table of bytes per GPU by
     // category, and whether it fits the card chosen.
     await page.goto(new URL('/plan?lab=zero&n=8&stage=3&model=gpt2&mixed=on&gpu=rtx4090', url).href);

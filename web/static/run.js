@@ -89,6 +89,7 @@
     };
     ui.busbw = panel('p-busbw', 'Bus bandwidth by message size', '', true);
     ui.loss = panel('p-loss', 'Loss', 'rank 0, mean cross-entropy over the global batch (nats/token), before each update', true);
+    ui.experts = panel('p-experts', 'Experts: tokens per expert', '', true);
     ui.time = panel('p-time', 'Step time per rank', 'the latest step of each rank');
     ui.mem = panel('p-mem', 'Memory per rank', 'the latest step of each rank, MiB by category');
     ui.gantt = panel('p-gantt', 'Timeline', 'waiting for a complete step ...', true);
@@ -96,6 +97,7 @@
     ui.checks = panel('p-checks', 'Checks the lab made on itself', '', false);
     ui.grade = panel('p-grade', 'Grade', '', true);
     ui.busbw.s.hidden = true;
+    ui.experts.s.hidden = true;
     ui.summary.s.hidden = true;
     ui.checks.s.hidden = true;
     ui.grade.s.hidden = true;
@@ -103,7 +105,7 @@
     ui.trace = document.querySelector('.run-trace');  // (the server's, beside the dashboard)
     root.textContent = '';
     root.append(ui.h1, ui.status, ui.progress, ui.argv, ui.errors,
-      el('div', { class: 'panels' }, ui.busbw.s, ui.loss.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
+      el('div', { class: 'panels' }, ui.busbw.s, ui.loss.s, ui.experts.s, ui.time.s, ui.mem.s, ui.gantt.s, ui.summary.s, ui.checks.s, ui.grade.s),
       ui.config);
   }
 
@@ -348,6 +350,12 @@
       const why = C ? '/static/vendor/chart.min.js' : '/static/charts.js';
       for (const p of [ui.loss, ui.time, ui.mem]) p.n.textContent = 'charts need ' + why + ', which did not load';
     }
+    // --moe: where the routers sent the tokens, once a step has said.
+    ui.experts.s.hidden = !S.experts.length;
+    if (S.experts.length && C && window.ShardlabExperts) {
+      if (!charts.experts) charts.experts = window.ShardlabExperts.Experts(ui.experts);
+      charts.experts.update(S);
+    }
     if (C && !coll) {
       if (!charts.timeline && window.ShardlabTimeline) charts.timeline = window.ShardlabTimeline.Timeline(ui.gantt);
       if (charts.timeline) renderTimeline();
@@ -465,7 +473,8 @@
     skeleton();
     // The other files load while the run's description arrives. The drawing code may fail to:
     // without it the status, summary and checks still work.
-    const drawing = loadScript('/static/charts.js').then(() => loadScript('/static/timeline.js')).catch(() => null);
+    const drawing = loadScript('/static/charts.js').then(() => Promise.all([loadScript('/static/timeline.js'),
+      loadScript('/static/run_experts.js')])).catch(() => null);
     const parts = Promise.all([loadScript('/static/run_state.js'), loadScript('/static/run_end.js'), loadScript('/static/run_collectives.js')]);
     let info;
     try {

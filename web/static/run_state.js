@@ -26,6 +26,7 @@ window.ShardlabRunState = function (onRef) {
     spans: [],            // per rank: Map(step -> [span]) for steps the timeline may still show
     checks: new Map(),    // name -> [{rank, ok, value, expect}]
     busbw: new Map(),     // collectives: rank 0's bus bandwidth, collective -> [{x: bytes, y: GB/s}]
+    experts: [],          // --moe: rank 0's [{step, load: [L][E], aux, dropped, assignments}], in step order
     measured: 0,          // collectives: how many (collective, size) rows rank 0 has measured
     errors: [],
     connection: '',       // why the stream is not flowing, when it is not
@@ -78,6 +79,7 @@ window.ShardlabRunState = function (onRef) {
       case 'step':
         if (!S.last[r] || ev.step >= S.last[r].step) S.last[r] = ev;
         if (r === 0 && typeof ev.loss === 'number') addLoss(ev.step, ev.loss);
+        if (r === 0 && Array.isArray(ev.expert_load)) addExperts(ev);
         if (r === 0 && ev.ms && typeof ev.ms.step === 'number') {
           S.ms.push(ev.ms.step);
           if (S.ms.length > 20) S.ms.shift();
@@ -135,6 +137,18 @@ window.ShardlabRunState = function (onRef) {
     let i = L.length - 1;
     while (i > 0 && L[i - 1].x >= step) i--;
     if (L[i].x === step) L[i].y = loss; else L.splice(i, 0, { x: step, y: loss });
+  }
+
+  // A step's routing (run_experts.js draws it). A long run keeps at most EXPERT_STEPS of them:
+  // past that every other one goes, so the strip still spans the run, sampled evenly.
+  const EXPERT_STEPS = 2000;
+  function addExperts(ev) {
+    const rows = ev.expert_load.filter((row) => Array.isArray(row)).map((row) => row.map((n) => (typeof n === 'number' ? n : 0)));
+    if (!rows.length) return;
+    const X = S.experts, item = { step: ev.step, load: rows, aux: ev.aux_loss, dropped: ev.dropped, assignments: ev.assignments };
+    while (X.length && X[X.length - 1].step >= ev.step) X.pop();  // a resumed run repeats steps: the newer wins
+    X.push(item);
+    if (X.length > EXPERT_STEPS) S.experts = X.filter((_, i) => i % 2 === 0 || i === X.length - 1);
   }
 
   // Spans of steps older than the timeline's step will never be drawn: drop them, so a long
