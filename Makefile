@@ -195,7 +195,7 @@ LAB_LIB_SAN := $(COMMON_SAN) $(ALGO_SAN)
 ifeq ($(CUDA_BUILD),1)
 LIB_OBJS := $(COMMON_OBJS) $(CU_SRCS:$(LABS_SRC)/common/cuda/%.cu=$(BUILD)/common/cuda/%.o) $(ALGO_OBJS)
 CUDA_LIBDIRS := $(sort $(wildcard $(CUDA_ROOT)/lib64 $(CUDA_ROOT)/lib) $(NCCL_LIBDIR))
-LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lstdc++
+LDLIBS_CUDA := $(CUDA_LIBDIRS:%=-L%) $(CUDA_LIBDIRS:%=-Wl,-rpath,%) $(NCCL_LIB) -lcudart -lstdc++
 else
 LIB_OBJS := $(COMMON_OBJS) $(BUILD)/common/cuda/nocuda.o $(ALGO_OBJS)
 LDLIBS_CUDA :=

@@ -24,10 +24,13 @@
 //  12. a GPU of compute capability 9.0: the kernels for sm_90 alone (the nvcc command line);
 //      an nvidia-smi too old to say the capability: every architecture;
 //  13. build/backend.txt: a build whose backend or kernel flags changed relinks the labs, an
-//      unchanged one links nothing (case 10's build, again).
+//      unchanged one links nothing (case 10's build, again);
+//  14. a CUDA lab's link line has -lcudart and no cuBLAS (cuda_open dlopens it), and when the
+//      checkout's own build is CUDA, no program in it has libcublas among its NEEDED.
 // Broken on purpose: without the multiarch folder in the Makefile's nccl_libdir, case 1
 // builds the CPU backend and fails here; CUDA_ARCHS always CUDA_ARCHS_ALL fails case 12;
-// the labs without $(BACKEND_STAMP) among their prerequisites fail case 13.
+// the labs without $(BACKEND_STAMP) among their prerequisites fail case 13; -lcublas back in
+// LDLIBS_CUDA fails case 14.
 //
 // Then the shardlab command's libraries, the same way: `make deps-status` with DEPS_SEARCH
 // pointing the header search at a fake tree (-nostdinc -I<tree>: empty headers, or none):
@@ -214,6 +217,38 @@ static void check_libraries(void) {
     free(out);
 }
 
+// 14, on the real build: when ROOT's build is the CUDA backend (CI builds CUDA=1), no program
+// it made needs libcublas. Linked in, cuBLASLt's constructors cost every process about a third
+// of a second and 200 MB before main, GPU or not, and the suite starts thousands of ranks.
+static void check_no_cublas_needed(void) {
+    char path[4200], cmd[9000];
+    snprintf(path, sizeof path, "%s/build/backend.txt", root);
+    FILE *f = fopen(path, "r");
+    char backend[8] = "";
+    if (f) {
+        if (!fgets(backend, sizeof backend, f)) backend[0] = 0;
+        fclose(f);
+    }
+    if (strncmp(backend, "cuda", 4) != 0) {
+        printf("ok - # SKIP the build here is not the CUDA backend; no program to read for cuBLAS\n");
+        return;
+    }
+    // Every ELF under build/: the labs, the tests' GPU programs, the benchmarks, shardlab.
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/build' && n=0 && for f in $(find . -type f -perm -u+x); do "
+             "head -c4 \"$f\" | grep -q ELF || continue; n=$((n+1)); "
+             "readelf -d \"$f\" | grep -q 'NEEDED.*cublas' && echo \"needs cuBLAS: $f\"; done; echo \"read $n\"",
+             root);
+    int st;
+    char *out = test_sh(NULL, cmd, &st);
+    int n = 0;
+    const char *r = strstr(out, "read ");
+    if (r) n = atoi(r + 5);
+    EXPECT(st == 0 && n > 0 && !strstr(out, "needs cuBLAS"), "none of the CUDA build's %d programs needs libcublas:\n%.1500s", n,
+           out);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_build ROOT\n");
@@ -328,6 +363,17 @@ int main(int argc, char **argv) {
     EXPECT(strstr(out, "-gencode arch=compute_90,code=sm_90") && !strstr(out, "sm_80") && !strstr(out, "code=compute_90"),
            "a 9.0 GPU: nvcc compiles for sm_90 alone: %.600s", out);
     free(out);
+    // 14. The labs link the CUDA runtime and NCCL, never cuBLAS: cuda_open() loads it. The
+    //     link line is the dry run's last (make -n prints every compile before it).
+    char link[9000];
+    snprintf(link, sizeof link,
+             "cd '%s' && env PATH=/usr/bin:/bin make -n -s --no-print-directory %s CUDA_HOME=%s PYTHON=%s BUILD=%s/nb "
+             "%s/nb/labs/single 2>&1 | grep -e '-o %s/nb/labs/single '",
+             root, gpu, cuda, nopy, tmp, tmp, tmp);
+    int st;
+    out = test_sh(NULL, link, &st);
+    EXPECT(strstr(out, "-lcudart") && !strstr(out, "cublas"), "a CUDA lab links -lcudart and no cuBLAS: %.600s", out);
+    free(out);
     snprintf(path, sizeof path, "%s/nvidia-smi-old", tmp);
     test_put_file(path, SMI_OLD, 1);
     snprintf(settings, sizeof settings, "NVIDIA_SMI=%s CUDA_HOME=%s PYTHON=%s", path, cuda, nopy);
@@ -353,6 +399,7 @@ int main(int argc, char **argv) {
     free(out);
 
     check_libraries();
+    check_no_cublas_needed();
 
     snprintf(path, sizeof path, "rm -rf '%s'", tmp);
     if (system(path) != 0) printf("# removing %s failed\n", tmp);

@@ -382,5 +382,10 @@ int main(int argc, char **argv) {
     check_bad_input();
     check_sanitized();
     check_no_deadlock();
+    // A passing run leaves nothing behind; a failing one keeps its run directories to read.
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (test_failed == 0 && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    if (test_failed) printf("# kept %s\n", tmp);
     return test_done();
 }

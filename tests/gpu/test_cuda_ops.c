@@ -28,7 +28,8 @@
 //     at every awkward length and alignment, for one buffer and for lists of them;
 //   - ring attention's kernels (ring.cu) against the cp lab's CPU block (labs/18-cp/ring_attention.c):
 //     a zig-zag rank's queries against two blocks merged, their backward, and the copies.
-// Without a usable GPU it prints one "ok - skipped" line and exits 0, so it can run anywhere.
+// Without a usable GPU it checks only that cuBLAS loads (no GPU needed), prints one "ok -
+// skipped" line and exits 0, so it can run anywhere.
 //
 // Tolerances. fp32 keeps 24 bits (one rounding: 6e-8 relative). The GPU adds in another order
 // (cuBLAS tiles, warp trees), fuses a*b+c into one rounding, and its expf/tanhf are within 2
@@ -1053,9 +1054,12 @@ static void test_ring_block(int B, int T, int C, int NH, int bf16_in) {
 
 int main(void) {
     char why[256] = "";
+    // cuBLAS is not linked but loaded by cuda_open; finding it needs no GPU, so CI checks it.
+    EXPECT(cuda_load_blas(why, sizeof why) == 0, "cuBLAS and cuBLASLt load and have every function the backend calls%s%s",
+           why[0] ? ": " : "", why);
     if (cuda_device_count(why, sizeof why) == 0) {
         printf("ok - skipped: no usable GPU (%s)\n", why);
-        return 0;
+        return test_done();
     }
     char desc[256], err[256];
     if (cuda_open(0, 0, desc, sizeof desc, err, sizeof err) != 0) {

@@ -45,7 +45,7 @@ static void head_products(cublasOperation_t ta, cublasOperation_t tb, int m, int
     CudaContext *c = cuda_context();
     const float zero = 0.0f;
     for (int b = 0; b < B; b++)
-        cublasCheck(cublasSgemmStridedBatched(c->cublas, ta, tb, m, n, k, &alpha, A + b * seq_a, lda, stride_a,
+        cublasCheck(blas.cublasSgemmStridedBatched(c->cublas, ta, tb, m, n, k, &alpha, A + b * seq_a, lda, stride_a,
                                               Bm + b * seq_b, ldb, stride_b, &zero, Y + b * seq_y, ldy, stride_y, NH));
 }
 

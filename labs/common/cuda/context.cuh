@@ -21,6 +21,35 @@ extern "C" {
 #include "gpu.h"
 }
 
+// ---- cuBLAS, loaded by cuda_open (blas.cu says why) ---------------------------------------
+
+// Every cuBLAS and cuBLASLt function the backend calls, with the library it lives in. The
+// _v2 names are the symbols; cublas_v2.h's macros turn blas.cublasSgemm into blas.cublasSgemm_v2.
+#define SHARDLAB_BLAS_FUNCTIONS(X)                                                                        \
+    X(cublas_lib, cublasCreate_v2) X(cublas_lib, cublasDestroy_v2) X(cublas_lib, cublasSetStream_v2)      \
+    X(cublas_lib, cublasSetWorkspace_v2) X(cublas_lib, cublasSetMathMode) X(cublas_lib, cublasGetStatusString) \
+    X(cublas_lib, cublasSgemm_v2) X(cublas_lib, cublasSgemmStridedBatched)                               \
+    X(lt_lib, cublasLtCreate) X(lt_lib, cublasLtDestroy) X(lt_lib, cublasLtMatmul)                        \
+    X(lt_lib, cublasLtMatmulAlgoGetHeuristic) X(lt_lib, cublasLtMatmulDescCreate)                         \
+    X(lt_lib, cublasLtMatmulDescDestroy) X(lt_lib, cublasLtMatmulDescSetAttribute)                        \
+    X(lt_lib, cublasLtMatmulPreferenceCreate) X(lt_lib, cublasLtMatmulPreferenceDestroy)                  \
+    X(lt_lib, cublasLtMatmulPreferenceSetAttribute) X(lt_lib, cublasLtMatrixLayoutCreate)                 \
+    X(lt_lib, cublasLtMatrixLayoutDestroy)
+
+typedef struct {
+    int loaded;
+    void *cublas_lib, *lt_lib;  // dlopen's handles
+#define BLAS_MEMBER(lib, name) decltype(&::name) name;
+    SHARDLAB_BLAS_FUNCTIONS(BLAS_MEMBER)
+#undef BLAS_MEMBER
+    // Overloaded in C++ (an inline wrapper takes the old cudaDataType compute type), so the
+    // pointer names the library's own function by its compute type's.
+    cublasStatus_t (*cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                                   const void *, cudaDataType, int, const void *, cudaDataType, int, const void *,
+                                   void *, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+} Blas;
+extern Blas blas;  // filled by gpu.h's cuda_load_blas
+
 // ---- checked wrappers (llm.c's style, as nccl.cu's: a function taking __FILE__/__LINE__) ----
 
 static inline void cuda_check_at(cudaError_t err, const char *what, const char *file, int line) {
@@ -36,7 +65,7 @@ static inline void cuda_check_at(cudaError_t err, const char *what, const char *
 static inline void cublas_check_at(cublasStatus_t status, const char *what, const char *file, int line) {
     if (status == CUBLAS_STATUS_SUCCESS) return;
     die_at(file, line, "check the matrix sizes passed to cuBLAS; CUBLAS_LOGINFO_DBG=1 logs every call",
-           "cuBLAS error in %s: %s", what, cublasGetStatusString(status));
+           "cuBLAS error in %s: %s", what, blas.cublasGetStatusString(status));
 }
 #define cublasCheck(call) cublas_check_at((call), #call, __FILE__, __LINE__)
 

@@ -81,9 +81,9 @@ static cudaError_t context_release(void) {
     cudaError_t first = cudaSuccess;
     keep_first(&first, cudaSetDevice(ctx.ordinal));
     if (ctx.stream) keep_first(&first, cudaStreamSynchronize(ctx.stream));
-    if (ctx.cublas && cublasDestroy(ctx.cublas) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
+    if (ctx.cublas && blas.cublasDestroy(ctx.cublas) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
     cuda_lt_release(&ctx);
-    if (ctx.lt && cublasLtDestroy(ctx.lt) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
+    if (ctx.lt && blas.cublasLtDestroy(ctx.lt) != CUBLAS_STATUS_SUCCESS) keep_first(&first, cudaErrorUnknown);
     if (ctx.cublas_workspace) keep_first(&first, cudaFree(ctx.cublas_workspace));
     if (ctx.workspace) keep_first(&first, cudaFree(ctx.workspace));
     if (ctx.hash_dev) keep_first(&first, cudaFree(ctx.hash_dev));
@@ -138,22 +138,24 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
         return open_failed(err, nerr, "cudaMalloc (kernel workspace)", cudaGetErrorString(e));
     ctx.workspace_bytes = OWN_WORKSPACE_BYTES;
 
+    char why[512];
+    if (cuda_load_blas(why, sizeof why) != 0) return open_failed(err, nerr, "cuBLAS", why);
     cublasStatus_t s;
-    if ((s = cublasCreate(&ctx.cublas)) != CUBLAS_STATUS_SUCCESS)
-        return open_failed(err, nerr, "cublasCreate", cublasGetStatusString(s));
-    if ((s = cublasSetStream(ctx.cublas, ctx.stream)) != CUBLAS_STATUS_SUCCESS)
-        return open_failed(err, nerr, "cublasSetStream", cublasGetStatusString(s));
+    if ((s = blas.cublasCreate(&ctx.cublas)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasCreate", blas.cublasGetStatusString(s));
+    if ((s = blas.cublasSetStream(ctx.cublas, ctx.stream)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetStream", blas.cublasGetStatusString(s));
     // After cublasSetStream, which resets the workspace to cuBLAS's own pool.
-    if ((s = cublasSetWorkspace(ctx.cublas, ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS)
-        return open_failed(err, nerr, "cublasSetWorkspace", cublasGetStatusString(s));
+    if ((s = blas.cublasSetWorkspace(ctx.cublas, ctx.cublas_workspace, CUBLAS_WORKSPACE_BYTES)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetWorkspace", blas.cublasGetStatusString(s));
     // Default math is true fp32, so products match the CPU's to rounding; TF32 tensor cores
     // are faster but keep only 10 bits of each input's mantissa.
     cublasMath_t math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-    if ((s = cublasSetMathMode(ctx.cublas, math)) != CUBLAS_STATUS_SUCCESS)
-        return open_failed(err, nerr, "cublasSetMathMode", cublasGetStatusString(s));
+    if ((s = blas.cublasSetMathMode(ctx.cublas, math)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasSetMathMode", blas.cublasGetStatusString(s));
     // cuBLASLt's handle (lt.cu: the Linear's bias epilogue); its kernels get the workspace above.
-    if ((s = cublasLtCreate(&ctx.lt)) != CUBLAS_STATUS_SUCCESS)
-        return open_failed(err, nerr, "cublasLtCreate", cublasGetStatusString(s));
+    if ((s = blas.cublasLtCreate(&ctx.lt)) != CUBLAS_STATUS_SUCCESS)
+        return open_failed(err, nerr, "cublasLtCreate", blas.cublasGetStatusString(s));
 
     if (desc && ndesc)
         snprintf(desc, ndesc, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
@@ -168,7 +170,7 @@ void cuda_close(void) {
 void cuda_set_tf32(int tf32) {
     CudaContext *c = cuda_context();
     c->tf32 = tf32;
-    cublasCheck(cublasSetMathMode(c->cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    cublasCheck(blas.cublasSetMathMode(c->cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 void cuda_set_fp32_tc(int on) { cuda_context()->fp32_tc = on; }

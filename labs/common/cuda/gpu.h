@@ -27,6 +27,10 @@
 // GPUs this process can use; 0 with the reason in why ("no CUDA driver", "this build has no
 // CUDA backend", ...).
 int cuda_device_count(char *why, size_t nwhy);
+// Load cuBLAS and cuBLASLt, which the programs do not link (blas.cu says why): cuda_open does
+// it first. It needs no GPU, so a test can prove the libraries and every function are found.
+// Returns 0, or -1 with the reason in err.
+int cuda_load_blas(char *err, size_t nerr);
 // Make GPU `ordinal` this process's device: stream, cuBLAS handle (TF32 tensor-core math only
 // when tf32 is set, so products match the CPU's fp32 by default). desc gets one line such as
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)". Returns 0, or -1 with the reason in err.

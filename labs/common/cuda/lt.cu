@@ -63,21 +63,21 @@ static void say_other_way(const LtKey *key) {
 
 static void plan_free(LtPlan *p) {
     // Destroying a NULL descriptor is allowed and does nothing.
-    (void)cublasLtMatmulDescDestroy(p->desc);
-    (void)cublasLtMatrixLayoutDestroy(p->a);
-    (void)cublasLtMatrixLayoutDestroy(p->b);
-    (void)cublasLtMatrixLayoutDestroy(p->d);
+    (void)blas.cublasLtMatmulDescDestroy(p->desc);
+    (void)blas.cublasLtMatrixLayoutDestroy(p->a);
+    (void)blas.cublasLtMatrixLayoutDestroy(p->b);
+    (void)blas.cublasLtMatrixLayoutDestroy(p->d);
     memset(p, 0, sizeof *p);
 }
 
 template <typename T>
 static void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t what, T value) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(d, what, &value, sizeof value));
+    cublasCheck(blas.cublasLtMatmulDescSetAttribute(d, what, &value, sizeof value));
 }
 
 template <typename T>
 static void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t what, T value) {
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(p, what, &value, sizeof value));
+    cublasCheck(blas.cublasLtMatmulPreferenceSetAttribute(p, what, &value, sizeof value));
 }
 
 // The descriptors of key's product and the heuristic's first kernel for them (plan->usable 0
@@ -86,7 +86,7 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, cons
     plan->key = *key;
     cublasComputeType_t compute = key->tf32 && !key->bf16_in ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cudaDataType_t in = key->bf16_in ? CUDA_R_16BF : CUDA_R_32F, out = key->bf16_out ? CUDA_R_16BF : CUDA_R_32F;
-    cublasCheck(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+    cublasCheck(blas.cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, (cublasOperation_t)key->ta);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, (cublasOperation_t)key->tb);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
@@ -94,12 +94,12 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, cons
     // Each layout as stored: op(A) is m x k, so A itself is m x k (op N) or k x m (op T).
     int a_rows = key->ta == CUBLAS_OP_N ? key->m : key->k, a_cols = key->ta == CUBLAS_OP_N ? key->k : key->m;
     int b_rows = key->tb == CUBLAS_OP_N ? key->k : key->n, b_cols = key->tb == CUBLAS_OP_N ? key->n : key->k;
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan->a, in, a_rows, a_cols, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan->b, in, b_rows, b_cols, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan->d, out, key->m, key->n, key->ldd));
+    cublasCheck(blas.cublasLtMatrixLayoutCreate(&plan->a, in, a_rows, a_cols, key->lda));
+    cublasCheck(blas.cublasLtMatrixLayoutCreate(&plan->b, in, b_rows, b_cols, key->ldb));
+    cublasCheck(blas.cublasLtMatrixLayoutCreate(&plan->d, out, key->m, key->n, key->ldd));
 
     cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(blas.cublasLtMatmulPreferenceCreate(&pref));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, c->cublas_workspace_bytes);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, (uint32_t)key->align[0]);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, (uint32_t)key->align[1]);
@@ -107,9 +107,9 @@ static void plan_make(const CudaContext *c, LtPlan *plan, const LtKey *key, cons
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, (uint32_t)key->align[2]);
     cublasLtMatmulHeuristicResult_t found;
     int count = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, plan->desc, plan->a, plan->b, plan->d, plan->d, pref,
+    cublasStatus_t s = blas.cublasLtMatmulAlgoGetHeuristic(c->lt, plan->desc, plan->a, plan->b, plan->d, plan->d, pref,
                                                       1, &found, &count);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(blas.cublasLtMatmulPreferenceDestroy(pref));
     if (s != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(s);
     plan->usable = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
     if (plan->usable) plan->algo = found.algo;
@@ -142,7 +142,7 @@ bool cuda_gemm_bias(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
     if (!p->usable) return false;
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     const float one = 1.0f, zero = 0.0f;  // beta = 0: D's old contents are not read
-    cublasStatus_t s = cublasLtMatmul(c->lt, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d, &p->algo,
+    cublasStatus_t s = blas.cublasLtMatmul(c->lt, p->desc, &one, A, p->a, B, p->b, &zero, D, p->d, D, p->d, &p->algo,
                                       c->cublas_workspace, c->cublas_workspace_bytes, c->stream);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing queued: the other way, from now on for this shape
         p->usable = 0;

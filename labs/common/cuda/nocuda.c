@@ -25,6 +25,10 @@ int cuda_open(int ordinal, int tf32, char *desc, size_t ndesc, char *err, size_t
     snprintf(err, nerr, "%s", WHY);
     return -1;
 }
+int cuda_load_blas(char *err, size_t nerr) {
+    snprintf(err, nerr, "%s", WHY);
+    return -1;
+}
 void cuda_close(void) {}
 void cuda_set_tf32(int tf32) { (void)tf32; unreachable("cuda_set_tf32"); }
 void cuda_set_fp32_tc(int on) { (void)on; unreachable("cuda_set_fp32_tc"); }

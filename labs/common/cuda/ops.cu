@@ -168,11 +168,11 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     CudaContext *c = cuda_context();
     const float one = 1.0f;
     if (!bf16_in) {
-        cublasCheck(cublasSgemm(c->cublas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
+        cublasCheck(blas.cublasSgemm(c->cublas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
                                 (float *)C, ldc));
         return;
     }
-    cublasCheck(cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
+    cublasCheck(blas.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
                              bf16_out ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
