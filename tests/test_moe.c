@@ -220,7 +220,7 @@ static void check_backward(int C, int E, int K, int H, double capacity, int N) {
     float *out = malloc(nx * sizeof(float)), *dx = malloc(nx * sizeof(float)), *grads = calloc(np, sizeof(float));
     float *scratch = malloc(moe_scratch_floats(&s.m, N, 0) * sizeof(float));
     moe_forward(&ops_cpu, &s.m, s.p, s.x, out, &a, 0, scratch);
-    moe_backward(&ops_cpu, &s.m, s.p, grads, s.x, Rf, &a, aux_scale, a.routed, N, dx, 0, scratch);
+    moe_backward(&ops_cpu, &s.m, s.p, grads, s.x, Rf, &a, aux_scale, dx, 0, scratch);
     double *pd = widen(s.p, np), *xd = widen(s.x, nx);
     Routing base;
     loss_ref(&s.m, pd, xd, N, R, aux_scale, &base);

@@ -333,17 +333,22 @@ double train_accumulate(Gpt *g, GptActs *acts, const Corpus *c, const TrainArgs 
 
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step) {
     const Ops *ops = g->mem->dev->ops;
-    o->hyper.lr = (float)lr;
     size_t *len = malloc_check((size_t)g->nlayers * sizeof *len);
     for (int l = 0; l < g->nlayers; l++) len[l] = gpt_layer_size(&g->cfg, l);
     double norm = sqrt(ops->sum_of_squares_buffers(g->nlayers, (const float *const *)g->grads, len, NULL));
     free(len);
+    train_update_with_norm(g, o, clip, lr, step, norm);
+    return norm;
+}
+
+void train_update_with_norm(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step, double norm) {
+    const Ops *ops = g->mem->dev->ops;
+    o->hyper.lr = (float)lr;
     if (clip > 0 && norm > clip)
         for (int l = 0; l < g->nlayers; l++) ops->scale_floats(g->grads[l], gpt_layer_size(&g->cfg, l), (float)(clip / norm));
     for (int l = 0; l < g->nlayers; l++)
         ops->adamw_update(&o->hyper, step, g->params[l], g->grads[l], o->m[l], o->v[l], gpt_layer_size(&g->cfg, l));
     device_sync(g->mem->dev);  // the step ends when the GPU's updates have
-    return norm;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -132,6 +132,9 @@ void train_all_reduce_layers(DistGroup *g, Gpt *model);
 // Clip the global gradient norm to `clip` (0: never), then one AdamW step on every layer at
 // learning rate lr (train_lr()). Returns the norm before clipping.
 double train_clip_and_update(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step);
+// The same with the norm given: a lab whose ranks hold different parameters (lab-ep's
+// experts) sums their squares over the ranks itself, each parameter counted once.
+void train_update_with_norm(Gpt *g, GptAdamW *o, double clip, double lr, int64_t step, double norm);
 
 // The memory table: each category's formula next to what the allocator measured, and a check
 // event for each. A mismatch is a bug in shardlab: die. Rows with host = 1 measure host_mem

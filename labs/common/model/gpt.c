@@ -20,7 +20,8 @@ const char *gpt_attn_name(int attn) { return attn == GPT_ATTN_FLASH ? "flash" : 
 MoeConfig gpt_moe_config(const GptConfig *c) {
     // The layer runs in fp32 (moe.c): the labs refuse --moe with --mixed (train.c).
     if (c->mixed) die("this is a bug in shardlab", "--moe with --mixed reached the model");
-    return (MoeConfig){.C = c->dim, .E = c->experts, .K = c->topk, .H = c->expert_dim, .capacity = c->capacity};
+    return (MoeConfig){.C = c->dim, .E = c->experts, .K = c->topk, .H = c->expert_dim, .capacity = c->capacity,
+                       .ranks = c->expert_ranks, .rank = c->expert_rank};
 }
 
 int gpt_attn_parse(const char *name) {
@@ -42,19 +43,26 @@ static size_t block_bf16_per_token(const GptConfig *c) {
     return c->mixed ? (11 + 3 * (size_t)gpt_keeps_qkv_bf16(c)) * (size_t)c->dim : 0;
 }
 
-// --moe: the MoE layer's words a token (moe.h), in place of the MLP's fch and fch_gelu (8C).
-static size_t moe_words_per_token(const GptConfig *c) {
-    if (c->experts <= 0) return 0;
-    MoeConfig m = gpt_moe_config(c);
-    return moe_acts_floats(&m, 1) + moe_acts_ints(&m, 1);
-}
-
-size_t gpt_block_acts_bytes_per_token(const GptConfig *c) {
+// A block's bytes a token outside the MoE layer: with --moe, the dense MLP's 8C floats
+// (fch and fch_gelu) are the layer's instead (moe_acts_bytes, which expert parallelism's
+// capacity makes no multiple of the tokens: gpt_block_acts_bytes).
+static size_t block_bytes_per_token_but_moe(const GptConfig *c) {
     size_t floats = 16 * (size_t)c->dim + 4 + gpt_attn_saved_floats(c, 1, c->heads) / c->seq;
-    if (c->experts > 0) floats += moe_words_per_token(c) - 8 * (size_t)c->dim;
+    if (c->experts > 0) floats -= 8 * (size_t)c->dim;
     size_t halves = block_bf16_per_token(c);
     return 4 * (floats - halves) + 2 * halves;
 }
+
+size_t gpt_block_acts_bytes(const GptConfig *c, int B) {
+    size_t BT = (size_t)B * c->seq, bytes = BT * block_bytes_per_token_but_moe(c);
+    if (c->experts > 0) {
+        MoeConfig m = gpt_moe_config(c);
+        bytes += moe_acts_bytes(&m, (int)BT);
+    }
+    return bytes;
+}
+
+size_t gpt_block_acts_bytes_per_token(const GptConfig *c) { return gpt_block_acts_bytes(c, 1) / c->seq; }
 
 size_t gpt_head_acts_bytes_per_token(const GptConfig *c) {
     size_t C = (size_t)c->dim, floats = 2 + (size_t)c->vocab;  // lnf's mean and rstd, the probabilities
@@ -64,9 +72,8 @@ size_t gpt_head_acts_bytes_per_token(const GptConfig *c) {
 size_t gpt_acts_layers_bytes(const GptConfig *c, int B, int first, int last) {
     int blocks = (last < c->layers ? last : c->layers) - (first > 1 ? first : 1) + 1;
     size_t per_token = 4 * (size_t)c->dim  // x0, or the input
-                       + (size_t)(blocks > 0 ? blocks : 0) * gpt_block_acts_bytes_per_token(c)
                        + (last == c->layers + 1 ? gpt_head_acts_bytes_per_token(c) : 0);
-    return (size_t)B * c->seq * per_token;
+    return (size_t)B * c->seq * per_token + (size_t)(blocks > 0 ? blocks : 0) * gpt_block_acts_bytes(c, B);
 }
 
 size_t gpt_acts_bytes(const GptConfig *c, int B) { return gpt_acts_layers_bytes(c, B, 0, c->layers + 1); }
@@ -287,7 +294,7 @@ void gpt_block_forward(const Ops *ops, const GptConfig *c, const float *params, 
     if (c->experts > 0) {
         MoeConfig mc = gpt_moe_config(c);
         ops->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, w.ln2_w, w.ln2_b, N, C);
-        moe_forward(ops, &mc, w.moe, a->ln2, a->out, &a->moe, 0, scratch);
+        ops->moe_forward(ops, &mc, w.moe, a->ln2, a->out, &a->moe, 0, scratch);
         ops->residual_add(a->out, a->out, a->res1, N * C);
         return;
     }
@@ -362,8 +369,8 @@ void gpt_block_backward(const Ops *ops, const GptConfig *c, const float *params,
     // through the MLP (or the experts, whose router also takes the aux loss's gradient).
     if (c->experts > 0) {
         MoeConfig mc = gpt_moe_config(c);
-        moe_backward(ops, &mc, w.moe, g.moe, a->ln2, dx, &a->moe, gpt_moe_aux_scale(c, loss_scale, a->moe.N),
-                     a->moe.routed, a->moe.N, dln, 0, att_scratch);
+        ops->moe_backward(ops, &mc, w.moe, g.moe, a->ln2, dx, &a->moe, gpt_moe_aux_scale(c, loss_scale, a->moe.ntokens),
+                          dln, 0, att_scratch);
     } else {
         gpt_linear_backward(ops, dfch, g.mproj_w, g.mproj_b, dx, a->fch_gelu, a->fch_gelu_bf16, w.mproj_w, (int)N,
                             4 * (int)C, (int)C, bf, lin);
@@ -531,9 +538,9 @@ void gpt_moe_stats_add(GptMoeStats *s, const GptConfig *c, const GptActs *a, int
     double aux = 0;
     for (int l = first; l <= last; l++) {
         const MoeActs *x = &a->blocks[l - 1].moe;
-        aux += moe_aux_loss(&m, x->routed, x->prob_sum, x->N);
+        aux += moe_aux_loss(&m, x->routed, x->prob_sum, x->ntokens);
         s->dropped += x->dropped;
-        s->assignments += (int64_t)x->N * m.K;
+        s->assignments += (int64_t)x->ntokens * m.K;
         for (int e = 0; e < m.E; e++) s->load[(size_t)(l - 1) * m.E + e] += x->routed[e];
     }
     s->aux_sum += aux / c->layers;

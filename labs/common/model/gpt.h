@@ -65,6 +65,9 @@ typedef struct {
     int expert_dim;     // H (--expert-dim): an expert's hidden width
     double capacity;    // --capacity: the capacity factor, 0 dropless
     double aux_weight;  // --aux-weight: the load-balancing loss's weight in the training loss
+    // Expert parallelism (lab-ep): the experts split over expert_ranks ranks, this model
+    // holding those of expert_rank (moe.h's ranks and rank); 0: the one-rank layer.
+    int expert_ranks, expert_rank;
 } GptConfig;
 
 // The MoE layer of a block of c (c->experts > 0).
@@ -170,8 +173,10 @@ size_t gpt_acts_bytes(const GptConfig *c, int B);
 // Bytes one block saves per token: 4 (16C + 4 + NH*T) (naive) or 4 (16C + 4 + NH) (flash);
 // under --mixed 11C (naive) or 14C (flash) of those floats are bf16s, 2 bytes less each.
 // With --moe the MLP's 8C become the layer's E + 4K + 2K(C + H) (moe.h): 4 (8C + 4 + NH(T) +
-// E + 4K + 2K(C + H)).
+// E + 4K + 2K(C + H)). Per token is exact where the layer's rows grow with the tokens: on
+// one rank, or dropless; gpt_block_acts_bytes is every case's, for B sequences.
 size_t gpt_block_acts_bytes_per_token(const GptConfig *c);
+size_t gpt_block_acts_bytes(const GptConfig *c, int B);
 // Bytes the head saves per token: 4 (C + 2 + V), or 2C + 4 (2 + V) under --mixed.
 size_t gpt_head_acts_bytes_per_token(const GptConfig *c);
 // What the attention of `heads` heads saves for B sequences: att, B*heads*T*T floats

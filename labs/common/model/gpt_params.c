@@ -19,12 +19,17 @@ typedef struct {
     const char *name;
     int rows, cols;  // cols 0 for a vector
     int init;
-    int stack;       // the experts' tensors (--moe): E of [rows, cols] stacked; else 0
+    int stack;       // the experts' tensors (--moe): the experts held, of [rows, cols] stacked; else 0
+    int skip;        // experts held elsewhere before them (lab-ep): their init values are drawn, not kept
 } TensorSpec;
 
-static TensorSpec tensor(const char *name, int rows, int cols, int init) { return (TensorSpec){name, rows, cols, init, 0}; }
-static TensorSpec stacked(const char *name, int E, int rows, int cols, int init) {
-    return (TensorSpec){name, rows, cols, init, E};
+static TensorSpec tensor(const char *name, int rows, int cols, int init) {
+    return (TensorSpec){name, rows, cols, init, 0, 0};
+}
+// The experts this model holds (moe.h: all E, or under expert parallelism E / ranks from
+// the first it holds).
+static TensorSpec stacked(const char *name, const MoeConfig *m, int rows, int cols, int init) {
+    return (TensorSpec){name, rows, cols, init, moe_local_experts(m), moe_first_expert(m)};
 }
 
 // The tensors of each kind of layer, in buffer order.
@@ -44,12 +49,13 @@ static int layer_specs(const GptConfig *c, int layer, TensorSpec out[GPT_MAX_TEN
         out[n++] = tensor("ln_2.weight", C, 0, INIT_ONE);
         out[n++] = tensor("ln_2.bias", C, 0, INIT_ZERO);
         if (c->experts > 0) {  // moe.h's flat layout: the router, then the experts' four, stacked
-            int E = c->experts, H = c->expert_dim;
-            out[n++] = tensor("mlp.router.weight", E, C, INIT_NORMAL);
-            out[n++] = stacked("mlp.experts.c_fc.weight", E, H, C, INIT_NORMAL);
-            out[n++] = stacked("mlp.experts.c_fc.bias", E, H, 0, INIT_ZERO);
-            out[n++] = stacked("mlp.experts.c_proj.weight", E, C, H, INIT_RESIDUAL);
-            out[n++] = stacked("mlp.experts.c_proj.bias", E, C, 0, INIT_ZERO);
+            MoeConfig m = gpt_moe_config(c);
+            int H = c->expert_dim;
+            out[n++] = tensor("mlp.router.weight", m.E, C, INIT_NORMAL);
+            out[n++] = stacked("mlp.experts.c_fc.weight", &m, H, C, INIT_NORMAL);
+            out[n++] = stacked("mlp.experts.c_fc.bias", &m, H, 0, INIT_ZERO);
+            out[n++] = stacked("mlp.experts.c_proj.weight", &m, C, H, INIT_RESIDUAL);
+            out[n++] = stacked("mlp.experts.c_proj.bias", &m, C, 0, INIT_ZERO);
             return n;
         }
         out[n++] = tensor("mlp.c_fc.weight", 4 * C, C, INIT_NORMAL);
@@ -136,6 +142,11 @@ void gpt_init_layer(const GptConfig *c, int layer, float *flat, uint64_t seed) {
         float *p = flat + t[i].offset;
         Rng rng;
         rng_seed(&rng, rng_hash(seed, (uint64_t)layer, (uint64_t)i));
+        // An expert-parallel rank draws the values of the experts before its own and drops
+        // them: its experts start as the same rows of one model's stacked tensor.
+        size_t skip = (size_t)spec[i].skip * spec[i].rows * (spec[i].cols ? (size_t)spec[i].cols : 1);
+        if (spec[i].init == INIT_NORMAL || spec[i].init == INIT_RESIDUAL)
+            for (size_t j = 0; j < skip; j++) (void)rng_normal(&rng);
         for (size_t j = 0; j < t[i].count; j++) {
             switch (spec[i].init) {
             case INIT_ZERO: p[j] = 0.0f; break;

@@ -4,6 +4,7 @@
 
 #include "common/harness/check.h"
 #include "gelu.h"
+#include "moe.h"  // ops_cpu's moe_forward, moe_backward
 
 #include <math.h>
 #include <stdlib.h>
@@ -441,4 +442,6 @@ const Ops ops_cpu = {
     .from_bf16 = from_bf16,
     .add_bf16 = add_bf16,
     .acc_bf16 = acc_bf16,
+    .moe_forward = moe_forward,
+    .moe_backward = moe_backward,
 };

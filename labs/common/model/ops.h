@@ -170,7 +170,10 @@ void acc_bf16(bf16 *acc, const float *x, size_t n);
 // them.
 // ---------------------------------------------------------------------------------------
 
-typedef struct {
+struct MoeConfig;
+struct MoeActs;
+
+typedef struct Ops {
     const char *name;  // "cpu", "cuda"
     void (*linear_forward)(float *out, const float *inp, const float *weight, const float *bias, int N, int IC,
                            int OC, int bf16_in, float *scratch);
@@ -230,6 +233,14 @@ typedef struct {
     // it), or NULL, 0 when the pass is over. NULL on the CPU, whose kernels take their
     // scratch as arguments.
     void (*use_workspace)(void *p, size_t bytes);
+    // A block's mixture of experts (--moe; moe.h's moe_forward and moe_backward on the CPU, NULL
+    // where a device has none). Not a kernel but a layer, here for the reason cp's ring is in
+    // flash_attention's place: lab-ep puts its dispatcher here, so gpt.c runs either unchanged.
+    void (*moe_forward)(const struct Ops *ops, const struct MoeConfig *m, const float *params, const float *x,
+                        float *out, struct MoeActs *a, int bf16_in, float *scratch);
+    void (*moe_backward)(const struct Ops *ops, const struct MoeConfig *m, const float *params, float *grads,
+                         const float *x, const float *dout, const struct MoeActs *a, float aux_scale, float *dx,
+                         int bf16_in, float *scratch);
 } Ops;
 
 extern const Ops ops_cpu;
