@@ -179,7 +179,7 @@ endif
 # What the lab programs link (LIB_*): every common file but nocuda.c, then the CUDA backend
 # or nocuda.c, and every lab folder's algorithm files. The sanitized build (the tests) is
 # always CPU-only: AddressSanitizer and the CUDA runtime do not mix.
-LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard cp
+LABS_ALL  := single collectives ddp zero fsdp tp pp ckpt shard cp ep
 COMMON_SRCS := $(filter-out $(LABS_SRC)/common/cuda/nocuda.c,$(wildcard $(LABS_SRC)/common/*/*.c))
 COMMON_HDRS := $(wildcard $(LABS_SRC)/common/*/*.h)
 COMMON_OBJS := $(COMMON_SRCS:$(LABS_SRC)/common/%.c=$(BUILD)/common/%.o)
@@ -323,6 +323,7 @@ help:
 	@echo "  make lab-fsdp NGPU=4   FSDP: flat sharded units gathered as they run [ARGS=\"--prefetch --no-reshard --mixed --replicate 2\"]"
 	@echo "  make lab-tp NGPU=4     tensor parallelism, Megatron-style [ARGS=\"--sp --dp 2 --vocab-parallel\"]"
 	@echo "  make lab-cp NGPU=4     context parallelism: each sequence split, K/V passed around a ring [ARGS=\"--layout contiguous --kv all-gather\"]"
+	@echo "  make lab-ep NGPU=4     expert parallelism: E/N experts a rank, tokens sent by all-to-all [ARGS=\"--moe 8 --topk 2 --capacity 1.25\"]"
 	@echo "  make lab-pp NGPU=4 SCHEDULE=1f1b MICRO=8  pipeline parallelism: gpipe, 1f1b, interleaved [SCHEDULE=interleaved ARGS=\"--chunks 2\"]"
 	@echo "  make lab-ckpt NGPU=2 POLICY=sqrt  activation checkpointing: none, every, sqrt or K, on N DDP ranks [ARGS=\"--layers 8\"]"
 	@echo "  make lab-shard NGPU=2 STRATEGY=sampler  data sharding: slice, sampler or dispatch [ARGS=\"--weights 1,3 --temperature 2\"]"

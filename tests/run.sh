@@ -57,6 +57,7 @@ run_test() {
         test_ckpt) run "$name" "$t" "$BUILD/labs/ckpt" "$BUILD/labs/single" "$BUILD/san/labs/ckpt" "$BUILD/breaks/ckpt" ;;
         test_tp) run "$name" "$t" "$BUILD/labs/tp" "$BUILD/labs/single" "$BUILD/san/labs/tp" "$BUILD/breaks/tp" ;;
         test_cp) run "$name" "$t" "$BUILD/labs/cp" "$BUILD/labs/single" "$BUILD/san/labs/cp" ;;
+        test_ep) run "$name" "$t" "$BUILD/labs/ep" "$BUILD/labs/single" "$BUILD/san/labs/ep" ;;
         test_web) run "$name" "$t" "." "$BUILD/san/shardlab" ;;
         test_lexicon) run "$name" "$t" "." "$BUILD/san/shardlab" "$BUILD/shardlab" "$BUILD/labs" ;;
         test_commands | test_figures | test_design) run "$name" "$t" "." ;;

@@ -73,8 +73,8 @@ static void check_whole(void) {
                 }
         }
     }
-    EXPECT(catalog_nlabs == 10 && catalog_lab("ddp") && catalog_lab("cp") && !catalog_lab("nope") && !catalog_lab(NULL),
-           "the catalog has the ten labs, found by name (%d)", catalog_nlabs);
+    EXPECT(catalog_nlabs == 11 && catalog_lab("ddp") && catalog_lab("cp") && catalog_lab("ep") && !catalog_lab("nope") && !catalog_lab(NULL),
+           "the catalog has the eleven labs, found by name (%d)", catalog_nlabs);
     EXPECT(lexicon_ok, "every lab's lexicon entry is a file in lexicon/");
     EXPECT(texts_ok, "every lab has a title and an about text, every option a help text and a metavar");
     EXPECT(unique_ok, "no two options of a lab share a name");

@@ -611,13 +611,13 @@ static void check_read_the_code(void) {
     // Proves: every lesson says which functions to read, and each names a file that is there
     // and a function defined in it. Broken variant: lesson 05 naming sync_gradient for ddp.c's
     // sync_gradients fails here, naming the lesson and the function.
-    EXPECT(n == 18 && bad == 0 && fewest >= 1, "each of the %d lessons has \"## Read the code\", between Exercises and "
+    EXPECT(n == 19 && bad == 0 && fewest >= 1, "each of the %d lessons has \"## Read the code\", between Exercises and "
            "Terms, and its %d entries name functions defined in files that exist (%d wrong)", n, entries, bad);
 
     // The labs' top comments: each names the files and functions of the algorithms it runs.
     static const char *LABS[] = {"01-single/single", "03-collectives/collectives", "05-ddp/ddp", "08-zero/zero",
                                  "09-fsdp/fsdp", "10-tp/tp", "12-pp/pp", "14-activation-checkpointing/ckpt",
-                                 "04-data-sharding/shard", "18-cp/cp"};
+                                 "04-data-sharding/shard", "18-cp/cp", "19-ep/ep"};
     int lab_bad = 0, without = 0, pointers = 0;
     sb_reset(&why);
     for (size_t i = 0; i < sizeof LABS / sizeof *LABS; i++) {

@@ -477,6 +477,9 @@ static const Ops cuda_table = {
     .add_bf16 = cuda_add_bf16,
     .acc_bf16 = cuda_acc_bf16,
     .use_workspace = cuda_use_workspace,
+    // --moe runs on the CPU only (its router and dispatch are host loops): args.c refuses it here.
+    .moe_forward = NULL,
+    .moe_backward = NULL,
 };
 
 extern "C" const Ops *cuda_ops(void) { return &cuda_table; }

@@ -178,22 +178,25 @@ static const CatOption SHARD[] = {
     {"items", OPT_STRING, 0, 0, NULL, "all", "D", "use only the first D items of the data (D >= 1)", FORM, "0123456789al"},
 };
 
-// A mixture of experts in every block (common/model/moe.h): lab-single trains it on one rank.
-static const CatOption MOE[] = {
-    {"moe", OPT_INT, 0, 64, NULL, "0", "E",
-     "a mixture of E experts in place of every block's MLP, a router sending each token to --topk of them (0: the "
-     "dense MLP)", FORM | CAT_FOLD, NULL},
-    {"topk", OPT_INT, 1, 64, NULL, "auto", "K", "--moe: experts per token, their router weights renormalised to sum to 1; "
-     "auto: 2, or 1 with one expert", FORM | CAT_FOLD, NULL},
-    {"expert-dim", OPT_INT, 1, 65536, NULL, "auto", "H", "--moe: an expert's hidden width; auto: 4 --dim, the dense MLP's",
-     FORM | CAT_FOLD, NULL},
-    {"capacity", OPT_DOUBLE, 0, 64, NULL, "0", "F",
-     "--moe: an expert serves at most ceil(F N K / E) of a pass's N tokens, first choices first (0: dropless)", FORM | CAT_FOLD,
-     NULL},
-    {"aux-weight", OPT_DOUBLE, 0, 100, NULL, "0.01", "W",
-     "--moe: the load-balancing loss E sum_e f_e P_e (Switch Transformer's), weighted by W in the training loss", FORM | CAT_FOLD,
-     NULL},
-};
+// A mixture of experts in every block (common/model/moe.h): lab-single trains it on one rank,
+// lab-ep splits its experts over the ranks (eight by default: any of 1, 2, 4 or 8 ranks).
+#define MOE_ROWS(experts_default, experts_help)                                                                       \
+    {"moe", OPT_INT, 0, 64, NULL, experts_default, "E", experts_help, FORM | CAT_FOLD, NULL},                          \
+        {"topk", OPT_INT, 1, 64, NULL, "auto", "K",                                                                    \
+         "--moe: experts per token, their router weights renormalised to sum to 1; auto: 2, or 1 with one expert",     \
+         FORM | CAT_FOLD, NULL},                                                                                       \
+        {"expert-dim", OPT_INT, 1, 65536, NULL, "auto", "H", "--moe: an expert's hidden width; auto: 4 --dim, the dense MLP's", \
+         FORM | CAT_FOLD, NULL},                                                                                       \
+        {"capacity", OPT_DOUBLE, 0, 64, NULL, "0", "F",                                                                \
+         "--moe: an expert serves at most ceil(F N K / E) of a pass's N tokens, first choices first (0: dropless)",    \
+         FORM | CAT_FOLD, NULL},                                                                                       \
+        {"aux-weight", OPT_DOUBLE, 0, 100, NULL, "0.01", "W",                                                          \
+         "--moe: the load-balancing loss E sum_e f_e P_e (Switch Transformer's), weighted by W in the training loss",  \
+         FORM | CAT_FOLD, NULL}
+static const CatOption MOE[] = {MOE_ROWS("0", "a mixture of E experts in place of every block's MLP, a router sending "
+                                              "each token to --topk of them (0: the dense MLP)")};
+static const CatOption EP[] = {MOE_ROWS("8", "E experts in every block, E/N on each of the N ranks (a multiple of N), "
+                                             "a router sending each token to --topk of them")};
 
 // ---- the labs -----------------------------------------------------------------------------
 
@@ -217,6 +220,9 @@ const CatLab catalog_labs[] = {
     {"cp", "context parallelism", "Context parallelism from scratch: every sequence split over N ranks, keys and values "
      "passed around a ring.\nRun N ranks with 'shardlab run cp -n N' (or make lab-cp NGPU=N).", "context-parallelism", 1, 0,
      NULL, N(CP)},
+    {"ep", "expert parallelism", "Expert parallelism from scratch: a mixture-of-experts GPT, its experts split over N "
+     "ranks, tokens sent to them by all-to-all.\nRun N ranks with 'shardlab run ep -n N' (or make lab-ep NGPU=N).",
+     "expert-parallelism", 1, 0, NULL, N(EP)},
     // --layers auto: pp.c, "The model's depth".
     {"pp", "pipeline parallelism", "Pipeline parallelism: the layers split into stages, micro-batches flowing through them."
      "\n--layers auto: the blocks of --split, else one block per model chunk (stages x chunks), at least 2",
