@@ -11,7 +11,7 @@
 //   1. exactly the 49 terms of the course, one file each, each with its header block (title,
 //      also known as, the right category, related terms, labs), a definition of 80 to 250
 //      words, and its sections in order with a "Try it" that gives make commands;
-//   2. the 18 lessons, each with its sections in order, commands to run and folded answers;
+//   2. the 19 lessons, each with its sections in order, commands to run and folded answers;
 //      README.md's map of the course gives each lesson's labs and terms as the lesson does,
 //      and lessons/README.md is not taken for a lesson;
 //   3. every [[link]] in terms and lessons resolves, every term is linked from somewhere and
@@ -23,7 +23,7 @@
 //   6. the terminal renderer on every file: no failure, and none of the markdown markers the
 //      files use left in its output; `shardlab lexicon` finds exact, partial and misspelt
 //      names (a title given as several words; the central term first among near ones) and
-//      refuses unknown ones with exit 2; `shardlab lesson` lists the 18 lessons and opens one
+//      refuses unknown ones with exit 2; `shardlab lesson` lists the 19 lessons and opens one
 //      by number (5, 05), slug or title, and refuses an unknown one with exit 2 and one line;
 //   7. one value per quantity: the typical MFU range and the threshold of `--algo auto` are
 //      stated alike in every file (the threshold as labs/common/comm/dist.c sets it), and no wrapped
@@ -77,11 +77,11 @@ static const char *LESSONS[] = {
     "05-ddp-from-scratch", "06-global-batch-and-accumulation", "07-bucketing-and-overlap", "08-zero", "09-fsdp",
     "10-tensor-parallelism-basics", "11-tensor-and-sequence-parallelism", "12-pipeline-parallelism",
     "13-pipeline-schedules", "14-activation-checkpointing", "15-checkpoints-and-fault-tolerance", "16-topology",
-    "17-hsdp-and-2d-meshes", "18-context-parallelism",
+    "17-hsdp-and-2d-meshes", "18-context-parallelism", "19-experts",
 };
 #define NLESSONS ((int)(sizeof LESSONS / sizeof LESSONS[0]))
 
-static const char *LABS[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard", "cp"};
+static const char *LABS[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard", "cp", "ep"};
 #define NLABS ((int)(sizeof LABS / sizeof LABS[0]))
 
 static int is_term(const char *s, size_t n) {
@@ -901,8 +901,8 @@ static void check_lesson_command(void) {
            "shardlab lesson: lists the %d lessons in order, number and title (%d listed, exit %d)", NLESSONS, listed,
            status);
     // Proves: lessons/README.md, the folder's own documentation, is no lesson: it is there,
-    // and the list above holds the 18 lessons and nothing more. Broken variant: course.c
-    // reading every *.md lists it as an 18th (README, "The lexicon and the lessons").
+    // and the list above holds the 19 lessons and nothing more. Broken variant: course.c
+    // reading every *.md lists it as a 20th (README, "The lexicon and the lessons").
     char readme[700];
     snprintf(readme, sizeof readme, "%s/lessons/README.md", root);
     EXPECT(access(readme, R_OK) == 0 && !strstr(out, "The lexicon and the lessons"),
@@ -935,7 +935,7 @@ static void check_lesson_command(void) {
     status = lesson_cmd("lesson-99", (char *[]){"99", NULL});
     out = captured("lesson-99", "out");
     char *e = captured("lesson-99", "err");
-    EXPECT(status == 2 && !out[0] && count_lines(e) == 1 && strstr(e, "numbered 1 to 18"),
+    EXPECT(status == 2 && !out[0] && count_lines(e) == 1 && strstr(e, "numbered 1 to 19"),
            "shardlab lesson 99: exit 2, one line naming the numbers there are (exit %d): %s", status, one_line(e));
     free(out), free(e);
     status = lesson_cmd("lesson-nosuch", (char *[]){"nosuch", NULL});
