@@ -784,12 +784,12 @@ static void check_pages(void) {
         }
         if (d) closedir(d);
     }
-    EXPECT(pages == 67 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
+    EXPECT(pages == 68 && bad == 0, "every lexicon and lesson page is 200 with its title and real links (%d pages, %d bad)",
            pages, bad);
-    // Proves: lessons/README.md (the folder's guide) is not served as a 19th lesson.
+    // Proves: lessons/README.md (the folder's guide) is not served as a 20th lesson.
     EXPECT(get_status("/lessons/README") == 404, "lessons/README.md is no lesson: /lessons/README is 404");
-    EXPECT(home.status == 200 && linked == 67 && strstr(home.body, "id=\"lexicon-search\""),
-           "the home page links every term and lesson (%d of 67) and has the lexicon search", linked);
+    EXPECT(home.status == 200 && linked == 68 && strstr(home.body, "id=\"lexicon-search\""),
+           "the home page links every term and lesson (%d of 68) and has the lexicon search", linked);
     resp_free(&home);
     const char *labs[] = {"single", "collectives", "ddp", "zero", "fsdp", "tp", "pp", "ckpt", "shard", "cp"};
     int forms = 0, mixed = 0;
