@@ -1022,9 +1022,9 @@ int main(int argc, char **argv) {
     rc = grade("all", "--labs", labs_dir, "--out", all);
     g = load_json_file(all, "grade.json");
     const JsonValue *lab_list = g ? json_get(g, "labs") : NULL;
-    // 211 points: 22 configurations (ddp-accum, fsdp-prefetch, hsdp, tp-sp, collectives-ring-n3,
-    // pp's m < p and m = 1, and cp's zigzag and contiguous among them).
-    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") == 211 && lab_list && lab_list->count == 10,
+    // 263 points: 26 configurations (ddp-accum, fsdp-prefetch, hsdp, tp-sp, collectives-ring-n3,
+    // pp's m < p and m = 1, cp's zigzag and contiguous, ep's dropless and capacity among them).
+    EXPECT(rc == 0 && g && num(g, "points") == num(g, "max") && num(g, "max") == 263 && lab_list && lab_list->count == 11,
            "shardlab grade --labs on the reference labs: %.0f/%.0f over %zu labs, exit 0 (exit %d)", g ? num(g, "points") : -1,
            g ? num(g, "max") : -1, lab_list ? lab_list->count : 0, rc);
     json_free(g);

@@ -212,6 +212,51 @@ static const Variant VARIANTS[] = {
      "int nk = visible_keys(kpos, Tk, qpos[t]);\n                if (nk == 0) continue;  // the whole block",
      "int nk = visible_keys(kpos, Tk, t);\n                if (nk == 0) continue;  // the whole block", "cp", "cp",
      "*=loss.reference,grads.reference", NULL, NULL},
+    // ---- expert parallelism (ep): the gradients, the capacity rule, the combine, the norm ----
+    // A DDP reflex: all-reduce every gradient. Rank r's experts then get other ranks' experts'
+    // gradients added (the same offsets hold other experts), and each expert's own is already whole.
+    {"ep all-reducing every gradient, the experts' too", "19-ep/ep.c",
+     "dist_all_reduce_start(g, model->grads[l], replicated_floats(&model->cfg, l), l, &w);",
+     "dist_all_reduce_start(g, model->grads[l], gpt_layer_size(&model->cfg, l), l, &w);", "ep", "ep",
+     "*=loss.reference,grads.reference,comm.bytes", NULL, NULL},
+    // Each rank fills each expert to its own share of the capacity: other drops than single's.
+    {"ep's capacity applied per rank to its own tokens, not over the pass", "19-ep/dispatch.c",
+     "int K = m->K, E = m->E, cap = moe_capacity(m, n * N), dropped = 0;\n"
+     "    for (int e = 0; e < E; e++) {\n"
+     "        int taken = 0;  // of e's capacity, by the blocks before: (choice, rank) in that order\n"
+     "        for (int k = 0; k < K; k++)\n"
+     "            for (int s = 0; s < n; s++) {\n"
+     "                int i = (s * K + k) * E + e, room = cap - taken, c = counts[i];\n"
+     "                served[i] = c < room ? c : room;\n"
+     "                taken += served[i];",
+     "int K = m->K, E = m->E, cap = moe_capacity(m, N), dropped = 0;  // a rank's tokens, its capacity\n"
+     "    for (int e = 0; e < E; e++) {\n"
+     "        int taken[MOE_MAX_RANKS] = {0};  // of e's capacity on each rank\n"
+     "        for (int k = 0; k < K; k++)\n"
+     "            for (int s = 0; s < n; s++) {\n"
+     "                int i = (s * K + k) * E + e, room = cap - taken[s], c = counts[i];\n"
+     "                served[i] = c < room ? c : room;\n"
+     "                taken[s] += served[i];",
+     "ep", "ep", "ep= ep-n2= ep-capacity=loss.reference,grads.reference,experts.routing "
+     "ep-capacity-n2=loss.reference,grads.reference,experts.routing", NULL, NULL},
+    // As many drops, other tokens: rank 0's second choices before rank 1's first.
+    {"ep's capacity serving by rank first, not first choices first", "19-ep/dispatch.c",
+     "        for (int k = 0; k < K; k++)\n            for (int s = 0; s < n; s++) {\n                int i = (s * K + k) * E + e, room",
+     "        for (int s = 0; s < n; s++)\n            for (int k = 0; k < K; k++) {\n                int i = (s * K + k) * E + e, room",
+     "ep", "ep", "ep= ep-n2= ep-capacity=loss.reference,grads.reference ep-capacity-n2=loss.reference,grads.reference",
+     NULL, NULL},
+    {"the experts' outputs summed into the token unweighted by the router", "common/model/moe.c",
+     "for (int c = 0; c < C; c++) o[c] += w * y[c];", "for (int c = 0; c < C; c++) o[c] += y[c];\n            (void)w;",
+     "ep", "ep", "*=loss.reference,grads.reference", NULL, NULL},
+    {"the top-K router's weights not renormalised over the chosen experts", "common/model/moe.c",
+     "for (int k = 0; k < m->K; k++) weight[k] = (float)(p[expert[k]] / sum);",
+     "for (int k = 0; k < m->K; k++) weight[k] = p[expert[k]];\n    (void)sum;", "ep", "ep",
+     "*=loss.reference,grads.reference", NULL, NULL},
+    // Each rank clips by its own norm: the replicated weights part ways at the first clip, by
+    // little, as AdamW's update hardly depends on the gradient's scale (the loss holds).
+    {"ep's gradient norm leaving out the other ranks' experts", "19-ep/ep.c",
+     "return sqrt(rep + dist_sum_over_ranks(g, mine));", "(void)g;\n    return sqrt(rep + mine);", "ep", "ep",
+     "*=replicas.equal,grads.reference,comm.bytes", NULL, NULL},
     // ---- all-to-all: each block to the wrong rank (on 2 ranks r + k and r - k would be one) ----
     {"all-to-all sending rank r+k the block meant for rank r-k", "03-collectives/pairwise.c",
      "memcpy(shm_reserve(s, g->ranks[to]), in + send_at[to] + at, m * sizeof(float));",

@@ -1,5 +1,6 @@
 // comm.c — comm.bytes: every byte a step sends, against the count of the method's algorithm
-// (DDP's buckets, ZeRO's and FSDP's units, Megatron's f and g), and FSDP's prefetch order.
+// (DDP's buckets, ZeRO's and FSDP's units, Megatron's f and g, the ring's K/V blocks, the
+// experts' rows), FSDP's prefetch order, cp's positions and ep's routing statistics.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -378,6 +379,218 @@ static int comm_cp(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
     return 1;
 }
 
+// ---- expert parallelism: the rows each rank sends, and the router's statistics ------------
+
+// The floats of layer `layer` every ep rank holds alike (m: the whole model, every expert):
+// all of the embeddings and the head; of a block, all but its E experts.
+static double ep_replicated_floats(const GptConfig *m, int layer) {
+    double all = (double)gpt_layer_size(m, layer);
+    if (layer == 0 || layer > m->layers) return all;
+    MoeConfig x = gpt_moe_config(m);
+    return all - (double)m->experts * (double)moe_expert_floats(&x);
+}
+
+// A step's whole-run routing numbers from rank r's step event: assignments, dropped, and
+// expert_load [L][E] as one flat row (NaN where absent). 0 if the event has no such fields.
+static int ep_routing(const GradeRun *run, int r, int64_t step, const GptConfig *m, double *assigned, double *dropped,
+                      double *load) {
+    const JsonValue *ev = rank_step(run, r, step), *rows = json_get(ev, "expert_load");
+    *assigned = ev_num(ev, "assignments"), *dropped = ev_num(ev, "dropped");
+    if (!rows || rows->type != JSON_ARRAY || rows->count != (size_t)m->layers) return 0;
+    for (int l = 0; l < m->layers; l++) {
+        const JsonValue *row = json_at(rows, (size_t)l);
+        if (!row || row->type != JSON_ARRAY || row->count != (size_t)m->experts) return 0;
+        for (int e = 0; e < m->experts; e++) load[l * m->experts + e] = ev_num_at(row, (size_t)e);
+    }
+    return isfinite(*assigned) && isfinite(*dropped);
+}
+
+// Expert parallelism. Per block and micro-batch each rank all-gathers its counts, K E + 2 E
+// floats (4 (N-1) (K E + 2 E) bytes on the ring), and its rows travel: 4 C bytes a row, out
+// to the experts' ranks and back (dispatch, combine), and the same again in the backward. So
+// a rank sends 8 C (rows out + rows in) bytes of rows, its own rows kept in memory. The rows
+// each rank says it sent each rank (expert_rows_sent) must add up to the assignments the
+// capacity served, assignments - dropped (experts.routing checks those). Then the replicated
+// gradients, each layer's all-reduced once over every rank (the experts' not at all: each
+// is on one rank, and its gradient already covers every rank's tokens); the sums of the loss
+// and of the experts' share of the gradient norm, 8 (N-1) bytes each.
+static int comm_ep(Ctx *x, GradeCheck *c, int64_t step, const GptConfig *m) {
+    const GradeRun *run = x->run;
+    int N = run->world, passes = grade_cfg_count(run, "accum", 1, 1 << 16);
+    if (N > DIST_MAX_RANKS || m->experts < 1 || passes < 1) {
+        MEASURED("%d ranks, %d experts, accum %d", N, m->experts, passes);
+        REASON("the config does not describe an expert-parallel layout");
+        return 0;
+    }
+    double rows[DIST_MAX_RANKS][DIST_MAX_RANKS], served = 0;
+    for (int r = 0; r < N; r++) {
+        const JsonValue *sent = json_get(rank_step(run, r, step), "expert_rows_sent");
+        for (int q = 0; q < N; q++) {
+            rows[r][q] = sent && sent->type == JSON_ARRAY && sent->count == (size_t)N ? ev_num_at(sent, (size_t)q) : NAN;
+            served += rows[r][q];
+        }
+    }
+    double assigned = ev_num(rank_step(run, 0, step), "assignments"), dropped = ev_num(rank_step(run, 0, step), "dropped");
+    if (!(served == assigned - dropped)) {
+        MEASURED("step %lld: the ranks say they sent %.0f rows in all (expert_rows_sent)", (long long)step, served);
+        EXPECTED("%.0f: every assignment the capacity served (%.0f routed, %.0f dropped) sent once", assigned - dropped,
+                 assigned, dropped);
+        REASON("the dispatch sent other rows than the served assignments: a dropped token sent anyway, a row "
+               "sent twice or left out, or the step events do not say what was sent");
+        return 0;
+    }
+    double counts = (double)m->layers * passes * 4.0 * (N - 1) * (m->topk * m->experts + 2.0 * m->experts);
+    for (int r = 0; r < N; r++) {
+        size_t ns;
+        const JsonValue **sp = grade_spans(run, r, step, &ns);
+        double experts = 0, grads = 0, out = 0, in = 0;
+        int reduces = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (!strcmp(ev_str(sp[i], "phase"), "experts")) experts += ev_num(sp[i], "bytes");
+            else if (!strcmp(ev_str(sp[i], "name"), "all_reduce")) grads += ev_num(sp[i], "bytes"), reduces++;
+        }
+        for (int q = 0; q < N; q++)
+            if (q != r) out += rows[r][q], in += rows[q][r];
+        double want_experts = 8.0 * m->dim * (out + in) + counts, want_grads = 0;
+        for (int layer = 0; layer < gpt_layer_count(m); layer++)
+            want_grads += ring_bytes(RING_ALL_REDUCE, (size_t)ep_replicated_floats(m, layer), N, r);
+        if (experts != want_experts) {
+            MEASURED("rank %d, step %lld: the experts' exchanges sent %.0f bytes", r, (long long)step, experts);
+            EXPECTED("%.0f: 8 C x (%.0f rows out + %.0f rows back) and the counts' all-gather, 4 (N-1) (K E + 2 E) "
+                     "for %d blocks and %d micro-batch(es)", want_experts, out, in, m->layers, passes);
+            REASON("the dispatch moved %s than its rows: a row sent twice or left out, a trip missing (the combine "
+                   "or a backward), or the counts gathered more than once a block", more_or_fewer(experts, want_experts));
+            return 0;
+        }
+        if (grads != want_grads) {
+            MEASURED("rank %d, step %lld: %d all-reduces sent %.0f bytes", r, (long long)step, reduces, grads);
+            EXPECTED("%.0f: each layer's replicated gradients all-reduced once over all %d ranks (ring), the experts' "
+                     "not at all", want_grads, N);
+            REASON(grads > want_grads ? "the all-reduces moved more than the replicated gradients: the experts' "
+                                        "gradients summed over the ranks too (each already covers every rank's tokens), "
+                                        "or a layer reduced twice"
+                                      : "the all-reduces moved fewer bytes than the replicated gradients: a layer left out");
+            return 0;
+        }
+        double other = step_sent(run, r, step) - experts - grads;
+        if (other != 2 * SUM_BYTES(N)) {
+            MEASURED("rank %d, step %lld: %.0f bytes sent besides the experts' exchanges and the gradients", r,
+                     (long long)step, other);
+            EXPECTED("%.0f: the loss's sum and the experts' share of the gradient norm, one float pair per rank "
+                     "all-gathered each", 2 * SUM_BYTES(N));
+            reason_other_bytes(c, "the rank", other, 2 * SUM_BYTES(N));
+            return 0;
+        }
+    }
+    MEASURED("every step: the served rows out and back, the counts, each replicated layer all-reduced once, two sums");
+    EXPECTED("8 C (rows out + rows in) + 4 (N-1)(K E + 2E) L K, 2 (N-1)/N x 4 Psi_rep, 16 (N-1) per rank");
+    return 1;
+}
+
+// experts.routing: the router's statistics, logged by every rank for the whole pass (every
+// rank learns every rank's counts before a token moves), obey what routing and the capacity
+// rule say, whatever the weights: every rank logs the same numbers; each block routed each
+// of the B T tokens to K experts; and an expert serves at most ceil(F B' T K / E) of a pass of
+// B' T tokens (B' = B / accum: every rank's part of a micro-batch), so with one pass a step
+// the drops are the sum over blocks and experts of max(0, load - that).
+// Step 1's first block, from the same weights and embeddings, routes as the single-rank run's.
+void check_routing(Ctx *x, GradeCheck *c) {
+    const GradeRun *run = x->run;
+    GptConfig m;
+    if (!grade_model_or_say(run, &m, c)) return;
+    int N = run->world, passes = grade_cfg_count(run, "accum", 1, 1 << 16), B = grade_cfg_count(run, "batch", 0, 1 << 16);
+    if (m.experts < 1 || m.experts > 64 || m.layers > 64 || !passes || !B || B % passes) {
+        MEASURED("%d experts, %d blocks, batch %d, accum %d", m.experts, m.layers, B, passes);
+        REASON("the config does not describe a mixture of experts shardlab builds");
+        return;
+    }
+    double pass = (double)(B / passes) * m.seq, want_assigned = (double)m.layers * m.topk * B * m.seq;
+    double cap = m.capacity == 0 ? pass : fmin(pass, ceil(m.capacity * pass * m.topk / m.experts));
+    EXPECTED("the same on every rank; %.0f assignments a step (K B T a block); %s (capacity %.0f of a pass's %.0f "
+             "tokens); step 1's first block as the single-rank run's", want_assigned,
+             m.capacity == 0 ? "none dropped (dropless)"
+             : passes == 1   ? "the drops sum_b,e max(0, load - capacity)"
+                             : "the drops between sum_b,e max(0, load - passes x capacity) and max(0, load - capacity)",
+             cap, pass);
+    double load[64 * 64], load0[64 * 64];
+    for (int64_t step = run->first_step; step <= run->last_step; step++) {
+        double a0, d0;
+        if (!ep_routing(run, 0, step, &m, &a0, &d0, load0)) {
+            MEASURED("rank 0, step %lld: no assignments, dropped and expert_load [%d][%d] in the step event", (long long)step,
+                     m.layers, m.experts);
+            REASON("the step events do not say how the tokens were routed");
+            return;
+        }
+        for (int r = 1; r < N; r++) {
+            double a, d;
+            int ok = ep_routing(run, r, step, &m, &a, &d, load) && a == a0 && d == d0;
+            for (int i = 0; ok && i < m.layers * m.experts; i++) ok = load[i] == load0[i];
+            if (!ok) {
+                MEASURED("rank %d, step %lld: its routing numbers differ from rank 0's", r, (long long)step);
+                REASON("the ranks disagree on the pass's routing: each must count every rank's tokens (the counts' "
+                       "all-gather), not only its own");
+                return;
+            }
+        }
+        // The rule's drops. With several passes a step the loads are the passes' sums, and an
+        // expert's drops lie between its excess over all the passes' capacity and over one's.
+        double least = 0, most = 0;
+        for (int l = 0; l < m.layers; l++) {
+            double sum = 0;
+            for (int e = 0; e < m.experts; e++) {
+                double v = load0[l * m.experts + e];
+                sum += v, least += fmax(0, v - passes * cap), most += fmax(0, v - cap);
+            }
+            if (sum != (double)m.topk * B * m.seq) {
+                MEASURED("step %lld, block %d: %.0f assignments", (long long)step, l, sum);
+                EXPECTED("%.0f: each of the step's %d x %d tokens to K = %d experts", (double)m.topk * B * m.seq, B, m.seq,
+                         m.topk);
+                REASON("the router did not send every token to K experts");
+                return;
+            }
+        }
+        if (m.capacity == 0) least = most = 0;
+        if (a0 != want_assigned || d0 < least || d0 > most) {
+            MEASURED("step %lld: %.0f assignments, %.0f dropped", (long long)step, a0, d0);
+            if (least == most)
+                EXPECTED("%.0f assignments, %.0f dropped: every load above the capacity %.0f", want_assigned, least, cap);
+            else
+                EXPECTED("%.0f assignments, %.0f to %.0f dropped (%d passes, capacity %.0f each)", want_assigned, least,
+                         most, passes, cap);
+            REASON("the capacity dropped other assignments than the rule's: it is global (every rank's tokens of the "
+                   "pass against one capacity), not one each rank applies to its own tokens");
+            return;
+        }
+    }
+    // Step 1's first block: the same weights and the same tokens' embeddings, so the router
+    // must choose what the single-rank run's chose, whatever the later blocks do.
+    if (run->first_step == 1) {
+        const GradeRun *ref = ctx_reference(x, REF_SINGLE, c->reason, sizeof c->reason);
+        if (!ref) {
+            MEASURED("no reference");
+            return;
+        }
+        double a, d;
+        if (!ep_routing(ref, 0, 1, &m, &a, &d, load)) {
+            MEASURED("the reference has no routing numbers at step 1");
+            REASON("the reference run does not log its routing");
+            return;
+        }
+        ep_routing(run, 0, 1, &m, &a, &d, load0);
+        for (int e = 0; e < m.experts; e++)
+            if (load0[e] != load[e]) {
+                MEASURED("step 1, block 0: expert %d was given %.0f assignments", e, load0[e]);
+                EXPECTED("%.0f, as %s", load[e], x->ref_label[REF_SINGLE]);
+                REASON("from the same weights and tokens the first block's router chose other experts than the "
+                       "single-rank run's: its top K, or the tokens each rank routes, are not the model's");
+                return;
+            }
+    }
+    MEASURED("every step: the ranks agree, K B T assignments a block, the rule's drops; step 1's first block as the "
+             "reference");
+    c->pass = 1;
+}
+
 // ---- layout.positions: each rank holds the tokens its layout gives it -----------------------
 // A wrong zig-zag that still covers every position once (rank r taking chunks r and n + r)
 // trains exactly as well: only the balance of the work is lost. So the grader reads each
@@ -429,6 +642,7 @@ void check_comm(Ctx *x, GradeCheck *c) {
         int ok = !strcmp(run->lab, "ddp")  ? comm_ddp(x, c, step, (double)gpt_num_params(&m))
                  : !strcmp(run->lab, "tp") ? comm_tp(x, c, step, &m)
                  : !strcmp(run->lab, "cp") ? comm_cp(x, c, step, &m)
+                 : !strcmp(run->lab, "ep") ? comm_ep(x, c, step, &m)
                                            : comm_sharded(x, c, step, &m);
         if (!ok) return;
     }

@@ -104,6 +104,7 @@ int grade_model_or_say(const GradeRun *run, GptConfig *m, GradeCheck *c);
 void check_mem(Ctx *x, GradeCheck *c);
 void check_comm(Ctx *x, GradeCheck *c);
 void check_positions(Ctx *x, GradeCheck *c);
+void check_routing(Ctx *x, GradeCheck *c);
 
 // methods.c: the checks of one method each; coverage.c: data sharding's.
 void check_in_flight(Ctx *x, GradeCheck *c);

@@ -18,9 +18,14 @@
 //   pp           loss.reference [3]  grads.reference [2]  mem.formula [1]  schedule.in_flight [2]  schedule.bubble [2]
 //   ckpt         replicas.equal [2]  loss.reference [3]  recompute.bitwise [3]  recompute.count [1]  mem.formula [1]
 //   shard        replicas.equal [2]  loss.reference [3]  data.coverage [3]
+//   cp           replicas.equal [2]  loss.reference [3]  grads.reference [2]  mem.formula [1]  comm.bytes [2]
+//                layout.positions [1]
+//   ep           the same as cp, experts.routing [2] in place of layout.positions (replicas.equal:
+//                the replicated parameters' hash; each rank's experts are its own)
 // Here: run.complete, replicas.equal, loss.reference and grads.reference, and the table. The
 // others live with their formula: mem.formula in memory.c, comm.bytes in comm.c, schedule.*,
-// recompute.* and collectives.correct in methods.c, data.coverage in coverage.c.
+// recompute.* and collectives.correct in methods.c, data.coverage in coverage.c, layout.positions
+// and experts.routing in comm.c.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -312,6 +317,7 @@ static const CheckDef DEFS[] = {
     {"data.coverage", 3, check_coverage, "each rank read and trained on exactly its part of every global batch"},
     {"collectives.correct", 4, check_collectives, "every collective's result is right, every size"},
     {"layout.positions", 1, check_positions, "each rank holds the tokens its layout gives it (zig-zag: chunks r, 2n-1-r)"},
+    {"experts.routing", 2, check_routing, "every rank logs the pass's routing; K experts a token; the capacity rule's drops"},
 };
 
 typedef struct {
@@ -331,6 +337,8 @@ static const LabRubric RUBRICS[] = {
     {"shard", {"run.complete", "replicas.equal", "loss.reference", "data.coverage"}},
     {"cp", {"run.complete", "replicas.equal", "loss.reference", "grads.reference", "mem.formula", "comm.bytes",
             "layout.positions"}},
+    {"ep", {"run.complete", "replicas.equal", "loss.reference", "grads.reference", "mem.formula", "comm.bytes",
+            "experts.routing"}},
 };
 
 // Why a check does not apply to this run's configuration (NULL if it does). Known from the

@@ -280,6 +280,12 @@ const CatGraded catalog_graded[] = {
     {"cp", "cp", 4, {"--steps", "6"}, NULL},
     {"cp-n2", "cp", 2, {"--steps", "6"}, NULL},
     {"cp-contiguous-n3", "cp", 3, {"--steps", "6", "--layout", "contiguous"}, NULL},
+    // Expert parallelism: dropless and with a capacity (the global rule drops what single
+    // drops), on 2 ranks and on 4, where a rank's tokens reach three other ranks.
+    {"ep", "ep", 4, {"--steps", "6"}, NULL},
+    {"ep-n2", "ep", 2, {"--steps", "6"}, NULL},
+    {"ep-capacity", "ep", 4, {"--steps", "6", "--capacity", "1.25"}, NULL},
+    {"ep-capacity-n2", "ep", 2, {"--steps", "6", "--capacity", "1.25"}, NULL},
 };
 const int catalog_ngraded = (int)(sizeof catalog_graded / sizeof catalog_graded[0]);
 

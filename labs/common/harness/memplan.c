@@ -14,6 +14,7 @@
 //   pp       params, grads, optim as after a step; acts: the workspace, and at the peak the
 //            activations its schedule holds at its fullest moment (memplan_pp_held walks the
 //            stage's order); its messages in flight are timing's (not planned)
+//   ep       params, grads, optim, comm as after a step; acts as single's
 //   tp       params, grads, optim as after a step; the activations' peak (the pass's own
 //            workspace on top of tp_acts_bytes) is not planned
 #include "memplan.h"
@@ -196,6 +197,34 @@ static int cp_plan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why
     return 0;
 }
 
+// An expert-parallel rank: the replicated parameters and E/N experts of every block; the
+// saved activations of its B' sequences, the experts' rows counted where they run (at most
+// R, moe_expert_rows: every rank's tokens may pick this rank's experts); at the peak the
+// pass's workspace W = 4 (S + B' T C) on top. As comm, the dispatcher's buffers: the R rows
+// in flight and every rank's counts and probability sums, 4 (R C + N (K E + 2 E)).
+static int ep_plan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
+    if (m->experts < 1 || l->world < 1 || m->experts % l->world || l->micro < 1)
+        return snprintf(why, nwhy, "%d experts over %d ranks, micro-batches of %d", m->experts, l->world, l->micro), -1;
+    GptConfig local = *m;
+    local.expert_ranks = l->world, local.expert_rank = 0;  // (every rank holds as many experts)
+    MoeConfig x = gpt_moe_config(&local);
+    double mine = (double)gpt_num_params(&local), BT = (double)l->micro * m->seq, C = m->dim;
+    double R = moe_expert_rows(&x, (int)BT);
+    p->after[MEM_PARAMS] = p->after[MEM_GRADS] = 4 * mine, p->after[MEM_OPTIM] = 8 * mine;
+    p->formula = "4, 4, 8 (Psi_rep + L E/N Psi_exp): the replicated parameters, E/N experts a block";
+    p->after_formula[MEM_PARAMS] = p->after_formula[MEM_GRADS] = "4 (Psi_rep + L E/N Psi_exp)";
+    p->after_formula[MEM_OPTIM] = "8 (Psi_rep + L E/N Psi_exp)";
+    double acts = (double)gpt_acts_bytes(&local, l->micro);
+    p->after[MEM_ACTS] = acts;
+    p->peak[MEM_ACTS] = acts + 4.0 * ((double)gpt_pass_scratch_floats(&local, l->micro, l->gpu) + BT * C);
+    p->after_formula[MEM_ACTS] = "single's saved activations of B' sequences, the experts' rows (at most R) where they run";
+    p->peak_formula[MEM_ACTS] = "the saved activations + the pass's workspace W = 4 (S + B' T C)";
+    p->after[MEM_COMM] = p->peak[MEM_COMM] = 4.0 * (R * C + (double)l->world * (m->topk * m->experts + 2.0 * m->experts));
+    p->after_formula[MEM_COMM] = p->peak_formula[MEM_COMM] = "4 (R C + N (K E + 2 E)): the rows in flight, every rank's counts";
+    for (int k = 0; k < MEM_ACTS; k++) p->peak[k] = p->after[k];
+    return 0;
+}
+
 int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_t nwhy) {
     for (int k = 0; k < MEM_CATEGORIES; k++) {
         p->after[k] = p->peak[k] = NAN;
@@ -206,6 +235,7 @@ int memplan(const GptConfig *m, const MemLayout *l, MemPlan *p, char *why, size_
     int zero = strcmp(lab, "zero") == 0, fsdp = strcmp(lab, "fsdp") == 0, pp = strcmp(lab, "pp") == 0, tp = strcmp(lab, "tp") == 0;
     int replica = !strcmp(lab, "single") || !strcmp(lab, "ddp") || !strcmp(lab, "shard") || !strcmp(lab, "ckpt");
     if (!strcmp(lab, "cp")) return cp_plan(m, l, p, why, nwhy);
+    if (!strcmp(lab, "ep")) return ep_plan(m, l, p, why, nwhy);
     if (!zero && !fsdp && !pp && !tp && !replica) return snprintf(why, nwhy, "no memory formula for the %s lab", lab), -1;
     if (zero && (l->stage < 0 || l->stage > 3)) return snprintf(why, nwhy, "ZeRO stage %d is not 0-3", l->stage), -1;
     if (fsdp && l->replicate > 1 && l->world % l->replicate)

@@ -18,6 +18,8 @@
 //                                          parameters and its slice of the split ones (tp_layout.h)
 //   a context-parallel rank                a replica; the activations of its T' tokens a sequence,
 //                                          the ring's blocks in flight as comm (cp_layout.h)
+//   an expert-parallel rank                4, 4 and 8 x (Psi_rep + L E/N Psi_exp): the replicated
+//                                          parameters and its experts; the dispatcher's buffers as comm
 // where Psi' counts each unit (a block, the embedding, the head) padded to N equal shards.
 // A bare parameter count (MemLayout.psi, `shardlab plan --psi`: a model without a shape, as
 // the ZeRO paper counts one) is one unit: the state after a step alone, no activations, no peaks.
@@ -33,7 +35,7 @@
 #include "mem.h"
 
 typedef struct {
-    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp, pp, tp or cp
+    const char *lab;      // single, ddp, shard, ckpt, zero, fsdp, pp, tp, cp or ep
     int world;            // N: ranks that split the training state (and, but pp, the batch)
     int micro;            // B': sequences in one micro-batch of one rank
     int mixed;            // bf16 weights and gradients, fp32 master weights in the optimizer
