@@ -599,7 +599,7 @@ ref-programs: $(REF_BINS)
 # pages run them ("Your TODO regions"); a region that does not compile fails neither.
 # The check programs are built in the sandbox; the driver, which takes nothing from the copy
 # and starts each check program in the sandbox, is this build's (copied beside them).
-TODO_PROGRAMS := adamw ring shard ddp zero fsdp tp pp ckpt cp
+TODO_PROGRAMS := adamw ring shard ddp zero fsdp tp pp ckpt cp ep
 TODO_CHECKS := $(TODO_PROGRAMS:%=$(BUILD)/todo/check_%)
 TODO_BINS := $(TODO_CHECKS) $(BUILD)/todo/check
 CHECK_GOAL = $(firstword $(filter check web,$(MAKECMDGOALS)) check)

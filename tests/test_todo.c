@@ -7,7 +7,7 @@
 //   1. the table of regions (tests/todo/regions.c) names every /* BEGIN SOLUTION: what */ region
 //      of labs/ once, by its file and its words, and nothing else; each check program holds
 //      exactly the checks of its regions; the configurations' points add up to the grader's
-//      211 (test_variants compares each with the grader's own maximum); each region's "reread"
+//      263 (test_variants compares each with the grader's own maximum); each region's "reread"
 //      names lessons and lexicon terms that exist, and AdamW's lands where decoupled weight
 //      decay is explained; labs/command/grade/README.md's index names each region's check, and
 //      README.md's map of the course gives each lesson the regions that name it;
@@ -59,6 +59,10 @@ static const struct {
      {"ranks: rank ", "query at position", "expected", "ring step"}},
     {"cp's position embeddings looked up at the rank's own indices, not the global positions", "cp-positions",
      {"token ", "global position", "expected", "wpe[pos["}},
+    {"ep's capacity applied per rank to its own tokens, not over the pass", "ep-capacity",
+     {"rank(s) of", "expert ", "choice-1 assignments", "expected"}},
+    {"ep's capacity serving by rank first, not first choices first", "ep-capacity",
+     {"rank(s)", "expert ", "choice-", "first choices first"}},
     // The grader's blind spots (variants.h): each region's check already tries the case.
     {"ring reduce-scatter adding at chunk c's offset c n/p (right only when p divides n)", "ring-reduce-scatter",
      {"ranks, ", "elements", "values of other elements", "offset"}},
@@ -153,7 +157,7 @@ static void check_table(void) {
     free(readme);
     EXPECT(listed == TODO_NREGIONS, "labs/command/grade/README.md's index of the regions names each one's check (%d of %d)",
            listed, TODO_NREGIONS);
-    EXPECT(total == 211 && names_ok, "the 22 graded configurations are worth the grader's 211 points (%d), and every "
+    EXPECT(total == 263 && names_ok, "the 26 graded configurations are worth the grader's 263 points (%d), and every "
            "region names configurations among them, under a name of its own", total);
 }
 
@@ -293,7 +297,7 @@ static void check_driver_json(const char *bdir) {
                !strcmp(am->string, back) && rs && !strcmp(rs->string, "does not build") && rm &&
                strstr(rm->string, "error: expected \xe2\x80\x98;\xe2\x80\x99 before \"x\"") && next &&
                next->type == JSON_STRING && !strcmp(next->string, "adamw") && failed && failed->number == 2 && nb &&
-               nb->number == 1 && configs && configs->count == 20 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
+               nb->number == 1 && configs && configs->count == 24 && pts && (int)pts->number == todo_region_points(&TODO_REGIONS[0]),
            "check --json: a failure's message with quotes, backslashes, newlines, a control byte and a stray byte parses "
            "and comes back as written; 'does not build' with the compiler's quoted error (exit %d%s%s: %s)", rc,
            v ? "" : ", not JSON: ", err, one_line(out));

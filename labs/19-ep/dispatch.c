@@ -25,6 +25,7 @@ double dispatcher_bytes(const MoeConfig *m, int N) {
 }
 
 int dispatch_serve(const MoeConfig *m, int n, int N, const int *counts, int *served) {
+    /* BEGIN SOLUTION: the global capacity rule: of each expert's assignments, first choices first, rank 0's first */
     int K = m->K, E = m->E, cap = moe_capacity(m, n * N), dropped = 0;
     for (int e = 0; e < E; e++) {
         int taken = 0;  // of e's capacity, by the blocks before: (choice, rank) in that order
@@ -37,6 +38,7 @@ int dispatch_serve(const MoeConfig *m, int n, int N, const int *counts, int *ser
             }
     }
     return dropped;
+    /* END SOLUTION */
 }
 
 // ---- the exchanges -----------------------------------------------------------------------

@@ -3,11 +3,13 @@
 
 #include <string.h>
 
+#define EP "ep,ep-n2,ep-capacity,ep-capacity-n2"
 #define TRAINING \
     "single,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp,tp,tp-sp,pp-gpipe,pp-1f1b,pp-1f1b-m2,pp-1f1b-m1,ckpt,shard," \
-    "cp,cp-n2,cp-contiguous-n3"
+    "cp,cp-n2,cp-contiguous-n3," EP
 #define CP "cp,cp-n2,cp-contiguous-n3"
-#define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp"
+// (EP: ep's counts are all-gathered and its replicated gradients all-reduced on the ring.)
+#define RING "collectives,collectives-ring-n3,ddp,ddp-accum,zero-1,zero-2,zero-3,fsdp,fsdp-prefetch,hsdp," EP
 
 const TodoRegion TODO_REGIONS[] = {
     {"adamw", "adamw", "common/model/adamw.c",
@@ -23,7 +25,7 @@ const TodoRegion TODO_REGIONS[] = {
     {"all-to-all", "ring", "03-collectives/pairwise.c",
      "all-to-all step k: our block for rank r+k out, rank r-k's block for us in",
      "lesson 3 (collectives-and-their-cost); lexicon: all-to-all, expert-parallelism",
-     "collectives,collectives-ring-n3"},
+     "collectives,collectives-ring-n3," EP},
     {"shard-permutation", "shard", "04-data-sharding/sampler.c", "the epoch's permutation of the D items, by Fisher-Yates",
      "lesson 4 (data-sharding); lexicon: data-sharding", "shard"},
     {"shard-read", "shard", "04-data-sharding/shard.c", "sampler: read this rank's part of every global batch of the epoch",
@@ -73,17 +75,21 @@ const TodoRegion TODO_REGIONS[] = {
     {"cp-positions", "cp", "18-cp/cp.c", "look up each token's position embedding at its GLOBAL position",
      "lesson 18 (context-parallelism), its part \"Everything else is token by token\"; lexicon: context-parallelism",
      CP},
+    {"ep-capacity", "ep", "19-ep/dispatch.c",
+     "the global capacity rule: of each expert's assignments, first choices first, rank 0's first",
+     "lesson 19 (experts), its paragraph \"Capacity\"; lexicon: expert-parallelism",
+     "ep-capacity,ep-capacity-n2"},
 };
 const int TODO_NREGIONS = sizeof TODO_REGIONS / sizeof TODO_REGIONS[0];
 
 // shardlab grade's maximum per graded configuration (labs/command/grade/rubric.c: run.complete [1] and
-// the lab's checks; zero-3 has no replicas to compare), 211 in all.
+// the lab's checks; zero-3 has no replicas to compare), 263 in all.
 const TodoConfig TODO_CONFIGS[] = {
     {"single", 5},    {"collectives", 5},   {"collectives-ring-n3", 5}, {"ddp", 11},        {"ddp-accum", 11},
     {"zero-1", 11},   {"zero-2", 11},       {"zero-3", 9},              {"fsdp", 9},        {"fsdp-prefetch", 9},  {"hsdp", 9},
     {"tp", 8},        {"tp-sp", 8},         {"pp-gpipe", 11},           {"pp-1f1b", 11},    {"pp-1f1b-m2", 11},
     {"pp-1f1b-m1", 11}, {"ckpt", 11},       {"shard", 9},       {"cp", 12},         {"cp-n2", 12},
-    {"cp-contiguous-n3", 12},
+    {"cp-contiguous-n3", 12}, {"ep", 13},        {"ep-n2", 13},      {"ep-capacity", 13}, {"ep-capacity-n2", 13},
 };
 const int TODO_NCONFIGS = sizeof TODO_CONFIGS / sizeof TODO_CONFIGS[0];
 
