@@ -344,6 +344,10 @@ static const char USAGE[] =
     "  pp           loss.reference, grads.reference, mem.formula, schedule.in_flight, schedule.bubble\n"
     "  ckpt         replicas.equal, loss.reference, recompute.bitwise, recompute.count, mem.formula\n"
     "  shard        replicas.equal, loss.reference, data.coverage\n"
+    "  cp           replicas.equal, loss.reference, grads.reference, mem.formula, comm.bytes,\n"
+    "               layout.positions\n"
+    "  ep           replicas.equal, loss.reference, grads.reference, mem.formula, comm.bytes,\n"
+    "               experts.routing\n"
     "Exit status: 0 every check passed, 1 a check failed (or the run is not gradable, or another\n"
     "job holds it, or the report could not be written: then none is left), 2 bad arguments.\n";
 
